@@ -1,0 +1,71 @@
+"""The ``ferry`` command line.
+
+Each sub-command lives in its own module under ``agent.cli`` and exposes ``NAME``, ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int``. Modules import heavy dependencies (torch,
+libcst) inside ``run`` so that ``ferry --help`` stays fast.
+
+Exit status (DESIGN.md): 0 success, 1 the job ran but did not succeed, 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from types import ModuleType
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+# Order is the order shown by ``ferry --help``.
+COMMAND_MODULES: tuple[str, ...] = (
+    "agent.cli.demo_cmd",
+)
+
+
+class CliError(Exception):
+    """Bad usage or bad input: printed on stderr, exit status 2."""
+
+
+def _load_commands() -> list[ModuleType]:
+    return [importlib.import_module(name) for name in COMMAND_MODULES]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ferry",
+        description="Move PyTorch code from CUDA to another accelerator (tpx built in).",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module in _load_commands():
+        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def _configure_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        return int(args._run(args))
+    except CliError as exc:
+        print(f"ferry {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("ferry: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sample repositories and the offline eval harness."""

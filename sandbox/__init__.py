@@ -1,0 +1,1 @@
+"""Runs untrusted code in isolation. Imports the standard library only."""

@@ -1,0 +1,1 @@
+"""Ferry's deterministic tools: typed functions (pydantic in, pydantic out)."""
