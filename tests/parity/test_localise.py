@@ -1,0 +1,123 @@
+"""compare_dumps finds real drift, localises it, and lets harmless differences pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tests.parity.conftest import Model, train_probed
+from tools.parity.compare import compare_dumps
+from tools.parity.models import CompareOptions
+
+
+def test_identical_runs_pass(reference_dump: Path, tmp_path: Path) -> None:
+    report = compare_dumps(reference_dump, train_probed(tmp_path / "tgt"))
+    assert report.verdict == "pass" and report.first_divergence is None
+    assert report.counts["fail"] == 0 and report.counts["compared"] > 50
+    assert {t.tier for t in report.tensors} == {"assert_close"}
+    assert report.scalars[0].key == "scalar:loss" and report.scalars[0].verdict == "pass"
+
+
+def test_perturbed_layer_is_localised(reference_dump: Path, tmp_path: Path) -> None:
+    def perturb(model: Model) -> None:
+        with torch.no_grad():
+            model.blocks[1].fc2.weight[0, :5] += 0.05
+
+    report = compare_dumps(reference_dump, train_probed(tmp_path / "tgt", prepare=perturb))
+    assert report.verdict == "fail"
+    div = report.first_divergence
+    assert div is not None
+    assert (div.module, div.call, div.step, div.inputs) == ("Model.blocks.1.fc2", 0, 0, "pass")
+    assert div.module_class == "Linear" and div.likely_cause == "computation"
+    assert div.output.tolerances is not None and div.output.tolerances.dtype == "float32"
+    # everything executed before it agreed
+    order = [m.key for m in report.modules]
+    before = report.modules[: order.index("Model.blocks.1.fc2#0")]
+    assert before and all(m.output_verdict == "pass" for m in before)
+    # the printed loss moved by ~5e-4: within the cosine tier, and the report says which tier decided
+    loss = report.scalars[0]
+    assert (loss.verdict, loss.tier, loss.tolerances.dtype) == ("pass", "cosine", "float32")
+
+
+class _Bf16Matmul:
+    """Emulates a device whose fp32 matmuls round their inputs to bf16 (what tpx does in 'medium')."""
+
+    def __enter__(self):
+        self.orig = F.linear
+        torch.set_float32_matmul_precision("medium")
+
+        def linear(x, w, b=None):
+            return self.orig(x.to(torch.bfloat16).float(), w.to(torch.bfloat16).float(), b)
+
+        F.linear = linear
+        return self
+
+    def __exit__(self, *exc):
+        F.linear = self.orig
+        torch.set_float32_matmul_precision("highest")
+
+
+def test_bf16_matmul_drift_is_attributed_to_matmul_precision(reference_dump: Path, tmp_path: Path) -> None:
+    with _Bf16Matmul():
+        target = train_probed(tmp_path / "tgt")
+    report = compare_dumps(reference_dump, target)
+    assert report.verdict in ("fail", "warn")
+    div = report.first_divergence
+    assert div is not None and div.module == "Model.embed" and div.likely_cause == "matmul_precision"
+    assert "medium" in div.explanation and "highest" in div.explanation
+
+
+def test_harmless_summation_reordering_passes(reference_dump: Path, tmp_path: Path) -> None:
+    orig = F.linear
+
+    def chunked_linear(x, w, b=None):
+        # same maths, different summation order: split the reduction dim and add the parts in reverse
+        k = x.shape[-1]
+        parts = [orig(x[..., i : i + 4], w[:, i : i + 4]) for i in range(0, k, 4)]
+        out = torch.stack(parts[::-1]).sum(0)
+        return out + b if b is not None else out
+
+    F.linear = chunked_linear
+    try:
+        target = train_probed(tmp_path / "tgt")
+    finally:
+        F.linear = orig
+    report = compare_dumps(reference_dump, target)
+    assert report.verdict == "pass", report.summary
+    assert report.first_divergence is None
+    assert any(t.tier != "assert_close" or (t.metrics and t.metrics.max_abs > 0) for t in report.tensors)
+
+
+def test_nonfinite_output_is_localised(reference_dump: Path, tmp_path: Path) -> None:
+    def poison(model: Model) -> None:
+        with torch.no_grad():
+            model.blocks[2].fc1.bias[3] = float("nan")
+
+    report = compare_dumps(reference_dump, train_probed(tmp_path / "tgt", prepare=poison))
+    div = report.first_divergence
+    assert div is not None and div.module == "Model.blocks.2.fc1" and div.output.tier == "nonfinite"
+    assert div.output.metrics.nonfinite_mismatch == 64  # one NaN column across the batch of 64
+
+
+def test_different_input_data_is_blamed_on_data(reference_dump: Path, tmp_path: Path) -> None:
+    report = compare_dumps(reference_dump, train_probed(tmp_path / "tgt", data_seed=2))
+    div = report.first_divergence
+    assert div is not None and div.likely_cause == "input_data" and div.module == "Model.embed"
+
+
+def test_scalar_stream_length_mismatch_fails(reference_dump: Path, tmp_path: Path) -> None:
+    report = compare_dumps(reference_dump, train_probed(tmp_path / "tgt", steps=4))
+    loss = next(s for s in report.scalars if s.key == "scalar:loss")
+    assert (loss.verdict, loss.tier) == ("fail", "shape")
+    assert "reference printed 3 values, target 4" in loss.reason
+
+
+def test_golden_dump_enables_error_ratio(reference_dump: Path, tmp_path: Path) -> None:
+    golden = train_probed(tmp_path / "golden")
+    report = compare_dumps(reference_dump, train_probed(tmp_path / "tgt"), CompareOptions(golden_dir=golden))
+    assert report.verdict == "pass" and report.golden_dir == str(golden)
+    assert all(t.metrics.error_ratio == 1.0 for t in report.tensors if t.metrics is not None)

@@ -1,0 +1,180 @@
+"""compare_dumps: a reference probe dump against a target probe dump, per NUMERICS.md."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tools.parity.localise import first_divergence
+from tools.parity.metrics import VERDICT_RANK, judge
+from tools.parity.models import CompareOptions, ModuleComparison, ParityReport, TensorComparison
+from tools.parity.tolerances import SCALAR_DTYPE
+from tools.probe.dump import ProbeDump
+
+logger = logging.getLogger(__name__)
+
+TENSOR_KINDS = ("module_input", "module_output", "record")
+
+
+def worst(verdicts: list[str]) -> str:
+    if not verdicts:
+        return "none"
+    return max(verdicts, key=lambda v: VERDICT_RANK.get(v, 0))
+
+
+def _resolve(dump: ProbeDump, key: str) -> str:
+    event = dump.tensor_events.get(key, {})
+    seen = 0
+    while "same_as" in event and seen < 64:
+        key = event["same_as"]
+        event = dump.tensor_events.get(key, {})
+        seen += 1
+    return key
+
+
+def _compare_tensor(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None, key: str,
+                    cache: dict[tuple[str, str], TensorComparison]) -> TensorComparison:
+    r_ev = ref.tensor_events[key]
+    base = {
+        "key": key, "kind": r_ev.get("kind", "?"), "module": r_ev.get("module"), "call": r_ev.get("call"),
+        "leaf": r_ev.get("leaf"), "step": r_ev.get("step"), "ref_shape": r_ev.get("shape"), "ref_dtype": r_ev.get("dtype"),
+    }
+    t_ev = tgt.tensor_events.get(key)
+    if t_ev is None:
+        return TensorComparison(**base, verdict="fail", tier="missing",
+                                reason="not recorded in the target run: execution took a different path")
+    base.update(target_shape=t_ev.get("shape"), target_dtype=t_ev.get("dtype"))
+    pair = (_resolve(ref, key), _resolve(tgt, key))
+    if pair in cache:
+        c = cache[pair]
+        return TensorComparison(**{**c.model_dump(), **base})
+    if base["ref_shape"] != base["target_shape"]:
+        result = TensorComparison(**base, verdict="fail", tier="shape",
+                                  reason=f"shape mismatch: reference {base['ref_shape']} vs target {base['target_shape']}")
+    elif base["ref_dtype"] != base["target_dtype"]:
+        result = TensorComparison(**base, verdict="fail", tier="dtype",
+                                  reason=f"dtype mismatch: reference {base['ref_dtype']} vs target {base['target_dtype']}")
+    else:
+        a, b = ref.tensor(key), tgt.tensor(key)
+        if a is None or b is None:
+            why = r_ev.get("skipped") if a is None else t_ev.get("skipped")
+            result = TensorComparison(**base, verdict="skipped", tier="not_recorded",
+                                      reason=f"no data to compare ({why or 'not written'})")
+        else:
+            g = None
+            if golden is not None and key in golden.tensor_events:
+                g = golden.tensor(key)
+            j = judge(a, b, golden=g)
+            result = TensorComparison(**base, verdict=j.verdict, tier=j.tier, reason=j.reason,
+                                      metrics=j.metrics, tolerances=j.tolerances)
+    cache[pair] = result
+    return result
+
+
+def _compare_scalars(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None) -> list[TensorComparison]:
+    out: list[TensorComparison] = []
+    for name, values in ref.scalars.items():
+        key = f"scalar:{name}"
+        base = {"key": key, "kind": "scalar", "module": key, "ref_shape": [len(values)], "ref_dtype": SCALAR_DTYPE}
+        if name not in tgt.scalars:
+            out.append(TensorComparison(**base, verdict="fail", tier="missing",
+                                        reason=f"the target run printed no '{name}' values"))
+            continue
+        t_values = tgt.scalars[name]
+        base.update(target_shape=[len(t_values)], target_dtype=SCALAR_DTYPE)
+        a = torch.tensor(values, dtype=torch.float64)
+        b = torch.tensor(t_values, dtype=torch.float64)
+        g = torch.tensor(golden.scalars[name], dtype=torch.float64) if golden and name in golden.scalars else None
+        j = judge(a, b, golden=g, dtype=SCALAR_DTYPE)
+        if j.tier == "shape":
+            j.reason = f"stream length differs: reference printed {len(values)} values, target {len(t_values)}"
+        out.append(TensorComparison(**base, verdict=j.verdict, tier=j.tier, reason=j.reason,
+                                    metrics=j.metrics, tolerances=j.tolerances))
+    return out
+
+
+def _module_table(ref: ProbeDump, tensors: list[TensorComparison]) -> list[ModuleComparison]:
+    by_call: dict[tuple[str, int], dict[str, list[TensorComparison]]] = {}
+    for t in tensors:
+        if t.kind in ("module_input", "module_output") and t.module is not None and t.call is not None:
+            slot = by_call.setdefault((t.module, t.call), {"in": [], "out": []})
+            slot["in" if t.kind == "module_input" else "out"].append(t)
+    rows: list[ModuleComparison] = []
+    for i, marker in enumerate(ref.module_calls()):
+        slot = by_call.get((marker["module"], marker["call"]), {"in": [], "out": []})
+        outs = [t for t in slot["out"] if t.metrics is not None]
+        rows.append(ModuleComparison(
+            order=i, key=marker["key"], module=marker["module"], call=marker["call"], step=marker.get("step"),
+            module_class=marker.get("class"),
+            input_verdict=worst([t.verdict for t in slot["in"]]),
+            output_verdict=worst([t.verdict for t in slot["out"]]),
+            max_abs=max((t.metrics.max_abs for t in outs), default=None),
+            max_rel=max((t.metrics.max_rel for t in outs), default=None),
+            cosine=min((t.metrics.cosine for t in outs), default=None),
+        ))
+    return rows
+
+
+def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareOptions | None = None) -> ParityReport:
+    """Compare two probe dumps; see docs/parity.md for the verdict chain and localisation."""
+    options = options or CompareOptions()
+    ref, tgt = ProbeDump(ref_dir), ProbeDump(target_dir)
+    golden = ProbeDump(options.golden_dir) if options.golden_dir else None
+    kinds = [k for k in TENSOR_KINDS if (k != "module_input" or options.include_inputs)
+             and (k != "record" or options.include_records)]
+    cache: dict[tuple[str, str], TensorComparison] = {}
+    tensors = [
+        _compare_tensor(ref, tgt, golden, key, cache)
+        for key, ev in sorted(ref.tensor_events.items(), key=lambda kv: kv[1]["seq"])
+        if ev.get("kind") in kinds
+    ]
+    scalars = _compare_scalars(ref, tgt, golden) if options.include_scalars else []
+    modules = _module_table(ref, tensors)
+    missing = [t.key for t in tensors if t.tier == "missing"]
+    extra = [k for k, ev in tgt.tensor_events.items() if k not in ref.tensor_events and ev.get("kind") in kinds]
+    notes: list[str] = []
+    for name, dump in (("reference", ref), ("target", tgt)):
+        if dump.meta.get("dropped_events"):
+            notes.append(f"{name} dump hit its byte budget: {dump.meta['dropped_events']} tensor(s) not recorded "
+                         "(raise FERRY_PROBE_MAX_BYTES or lower FERRY_PROBE_STEPS)")
+        if not dump.meta.get("closed"):
+            notes.append(f"{name} dump was not closed cleanly (the run crashed or was killed); compared what was flushed")
+    if extra:
+        notes.append(f"{len(extra)} tensor(s) recorded only in the target run")
+    all_items = tensors + scalars
+    counts = {v: sum(1 for t in all_items if t.verdict == v) for v in ("pass", "warn", "fail", "skipped")}
+    counts["compared"] = len(all_items)
+    counts["modules"] = len(modules)
+    verdict = worst([t.verdict for t in all_items]) if all_items else "skipped"
+    if verdict == "none":
+        verdict = "skipped"
+    divergence = first_divergence(modules, tensors, scalars, ref, tgt)
+    first_warning = next((t for t in all_items if t.verdict == "warn"), None)
+    summary = _summary(verdict, counts, divergence, first_warning)
+    if not all_items:
+        notes.append("nothing to compare: neither module calls, records nor printed scalars were recorded")
+    return ParityReport(
+        verdict=verdict, summary=summary, ref_dir=str(ref_dir), target_dir=str(target_dir),
+        golden_dir=str(options.golden_dir) if options.golden_dir else None, counts=counts,
+        first_divergence=divergence, first_warning=first_warning, modules=modules, tensors=tensors,
+        scalars=scalars, missing_in_target=missing, extra_in_target=extra, notes=notes,
+        target_meta=_meta_subset(tgt.meta),
+    )
+
+
+def _meta_subset(meta: dict[str, Any]) -> dict[str, Any]:
+    keep = ("matmul_precision", "final_matmul_precision", "env", "tpx", "steps_seen", "optimizer_steps", "closed")
+    return {k: meta[k] for k in keep if k in meta}
+
+
+def _summary(verdict: str, counts: dict[str, int], divergence, first_warning) -> str:  # noqa: ANN001
+    head = (f"parity {verdict.upper()}: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail, "
+            f"{counts['skipped']} skipped of {counts['compared']} compared")
+    if divergence is not None:
+        return f"{head}; first divergence at {divergence.key} ({divergence.likely_cause}): {divergence.explanation}"
+    if first_warning is not None:
+        return f"{head}; first warning at {first_warning.key}: {first_warning.reason}"
+    return head

@@ -1,0 +1,164 @@
+"""Per-tensor error metrics and the NUMERICS.md verdict chain (all in float64 on CPU)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Literal
+
+import torch
+from pydantic import BaseModel
+
+from tools.parity.tolerances import Tolerances, tolerances_for
+
+logger = logging.getLogger(__name__)
+
+Verdict = Literal["pass", "warn", "fail", "skipped"]
+Tier = Literal[
+    "shape", "dtype", "nonfinite", "assert_close", "cosine", "tiered", "error_ratio", "missing", "not_recorded"
+]
+VERDICT_RANK = {"pass": 0, "skipped": 0, "warn": 1, "fail": 2}
+
+
+class TensorMetrics(BaseModel):
+    numel: int
+    max_abs: float
+    max_rel: float
+    cosine: float
+    rmse: float
+    nonfinite_mismatch: int
+    frac_over_pass_rel: float | None = None
+    frac_over_warn_rel: float | None = None
+    assert_close_ok: bool
+    error_ratio: float | None = None
+
+
+class Judgement(BaseModel):
+    verdict: Verdict
+    tier: Tier
+    reason: str
+    metrics: TensorMetrics | None = None
+    tolerances: Tolerances | None = None
+
+
+def dtype_name(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _as_f64(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach().to("cpu")
+    if t.is_complex():
+        t = torch.view_as_real(t.resolve_conj())
+    return t.to(torch.float64).reshape(-1)
+
+
+def compute_metrics(ref: torch.Tensor, target: torch.Tensor, tol: Tolerances,
+                    golden: torch.Tensor | None = None) -> TensorMetrics:
+    """Metrics of ``target`` against ``ref`` (same shape), relative error floored at ``tol.floor``."""
+    a, b = _as_f64(ref), _as_f64(target)
+    fa, fb = torch.isfinite(a), torch.isfinite(b)
+    both_nonfinite = ~fa & ~fb
+    same_special = (a == b) | (torch.isnan(a) & torch.isnan(b))
+    nonfinite_mismatch = int((fa != fb).sum()) + int((both_nonfinite & ~same_special).sum())
+    mask = fa & fb
+    a_f, b_f = a[mask], b[mask]
+    n = int(a_f.numel())
+    if n == 0:
+        return TensorMetrics(numel=int(a.numel()), max_abs=0.0, max_rel=0.0, cosine=1.0, rmse=0.0,
+                             nonfinite_mismatch=nonfinite_mismatch, frac_over_pass_rel=0.0,
+                             frac_over_warn_rel=0.0, assert_close_ok=True)
+    diff = (b_f - a_f).abs()
+    denom = a_f.abs().clamp_min(tol.floor) if tol.floor > 0 else a_f.abs()
+    rel = diff / denom
+    rel = torch.where(diff == 0, torch.zeros_like(rel), rel)  # 0/0 -> 0 for exact dtypes
+    na, nb = float(a_f.norm()), float(b_f.norm())
+    if na == 0.0 and nb == 0.0:
+        cosine = 1.0
+    elif na == 0.0 or nb == 0.0:
+        cosine = 0.0
+    else:
+        cosine = float(torch.dot(a_f, b_f)) / (na * nb)
+        cosine = max(-1.0, min(1.0, cosine))
+    ok = bool((diff <= tol.atol + tol.rtol * a_f.abs()).all())
+    ratio = None
+    if golden is not None:
+        g = _as_f64(golden)
+        if g.shape == a.shape:
+            g_f = g[mask]
+            finite = torch.isfinite(g_f)
+            den = float((a_f - g_f)[finite].norm())
+            num = float((b_f - g_f)[finite].norm())
+            if den > 0:
+                ratio = num / den
+            elif num == 0:
+                ratio = 1.0
+            else:
+                ratio = math.inf
+    return TensorMetrics(
+        numel=int(a.numel()),
+        max_abs=float(diff.max()),
+        max_rel=float(rel.max()),
+        cosine=cosine,
+        rmse=float(diff.pow(2).mean().sqrt()),
+        nonfinite_mismatch=nonfinite_mismatch,
+        frac_over_pass_rel=float((rel > tol.tier_pass_rel).double().mean()) if tol.tier_pass_rel else None,
+        frac_over_warn_rel=float((rel > tol.tier_warn_rel).double().mean()) if tol.tier_warn_rel else None,
+        assert_close_ok=ok,
+        error_ratio=ratio,
+    )
+
+
+def judge(ref: torch.Tensor, target: torch.Tensor, golden: torch.Tensor | None = None,
+          dtype: str | None = None) -> Judgement:
+    """The NUMERICS.md chain: shape/dtype -> non-finite masks -> assert_close OR cosine OR tiered
+    (OR the error ratio against an fp32 golden run, when one is given)."""
+    ref_dtype, tgt_dtype = dtype_name(ref), dtype_name(target)
+    if tuple(ref.shape) != tuple(target.shape):
+        return Judgement(verdict="fail", tier="shape",
+                         reason=f"shape mismatch: reference {list(ref.shape)} vs target {list(target.shape)}")
+    if ref_dtype != tgt_dtype:
+        return Judgement(verdict="fail", tier="dtype", reason=f"dtype mismatch: reference {ref_dtype} vs target {tgt_dtype}")
+    tol = tolerances_for(dtype or ref_dtype)
+    m = compute_metrics(ref, target, tol, golden)
+    if m.nonfinite_mismatch:
+        return Judgement(verdict="fail", tier="nonfinite", metrics=m, tolerances=tol,
+                         reason=f"{m.nonfinite_mismatch} non-finite value(s) (nan/inf) differ")
+    if m.assert_close_ok:
+        return Judgement(verdict="pass", tier="assert_close", metrics=m, tolerances=tol,
+                         reason=f"within assert_close defaults (rtol={tol.rtol:g}, atol={tol.atol:g})")
+    if m.cosine > tol.cosine_min and m.max_abs < tol.cosine_max_abs:
+        return Judgement(verdict="pass", tier="cosine", metrics=m, tolerances=tol,
+                         reason=f"cosine {m.cosine:.6f} > {tol.cosine_min} and max abs {m.max_abs:.3g} < {tol.cosine_max_abs:g}")
+    tiered = _tiered(m, tol)
+    if tiered is not None and tiered.verdict == "pass":
+        return tiered
+    ratio = _ratio(m, tol)
+    if ratio is not None and ratio.verdict == "pass":
+        return ratio
+    options = [j for j in (tiered, ratio) if j is not None]
+    if options:
+        return min(options, key=lambda j: VERDICT_RANK[j.verdict])
+    return Judgement(verdict="fail", tier="assert_close", metrics=m, tolerances=tol,
+                     reason=f"{ref_dtype} values must match exactly; max abs {m.max_abs:.3g}")
+
+
+def _tiered(m: TensorMetrics, tol: Tolerances) -> Judgement | None:
+    if tol.tier_pass_rel is None or m.frac_over_pass_rel is None or m.frac_over_warn_rel is None:
+        return None
+    detail = (f"{m.frac_over_pass_rel:.4%} of elements off by > {tol.tier_pass_rel:.2%} (pass limit {tol.tier_pass_frac:.2%}), "
+              f"{m.frac_over_warn_rel:.4%} off by > {tol.tier_warn_rel:.2%} (warn limit {tol.tier_warn_frac:.2%}); "
+              f"max rel {m.max_rel:.3g}, cosine {m.cosine:.6f}")
+    if m.frac_over_pass_rel <= tol.tier_pass_frac:
+        return Judgement(verdict="pass", tier="tiered", metrics=m, tolerances=tol, reason=detail)
+    verdict = "warn" if m.frac_over_warn_rel <= tol.tier_warn_frac else "fail"
+    return Judgement(verdict=verdict, tier="tiered", metrics=m, tolerances=tol, reason=detail)
+
+
+def _ratio(m: TensorMetrics, tol: Tolerances) -> Judgement | None:
+    if m.error_ratio is None:
+        return None
+    r = m.error_ratio
+    verdict = "pass" if r <= tol.ratio_pass else "warn" if r <= tol.ratio_warn else "fail"
+    return Judgement(verdict=verdict, tier="error_ratio", metrics=m, tolerances=tol,
+                     reason=f"error ratio ||target-golden||/||reference-golden|| = {r:.3g} "
+                            f"(pass <= {tol.ratio_pass}, warn <= {tol.ratio_warn})")

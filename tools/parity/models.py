@@ -1,0 +1,126 @@
+"""Pydantic models of the parity tools (ParityReport, CheckRequest/CheckResult)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tools.parity.metrics import Tier, TensorMetrics, Verdict
+from tools.parity.tolerances import Tolerances
+
+LikelyCause = Literal[
+    "matmul_precision", "reduction_order", "dtype", "cpu_fallback", "input_data", "computation", "unknown"
+]
+
+
+class CompareOptions(BaseModel):
+    golden_dir: Path | None = Field(None, description="fp32 CPU golden dump for the error-ratio check")
+    include_inputs: bool = True
+    include_scalars: bool = True
+    include_records: bool = True
+
+
+class TensorComparison(BaseModel):
+    key: str
+    kind: str
+    module: str | None = None
+    call: int | None = None
+    leaf: str | None = None
+    step: int | None = None
+    verdict: Verdict
+    tier: Tier
+    reason: str
+    ref_shape: list[int] | None = None
+    target_shape: list[int] | None = None
+    ref_dtype: str | None = None
+    target_dtype: str | None = None
+    metrics: TensorMetrics | None = None
+    tolerances: Tolerances | None = None
+
+
+class ModuleComparison(BaseModel):
+    """One module call, in execution (completion) order."""
+
+    order: int
+    key: str
+    module: str
+    call: int
+    step: int | None = None
+    module_class: str | None = None
+    input_verdict: Verdict | Literal["none"]
+    output_verdict: Verdict | Literal["none"]
+    max_abs: float | None = None
+    max_rel: float | None = None
+    cosine: float | None = None
+
+
+class Divergence(BaseModel):
+    """Where drift is born: the first module whose inputs agree and outputs do not."""
+
+    key: str
+    module: str
+    call: int | None = None
+    step: int | None = None
+    module_class: str | None = None
+    inputs: Verdict | Literal["none"]
+    likely_cause: LikelyCause
+    explanation: str
+    ops: list[str] = Field(default_factory=list)
+    output: TensorComparison
+
+
+class ParityReport(BaseModel):
+    verdict: Verdict
+    summary: str
+    ref_dir: str
+    target_dir: str
+    golden_dir: str | None = None
+    counts: dict[str, int]
+    first_divergence: Divergence | None = None
+    first_warning: TensorComparison | None = None
+    modules: list[ModuleComparison]
+    tensors: list[TensorComparison]
+    scalars: list[TensorComparison]
+    missing_in_target: list[str] = Field(default_factory=list)
+    extra_in_target: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    target_meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class CheckRequest(BaseModel):
+    path: Path
+    command: str | list[str]
+    out_dir: Path | None = None
+    steps: int = Field(2, ge=1)
+    seed: int = 0
+    timeout_s: float = 600.0
+    profile: bool = True
+    env: dict[str, str] = Field(default_factory=dict)
+    golden: bool = Field(False, description="also run an fp32 CPU golden run for the error-ratio check")
+
+
+class RunSummary(BaseModel):
+    role: str
+    status: str
+    exit_code: int | None
+    duration_s: float
+    probe_dir: str | None = None
+    profile_dir: str | None = None
+    stderr_tail: str = ""
+    trace_kind: str | None = None
+
+
+class CheckResult(BaseModel):
+    status: Literal["pass", "warn", "fail", "run_failed"]
+    summary: str
+    out_dir: str
+    reference: RunSummary
+    target: RunSummary
+    parity: ParityReport | None = None
+    profile: Any | None = None
+    report_md: str | None = None
+    report_json: str | None = None
+    chart_png: str | None = None
+    notes: list[str] = Field(default_factory=list)

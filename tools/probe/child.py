@@ -1,0 +1,113 @@
+"""Probe installation: in the sandboxed child (from env) or in-process (tests, notebooks)."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import re
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from tools.probe import recorder as rec
+from tools.probe.config import ProbeConfig, config_from_env
+from tools.probe.hooks import ModuleProbe
+from tools.probe.scalars import ScalarTee
+
+logger = logging.getLogger(__name__)
+
+
+class ProbeSession:
+    """An installed probe: recorder + module hooks + stream tees. ``close()`` writes the dump."""
+
+    def __init__(self, config: ProbeConfig) -> None:
+        self.config = config
+        self.recorder = rec.Recorder(config)
+        self.modules = ModuleProbe(self.recorder)
+        self._tees: list[tuple[str, ScalarTee]] = []
+        self.closed = False
+
+    def install(self) -> "ProbeSession":
+        if rec.active() is not None:
+            raise RuntimeError("a probe is already active in this process")
+        rec.set_active(self.recorder)
+        self.recorder.meta.update(_run_meta())
+        self.modules.install()
+        if self.config.capture_streams:
+            pattern = re.compile(self.config.scalar_pattern)
+            for name in ("stdout", "stderr"):
+                stream = getattr(sys, name)
+                if stream is not None:
+                    tee = ScalarTee(stream, self.recorder, pattern)
+                    setattr(sys, name, tee)
+                    self._tees.append((name, tee))
+        self.recorder.flush()
+        return self
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.modules.uninstall()
+        for name, tee in self._tees:
+            tee.finish()
+            if getattr(sys, name) is tee:
+                setattr(sys, name, tee._stream)
+        self._tees = []
+        extra = _run_meta(final=True)
+        extra["steps_seen"] = self.modules.step
+        extra["optimizer_steps"] = self.modules.optimizer_steps
+        extra["root_calls"] = self.modules.root_calls
+        self.recorder.close(extra)
+        if rec.active() is self.recorder:
+            rec.set_active(None)
+
+
+def _run_meta(final: bool = False) -> dict[str, Any]:
+    import os
+
+    meta: dict[str, Any] = {
+        "torch": torch.__version__,
+        "matmul_precision": torch.get_float32_matmul_precision(),
+        "env": {k: v for k, v in os.environ.items() if k.startswith(("TPX_", "FERRY_"))},
+    }
+    if final:
+        try:
+            from tools.profile.tpx_stats import read_tpx_stats
+
+            stats = read_tpx_stats()
+            if stats is not None:
+                meta["tpx"] = stats.model_dump()
+        except Exception:  # noqa: BLE001 - stats are a bonus
+            logger.debug("probe: tpx stats unavailable", exc_info=True)
+    return {("final_" + k if final and k != "tpx" else k): v for k, v in meta.items()}
+
+
+@contextmanager
+def probe_session(out_dir: Path | str, **settings: Any) -> Iterator[ProbeSession]:
+    """In-process probe: ``with probe_session(dir, steps=1): model(x)`` writes a dump to ``dir``."""
+    session = ProbeSession(ProbeConfig(out_dir=Path(out_dir), **settings)).install()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+_CHILD_SESSION: ProbeSession | None = None
+
+
+def install_from_env() -> ProbeSession | None:
+    """Called by the runner's bootstrap when ``FERRY_PROBE_DIR`` is set; writes the dump at exit."""
+    global _CHILD_SESSION
+    if _CHILD_SESSION is not None:
+        return _CHILD_SESSION
+    config = config_from_env()
+    if config is None:
+        return None
+    _CHILD_SESSION = ProbeSession(config).install()
+    atexit.register(_CHILD_SESSION.close)
+    logger.info("probe: recording to %s (steps=%d, max_bytes=%d)", config.out_dir, config.steps, config.max_bytes)
+    return _CHILD_SESSION

@@ -1,0 +1,82 @@
+"""Probe settings: what to record and how much (read from ``FERRY_PROBE_*`` env vars)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STEPS = 2
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+# Names of printed scalars worth comparing: metrics, not timings (timings always differ).
+DEFAULT_SCALAR_NAMES = (
+    r"(?:[A-Za-z0-9_./-]*?(?:loss|acc|accuracy|ppl|perplexity|error|score|norm|reward|"
+    r"f1|bleu|auc|mse|mae|rmse|nll|kl|logit|metric)[A-Za-z0-9_./-]*)"
+)
+NUMBER = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
+DEFAULT_SCALAR_PATTERN = (
+    rf"(?i)(?<![A-Za-z0-9_])(?P<name>{DEFAULT_SCALAR_NAMES})\s*(?:[:=]\s*|\s+)(?P<value>{NUMBER})(?![A-Za-z0-9_.])"
+)
+
+
+class ProbeConfig(BaseModel):
+    """What a probed run records. Every bound exists so a probe cannot fill a disk."""
+
+    out_dir: Path
+    steps: int = Field(DEFAULT_STEPS, ge=0, description="record module calls for the first N steps")
+    max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=0, description="cap on tensor bytes written")
+    scalar_pattern: str = DEFAULT_SCALAR_PATTERN
+    record_inputs: bool = True
+    op_census: bool = Field(True, description="list the torch functions each module calls (first step)")
+    capture_streams: bool = Field(True, description="scan stdout/stderr for scalar streams")
+
+    @field_validator("scalar_pattern")
+    @classmethod
+    def _valid_pattern(cls, value: str) -> str:
+        try:
+            compiled = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"FERRY_PROBE_SCALAR_PATTERN is not a valid regex: {exc}") from exc
+        if "value" not in compiled.groupindex:
+            raise ValueError("FERRY_PROBE_SCALAR_PATTERN needs a named group (?P<value>...) for the number")
+        return value
+
+
+def _env_int(env: dict[str, str], key: str, default: int) -> int:
+    raw = env.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw.replace("_", ""))
+    except ValueError:
+        logger.warning("%s=%r is not an integer; using %d", key, raw, default)
+        return default
+
+
+def _env_bool(env: dict[str, str], key: str, default: bool) -> bool:
+    raw = env.get(key)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() not in ("0", "false", "no", "off")
+
+
+def config_from_env(env: dict[str, str] | None = None) -> ProbeConfig | None:
+    """Build the config from ``FERRY_PROBE_*``; ``None`` when ``FERRY_PROBE_DIR`` is unset."""
+    env = dict(os.environ if env is None else env)
+    out = env.get("FERRY_PROBE_DIR")
+    if not out:
+        return None
+    return ProbeConfig(
+        out_dir=Path(out),
+        steps=_env_int(env, "FERRY_PROBE_STEPS", DEFAULT_STEPS),
+        max_bytes=_env_int(env, "FERRY_PROBE_MAX_BYTES", DEFAULT_MAX_BYTES),
+        scalar_pattern=env.get("FERRY_PROBE_SCALAR_PATTERN") or DEFAULT_SCALAR_PATTERN,
+        record_inputs=_env_bool(env, "FERRY_PROBE_INPUTS", True),
+        op_census=_env_bool(env, "FERRY_PROBE_OP_CENSUS", True),
+        capture_streams=_env_bool(env, "FERRY_PROBE_STREAMS", True),
+    )

@@ -1,0 +1,199 @@
+"""Global hooks that record module calls without edits to user code.
+
+Module path: the qualified name from the outermost module being called, prefixed by that
+module's class name (``Net.encoder.0.fc``); a module not registered under the outermost one
+is named ``<parent path>.<ClassName>``. Call index: how many times that path ran before.
+
+Step (documented in docs/parity.md): if the program steps an optimizer, step k is the work
+after the k-th ``optimizer.step()``; until the first optimizer step, and in programs that never
+step one, each call of an outermost module starts a new step. Module calls are recorded for
+steps ``0 .. FERRY_PROBE_STEPS-1``; after that the hooks remove themselves (zero overhead).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch.nn.modules import module as nn_module
+from torch.optim import optimizer as optim_mod
+from torch.overrides import TorchFunctionMode
+
+from tools.probe.recorder import Recorder
+
+logger = logging.getLogger(__name__)
+
+
+def tensor_leaves(tree: Any, prefix: str) -> list[tuple[str, torch.Tensor]]:
+    """(name, tensor) for every tensor leaf of an output/args structure."""
+    if isinstance(tree, torch.Tensor):
+        return [(prefix, tree)]
+    try:
+        flat, _ = pytree.tree_flatten_with_path(tree)
+    except Exception:  # noqa: BLE001 - exotic containers: record nothing rather than fail
+        return []
+    return [(prefix + pytree.keystr(path), leaf) for path, leaf in flat if isinstance(leaf, torch.Tensor)]
+
+
+class _OpCensus(TorchFunctionMode):
+    """Notes which torch functions run directly inside each module (first step only)."""
+
+    def __init__(self, probe: "ModuleProbe") -> None:
+        super().__init__()
+        self.probe = probe
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        stack = self.probe.stack
+        if stack and not self.probe.in_hook:
+            name = getattr(func, "__name__", None) or str(func)
+            if name in ("__get__", "__set__"):
+                name = getattr(getattr(func, "__self__", None), "__name__", name)
+            ops = self.probe.recorder.module_ops.setdefault(stack[-1], [])
+            if name not in ops:
+                ops.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+class ModuleProbe:
+    """Installs global forward (pre-)hooks and an optimizer step hook feeding a Recorder."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.config = recorder.config
+        self.stack: list[str] = []
+        self._root: weakref.ref | None = None
+        self._root_name = ""
+        self._names: dict[int, str] = {}
+        self._root_name_counts: dict[int, str] = {}
+        self.root_calls = 0
+        self.optimizer_steps = 0
+        self.call_counts: dict[str, int] = {}
+        self._handles: list[Any] = []
+        self._census: _OpCensus | None = None
+        self._census_done = not self.config.op_census
+        self.finished = False
+        self.in_hook = False
+
+    # ------------------------------------------------------------ lifecycle
+    def install(self) -> None:
+        if self.config.steps <= 0:
+            self.finished = True
+            return
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(self._pre_hook),
+            nn_module.register_module_forward_hook(self._post_hook, always_call=True),
+            optim_mod.register_optimizer_step_post_hook(self._optimizer_hook),
+        ]
+
+    def uninstall(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self._stop_census()
+        self.finished = True
+
+    @property
+    def step(self) -> int:
+        if self.optimizer_steps:
+            return self.optimizer_steps
+        return max(self.root_calls - 1, 0)
+
+    def _recording(self) -> bool:
+        return not self.finished and self.step < self.config.steps
+
+    def _maybe_finish(self) -> None:
+        if self.step >= self.config.steps and not self.stack:
+            logger.debug("probe: recorded %d step(s); removing module hooks", self.config.steps)
+            self.uninstall()
+            self.recorder.flush()
+
+    # ----------------------------------------------------------------- names
+    def _path_of(self, module: torch.nn.Module) -> str:
+        if not self.stack:
+            root = self._root() if self._root is not None else None
+            if root is not module:
+                self._root = weakref.ref(module)
+                self._root_name = type(module).__name__
+                self._names = {id(m): name for name, m in module.named_modules(remove_duplicate=False)}
+            return self._root_name
+        name = self._names.get(id(module))
+        if name is None:
+            return f"{self.stack[-1]}.{type(module).__name__}"
+        return f"{self._root_name}.{name}" if name else self._root_name
+
+    # ----------------------------------------------------------------- hooks
+    def _pre_hook(self, module: torch.nn.Module, args: tuple) -> None:
+        if self.finished:
+            return
+        if not self.stack:
+            self.root_calls += 1
+            if self.step >= self.config.steps:
+                self._maybe_finish()
+                return
+            self.recorder.flush()
+        path = self._path_of(module)
+        self.stack.append(path)
+        if len(self.stack) == 1 and not self._census_done:
+            self._start_census()
+        call = self.call_counts.get(path, 0)
+        self.call_counts[path] = call + 1
+        self.recorder.module_classes.setdefault(path, type(module).__name__)
+        if self.config.record_inputs:
+            self.in_hook = True
+            try:
+                for leaf, t in tensor_leaves(args, "in"):
+                    self.recorder.add_tensor(
+                        f"{path}#{call}:{leaf}",
+                        t,
+                        {"kind": "module_input", "module": path, "call": call, "step": self.step, "leaf": leaf},
+                    )
+            finally:
+                self.in_hook = False
+
+    def _post_hook(self, module: torch.nn.Module, args: tuple, output: Any) -> None:
+        if self.finished or not self.stack:
+            return
+        path = self.stack.pop()
+        call = self.call_counts.get(path, 1) - 1
+        self.in_hook = True
+        try:
+            for leaf, t in tensor_leaves(output, "out"):
+                self.recorder.add_tensor(
+                    f"{path}#{call}:{leaf}",
+                    t,
+                    {"kind": "module_output", "module": path, "call": call, "step": self.step, "leaf": leaf},
+                )
+        finally:
+            self.in_hook = False
+        self.recorder.add_marker(
+            {"kind": "module_end", "module": path, "call": call, "step": self.step,
+             "key": f"{path}#{call}", "class": type(module).__name__}
+        )
+        if not self.stack:
+            self._stop_census()
+            self._census_done = True
+
+    def _optimizer_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.optimizer_steps += 1
+        self.recorder.flush()
+        self._maybe_finish()
+
+    # ---------------------------------------------------------------- census
+    def _start_census(self) -> None:
+        try:
+            self._census = _OpCensus(self)
+            self._census.__enter__()
+        except Exception:  # noqa: BLE001
+            logger.debug("probe: op census unavailable", exc_info=True)
+            self._census = None
+
+    def _stop_census(self) -> None:
+        if self._census is not None:
+            try:
+                self._census.__exit__(None, None, None)
+            except Exception:  # noqa: BLE001
+                logger.debug("probe: op census exit failed", exc_info=True)
+            self._census = None

@@ -1,0 +1,203 @@
+"""The probe's recording store: tensors copied to CPU, an ordered event index, a byte budget.
+
+Layout of a dump directory::
+
+    index.json          {"format", "meta", "events": [...], "scalars": {...}, "module_ops": {...}}
+    chunk_00000.pt      torch.save({tensor_key: cpu_tensor, ...}) for the events of one flush
+
+The index is rewritten atomically at every flush (each step boundary, when the pending
+tensors pass a size threshold, and at exit), so a crash keeps everything flushed before it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tools.probe.config import ProbeConfig
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "ferry-probe/1"
+INDEX_NAME = "index.json"
+FLUSH_PENDING_BYTES = 8 * 1024 * 1024
+MAX_SCALAR_VALUES = 100_000
+
+
+def _to_cpu_copy(t: torch.Tensor) -> torch.Tensor:
+    """A detached, contiguous CPU copy; tpx tensors go through the zero-copy bridge when present."""
+    t = t.detach()
+    if t.device.type == "cpu":
+        return t.clone(memory_format=torch.contiguous_format)
+    if t.device.type not in ("cuda", "meta"):
+        try:
+            from backend import bridge  # the tpx backend, only inside a tpx run
+
+            return bridge.to_cpu(t).clone(memory_format=torch.contiguous_format)
+        except Exception:  # noqa: BLE001 - fall back to an ordinary copy
+            pass
+    return t.to("cpu", copy=True).contiguous()
+
+
+class Recorder:
+    """Collects probe events; thread-safe enough for the hooks of one training process."""
+
+    def __init__(self, config: ProbeConfig) -> None:
+        self.config = config
+        self.out_dir = Path(config.out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.events: list[dict[str, Any]] = []
+        self.scalars: dict[str, list[float]] = {}
+        self.module_ops: dict[str, list[str]] = {}
+        self.module_classes: dict[str, str] = {}
+        self.meta: dict[str, Any] = {
+            "format": FORMAT,
+            "pid": os.getpid(),
+            "started": time.time(),
+            "config": json.loads(config.model_dump_json()),
+        }
+        self.bytes_written = 0
+        self.bytes_dropped = 0
+        self.dropped_events = 0
+        self._pending: dict[str, torch.Tensor] = {}
+        self._pending_bytes = 0
+        self._chunk = 0
+        self._seq = 0
+        self._lock = threading.RLock()
+        self._seen: dict[int, tuple[weakref.ref, int, str]] = {}
+        self._explicit_calls: dict[str, int] = {}
+        self.closed = False
+
+    # ---------------------------------------------------------------- tensors
+    def _lookup_seen(self, t: torch.Tensor) -> str | None:
+        entry = self._seen.get(id(t))
+        if entry is None:
+            return None
+        ref, version, key = entry
+        if ref() is t and t._version == version:
+            return key
+        return None
+
+    def add_tensor(self, key: str, tensor: torch.Tensor, fields: dict[str, Any]) -> dict[str, Any]:
+        """Record one tensor under ``key`` (unique); returns the event."""
+        with self._lock:
+            event: dict[str, Any] = {
+                "seq": self._seq,
+                "key": key,
+                "shape": list(tensor.shape),
+                "dtype": str(tensor.dtype).removeprefix("torch."),
+                "device": str(tensor.device),
+                **fields,
+            }
+            self._seq += 1
+            same = self._lookup_seen(tensor)
+            if same is not None:
+                event["same_as"] = same
+            elif tensor.layout != torch.strided or tensor.device.type == "meta" or tensor.is_quantized:
+                event["skipped"] = f"layout {tensor.layout} not recorded"
+            else:
+                nbytes = tensor.numel() * tensor.element_size()
+                event["nbytes"] = nbytes
+                if self.bytes_written + self._pending_bytes + nbytes > self.config.max_bytes:
+                    event["skipped"] = "byte budget (FERRY_PROBE_MAX_BYTES) exhausted"
+                    self.bytes_dropped += nbytes
+                    self.dropped_events += 1
+                else:
+                    try:
+                        self._pending[key] = _to_cpu_copy(tensor)
+                    except Exception as exc:  # noqa: BLE001 - never break the user's run
+                        event["skipped"] = f"copy failed: {type(exc).__name__}: {exc}"
+                    else:
+                        self._pending_bytes += nbytes
+                        event["chunk"] = self._chunk_name(self._chunk)
+                        try:
+                            self._seen[id(tensor)] = (weakref.ref(tensor), tensor._version, key)
+                        except TypeError:
+                            pass
+            self.events.append(event)
+            if self._pending_bytes >= FLUSH_PENDING_BYTES:
+                self.flush()
+            return event
+
+    def add_marker(self, fields: dict[str, Any]) -> None:
+        """An event without tensor data (e.g. the end of a module call)."""
+        with self._lock:
+            self.events.append({"seq": self._seq, **fields})
+            self._seq += 1
+
+    def add_scalar(self, name: str, value: float) -> None:
+        with self._lock:
+            values = self.scalars.setdefault(name, [])
+            if len(values) < MAX_SCALAR_VALUES:
+                values.append(value)
+
+    def next_explicit_call(self, name: str) -> int:
+        with self._lock:
+            n = self._explicit_calls.get(name, 0)
+            self._explicit_calls[name] = n + 1
+            return n
+
+    # ------------------------------------------------------------------- disk
+    @staticmethod
+    def _chunk_name(i: int) -> str:
+        return f"chunk_{i:05d}.pt"
+
+    def flush(self) -> None:
+        """Write pending tensors as one chunk and rewrite the index atomically."""
+        with self._lock:
+            if self._pending:
+                path = self.out_dir / self._chunk_name(self._chunk)
+                torch.save(self._pending, path)
+                self.bytes_written += self._pending_bytes
+                self._pending = {}
+                self._pending_bytes = 0
+                self._chunk += 1
+            self._seen = {k: v for k, v in self._seen.items() if v[0]() is not None}
+            self._write_index()
+
+    def _write_index(self) -> None:
+        doc = {
+            "format": FORMAT,
+            "meta": {
+                **self.meta,
+                "bytes_written": self.bytes_written,
+                "bytes_dropped": self.bytes_dropped,
+                "dropped_events": self.dropped_events,
+                "closed": self.closed,
+            },
+            "events": self.events,
+            "scalars": self.scalars,
+            "module_ops": self.module_ops,
+            "module_classes": self.module_classes,
+        }
+        tmp = self.out_dir / (INDEX_NAME + ".tmp")
+        tmp.write_text(json.dumps(doc, default=str))
+        os.replace(tmp, self.out_dir / INDEX_NAME)
+
+    def close(self, extra_meta: dict[str, Any] | None = None) -> None:
+        with self._lock:
+            if extra_meta:
+                self.meta.update(extra_meta)
+            self.meta["finished"] = time.time()
+            self.closed = True
+            self.flush()
+
+
+_ACTIVE: Recorder | None = None
+
+
+def active() -> Recorder | None:
+    return _ACTIVE
+
+
+def set_active(recorder: Recorder | None) -> None:
+    global _ACTIVE
+    _ACTIVE = recorder

@@ -1,0 +1,70 @@
+"""Scalar streams: numbers a program prints (``loss 2.31``), captured by wrapping sys.stdout/err."""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from typing import Any, TextIO
+
+from tools.probe.recorder import Recorder
+
+logger = logging.getLogger(__name__)
+
+
+def parse_scalars(line: str, pattern: re.Pattern[str]) -> list[tuple[str, float]]:
+    """Every (name, value) the pattern finds in one line of output."""
+    found: list[tuple[str, float]] = []
+    for match in pattern.finditer(line):
+        groups = match.groupdict()
+        raw = groups.get("value")
+        if raw is None:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            continue
+        name = groups.get("name") or "scalar"
+        found.append((name.strip(), value if not math.isnan(value) else float("nan")))
+    return found
+
+
+class ScalarTee:
+    """A text stream proxy: writes pass through unchanged; complete lines are scanned."""
+
+    def __init__(self, stream: TextIO, recorder: Recorder, pattern: re.Pattern[str]) -> None:
+        self._stream = stream
+        self._recorder = recorder
+        self._pattern = pattern
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        written = self._stream.write(text)
+        try:
+            self._scan(text)
+        except Exception:  # noqa: BLE001 - never break the user's output
+            logger.debug("probe: scalar scan failed", exc_info=True)
+        return written
+
+    def _scan(self, text: str) -> None:
+        if not isinstance(text, str):
+            return
+        buf = self._partial + text
+        lines = re.split(r"[\r\n]", buf)
+        self._partial = lines.pop()[-4096:]
+        for line in lines:
+            for name, value in parse_scalars(line, self._pattern):
+                self._recorder.add_scalar(name, value)
+
+    def finish(self) -> None:
+        if self._partial:
+            for name, value in parse_scalars(self._partial, self._pattern):
+                self._recorder.add_scalar(name, value)
+            self._partial = ""
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
