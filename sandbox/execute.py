@@ -1,0 +1,224 @@
+"""Run one command in the sandbox: isolation prefix, rlimits, timeout, capped output."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import random
+import selectors
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandbox.capture import CappedBuffer
+from sandbox.env import scrubbed_env
+from sandbox.isolation import IsolationInfo, SandboxUnavailable, bwrap_prefix, choose, drop_uid_prefix, unshare_prefix
+from sandbox.limits import Limits, apply_rlimits, rlimit_pairs
+from sandbox.procs import find_run_processes, kill_run, signal_run
+
+logger = logging.getLogger(__name__)
+
+TERM_GRACE_S = 1.0  # SIGTERM, then SIGKILL after this long
+DRAIN_AFTER_EXIT_S = 2.0
+RUN_MARKER_ENV = "FERRY_SANDBOX_RUN"
+UID_RANGE = (200_000, 900_000)
+
+
+@dataclass
+class SandboxResult:
+    argv: list[str]
+    exit_code: int | None  # the program's exit status (None when killed by a signal)
+    signal: int | None  # signal that ended the program, if any
+    timed_out: bool
+    duration_s: float
+    stdout: str
+    stderr: str
+    stdout_bytes: int
+    stderr_bytes: int
+    stdout_dropped: int
+    stderr_dropped: int
+    isolation: str
+    isolation_reasons: list[str] = field(default_factory=list)
+    limit_hit: str | None = None  # timeout | cpu_time | file_size | output | killed
+    strays_killed: int = 0  # processes still alive after the main one ended (daemons)
+    uid: int | None = None
+
+    @property
+    def status(self) -> str:
+        if self.timed_out:
+            return "timeout"
+        if self.signal is not None or self.limit_hit is not None:
+            return "killed"
+        return "ok" if self.exit_code == 0 else "failed"
+
+
+def _pick_uid() -> int:
+    for _ in range(50):
+        uid = random.randrange(*UID_RANGE)
+        if not find_run_processes(uid, None):
+            return uid
+    raise SandboxUnavailable("could not find a free uid for the sandbox")
+
+
+def _limit_from_signal(sig: int | None) -> str | None:
+    if sig == signal.SIGXCPU:
+        return "cpu_time"
+    if sig == signal.SIGXFSZ:
+        return "file_size"
+    if sig == signal.SIGKILL:
+        return "killed"
+    return None
+
+
+def run_in_sandbox(
+    command: list[str],
+    workspace: Path,
+    *,
+    limits: Limits | None = None,
+    env: dict[str, str] | None = None,
+    writable: list[Path] | None = None,
+    readable: list[Path] | None = None,
+    isolation: str | None = None,
+    owner_uid: int | None = None,
+    path_env: str | None = None,
+) -> SandboxResult:
+    """Run ``command`` with ``workspace`` as its only writable tree (plus ``writable``).
+
+    ``env`` holds the variables the caller wants set (scrubbed again: secrets never pass).
+    ``owner_uid``: when Ferry is root, the uid the workspace was chowned to (one is picked
+    and the workspace/writable paths are chowned when not given).
+    """
+    if not command:
+        raise ValueError("empty command")
+    limits = limits or Limits()
+    info: IsolationInfo = choose(isolation)
+    workspace = Path(workspace).resolve()
+    writable = [Path(p).resolve() for p in (writable or [])]
+    readable = [Path(p).resolve() for p in (readable or [])]
+    uid = None
+    if info.drops_uid:
+        uid = owner_uid if owner_uid is not None else _pick_uid()
+        if owner_uid is None:
+            from sandbox.workspace import _chown_tree
+
+            for p in [workspace, *writable]:
+                _chown_tree(p, uid)
+    marker = uuid.uuid4().hex
+    extra = dict(env or {})
+    extra[RUN_MARKER_ENV] = marker
+    child_env = scrubbed_env(dict(os.environ), extra, path=path_env or "/usr/local/bin:/usr/bin:/bin")
+
+    if info.level == "bwrap":
+        prefix = bwrap_prefix(workspace=workspace, writable=writable, readable=readable, uid=uid, tmp_bytes=limits.tmp_bytes)
+    elif info.level == "unshare":
+        prefix = unshare_prefix() + (drop_uid_prefix(uid) if uid is not None else [])
+    else:
+        prefix = drop_uid_prefix(uid) if uid is not None else []
+    argv = prefix + list(command)
+    logger.debug("sandbox argv: %s", argv)
+
+    pairs = rlimit_pairs(limits)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(workspace),
+            env=child_env,
+            start_new_session=True,
+            preexec_fn=functools.partial(apply_rlimits, pairs),
+            close_fds=True,
+        )
+    except OSError as exc:
+        raise SandboxUnavailable(f"cannot start {argv[0]}: {exc}") from exc
+    pgid = proc.pid
+    out, err = CappedBuffer(limits.output_bytes), CappedBuffer(limits.output_bytes)
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    for stream, buf in ((proc.stdout, out), (proc.stderr, err)):
+        os.set_blocking(stream.fileno(), False)
+        sel.register(stream, selectors.EVENT_READ, buf)
+    deadline = start + limits.timeout_s
+    timed_out = False
+    limit_hit: str | None = None
+    term_sent_at: float | None = None
+    exited_at: float | None = None
+    strays = 0
+    open_streams = 2
+    while open_streams:
+        now = time.monotonic()
+        if proc.poll() is not None and exited_at is None:
+            exited_at = now
+            # The main process is gone: anything of the run still alive is a stray (daemon).
+            strays = len(find_run_processes(uid, marker))
+            if strays:
+                kill_run(None, uid, marker)
+        if exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT_S:
+            break
+        if term_sent_at is None and (now >= deadline or limit_hit == "output") and exited_at is None:
+            timed_out = limit_hit is None
+            signal_run(pgid, uid, marker, signal.SIGTERM)
+            term_sent_at = now
+        if term_sent_at is not None and now - term_sent_at >= TERM_GRACE_S and exited_at is None:
+            kill_run(pgid, uid, marker)
+        wait = 0.2 if term_sent_at is None else 0.05
+        if term_sent_at is None:
+            wait = max(0.0, min(wait, deadline - now))
+        for key, _ in sel.select(timeout=wait):
+            try:
+                chunk = os.read(key.fileobj.fileno(), 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                sel.unregister(key.fileobj)
+                open_streams -= 1
+                continue
+            key.data.feed(chunk)
+            if limits.output_kill_bytes is not None and out.total + err.total > limits.output_kill_bytes and limit_hit is None:
+                limit_hit = "output"
+    sel.close()
+    try:
+        rc = proc.wait(timeout=TERM_GRACE_S * 5)
+    except subprocess.TimeoutExpired:
+        kill_run(pgid, uid, marker)
+        rc = proc.wait()
+    strays += kill_run(pgid, uid, marker) if find_run_processes(uid, marker) else 0
+    duration = time.monotonic() - start
+    for stream in (proc.stdout, proc.stderr):
+        stream.close()
+
+    sig: int | None = None
+    exit_code: int | None = rc
+    if rc < 0:
+        sig, exit_code = -rc, None
+    elif info.level == "bwrap" and 128 < rc < 128 + 32 and not timed_out:
+        # bubblewrap reports a child killed by signal N as exit status 128 + N.
+        sig, exit_code = rc - 128, None
+    if timed_out:
+        limit_hit = "timeout"
+    elif limit_hit is None:
+        limit_hit = _limit_from_signal(sig)
+    return SandboxResult(
+        argv=argv,
+        exit_code=exit_code,
+        signal=sig,
+        timed_out=timed_out,
+        duration_s=duration,
+        stdout=out.text(),
+        stderr=err.text(),
+        stdout_bytes=out.total,
+        stderr_bytes=err.total,
+        stdout_dropped=out.dropped,
+        stderr_dropped=err.dropped,
+        isolation=info.level,
+        isolation_reasons=list(info.reasons),
+        limit_hit=limit_hit,
+        strays_killed=strays,
+        uid=uid,
+    )

@@ -1,0 +1,217 @@
+"""Which isolation level this machine allows, and the command prefix that enforces it.
+
+Levels, strongest first (the level in force is reported with every result):
+
+``bwrap``    bubblewrap: new mount/pid/net/ipc/uts namespaces, read-only system, Python and
+             Ferry trees, the workspace and a private /tmp the only writable places, no
+             network, new session, the child dies with the parent; when Ferry runs as root
+             the child drops to a throw-away unprivileged uid (so RLIMIT_NPROC applies).
+``unshare``  fallback: rlimits + a private network namespace (``unshare``), process-group
+             kill, uid drop when root. The filesystem is NOT hidden: file permissions only.
+``rlimits``  weakest fallback: rlimits + process-group kill (+ uid drop when root). Network
+             and filesystem are reachable. Chosen only when nothing stronger works.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+LEVELS: tuple[str, ...] = ("bwrap", "unshare", "rlimits")
+ISOLATION_ENV = "FERRY_SANDBOX_ISOLATION"  # force a level: bwrap | unshare | rlimits
+
+# /etc entries the child may read (no shadow, no ssh keys, no machine secrets).
+ETC_ALLOW: tuple[str, ...] = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
+    "nsswitch.conf", "hosts", "host.conf", "alternatives", "ssl", "ca-certificates",
+    "os-release", "mime.types", "gai.conf", "protocols", "services",
+)
+SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+class SandboxUnavailable(RuntimeError):
+    """The requested isolation level cannot be used on this machine."""
+
+
+@dataclass(frozen=True)
+class IsolationInfo:
+    level: str
+    reasons: tuple[str, ...] = field(default_factory=tuple)  # why this level, why not stronger
+    available: tuple[str, ...] = field(default_factory=tuple)
+    drops_uid: bool = False  # runs the child under a throw-away uid (parent is root)
+
+    def describe(self) -> str:
+        return f"{self.level} ({'; '.join(self.reasons)})" if self.reasons else self.level
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _setpriv() -> str | None:
+    return shutil.which("setpriv")
+
+
+def _try(argv: list[str]) -> tuple[bool, str]:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    if proc.returncode == 0:
+        return True, ""
+    lines = (proc.stderr or proc.stdout or "").strip().splitlines()
+    return False, lines[-1] if lines else f"exit status {proc.returncode}"
+
+
+def python_roots() -> list[Path]:
+    """Directories the child needs read-only to run this Python and import torch and Ferry."""
+    roots = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.exec_prefix).resolve()}
+    exe = Path(sys.executable)
+    roots.add(exe.resolve().parent.parent)
+    roots.add(ferry_root())
+    # Remove roots nested in others (bwrap would mount twice).
+    ordered = sorted(roots, key=lambda p: len(p.parts))
+    kept: list[Path] = []
+    for root in ordered:
+        if str(root) in ("/", "/usr"):
+            continue
+        if not any(root == k or k in root.parents for k in kept):
+            kept.append(root)
+    return kept
+
+
+def ferry_root() -> Path:
+    """The directory holding Ferry's top-level packages (``sandbox/``, ``tools/``...)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def bwrap_prefix(
+    *,
+    workspace: Path,
+    writable: list[Path],
+    readable: list[Path],
+    uid: int | None,
+    tmp_bytes: int,
+    network: bool = False,
+) -> list[str]:
+    """The bubblewrap argv (up to and including ``--``) for one run."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxUnavailable("bwrap is not installed (apt-get install bubblewrap)")
+    argv = [bwrap]
+    for d in SYSTEM_DIRS:
+        p = Path(d)
+        if p.is_symlink():
+            argv += ["--symlink", os.readlink(p), d]
+        elif p.is_dir():
+            argv += ["--ro-bind", d, d]
+    for name in ETC_ALLOW:
+        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    # CPU topology for torch/cpuinfo (otherwise it complains on stderr).
+    argv += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--perms", "1777", "--tmpfs", "/dev/shm"]
+    argv += ["--size", str(int(tmp_bytes)), "--perms", "1777", "--tmpfs", "/tmp"]
+    made: set[str] = {"/", "/tmp", "/dev", "/proc", "/usr", "/etc"}
+
+    def parents(dest: Path) -> list[str]:
+        # Intermediate directories bwrap would create copy the host's mode (``/root`` is 0700);
+        # make them traversable so the unprivileged child can reach what is bound below them.
+        out: list[str] = []
+        for parent in reversed(dest.parents):
+            if str(parent) not in made:
+                made.add(str(parent))
+                out += ["--perms", "0755", "--dir", str(parent)]
+        return out
+
+    for root in python_roots() + [p.resolve() for p in readable]:
+        argv += parents(root) + ["--ro-bind", str(root), str(root)]
+    for p in [workspace, *writable]:
+        rp = Path(p).resolve()
+        argv += parents(rp) + ["--bind", str(rp), str(rp)]
+    argv += ["--chdir", str(Path(workspace).resolve())]
+    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if not network:
+        argv += ["--unshare-net"]
+    argv += ["--hostname", "ferry-sandbox", "--new-session", "--die-with-parent"]
+    if uid is not None:
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--"]
+        argv += drop_uid_prefix(uid)
+    else:
+        if not _is_root():
+            argv.insert(1, "--unshare-user")
+        argv += ["--"]
+    return argv
+
+
+def drop_uid_prefix(uid: int) -> list[str]:
+    setpriv = _setpriv()
+    if setpriv is None:
+        raise SandboxUnavailable("setpriv (util-linux) is needed to drop root privileges")
+    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
+
+
+def unshare_prefix() -> list[str]:
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        raise SandboxUnavailable("unshare (util-linux) is not installed")
+    return [unshare, "--net", "--"] if _is_root() else [unshare, "--net", "--map-root-user", "--"]
+
+
+@lru_cache(maxsize=1)
+def detect() -> IsolationInfo:
+    """Probe what works here (cached for the process)."""
+    reasons: list[str] = []
+    available: list[str] = []
+    root = _is_root()
+    drops = root and _setpriv() is not None
+    if root and not drops:
+        reasons.append("running as root without setpriv: the child keeps uid 0, process limits do not apply")
+    if shutil.which("bwrap") is None:
+        reasons.append("bwrap not installed (apt-get install bubblewrap)")
+    else:
+        probe_dir = Path(os.environ.get("TMPDIR", "/tmp"))
+        argv = bwrap_prefix(workspace=probe_dir, writable=[], readable=[], uid=65534 if drops else None, tmp_bytes=16 * 1024**2)
+        ok, why = _try(argv + ["/bin/true"])
+        if ok:
+            available.append("bwrap")
+        else:
+            reasons.append(f"bwrap cannot create its namespaces here: {why}")
+    if shutil.which("unshare"):
+        argv = unshare_prefix() + (drop_uid_prefix(65534) if drops else []) + ["/bin/true"]
+        ok, why = _try(argv)
+        if ok:
+            available.append("unshare")
+        else:
+            reasons.append(f"unshare --net not permitted: {why}")
+    else:
+        reasons.append("unshare not installed")
+    available.append("rlimits")
+    level = available[0]
+    if level != "bwrap":
+        logger.warning("sandbox: bubblewrap unavailable, using weaker isolation %r: %s", level, "; ".join(reasons))
+    return IsolationInfo(level=level, reasons=tuple(reasons), available=tuple(available), drops_uid=drops)
+
+
+def choose(requested: str | None = None) -> IsolationInfo:
+    """Resolve the level for a run: explicit request > ``FERRY_SANDBOX_ISOLATION`` > best available."""
+    info = detect()
+    want = requested or os.environ.get(ISOLATION_ENV) or "auto"
+    if want == "auto":
+        return info
+    if want not in LEVELS:
+        raise SandboxUnavailable(f"unknown isolation level {want!r}; use one of auto, {', '.join(LEVELS)}")
+    if want not in info.available:
+        raise SandboxUnavailable(f"isolation {want!r} is not available here: {'; '.join(info.reasons) or 'probe failed'}")
+    reasons = info.reasons
+    if want != info.level:
+        reasons = (f"{want} chosen explicitly (best available: {info.level})", *reasons)
+    return IsolationInfo(level=want, reasons=tuple(reasons), available=info.available, drops_uid=info.drops_uid)

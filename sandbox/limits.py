@@ -1,0 +1,67 @@
+"""Resource limits for a sandboxed run, and the rlimits applied before exec."""
+
+from __future__ import annotations
+
+import logging
+import resource
+from dataclasses import dataclass, asdict
+
+logger = logging.getLogger(__name__)
+
+GiB = 1024**3
+MiB = 1024**2
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandboxed command may use. ``None`` means "leave the inherited limit"."""
+
+    timeout_s: float = 600.0  # wall clock, whole process tree killed at the deadline
+    memory_bytes: int | None = 16 * GiB  # RLIMIT_AS (address space) per process
+    cpu_seconds: int | None = None  # RLIMIT_CPU per process; None = derived from timeout_s
+    processes: int | None = 1024  # RLIMIT_NPROC (tasks incl. threads) of the sandbox uid
+    file_size_bytes: int | None = 4 * GiB  # RLIMIT_FSIZE: largest file a write may produce
+    open_files: int | None = 1024  # RLIMIT_NOFILE
+    output_bytes: int = 256 * 1024  # captured per stream: head and tail halves are kept
+    output_kill_bytes: int | None = 256 * MiB  # total output after which the run is killed
+    tmp_bytes: int = 1 * GiB  # size of the private /tmp (tmpfs) under bubblewrap
+
+    def effective_cpu_seconds(self) -> int | None:
+        if self.cpu_seconds is not None:
+            return self.cpu_seconds
+        # CPU time can exceed wall time with several threads; the wall clock is the real
+        # bound, this one only stops a runaway that escaped the timer.
+        return int(max(60.0, self.timeout_s * 8))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def rlimit_pairs(limits: Limits) -> list[tuple[int, int]]:
+    """(resource, value) pairs to set; soft == hard so the child cannot raise them."""
+    pairs: list[tuple[int, int]] = []
+    if limits.memory_bytes is not None:
+        pairs.append((resource.RLIMIT_AS, int(limits.memory_bytes)))
+    cpu = limits.effective_cpu_seconds()
+    if cpu is not None:
+        pairs.append((resource.RLIMIT_CPU, int(cpu)))
+    if limits.processes is not None:
+        pairs.append((resource.RLIMIT_NPROC, int(limits.processes)))
+    if limits.file_size_bytes is not None:
+        pairs.append((resource.RLIMIT_FSIZE, int(limits.file_size_bytes)))
+    if limits.open_files is not None:
+        pairs.append((resource.RLIMIT_NOFILE, int(limits.open_files)))
+    pairs.append((resource.RLIMIT_CORE, 0))
+    return pairs
+
+
+def apply_rlimits(pairs: list[tuple[int, int]]) -> None:
+    """Set the limits in the current process (called in the child between fork and exec).
+
+    Only async-signal-safe-ish work here: no logging, no allocation-heavy code.
+    """
+    for res, value in pairs:
+        soft, hard = resource.getrlimit(res)
+        if hard != resource.RLIM_INFINITY and value > hard:
+            value = hard
+        resource.setrlimit(res, (value, value))

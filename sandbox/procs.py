@@ -1,0 +1,73 @@
+"""Finding and killing every process of one run, including daemons that left its group."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+def _proc_uid(pid: str) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _has_marker(pid: str, marker: bytes) -> bool:
+    try:
+        return marker in Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+
+
+def find_run_processes(uid: int | None, marker: str | None) -> list[int]:
+    """Pids owned by the run's private uid, or carrying its environment marker."""
+    me = os.getpid()
+    found: list[int] = []
+    mark = marker.encode() if marker else None
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        if uid is not None and _proc_uid(entry) == uid:
+            found.append(int(entry))
+        elif mark is not None and _has_marker(entry, mark):
+            found.append(int(entry))
+    return found
+
+
+def signal_run(pgid: int | None, uid: int | None, marker: str | None, sig: int) -> int:
+    """Send ``sig`` to the run's process group and to every stray process of the run."""
+    count = 0
+    if pgid is not None:
+        try:
+            os.killpg(pgid, sig)
+            count += 1
+        except ProcessLookupError:
+            pass
+    for pid in find_run_processes(uid, marker):
+        try:
+            os.kill(pid, sig)
+            count += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+    return count
+
+
+def kill_run(pgid: int | None, uid: int | None, marker: str | None, *, rounds: int = 20) -> int:
+    """SIGKILL until nothing of the run is left (forks racing the kill need several rounds)."""
+    killed = 0
+    for _ in range(rounds):
+        n = signal_run(pgid, uid, marker, signal.SIGKILL)
+        pgid = None if n == 0 else pgid
+        stray = find_run_processes(uid, marker)
+        killed += n
+        if not stray:
+            break
+    return killed

@@ -1,0 +1,230 @@
+"""Replacements for ``torch.cuda.*`` that answer for the target device (cpu or tpx)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from types import SimpleNamespace
+
+import torch
+
+from tools.redirect.sites import Recorder, RedirectUnsupportedError
+
+
+def _from_torch_internals(depth: int = 2) -> bool:
+    """True when the caller is PyTorch itself (it must keep seeing the real answer)."""
+    name = sys._getframe(depth).f_globals.get("__name__", "")
+    return name == "torch" or name.startswith("torch.")
+
+
+class _TimingEvent:
+    """``torch.cuda.Event`` stand-in: records host time after synchronising the target."""
+
+    def __init__(self, sync, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+        self._sync = sync
+        self.enable_timing = enable_timing
+        self._t: float | None = None
+
+    def record(self, stream=None) -> None:
+        self._sync()
+        self._t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        self._sync()
+
+    def wait(self, stream=None) -> None:
+        self._sync()
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end: "_TimingEvent") -> float:
+        if self._t is None or end._t is None:
+            raise RuntimeError("elapsed_time: both events must be recorded first")
+        return (end._t - self._t) * 1000.0
+
+
+class _Stream:
+    """``torch.cuda.Stream`` stand-in: work is ordered on the target, so waits are syncs."""
+
+    def __init__(self, sync, device=None, priority: int = 0, **_: object) -> None:
+        self._sync = sync
+        self.device = device
+        self.priority = priority
+
+    def synchronize(self) -> None:
+        self._sync()
+
+    def wait_stream(self, other) -> None:
+        self._sync()
+
+    def wait_event(self, event) -> None:
+        self._sync()
+
+    def record_event(self, event=None):
+        event = event or _TimingEvent(self._sync)
+        event.record()
+        return event
+
+    def query(self) -> bool:
+        return True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def _meminfo() -> tuple[int, int]:
+    fields: dict[str, int] = {}
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                key, value = line.split(":", 1)
+                fields[key] = int(value.split()[0]) * 1024
+    except OSError:
+        return 0, 0
+    return fields.get("MemAvailable", 0), fields.get("MemTotal", 0)
+
+
+def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
+    """name -> replacement for ``torch.cuda.<name>``."""
+    dm = getattr(torch, target, None) if target != "cpu" else None
+    real = {name: getattr(torch.cuda, name, None) for name in ("is_available", "device_count", "is_initialized")}
+
+    def sync(device=None) -> None:
+        if dm is not None and hasattr(dm, "synchronize"):
+            dm.synchronize()
+
+    def logged(api: str, fn):
+        def wrapper(*args, **kwargs):
+            rec.record(f"torch.cuda.{api}", skip=3)
+            return fn(*args, **kwargs)
+
+        wrapper.__name__ = api
+        wrapper.__qualname__ = f"cuda.{api}"
+        return wrapper
+
+    def from_dm(name: str, default):
+        fn = getattr(dm, name, None) if dm is not None else None
+        if fn is None:
+            return default
+        return lambda *a, **k: fn()  # one device: the ordinal the code passed is always 0
+
+    def is_available() -> bool:
+        if _from_torch_internals():
+            return bool(real["is_available"]())
+        rec.record("torch.cuda.is_available", skip=3)
+        return True
+
+    def device_count() -> int:
+        if _from_torch_internals():
+            return int(real["device_count"]())
+        rec.record("torch.cuda.device_count", skip=3)
+        return 1
+
+    def is_initialized() -> bool:
+        if _from_torch_internals():
+            return bool(real["is_initialized"]())
+        return True
+
+    def props(device=None):
+        avail, total = _meminfo()
+        if dm is not None and hasattr(dm, "get_device_properties"):
+            try:
+                return dm.get_device_properties()
+            except Exception:  # noqa: BLE001 - fall back to the host description
+                pass
+        return SimpleNamespace(name=f"ferry-redirect:{target}", total_memory=total, major=8, minor=0,
+                               multi_processor_count=torch.get_num_threads(), is_integrated=False,
+                               is_multi_gpu_board=False, L2_cache_size=0, uuid="ferry-redirect")
+
+    @contextlib.contextmanager
+    def device_ctx(device=None):
+        yield
+
+    def stream_ctx(stream=None):
+        return contextlib.nullcontext(stream)
+
+    def zero(*a, **k) -> int:
+        return 0
+
+    def noop(*a, **k) -> None:
+        return None
+
+    def mem_get_info(device=None):
+        if dm is not None and hasattr(dm, "mem_get_info"):
+            return dm.mem_get_info()
+        return _meminfo()
+
+    def rng_state(device=None):
+        return dm.get_rng_state() if dm is not None and hasattr(dm, "get_rng_state") else torch.get_rng_state()
+
+    def set_rng_state(state, device=None) -> None:
+        if dm is not None and hasattr(dm, "set_rng_state"):
+            dm.set_rng_state(state)
+        else:
+            torch.set_rng_state(state)
+
+    def seed_fn(api: str):
+        def seed(seed) -> None:
+            # torch.manual_seed itself calls torch.cuda.manual_seed_all: nothing to add then.
+            if _from_torch_internals():
+                return
+            rec.record(f"torch.cuda.{api}", skip=3)
+            torch.manual_seed(seed)  # seeds every device, as the codemod's rewrite does
+
+        seed.__name__ = api
+        return seed
+
+    def unsupported(api: str, why: str):
+        def fail(*a, **k):
+            site = rec.site_text(skip=3)
+            rec.record(f"torch.cuda.{api}", mapped_to="unsupported", skip=3)
+            raise RedirectUnsupportedError(f"ferry redirect: torch.cuda.{api} cannot run on {target} (called at {site}): {why}")
+
+        return fail
+
+    graph_why = "CUDA graphs have no equivalent; run the captured code eagerly (remove the capture or guard it)"
+    api: dict[str, object] = {
+        "is_available": is_available,
+        "device_count": device_count,
+        "is_initialized": is_initialized,
+        "init": noop,
+        "current_device": logged("current_device", lambda: 0),
+        "set_device": logged("set_device", noop),
+        "device": logged("device", device_ctx),
+        "get_device_name": logged("get_device_name", lambda device=None: props().name),
+        "get_device_properties": logged("get_device_properties", props),
+        "get_device_capability": logged("get_device_capability", lambda device=None: (props().major, props().minor)),
+        "synchronize": logged("synchronize", sync),
+        "memory_allocated": logged("memory_allocated", from_dm("memory_allocated", zero)),
+        "max_memory_allocated": logged("max_memory_allocated", from_dm("max_memory_allocated", zero)),
+        "memory_reserved": logged("memory_reserved", from_dm("memory_reserved", zero)),
+        "max_memory_reserved": logged("max_memory_reserved", from_dm("max_memory_reserved", zero)),
+        "reset_peak_memory_stats": logged("reset_peak_memory_stats", from_dm("reset_peak_memory_stats", noop)),
+        "reset_max_memory_allocated": logged("reset_max_memory_allocated", from_dm("reset_peak_memory_stats", noop)),
+        "empty_cache": logged("empty_cache", from_dm("empty_cache", noop)),
+        "memory_stats": logged("memory_stats", lambda device=None: {}),
+        "mem_get_info": logged("mem_get_info", mem_get_info),
+        "manual_seed": seed_fn("manual_seed"),
+        "manual_seed_all": seed_fn("manual_seed_all"),
+        "seed": logged("seed", lambda: torch.seed() and None),
+        "seed_all": logged("seed_all", lambda: torch.seed() and None),
+        "initial_seed": logged("initial_seed", torch.initial_seed),
+        "get_rng_state": logged("get_rng_state", rng_state),
+        "set_rng_state": logged("set_rng_state", set_rng_state),
+        "get_rng_state_all": logged("get_rng_state_all", lambda: [rng_state()]),
+        "set_rng_state_all": logged("set_rng_state_all", lambda states: set_rng_state(states[0])),
+        "Event": logged("Event", lambda *a, **k: _TimingEvent(sync, *a, **k)),
+        "Stream": logged("Stream", lambda *a, **k: _Stream(sync, *a, **k)),
+        "current_stream": logged("current_stream", lambda device=None: _Stream(sync)),
+        "default_stream": logged("default_stream", lambda device=None: _Stream(sync)),
+        "stream": logged("stream", stream_ctx),
+        "CUDAGraph": unsupported("CUDAGraph", graph_why),
+        "graph": unsupported("graph", graph_why),
+        "make_graphed_callables": unsupported("make_graphed_callables", graph_why),
+    }
+    return api

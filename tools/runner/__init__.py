@@ -1,0 +1,1 @@
+"""The sandboxed runner: ``tools.runner.api.run(RunRequest) -> RunResult``."""

@@ -1,0 +1,128 @@
+"""``run(RunRequest) -> RunResult``: run a command on a private copy of a repo, in the sandbox."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from sandbox import Limits, SandboxUnavailable, WorkspaceError, create_workspace, run_in_sandbox
+from sandbox.isolation import ferry_root
+from tools.runner.env import child_env, child_path_env
+from tools.runner.models import RunRequest, RunResult
+from tools.trace import Signature, Trace, parse_trace
+from tools.trace.parse import signature_for_status
+
+logger = logging.getLogger(__name__)
+
+TAIL_CHARS = 20_000
+
+
+class RunnerInputError(ValueError):
+    """The request cannot be run as given (missing repo, bad artifacts dir)."""
+
+
+def _limits(req: RunRequest) -> Limits:
+    base = Limits(timeout_s=req.timeout_s)
+    overrides = {k: v for k, v in req.limits.model_dump().items() if v is not None}
+    return Limits(**{**base.to_dict(), **overrides})
+
+
+def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str, stderr: str, workspace: Path, junit: Path | None) -> Trace | None:
+    trace = parse_trace(
+        stderr,
+        stdout=stdout,
+        repo_roots=[workspace],
+        library_roots=[ferry_root(), Path(sys.prefix), Path(sys.base_prefix)],
+        junit_xml=junit,
+    )
+    forced: Signature | None = signature_for_status(status, limit_hit)
+    if forced is not None:
+        if trace is None:
+            exc = "Timeout" if forced.kind == "timeout" else "KilledByLimit"
+            msg = forced.detail or ""
+            return Trace(exc_type=exc, message=msg, signature=forced)
+        if trace.signature.kind not in ("killed_by_limit",):
+            trace.signature = forced
+    if status == "ok" and trace is not None and not any(t.outcome in ("failed", "error") for t in trace.tests):
+        return None  # a handled exception printed by a successful program is not a failure
+    return trace
+
+
+def run(req: RunRequest) -> RunResult:
+    """Run ``req.command`` in the sandbox on a private copy of ``req.path``."""
+    src = Path(req.path).expanduser()
+    if not src.is_dir():
+        raise RunnerInputError(f"repository path {src} is not a directory; pass the folder of the repo to run")
+    command = ["/bin/sh", "-c", req.command] if isinstance(req.command, str) else list(req.command)
+    artifacts = Path(req.artifacts_dir) if req.artifacts_dir else Path(tempfile.mkdtemp(prefix="ferry-run-"))
+    try:
+        artifacts.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunnerInputError(f"cannot create artifacts dir {artifacts}: {exc}") from exc
+    artifacts = artifacts.resolve()
+    out = artifacts / "child"  # the only place besides the workspace the child may write
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir()
+    redirect_log = out / "redirect.jsonl" if req.redirect_cuda else None
+    probe_dir = out / "probe" if req.probe else None
+    profile_dir = out / "profile" if req.profile else None
+    for d in (probe_dir, profile_dir):
+        if d is not None:
+            d.mkdir()
+    junit = out / "junit.xml"
+
+    try:
+        ws = create_workspace(src, root=artifacts if req.keep_workspace else None)
+    except WorkspaceError as exc:
+        raise RunnerInputError(str(exc)) from exc
+    env = child_env(workspace=ws.path, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
+                    redirect_log=redirect_log, probe_dir=probe_dir, profile_dir=profile_dir, junit_xml=junit,
+                    caller_env=req.env)
+    base = dict(command=command, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
+                artifacts_dir=artifacts, workspace=ws.path if req.keep_workspace else None, workspace_method=ws.method)
+    try:
+        res = run_in_sandbox(command, ws.path, limits=_limits(req), env=env, writable=[out],
+                             isolation=None if req.isolation in (None, "auto") else req.isolation,
+                             path_env=child_path_env())
+    except SandboxUnavailable as exc:
+        if not req.keep_workspace:
+            ws.cleanup()
+        return RunResult(exit_code=None, status="sandbox_error", duration_s=0.0, stdout_tail="", stderr_tail="",
+                         isolation="none", error=f"{exc}. Run `ferry doctor` to see which isolation levels work here.",
+                         **base)
+    try:
+        status = res.status
+        junit_path = junit if junit.is_file() else None
+        trace = None
+        if status != "ok" or junit_path is not None:
+            trace = _trace_for(req, status, res.limit_hit, res.stdout, res.stderr, ws.path, junit_path)
+        (artifacts / "stdout.txt").write_text(res.stdout)
+        (artifacts / "stderr.txt").write_text(res.stderr)
+        result = RunResult(
+            exit_code=res.exit_code,
+            status=status,
+            duration_s=res.duration_s,
+            stdout_tail=res.stdout[-TAIL_CHARS:],
+            stderr_tail=res.stderr[-TAIL_CHARS:],
+            stdout_dropped=res.stdout_dropped,
+            stderr_dropped=res.stderr_dropped,
+            isolation=res.isolation,
+            isolation_reasons=res.isolation_reasons,
+            trace=trace,
+            signal=res.signal,
+            limit_hit=res.limit_hit,
+            probe_dir=probe_dir,
+            profile_dir=profile_dir,
+            redirect_log_path=redirect_log if redirect_log is not None and redirect_log.exists() else None,
+            junit_xml=junit_path,
+            **base,
+        )
+        (artifacts / "result.json").write_text(result.model_dump_json(indent=2))
+        return result
+    finally:
+        if not req.keep_workspace:
+            ws.cleanup()

@@ -1,0 +1,1 @@
+"""Code that runs inside the sandboxed child (kept importable without pydantic or torch)."""

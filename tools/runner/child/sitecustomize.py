@@ -1,0 +1,151 @@
+"""Ferry's bootstrap for sandboxed children (first on PYTHONPATH, imported by ``site``).
+
+Without touching user code it: seeds ``random`` (and numpy/torch once imported) from
+``FERRY_SEED``; once torch is imported, loads the tpx backend (``FERRY_DEVICE=tpx``), seeds
+torch and installs the CUDA redirect (``FERRY_REDIRECT_CUDA``); then, when
+``FERRY_PROBE_DIR`` / ``FERRY_PROFILE_DIR`` are set, calls the probe/profile hooks of
+``tools.probe.child`` / ``tools.profile.child``. Failures of Ferry's own hooks are reported
+on stderr and never stop the user's program, except a redirect that cannot install (the run
+would silently not be what was asked for).
+"""
+
+import importlib.abc
+import os
+import sys
+from contextlib import contextmanager
+
+FERRY_ROOT = os.environ.get("FERRY_ROOT", "")
+_OWN_PACKAGES = ("tools", "backend")
+
+
+def _say(msg):
+    sys.stderr.write(f"ferry bootstrap: {msg}\n")
+
+
+def _seed():
+    try:
+        return int(os.environ.get("FERRY_SEED", "0"))
+    except ValueError:
+        _say(f"FERRY_SEED={os.environ.get('FERRY_SEED')!r} is not an integer; using 0")
+        return 0
+
+
+@contextmanager
+def _ferry_namespace(*packages):
+    """Import Ferry's own ``tools``/``backend`` even when the user's repo has packages of those
+    names, and leave the user's versions (or nothing) in ``sys.modules`` afterwards."""
+    packages = packages or _OWN_PACKAGES
+
+    def ours(name):
+        return any(name == p or name.startswith(p + ".") for p in packages)
+
+    saved = {k: sys.modules.pop(k) for k in list(sys.modules) if ours(k)}
+    if FERRY_ROOT:
+        sys.path.insert(0, FERRY_ROOT)
+    try:
+        yield
+    finally:
+        if FERRY_ROOT and FERRY_ROOT in sys.path:
+            sys.path.remove(FERRY_ROOT)
+        keep = {k: v for k, v in sys.modules.items() if ours(k)}
+        for k in keep:
+            del sys.modules[k]
+        if "backend" in keep and "backend" in packages:
+            # the registered tpx backend must stay importable under its own name
+            sys.modules.update({k: v for k, v in keep.items() if k == "backend" or k.startswith("backend.")})
+        sys.modules.update(saved)
+
+
+class _PostImportFinder(importlib.abc.MetaPathFinder):
+    """Runs ``hook(module)`` right after selected modules finish importing."""
+
+    def __init__(self):
+        self.hooks = {}
+
+    def find_spec(self, name, path=None, target=None):
+        hook = self.hooks.get(name)
+        if hook is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        del self.hooks[name]
+        original = loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            hook(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _on_torch(torch):
+    device = os.environ.get("FERRY_DEVICE", "cpu")
+    if device == "tpx" and not hasattr(torch, "tpx"):
+        try:
+            with _ferry_namespace("backend"):
+                import backend  # noqa: F401  (registers the tpx PrivateUse1 device)
+        except Exception as exc:  # noqa: BLE001
+            _say(f"tpx backend could not be loaded ({type(exc).__name__}: {exc}); running without it")
+    torch.manual_seed(_seed())
+    target = os.environ.get("FERRY_REDIRECT_CUDA")
+    if target:
+        with _ferry_namespace("tools"):
+            from tools.redirect.install import install_from_env
+
+            install_from_env()
+
+
+def _on_numpy(np):
+    try:
+        np.random.seed(_seed() % (2**32))
+    except Exception as exc:  # noqa: BLE001
+        _say(f"could not seed numpy: {exc}")
+
+
+def _install_tool(module_name, env_name):
+    if not os.environ.get(env_name):
+        return
+    import importlib
+
+    with _ferry_namespace():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            _say(f"{env_name} is set but {module_name} is not available ({exc}); continuing without it")
+            return
+        try:
+            module.install_from_env()
+        except Exception as exc:  # noqa: BLE001
+            _say(f"{module_name}.install_from_env() failed: {type(exc).__name__}: {exc}")
+
+
+def _main():
+    import random
+
+    random.seed(_seed())
+    finder = _PostImportFinder()
+    for name, hook in (("torch", _on_torch), ("numpy", _on_numpy)):
+        if name in sys.modules:
+            hook(sys.modules[name])
+        else:
+            finder.hooks[name] = hook
+    sys.meta_path.insert(0, finder)
+    if os.environ.get("FERRY_PROBE_DIR") or os.environ.get("FERRY_PROFILE_DIR"):
+        import torch  # noqa: F401  (runs _on_torch first: backend, seed, redirect)
+
+        _install_tool("tools.probe.child", "FERRY_PROBE_DIR")
+        _install_tool("tools.profile.child", "FERRY_PROFILE_DIR")
+
+
+if os.environ.get("FERRY_BOOTSTRAP", "1") != "0":
+    _main()

@@ -1,0 +1,63 @@
+"""The environment the runner gives a sandboxed child."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from sandbox.env import filter_caller_env
+from sandbox.isolation import ferry_root
+
+logger = logging.getLogger(__name__)
+
+CHILD_DIR = Path(__file__).resolve().parent / "child"  # holds the sitecustomize bootstrap
+
+
+def child_path_env() -> str:
+    """PATH inside the sandbox: this venv's scripts first, so ``python``/``pytest`` are Ferry's."""
+    return f"{Path(sys.prefix) / 'bin'}:/usr/local/bin:/usr/bin:/bin"
+
+
+def child_env(
+    *,
+    workspace: Path,
+    device: str,
+    redirect_cuda: str | None,
+    seed: int,
+    redirect_log: Path | None,
+    probe_dir: Path | None,
+    profile_dir: Path | None,
+    junit_xml: Path | None,
+    caller_env: dict[str, str],
+) -> dict[str, str]:
+    kept, dropped = filter_caller_env(caller_env)
+    if dropped:
+        logger.warning("runner: not passing %s to the child (only FERRY_*/TPX_* keys, never secrets)", ", ".join(sorted(dropped)))
+    env = dict(kept)
+    env.update(
+        {
+            "PYTHONPATH": str(CHILD_DIR),
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONHASHSEED": str(seed),
+            "FERRY_ROOT": str(ferry_root()),
+            "FERRY_SEED": str(seed),
+            "FERRY_DEVICE": device,
+            "FERRY_WORKSPACE": str(workspace),
+        }
+    )
+    if device == "cpu":
+        # A CPU run must not see tpx as "the accelerator": code that picks
+        # torch.accelerator.current_accelerator() would otherwise run on tpx.
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    if redirect_cuda:
+        env["FERRY_REDIRECT_CUDA"] = redirect_cuda
+        if redirect_log is not None:
+            env["FERRY_REDIRECT_LOG"] = str(redirect_log)
+    if probe_dir is not None:
+        env["FERRY_PROBE_DIR"] = str(probe_dir)
+    if profile_dir is not None:
+        env["FERRY_PROFILE_DIR"] = str(profile_dir)
+    if junit_xml is not None:
+        env["PYTEST_ADDOPTS"] = f"--junit-xml={junit_xml} -p no:cacheprovider"
+    return env

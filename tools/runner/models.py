@@ -1,0 +1,80 @@
+"""RunRequest / RunResult: the runner's typed contract (see docs/runner.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from tools.trace.models import Trace
+
+RunStatus = Literal["ok", "failed", "timeout", "killed", "sandbox_error"]
+
+
+class RunLimits(BaseModel):
+    """Sandbox limits for one run (None leaves a limit at the sandbox default)."""
+
+    memory_bytes: int | None = None
+    cpu_seconds: int | None = None
+    processes: int | None = None
+    file_size_bytes: int | None = None
+    open_files: int | None = None
+    output_bytes: int | None = None
+
+
+class RunRequest(BaseModel):
+    path: Path  # repository directory; always run on a private copy
+    command: list[str] | str  # a str runs with /bin/sh -c
+    device: Literal["tpx", "cpu"] = "tpx"
+    redirect_cuda: Literal["tpx", "cpu"] | None = None
+    probe: bool = False
+    profile: bool = False
+    seed: int = 0
+    timeout_s: float = 600.0
+    env: dict[str, str] = Field(default_factory=dict)  # only FERRY_*/TPX_* keys pass through
+    artifacts_dir: Path | None = None  # where logs, probe/profile dirs and (if kept) the workspace go
+    keep_workspace: bool = False  # keep the copy that ran under artifacts_dir/workspace
+    isolation: Literal["auto", "bwrap", "unshare", "rlimits"] | None = None
+    limits: RunLimits = Field(default_factory=RunLimits)
+
+    @field_validator("command")
+    @classmethod
+    def _non_empty(cls, value: list[str] | str) -> list[str] | str:
+        if (isinstance(value, str) and not value.strip()) or (isinstance(value, list) and not value):
+            raise ValueError("command is empty: give the program to run, e.g. ['python', 'train.py']")
+        return value
+
+    @field_validator("timeout_s")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError(f"timeout_s must be positive, got {value}")
+        return value
+
+
+class RunResult(BaseModel):
+    command: list[str]
+    exit_code: int | None
+    status: RunStatus
+    duration_s: float
+    stdout_tail: str
+    stderr_tail: str
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+    isolation: str  # bwrap | unshare | rlimits ("none" only for a run that never started)
+    isolation_reasons: list[str] = Field(default_factory=list)
+    trace: Trace | None = None
+    signal: int | None = None
+    limit_hit: str | None = None
+    device: Literal["tpx", "cpu"] = "tpx"
+    redirect_cuda: Literal["tpx", "cpu"] | None = None
+    seed: int = 0
+    probe_dir: Path | None = None
+    profile_dir: Path | None = None
+    redirect_log_path: Path | None = None
+    junit_xml: Path | None = None
+    workspace: Path | None = None  # the copy that ran (kept only when asked)
+    workspace_method: str | None = None  # reflink / copy
+    artifacts_dir: Path | None = None
+    error: str | None = None  # sandbox_error: what went wrong and what to do

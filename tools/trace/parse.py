@@ -1,0 +1,116 @@
+"""Build a ``Trace`` from a run's stderr/stdout (and pytest junit XML when there is one)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from tools.trace.models import ExceptionInfo, Frame, Signature, Trace
+from tools.trace.pytest_out import parse_junit_xml, parse_pytest_output
+from tools.trace.python_tb import parse_blocks, worker_original
+from tools.trace.signatures import classify
+
+logger = logging.getLogger(__name__)
+
+# Exceptions that only report that something else failed elsewhere.
+WRAPPER_TYPES = ("CalledProcessError", "ProcessRaisedException", "ChildFailedError", "ProcessExitedException")
+USER_PSEUDO_FILES = ("<string>", "<stdin>")
+LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ")
+
+
+def _user_frame(frame: Frame, roots: list[str], library_roots: list[str]) -> Frame:
+    path = frame.file
+    if path in USER_PSEUDO_FILES:
+        return frame.model_copy(update={"user": True})
+    if any(marker in path for marker in LIBRARY_MARKERS) or path.startswith("<"):
+        return frame
+    for root in roots:
+        root = root.rstrip("/") + "/"
+        if path.startswith(root):
+            return frame.model_copy(update={"file": path[len(root):], "user": True})
+    if any(path.startswith(lib.rstrip("/") + "/") for lib in library_roots):
+        return frame
+    if not os.path.isabs(path):
+        return frame.model_copy(update={"user": True})  # relative paths are printed from the repo
+    return frame
+
+
+def _trace_from(primary: ExceptionInfo, chain: list[ExceptionInfo], roots: list[str], library_roots: list[str], *, wrapped_by: str | None = None) -> Trace:
+    frames = [_user_frame(f, roots, library_roots) for f in primary.frames]
+    user = [f for f in frames if f.user]
+    extra = [(c.exc_type, c.message) for c in reversed(chain)]
+    signature = classify(primary.exc_type, primary.message, extra)
+    chain_out = [c.model_copy(update={"frames": [_user_frame(f, roots, library_roots) for f in c.frames]}) for c in chain]
+    return Trace(
+        exc_type=primary.exc_type,
+        message=primary.message,
+        user_frames=user,
+        library_frames=len(frames) - len(user),
+        signature=signature,
+        chain=chain_out,
+        origin=primary.origin,
+        wrapped_by=wrapped_by,
+    )
+
+
+def parse_trace(
+    stderr: str,
+    *,
+    stdout: str = "",
+    repo_roots: list[str | Path] | None = None,
+    library_roots: list[str | Path] | None = None,
+    junit_xml: Path | None = None,
+) -> Trace | None:
+    """The failure described by a run's output, or ``None`` when it shows no exception.
+
+    ``repo_roots``: absolute paths of the repository copy as the child saw it; frames under
+    them are user frames and are reported relative to the root. ``library_roots``: trees that
+    are never user code (Ferry itself, the Python installation).
+    """
+    roots = [str(r) for r in (repo_roots or [])]
+    libs = [str(r) for r in (library_roots or [])]
+    tests = parse_junit_xml(junit_xml) if junit_xml is not None and Path(junit_xml).is_file() else []
+    blocks = parse_blocks(stderr) or parse_blocks(stdout)
+    trace: Trace | None = None
+    if blocks:
+        # Group into chains: a block preceded by a cause/context marker continues the chain.
+        chains: list[list[ExceptionInfo]] = []
+        for info, marker in blocks:
+            if marker and chains:
+                chains[-1][-1] = chains[-1][-1].model_copy(update={"relation": marker})
+                chains[-1].append(info)
+            else:
+                chains.append([info])
+        last = chains[-1]
+        primary, chain, wrapped_by = last[-1], last[:-1], None
+        inner = worker_original(primary)
+        if inner is not None:
+            chain, wrapped_by, primary = chain + [primary], primary.exc_type, inner
+        elif primary.exc_type.rsplit(".", 1)[-1] in WRAPPER_TYPES and len(chains) > 1:
+            # A subprocess failed: its own traceback (printed earlier) is the real failure.
+            sub = chains[-2]
+            wrapped_by = primary.exc_type
+            chain = sub[:-1] + [primary]
+            primary = sub[-1].model_copy(update={"origin": "subprocess"})
+        trace = _trace_from(primary, chain, roots, libs, wrapped_by=wrapped_by)
+    else:
+        # pytest's own (non-native) failure format
+        trace = parse_pytest_output(stdout + "\n" + stderr, roots, _trace_from_pytest)
+    if trace is not None and tests:
+        trace.tests = tests
+    return trace
+
+
+def _trace_from_pytest(exc_type: str, message: str, frames: list[Frame], roots: list[str]) -> Trace:
+    info = ExceptionInfo(exc_type=exc_type, message=message, frames=frames, origin="pytest")
+    return _trace_from(info, [], roots, [])
+
+
+def signature_for_status(status: str, limit_hit: str | None = None) -> Signature | None:
+    """The signature a run gets from how it ended, before looking at its output."""
+    if status == "timeout":
+        return Signature(kind="timeout", detail="wall-clock timeout: the whole process tree was killed")
+    if status == "killed":
+        return Signature(kind="killed_by_limit", op=limit_hit, detail=f"killed by the sandbox ({limit_hit or 'signal'})")
+    return None

@@ -1,0 +1,96 @@
+"""pytest's failure output (non-native traceback styles) and its junit XML."""
+
+from __future__ import annotations
+
+import logging
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Callable
+
+from tools.trace.models import Frame, TestOutcome, Trace
+
+logger = logging.getLogger(__name__)
+
+SECTION = re.compile(r"^_{3,} (?P<name>.+?) _{3,}$")
+LOCATION = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+):(?: in (?P<func>\S+)| (?P<exc>[\w.]+))?\s*$")
+E_LINE = re.compile(r"^E\s{1,3}(?P<text>.*)$")
+EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Failure|Interrupt))(?::\s?(?P<msg>.*))?$")
+SUMMARY = re.compile(r"^(?P<outcome>FAILED|ERROR) (?P<nodeid>\S+)(?: - (?P<msg>.*))?$")
+
+
+def parse_pytest_output(text: str, roots: list[str], build: Callable[[str, str, list[Frame], list[str]], Trace]) -> Trace | None:
+    """The first failing test's exception, from pytest's long/short traceback output."""
+    lines = text.splitlines()
+    tests: list[TestOutcome] = []
+    for line in lines:
+        m = SUMMARY.match(line.strip())
+        if m:
+            tests.append(TestOutcome(nodeid=m["nodeid"], outcome="failed" if m["outcome"] == "FAILED" else "error", message=m["msg"]))
+    first: Trace | None = None
+    i, n = 0, len(lines)
+    while i < n and first is None:
+        if not SECTION.match(lines[i]):
+            i += 1
+            continue
+        i += 1
+        frames: list[Frame] = []
+        exc_type, message = None, []
+        last_source: str | None = None
+        while i < n and not SECTION.match(lines[i]) and not lines[i].startswith("====="):
+            line = lines[i]
+            em = E_LINE.match(line)
+            lm = LOCATION.match(line)
+            if em:
+                body = em["text"]
+                m = EXC.match(body.strip())
+                if exc_type is None and m:
+                    exc_type, message = m["type"], [m["msg"] or ""]
+                elif exc_type is not None:
+                    message.append(body.strip())
+            elif lm:
+                frames.append(Frame(file=lm["file"], line=int(lm["line"]), function=lm["func"], source=last_source))
+                if lm["exc"] and exc_type is None:
+                    exc_type = lm["exc"]
+            elif line.startswith(">"):
+                last_source = line[1:].strip()
+            elif line.startswith("    ") and line.strip():
+                last_source = line.strip()
+            i += 1
+        if exc_type:
+            first = build(exc_type, "\n".join(message).strip(), frames, roots)
+    if first is None and tests:
+        msg = tests[0].message or ""
+        m = EXC.match(msg)
+        first = build(m["type"] if m else "TestFailure", (m["msg"] or "") if m else msg, [], roots)
+    if first is not None and tests:
+        first.tests = tests
+    return first
+
+
+def parse_junit_xml(path: Path) -> list[TestOutcome]:
+    """Per-test outcomes from a pytest ``--junitxml`` report."""
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError) as exc:
+        logger.warning("cannot read junit XML %s: %s", path, exc)
+        return []
+    outcomes: list[TestOutcome] = []
+    for case in root.iter("testcase"):
+        classname, name = case.get("classname", ""), case.get("name", "")
+        file = case.get("file")
+        nodeid = f"{file}::{name}" if file else (f"{classname.replace('.', '/')}.py::{name}" if classname else name)
+        outcome, message = "passed", None
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
+                message = child.get("message") or (child.text or "").strip()[:500] or None
+                break
+        line = case.get("line")
+        try:
+            duration = float(case.get("time", "")) if case.get("time") else None
+        except ValueError:
+            duration = None
+        outcomes.append(TestOutcome(nodeid=nodeid, outcome=outcome, message=message, file=file,
+                                    line=int(line) + 1 if line and line.isdigit() else None, duration_s=duration))
+    return outcomes

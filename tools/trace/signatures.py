@@ -1,0 +1,85 @@
+"""Stable failure signatures: a data table of rules matched against exception type + message."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from tools.trace.models import Signature
+
+logger = logging.getLogger(__name__)
+
+# Packages that only exist for NVIDIA GPUs (import fails on a CPU/tpx machine).
+CUDA_ONLY_PACKAGES: tuple[str, ...] = (
+    "apex", "flash_attn", "flash_attn_2_cuda", "triton", "pycuda", "cupy", "cupyx", "xformers",
+    "bitsandbytes", "pynvml", "nvidia", "tensorrt", "torch_tensorrt", "deepspeed", "mamba_ssm",
+    "causal_conv1d", "fused_dense_lib", "transformer_engine", "nccl", "numba.cuda", "cudf",
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str
+    pattern: str  # regex on "ExcType: message"
+    op_group: str | None = None  # named group holding the op / package
+    detail: str = ""
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("cuda_unmappable", r"ferry redirect: (?P<op>[\w.]+) cannot run", "op",
+         "custom CUDA kernel, Triton or CUDA graph: no device-neutral equivalent"),
+    Rule("cuda_not_compiled", r"Torch not compiled with CUDA enabled", None,
+         "CUDA API used on a build without CUDA"),
+    Rule("cuda_not_compiled", r"Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver initialization failed", None,
+         "CUDA runtime needed but absent"),
+    Rule("tpx_oom", r"OutOfMemoryError.*tpx|tpx.*out of memory|tpx.*OutOfMemory", None,
+         "tpx simulated device memory exhausted"),
+    Rule("tpx_float64", r"(float64|Float64|double|Double).*\btpx\b|\btpx\b.*(float64|Float64|double)", None,
+         "tpx has no float64"),
+    Rule("unsupported_op",
+         r"(?:operator|op) '?(?:aten::)?(?P<op>[\w.]+)'? is not (?:currently )?(?:implemented|supported)[^\n]*(?:tpx|PrivateUse1)"
+         r"|Could not run '(?:aten::)?(?P<op2>[\w.]+)' with arguments from the '(?:PrivateUse1|tpx)' backend"
+         r"|(?:tpx|PrivateUse1)[^\n]*(?:does not support|not supported|unsupported)[^\n]*?'?(?:aten::)(?P<op3>[\w.]+)"
+         r"|NotImplementedError: [^\n]*?(?:aten::)?(?P<op4>[a-z_][\w.]*)[^\n]*(?:tpx|PrivateUse1)",
+         "op", "op not supported by the tpx backend"),
+    Rule("mixed_devices", r"Expected all tensors to be on the same device|found at least two devices|"
+         r"Expected object of device type|is on device \S+ but expected|device mismatch", None,
+         "tensors on different devices meet in one op"),
+    Rule("missing_cuda_package", r"^(?:ModuleNotFoundError|ImportError): No module named '(?P<op>[\w.]+)'", "op",
+         "a CUDA-only package is not installed"),
+    Rule("syntax_error", r"^(?:SyntaxError|IndentationError|TabError)\b", None, "the code does not parse"),
+    Rule("import_error", r"^(?:ModuleNotFoundError|ImportError)\b", None, "an import failed"),
+    Rule("killed_by_limit", r"^MemoryError\b|Too many open files|Resource temporarily unavailable|"
+         r"File too large|Cannot allocate memory|can't start new thread", None,
+         "a sandbox resource limit was reached"),
+)
+
+_COMPILED = [(rule, re.compile(rule.pattern, re.M)) for rule in RULES]
+
+
+def _op_of(rule: Rule, match: re.Match[str]) -> str | None:
+    if not rule.op_group:
+        return None
+    for name, value in match.groupdict().items():
+        if name.startswith(rule.op_group) and value:
+            return value
+    return None
+
+
+def classify(exc_type: str, message: str, extra: list[tuple[str, str]] | None = None) -> Signature:
+    """Signature for an exception (``extra``: chained exceptions tried after the primary one)."""
+    for etype, msg in [(exc_type, message), *(extra or [])]:
+        text = f"{etype.rsplit('.', 1)[-1]}: {msg}"
+        for rule, rx in _COMPILED:
+            m = rx.search(text)
+            if not m:
+                continue
+            op = _op_of(rule, m)
+            if rule.kind == "missing_cuda_package":
+                root = (op or "").split(".")[0]
+                if root not in CUDA_ONLY_PACKAGES and op not in CUDA_ONLY_PACKAGES:
+                    continue  # an ordinary missing module: falls through to import_error
+                op = root
+            return Signature(kind=rule.kind, op=op, detail=rule.detail)
+    return Signature(kind="other")
