@@ -1,0 +1,52 @@
+"""Answering --approve interrupts from the terminal (or telling the user how to answer later)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from agent.cli.progress import Progress, is_tty, print_interrupts
+
+logger = logging.getLogger(__name__)
+
+
+def parse_edits(specs: list[str]) -> dict[str, str]:
+    """``PATH=FILE`` pairs: the repo-relative PATH gets the text of the local FILE."""
+    from agent.cli import CliError
+
+    out: dict[str, str] = {}
+    for spec in specs:
+        if "=" not in spec:
+            raise CliError(f"--edit expects PATH=FILE (repo path = file with its new text), got {spec!r}")
+        rel, local = spec.split("=", 1)
+        p = Path(local).expanduser()
+        if not p.is_file():
+            raise CliError(f"--edit {spec}: {local} is not a readable file")
+        out[rel.strip()] = p.read_text(encoding="utf-8")
+    return out
+
+
+def ask(question: dict[str, Any]) -> dict[str, Any]:
+    from rich.prompt import Prompt
+
+    choice = Prompt.ask("approve, reject or edit?", choices=["approve", "reject", "edit"], default="approve")
+    if choice != "edit":
+        return {"action": choice}
+    rel = Prompt.ask("repository path to replace", default=(question.get("site") or ":").split(":")[0])
+    local = Prompt.ask("local file holding its new text")
+    return {"action": "edit", "files": {rel: Path(local).expanduser().read_text(encoding="utf-8")}}
+
+
+def drive_interactively(state: dict[str, Any], state_dir: str, as_json: bool) -> dict[str, Any]:
+    """While the graph waits for approval: ask on a terminal, otherwise print how to answer."""
+    from agent.migration import resume
+
+    while state.get("interrupts"):
+        print_interrupts(state, as_json)
+        if as_json or not is_tty():
+            return state
+        answer = ask(state["interrupts"][0])
+        with Progress(enabled=True) as progress:
+            state = resume(state["migration_id"], state_dir, answer=answer, progress=progress)
+    return state

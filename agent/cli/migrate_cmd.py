@@ -1,0 +1,91 @@
+"""``ferry migrate``: scan, rewrite, run on tpx, fix, prove parity, profile, and hand back a patch."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+NAME = "migrate"
+HELP = "migrate a repository from CUDA to tpx: codemods, runs, fixes, parity, profile, patch + report"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", metavar="PATH", help="the repository to migrate (never modified unless --apply)")
+    parser.add_argument("--run", required=True, metavar="CMD", help='the command that runs it, e.g. "python train.py --steps 10"')
+    parser.add_argument("--test", metavar="CMD", help='the test command, e.g. "python -m pytest -q tests"')
+    parser.add_argument("--out", metavar="DIR", help="write ferry.patch, report.md and result.json here")
+    parser.add_argument("--llm", action="store_true",
+                        help="let a model fix what the offline rules cannot (FERRY_LLM_BASE_URL, FERRY_LLM_MODEL, an API key)")
+    parser.add_argument("--offline", action="store_true", help="never use a model, even if FERRY_LLM_* is configured")
+    parser.add_argument("--approve", action="store_true", help="ask before applying any edit that is not a catalogue codemod")
+    parser.add_argument("--apply", action="store_true", help="apply the patch to PATH after a successful migration")
+    parser.add_argument("--device", choices=("accelerator", "tpx"), default="accelerator",
+                        help="codemod target: device-generic code (default) or tpx pinned")
+    parser.add_argument("--max-iterations", type=int, default=8, help="fix/verify rounds before failed_budget (default 8)")
+    parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds per run (default 600)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for the reference and target runs")
+    parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"),
+                        help="checkpoints and workspaces (default ~/.ferry or $FERRY_STATE_DIR)")
+    parser.add_argument("--id", dest="migration_id", metavar="ID", help="migration id (default: generated)")
+    parser.add_argument("--llm-model", help="model name (default $FERRY_LLM_MODEL)")
+    parser.add_argument("--llm-base-url", help="OpenAI-compatible server URL (default $FERRY_LLM_BASE_URL)")
+    parser.add_argument("--llm-max-calls", type=int, default=30)
+    parser.add_argument("--llm-max-tokens", type=int, default=200_000)
+    parser.add_argument("--json", action="store_true", help="print result.json on stdout (no progress display)")
+
+
+def build_options(args: argparse.Namespace):
+    from agent.cli import CliError
+    from agent.graph import state_dir
+    from agent.llm.config import configured
+    from agent.state import MigrationOptions
+
+    src = Path(args.path).expanduser()
+    if not src.is_dir():
+        raise CliError(f"{args.path} is not a directory; pass the root folder of the repository to migrate")
+    if not args.run.strip():
+        raise CliError('--run is empty; give the command that runs the program, e.g. --run "python train.py"')
+    if args.max_iterations < 0:
+        raise CliError(f"--max-iterations must be >= 0, got {args.max_iterations}")
+    if args.run_timeout <= 0:
+        raise CliError(f"--run-timeout must be positive, got {args.run_timeout}")
+    use_llm = (args.llm or configured()) and not args.offline
+    if args.llm and args.offline:
+        raise CliError("--llm and --offline contradict each other; pick one")
+    if use_llm and not (args.llm_model or os.environ.get("FERRY_LLM_MODEL")):
+        raise CliError("--llm needs a model: set FERRY_LLM_MODEL (and FERRY_LLM_BASE_URL for a non-OpenAI server) or pass --llm-model")
+    out = str(Path(args.out).expanduser().resolve()) if args.out else None
+    if out and Path(out).resolve() == src.resolve():
+        raise CliError("--out must not be the repository itself; choose another directory")
+    return MigrationOptions(
+        source=str(src.resolve()), run_command=args.run, test_command=args.test or None, out_dir=out,
+        state_dir=str(state_dir(args.state_dir)), llm=use_llm, approve=args.approve, apply=args.apply,
+        device=args.device, max_iterations=args.max_iterations, run_timeout_s=args.run_timeout, seed=args.seed,
+        llm_max_calls=args.llm_max_calls, llm_max_tokens=args.llm_max_tokens,
+        llm_model=args.llm_model, llm_base_url=args.llm_base_url,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.cli import CliError
+    from agent.cli.approval import drive_interactively
+    from agent.cli.progress import Progress, exit_code, print_result
+    from agent.migration import start
+
+    opts = build_options(args)
+    with Progress(enabled=not args.json) as progress:
+        print_id = progress.console.print if not args.json else (lambda *a, **k: None)
+        try:
+            state = start(opts, migration_id=args.migration_id, progress=progress)
+        except ValueError as exc:
+            raise CliError(str(exc)) from exc
+    print_id(f"migration id: {state.get('migration_id')} (resume with `ferry resume {state.get('migration_id')}`)")
+    state = drive_interactively(state, opts.state_dir, args.json)
+    if state.get("interrupts"):
+        return 1
+    print_result(state, args.json)
+    return exit_code(state)

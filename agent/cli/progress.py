@@ -1,0 +1,103 @@
+"""Rich progress display and the final summary shared by migrate / resume / pr."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+NEXT_LABEL = {
+    "ingest": "reference run (original code, CUDA -> CPU)", "reference_run": "scanning",
+    "scan": "planning", "plan": "applying codemods", "rewrite": "target run on tpx",
+    "target_run": "checking the result", "diagnose": "fixing", "llm_fix": "applying the model's edit",
+    "apply_fix": "target run on tpx", "parity": "profiling", "profile": "writing the report",
+}
+
+
+class Progress:
+    """One line per finished graph node on stderr, with a spinner for the running one."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True, highlight=False)
+        self.enabled = enabled
+        self._status = None
+
+    def __enter__(self) -> "Progress":
+        if self.enabled:
+            self._status = self.console.status("ingesting the repository")
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+
+    def __call__(self, node: str, update: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        if node == "__interrupt__":
+            self.console.print("[yellow]waiting for approval[/yellow]")
+            return
+        for s in update.get("steps") or []:
+            mark = "[red]x[/red]" if update.get("status") and update.get("status") != "migrated" else "[green]✓[/green]"
+            self.console.print(f"{mark} [bold]{s['node']}[/bold] {s.get('summary', '')} [dim]({s.get('seconds', 0):.1f}s)[/dim]")
+        if self._status is not None and node in NEXT_LABEL:
+            self._status.update(NEXT_LABEL[node])
+
+
+def print_interrupts(state: dict[str, Any], as_json: bool) -> None:
+    mid = state.get("migration_id")
+    if as_json:
+        print(json.dumps({"migration_id": mid, "status": "awaiting_approval", "interrupts": state["interrupts"]}, indent=2))
+        return
+    from rich.console import Console
+    from rich.syntax import Syntax
+
+    console = Console()
+    for q in state["interrupts"]:
+        console.print(f"[bold yellow]Approval needed[/bold yellow] for {q.get('rule')} at {q.get('site')} ({q.get('kind')})")
+        console.print(f"reason: {q.get('reason')}")
+        console.print(Syntax(q.get("diff") or "", "diff"))
+    console.print(f"Answer with: ferry resume {mid} --approve | --reject | --edit PATH=FILE")
+
+
+def print_result(state: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        out = state.get("outputs") or {}
+        result_path = out.get("result")
+        if result_path:
+            with open(result_path, encoding="utf-8") as fh:
+                print(fh.read())
+        else:
+            print(json.dumps({"migration_id": state.get("migration_id"), "status": state.get("status"),
+                              "summary": state.get("summary"), "pending": state.get("pending")}, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    usage = state.get("llm_usage") or {}
+    t = Table(show_header=False, title=f"migration {state.get('migration_id')}")
+    colour = "green" if state.get("status") == "migrated" else "red"
+    t.add_row("status", f"[{colour}]{state.get('status')}[/{colour}]")
+    t.add_row("summary", str(state.get("summary") or ""))
+    t.add_row("iterations", str(state.get("iteration") or 0))
+    t.add_row("runs", str(len(state.get("runs") or [])))
+    t.add_row("LLM calls / tokens", f"{int(usage.get('calls', 0))} / {int(usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0))}")
+    t.add_row("wall time", f"{float(state.get('elapsed_s') or 0):.1f}s")
+    for k, v in (state.get("outputs") or {}).items():
+        t.add_row(k, v)
+    console.print(t)
+
+
+def exit_code(state: dict[str, Any]) -> int:
+    return 0 if state.get("status") == "migrated" else 1
+
+
+def is_tty() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()

@@ -1,0 +1,59 @@
+"""``ferry resume``: continue an interrupted or waiting migration from its last checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+NAME = "resume"
+HELP = "continue a migration from its last checkpoint (after a crash, or to answer an approval)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("migration_id", metavar="ID", nargs="?", help="the migration id printed by ferry migrate")
+    parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"),
+                        help="where the checkpoints are (default ~/.ferry or $FERRY_STATE_DIR)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--approve", action="store_true", help="approve the pending edit")
+    group.add_argument("--reject", action="store_true", help="reject the pending edit (the migration stops: rejected)")
+    group.add_argument("--edit", action="append", metavar="PATH=FILE", help="replace the pending edit by your own text for PATH")
+    parser.add_argument("--list", action="store_true", help="list the migrations in the state dir")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from agent.cli import CliError
+    from agent.cli.approval import drive_interactively, parse_edits
+    from agent.cli.progress import Progress, exit_code, print_result
+    from agent.graph import state_dir
+    from agent.migration import UnknownMigration, list_migrations, resume
+
+    sdir = str(state_dir(args.state_dir))
+    if args.list:
+        ids = list_migrations(sdir)
+        print(json.dumps(ids, indent=2) if args.json else ("\n".join(ids) or "no migrations"))
+        return 0
+    if not args.migration_id:
+        raise CliError("give the migration ID to resume (ferry resume --list shows them)")
+    answer = None
+    if args.approve:
+        answer = {"action": "approve"}
+    elif args.reject:
+        answer = {"action": "reject"}
+    elif args.edit:
+        answer = {"action": "edit", "files": parse_edits(args.edit)}
+    try:
+        with Progress(enabled=not args.json) as progress:
+            state = resume(args.migration_id, sdir, answer=answer, progress=progress)
+    except UnknownMigration as exc:
+        raise CliError(f"{exc}; check the id (ferry resume --list) and --state-dir") from exc
+    state = drive_interactively(state, sdir, args.json)
+    if state.get("interrupts"):
+        return 1
+    print_result(state, args.json)
+    return exit_code(state)

@@ -1,0 +1,1 @@
+"""LLM fixing through any OpenAI-compatible server (OpenAI, vLLM, Ollama, ...)."""

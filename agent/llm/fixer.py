@@ -1,0 +1,82 @@
+"""The model's fix loop: show it the failure, let it use the tools, collect its edits as a proposal."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from agent.errors import FixableError, LLMFailure, NeedsHuman
+from agent.llm.client import ChatClient
+from agent.llm.tools import EditSession, tool_schemas
+from agent.policy.base import Diagnosis
+
+logger = logging.getLogger(__name__)
+
+SYSTEM = """You are Ferry's fixer. A PyTorch program written for CUDA is being migrated to run on the \
+`tpx` accelerator (a PrivateUse1 device: no float64, finite memory, some ops unsupported in strict mode, \
+bf16 matmuls unless torch.set_float32_matmul_precision("highest")). Device-generic code is preferred \
+(torch.accelerator, a single `device` variable). The migrated program fails; find the cause with the \
+tools, fix it with the smallest edit (apply_edit or apply_diff), optionally check it with run, then call \
+finish. Do not change what the program computes beyond what the device requires."""
+
+
+def _context(session: EditSession, diag: Diagnosis, tried: list[str], window: int = 12) -> str:
+    parts = [f"Phase: {diag.phase}", f"Signature: {diag.kind}" + (f" (op {diag.op})" if diag.op else ""),
+             f"Exception: {diag.exc_type}: {diag.message[:1500]}"]
+    for fr in diag.frames[-3:]:
+        try:
+            lines = session.text(fr.file).splitlines()
+        except FixableError:
+            continue
+        lo, hi = max(1, fr.line - window), min(len(lines), fr.line + window)
+        code = "\n".join(f"{'>' if i == fr.line else ' '}{i}: {lines[i - 1]}" for i in range(lo, hi + 1))
+        parts.append(f"--- {fr.file} around line {fr.line} ({fr.function}) ---\n{code}")
+    parts.append("Offline rules already applied: " + (", ".join(tried) if tried else "none"))
+    parts.append(f"Repository files: {', '.join(session.known[:60])}")
+    return "\n\n".join(parts)
+
+
+def _message_dict(msg: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": msg.content or ""}
+    if getattr(msg, "tool_calls", None):
+        out["tool_calls"] = [{"id": tc.id, "type": "function",
+                              "function": {"name": tc.function.name, "arguments": tc.function.arguments or ""}}
+                             for tc in msg.tool_calls]
+    return out
+
+
+def run_fixer(client: ChatClient, session: EditSession, diag: Diagnosis, tried: list[str]) -> str:
+    """Drive the model until it finishes; returns its summary. Edits are in ``session.files``."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
+                                      {"role": "user", "content": _context(session, diag, tried)}]
+    tools = tool_schemas()
+    malformed = 0
+    for turn in range(client.cfg.max_turns):
+        msg = client.chat(messages, tools)
+        messages.append(_message_dict(msg))
+        calls = getattr(msg, "tool_calls", None) or []
+        if not calls:
+            if session.files:
+                return msg.content or "edits made"
+            malformed += 1
+            if malformed > client.cfg.max_malformed:
+                raise NeedsHuman(f"the model stopped without an edit: {(msg.content or '')[:400]}")
+            messages.append({"role": "user", "content": "Use the tools: make an edit with apply_edit or apply_diff, then call finish."})
+            continue
+        for tc in calls:
+            name = tc.function.name
+            try:
+                result = session.call(name, tc.function.arguments)
+            except FixableError as exc:
+                malformed += 1
+                logger.info("tool call %s rejected: %s", name, exc)
+                if malformed > client.cfg.max_malformed:
+                    raise LLMFailure(f"the model made {malformed} malformed or rejected tool calls; last: {exc}") from exc
+                result = json.dumps({"error": str(exc)})
+            messages.append({"role": "tool", "tool_call_id": tc.id, "content": result})
+            if session.finished is not None:
+                if not session.files:
+                    raise NeedsHuman(f"the model finished without an edit: {session.finished[:400]}")
+                return session.finished
+    raise NeedsHuman(f"the model used its {client.cfg.max_turns} turns without finishing")

@@ -1,0 +1,264 @@
+"""Tools the model may call, their schemas (from pydantic models) and their implementations.
+
+Edits go to an overlay (``EditSession.files``), never straight to the workspace: the overlay
+becomes a proposal that the graph applies (after approval under --approve) and re-verifies with
+a target run. ``run``/``check_parity``/``profile`` execute a scratch copy holding the overlay.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from agent import toolbox
+from agent.errors import EditRejected, ToolCallError
+from agent.policy.edits import check_parses
+from tools.patch import file_diff, list_source_files
+
+logger = logging.getLogger(__name__)
+
+MAX_READ_LINES = 200
+MAX_RESULT_CHARS = 6000
+
+
+class ReadFile(BaseModel):
+    """Read lines [start, end] (1-based, inclusive) of a repository file, as the migration has it now."""
+
+    path: str = Field(description="path relative to the repository root")
+    start: int = Field(default=1, ge=1)
+    end: int | None = Field(default=None, ge=1, description="last line; default start+199")
+
+
+class SearchRepo(BaseModel):
+    """Search the repository's source files for a regular expression; returns file:line: text."""
+
+    pattern: str
+    max_results: int = Field(default=40, ge=1, le=200)
+
+
+class ApplyEdit(BaseModel):
+    """Replace an exact snippet in a file (must occur exactly once). The result must parse."""
+
+    path: str
+    search: str = Field(description="exact text to find, including indentation")
+    replace: str
+
+
+class ApplyDiff(BaseModel):
+    """Apply a unified diff (a/ b/ prefixes) to the current files. Every result must parse."""
+
+    diff: str
+
+
+class RunProgram(BaseModel):
+    """Run the program (or its tests) on tpx with the edits made so far; returns status and trace."""
+
+    which: Literal["run", "tests"] = "run"
+
+
+class ScanRepo(BaseModel):
+    """Scan the current files for CUDA idioms left; returns the findings."""
+
+
+class CheckParity(BaseModel):
+    """Run the program on tpx with a probe and compare with the reference run; returns the verdict."""
+
+
+class Profile(BaseModel):
+    """Run the program on tpx with the profiler; returns the findings."""
+
+
+class Finish(BaseModel):
+    """Stop: the edits made so far are the fix (they will be re-verified by a run)."""
+
+    summary: str = Field(description="what was wrong and what the edits change")
+
+
+TOOL_MODELS: dict[str, type[BaseModel]] = {
+    "read_file": ReadFile, "search_repo": SearchRepo, "apply_edit": ApplyEdit, "apply_diff": ApplyDiff,
+    "run": RunProgram, "scan": ScanRepo, "check_parity": CheckParity, "profile": Profile, "finish": Finish,
+}
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    """OpenAI tool definitions, derived from the pydantic models."""
+    out = []
+    for name, model in TOOL_MODELS.items():
+        schema = model.model_json_schema()
+        schema.pop("title", None)
+        schema.pop("description", None)
+        out.append({"type": "function", "function": {
+            "name": name, "description": (model.__doc__ or "").strip(), "parameters": schema}})
+    return out
+
+
+class EditSession:
+    """The model's view of the repo: the migration's current files plus its own overlay."""
+
+    def __init__(self, source: Path, workspace: Path, files: dict[str, str],
+                 runner: Callable[[Path, str, bool, bool], dict[str, Any]],
+                 reference_probe: str | None, run_command: str, test_command: str | None) -> None:
+        self.source = source
+        self.workspace = workspace
+        self.base = dict(files)
+        self.files: dict[str, str] = {}  # the model's edits
+        self.runner = runner
+        self.reference_probe = reference_probe
+        self.run_command = run_command
+        self.test_command = test_command
+        self.finished: str | None = None
+        self.known = sorted(set(list_source_files(source)) | set(files))
+
+    # --- helpers --------------------------------------------------------------------------
+    def text(self, rel: str) -> str:
+        rel = rel.lstrip("./")
+        if rel in self.files:
+            return self.files[rel]
+        if rel in self.base:
+            return self.base[rel]
+        p = self.source / rel
+        if rel not in self.known or not p.is_file():
+            raise ToolCallError(f"no such source file {rel!r}; known files: {', '.join(self.known[:30])}")
+        return p.read_text(encoding="utf-8")
+
+    def _set(self, rel: str, new: str) -> str:
+        if rel.endswith(".py"):
+            check_parses(new, rel)
+        old = self.text(rel)
+        self.files[rel] = new
+        return file_diff(rel, old, new) or "(no change)"
+
+    def scratch(self) -> Path:
+        """A temporary copy of the workspace holding the overlay."""
+        root = Path(tempfile.mkdtemp(prefix="ferry-llm-"))
+        dest = root / self.workspace.name
+        shutil.copytree(self.workspace, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        for rel, text in self.files.items():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).write_text(text, encoding="utf-8")
+        return dest
+
+    # --- tools ----------------------------------------------------------------------------
+    def read_file(self, a: ReadFile) -> str:
+        lines = self.text(a.path).splitlines()
+        end = min(a.end or a.start + MAX_READ_LINES - 1, a.start + MAX_READ_LINES - 1, len(lines))
+        return "\n".join(f"{i}: {lines[i - 1]}" for i in range(a.start, end + 1)) or "(empty range)"
+
+    def search_repo(self, a: SearchRepo) -> str:
+        try:
+            rx = re.compile(a.pattern)
+        except re.error as exc:
+            raise ToolCallError(f"bad regular expression {a.pattern!r}: {exc}") from exc
+        hits = []
+        for rel in self.known:
+            if not rel.endswith(".py"):
+                continue
+            for i, line in enumerate(self.text(rel).splitlines(), 1):
+                if rx.search(line):
+                    hits.append(f"{rel}:{i}: {line.strip()}")
+                    if len(hits) >= a.max_results:
+                        return "\n".join(hits)
+        return "\n".join(hits) or "no matches"
+
+    def apply_edit(self, a: ApplyEdit) -> str:
+        text = self.text(a.path)
+        count = text.count(a.search)
+        if count != 1:
+            raise EditRejected(f"the search text occurs {count} times in {a.path}; it must occur exactly once")
+        return self._set(a.path.lstrip("./"), text.replace(a.search, a.replace, 1))
+
+    def apply_diff(self, a: ApplyDiff) -> str:
+        import subprocess
+
+        tmp = Path(tempfile.mkdtemp(prefix="ferry-diff-"))
+        try:
+            touched = sorted(set(re.findall(r"^\+\+\+ b/(\S+)", a.diff, flags=re.M)))
+            if not touched:
+                raise EditRejected("the diff names no files (expected '+++ b/<path>' headers)")
+            for rel in touched:
+                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / rel).write_text(self.text(rel), encoding="utf-8")
+            diff = a.diff if a.diff.endswith("\n") else a.diff + "\n"
+            proc = subprocess.run(["git", "apply", "--recount", "-"], cwd=tmp, input=diff, text=True, capture_output=True)
+            if proc.returncode != 0:
+                raise EditRejected(f"the diff does not apply: {proc.stderr.strip()}")
+            new = {rel: (tmp / rel).read_text(encoding="utf-8") for rel in touched}
+            for rel, text in new.items():
+                if rel.endswith(".py"):
+                    check_parses(text, rel)
+            return "".join(self._set(rel, text) for rel, text in new.items())
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _run(self, command: str, probe: bool, profile: bool) -> dict[str, Any]:
+        ws = self.scratch()
+        try:
+            return self.runner(ws, command, probe, profile)
+        finally:
+            shutil.rmtree(ws.parent, ignore_errors=True)
+
+    def run(self, a: RunProgram) -> str:
+        command = self.run_command if a.which == "run" else self.test_command
+        if command is None:
+            raise ToolCallError("this repository has no test command; use which='run'")
+        res = self._run(command, False, False)
+        trace = res.get("trace") or {}
+        return json.dumps({"status": res.get("status"), "exit_code": res.get("exit_code"),
+                           "signature": (trace.get("signature") or {}), "exception": trace.get("exc_type"),
+                           "message": (trace.get("message") or "")[:800], "user_frames": trace.get("user_frames", [])[-5:],
+                           "stderr_tail": (res.get("stderr_tail") or "")[-1500:], "stdout_tail": (res.get("stdout_tail") or "")[-800:]})
+
+    def scan(self, a: ScanRepo) -> str:
+        ws = self.scratch()
+        try:
+            rep = toolbox.scan(ws)
+        finally:
+            shutil.rmtree(ws.parent, ignore_errors=True)
+        return json.dumps(rep.get("findings", [])[:40], default=str)
+
+    def check_parity(self, a: CheckParity) -> str:
+        if not self.reference_probe:
+            raise ToolCallError("no reference probe dump is available for parity")
+        res = self._run(self.run_command, True, False)
+        if res.get("status") != "ok" or not res.get("probe_dir"):
+            return json.dumps({"error": "the probed run failed", "status": res.get("status"),
+                               "stderr_tail": (res.get("stderr_tail") or "")[-1500:]})
+        rep = toolbox.compare(Path(self.reference_probe), Path(res["probe_dir"]))
+        from agent.nodes.parity import first_divergence, parity_passed
+
+        return json.dumps({"passed": parity_passed(rep), "first_divergence": first_divergence(rep)})
+
+    def profile(self, a: Profile) -> str:
+        res = self._run(self.run_command, False, True)
+        if not res.get("profile_dir"):
+            return json.dumps({"error": "no profile collected", "status": res.get("status")})
+        rep = toolbox.profile_report(Path(res["profile_dir"]), self.workspace)
+        return json.dumps(rep.get("findings", [])[:20], default=str)
+
+    def finish(self, a: Finish) -> str:
+        self.finished = a.summary
+        return "ok"
+
+    # --- dispatch -------------------------------------------------------------------------
+    def call(self, name: str, raw_arguments: str | None) -> str:
+        """Validate and run one tool call; ToolCallError/EditRejected go back to the model."""
+        model = TOOL_MODELS.get(name)
+        if model is None:
+            raise ToolCallError(f"unknown tool {name!r}; available: {', '.join(TOOL_MODELS)}")
+        try:
+            args = json.loads(raw_arguments or "{}")
+        except json.JSONDecodeError as exc:
+            raise ToolCallError(f"arguments of {name} are not valid JSON: {exc}") from exc
+        try:
+            parsed = model.model_validate(args)
+        except ValidationError as exc:
+            raise ToolCallError(f"arguments of {name} do not match its schema: {exc.errors(include_url=False)}") from exc
+        out = getattr(self, name)(parsed)
+        return out if len(out) <= MAX_RESULT_CHARS else out[:MAX_RESULT_CHARS] + "\n... (truncated)"

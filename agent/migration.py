@@ -1,0 +1,82 @@
+"""Start, resume and inspect migrations (the graph with its checkpointer); used by the CLI and service."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from langgraph.types import Command
+
+from agent.graph import ProgressFn, build_graph, checkpointer, drive, snapshot, state_dir
+from agent.state import MigrationOptions
+
+logger = logging.getLogger(__name__)
+
+
+class UnknownMigration(LookupError):
+    """No checkpoint exists for this migration id in this state store."""
+
+
+def new_migration_id() -> str:
+    return time.strftime("m%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+def initial_state(migration_id: str, opts: MigrationOptions) -> dict[str, Any]:
+    return {"migration_id": migration_id, "options": opts.model_dump(mode="json"), "workspace": None,
+            "files": {}, "edits": [], "steps": [], "runs": [], "tried": [], "iteration": 0,
+            "llm_usage": {}, "elapsed_s": 0.0, "status": None, "summary": None, "proposal": None}
+
+
+def start(opts: MigrationOptions, *, migration_id: str | None = None, progress: ProgressFn | None = None) -> dict[str, Any]:
+    """Run a new migration until it ends or waits for approval; returns the state snapshot."""
+    migration_id = migration_id or new_migration_id()
+    sdir = state_dir(opts.state_dir)
+    with checkpointer(sdir) as saver:
+        app = build_graph().compile(checkpointer=saver)
+        if app.get_state({"configurable": {"thread_id": migration_id}}).values:
+            raise ValueError(f"migration {migration_id} already exists; use `ferry resume {migration_id}`")
+        return drive(app, initial_state(migration_id, opts), migration_id, progress)
+
+
+def resume(migration_id: str, sdir: str | Path | None, *, answer: dict[str, Any] | None = None,
+           progress: ProgressFn | None = None) -> dict[str, Any]:
+    """Continue from the last checkpoint (answering a pending approval when ``answer`` is given)."""
+    with checkpointer(state_dir(sdir)) as saver:
+        app = build_graph().compile(checkpointer=saver)
+        current = snapshot(app, migration_id)
+        if not current.get("migration_id"):
+            raise UnknownMigration(f"no migration {migration_id!r} in {state_dir(sdir)}")
+        if current["interrupts"]:
+            if answer is None:
+                return current  # still waiting for a decision
+            return drive(app, Command(resume=answer), migration_id, progress)
+        if not current["pending"]:
+            return current  # already finished
+        return drive(app, None, migration_id, progress)
+
+
+def load(migration_id: str, sdir: str | Path | None) -> dict[str, Any]:
+    with checkpointer(state_dir(sdir)) as saver:
+        app = build_graph().compile(checkpointer=saver)
+        current = snapshot(app, migration_id)
+    if not current.get("migration_id"):
+        raise UnknownMigration(f"no migration {migration_id!r} in {state_dir(sdir)}")
+    return current
+
+
+def list_migrations(sdir: str | Path | None) -> list[str]:
+    """Migration ids that have checkpoints in the SQLite store (newest first)."""
+    import sqlite3
+
+    db = state_dir(sdir) / "checkpoints.sqlite"
+    if not db.exists():
+        return []
+    with sqlite3.connect(str(db)) as conn:
+        try:
+            rows = conn.execute("SELECT thread_id, MAX(rowid) FROM checkpoints GROUP BY thread_id ORDER BY 2 DESC").fetchall()
+        except sqlite3.Error:
+            return []
+    return [r[0] for r in rows]

@@ -1,0 +1,1 @@
+"""Graph nodes: small functions from the state to a partial update."""

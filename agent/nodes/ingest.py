@@ -1,0 +1,26 @@
+"""ingest: check the repository and make the private workspace."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from agent.errors import NeedsHuman
+from agent.nodes.common import ensure_workspace, source_of, step
+from agent.state import MigrationState
+from tools.patch import list_source_files
+
+logger = logging.getLogger(__name__)
+
+
+@step("ingest")
+def ingest(state: MigrationState) -> dict[str, Any]:
+    source = source_of(state)
+    if not source.is_dir():
+        raise NeedsHuman(f"the repository {source} is gone; it must stay in place during a migration")
+    files = list_source_files(source)
+    if not any(f.endswith(".py") for f in files):
+        raise NeedsHuman(f"{source} holds no Python files; nothing to migrate")
+    ws = ensure_workspace(state)
+    return {"workspace": str(ws), "iteration": state.get("iteration") or 0,
+            "_summary": f"{len(files)} source files; private workspace {ws}"}

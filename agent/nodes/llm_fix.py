@@ -1,0 +1,55 @@
+"""llm_fix: when no offline rule applies and --llm is on, ask the model for an edit."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from agent import toolbox
+from agent.errors import FerryAgentError
+from agent.nodes.common import artifacts_dir, ensure_workspace, source_of, step
+from agent.policy.base import Diagnosis
+from agent.state import MigrationState, options_of
+from tools.patch import file_diff, read_text
+
+logger = logging.getLogger(__name__)
+
+
+@step("llm_fix")
+def llm_fix(state: MigrationState) -> dict[str, Any]:
+    from agent.llm.client import ChatClient
+    from agent.llm.config import from_env
+    from agent.llm.fixer import run_fixer
+    from agent.llm.tools import EditSession
+
+    opts = options_of(state)
+    cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, max_calls=opts.llm_max_calls,
+                   max_tokens=opts.llm_max_tokens, max_wall_s=opts.llm_max_wall_s)
+    ws = ensure_workspace(state)
+    it = state.get("iteration") or 0
+    counter = {"n": 0}
+
+    def runner(path: Path, command: str, probe: bool, profile: bool) -> dict[str, Any]:
+        counter["n"] += 1
+        return toolbox.run(path, command, device="tpx", redirect_cuda=None, probe=probe, profile=profile,
+                           timeout_s=opts.run_timeout_s, seed=opts.seed,
+                           artifacts_dir=artifacts_dir(state, f"llm-{it}-{counter['n']}"))
+
+    session = EditSession(source_of(state), ws, state.get("files") or {}, runner,
+                          (state.get("reference") or {}).get("probe_dir"), opts.run_command, opts.test_command)
+    diag = Diagnosis.model_validate(state.get("diagnosis") or {"phase": "run", "kind": "other"})
+    client = ChatClient(cfg, state.get("llm_usage") or {})
+    try:
+        summary = run_fixer(client, session, diag, state.get("tried") or [])
+    except FerryAgentError as exc:
+        return {"llm_usage": client.usage.as_counters(), "status": exc.status, "summary": f"LLM fix: {exc}",
+                "_summary": f"model: {exc.status}: {exc}"}
+    base = state.get("files") or {}
+    diff = "".join(file_diff(rel, base.get(rel, read_text(Path(opts.source) / rel)), text)
+                   for rel, text in sorted(session.files.items()))
+    site = diag.where()
+    proposal = {"rule": "llm", "kind": "llm", "reason": f"model: {summary}", "site": site,
+                "files": session.files, "diff": diff}
+    return {"proposal": proposal, "llm_usage": client.usage.as_counters(),
+            "_summary": f"model proposes edits to {', '.join(sorted(session.files))} ({client.usage.calls} calls)"}

@@ -1,0 +1,94 @@
+"""Data the fix rules work on: the diagnosis, the context, and what a rule returns."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agent.materialise import current_text
+from tools.patch import file_diff
+
+logger = logging.getLogger(__name__)
+
+EditKind = Literal["codemod", "policy", "llm", "human"]
+
+
+class Frame(BaseModel):
+    file: str  # relative to the repo root when inside it
+    line: int
+    function: str = ""
+    source: str = ""
+
+
+class Diagnosis(BaseModel):
+    """What failed and where, from a run's parsed trace or a parity/profile finding."""
+
+    phase: Literal["run", "test", "parity"]
+    kind: str = Field(description="trace signature kind (tpx_float64, mixed_devices, ...) or parity_failed")
+    op: str | None = None
+    exc_type: str = ""
+    message: str = ""
+    frames: list[Frame] = Field(default_factory=list, description="user frames, outermost first")
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def site(self) -> Frame | None:
+        return self.frames[-1] if self.frames else None
+
+    def where(self) -> str:
+        site = self.site
+        return f"{site.file}:{site.line}" if site else "(no user frame)"
+
+
+class FixContext(BaseModel):
+    source: Path
+    workspace: Path | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+    known_files: list[str] = Field(default_factory=list)
+    entry_file: str | None = None
+    device_mode: str = "accelerator"
+    tried: list[str] = Field(default_factory=list)
+
+    def text(self, rel: str) -> str | None:
+        return current_text(self.source, self.files, rel)
+
+
+class Proposal(BaseModel):
+    """A concrete edit: new text for one or more files, with the diff and why."""
+
+    rule: str
+    kind: EditKind
+    reason: str
+    site: str
+    files: dict[str, str]
+    diff: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.rule}@{self.site}"
+
+
+class Verdict(BaseModel):
+    """No edit: the migration stops here with a named status and what is left."""
+
+    rule: str
+    status: str
+    summary: str
+
+
+def make_proposal(ctx: FixContext, *, rule: str, kind: EditKind, reason: str, site: str,
+                  new_files: dict[str, str]) -> Proposal | None:
+    diffs = []
+    changed: dict[str, str] = {}
+    for rel, new in sorted(new_files.items()):
+        old = ctx.text(rel)
+        if old == new:
+            continue
+        changed[rel] = new
+        diffs.append(file_diff(rel, old, new))
+    if not changed:
+        return None
+    return Proposal(rule=rule, kind=kind, reason=reason, site=site, files=changed, diff="".join(diffs))

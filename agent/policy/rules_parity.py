@@ -1,0 +1,47 @@
+"""Parity failure caused by bf16 matmuls -> ``torch.set_float32_matmul_precision("highest")`` at the entry."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal
+from agent.policy import edits
+
+logger = logging.getLogger(__name__)
+
+RULE = "matmul_precision_highest"
+KINDS = ("parity_failed",)
+LINE = 'torch.set_float32_matmul_precision("highest")  # tpx: full fp32 matmuls (parity with the reference)\n'
+MATMUL_HINTS = ("matmul", "precision", "linear", "bf16", "bfloat16", "conv", "addmm", "bmm")
+
+
+def attributed_to_matmul(parity: dict) -> bool:
+    """Whether the parity report points at matmul precision (or names no cause at all)."""
+    cause = json.dumps(
+        {k: v for k, v in parity.items() if any(w in k for w in ("cause", "likely", "suspect", "first_divergent", "diverg", "attribution", "op_class"))},
+        default=str,
+    ).lower()
+    if not cause.strip("{} "):
+        return True  # no attribution given: matmul precision is the first thing to rule out on tpx
+    return any(h in cause for h in MATMUL_HINTS)
+
+
+def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
+    if diag.kind not in KINDS or not ctx.entry_file:
+        return None
+    site = f"{ctx.entry_file}:1"
+    if f"{RULE}@{site}" in ctx.tried or not attributed_to_matmul(diag.details.get("parity", {})):
+        return None
+    text = ctx.text(ctx.entry_file)
+    if text is None or "set_float32_matmul_precision(\"highest\")" in text:
+        return None
+    tree = edits.parse(text, ctx.entry_file)
+    if tree is None or not edits.imports_torch_as_torch(tree):
+        return None
+    new = edits.insert_after_line(text, edits.top_import_end(tree), LINE)
+    return make_proposal(
+        ctx, rule=RULE, kind="policy", site=site, new_files={ctx.entry_file: new},
+        reason=("parity failed and the divergence points at matmul precision: tpx runs float32 matmuls with "
+                "bf16 inputs unless asked for 'highest'; set it at the program's entry"),
+    )

@@ -1,0 +1,52 @@
+"""Signatures no edit should fix automatically: stop with a named status and the figures."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from agent.policy.base import Diagnosis, FixContext, Verdict
+
+logger = logging.getLogger(__name__)
+
+FIGURES = re.compile(r"(requested|allocated|capacity|free|reserved)[^0-9]{0,20}([0-9.]+\s*[KMGT]?i?B)", re.IGNORECASE)
+
+
+def oom(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+    if diag.kind != "tpx_oom":
+        return None
+    figures = ", ".join(f"{k.lower()} {v}" for k, v in FIGURES.findall(diag.message)) or diag.message.splitlines()[0]
+    return Verdict(
+        rule="tpx_oom_report",
+        status="needs_human",
+        summary=(f"tpx ran out of memory at {diag.where()} ({figures}). Reducing the batch size, using "
+                 "activation checkpointing or raising the simulated capacity (TPX_MEMORY_CAPACITY) is a "
+                 "decision for a person; Ferry does not change it."),
+    )
+
+
+def missing_package(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+    if diag.kind != "missing_cuda_package":
+        return None
+    return Verdict(
+        rule="cuda_only_package",
+        status="needs_human",
+        summary=(f"a CUDA-only package is required at {diag.where()} ({diag.message.splitlines()[0] if diag.message else ''}). "
+                 "It has no tpx build; replace it with the native PyTorch equivalent or guard the import "
+                 "(see CUDA_IDIOMS.md, kernels and third-party)."),
+    )
+
+
+def environment(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+    if diag.kind not in ("import_error", "syntax_error") or diag.phase == "parity":
+        return None
+    site = diag.site
+    if site is not None and site.file in ctx.files and diag.kind == "syntax_error":
+        return Verdict(rule="edit_broke_syntax", status="needs_human",
+                       summary=f"an edited file no longer parses at {diag.where()}: {diag.message}")
+    return Verdict(
+        rule="environment_error",
+        status="needs_human",
+        summary=f"{diag.exc_type or diag.kind} at {diag.where()}: {diag.message.splitlines()[0] if diag.message else ''} "
+                "(the environment or the code itself is broken, not its device use)",
+    )

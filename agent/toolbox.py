@@ -1,0 +1,131 @@
+"""Thin adapters from the agent to the deterministic tools (runner, scan/rewrite, parity, profile).
+
+Each adapter imports its tool lazily and turns an ImportError into :class:`ToolUnavailable`, so a
+node whose tool is missing ends the migration with the named status
+``failed_tool_unavailable`` instead of pretending. Results are returned as plain JSON dicts
+(``model_dump(mode="json")``) because that is what the checkpointed state holds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from agent.errors import ToolUnavailable
+
+logger = logging.getLogger(__name__)
+
+
+def _import(module: str, what: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ToolUnavailable(
+            f"the {what} tool ({module}) is not available in this installation: {exc}. "
+            "Install Ferry with all its tools (scripts/setup) and run again."
+        ) from exc
+
+
+def _dump(obj: Any) -> dict[str, Any]:
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, dict):
+        return obj
+    raise TypeError(f"tool returned {type(obj).__name__}, expected a pydantic model")
+
+
+# --- sandbox -------------------------------------------------------------------------------
+
+
+def create_workspace(src: Path, root: Path) -> Path:
+    """A private copy of ``src`` under ``root``; returns its directory."""
+    mod = _import("sandbox.workspace", "workspace")
+    root.mkdir(parents=True, exist_ok=True)
+    ws = mod.create_workspace(Path(src), root=root)
+    path = getattr(ws, "path", None) or getattr(ws, "root", None) or ws
+    return Path(path)
+
+
+# --- runner --------------------------------------------------------------------------------
+
+
+def run(
+    path: Path,
+    command: str,
+    *,
+    device: str,
+    redirect_cuda: str | None,
+    probe: bool,
+    profile: bool,
+    timeout_s: float,
+    seed: int,
+    artifacts_dir: Path,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    models = _import("tools.runner.models", "runner")
+    api = _import("tools.runner.api", "runner")
+    artifacts_dir.mkdir(parents=True, exist_ok=True)
+    req = models.RunRequest(
+        path=Path(path),
+        command=command,
+        device=device,
+        redirect_cuda=redirect_cuda,
+        probe=probe,
+        profile=profile,
+        seed=seed,
+        timeout_s=timeout_s,
+        env=env or {},
+        artifacts_dir=artifacts_dir,
+    )
+    logger.info("run %s on %s (redirect=%s probe=%s profile=%s)", command, device, redirect_cuda, probe, profile)
+    return _dump(api.run(req))
+
+
+# --- scan / rewrite ------------------------------------------------------------------------
+
+
+def scan(path: Path) -> dict[str, Any]:
+    api = _import("tools.scan.api", "scan")
+    models = _import("tools.scan.models", "scan") if _has("tools.scan.models") else api
+    return _dump(api.scan(models.ScanRequest(path=Path(path))))
+
+
+def rewrite(path: Path, *, device: str, files: list[str] | None = None, lines: dict[str, list[int]] | None = None) -> dict[str, Any]:
+    api = _import("tools.scan.api", "rewrite")
+    models = _import("tools.scan.models", "rewrite") if _has("tools.scan.models") else api
+    fields = getattr(models.RewriteRequest, "model_fields", {})
+    kwargs: dict[str, Any] = {"path": Path(path)}
+    if "device" in fields:
+        kwargs["device"] = device
+    if files is not None and "files" in fields:
+        kwargs["files"] = files
+    if lines is not None and "lines" in fields:
+        kwargs["lines"] = lines
+    return _dump(api.rewrite(models.RewriteRequest(**kwargs)))
+
+
+def _has(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+        return True
+    except ImportError:
+        return False
+
+
+# --- parity / profile ----------------------------------------------------------------------
+
+
+def compare(ref_dir: Path, target_dir: Path) -> dict[str, Any]:
+    mod = _import("tools.parity.compare", "parity")
+    options_cls = getattr(mod, "CompareOptions", None)
+    if options_cls is None:
+        models = _import("tools.parity.models", "parity")
+        options_cls = models.CompareOptions
+    return _dump(mod.compare_dumps(Path(ref_dir), Path(target_dir), options_cls()))
+
+
+def profile_report(profile_dir: Path, repo_root: Path) -> dict[str, Any]:
+    mod = _import("tools.profile.report", "profile")
+    return _dump(mod.build_profile_report(Path(profile_dir), Path(repo_root)))
