@@ -22,6 +22,11 @@ EXIT_USAGE = 2
 # Order is the order shown by ``ferry --help``.
 COMMAND_MODULES: tuple[str, ...] = (
     "agent.cli.demo_cmd",
+    "agent.cli.run_cmd",
+    "agent.cli.doctor_cmd",
+    "agent.cli.migrate_cmd",
+    "agent.cli.resume_cmd",
+    "agent.cli.eval_cmd",
 )
 
 
