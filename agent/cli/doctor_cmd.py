@@ -1,0 +1,104 @@
+"""``ferry doctor``: which sandbox isolation level is in force and why, plus torch/tpx status."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+NAME = "doctor"
+HELP = "show the sandbox isolation level in force (and why), and torch / tpx status"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def collect() -> dict:
+    """The facts ``ferry doctor`` (and ``ferry run --check``) report."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from sandbox.isolation import ISOLATION_ENV, choose, detect
+    from sandbox.workspace import default_root, reflink_supported
+
+    info = detect()
+    forced = os.environ.get(ISOLATION_ENV)
+    in_force = info
+    error = None
+    if forced:
+        try:
+            in_force = choose(forced)
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            error = str(exc)
+    report: dict = {
+        "isolation": {
+            "level": in_force.level,
+            "available": list(info.available),
+            "reasons": list(in_force.reasons),
+            "forced_by_env": forced,
+            "error": error,
+            "drops_uid": info.drops_uid,
+            "bwrap": shutil.which("bwrap"),
+        },
+        "workspace": {"root": str(default_root()), "copy_on_write": reflink_supported(str(default_root()))},
+        "python": sys.version.split()[0],
+    }
+    # torch and tpx in a child: importing torch here would slow every doctor call and a broken
+    # backend must not take the report down with it.
+    probe = (
+        "import json, torch\n"
+        "out = {'torch': torch.__version__}\n"
+        "try:\n"
+        "    import backend\n"
+        "    out['tpx'] = bool(getattr(torch, 'tpx', None) and torch.tpx.is_available())\n"
+        "    out['tpx_device_count'] = torch.tpx.device_count() if out['tpx'] else 0\n"
+        "except Exception as exc:\n"
+        "    out['tpx'] = False\n"
+        "    out['tpx_error'] = f'{type(exc).__name__}: {exc}'\n"
+        "print(json.dumps(out))\n"
+    )
+    try:
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+        lines = proc.stdout.strip().splitlines()
+        report["torch"] = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
+            "error": (proc.stderr.strip().splitlines() or ["torch import failed"])[-1]}
+    except (subprocess.TimeoutExpired, ValueError) as exc:
+        report["torch"] = {"error": str(exc)}
+    return report
+
+
+def render(report: dict) -> str:
+    iso = report["isolation"]
+    lines = [f"sandbox isolation: {iso['level']}" + (" (strongest)" if iso["level"] == "bwrap" else " (WEAKER FALLBACK)")]
+    if iso["level"] == "bwrap":
+        lines.append("  bubblewrap: no network, read-only system/Python/Ferry, only the workspace and a private /tmp writable,")
+        lines.append("  pid/ipc/uts namespaces, new session, rlimits, whole-tree kill" + (", child runs under a throw-away uid" if iso["drops_uid"] else ""))
+    lines.append(f"  available levels: {', '.join(iso['available'])}")
+    for reason in iso["reasons"]:
+        lines.append(f"  - {reason}")
+    if iso.get("forced_by_env"):
+        lines.append(f"  forced by FERRY_SANDBOX_ISOLATION={iso['forced_by_env']}")
+    if iso.get("error"):
+        lines.append(f"  error: {iso['error']}")
+    ws = report["workspace"]
+    lines.append(f"workspace copies: {ws['root']} ({'copy-on-write reflinks' if ws['copy_on_write'] else 'plain copies: this filesystem has no reflinks'})")
+    t = report.get("torch", {})
+    if "error" in t:
+        lines.append(f"torch: ERROR {t['error']}")
+    else:
+        lines.append(f"torch: {t.get('torch')}")
+        lines.append("tpx: available" + (f" ({t.get('tpx_device_count')} device)" if t.get("tpx") else "") if t.get("tpx")
+                     else f"tpx: NOT available ({t.get('tpx_error', 'backend did not register tpx')})")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = collect()
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(render(report))
+    ok = report["isolation"]["error"] is None and "error" not in report.get("torch", {})
+    return 0 if ok else 1

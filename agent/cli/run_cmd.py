@@ -1,0 +1,124 @@
+"""``ferry run``: run a command on a private copy of a repo in the sandbox; structured result."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+NAME = "run"
+HELP = "run a command in the sandbox on a copy of the repo (tpx or cpu, optional CUDA redirect)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", nargs="?", help="repository folder (a private copy is run; the original is never written)")
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after `--` (e.g. -- python train.py)")
+    _add_options(parser)
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=("tpx", "cpu"), default="tpx", help="device the child gets (default tpx)")
+    parser.add_argument("--redirect-cuda", choices=("tpx", "cpu"), default=None, metavar="DEV",
+                        help="run original CUDA code on DEV (tpx or cpu) and log every redirected call site")
+    parser.add_argument("--probe", action="store_true", help="record module outputs for parity (issue-5 probe)")
+    parser.add_argument("--profile", action="store_true", help="collect a tpx profile (issue-5 profiler)")
+    parser.add_argument("--seed", type=int, default=0, help="FERRY_SEED for random, numpy and torch (default 0)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit in seconds (default 600)")
+    parser.add_argument("--memory-gb", type=float, default=None, help="address-space limit per process, GiB (default 16)")
+    parser.add_argument("--isolation", choices=("auto", "bwrap", "unshare", "rlimits"), default=None,
+                        help="force an isolation level (default: the strongest available)")
+    parser.add_argument("--artifacts", default=None, help="folder for logs, result.json, probe/profile output")
+    parser.add_argument("--keep-workspace", action="store_true", help="keep the copy that ran under the artifacts folder")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra FERRY_*/TPX_* variable for the child (repeatable)")
+    parser.add_argument("--check", action="store_true", help="only report the isolation level and torch/tpx status")
+    parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    from agent.cli import CliError
+
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CliError(f"--env expects KEY=VALUE, got {pair!r}")
+        if not key.startswith(("FERRY_", "TPX_")):
+            raise CliError(f"--env {key}: only FERRY_* and TPX_* variables reach the sandboxed child")
+        env[key] = value
+    return env
+
+
+def _render(result) -> str:
+    lines = [f"status: {result.status} (exit {result.exit_code if result.exit_code is not None else '-'}"
+             + (f", signal {result.signal}" if result.signal else "") + f") in {result.duration_s:.2f}s",
+             f"isolation: {result.isolation}" + (f" ({'; '.join(result.isolation_reasons)})" if result.isolation_reasons else ""),
+             f"device: {result.device}" + (f", CUDA redirected to {result.redirect_cuda}" if result.redirect_cuda else "")]
+    if result.error:
+        lines.append(f"error: {result.error}")
+    if result.trace is not None:
+        t = result.trace
+        lines.append(f"failure: {t.exc_type}: {t.message.splitlines()[0] if t.message else ''}")
+        lines.append(f"signature: {t.signature.key()}" + (f" at {t.location}" if t.location else ""))
+        for f in t.user_frames[-5:]:
+            lines.append(f"  {f.file}:{f.line} in {f.function}: {f.source or ''}")
+        failed = [x for x in t.tests if x.outcome in ("failed", "error")]
+        if t.tests:
+            lines.append(f"tests: {len(t.tests)} ran, {len(failed)} failed")
+    if result.stdout_tail.strip():
+        lines += ["--- stdout (tail) ---", result.stdout_tail.rstrip()[-3000:]]
+    if result.stderr_tail.strip():
+        lines += ["--- stderr (tail) ---", result.stderr_tail.rstrip()[-3000:]]
+    for label, path in (("redirect log", result.redirect_log_path), ("probe", result.probe_dir),
+                        ("profile", result.profile_dir), ("artifacts", result.artifacts_dir)):
+        if path:
+            lines.append(f"{label}: {path}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.cli import CliError
+
+    if args.check:
+        from agent.cli import doctor_cmd
+
+        report = doctor_cmd.collect()
+        print(json.dumps(report, indent=2) if args.json else doctor_cmd.render(report))
+        return 0 if report["isolation"]["error"] is None else 1
+    if not args.path:
+        raise CliError("give the repository folder and the command: ferry run PATH -- python train.py")
+    cmd = list(args.cmd)
+    if "--" in cmd:
+        # argparse hands everything after PATH to the command: options written between PATH
+        # and `--` are parsed here.
+        cut = cmd.index("--")
+        if cut:
+            opts = argparse.ArgumentParser(prog="ferry run", add_help=False)
+            _add_options(opts)
+            try:
+                opts.parse_args(cmd[:cut], namespace=args)
+            except SystemExit as exc:
+                raise CliError(f"cannot parse options {' '.join(cmd[:cut])!r}; put options before `--`") from exc
+        cmd = cmd[cut + 1 :]
+    if not cmd:
+        raise CliError("no command given: put it after `--`, e.g. ferry run PATH -- python train.py")
+    if args.timeout <= 0:
+        raise CliError(f"--timeout must be positive, got {args.timeout}")
+
+    from tools.runner.api import RunnerInputError, run as run_tool
+    from tools.runner.models import RunLimits, RunRequest
+
+    limits = RunLimits()
+    if args.memory_gb is not None:
+        if args.memory_gb <= 0:
+            raise CliError(f"--memory-gb must be positive, got {args.memory_gb}")
+        limits.memory_bytes = int(args.memory_gb * 1024**3)
+    req = RunRequest(path=args.path, command=cmd, device=args.device, redirect_cuda=args.redirect_cuda,
+                     probe=args.probe, profile=args.profile, seed=args.seed, timeout_s=args.timeout,
+                     env=_env(args.env), artifacts_dir=args.artifacts, keep_workspace=args.keep_workspace,
+                     isolation=args.isolation, limits=limits)
+    try:
+        result = run_tool(req)
+    except RunnerInputError as exc:
+        raise CliError(str(exc)) from exc
+    print(result.model_dump_json(indent=2) if args.json else _render(result))
+    return 0 if result.status == "ok" else 1
