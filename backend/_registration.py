@@ -1,0 +1,146 @@
+"""Register tpx with PyTorch: rename PrivateUse1, the ``torch.tpx`` module, generated methods,
+the Python kernels, autocast, and the few patches a real out-of-tree device needs.
+
+Cheap by design (``import torch`` runs it through autoload): the C++ extension is loaded here
+only when its cache already holds a build; otherwise it is built on first use of the device.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+_libs: list = []  # keep torch.library.Library objects alive
+
+
+def register() -> None:
+    from backend import _ext, config, copies, device_module, kernels
+
+    if torch._C._get_privateuse1_backend_name() != "tpx":
+        torch.utils.rename_privateuse1_backend("tpx")
+    torch._register_device_module("tpx", device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+
+    config.on_change(kernels._apply_config)
+    config.on_change(kernels._invalidate_infos)
+    config.on_change(_push_config_to_ext)
+
+    fb = torch.library.Library("_", "IMPL")
+    fb.fallback(kernels.fallback, "PrivateUse1")
+    _libs.append(fb)
+
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("_copy_from", copies.copy_from, "PrivateUse1")
+    lib.impl("_copy_from_and_resize", copies.copy_from_and_resize, "PrivateUse1")
+    lib.impl("_to_copy", copies.to_copy, "PrivateUse1")
+    # Composite ops whose generic decomposition would pick a backend-specific path tpx lacks:
+    for name in ("convolution", "convolution_backward", "_convolution"):
+        lib.impl(name, _boxed(name), "PrivateUse1")
+    _libs.append(lib)
+
+    from backend import autocast
+
+    autocast.register(_libs)
+    _patch_printing()
+    _patch_grad_scaler()
+    _patch_matmul_precision()
+
+    if _ext.cached_library() is not None:
+        try:
+            _ext.get(build=False)
+        except Exception as exc:  # a stale/corrupt cache: rebuilt on first use
+            logger.warning("tpx: could not load the cached C++ extension (%s); it will be rebuilt on first use", exc)
+    logger.debug("tpx registered")
+
+
+def _boxed(name: str):
+    from backend import kernels
+
+    overloads: dict = {}
+
+    def kernel(*args, **kwargs):
+        op = overloads.get(name)
+        if op is None:
+            op = overloads[name] = getattr(torch.ops.aten, name).default
+        return kernels.run_on_cpu(op, args, kwargs)
+
+    return kernel
+
+
+def _push_config_to_ext(cfg) -> None:
+    from backend import _ext
+
+    def push(mod) -> None:
+        mod.set_capacity(cfg.memory_capacity)
+        mod.set_float64_allowed(cfg.allow_float64)
+        mod.set_device_count(cfg.device_count)
+
+    _ext.on_load(push)
+
+
+def _patch_printing() -> None:
+    """Format tpx tensors from a zero-copy CPU view (formatting uses float64 and masked_select,
+    which tpx refuses or counts as fallbacks); the device suffix still says tpx."""
+    import torch._tensor_str as ts
+
+    if getattr(ts._tensor_str, "_tpx_patched", False):
+        return
+    original = ts._tensor_str
+
+    @functools.wraps(original)
+    def _tensor_str(self, indent):
+        if self.device.type == "tpx":
+            from backend import kernels, stats
+
+            stats.record_sync("print")
+            self = kernels._to_cpu(self.detach())
+        return original(self, indent)
+
+    _tensor_str._tpx_patched = True
+    ts._tensor_str = _tensor_str
+
+
+def _patch_grad_scaler() -> None:
+    """GradScaler computes its inverse scale in float64 on the device; allow exactly that."""
+    from torch.amp import grad_scaler
+
+    cls = grad_scaler.GradScaler
+    if getattr(cls.unscale_, "_tpx_patched", False):
+        return
+    original = cls.unscale_
+
+    @functools.wraps(original)
+    def unscale_(self, optimizer):
+        if getattr(self, "_device", None) == "tpx":
+            from backend.amp import float64_scope
+
+            with float64_scope():
+                return original(self, optimizer)
+        return original(self, optimizer)
+
+    unscale_._tpx_patched = True
+    cls.unscale_ = unscale_
+
+
+def _patch_matmul_precision() -> None:
+    """Remember when the user explicitly asks torch for "highest" fp32 matmul precision."""
+    from backend import kernels
+
+    if getattr(torch.set_float32_matmul_precision, "_tpx_patched", False):
+        return
+    original = torch.set_float32_matmul_precision
+
+    @functools.wraps(original)
+    def set_float32_matmul_precision(precision: str) -> None:
+        original(precision)
+        kernels.S.torch_precision_explicit_highest = precision == "highest"
+        kernels._refresh_matmul()
+
+    set_float32_matmul_precision._tpx_patched = True
+    torch.set_float32_matmul_precision = set_float32_matmul_precision

@@ -1,0 +1,556 @@
+// The tpx device: the pieces of a PrivateUse1 backend that PyTorch 2.13 cannot take from Python.
+//
+// * A device allocator (host memory, finite simulated capacity, accounting, OutOfMemoryError),
+//   registered as the PrivateUse1 allocator and as the c10::DeviceAllocator behind the
+//   torch.accelerator memory API. Without it torch.UntypedStorage(n, device="tpx") dereferences
+//   a null allocator.
+// * PrivateUse1 hooks (torch.Generator(device="tpx"), pinned host memory for DataLoader,
+//   storage resize) and a device guard (streams, timed events, device/accelerator synchronize).
+// * Zero-copy aliasing between tpx and CPU tensors that keeps the other side's storage alive
+//   (Python can only build non-owning storages from raw pointers).
+// * The structural kernels that must create or mutate a tpx TensorImpl in place: empty,
+//   empty_strided, as_strided, view, _reshape_alias, resize_, set_. Compute kernels live in
+//   Python (backend/kernels.py).
+#include <ATen/Tensor.h>
+#include <ATen/native/TensorFactories.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/library.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/COW.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <unordered_set>
+
+namespace tpx {
+
+using c10::DeviceIndex;
+using c10::DeviceType;
+constexpr DeviceType kTpx = DeviceType::PrivateUse1;
+
+// ---------------------------------------------------------------- configuration state
+std::atomic<int64_t> g_capacity{int64_t(16) << 30};
+std::atomic<int64_t> g_allocated{0};
+std::atomic<int64_t> g_peak{0};
+std::atomic<int64_t> g_num_allocs{0};
+std::atomic<int64_t> g_num_frees{0};
+std::atomic<int64_t> g_num_ooms{0};
+std::atomic<int64_t> g_total_allocated{0};
+std::atomic<int64_t> g_total_freed{0};
+std::atomic<bool> g_float64_allowed{false};
+std::atomic<int> g_device_count{1};
+thread_local int t_float64_scope = 0;
+thread_local DeviceIndex t_current_device = 0;
+
+bool float64_allowed() { return g_float64_allowed.load() || t_float64_scope > 0; }
+
+std::string human(int64_t n) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(2);
+  if (n >= (int64_t(1) << 30)) os << double(n) / double(int64_t(1) << 30) << " GiB";
+  else if (n >= (int64_t(1) << 20)) os << double(n) / double(int64_t(1) << 20) << " MiB";
+  else if (n >= 1024) os << double(n) / 1024.0 << " KiB";
+  else os << n << " bytes";
+  return os.str();
+}
+
+void account_alloc(int64_t n) {
+  if (n <= 0) return;
+  int64_t cur = g_allocated.fetch_add(n) + n;
+  int64_t cap = g_capacity.load();
+  if (cur > cap) {
+    g_allocated.fetch_sub(n);
+    g_num_ooms.fetch_add(1);
+    TORCH_CHECK_WITH(OutOfMemoryError, false,
+        "tpx out of memory: tried to allocate ", human(n), " (requested ", n, " bytes); ",
+        human(cur - n), " (", cur - n, " bytes) already allocated of ", human(cap), " (", cap,
+        " bytes) capacity. Free tensors you no longer need, use a smaller batch, or raise the "
+        "simulated capacity with backend.configure(memory_capacity=...) / TPX_MEMORY_CAPACITY.");
+  }
+  g_num_allocs.fetch_add(1);
+  g_total_allocated.fetch_add(n);
+  int64_t peak = g_peak.load();
+  while (cur > peak && !g_peak.compare_exchange_weak(peak, cur)) {
+  }
+}
+
+void account_free(int64_t n) {
+  if (n <= 0) return;
+  g_allocated.fetch_sub(n);
+  g_num_frees.fetch_add(1);
+  g_total_freed.fetch_add(n);
+}
+
+// ---------------------------------------------------------------- allocator
+struct Block {
+  void* ptr;
+  int64_t nbytes;
+};
+
+void free_block(void* ctx) {
+  auto* b = static_cast<Block*>(ctx);
+  std::free(b->ptr);
+  account_free(b->nbytes);
+  delete b;
+}
+
+c10::DataPtr allocate_block(size_t n, DeviceIndex idx) {
+  c10::Device dev(kTpx, idx);
+  if (n == 0) return c10::DataPtr(nullptr, nullptr, &free_block, dev);
+  account_alloc(static_cast<int64_t>(n));
+  size_t rounded = (n + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) {
+    account_free(static_cast<int64_t>(n));
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "tpx: host allocation of ", human(n), " failed");
+  }
+  return c10::DataPtr(p, new Block{p, static_cast<int64_t>(n)}, &free_block, dev);
+}
+
+struct TpxAllocator final : c10::DeviceAllocator {
+  c10::DataPtr allocate(size_t n) override { return allocate_block(n, t_current_device); }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (count) std::memcpy(dest, src, count);
+  }
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t) override {}
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(DeviceIndex) override {
+    c10::CachingDeviceAllocator::DeviceStats s;
+    auto fill = [](c10::CachingDeviceAllocator::StatArray& a, int64_t cur, int64_t peak, int64_t alloc,
+                   int64_t freed) {
+      for (auto& st : a) {
+        st.current = cur;
+        st.peak = peak;
+        st.allocated = alloc;
+        st.freed = freed;
+      }
+    };
+    int64_t cur = g_allocated.load(), peak = g_peak.load();
+    fill(s.allocated_bytes, cur, peak, g_total_allocated.load(), g_total_freed.load());
+    fill(s.reserved_bytes, cur, peak, g_total_allocated.load(), g_total_freed.load());
+    fill(s.active_bytes, cur, peak, g_total_allocated.load(), g_total_freed.load());
+    fill(s.requested_bytes, cur, peak, g_total_allocated.load(), g_total_freed.load());
+    int64_t live = g_num_allocs.load() - g_num_frees.load();
+    fill(s.allocation, live, live, g_num_allocs.load(), g_num_frees.load());
+    s.num_ooms = g_num_ooms.load();
+    return s;
+  }
+  void resetAccumulatedStats(DeviceIndex) override {
+    g_total_allocated = 0;
+    g_total_freed = 0;
+    g_num_ooms = 0;
+  }
+  void resetPeakStats(DeviceIndex) override { g_peak = g_allocated.load(); }
+  std::pair<size_t, size_t> getMemoryInfo(DeviceIndex) override {
+    int64_t cap = g_capacity.load(), cur = g_allocated.load();
+    return {static_cast<size_t>(std::max<int64_t>(cap - cur, 0)), static_cast<size_t>(cap)};
+  }
+};
+
+TpxAllocator g_allocator;
+
+// Pinned host memory: tpx memory is host memory, so "pinned" buffers are ordinary aligned host
+// buffers that we remember, so that Tensor.is_pinned() answers truthfully.
+std::mutex g_pinned_mu;
+std::unordered_set<const void*> g_pinned;
+
+void free_pinned(void* p) {
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mu);
+    g_pinned.erase(p);
+  }
+  std::free(p);
+}
+
+struct PinnedAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    if (n == 0) return c10::DataPtr(nullptr, nullptr, &free_pinned, c10::Device(c10::kCPU));
+    void* p = std::aligned_alloc(64, (n + 63) / 64 * 64);
+    TORCH_CHECK_WITH(OutOfMemoryError, p, "tpx: pinned host allocation of ", human(n), " failed");
+    {
+      std::lock_guard<std::mutex> lock(g_pinned_mu);
+      g_pinned.insert(p);
+    }
+    return c10::DataPtr(p, p, &free_pinned, c10::Device(c10::kCPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (count) std::memcpy(dest, src, count);
+  }
+};
+
+PinnedAllocator g_pinned_allocator;
+
+// ---------------------------------------------------------------- zero-copy aliasing
+// A CPU storage that aliases a tpx storage keeps the tpx StorageImpl alive through its context;
+// a tpx storage that wraps CPU memory keeps the CPU StorageImpl alive (and counts its bytes
+// against the simulated capacity while it lives).
+struct TpxRef {
+  c10::intrusive_ptr<c10::StorageImpl> impl;
+};
+struct CpuRef {
+  c10::intrusive_ptr<c10::StorageImpl> impl;
+  int64_t counted;
+};
+void release_tpx_ref(void* ctx) { delete static_cast<TpxRef*>(ctx); }
+void release_cpu_ref(void* ctx) {
+  auto* r = static_cast<CpuRef*>(ctx);
+  account_free(r->counted);
+  delete r;
+}
+
+at::Tensor make_like(c10::Storage storage, c10::DispatchKey key, const at::Tensor& meta_src) {
+  auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
+                                                      meta_src.dtype());
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(meta_src.sizes(), meta_src.strides(),
+                                                   meta_src.storage_offset());
+  return out;
+}
+
+at::Tensor to_cpu(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != kTpx) return t;
+  TORCH_CHECK(t.layout() == c10::kStrided, "tpx: only strided tensors can be viewed on the CPU");
+  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+  const c10::DataPtr& dp = impl->data_ptr();
+  // Always a fresh CPU storage whose context holds the tpx storage. It is resizable with the CPU
+  // allocator: a CPU kernel that must grow an out= tensor moves the CPU view to new memory
+  // (the tpx kernel then notices and resizes the tpx tensor); the tpx memory never moves.
+  c10::DataPtr cdp(dp.get(), new TpxRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl)},
+                   &release_tpx_ref, c10::Device(c10::kCPU));
+  c10::Storage cpu(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(cdp), c10::GetCPUAllocator(), true);
+  return make_like(std::move(cpu), c10::DispatchKey::CPU, t);
+}
+
+at::Tensor from_cpu(const at::Tensor& c) {
+  if (!c.defined() || c.device().type() == kTpx) return c;
+  TORCH_CHECK(c.device().type() == c10::kCPU, "tpx.from_cpu expects a CPU tensor, got one on ", c.device());
+  TORCH_CHECK(c.layout() == c10::kStrided, "tpx.from_cpu expects a strided tensor, got layout ", c.layout());
+  TORCH_CHECK(!c.is_quantized(), "tpx.from_cpu: quantized tensors are not supported");
+  c10::StorageImpl* impl = c.storage().unsafeGetStorageImpl();
+  TORCH_CHECK(impl != nullptr, "tpx.from_cpu: tensor has no storage");
+  if (c10::impl::cow::is_cow_data_ptr(impl->data_ptr())) {
+    c10::impl::cow::materialize_cow(impl);
+  }
+  const c10::DataPtr& dp = impl->data_ptr();
+  c10::Storage dev;
+  if (dp.get_deleter() == &release_tpx_ref) {
+    dev = c10::Storage(static_cast<TpxRef*>(dp.get_context())->impl);
+  } else {
+    int64_t n = static_cast<int64_t>(impl->nbytes());
+    account_alloc(n);
+    impl->set_resizable(false);  // the tpx side holds this pointer: it must never move
+    c10::DataPtr tdp(impl->mutable_data(),
+                     new CpuRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl), n},
+                     &release_cpu_ref, c10::Device(kTpx, t_current_device));
+    dev = c10::Storage(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(tdp), &g_allocator, true);
+  }
+  return make_like(std::move(dev), c10::DispatchKey::PrivateUse1, c);
+}
+
+// Grow a tpx storage in place (new block from the tpx allocator, old bytes copied).
+void grow_storage(c10::StorageImpl* impl, size_t newsize) {
+  size_t old = impl->nbytes();
+  if (newsize <= old && impl->data_ptr().get() != nullptr) {
+    impl->set_nbytes(newsize);
+    return;
+  }
+  c10::DataPtr fresh = allocate_block(newsize, impl->device().index() < 0 ? 0 : impl->device().index());
+  size_t ncopy = std::min(old, newsize);
+  if (ncopy && impl->data_ptr().get()) std::memcpy(fresh.get(), impl->data_ptr().get(), ncopy);
+  impl->set_data_ptr_noswap(std::move(fresh));
+  impl->set_nbytes(newsize);
+}
+
+// ---------------------------------------------------------------- generator
+struct TpxGeneratorImpl : at::CPUGeneratorImpl {
+  explicit TpxGeneratorImpl(DeviceIndex idx, uint64_t seed = c10::default_rng_seed_val)
+      : at::CPUGeneratorImpl(seed) {
+    device_ = c10::Device(kTpx, idx);
+    key_set_ = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+  }
+};
+
+// ---------------------------------------------------------------- hooks
+struct TpxHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  bool hasPrimaryContext(DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return static_cast<DeviceIndex>(g_device_count.load()); }
+  void setCurrentDevice(DeviceIndex d) const override { t_current_device = d; }
+  DeviceIndex getCurrentDevice() const override { return t_current_device; }
+  DeviceIndex exchangeDevice(DeviceIndex d) const override {
+    auto old = t_current_device;
+    t_current_device = d;
+    return old;
+  }
+  DeviceIndex maybeExchangeDevice(DeviceIndex d) const override { return exchangeDevice(d); }
+  const at::Generator& getDefaultGenerator(DeviceIndex idx) const override {
+    static std::vector<at::Generator> gens = [] {
+      std::vector<at::Generator> v;
+      for (int i = 0; i < 64; ++i) v.push_back(at::make_generator<TpxGeneratorImpl>(static_cast<DeviceIndex>(i)));
+      return v;
+    }();
+    DeviceIndex i = idx < 0 ? t_current_device : idx;
+    TORCH_CHECK(i >= 0 && i < g_device_count.load(), "tpx: invalid device index ", int(i));
+    return gens[i];
+  }
+  at::Generator getNewGenerator(DeviceIndex idx) const override {
+    DeviceIndex i = idx < 0 ? t_current_device : idx;
+    return at::make_generator<TpxGeneratorImpl>(i);
+  }
+  at::Device getDeviceFromPtr(void*) const override { return c10::Device(kTpx, t_current_device); }
+  bool isPinnedPtr(const void* data) const override {
+    std::lock_guard<std::mutex> lock(g_pinned_mu);
+    return g_pinned.count(data) > 0;
+  }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    grow_storage(storage.unsafeGetStorageImpl(), newsize);
+  }
+};
+
+// ---------------------------------------------------------------- device guard: streams, events
+struct TimedEvent {
+  int64_t ns = 0;
+  bool recorded = false;
+};
+
+thread_local int64_t t_current_stream[64] = {0};
+std::atomic<int64_t> g_next_stream{1};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct TpxGuardImpl final : c10::impl::DeviceGuardImplInterface {
+  DeviceType type() const override { return kTpx; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    auto old = t_current_device;
+    if (d.index() >= 0) t_current_device = d.index();
+    return c10::Device(kTpx, old);
+  }
+  c10::Device getDevice() const override { return c10::Device(kTpx, t_current_device); }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.index() < g_device_count.load(), "tpx: invalid device index ", int(d.index()),
+                " (device_count is ", g_device_count.load(), ")");
+    if (d.index() >= 0) t_current_device = d.index();
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) t_current_device = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const override {
+    DeviceIndex i = d.index() < 0 ? t_current_device : d.index();
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kTpx, i), t_current_stream[i & 63]);
+  }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    DeviceIndex i = d.index() < 0 ? t_current_device : d.index();
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kTpx, i), 0);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return getNewStream(d, 0); }
+  c10::Stream getNewStream(c10::Device d, int) const override {
+    DeviceIndex i = d.index() < 0 ? t_current_device : d.index();
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kTpx, i), g_next_stream.fetch_add(1));
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    DeviceIndex i = s.device_index() < 0 ? t_current_device : s.device_index();
+    int64_t old = t_current_stream[i & 63];
+    t_current_stream[i & 63] = s.id();
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kTpx, i), old);
+  }
+  void destroyEvent(void* event, const DeviceIndex) const noexcept override {
+    delete static_cast<TimedEvent*>(event);
+  }
+  void record(void** event, const c10::Stream&, const DeviceIndex, const c10::EventFlag) const override {
+    if (*event == nullptr) *event = new TimedEvent();
+    auto* e = static_cast<TimedEvent*>(*event);
+    e->ns = now_ns();  // kernels run synchronously, so "now" is when prior work completed
+    e->recorded = true;
+  }
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  DeviceIndex deviceCount() const noexcept override { return static_cast<DeviceIndex>(g_device_count.load()); }
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeEvent(void*) const override {}
+  void synchronizeDevice(const DeviceIndex) const override {}
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+  double elapsedTime(void* start, void* end, const DeviceIndex) const override {
+    TORCH_CHECK(start && end, "tpx: both events must be recorded before elapsed_time()");
+    auto* a = static_cast<TimedEvent*>(start);
+    auto* b = static_cast<TimedEvent*>(end);
+    TORCH_CHECK(a->recorded && b->recorded, "tpx: both events must be recorded before elapsed_time()");
+    return double(b->ns - a->ns) / 1e6;
+  }
+};
+
+// ---------------------------------------------------------------- structural kernels
+void check_dtype(c10::ScalarType dt, const char* op) {
+  if ((dt == c10::kDouble || dt == c10::kComplexDouble) && !float64_allowed()) {
+    TORCH_CHECK_TYPE(false, "tpx does not support ", c10::toString(dt), " (", op,
+                     "): the device has no float64 units. Use torch.float32 (e.g. .float(), or "
+                     "dtype=torch.float32), or keep this tensor on the CPU.");
+  }
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> mf) {
+  auto dt = c10::dtype_or_default(dtype);
+  check_dtype(dt, "aten::empty");
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::kStrided, "tpx supports only strided tensors");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "Only dense CPU tensors can be pinned");
+  c10::DeviceGuard g(c10::device_or_default(device));
+  return at::detail::empty_generic(size, &g_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dt, mf);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  auto dt = c10::dtype_or_default(dtype);
+  check_dtype(dt, "aten::empty_strided");
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::kStrided, "tpx supports only strided tensors");
+  c10::DeviceGuard g(c10::device_or_default(device));
+  return at::detail::empty_strided_generic(size, stride, &g_allocator,
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dt);
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                      std::optional<int64_t> offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, offset);
+}
+
+at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> mf) {
+  auto* impl = self.unsafeGetTensorImpl();
+  int64_t numel = c10::multiply_integers(size);
+  impl->set_sizes_contiguous(size);
+  auto fmt = mf.value_or(c10::MemoryFormat::Contiguous);
+  if (fmt != c10::MemoryFormat::Preserve && fmt != c10::MemoryFormat::Contiguous) impl->empty_tensor_restride(fmt);
+  if (numel > 0) {
+    size_t need = static_cast<size_t>(self.storage_offset() + numel) * self.dtype().itemsize();
+    if (!self.storage()) {
+      impl->set_storage_keep_dtype(c10::Storage(c10::Storage::use_byte_size_t(), 0, &g_allocator, true));
+    }
+    auto* st = self.storage().unsafeGetStorageImpl();
+    if (need > st->nbytes()) grow_storage(st, need);
+  }
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
+                        c10::IntArrayRef stride) {
+  TORCH_CHECK(source.device().type() == kTpx, "Expected a tpx storage for set_(), got one on ", source.device());
+  auto* impl = self.unsafeGetTensorImpl();
+  if (!(impl->storage().is_alias_of(source))) impl->set_storage_keep_dtype(std::move(source));
+  if (stride.data() != nullptr && !stride.empty()) impl->set_sizes_and_strides(size, stride, offset);
+  else {
+    impl->set_sizes_contiguous(size);
+    impl->set_storage_offset(offset);
+  }
+  int64_t numel = c10::multiply_integers(size);
+  if (numel > 0) {
+    int64_t max_index = offset;
+    for (size_t i = 0; i < size.size(); ++i) max_index += (size[i] - 1) * self.stride(i);
+    size_t need = static_cast<size_t>(max_index + 1) * self.dtype().itemsize();
+    auto* st = self.storage().unsafeGetStorageImpl();
+    if (need > st->nbytes()) grow_storage(st, need);
+  }
+  return self;
+}
+
+at::Tensor& set_storage_only(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(source), 0, {n}, {});
+}
+
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& src) {
+  TORCH_CHECK(src.device().type() == kTpx, "Expected a tpx tensor for set_(), got one on ", src.device());
+  if (self.is_same(src)) return self;
+  return set_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  return set_storage(self, c10::Storage(c10::Storage::use_byte_size_t(), 0, &g_allocator, true), 0, {0}, {});
+}
+
+// ---------------------------------------------------------------- registration
+TpxHooks* g_hooks = nullptr;
+TpxGuardImpl g_guard;
+
+void install() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    c10::SetAllocator(kTpx, &g_allocator, /*priority=*/100);
+    c10::impl::registerDeviceGuard(kTpx, &g_guard);
+    if (!at::isPrivateUse1HooksRegistered()) {
+      g_hooks = new TpxHooks();
+      at::RegisterPrivateUse1HooksInterface(g_hooks);
+    }
+  });
+}
+
+}  // namespace tpx
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(tpx::empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(tpx::empty_strided));
+  m.impl("as_strided", TORCH_FN(tpx::as_strided));
+  m.impl("view", TORCH_FN(tpx::view));
+  m.impl("_reshape_alias", TORCH_FN(tpx::reshape_alias));
+  m.impl("resize_", TORCH_FN(tpx::resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(tpx::set_storage));
+  m.impl("set_.source_Storage", TORCH_FN(tpx::set_storage_only));
+  m.impl("set_.source_Tensor", TORCH_FN(tpx::set_tensor));
+  m.impl("set_", TORCH_FN(tpx::set_empty));
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  tpx::install();
+  m.def("to_cpu", &tpx::to_cpu, "zero-copy CPU view of a tpx tensor");
+  m.def("from_cpu", &tpx::from_cpu, "zero-copy tpx tensor over a CPU tensor's memory");
+  m.def("set_capacity", [](int64_t n) { tpx::g_capacity = n; });
+  m.def("capacity", [] { return tpx::g_capacity.load(); });
+  m.def("memory_allocated", [] { return tpx::g_allocated.load(); });
+  m.def("max_memory_allocated", [] { return tpx::g_peak.load(); });
+  m.def("reset_peak", [] { tpx::g_peak = tpx::g_allocated.load(); });
+  m.def("num_ooms", [] { return tpx::g_num_ooms.load(); });
+  m.def("set_float64_allowed", [](bool v) { tpx::g_float64_allowed = v; });
+  m.def("float64_scope_enter", [] { ++tpx::t_float64_scope; });
+  m.def("float64_scope_exit", [] { --tpx::t_float64_scope; });
+  m.def("float64_allowed", &tpx::float64_allowed);
+  m.def("set_device_count", [](int n) { tpx::g_device_count = n; });
+  m.def("device_count", [] { return tpx::g_device_count.load(); });
+  m.def("current_device", [] { return int(tpx::t_current_device); });
+  m.def("set_device", [](int i) {
+    TORCH_CHECK(i >= 0 && i < tpx::g_device_count.load(), "tpx: invalid device index ", i,
+                " (device_count is ", tpx::g_device_count.load(), ")");
+    tpx::t_current_device = static_cast<c10::DeviceIndex>(i);
+  });
+  m.def("storage_is_shared", [](const at::Tensor& a, const at::Tensor& b) {
+    return a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
+  });
+}

@@ -1,0 +1,256 @@
+"""``torch.tpx``: the device module, shaped like ``torch.cuda``.
+
+RNG note: tpx kernels draw from the host (CPU) default generator, so that ``torch.manual_seed(s)``
+gives the same random streams on tpx as on the CPU (a seeded run on tpx matches the same run on
+CPU draw for draw). The ``*_rng_state`` / ``manual_seed`` functions below therefore act on that
+generator. ``torch.Generator(device="tpx")`` makes an independent tpx generator for explicit use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from typing import Any
+
+import torch
+
+from backend import _ext, config, stats
+
+logger = logging.getLogger(__name__)
+
+Stream = torch.Stream
+Event = torch.Event
+
+
+def _index(device=None) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    dev = torch.device(device)
+    if dev.type != "tpx":
+        raise ValueError(f"expected a tpx device, got {dev}")
+    return current_device() if dev.index is None else dev.index
+
+
+def is_available() -> bool:
+    return True
+
+
+def is_initialized() -> bool:
+    return _ext.is_loaded()
+
+
+def _lazy_init() -> None:
+    _ext.get()
+
+
+def init() -> None:
+    _ext.get()
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.bfloat16, torch.float16]
+
+
+def device_count() -> int:
+    return config.get_config().device_count
+
+
+def current_device() -> int:
+    if not _ext.is_loaded():
+        return 0
+    return _ext.get().current_device()
+
+
+def set_device(device) -> None:
+    idx = _index(device)
+    if idx < 0:
+        return
+    _ext.get().set_device(idx)
+
+
+class device:
+    """Context manager that changes the current tpx device (like ``torch.cuda.device``)."""
+
+    def __init__(self, device) -> None:
+        self.idx = _index(device) if device is not None else -1
+        self.prev = -1
+
+    def __enter__(self):
+        self.prev = current_device()
+        if self.idx >= 0:
+            set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.idx >= 0:
+            set_device(self.prev)
+
+
+def synchronize(device=None) -> None:
+    """Wait for all work on the device (tpx kernels are synchronous: nothing is pending)."""
+    _index(device)
+    torch.accelerator.synchronize(_index(device))
+
+
+def current_stream(device=None) -> torch.Stream:
+    _ext.get()
+    return torch.accelerator.current_stream(_index(device))
+
+
+def default_stream(device=None) -> torch.Stream:
+    cur = current_stream(device)
+    return torch.Stream(stream_id=0, device_index=cur.device_index, device_type=cur.device_type)
+
+
+@contextlib.contextmanager
+def stream(s: torch.Stream | None):
+    """Make ``s`` the current tpx stream inside the block."""
+    if s is None:
+        yield
+        return
+    prev = current_stream(s.device_index)
+    torch.accelerator.set_stream(s)
+    try:
+        yield
+    finally:
+        torch.accelerator.set_stream(prev)
+
+
+def set_stream(s: torch.Stream) -> None:
+    torch.accelerator.set_stream(s)
+
+
+# ---------------------------------------------------------------- RNG (the host generator)
+def manual_seed(seed: int) -> None:
+    torch.default_generator.manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    manual_seed(seed)
+
+
+def seed() -> None:
+    torch.default_generator.seed()
+
+
+def seed_all() -> None:
+    seed()
+
+
+def initial_seed() -> int:
+    return torch.default_generator.initial_seed()
+
+
+def get_rng_state(device="tpx") -> torch.Tensor:
+    return torch.default_generator.get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device="tpx") -> None:
+    torch.default_generator.set_state(new_state.cpu() if new_state.device.type != "cpu" else new_state)
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state() for _ in range(device_count())]
+
+
+def set_rng_state_all(states) -> None:
+    for s in states:
+        set_rng_state(s)
+
+
+# ---------------------------------------------------------------- memory
+def memory_allocated(device=None) -> int:
+    _index(device)
+    return _ext.get().memory_allocated()
+
+
+def max_memory_allocated(device=None) -> int:
+    _index(device)
+    return _ext.get().max_memory_allocated()
+
+
+def memory_reserved(device=None) -> int:
+    return memory_allocated(device)
+
+
+def max_memory_reserved(device=None) -> int:
+    return max_memory_allocated(device)
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _index(device)
+    _ext.get().reset_peak()
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    """(free bytes, total bytes) of the simulated capacity."""
+    ext = _ext.get()
+    cap = ext.capacity()
+    return max(cap - ext.memory_allocated(), 0), cap
+
+
+def memory_stats(device=None) -> dict[str, Any]:
+    ext = _ext.get()
+    return {
+        "allocated_bytes.all.current": ext.memory_allocated(),
+        "allocated_bytes.all.peak": ext.max_memory_allocated(),
+        "reserved_bytes.all.current": ext.memory_allocated(),
+        "num_ooms": ext.num_ooms(),
+        "capacity": ext.capacity(),
+    }
+
+
+def empty_cache() -> None:
+    """tpx has no caching allocator: freed tensors return their memory immediately."""
+
+
+# ---------------------------------------------------------------- properties
+@dataclasses.dataclass(frozen=True)
+class TpxDeviceProperties:
+    name: str
+    total_memory: int
+    type: str = "tpx"
+    major: int = 1
+    minor: int = 0
+    multi_processor_count: int = 1
+    is_integrated: bool = True  # memory is host memory
+
+
+def get_device_name(device=None) -> str:
+    _index(device)
+    return config.get_config().device_name
+
+
+def get_device_properties(device=None) -> TpxDeviceProperties:
+    _index(device)
+    cfg = config.get_config()
+    return TpxDeviceProperties(name=cfg.device_name, total_memory=cfg.memory_capacity)
+
+
+def get_device_capability(device=None) -> tuple[int, int]:
+    return (1, 0)
+
+
+# ---------------------------------------------------------------- statistics
+def op_stats() -> dict[str, Any]:
+    """Per-op calls/time, CPU-fallback ops, device-to-host syncs and bytes moved since the last reset."""
+    return stats.snapshot()
+
+
+def reset_op_stats() -> None:
+    stats.reset()

@@ -1,0 +1,282 @@
+"""tpx compute kernels: one boxed PrivateUse1 fallback that runs the CPU kernel on zero-copy CPU
+aliases of the inputs, plus direct Python registrations for copies/transfers and hot ops.
+
+Per call: tpx tensors become CPU aliases (``bridge.to_cpu``), the CPU kernel runs, CPU results
+become tpx tensors over the same memory (``bridge.from_cpu``); in-place and ``out=`` results are
+the caller's own tpx tensors (resized if the CPU kernel had to grow them). Along the way the
+chip's rules apply: no float64 results, data-dependent-shape ops as counted CPU fallbacks (or
+NotImplementedError in strict mode), bf16-input matmuls, mixed-device errors, statistics.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+
+import torch
+
+from backend import _ext, config, stats
+
+logger = logging.getLogger(__name__)
+
+Tensor = torch.Tensor
+_F64 = (torch.float64, torch.complex128)
+_perf_ns = time.perf_counter_ns
+_profiler_enabled = torch._C._autograd._profiler_enabled
+_CPU = torch.device("cpu")
+
+# Ops that may legitimately mix tpx tensors with non-scalar CPU tensors (as CUDA allows).
+_MIXED_OK = frozenset({"index", "index_put_", "_index_put_impl_", "index_put", "copy_", "_copy_from",
+                       "_copy_from_and_resize", "_to_copy", "set_"})
+
+# matmul-family ops and the positions of the operands rounded to bf16 (never the bias/"self" of
+# the add* forms). matmul and linear are composite and reach tpx as mm/addmm/bmm.
+MATMUL_OPERANDS: dict[str, tuple[int, ...]] = {
+    "mm": (0, 1), "bmm": (0, 1), "mv": (0, 1), "dot": (0, 1), "vdot": (0, 1),
+    "addmm": (1, 2), "addmv": (1, 2), "baddbmm": (1, 2), "addbmm": (1, 2),
+    "matmul": (0, 1), "linear": (0, 1), "convolution": (0, 1), "_convolution": (0, 1),
+}
+
+
+class TpxFallbackWarning(UserWarning):
+    """A data-dependent-shape op ran as a CPU fallback on tpx."""
+
+
+class _State:
+    allow_f64 = False
+    f64_depth = 0  # >0 inside backend.float64_scope() (GradScaler internals)
+    strict = False
+    fallback_ops: frozenset[str] = frozenset()
+    warn_fallback = True
+    precision_mode = "auto"
+    torch_precision_explicit_highest = False
+    matmul_bf16 = True
+    warned: set[str] = set()
+
+
+S = _State
+
+
+def _refresh_matmul() -> None:
+    mode = S.precision_mode
+    if mode == "highest":
+        S.matmul_bf16 = False
+    elif mode == "bf16":
+        S.matmul_bf16 = True
+    else:  # auto: bf16 like a TPU unless torch was explicitly asked for "highest"
+        S.matmul_bf16 = not (
+            S.torch_precision_explicit_highest and torch.get_float32_matmul_precision() == "highest"
+        )
+
+
+def _apply_config(cfg: config.TpxConfig) -> None:
+    S.allow_f64 = cfg.allow_float64
+    S.strict = cfg.strict
+    S.fallback_ops = cfg.fallback_ops
+    S.warn_fallback = cfg.warn_fallback
+    S.precision_mode = cfg.matmul_precision
+    _refresh_matmul()
+
+
+def f64_allowed() -> bool:
+    return S.allow_f64 or S.f64_depth > 0
+
+
+# ---------------------------------------------------------------- bridge binding (lazy ext load)
+def _lazy_to_cpu(t):
+    _bind()
+    return _to_cpu(t)
+
+
+def _lazy_from_cpu(t):
+    _bind()
+    return _from_cpu(t)
+
+
+_to_cpu = _lazy_to_cpu
+_from_cpu = _lazy_from_cpu
+
+
+def _bind() -> None:
+    global _to_cpu, _from_cpu
+    mod = _ext.get()
+    _to_cpu, _from_cpu = mod.to_cpu, mod.from_cpu
+
+
+# ---------------------------------------------------------------- errors
+def float64_error(opname: str) -> TypeError:
+    return TypeError(
+        f"tpx does not support torch.float64 ({opname}): the device has no float64 units. "
+        "Use torch.float32 instead (e.g. .float(), dtype=torch.float32, or "
+        "torch.set_default_dtype(torch.float32)), or keep this computation on the CPU."
+    )
+
+
+def _mixed_error(dev) -> RuntimeError:
+    return RuntimeError(
+        f"Expected all tensors to be on the same device, but found at least two devices, {dev} and cpu!"
+    )
+
+
+# ---------------------------------------------------------------- per-op info cache
+class _OpInfo:
+    __slots__ = ("name", "full", "fallback", "mutable_out", "matmul", "sync", "mixed_ok")
+
+    def __init__(self, op) -> None:
+        schema = op._schema
+        base = schema.name.split("::", 1)[-1]
+        self.name = base
+        self.full = f"aten::{base}" if schema.name.startswith("aten::") else schema.name
+        self.fallback = base in S.fallback_ops
+        self.mutable_out = any(
+            a.alias_info is not None and a.alias_info.is_write and a.kwarg_only for a in schema.arguments
+        )
+        self.matmul = MATMUL_OPERANDS.get(base)
+        self.sync = "item" if base in ("_local_scalar_dense", "item") else None
+        self.mixed_ok = base in _MIXED_OK
+
+
+_infos: dict = {}
+
+
+def _info(op) -> _OpInfo:
+    info = _infos.get(op)
+    if info is None:
+        info = _infos[op] = _OpInfo(op)
+    return info
+
+
+def _invalidate_infos(_cfg=None) -> None:
+    _infos.clear()
+
+
+# ---------------------------------------------------------------- the generic CPU runner
+class _Conv:
+    __slots__ = ("pairs", "dev", "cpu_nonscalar", "gens")
+
+    def __init__(self) -> None:
+        self.pairs: list = []
+        self.dev = None
+        self.cpu_nonscalar = False
+        self.gens: list = []
+
+
+def _conv(a, cv: _Conv):
+    if isinstance(a, Tensor):
+        dt = a.device
+        if dt.type == "tpx":
+            c = _to_cpu(a)
+            cv.pairs.append((c, a))
+            cv.dev = dt
+            return c
+        if a.dim() != 0 and dt.type == "cpu":
+            cv.cpu_nonscalar = True
+        return a
+    if isinstance(a, (list, tuple)):
+        if a and (isinstance(a[0], Tensor) or a[0] is None or isinstance(a[-1], Tensor)):
+            return type(a)(_conv(x, cv) for x in a)
+        return a
+    if isinstance(a, torch.device):
+        if a.type == "tpx":
+            return _CPU
+        return a
+    if isinstance(a, torch.Generator) and a.device.type == "tpx":
+        g = torch.Generator()
+        g.set_state(a.get_state())
+        cv.gens.append((g, a))
+        return g
+    return a
+
+
+def _round_bf16(c):
+    if isinstance(c, Tensor) and c.dtype is torch.float32:
+        return c.to(torch.bfloat16).to(torch.float32)
+    return c
+
+
+def run_on_cpu(op, args, kwargs):
+    """Run ``op`` on CPU aliases of its tpx inputs and return tpx results."""
+    t0 = _perf_ns()
+    info = _infos.get(op) or _info(op)
+    if info.fallback:
+        _fallback_gate(info)
+    cv = _Conv()
+    cargs = [_conv(a, cv) for a in args]
+    ckwargs = {k: _conv(v, cv) for k, v in kwargs.items()} if kwargs else {}
+    if cv.cpu_nonscalar and cv.dev is not None and not info.mixed_ok:
+        raise _mixed_error(cv.dev)
+    if info.matmul is not None and S.matmul_bf16:
+        for i in info.matmul:
+            if i < len(cargs):
+                cargs[i] = _round_bf16(cargs[i])
+    if _profiler_enabled():
+        with torch.profiler.record_function(
+            f"tpx::{info.name}" + ("[cpu-fallback]" if info.fallback else "")
+        ):
+            out = op(*cargs, **ckwargs)
+    else:
+        out = op(*cargs, **ckwargs)
+    for g, orig in cv.gens:
+        orig.set_state(g.get_state())
+    if info.mutable_out:
+        _sync_out_args(cv)
+    res = _wrap(out, cv, info)
+    if info.sync is not None:
+        stats.record_sync(info.sync)
+    stats.record_op(info.full, _perf_ns() - t0, info.fallback)
+    return res
+
+
+def _fallback_gate(info: _OpInfo) -> None:
+    if S.strict:
+        raise NotImplementedError(
+            f"tpx: {info.full} is not supported on the tpx device (its output shape depends on the "
+            "data, which needs a device-to-host sync). Rewrite without it (e.g. use a mask and "
+            "torch.where, or a fixed-size variant), run that step on the CPU explicitly, or turn off "
+            "strict mode (backend.configure(strict=False) / TPX_STRICT=0) to run it as a CPU fallback."
+        )
+    stats.record_sync(info.name)
+    if S.warn_fallback and info.name not in S.warned:
+        S.warned.add(info.name)
+        warnings.warn(
+            f"tpx: {info.full} has a data-dependent output shape and is not native on tpx; it runs "
+            "as a CPU fallback with a device-to-host sync (counted in torch.tpx.op_stats()). "
+            "backend.configure(strict=True) makes this an error.",
+            TpxFallbackWarning,
+            stacklevel=4,
+        )
+
+
+def _sync_out_args(cv: _Conv) -> None:
+    """After an out= op: if the CPU kernel resized an output alias, resize the tpx tensor."""
+    for c, t in cv.pairs:
+        if c.data_ptr() == t.data_ptr() and c.shape == t.shape and c.stride() == t.stride():
+            continue
+        if c.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
+            t.set_(t.untyped_storage(), c.storage_offset(), c.shape, c.stride())
+        else:  # the CPU kernel had to move the alias to bigger memory
+            t.resize_(c.shape)
+            if c.stride() != t.stride():
+                t.set_(t.untyped_storage(), t.storage_offset(), c.shape, c.stride())
+            _to_cpu(t).copy_(c)
+
+
+def _wrap(out, cv: _Conv, info: _OpInfo):
+    if isinstance(out, Tensor):
+        for c, t in cv.pairs:
+            if c is out:
+                return t
+        if out.device.type != "cpu":
+            return out
+        if out.dtype in _F64 and not f64_allowed():
+            raise float64_error(info.full)
+        return _from_cpu(out)
+    if isinstance(out, (tuple, list)):
+        return type(out)(_wrap(o, cv, info) for o in out)
+    return out
+
+
+def fallback(op, *args, **kwargs):
+    """The boxed PrivateUse1 fallback registered for every aten op without a tpx kernel."""
+    return run_on_cpu(op, args, kwargs)
