@@ -46,7 +46,8 @@ def main():
     for inputs, targets in make_loader():
         if step >= args.steps:
             break
-        torch.cuda.nvtx.range_push(f"step{step}")
+        if args.profile:
+            torch.cuda.nvtx.range_push(f"step{step}")
         inputs = inputs.cuda(non_blocking=True)
         targets = targets.cuda(non_blocking=True)
         logits = model(inputs)
@@ -54,7 +55,8 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
-        torch.cuda.nvtx.range_pop()
+        if args.profile:
+            torch.cuda.nvtx.range_pop()
         print(f"step {step} loss {loss.item():.6f}")
         step += 1
     if prof is not None:

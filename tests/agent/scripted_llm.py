@@ -1,0 +1,87 @@
+"""A scripted OpenAI-compatible chat server on loopback (a real HTTP server in a thread).
+
+Each POST /v1/chat/completions pops the next scripted step: either a reply (content and/or tool
+calls) or an HTTP error status. Requests are recorded so tests can check what the model saw.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def tool_call(name: str, arguments: Any, call_id: str = "call_1") -> dict[str, Any]:
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def reply(*calls: dict[str, Any], content: str | None = None, prompt_tokens: int = 100, completion_tokens: int = 20) -> dict[str, Any]:
+    return {"kind": "reply", "calls": list(calls), "content": content,
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}
+
+
+def error(status: int, message: str = "scripted error", retry_after: float | None = None) -> dict[str, Any]:
+    return {"kind": "error", "status": status, "message": message, "retry_after": retry_after}
+
+
+class ScriptedLLM:
+    def __init__(self, script: list[dict[str, Any]]) -> None:
+        self.script = list(script)
+        self.requests: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:  # keep test output quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                outer.requests.append({"path": self.path, "body": body, "auth": self.headers.get("authorization")})
+                if not self.path.endswith("/chat/completions"):
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                if not outer.script:
+                    return self._send(500, {"error": {"message": "script exhausted"}})
+                step = outer.script.pop(0)
+                if step["kind"] == "error":
+                    headers = {"retry-after": str(step["retry_after"])} if step.get("retry_after") is not None else {}
+                    return self._send(step["status"], {"error": {"message": step["message"], "type": "scripted"}}, headers)
+                message: dict[str, Any] = {"role": "assistant", "content": step["content"]}
+                if step["calls"]:
+                    message["tool_calls"] = step["calls"]
+                usage = dict(step["usage"])
+                usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+                self._send(200, {
+                    "id": f"chatcmpl-{len(outer.requests)}", "object": "chat.completion", "created": 0,
+                    "model": body.get("model", "scripted"),
+                    "choices": [{"index": 0, "message": message,
+                                 "finish_reason": "tool_calls" if step["calls"] else "stop"}],
+                    "usage": usage,
+                })
+
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> "ScriptedLLM":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,117 @@
+"""Offline fix rules: each turns a diagnosis into a concrete, parseable edit at the right site."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from agent.policy import Proposal, Verdict, propose
+from agent.policy.base import Diagnosis, FixContext, Frame
+
+
+def _ctx(tmp_path: Path, files: dict[str, str], **kw) -> FixContext:
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return FixContext(source=tmp_path, known_files=sorted(files), **kw)
+
+
+def _diag(kind: str, file: str, line: int, message: str = "", op: str | None = None, phase: str = "run") -> Diagnosis:
+    return Diagnosis(phase=phase, kind=kind, op=op, exc_type="TypeError", message=message,
+                     frames=[Frame(file="train.py", line=1, function="<module>"), Frame(file=file, line=line, function="main")])
+
+
+def _new_line(p: Proposal, rel: str, line: int) -> str:
+    return p.files[rel].splitlines()[line - 1]
+
+
+def test_float64_dtype_literal_becomes_float32(tmp_path):
+    src = "import torch\n\ndef main(device):\n    acc = torch.zeros((), dtype=torch.float64, device=device)\n    return acc\n"
+    ctx = _ctx(tmp_path, {"m.py": src})
+    p = propose(_diag("tpx_float64", "m.py", 4, "tpx has no float64"), ctx)
+    assert isinstance(p, Proposal) and p.rule == "float64_to_float32" and p.kind == "policy"
+    assert _new_line(p, "m.py", 4) == "    acc = torch.zeros((), dtype=torch.float32, device=device)"
+    assert p.site == "m.py:4" and "-    acc" in p.diff and "+    acc" in p.diff
+
+
+def test_float64_double_call_and_host_transfer(tmp_path):
+    src = ("import numpy as np\nimport torch\n\n\ndef main(device, y):\n"
+           "    t = torch.from_numpy(y).to(device)\n    err = (t.double() - 1).abs()\n    return err\n")
+    ctx = _ctx(tmp_path, {"m.py": src})
+    p1 = propose(_diag("tpx_float64", "m.py", 7), ctx)
+    assert _new_line(p1, "m.py", 7) == "    err = (t.float() - 1).abs()"
+    p2 = propose(_diag("tpx_float64", "m.py", 6), ctx)
+    assert _new_line(p2, "m.py", 6) == "    t = torch.from_numpy(y).to(device, dtype=torch.float32)"
+    ast.parse(p2.files["m.py"])
+
+
+def test_rule_does_not_repeat_a_site_it_tried(tmp_path):
+    src = "import torch\nx = torch.ones(2, dtype=torch.double)\n"
+    ctx = _ctx(tmp_path, {"m.py": src}, tried=["float64_to_float32@m.py:2"])
+    d = Diagnosis(phase="run", kind="tpx_float64", frames=[Frame(file="m.py", line=2)])
+    assert propose(d, ctx) is None
+
+
+def test_mixed_devices_adds_the_device_to_the_factory(tmp_path):
+    src = ("import torch\n\ndevice = torch.device('tpx')\n\n\ndef step(x):\n"
+           "    mask = torch.ones(x.shape[0])\n    return x * mask\n")
+    ctx = _ctx(tmp_path, {"m.py": src})
+    p = propose(_diag("mixed_devices", "m.py", 8, "Expected all tensors to be on the same device"), ctx)
+    assert isinstance(p, Proposal) and p.rule == "add_missing_device"
+    assert _new_line(p, "m.py", 7) == "    mask = torch.ones(x.shape[0], device=device)"
+
+
+def test_mixed_devices_without_device_variable_uses_the_other_operand(tmp_path):
+    src = "import torch\n\n\ndef step(x):\n    return x + torch.arange(4)\n"
+    ctx = _ctx(tmp_path, {"m.py": src})
+    p = propose(_diag("mixed_devices", "m.py", 5), ctx)
+    assert _new_line(p, "m.py", 5) == "    return x + torch.arange(4, device=x.device)"
+
+
+def test_unsupported_op_gets_explicit_cpu_fallback(tmp_path):
+    src = "import torch\n\n\ndef f(x, m):\n    idx = x.nonzero()\n    u = torch.unique(x)\n    return idx, u\n"
+    ctx = _ctx(tmp_path, {"m.py": src})
+    p = propose(_diag("unsupported_op", "m.py", 5, op="aten::nonzero"), ctx)
+    assert _new_line(p, "m.py", 5) == "    idx = x.cpu().nonzero().to(x.device)"
+    p2 = propose(_diag("unsupported_op", "m.py", 6, op="aten::unique"), ctx)
+    assert _new_line(p2, "m.py", 6) == "    u = (torch.unique(x.cpu())).to(x.device)"
+
+
+def test_unknown_unsupported_op_has_no_rule(tmp_path):
+    ctx = _ctx(tmp_path, {"m.py": "import torch\ny = torch.fft.fft(x)\n"})
+    assert propose(_diag("unsupported_op", "m.py", 2, op="aten::_fft_r2c"), ctx) is None
+
+
+def test_parity_failure_sets_matmul_precision_at_entry(tmp_path):
+    src = '"""doc"""\n\nimport argparse\n\nimport torch\n\n\ndef main():\n    pass\n'
+    ctx = _ctx(tmp_path, {"train.py": src}, entry_file="train.py")
+    d = Diagnosis(phase="parity", kind="parity_failed",
+                  details={"parity": {"passed": False, "first_divergent": {"name": "net.0", "likely_cause": "matmul precision"}}})
+    p = propose(d, ctx)
+    assert isinstance(p, Proposal) and p.rule == "matmul_precision_highest"
+    lines = p.files["train.py"].splitlines()
+    assert lines[5].startswith('torch.set_float32_matmul_precision("highest")')
+    assert lines[4] == "import torch"
+    # applied once: a second parity failure finds it already there
+    ctx2 = _ctx(tmp_path, {"train.py": p.files["train.py"]}, entry_file="train.py")
+    assert propose(d, ctx2) is None
+
+
+def test_parity_failure_blamed_on_something_else_is_not_matmul(tmp_path):
+    ctx = _ctx(tmp_path, {"train.py": "import torch\n"}, entry_file="train.py")
+    d = Diagnosis(phase="parity", kind="parity_failed",
+                  details={"parity": {"passed": False, "first_divergent": {"name": "net.3", "likely_cause": "reduction order"}}})
+    assert propose(d, ctx) is None
+
+
+def test_oom_is_a_human_decision_with_figures(tmp_path):
+    ctx = _ctx(tmp_path, {"m.py": "import torch\n"})
+    msg = "tpx out of memory: requested 2.00 GiB, allocated 15.50 GiB, capacity 16.00 GiB"
+    v = propose(_diag("tpx_oom", "m.py", 1, msg), ctx)
+    assert isinstance(v, Verdict) and v.status == "needs_human"
+    assert "requested 2.00 GiB" in v.summary and "capacity 16.00 GiB" in v.summary and "m.py:1" in v.summary
+
+
+def test_unknown_signature_has_no_rule(tmp_path):
+    ctx = _ctx(tmp_path, {"m.py": "import torch\n"})
+    assert propose(_diag("other", "m.py", 1, "ValueError: boom"), ctx) is None
