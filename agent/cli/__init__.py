@@ -27,6 +27,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agent.cli.migrate_cmd",
     "agent.cli.resume_cmd",
     "agent.cli.eval_cmd",
+    "agent.cli.pr_cmd",
+    "agent.cli.serve_cmd",
 )
 
 
