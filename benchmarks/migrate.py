@@ -1,0 +1,75 @@
+"""Migration wall time divided by the time of the sample's own run (target: under 4x).
+
+    .venv/bin/python benchmarks/migrate.py [CASE ...] [--suite DIR]
+
+For each sample repo: ``ferry migrate`` (offline policy, subprocess, fresh state dir) is timed
+end to end; then the sample's own run command is timed once on the migrated code on tpx in the
+same sandbox (no probe, no profile) — the cost a user pays anyway. Both are measured side by
+side in this one process; the table shows the ratio and where the migration's time went.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> int:
+    from agent import toolbox
+    from agent.eval_harness import DEFAULT_SUITE, discover
+    from tools.patch import git_apply
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cases", nargs="*", help="sample names (default: all)")
+    ap.add_argument("--suite", default=str(DEFAULT_SUITE))
+    args = ap.parse_args()
+    cases = [c for c in discover(Path(args.suite)) if not args.cases or c.name in args.cases]
+    rows = []
+    for case in cases:
+        tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-"))
+        out = tmp / "out"
+        cmd = [sys.executable, "-m", "agent.cli", "migrate", str(case.path), "--run", case.run, "--offline",
+               "--json", "--out", str(out), "--state-dir", str(tmp / "state")]
+        if case.test:
+            cmd += ["--test", case.test]
+        t0 = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        migrate_s = time.perf_counter() - t0
+        result = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else {}
+        migrated = tmp / "migrated"
+        shutil.copytree(case.path, migrated)
+        patch = (out / "ferry.patch").read_text() if (out / "ferry.patch").exists() else ""
+        if patch:
+            git_apply(migrated, patch)
+        own = toolbox.run(migrated, case.run, device="tpx", redirect_cuda=None, probe=False, profile=False,
+                          timeout_s=600, seed=0, artifacts_dir=tmp / "own")
+        t_runs = {}
+        for r in result.get("run_log", []):
+            t_runs[r["kind"]] = t_runs.get(r["kind"], 0.0) + (r.get("duration_s") or 0.0)
+        rows.append({"case": case.name, "status": result.get("status"), "migrate_s": migrate_s,
+                     "own_run_s": own.get("duration_s") or float("nan"), "own_status": own.get("status"),
+                     "runs": result.get("runs"), "iterations": result.get("iterations"), "by_kind": t_runs})
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{'case':22} {'status':14} {'migrate s':>9} {'own run s':>9} {'ratio':>6}  runs iters  time in runs by kind")
+    for r in rows:
+        ratio = r["migrate_s"] / r["own_run_s"] if r["own_run_s"] else float("nan")
+        kinds = ", ".join(f"{k} {v:.1f}s" for k, v in r["by_kind"].items())
+        print(f"{r['case']:22} {str(r['status']):14} {r['migrate_s']:9.1f} {r['own_run_s']:9.1f} {ratio:6.2f}  "
+              f"{r['runs']!s:>4} {r['iterations']!s:>5}  {kinds}")
+    ratios = [r["migrate_s"] / r["own_run_s"] for r in rows if r["own_run_s"]]
+    if ratios:
+        print(f"mean ratio {sum(ratios) / len(ratios):.2f} (target < 4)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
