@@ -64,4 +64,9 @@ def apply_rlimits(pairs: list[tuple[int, int]]) -> None:
         soft, hard = resource.getrlimit(res)
         if hard != resource.RLIM_INFINITY and value > hard:
             value = hard
-        resource.setrlimit(res, (value, value))
+        # CPU: the soft limit sends SIGXCPU (reported as cpu_time), the hard one a second
+        # later SIGKILL for programs that catch it.
+        hard_value = value + 1 if res == resource.RLIMIT_CPU else value
+        if hard != resource.RLIM_INFINITY:
+            hard_value = min(hard_value, hard)
+        resource.setrlimit(res, (value, hard_value))

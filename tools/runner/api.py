@@ -82,10 +82,18 @@ def run(req: RunRequest) -> RunResult:
     env = child_env(workspace=ws.path, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
                     redirect_log=redirect_log, probe_dir=probe_dir, profile_dir=profile_dir, junit_xml=junit,
                     caller_env=req.env)
+    readable: list[Path] = []
+    if "tpx" in (req.device, req.redirect_cuda):
+        from tools.runner.tpx_ext import host_extension_dir
+
+        ext_dir = host_extension_dir()
+        if ext_dir is not None:
+            readable.append(ext_dir)
+            env["TPX_EXTENSION_DIR"] = str(ext_dir)
     base = dict(command=command, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
                 artifacts_dir=artifacts, workspace=ws.path if req.keep_workspace else None, workspace_method=ws.method)
     try:
-        res = run_in_sandbox(command, ws.path, limits=_limits(req), env=env, writable=[out],
+        res = run_in_sandbox(command, ws.path, limits=_limits(req), env=env, writable=[out], readable=readable,
                              isolation=None if req.isolation in (None, "auto") else req.isolation,
                              path_env=child_path_env())
     except SandboxUnavailable as exc:

@@ -82,18 +82,23 @@ def parse_trace(
                 chains[-1].append(info)
             else:
                 chains.append([info])
-        last = chains[-1]
+        # pytest prints one traceback per failing test: the first failure is the one to report.
+        text = stderr + stdout
+        is_pytest = "short test summary info" in text or "== FAILURES ==" in text
+        last = chains[0] if is_pytest else chains[-1]
         primary, chain, wrapped_by = last[-1], last[:-1], None
         inner = worker_original(primary)
         if inner is not None:
             chain, wrapped_by, primary = chain + [primary], primary.exc_type, inner
-        elif primary.exc_type.rsplit(".", 1)[-1] in WRAPPER_TYPES and len(chains) > 1:
+        elif not is_pytest and primary.exc_type.rsplit(".", 1)[-1] in WRAPPER_TYPES and len(chains) > 1:
             # A subprocess failed: its own traceback (printed earlier) is the real failure.
             sub = chains[-2]
             wrapped_by = primary.exc_type
             chain = sub[:-1] + [primary]
             primary = sub[-1].model_copy(update={"origin": "subprocess"})
         trace = _trace_from(primary, chain, roots, libs, wrapped_by=wrapped_by)
+        if is_pytest:
+            trace.origin = "pytest"
     else:
         # pytest's own (non-native) failure format
         trace = parse_pytest_output(stdout + "\n" + stderr, roots, _trace_from_pytest)

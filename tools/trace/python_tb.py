@@ -65,8 +65,8 @@ def _parse_exception_line(lines: list[str], i: int) -> tuple[str, str, int] | No
     i += 1
     while i < n and len(msg_lines) < MAX_MESSAGE_LINES:
         line = lines[i]
-        if TB_HEADER.match(line) or line.strip() in (CAUSE, CONTEXT):
-            break
+        if TB_HEADER.match(line) or line.strip() in (CAUSE, CONTEXT) or line.startswith(("=====", "_____")):
+            break  # (pytest's section rules end a message too)
         if not line.strip():
             # A blank line ends the message unless what follows still belongs to it
             # (DataLoader's "Original Traceback", torch.multiprocessing's "-- Process").

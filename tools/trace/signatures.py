@@ -35,14 +35,16 @@ RULES: tuple[Rule, ...] = (
          "CUDA runtime needed but absent"),
     Rule("tpx_oom", r"OutOfMemoryError.*tpx|tpx.*out of memory|tpx.*OutOfMemory", None,
          "tpx simulated device memory exhausted"),
-    Rule("tpx_float64", r"(float64|Float64|double|Double).*\btpx\b|\btpx\b.*(float64|Float64|double)", None,
+    Rule("tpx_float64", r"(?i)(float64|double).*\btpx\b|\btpx\b.*(float64|double)", None,
          "tpx has no float64"),
-    Rule("unsupported_op",
-         r"(?:operator|op) '?(?:aten::)?(?P<op>[\w.]+)'? is not (?:currently )?(?:implemented|supported)[^\n]*(?:tpx|PrivateUse1)"
-         r"|Could not run '(?:aten::)?(?P<op2>[\w.]+)' with arguments from the '(?:PrivateUse1|tpx)' backend"
-         r"|(?:tpx|PrivateUse1)[^\n]*(?:does not support|not supported|unsupported)[^\n]*?'?(?:aten::)(?P<op3>[\w.]+)"
-         r"|NotImplementedError: [^\n]*?(?:aten::)?(?P<op4>[a-z_][\w.]*)[^\n]*(?:tpx|PrivateUse1)",
-         "op", "op not supported by the tpx backend"),
+    Rule("unsupported_op", r"aten::(?P<op>[\w.]+)'? is not (?:currently )?(?:supported|implemented)[^\n]*\b(?:tpx|PrivateUse1)", "op",
+         "op not supported by the tpx backend"),
+    Rule("unsupported_op", r"Could not run '(?:aten::)?(?P<op>[\w.]+)' with arguments from the '(?:PrivateUse1|tpx)' backend", "op",
+         "op has no kernel for the tpx backend"),
+    Rule("unsupported_op", r"operator '(?:aten::)?(?P<op>[\w.]+)' is not currently implemented for the (?:tpx|PrivateUse1)", "op",
+         "op has no kernel for the tpx backend"),
+    Rule("unsupported_op", r"^NotImplementedError: [^\n]*\b(?:tpx|PrivateUse1)\b[^\n]*?aten::(?P<op>[\w.]+)", "op",
+         "op not supported by the tpx backend"),
     Rule("mixed_devices", r"Expected all tensors to be on the same device|found at least two devices|"
          r"Expected object of device type|is on device \S+ but expected|device mismatch", None,
          "tensors on different devices meet in one op"),

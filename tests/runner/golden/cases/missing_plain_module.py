@@ -1,0 +1,1 @@
+import yamlish_does_not_exist

@@ -1,0 +1,4 @@
+import subprocess
+import sys
+
+subprocess.run([sys.executable, "-c", "import math\nmath.sqrt(-1)"], check=True)
