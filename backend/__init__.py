@@ -42,7 +42,9 @@ def register() -> None:
     global _registered
     if _registered:
         return
-    _check_torch_version()
+    _check_torch_version()  # imports torch, whose autoload may re-enter register()
+    if _registered:
+        return
     from backend import _registration
 
     _registration.register()

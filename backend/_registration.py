@@ -17,7 +17,14 @@ logger = logging.getLogger(__name__)
 _libs: list = []  # keep torch.library.Library objects alive
 
 
+_done = False
+
+
 def register() -> None:
+    global _done
+    if _done:
+        return
+    _done = True
     from backend import _ext, config, copies, device_module, kernels
 
     if torch._C._get_privateuse1_backend_name() != "tpx":
@@ -33,6 +40,8 @@ def register() -> None:
 
     fb = torch.library.Library("_", "IMPL")
     fb.fallback(kernels.fallback, "PrivateUse1")
+    # ops without a tpx autocast rule run unchanged under torch.autocast("tpx")
+    fb.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
     _libs.append(fb)
 
     lib = torch.library.Library("aten", "IMPL")
@@ -42,6 +51,17 @@ def register() -> None:
     # Composite ops whose generic decomposition would pick a backend-specific path tpx lacks:
     for name in ("convolution", "convolution_backward", "_convolution"):
         lib.impl(name, _boxed(name), "PrivateUse1")
+    # Structured ops reach a backend without a functional kernel as empty + <op>.out (two
+    # dispatches and an out= resize check): give their functional/in-place forms direct kernels.
+    for qualname in torch._C._dispatch_get_all_op_names():
+        if qualname.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(
+            qualname, "CompositeExplicitAutogradNonFunctional"
+        ):
+            name = qualname[len("aten::"):]
+            lib.impl(name, _boxed(name), "PrivateUse1")
+    from backend import rnn_kernels
+
+    rnn_kernels.register(lib)
     _libs.append(lib)
 
     from backend import autocast
@@ -60,15 +80,17 @@ def register() -> None:
 
 
 def _boxed(name: str):
+    """A direct kernel for ``name`` ("op" or "op.overload") that runs it on the CPU."""
     from backend import kernels
 
-    overloads: dict = {}
+    run = kernels.run_on_cpu
+    cell: list = []
 
     def kernel(*args, **kwargs):
-        op = overloads.get(name)
-        if op is None:
-            op = overloads[name] = getattr(torch.ops.aten, name).default
-        return kernels.run_on_cpu(op, args, kwargs)
+        if not cell:
+            base, _, overload = name.partition(".")
+            cell.append(getattr(getattr(torch.ops.aten, base), overload or "default"))
+        return run(cell[0], args, kwargs)
 
     return kernel
 

@@ -121,9 +121,10 @@ def _mixed_error(dev) -> RuntimeError:
 
 # ---------------------------------------------------------------- per-op info cache
 class _OpInfo:
-    __slots__ = ("name", "full", "fallback", "mutable_out", "matmul", "sync", "mixed_ok")
+    __slots__ = ("name", "full", "fallback", "mutable_out", "matmul", "sync", "mixed_ok", "call")
 
     def __init__(self, op) -> None:
+        self.call = getattr(op, "_op", op)  # the C++ builtin: skips OpOverload.__call__
         schema = op._schema
         base = schema.name.split("::", 1)[-1]
         self.name = base
@@ -141,10 +142,14 @@ _infos: dict = {}
 
 
 def _info(op) -> _OpInfo:
-    info = _infos.get(op)
+    info = _infos.get(id(op))
     if info is None:
-        info = _infos[op] = _OpInfo(op)
+        info = _infos[id(op)] = _OpInfo(op)
+        _keep_alive.append(op)
     return info
+
+
+_keep_alive: list = []
 
 
 def _invalidate_infos(_cfg=None) -> None:
@@ -164,14 +169,16 @@ class _Conv:
 
 def _conv(a, cv: _Conv):
     if isinstance(a, Tensor):
+        if a.is_cpu:
+            if a.dim() != 0:
+                cv.cpu_nonscalar = True
+            return a
         dt = a.device
         if dt.type == "tpx":
             c = _to_cpu(a)
             cv.pairs.append((c, a))
             cv.dev = dt
             return c
-        if a.dim() != 0 and dt.type == "cpu":
-            cv.cpu_nonscalar = True
         return a
     if isinstance(a, (list, tuple)):
         if a and (isinstance(a[0], Tensor) or a[0] is None or isinstance(a[-1], Tensor)):
@@ -198,7 +205,7 @@ def _round_bf16(c):
 def run_on_cpu(op, args, kwargs):
     """Run ``op`` on CPU aliases of its tpx inputs and return tpx results."""
     t0 = _perf_ns()
-    info = _infos.get(op) or _info(op)
+    info = _infos.get(id(op)) or _info(op)
     if info.fallback:
         _fallback_gate(info)
     cv = _Conv()
@@ -214,9 +221,9 @@ def run_on_cpu(op, args, kwargs):
         with torch.profiler.record_function(
             f"tpx::{info.name}" + ("[cpu-fallback]" if info.fallback else "")
         ):
-            out = op(*cargs, **ckwargs)
+            out = info.call(*cargs, **ckwargs)
     else:
-        out = op(*cargs, **ckwargs)
+        out = info.call(*cargs, **ckwargs)
     for g, orig in cv.gens:
         orig.set_state(g.get_state())
     if info.mutable_out:
