@@ -1,0 +1,114 @@
+"""CUDA redirect: original CUDA scripts run unchanged on cpu (and tpx), with a call-site log."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tools.redirect.log import load_redirect_log
+from tools.runner.api import run
+from tools.runner.models import RunRequest
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def _losses(text: str) -> list[str]:
+    return re.findall(r"^loss (\S+)$", text, re.M)
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    art = tmp_path_factory.mktemp("art")
+    cmd = "python cuda_train.py && python plain_train.py cpu"
+    return run(RunRequest(path=SCRIPTS, command=cmd, device="cpu", redirect_cuda="cpu", artifacts_dir=art, timeout_s=300))
+
+
+def test_cuda_script_runs_unchanged_on_cpu(cpu_run):
+    assert cpu_run.status == "ok", cpu_run.stderr_tail
+    out = cpu_run.stdout_tail
+    assert "devices cpu cpu" in out
+    assert "loaded cpu" in out
+    losses = _losses(out)
+    assert len(losses) == 6
+    # Faithful: the redirected CUDA code computes exactly what device-agnostic code computes.
+    assert losses[:3] == losses[3:]
+    assert not (SCRIPTS / "ckpt.pt").exists()  # written in the private copy only
+
+
+def test_call_site_log_names_user_lines(cpu_run):
+    assert cpu_run.redirect_log_path is not None
+    records = load_redirect_log(cpu_run.redirect_log_path)
+    by_api = {(r.api, r.line) for r in records if r.file == "cuda_train.py"}
+    lines = (SCRIPTS / "cuda_train.py").read_text().splitlines()
+
+    def line_of(snippet: str) -> int:
+        return next(i for i, text in enumerate(lines, 1) if snippet in text)
+
+    expected = {
+        ("torch.cuda.is_available", line_of("assert torch.cuda.is_available()")),
+        ("torch.device", line_of('device = torch.device("cuda"')),
+        ("torch.cuda.manual_seed_all", line_of("manual_seed_all")),
+        ("Module.cuda", line_of(").cuda()")),
+        ("GradScaler(cuda)", line_of("GradScaler()")),
+        ("torch.randn(device=)", line_of('torch.randn(32, 8, device="cuda")')),
+        ("autocast(cuda)", line_of('torch.autocast("cuda"')),
+        ("torch.cuda.Event", line_of("torch.cuda.Event(enable_timing=True)")),
+        ("torch.cuda.synchronize", line_of("torch.cuda.synchronize()")),
+    }
+    assert expected <= by_api, sorted(by_api)
+    assert all(r.mapped_to == "cpu" for r in records if r.file == "cuda_train.py")
+    autocast = next(r for r in records if r.api == "autocast(cuda)")
+    assert autocast.count == 3  # once per loop iteration, one record
+    # Nothing from plain_train.py (no CUDA there) and no torch-internal sites.
+    assert not [r for r in records if r.file == "plain_train.py"]
+    assert not [r for r in records if "site-packages" in r.file]
+
+
+def test_unmappable_features_fail_naming_the_call_site(tmp_path):
+    res = run(RunRequest(path=SCRIPTS, command=["python", "unmappable.py"], device="cpu", redirect_cuda="cpu",
+                         artifacts_dir=tmp_path, timeout_s=300))
+    assert res.status == "failed"
+    rows = {line.split(" | ")[0]: line for line in res.stdout_tail.splitlines() if " | " in line}
+    assert set(rows) == {"graph", "graphed", "ext", "load", "triton"}, res.stdout_tail
+    for label, row in rows.items():
+        assert "ferry redirect:" in row and "unmappable.py:" in row, row
+    assert "RedirectUnsupportedError" in rows["graph"]
+    assert "ModuleNotFoundError" in rows["triton"]
+    # The final uncaught CUDAGraph() is classified for the fix policy.
+    assert res.trace is not None
+    assert res.trace.signature.kind == "cuda_unmappable"
+    assert res.trace.signature.op == "torch.cuda.CUDAGraph"
+    assert res.trace.location == f"unmappable.py:{len((SCRIPTS / 'unmappable.py').read_text().splitlines())}"
+
+
+@pytest.mark.slow
+def test_redirect_to_tpx_runs_on_tpx(tmp_path):
+    cmd = "python cuda_train.py && python plain_train.py tpx"
+    res = run(RunRequest(path=SCRIPTS, command=cmd, device="tpx", redirect_cuda="tpx", artifacts_dir=tmp_path, timeout_s=300))
+    assert res.status == "ok", res.stderr_tail[-3000:]
+    assert "devices tpx tpx" in res.stdout_tail
+    losses = _losses(res.stdout_tail)
+    assert len(losses) == 6 and losses[:3] == losses[3:]
+    records = load_redirect_log(res.redirect_log_path)
+    assert {r.mapped_to for r in records if r.file == "cuda_train.py"} == {"tpx"}
+
+
+def test_log_loader_merges_processes(tmp_path):
+    log = tmp_path / "redirect.jsonl"
+    rows = [
+        {"event": "site", "file": "a.py", "line": 3, "api": "Tensor.cuda", "mapped_to": "cpu", "count": 1, "pid": 10},
+        {"event": "final", "file": "a.py", "line": 3, "api": "Tensor.cuda", "mapped_to": "cpu", "count": 7, "pid": 10},
+        {"event": "site", "file": "a.py", "line": 3, "api": "Tensor.cuda", "mapped_to": "cpu", "count": 1, "pid": 11},
+        {"event": "site", "file": "b.py", "line": 1, "api": "torch.device", "mapped_to": "cpu", "count": 1, "pid": 11},
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"torn": ')
+    records = load_redirect_log(log)
+    assert [(r.file, r.line, r.api, r.count, r.processes) for r in records] == [
+        ("a.py", 3, "Tensor.cuda", 8, 2),
+        ("b.py", 1, "torch.device", 1, 1),
+    ]
+    assert load_redirect_log(tmp_path / "missing.jsonl") == []

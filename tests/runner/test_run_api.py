@@ -1,0 +1,114 @@
+"""The runner end to end: seeds, environment, statuses, traces, artifacts, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools.runner.api import RunnerInputError, run
+from tools.runner.models import RunRequest
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    src = tmp_path / "repo"
+    src.mkdir()
+    (src / "rng.py").write_text(
+        "import os, random\nimport numpy as np\n"
+        "print('R', random.random(), np.random.rand())\n"
+        "print('ENV', sorted(k for k in os.environ if k.startswith(('FERRY_', 'TPX_', 'OPENAI', 'MY_'))))\n"
+    )
+    (src / "torch_rng.py").write_text("import torch\nprint('T', torch.rand(3).tolist())\n")
+    (src / "bad.py").write_text("def f(:\n  pass\n")
+    (src / "data.txt").write_text("original\n")
+    return src
+
+
+def _run(repo: Path, cmd, tmp_path: Path, **kw):
+    return run(RunRequest(path=repo, command=cmd, device="cpu", artifacts_dir=tmp_path / "art", timeout_s=120, **kw))
+
+
+def test_seed_is_fixed_and_env_is_filtered(repo: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-nope")
+    env = {"FERRY_CUSTOM": "1", "TPX_STRICT": "0", "MY_TOKEN": "nope", "PATH": "/evil"}
+    a = _run(repo, ["python", "rng.py"], tmp_path, seed=7, env=env)
+    b = _run(repo, ["python", "rng.py"], tmp_path, seed=7)
+    c = _run(repo, ["python", "rng.py"], tmp_path, seed=8)
+    assert a.status == b.status == c.status == "ok", a.stderr_tail
+    line = lambda r: next(x for x in r.stdout_tail.splitlines() if x.startswith("R "))  # noqa: E731
+    assert line(a) == line(b) != line(c)
+    envline = next(x for x in a.stdout_tail.splitlines() if x.startswith("ENV"))
+    assert "'FERRY_CUSTOM'" in envline and "'TPX_STRICT'" in envline and "'FERRY_SEED'" in envline
+    assert "OPENAI" not in envline and "MY_TOKEN" not in envline
+    assert a.isolation in ("bwrap", "unshare", "rlimits") and a.seed == 7
+
+
+def test_torch_is_seeded(repo: Path, tmp_path: Path):
+    a = _run(repo, "python torch_rng.py", tmp_path, seed=3)
+    b = _run(repo, "python torch_rng.py", tmp_path, seed=3)
+    assert a.status == "ok", a.stderr_tail
+    assert a.stdout_tail == b.stdout_tail and "T [" in a.stdout_tail
+
+
+def test_syntax_error_trace(repo: Path, tmp_path: Path):
+    res = _run(repo, ["python", "bad.py"], tmp_path)
+    assert res.status == "failed" and res.exit_code == 1
+    assert res.trace is not None and res.trace.signature.kind == "syntax_error"
+    assert res.trace.location == "bad.py:1"
+    saved = json.loads((tmp_path / "art" / "result.json").read_text())
+    assert saved["trace"]["signature"]["kind"] == "syntax_error"
+
+
+def test_timeout_status_and_signature(repo: Path, tmp_path: Path):
+    res = run(RunRequest(path=repo, command="sleep 30", device="cpu", timeout_s=1, artifacts_dir=tmp_path / "a"))
+    assert res.status == "timeout" and res.limit_hit == "timeout"
+    assert res.trace is not None and res.trace.signature.kind == "timeout"
+
+
+def test_original_untouched_and_workspace_kept_on_request(repo: Path, tmp_path: Path):
+    res = _run(repo, "echo changed > data.txt && echo new > new.txt", tmp_path, keep_workspace=True)
+    assert res.status == "ok"
+    assert (repo / "data.txt").read_text() == "original\n" and not (repo / "new.txt").exists()
+    assert res.workspace is not None and (res.workspace / "data.txt").read_text() == "changed\n"
+    assert tmp_path / "art" in res.workspace.parents
+
+
+def test_probe_and_profile_dirs_are_handed_to_the_child(repo: Path, tmp_path: Path):
+    res = _run(repo, ["python", "-c", "import os; print(os.environ['FERRY_PROBE_DIR'], os.environ['FERRY_PROFILE_DIR'])"],
+               tmp_path, probe=True, profile=True)
+    assert res.status == "ok", res.stderr_tail
+    assert res.probe_dir is not None and res.profile_dir is not None
+    assert f"{res.probe_dir} {res.profile_dir}" in res.stdout_tail
+    assert res.probe_dir.is_dir() and res.profile_dir.is_dir()
+
+
+def test_bad_input_is_a_clear_error(tmp_path: Path):
+    with pytest.raises(RunnerInputError, match="not a directory"):
+        run(RunRequest(path=tmp_path / "missing", command=["true"]))
+    with pytest.raises(ValueError, match="command is empty"):
+        RunRequest(path=tmp_path, command=[])
+
+
+def test_cli_run_json_and_exit_codes(repo: Path, tmp_path: Path):
+    ferry = [sys.executable, "-m", "agent.cli"]
+    ok = subprocess.run(ferry + ["run", str(repo), "--device", "cpu", "--json", "--", "python", "-c", "print(42)"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["stdout_tail"].strip() == "42"
+    bad = subprocess.run(ferry + ["run", str(repo), "--device", "cpu", "--", "python", "bad.py"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "signature: syntax_error" in bad.stdout
+    usage = subprocess.run(ferry + ["run", str(repo)], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "no command given" in usage.stderr
+
+
+def test_cli_doctor_reports_isolation(tmp_path: Path):
+    out = subprocess.run([sys.executable, "-m", "agent.cli", "doctor", "--json"], capture_output=True, text=True, timeout=300)
+    report = json.loads(out.stdout)
+    assert report["isolation"]["level"] in ("bwrap", "unshare", "rlimits")
+    assert report["isolation"]["level"] == report["isolation"]["available"][0]
+    assert "torch" in report
