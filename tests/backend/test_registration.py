@@ -1,0 +1,97 @@
+"""Registration: torch.tpx shaped like torch.cuda, torch.accelerator, generators, streams, events."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import backend
+
+
+def test_device_module_like_cuda():
+    t = torch.tpx
+    assert t.is_available() and t.device_count() == 1 and t.current_device() == 0
+    t.set_device(0)
+    t.synchronize()
+    assert isinstance(t.get_device_name(), str) and "tpx" in t.get_device_name()
+    assert t.get_device_properties().total_memory == backend.get_config().memory_capacity
+    with t.device(0):
+        assert torch.ones(1, device="tpx").device == torch.device("tpx", 0)
+    with pytest.raises(RuntimeError, match="invalid device index"):
+        t.set_device(3)
+    t.empty_cache()
+    assert torch.bfloat16 in t.get_amp_supported_dtype()
+
+
+def test_rng_state_roundtrip_matches_cpu_semantics():
+    torch.tpx.manual_seed(7)
+    state = torch.tpx.get_rng_state()
+    a = torch.randn(4, device="tpx")
+    torch.tpx.set_rng_state(state)
+    b = torch.randn(4, device="tpx")
+    assert torch.equal(a.cpu(), b.cpu())
+    torch.manual_seed(7)
+    assert torch.equal(torch.randn(4), a.cpu())
+
+
+def test_accelerator_api_reports_tpx():
+    assert torch.accelerator.current_accelerator().type == "tpx"
+    assert torch.accelerator.is_available() and torch.accelerator.device_count() == 1
+    torch.accelerator.synchronize()
+    before = torch.accelerator.memory_allocated()
+    x = torch.empty(4096, dtype=torch.uint8, device="tpx")
+    assert torch.accelerator.memory_allocated() == before + 4096
+    del x
+
+
+def test_generator_on_device_is_reproducible():
+    g1 = torch.Generator(device="tpx").manual_seed(3)
+    g2 = torch.Generator(device="tpx").manual_seed(3)
+    assert g1.device.type == "tpx"
+    a = torch.randn(5, device="tpx", generator=g1)
+    b = torch.randn(5, device="tpx", generator=g2)
+    assert torch.equal(a.cpu(), b.cpu())
+    c = torch.randn(5, device="tpx", generator=g1)  # the generator advanced
+    assert not torch.equal(a.cpu(), c.cpu())
+    assert torch.equal(a.cpu(), torch.randn(5, generator=torch.Generator().manual_seed(3)))
+
+
+def test_streams_and_timed_events():
+    s = torch.Stream("tpx")
+    assert s.device.type == "tpx"
+    assert torch.tpx.current_stream().device.type == "tpx"
+    with torch.tpx.stream(s):
+        assert torch.tpx.current_stream() == s
+    start, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)
+    start.record()
+    x = torch.randn(200, 200, device="tpx")
+    (x @ x).sum()
+    end.record()
+    end.synchronize()
+    assert start.query() and end.elapsed_time(start) <= 0 <= start.elapsed_time(end)
+
+
+def test_import_is_quick_and_version_is_checked():
+    code = "import backend, sys; backend._check_torch_version(); print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
+    bad = (
+        "import torch; torch.__version__ = '2.12.0'; import backend"
+    )
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    res = subprocess.run([sys.executable, "-c", bad], capture_output=True, text=True, env=env)
+    assert res.returncode != 0 and "torch==2.13.0" in res.stderr
+
+
+def test_autoload_can_be_disabled():
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    code = "import torch; print(hasattr(torch, 'tpx'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "False"
+    out = subprocess.run([sys.executable, "-c", "import torch; print(torch.tpx.is_available())"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
