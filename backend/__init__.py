@@ -48,6 +48,7 @@ def register() -> None:
     from backend import _registration
 
     _registration.register()
+    __import__("backend.compile", fromlist=["register"]).register()  # torch.compile backend "tpx"
     _registered = True
 
 
