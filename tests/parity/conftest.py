@@ -36,18 +36,19 @@ class Model(nn.Module):
 
 
 def train_probed(out: Path, *, steps: int = 3, probe_steps: int = 2, seed: int = 0, data_seed: int = 1,
-                 prepare: Callable[[Model], None] | None = None) -> Path:
+                 prepare: Callable[[Model], None] | None = None, device: str = "cpu") -> Path:
     """Train a small model for ``steps`` steps with the probe on; print the loss each step."""
     torch.manual_seed(seed)
     model = Model()
     if prepare is not None:
         prepare(model)
+    model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     gen = torch.Generator().manual_seed(data_seed)
     with probe_session(out, steps=probe_steps):
         for step in range(steps):
-            x = torch.randn(64, 16, generator=gen)
-            y = torch.randn(64, 4, generator=gen)
+            x = torch.randn(64, 16, generator=gen).to(device)
+            y = torch.randn(64, 4, generator=gen).to(device)
             loss = nn.functional.mse_loss(model(x), y)
             loss.backward()
             opt.step()
@@ -59,3 +60,11 @@ def train_probed(out: Path, *, steps: int = 3, probe_steps: int = 2, seed: int =
 @pytest.fixture
 def reference_dump(tmp_path: Path) -> Path:
     return train_probed(tmp_path / "ref")
+
+
+def tpx_or_skip() -> None:
+    """Skip when the tpx backend cannot be loaded in this environment (it is part of Ferry)."""
+    try:
+        torch.empty(1, device="tpx")
+    except (RuntimeError, ImportError) as exc:
+        pytest.skip(f"tpx device unavailable: {exc}")

@@ -46,7 +46,7 @@ def _compare_tensor(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None, ke
     if t_ev is None:
         return TensorComparison(**base, verdict="fail", tier="missing",
                                 reason="not recorded in the target run: execution took a different path")
-    base.update(target_shape=t_ev.get("shape"), target_dtype=t_ev.get("dtype"))
+    base.update(target_shape=t_ev.get("shape"), target_dtype=t_ev.get("dtype"), target_device=t_ev.get("device"))
     pair = (_resolve(ref, key), _resolve(tgt, key))
     if pair in cache:
         c = cache[pair]

@@ -43,14 +43,17 @@ def _op_base(name: str) -> str:
     return name.split(".")[0]
 
 
-def matmul_precision(meta: dict[str, Any]) -> str | None:
-    """The effective matmul precision of a run: tpx's own setting first, then TPX_*, then torch's."""
-    tpx = meta.get("tpx") or {}
-    if tpx.get("matmul_precision"):
-        return str(tpx["matmul_precision"]).lower()
-    env = meta.get("env") or meta.get("final_env") or {}
-    if env.get("TPX_MATMUL_PRECISION"):
-        return env["TPX_MATMUL_PRECISION"].lower()
+def matmul_precision(meta: dict[str, Any], device: str | None = None) -> str | None:
+    """The effective matmul precision where the module ran: on tpx, tpx's own (effective) setting,
+    then TPX_MATMUL_PRECISION; elsewhere torch.get_float32_matmul_precision()."""
+    on_tpx = device is None or device.startswith("tpx") or device.startswith("privateuseone")
+    if on_tpx:
+        tpx = meta.get("tpx") or {}
+        if tpx.get("matmul_precision") and str(tpx["matmul_precision"]).lower() != "auto":
+            return str(tpx["matmul_precision"]).lower()
+        env = meta.get("final_env") or meta.get("env") or {}
+        if env.get("TPX_MATMUL_PRECISION", "auto").lower() != "auto":
+            return env["TPX_MATMUL_PRECISION"].lower()
     value = meta.get("final_matmul_precision") or meta.get("matmul_precision")
     return str(value).lower() if value else None
 
@@ -88,7 +91,7 @@ def attribute(div_module: str, module_class: str | None, output: TensorCompariso
         return ("cpu_fallback", f"op(s) {', '.join(sorted(fb))} ran as CPU fallbacks on the target inside this module; "
                 "a fallback computes with a different kernel (and costs a round trip)", ops)
     has_matmul = bool(bases & MATMUL_OPS) or bool(classes & MATMUL_MODULES)
-    precision = matmul_precision(tgt.meta)
+    precision = matmul_precision(tgt.meta, output.target_device)
     if has_matmul and precision in REDUCED_MATMUL:
         return ("matmul_precision", f"the module runs matmul-class ops ({', '.join(sorted((bases & MATMUL_OPS) or classes & MATMUL_MODULES))}) "
                 f"and the target ran with reduced matmul precision '{precision}' (bf16/tf32 inputs); set "

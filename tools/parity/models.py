@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from tools.parity.metrics import Tier, TensorMetrics, Verdict
 from tools.parity.tolerances import Tolerances
+from tools.profile.models import ProfileReport
 
 LikelyCause = Literal[
     "matmul_precision", "reduction_order", "dtype", "cpu_fallback", "input_data", "computation", "unknown"
@@ -36,6 +37,7 @@ class TensorComparison(BaseModel):
     target_shape: list[int] | None = None
     ref_dtype: str | None = None
     target_dtype: str | None = None
+    target_device: str | None = None
     metrics: TensorMetrics | None = None
     tolerances: Tolerances | None = None
 
@@ -97,8 +99,8 @@ class CheckRequest(BaseModel):
     seed: int = 0
     timeout_s: float = 600.0
     profile: bool = True
-    env: dict[str, str] = Field(default_factory=dict)
-    golden: bool = Field(False, description="also run an fp32 CPU golden run for the error-ratio check")
+    env: dict[str, str] = Field(default_factory=dict, description="FERRY_*/TPX_* settings for both runs")
+    target_env: dict[str, str] = Field(default_factory=dict, description="extra FERRY_*/TPX_* for the target run only")
 
 
 class RunSummary(BaseModel):
@@ -119,7 +121,7 @@ class CheckResult(BaseModel):
     reference: RunSummary
     target: RunSummary
     parity: ParityReport | None = None
-    profile: Any | None = None
+    profile: ProfileReport | None = None
     report_md: str | None = None
     report_json: str | None = None
     chart_png: str | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import re
 import sys
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from tools.probe import recorder as rec
 from tools.probe.config import ProbeConfig, config_from_env
 from tools.probe.hooks import ModuleProbe
 from tools.probe.scalars import ScalarTee
+from tools.profile.tpx_stats import read_tpx_stats
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +69,6 @@ class ProbeSession:
 
 
 def _run_meta(final: bool = False) -> dict[str, Any]:
-    import os
-
     meta: dict[str, Any] = {
         "torch": torch.__version__,
         "matmul_precision": torch.get_float32_matmul_precision(),
@@ -76,8 +76,6 @@ def _run_meta(final: bool = False) -> dict[str, Any]:
     }
     if final:
         try:
-            from tools.profile.tpx_stats import read_tpx_stats
-
             stats = read_tpx_stats()
             if stats is not None:
                 meta["tpx"] = stats.model_dump()

@@ -72,6 +72,7 @@ class ModuleProbe:
         self.optimizer_steps = 0
         self.call_counts: dict[str, int] = {}
         self._handles: list[Any] = []
+        self._optimizer_handle: Any = None
         self._census: _OpCensus | None = None
         self._census_done = not self.config.op_census
         self.finished = False
@@ -85,15 +86,22 @@ class ModuleProbe:
         self._handles = [
             nn_module.register_module_forward_pre_hook(self._pre_hook),
             nn_module.register_module_forward_hook(self._post_hook, always_call=True),
-            optim_mod.register_optimizer_step_post_hook(self._optimizer_hook),
         ]
+        # torch iterates the global optimizer hooks lazily: this one is removed only at uninstall()
+        self._optimizer_handle = optim_mod.register_optimizer_step_post_hook(self._optimizer_hook)
 
-    def uninstall(self) -> None:
+    def _remove_module_hooks(self) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
         self._stop_census()
         self.finished = True
+
+    def uninstall(self) -> None:
+        self._remove_module_hooks()
+        if self._optimizer_handle is not None:
+            self._optimizer_handle.remove()
+            self._optimizer_handle = None
 
     @property
     def step(self) -> int:
@@ -107,7 +115,7 @@ class ModuleProbe:
     def _maybe_finish(self) -> None:
         if self.step >= self.config.steps and not self.stack:
             logger.debug("probe: recorded %d step(s); removing module hooks", self.config.steps)
-            self.uninstall()
+            self._remove_module_hooks()
             self.recorder.flush()
 
     # ----------------------------------------------------------------- names
@@ -177,6 +185,8 @@ class ModuleProbe:
             self._census_done = True
 
     def _optimizer_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.finished:
+            return
         self.optimizer_steps += 1
         self.recorder.flush()
         self._maybe_finish()

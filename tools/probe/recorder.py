@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import time
 import weakref
@@ -191,13 +192,15 @@ class Recorder:
             self.flush()
 
 
-_ACTIVE: Recorder | None = None
+# The active recorder lives on ``sys`` rather than in this module: the runner's bootstrap imports
+# Ferry's ``tools`` in a private namespace and drops it from sys.modules afterwards, so user code
+# that imports ``tools.probe`` later gets fresh module objects; they must still find the recorder.
+_SYS_ATTR = "_ferry_probe_recorder"
 
 
 def active() -> Recorder | None:
-    return _ACTIVE
+    return getattr(sys, _SYS_ATTR, None)
 
 
 def set_active(recorder: Recorder | None) -> None:
-    global _ACTIVE
-    _ACTIVE = recorder
+    setattr(sys, _SYS_ATTR, recorder)

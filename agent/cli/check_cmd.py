@@ -1,0 +1,76 @@
+"""``ferry check``: reference (CPU) vs target (tpx) run of the same command; parity + profile report."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+NAME = "check"
+HELP = "run a command on CPU (reference) and on tpx (target), compare numerics, profile the target"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", help="repository to check (never modified: both runs use private copies)")
+    parser.add_argument("--run", dest="run_cmd", required=True, metavar="CMD",
+                        help='the command to run in the repository, e.g. "python train.py --steps 3"')
+    parser.add_argument("--out", metavar="DIR", help="where reports go (default: a new temporary directory)")
+    parser.add_argument("--steps", type=int, default=2, help="steps whose module calls are recorded (default 2)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for both runs (default 0)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (default 600)")
+    parser.add_argument("--no-profile", action="store_true", help="skip profiling the target run")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="FERRY_*/TPX_* setting for both runs (repeatable), e.g. FERRY_PROBE_MAX_BYTES=1e8")
+    parser.add_argument("--target-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="FERRY_*/TPX_* setting for the target run only, e.g. TPX_MATMUL_PRECISION=highest")
+    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
+
+
+def _pairs(items: list[str], flag: str) -> dict[str, str]:
+    from agent.cli import CliError
+
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"{flag} {item!r}: use KEY=VALUE, e.g. {flag} TPX_MATMUL_PRECISION=highest")
+        if not key.startswith(("FERRY_", "TPX_")):
+            raise CliError(f"{flag} {key}: only FERRY_* and TPX_* settings reach the sandboxed runs")
+        env[key] = value
+    return env
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agent.cli import EXIT_FAILED, EXIT_OK, CliError
+
+    if args.steps < 1:
+        raise CliError(f"--steps must be at least 1, got {args.steps}")
+    if args.timeout <= 0:
+        raise CliError(f"--timeout must be positive, got {args.timeout}")
+    if not args.run_cmd.strip():
+        raise CliError('--run is empty: give the command to run, e.g. --run "python train.py"')
+    try:
+        shlex.split(args.run_cmd)
+    except ValueError as exc:
+        raise CliError(f"--run {args.run_cmd!r} cannot be parsed as a shell command: {exc}") from exc
+    repo = Path(args.path).expanduser()
+    if not repo.is_dir():
+        raise CliError(f"{repo} is not a directory: pass the repository folder to check")
+    env = _pairs(args.set, "--set")
+    target_env = _pairs(args.target_set, "--target-set")
+
+    from tools.parity.check import CheckInputError, check, result_text
+    from tools.parity.models import CheckRequest
+
+    try:
+        result = check(CheckRequest(path=repo, command=args.run_cmd, out_dir=Path(args.out) if args.out else None,
+                                    steps=args.steps, seed=args.seed, timeout_s=args.timeout,
+                                    profile=not args.no_profile, env=env, target_env=target_env))
+    except CheckInputError as exc:
+        raise CliError(str(exc)) from exc
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(result_text(result))
+    return EXIT_OK if result.status in ("pass", "warn") else EXIT_FAILED

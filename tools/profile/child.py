@@ -1,0 +1,220 @@
+"""Profiler installation in the target run (``FERRY_PROFILE_DIR``) or in-process.
+
+Collects for a bounded window of steps (after ``FERRY_PROFILE_WARMUP`` steps, for
+``FERRY_PROFILE_STEPS`` steps; same step rule as the probe): a torch.profiler window with a
+Chrome trace and op table; for the whole run: host syncs and H2D copies with source lines,
+tpx op statistics, dynamo graph breaks and recompiles. Writes ``profile.json`` (and
+``trace.json``) into the directory at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+from torch.nn.modules import module as nn_module
+from torch.optim import optimizer as optim_mod
+
+from tools.profile.config import ProfileConfig, config_from_env
+from tools.profile.dynamo_watch import DynamoWatch
+from tools.profile.frames import FrameFinder
+from tools.profile.syncs import SyncTracker
+from tools.profile.tpx_stats import read_tpx_stats, reset_tpx_stats
+
+logger = logging.getLogger(__name__)
+
+PROFILE_JSON = "profile.json"
+TRACE_JSON = "trace.json"
+TOP_OPS = 40
+
+
+class ProfileSession:
+    def __init__(self, config: ProfileConfig) -> None:
+        self.config = config
+        self.out_dir = Path(config.out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.syncs = SyncTracker(FrameFinder(config.repo_root))
+        self.dynamo = DynamoWatch()
+        self.depth = 0
+        self.root_calls = 0
+        self.optimizer_steps = 0
+        self._handles: list[Any] = []
+        self._prof: torch.profiler.profile | None = None
+        self._window: dict[str, Any] = {"start_step": None, "end_step": None, "wall_s": None}
+        self._window_t0 = 0.0
+        self._tpx_at_start: dict[str, Any] | None = None
+        self._tpx_window: dict[str, Any] | None = None
+        self._ops: list[dict[str, Any]] = []
+        self.closed = False
+
+    @property
+    def step(self) -> int:
+        return self.optimizer_steps if self.optimizer_steps else max(self.root_calls - 1, 0)
+
+    # ---------------------------------------------------------------- install
+    def install(self) -> "ProfileSession":
+        reset_tpx_stats()
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(self._pre),
+            nn_module.register_module_forward_hook(self._post, always_call=True),
+            optim_mod.register_optimizer_step_post_hook(self._opt),
+        ]
+        if self.config.track_syncs:
+            self.syncs.install()
+        self.dynamo.install()
+        if self.config.warmup_steps == 0:
+            self._start_window()
+        return self
+
+    def _pre(self, module: Any, args: Any) -> None:
+        if self.depth == 0:
+            self.root_calls += 1
+            self._on_step()
+        self.depth += 1
+
+    def _post(self, module: Any, args: Any, out: Any) -> None:
+        self.depth = max(self.depth - 1, 0)
+
+    def _opt(self, *args: Any) -> None:
+        self.optimizer_steps += 1
+        self._on_step()
+
+    def _on_step(self) -> None:
+        step = self.step
+        if self._prof is None and self._window["start_step"] is None and step >= self.config.warmup_steps:
+            self._start_window()
+        elif self._prof is not None and step >= self._window["start_step"] + self.config.steps:
+            self._stop_window()
+
+    # ----------------------------------------------------------------- window
+    def _start_window(self) -> None:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        try:
+            self._prof = torch.profiler.profile(activities=activities, record_shapes=False, with_stack=False)
+            self._prof.__enter__()
+        except Exception:  # noqa: BLE001 - e.g. a profiler already running in the user's code
+            logger.warning("profile: torch.profiler could not start; op table will come from tpx stats only",
+                           exc_info=True)
+            self._prof = None
+        self._window["start_step"] = self.step
+        self._window_t0 = time.perf_counter()
+        self.syncs.in_window = True
+        stats = read_tpx_stats()
+        self._tpx_at_start = stats.model_dump() if stats else None
+
+    def _stop_window(self) -> None:
+        self.syncs.in_window = False
+        self._window["end_step"] = self.step
+        self._window["wall_s"] = time.perf_counter() - self._window_t0
+        stats = read_tpx_stats()
+        self._tpx_window = _diff_stats(self._tpx_at_start, stats.model_dump() if stats else None)
+        prof, self._prof = self._prof, None
+        if prof is None:
+            return
+        try:
+            prof.__exit__(None, None, None)
+            if self.config.trace:
+                prof.export_chrome_trace(str(self.out_dir / TRACE_JSON))
+            self._ops = _op_table(prof)
+        except Exception:  # noqa: BLE001
+            logger.warning("profile: could not read the torch.profiler window", exc_info=True)
+
+    # ------------------------------------------------------------------ close
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._prof is not None:
+            self._stop_window()
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self.syncs.uninstall()
+        self.dynamo.uninstall()
+        stats = read_tpx_stats()
+        window = dict(self._window)
+        if window["start_step"] is not None and window["end_step"] is not None:
+            window["steps"] = max(window["end_step"] - window["start_step"], 1)
+        doc = {
+            "format": "ferry-profile/1",
+            "repo_root": str(self.config.repo_root),
+            "config": json.loads(self.config.model_dump_json()),
+            "steps_seen": self.step,
+            "window": window,
+            "ops": self._ops,
+            "syncs": self.syncs.rows(),
+            "tpx": stats.model_dump() if stats else None,
+            "tpx_window": self._tpx_window,
+            "dynamo": self.dynamo.summary(),
+            "matmul_precision": torch.get_float32_matmul_precision(),
+            "trace": TRACE_JSON if (self.out_dir / TRACE_JSON).is_file() else None,
+        }
+        tmp = self.out_dir / (PROFILE_JSON + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1, default=str))
+        os.replace(tmp, self.out_dir / PROFILE_JSON)
+
+
+def _diff_stats(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any] | None:
+    """tpx counters accumulated inside the window."""
+    if after is None:
+        return None
+    before = before or {}
+    prev = {o["op"]: o for o in before.get("ops", [])}
+    ops = []
+    for o in after.get("ops", []):
+        p = prev.get(o["op"], {})
+        row = {"op": o["op"], "count": o["count"] - p.get("count", 0), "time_s": o["time_s"] - p.get("time_s", 0.0),
+               "fallback_calls": o["fallback_calls"] - p.get("fallback_calls", 0)}
+        if row["count"] > 0:
+            ops.append(row)
+    out = {k: after.get(k, 0) - before.get(k, 0) for k in ("d2h_syncs", "h2d_copies", "d2h_copies", "bytes_h2d", "bytes_d2h")}
+    out["ops"] = sorted(ops, key=lambda r: (-r["time_s"], -r["count"]))
+    out["fallback_ops"] = sorted({r["op"] for r in ops if r["fallback_calls"]})
+    return out
+
+
+def _op_table(prof: torch.profiler.profile) -> list[dict[str, Any]]:
+    rows = []
+    for evt in prof.key_averages():
+        rows.append({
+            "op": evt.key,
+            "count": int(evt.count),
+            "self_cpu_us": float(evt.self_cpu_time_total),
+            "cpu_total_us": float(evt.cpu_time_total),
+            "device_us": float(getattr(evt, "self_device_time_total", 0.0) or 0.0),
+        })
+    rows.sort(key=lambda r: -r["self_cpu_us"])
+    return rows[:TOP_OPS * 4]
+
+
+@contextmanager
+def profile_session(out_dir: Path | str, repo_root: Path | str, **settings: Any) -> Iterator[ProfileSession]:
+    """In-process: ``with profile_session(dir, repo_root): train()`` writes ``profile.json`` to ``dir``."""
+    session = ProfileSession(ProfileConfig(out_dir=Path(out_dir), repo_root=Path(repo_root), **settings)).install()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+_CHILD: ProfileSession | None = None
+
+
+def install_from_env() -> ProfileSession | None:
+    """Called by the runner's bootstrap when ``FERRY_PROFILE_DIR`` is set."""
+    global _CHILD
+    if _CHILD is not None:
+        return _CHILD
+    config = config_from_env()
+    if config is None:
+        return None
+    _CHILD = ProfileSession(config).install()
+    atexit.register(_CHILD.close)
+    return _CHILD

@@ -1,0 +1,43 @@
+"""Profiler settings from ``FERRY_PROFILE_*`` env vars."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+DEFAULT_WARMUP = 1
+DEFAULT_STEPS = 3
+
+
+class ProfileConfig(BaseModel):
+    out_dir: Path
+    repo_root: Path = Field(description="source lines are reported for frames under this directory")
+    warmup_steps: int = Field(DEFAULT_WARMUP, ge=0, description="steps skipped before the profiled window")
+    steps: int = Field(DEFAULT_STEPS, ge=1, description="steps in the torch.profiler window")
+    trace: bool = Field(True, description="export a Chrome/Perfetto trace of the window")
+    track_syncs: bool = True
+
+
+def _int(env: dict[str, str], key: str, default: int) -> int:
+    raw = env.get(key, "")
+    try:
+        return int(raw) if raw else default
+    except ValueError as exc:
+        raise ValueError(f"{key}={raw!r} is not an integer") from exc
+
+
+def config_from_env(env: dict[str, str] | None = None) -> ProfileConfig | None:
+    env = dict(os.environ if env is None else env)
+    out = env.get("FERRY_PROFILE_DIR")
+    if not out:
+        return None
+    return ProfileConfig(
+        out_dir=Path(out),
+        repo_root=Path(env.get("FERRY_PROFILE_REPO_ROOT") or env.get("FERRY_WORKSPACE") or os.getcwd()),
+        warmup_steps=_int(env, "FERRY_PROFILE_WARMUP", DEFAULT_WARMUP),
+        steps=_int(env, "FERRY_PROFILE_STEPS", DEFAULT_STEPS),
+        trace=env.get("FERRY_PROFILE_TRACE", "1").lower() not in ("0", "false", "no", "off"),
+        track_syncs=env.get("FERRY_PROFILE_SYNCS", "1").lower() not in ("0", "false", "no", "off"),
+    )

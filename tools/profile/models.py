@@ -1,0 +1,67 @@
+"""ProfileReport and its parts (pydantic)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class OpRow(BaseModel):
+    op: str
+    count: int
+    time_us: float
+    source: Literal["torch.profiler", "tpx"]
+    cpu_fallback: bool = False
+
+
+class SyncSite(BaseModel):
+    category: Literal["d2h_sync", "h2d_copy"]
+    kind: str
+    file: str
+    line: int
+    function: str = ""
+    source: str = ""
+    count: int
+    window_count: int = 0
+    bytes: int = 0
+
+
+class CompileEvent(BaseModel):
+    kind: Literal["graph_break", "recompile"]
+    reason: str
+    file: str | None = None
+    line: int | None = None
+    count: int = 1
+
+
+class Finding(BaseModel):
+    kind: Literal["host_sync", "h2d_copy", "cpu_fallback", "graph_break", "recompile", "hot_op"]
+    severity: Literal["high", "medium", "low"]
+    title: str
+    suggestion: str
+    file: str | None = None
+    line: int | None = None
+    source: str | None = None
+    count: int = 0
+
+
+class ProfileReport(BaseModel):
+    profile_dir: str
+    repo_root: str
+    steps_profiled: int | None = None
+    window_wall_s: float | None = None
+    top_ops_by_time: list[OpRow] = Field(default_factory=list)
+    top_ops_by_count: list[OpRow] = Field(default_factory=list)
+    profiler_top_ops: list[OpRow] = Field(default_factory=list, description="torch.profiler window, by self CPU time")
+    fallback_time_us: float = 0.0
+    fallback_ops: dict[str, int] = Field(default_factory=dict)
+    syncs: list[SyncSite] = Field(default_factory=list)
+    d2h_syncs_total: int = 0
+    h2d_copies_per_step: float | None = None
+    graph_breaks: list[CompileEvent] = Field(default_factory=list)
+    recompiles: list[CompileEvent] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    trace_path: str | None = None
+    markdown_path: str | None = None
+    notes: list[str] = Field(default_factory=list)

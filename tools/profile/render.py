@@ -1,0 +1,47 @@
+"""Markdown rendering of a ProfileReport."""
+
+from __future__ import annotations
+
+from tools.profile.models import ProfileReport
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.2f} ms"
+
+
+def render_markdown(r: ProfileReport) -> str:
+    lines = ["# Ferry profile", ""]
+    lines.append(f"- steps profiled: {r.steps_profiled if r.steps_profiled is not None else 'n/a'}"
+                 + (f" ({r.window_wall_s:.3f} s wall)" if r.window_wall_s else ""))
+    lines.append(f"- device-to-host syncs: {r.d2h_syncs_total}")
+    if r.h2d_copies_per_step is not None:
+        lines.append(f"- host-to-device copies per step: {r.h2d_copies_per_step:.1f}")
+    lines.append(f"- time in CPU-fallback ops: {_ms(r.fallback_time_us)}"
+                 + (f" ({', '.join(f'{k} x{v}' for k, v in r.fallback_ops.items())})" if r.fallback_ops else ""))
+    lines.append(f"- graph breaks: {sum(g.count for g in r.graph_breaks)}, recompiles: {sum(x.count for x in r.recompiles)}")
+    if r.trace_path:
+        lines.append(f"- Chrome/Perfetto trace: `{r.trace_path}` (open in https://ui.perfetto.dev)")
+    lines += ["", "## Findings", ""]
+    if not r.findings:
+        lines.append("No findings: no syncs, copies, fallbacks or graph breaks worth acting on.")
+    for i, f in enumerate(r.findings, 1):
+        loc = f" — `{f.file}:{f.line}`" if f.file else ""
+        lines.append(f"{i}. **[{f.severity}] {f.title}**{loc}")
+        if f.source:
+            lines.append(f"   - code: `{f.source}`")
+        lines.append(f"   - {f.suggestion}")
+    for title, rows in (("Top ops by time", r.top_ops_by_time), ("Top ops by count", r.top_ops_by_count),
+                        ("torch.profiler window (self CPU time)", r.profiler_top_ops)):
+        if not rows:
+            continue
+        lines += ["", f"## {title}", "", "| op | calls | time | where |", "|---|---:|---:|---|"]
+        for o in rows:
+            where = "cpu-fallback" if o.cpu_fallback else o.source
+            lines.append(f"| `{o.op}` | {o.count} | {_ms(o.time_us)} | {where} |")
+    if r.syncs:
+        lines += ["", "## Syncs and copies by source line", "", "| kind | line | count | code |", "|---|---|---:|---|"]
+        for s in r.syncs:
+            lines.append(f"| {s.category}:{s.kind} | `{s.file}:{s.line}` | {s.count} | `{s.source}` |")
+    for note in r.notes:
+        lines += ["", f"> {note}"]
+    return "\n".join(lines) + "\n"

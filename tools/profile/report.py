@@ -1,0 +1,164 @@
+"""build_profile_report: turns a profile directory into findings with concrete suggestions."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from tools.profile.child import PROFILE_JSON
+from tools.profile.models import CompileEvent, Finding, OpRow, ProfileReport, SyncSite
+from tools.profile.suggestions import (
+    DATA_DEPENDENT_SUGGESTIONS, DEFAULT_FALLBACK, GRAPH_BREAK_HINTS, H2D_SUGGESTION, RECOMPILE_SUGGESTION,
+    SYNC_SUGGESTIONS,
+)
+from tools.profile.syncs import DATA_DEPENDENT
+
+logger = logging.getLogger(__name__)
+
+TOP_N = 15
+REPORT_MD = "profile.md"
+
+
+class ProfileError(ValueError):
+    """The directory is not a readable profile."""
+
+
+def _where(file: str | None, line: int | None) -> str:
+    return f"{file}:{line}" if file else "an unknown line"
+
+
+def _profiler_rows(doc: dict[str, Any]) -> list[OpRow]:
+    return [OpRow(op=o["op"], count=o["count"], time_us=o["self_cpu_us"], source="torch.profiler")
+            for o in doc.get("ops") or []]
+
+
+def _tpx_rows(doc: dict[str, Any]) -> list[OpRow]:
+    """tpx ops of the profiled window (the whole run when there was no window)."""
+    tpx = doc.get("tpx_window") or doc.get("tpx") or {}
+    fallback = set(tpx.get("fallback_ops", []))
+    return [OpRow(op=o["op"], count=o["count"], time_us=o["time_s"] * 1e6, source="tpx",
+                  cpu_fallback=o["op"] in fallback or o.get("fallback_calls", 0) > 0)
+            for o in tpx.get("ops", [])]
+
+
+def _relative(path: str | None, root: Path) -> str | None:
+    if not path:
+        return None
+    try:
+        return os.path.relpath(Path(path).resolve(), root.resolve()) if Path(path).resolve().is_relative_to(root.resolve()) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _compile_events(doc: dict[str, Any], root: Path) -> tuple[list[CompileEvent], list[CompileEvent]]:
+    dyn = doc.get("dynamo") or {}
+    breaks: list[CompileEvent] = []
+    recompiles: list[CompileEvent] = []
+    for e in dyn.get("events", []):
+        # innermost user frame: the last location inside the repo (tracebacks list outer frames first)
+        user = [(rel, line) for f, line in e.get("locations", []) if (rel := _relative(f, root))]
+        loc = user[-1] if user else (None, None)
+        reason = e["message"].strip()
+        target = breaks if e["kind"] == "graph_break" else recompiles
+        same = next((x for x in target if x.file == loc[0] and x.line == loc[1] and x.reason == reason), None)
+        if same:
+            same.count += 1
+        else:
+            target.append(CompileEvent(kind=e["kind"], reason=reason, file=loc[0], line=loc[1]))
+    if not breaks:
+        for reason, n in (dyn.get("counters", {}).get("graph_break") or {}).items():
+            breaks.append(CompileEvent(kind="graph_break", reason=reason, count=n))
+    return breaks, recompiles
+
+
+def _findings(report: ProfileReport, steps: int | None) -> list[Finding]:
+    out: list[Finding] = []
+    for s in report.syncs:
+        where = _where(s.file, s.line)
+        if s.category == "d2h_sync":
+            if s.kind in DATA_DEPENDENT:
+                hint = DATA_DEPENDENT_SUGGESTIONS.get(s.kind, DEFAULT_FALLBACK)
+                text = f"`{s.kind}` has a data-dependent output size and syncs ({s.count}x at {where}): {hint}."
+            else:
+                text = SYNC_SUGGESTIONS.get(s.kind, "this call waits for the device ({n}x at {where}).").format(n=s.count, where=where)
+            sev = "high" if s.count >= 10 else "medium" if s.count >= 2 else "low"
+            out.append(Finding(kind="host_sync", severity=sev, title=f"device-to-host sync: {s.kind}", suggestion=text,
+                               file=s.file, line=s.line, source=s.source, count=s.count))
+        else:
+            per_step = s.window_count / steps if steps else float(s.count)
+            sev = "high" if per_step >= 1 else "medium" if s.window_count else "low"
+            out.append(Finding(kind="h2d_copy", severity=sev, title=f"host-to-device copy: {s.kind}",
+                               suggestion=H2D_SUGGESTION.format(n=s.count, where=where, per_step=per_step),
+                               file=s.file, line=s.line, source=s.source, count=s.count))
+    for op, n in sorted(report.fallback_ops.items(), key=lambda kv: -kv[1]):
+        base = op.split("::")[-1].split(".")[0]
+        site = next((s for s in report.syncs if s.kind == base), None)
+        hint = DATA_DEPENDENT_SUGGESTIONS.get(base, DEFAULT_FALLBACK)
+        out.append(Finding(kind="cpu_fallback", severity="high" if n >= 10 else "medium",
+                           title=f"CPU fallback: {op} ({n} calls)",
+                           suggestion=f"`{base}` is not native on tpx and ran {n}x on the CPU"
+                                      f"{' at ' + _where(site.file, site.line) if site else ''}: replace it: {hint}.",
+                           file=site.file if site else None, line=site.line if site else None,
+                           source=site.source if site else None, count=n))
+    for g in report.graph_breaks:
+        hint = next(h for key, h in GRAPH_BREAK_HINTS if key.lower() in g.reason.lower())
+        first = g.reason.splitlines()[0][:160] if g.reason else "graph break"
+        out.append(Finding(kind="graph_break", severity="medium", title=f"graph break: {first}",
+                           suggestion=f"torch.compile splits the graph at {_where(g.file, g.line)}: {hint}.",
+                           file=g.file, line=g.line, count=g.count))
+    for r in report.recompiles:
+        reason = " ".join(r.reason.split())[:240]
+        out.append(Finding(kind="recompile", severity="medium", title="recompile",
+                           suggestion=RECOMPILE_SUGGESTION.format(reason=reason), file=r.file, line=r.line,
+                           count=r.count))
+    rank = {"high": 0, "medium": 1, "low": 2}
+    return sorted(out, key=lambda f: (rank[f.severity], -f.count))
+
+
+def build_profile_report(profile_dir: Path | str, repo_root: Path | str) -> ProfileReport:
+    """Read ``profile.json`` from ``profile_dir`` and derive findings; writes ``profile.md`` next to it."""
+    profile_dir, root = Path(profile_dir), Path(repo_root)
+    path = profile_dir / PROFILE_JSON
+    if not path.is_file():
+        raise ProfileError(f"{profile_dir} holds no {PROFILE_JSON}; run with --profile first (or the run died "
+                           "before exit: the profile is written at interpreter exit)")
+    doc = json.loads(path.read_text())
+    window = doc.get("window") or {}
+    steps = window.get("steps")
+    prof_rows = _profiler_rows(doc)
+    rows = _tpx_rows(doc) or prof_rows  # device ops when the run used tpx, else what torch.profiler saw
+    report = ProfileReport(profile_dir=str(profile_dir), repo_root=str(root), steps_profiled=steps,
+                           window_wall_s=window.get("wall_s"))
+    report.top_ops_by_time = sorted(rows, key=lambda r: -r.time_us)[:TOP_N]
+    report.top_ops_by_count = sorted(rows, key=lambda r: -r.count)[:TOP_N]
+    report.profiler_top_ops = sorted(prof_rows, key=lambda r: -r.time_us)[:TOP_N]
+    tpx = doc.get("tpx") or {}
+    fb_ops = {o["op"]: o.get("fallback_calls", 0) for o in tpx.get("ops", []) if o.get("fallback_calls")}
+    for name in tpx.get("fallback_ops", []):
+        fb_ops.setdefault(name, next((o["count"] for o in tpx.get("ops", []) if o["op"] == name), 0))
+    report.fallback_ops = fb_ops
+    report.fallback_time_us = sum(o["time_s"] * 1e6 for o in tpx.get("ops", []) if o["op"] in fb_ops)
+    report.syncs = [SyncSite(**s) for s in doc.get("syncs", [])]
+    report.d2h_syncs_total = int(tpx.get("d2h_syncs") or sum(s.count for s in report.syncs if s.category == "d2h_sync"))
+    h2d_window = sum(s.window_count for s in report.syncs if s.category == "h2d_copy")
+    tpx_window = doc.get("tpx_window") or {}
+    if steps:
+        report.h2d_copies_per_step = max(h2d_window, int(tpx_window.get("h2d_copies") or 0)) / steps
+    report.graph_breaks, report.recompiles = _compile_events(doc, root)
+    report.findings = _findings(report, steps)
+    if doc.get("trace"):
+        report.trace_path = str(profile_dir / doc["trace"])
+    if tpx == {}:
+        report.notes.append("no tpx op statistics (the run did not use tpx): op table from torch.profiler only")
+    if window.get("start_step") is None:
+        report.notes.append(f"the program ran fewer steps ({doc.get('steps_seen', 0)}) than the warm-up; "
+                            "no torch.profiler window was recorded")
+    from tools.profile.render import render_markdown
+
+    md = profile_dir / REPORT_MD
+    md.write_text(render_markdown(report))
+    report.markdown_path = str(md)
+    return report
