@@ -23,6 +23,7 @@ EXIT_USAGE = 2
 COMMAND_MODULES: tuple[str, ...] = (
     "agent.cli.demo_cmd",
     "agent.cli.run_cmd",
+    "agent.cli.check_cmd",
     "agent.cli.doctor_cmd",
     "agent.cli.migrate_cmd",
     "agent.cli.resume_cmd",
