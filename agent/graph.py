@@ -1,7 +1,8 @@
 """The migration graph (LangGraph StateGraph) and its checkpointer.
 
 ingest -> reference_run -> scan -> plan -> rewrite -> target_run -> (diagnose -> [llm_fix] ->
-apply_fix -> target_run)* -> parity [-> apply_fix -> target_run ...] -> profile -> report.
+apply_fix -> target_run)* -> parity [-> apply_fix -> target_run ...] -> tests [-> diagnose ...]
+-> profile -> report.
 
 Checkpoints go to SQLite (``<state dir>/checkpoints.sqlite``) by default, or to Postgres when
 ``FERRY_DATABASE_URL`` names one; every super-step is written synchronously, so a migration
@@ -31,7 +32,7 @@ from agent.nodes.reference import reference_run
 from agent.nodes.report import report
 from agent.nodes.rewrite import rewrite
 from agent.nodes.scan import scan
-from agent.nodes.target import target_run
+from agent.nodes.target import target_run, tests
 from agent.state import MigrationState
 
 logger = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ def build_graph() -> StateGraph:
     for name, fn in (
         ("ingest", ingest), ("reference_run", reference_run), ("scan", scan), ("plan", plan),
         ("rewrite", rewrite), ("target_run", target_run), ("diagnose", diagnose), ("llm_fix", llm_fix),
-        ("apply_fix", apply_fix), ("parity", parity), ("profile", profile), ("report", report),
+        ("apply_fix", apply_fix), ("parity", parity), ("tests", tests), ("profile", profile), ("report", report),
     ):
         g.add_node(name, fn)
     g.add_edge(START, "ingest")
@@ -59,6 +60,7 @@ def build_graph() -> StateGraph:
     g.add_conditional_edges("llm_fix", routers.after_llm)
     g.add_conditional_edges("apply_fix", routers.after_apply)
     g.add_conditional_edges("parity", routers.after_parity)
+    g.add_conditional_edges("tests", routers.after_tests)
     g.add_edge("profile", "report")
     g.add_edge("report", END)
     return g

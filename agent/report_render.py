@@ -32,6 +32,8 @@ def result_json(state: MigrationState, patch_files: list[dict[str, Any]]) -> dic
         "edits": [{k: e.get(k) for k in ("step", "kind", "rule", "site", "files", "reason")} for e in state.get("edits") or []],
         "patch_files": patch_files,
         "parity": {"passed": parity_passed_or_none(parity)},
+        "profile": {"findings": len((state.get("profile") or {}).get("findings") or []),
+                    "error": (state.get("profile") or {}).get("error")},
         "steps": state.get("steps") or [],
     }
 
@@ -76,6 +78,8 @@ def profile_lines(profile: dict[str, Any] | None, limit: int = 15) -> list[str]:
     if not profile:
         return ["(no profile)"]
     findings = profile.get("findings") or []
+    if profile.get("error"):
+        return [f"Profiling failed: {profile['error']}"]
     if not findings:
         return ["No findings."]
     out = []

@@ -49,7 +49,15 @@ def after_apply(state: Mapping[str, Any]) -> Literal["target_run", "report"]:
     return "report" if state.get("status") else "target_run"
 
 
-def after_parity(state: Mapping[str, Any]) -> Literal["profile", "apply_fix", "report"]:
+def after_parity(state: Mapping[str, Any]) -> Literal["tests", "profile", "apply_fix", "report"]:
     if state.get("status"):
         return "report"
-    return "apply_fix" if state.get("proposal") else "profile"
+    if state.get("proposal"):
+        return "apply_fix"
+    return "tests" if (state.get("options") or {}).get("test_command") else "profile"
+
+
+def after_tests(state: Mapping[str, Any]) -> Literal["profile", "diagnose", "report"]:
+    if state.get("status"):
+        return "report"
+    return "profile" if _ok(state.get("last_run")) else "diagnose"

@@ -12,8 +12,8 @@ logger = logging.getLogger(__name__)
 NEXT_LABEL = {
     "ingest": "reference run (original code, CUDA -> CPU)", "reference_run": "scanning",
     "scan": "planning", "plan": "applying codemods", "rewrite": "target run on tpx",
-    "target_run": "checking the result", "diagnose": "fixing", "llm_fix": "applying the model's edit",
-    "apply_fix": "target run on tpx", "parity": "profiling", "profile": "writing the report",
+    "target_run": "checking the result", "tests": "profiling", "diagnose": "fixing", "llm_fix": "applying the model's edit",
+    "apply_fix": "target run on tpx", "parity": "tests / profiling", "profile": "writing the report",
 }
 
 

@@ -1,4 +1,8 @@
-"""profile: the profiler's findings for the passing target run."""
+"""profile: one profiled run of the final code on tpx, and the profiler's findings.
+
+The profiled run is separate from the target runs so that profiler overhead (or a profiler
+failure) never decides whether the migration works; a failed profiling run is reported, not fatal.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +11,38 @@ from pathlib import Path
 from typing import Any
 
 from agent import toolbox
-from agent.nodes.common import ensure_workspace, step
-from agent.state import MigrationState
+from agent.errors import ToolUnavailable
+from agent.nodes.common import artifacts_dir, ensure_workspace, run_is_ok, run_summary, step
+from agent.state import MigrationState, options_of
 
 logger = logging.getLogger(__name__)
 
 
 @step("profile")
 def profile(state: MigrationState) -> dict[str, Any]:
-    tgt = state.get("target_ok") or {}
-    pdir = tgt.get("profile_dir")
+    opts = options_of(state)
+    ws = ensure_workspace(state)
+    run = toolbox.run(ws, opts.run_command, device="tpx", redirect_cuda=None, probe=False, profile=True,
+                      timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=artifacts_dir(state, "profile"))
+    update: dict[str, Any] = {"runs": [run_summary("profile", run)]}
+    pdir = run.get("profile_dir")
+    if not run_is_ok(run):
+        trace = run.get("trace") or {}
+        msg = f"the profiled run failed ({run.get('status')}: {trace.get('exc_type', '')} {str(trace.get('message', ''))[:200]})"
+        update.update({"profile": {"error": msg, "findings": []}, "_summary": msg})
+        return update
     if not pdir or not Path(pdir).is_dir():
-        return {"profile": None, "_summary": "no profile collected by the target run"}
-    report = toolbox.profile_report(Path(pdir), ensure_workspace(state))
+        update.update({"profile": None, "_summary": "the profiled run wrote no profile"})
+        return update
+    try:
+        report = toolbox.profile_report(Path(pdir), ws)
+    except ToolUnavailable:
+        raise
+    except Exception as exc:  # a profiler bug must not undo a verified migration; it is reported
+        logger.exception("building the profile report failed")
+        msg = f"the profile report could not be built: {type(exc).__name__}: {exc}"
+        update.update({"profile": {"error": msg, "findings": []}, "_summary": msg})
+        return update
     n = len(report.get("findings") or [])
-    return {"profile": report, "_summary": f"{n} profiler findings"}
+    update.update({"profile": report, "_summary": f"{n} profiler findings"})
+    return update

@@ -41,5 +41,12 @@ def test_diagnose_prefers_rule_then_model():
 
 
 def test_parity_outcome():
-    assert routers.after_parity({"parity": {"passed": True}}) == "profile"
+    assert routers.after_parity({"parity": {"passed": True}, "options": {"test_command": None}}) == "profile"
+    assert routers.after_parity({"parity": {"passed": True}, "options": {"test_command": "pytest"}}) == "tests"
     assert routers.after_parity({"proposal": {"rule": "matmul_precision_highest"}}) == "apply_fix"
+
+
+def test_tests_outcome():
+    assert routers.after_tests({"last_run": OK}) == "profile"
+    assert routers.after_tests({"last_run": FAILED}) == "diagnose"
+    assert routers.after_tests({"status": "failed_timeout", "last_run": OK}) == "report"

@@ -1,0 +1,163 @@
+"""Checkpoint + resume after a real kill -9 of `ferry migrate`, and --approve interrupts.
+
+These drive the real CLI in subprocesses with the real runner, codemods and tpx backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.migration import UnknownMigration, load
+from tools.patch import git_apply
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A CUDA program: the codemods fix the placement, the float64 metric needs the offline policy.
+PROG = '''import time
+
+import torch
+
+device = torch.device("cuda")
+
+
+def main():
+    x = torch.arange(6, dtype=torch.float32).cuda()
+    w = torch.ones(6, device="cuda")
+    time.sleep(1.0)
+    for step in range(3):
+        total = ((x + step) * w).double().sum()
+        print(f"step {step} loss {total.item():.6f}")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "prog.py").write_text(PROG)
+    return repo
+
+
+def _ferry(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, **kw)
+
+
+def _steps(state: dict) -> list[str]:
+    return [s["node"] for s in state.get("steps") or []]
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_keeps_finished_steps_and_edits(tmp_path):
+    repo = _repo(tmp_path)
+    sdir = tmp_path / "state"
+    mid = "kill-test"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py", "--json",
+         "--state-dir", str(sdir), "--id", mid, "--out", str(tmp_path / "out")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    state: dict = {}
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                state = load(mid, sdir)
+            except UnknownMigration:
+                state = {}
+            if "apply_fix" in _steps(state):
+                break
+            time.sleep(0.3)
+        assert proc.poll() is None, f"migration ended before the kill: {proc.stderr.read().decode()[-2000:]}"
+        os.killpg(proc.pid, signal.SIGKILL)  # kill -9 the whole process group, mid target run
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGKILL
+    killed = load(mid, sdir)
+    assert killed["pending"], "the killed migration must have work left"
+    assert killed["status"] is None
+    assert ".float()" in killed["files"]["prog.py"]  # the policy edit is in the checkpoint
+    # lose the workspace too: it must be rebuilt from the original + the edits in the state
+    shutil.rmtree(killed["workspace"])
+
+    res = _ferry("resume", mid, "--state-dir", str(sdir), "--json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    result = json.loads(res.stdout)
+    assert result["status"] == "migrated"
+    final = load(mid, sdir)
+    steps = _steps(final)
+    for node in ("ingest", "reference_run", "scan", "plan", "rewrite", "apply_fix"):
+        assert steps.count(node) == 1, f"{node} ran {steps.count(node)} times: {steps}"
+    assert (repo / "prog.py").read_text() == PROG  # the original is never written
+    patch = (tmp_path / "out" / "ferry.patch").read_text()
+    copy = tmp_path / "copy"
+    shutil.copytree(repo, copy)
+    git_apply(copy, patch)
+    migrated = (copy / "prog.py").read_text()
+    assert ".cuda()" not in migrated and '"cuda"' not in migrated and ".double()" not in migrated
+    assert ".float().sum()" in migrated
+
+
+@pytest.mark.slow
+def test_approve_interrupts_before_policy_edit_then_resumes(tmp_path):
+    repo = _repo(tmp_path)
+    sdir = tmp_path / "state"
+    res = _ferry("migrate", str(repo), "--run", "python prog.py", "--approve", "--json", "--state-dir", str(sdir),
+                 "--id", "appr", "--out", str(tmp_path / "out"))
+    assert res.returncode == 1, res.stderr[-3000:]
+    waiting = json.loads(res.stdout)
+    assert waiting["status"] == "awaiting_approval"
+    question = waiting["interrupts"][0]
+    assert question["rule"] == "float64_to_float32" and question["kind"] == "policy"
+    assert "+        total = ((x + step) * w).float().sum()" in question["diff"]
+    assert "float64" in question["reason"]
+    before = load("appr", sdir)
+    assert before["pending"] == ["apply_fix"] and before["iteration"] == 0
+    # the codemod edits were applied without asking
+    assert any(e["kind"] == "codemod" for e in before["edits"])
+
+    # answering with an edit of our own: verified the same way
+    mine = tmp_path / "mine.py"
+    mine.write_text(before["files"]["prog.py"].replace(".double().sum()", ".sum()"))
+    res2 = _ferry("resume", "appr", "--edit", f"prog.py={mine}", "--state-dir", str(sdir), "--json")
+    assert res2.returncode == 0, res2.stdout[-3000:] + res2.stderr[-3000:]
+    result = json.loads(res2.stdout)
+    assert result["status"] == "migrated"
+    assert [e["kind"] for e in result["edits"]][-1] == "human"
+    after = load("appr", sdir)
+    assert _steps(after).count("diagnose") == 1  # steps before the interrupt were not redone
+    assert ".double()" not in after["files"]["prog.py"]
+
+
+@pytest.mark.slow
+def test_reject_ends_with_named_status(tmp_path):
+    repo = _repo(tmp_path)
+    sdir = tmp_path / "state"
+    res = _ferry("migrate", str(repo), "--run", "python prog.py", "--approve", "--json", "--state-dir", str(sdir),
+                 "--id", "rej")
+    assert res.returncode == 1 and json.loads(res.stdout)["status"] == "awaiting_approval"
+    res2 = _ferry("resume", "rej", "--reject", "--state-dir", str(sdir), "--json")
+    assert res2.returncode == 1
+    result = json.loads(res2.stdout)
+    assert result["status"] == "rejected"
+    assert "float64_to_float32" in result["summary"]
+    assert not any(e["kind"] == "policy" for e in result["edits"])
+
+
+def test_resume_of_unknown_id_is_a_usage_error(tmp_path):
+    res = _ferry("resume", "nope", "--state-dir", str(tmp_path))
+    assert res.returncode == 2
+    assert "no migration 'nope'" in res.stderr
