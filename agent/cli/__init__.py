@@ -22,6 +22,8 @@ EXIT_USAGE = 2
 # Order is the order shown by ``ferry --help``.
 COMMAND_MODULES: tuple[str, ...] = (
     "agent.cli.demo_cmd",
+    "agent.cli.scan_cmd",
+    "agent.cli.rewrite_cmd",
     "agent.cli.run_cmd",
     "agent.cli.check_cmd",
     "agent.cli.doctor_cmd",

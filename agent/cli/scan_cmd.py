@@ -1,0 +1,91 @@
+"""``ferry scan PATH``: find CUDA idioms, classify them, propose rewrites."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+NAME = "scan"
+HELP = "find CUDA idioms in a repository (.py and notebooks), classify them and propose rewrites"
+
+_STYLE = {"auto": "green", "review": "yellow", "unsupported": "red"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", type=Path, help="repository folder or a single .py/.ipynb file")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the ScanReport as JSON (stable schema)")
+    out.add_argument("--sarif", type=Path, metavar="FILE", help="write a SARIF 2.1.0 log to FILE")
+    parser.add_argument("--rules", help="comma-separated rule ids to run (default: all)")
+    parser.add_argument("--max-file-bytes", type=int, default=2_000_000,
+                        help="skip files larger than this (default 2000000)")
+    parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    parser.add_argument("--no-gitignore", action="store_true", help="also scan files .gitignore excludes")
+
+
+def parse_rules(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    rules = [r.strip().upper() for r in text.split(",") if r.strip()]
+    return rules or None
+
+
+def render_table(report, console) -> None:  # type: ignore[no-untyped-def]
+    from rich.table import Table
+
+    table = Table(title=f"CUDA idioms under {report.root}", show_lines=False)
+    table.add_column("rule")
+    table.add_column("where", overflow="fold")
+    table.add_column("category")
+    table.add_column("code", overflow="fold")
+    table.add_column("rewrite / nearest option", overflow="fold")
+    for f in report.findings:
+        where = f"{f.file}:{f.line}:{f.col}" if f.cell is None else f"{f.file}[cell {f.cell}]:{f.line}:{f.col}"
+        style = _STYLE[f.category]
+        table.add_row(f.rule_id, where, f"[{style}]{f.category}[/{style}]", f.snippet,
+                      f.rewrite or f.message)
+    console.print(table)
+    s = report.summary
+    cats = ", ".join(f"{k}: {v}" for k, v in s.by_category.items()) or "none"
+    console.print(f"{s.findings} findings ({cats}) in {s.files_scanned} files, {s.lines} lines; "
+                  f"{s.files_skipped} skipped")
+    for note in report.notes:
+        line = f":{note.line}" if note.line else ""
+        console.print(f"[dim]note[/dim] {note.file}{line}: {note.kind}: {note.message}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.cli import CliError
+    from tools.scan.api import ScanInputError, scan
+    from tools.scan.models import ScanRequest
+
+    if args.max_file_bytes <= 0:
+        raise CliError(f"--max-file-bytes must be positive, got {args.max_file_bytes}")
+    if args.jobs is not None and args.jobs < 1:
+        raise CliError(f"--jobs must be at least 1, got {args.jobs}")
+    try:
+        report = scan(ScanRequest(path=args.path, rules=parse_rules(args.rules), max_file_bytes=args.max_file_bytes,
+                                  jobs=args.jobs, respect_gitignore=not args.no_gitignore))
+    except ScanInputError as exc:
+        raise CliError(f"{exc} (give a repository folder or a .py/.ipynb file)") from exc
+    if args.json:
+        print(report.model_dump_json(indent=2))
+        return 0
+    from rich.console import Console
+
+    console = Console()
+    if args.sarif:
+        from tools.scan.sarif import to_sarif
+
+        try:
+            args.sarif.write_text(json.dumps(to_sarif(report), indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"cannot write SARIF to {args.sarif}: {exc}") from exc
+        console.print(f"SARIF 2.1.0 log with {len(report.findings)} results written to {args.sarif}")
+        return 0
+    render_table(report, console)
+    return 0

@@ -1,0 +1,5 @@
+"""libcst codemods for CUDA idioms: one rule per module in ``tools.codemods.rules``.
+
+Rule ids are ``FRY0NN`` where NN is the entry number in the CUDA idiom catalogue
+(``docs/CUDA_IDIOMS.md``); see ``docs/codemods.md``.
+"""

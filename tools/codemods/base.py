@@ -1,0 +1,144 @@
+"""The rule base class and the data a rule produces.
+
+Every rule is a libcst ``BatchableCSTVisitor``: all rules run in ONE traversal of a module
+(``MetadataWrapper.visit_batched``), resolving names with ``QualifiedNameProvider`` so that
+``import torch as T``, ``from torch import cuda`` and ``import torch.cuda.amp as amp`` all
+resolve to the same ``torch.cuda...`` names. A rule never prints and never touches files: it
+records :class:`Hit` objects (a finding, optionally with a transform for the node) on its
+:class:`RuleContext`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import libcst as cst
+from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
+
+logger = logging.getLogger(__name__)
+_TORCH_RE = re.compile(r"(?<![\w.])torch\.")
+
+
+def device_expression_text(mode: str) -> str:
+    from tools.codemods.device import device_expression
+
+    return device_expression(mode)  # type: ignore[arg-type]
+
+Category = Literal["auto", "review", "unsupported"]
+DeviceMode = Literal["accelerator", "tpx"]
+Transform = Callable[[cst.CSTNode], cst.CSTNode]
+
+#: target devices a CUDA idiom blocks when left in place.
+ALL_TARGETS: tuple[str, ...] = ("tpx", "cpu")
+
+
+@dataclass
+class Hit:
+    """One idiom found at one node; ``transform`` rewrites the node when the rule is auto."""
+
+    rule_id: str
+    node: cst.CSTNode
+    category: Category
+    message: str
+    suggestion: str | None = None
+    transform: Transform | None = None
+    blocks: tuple[str, ...] = ALL_TARGETS
+    needs_device: bool = False
+    add_imports: tuple[tuple[str, str | None], ...] = ()
+    remove_imports: tuple[tuple[str, str | None, str | None], ...] = ()
+
+
+@dataclass
+class RuleContext:
+    """Per-module state shared by all rules of one pass."""
+
+    device_mode: DeviceMode = "accelerator"
+    device_name: str = "device"
+    hits: list[Hit] = field(default_factory=list)
+    #: module-level Assign nodes that will become the device variable definition
+    device_definitions: list[cst.CSTNode] = field(default_factory=list)
+    #: value of an existing module-level ``NAME = <cuda device>`` that becomes the definition
+    device_definition_value: cst.CSTNode | None = None
+    definition_used: bool = False
+    #: the name ``torch`` is bound to at module level (``import torch as T`` -> "T"); None if not imported
+    torch_name: str | None = None
+
+
+class Rule(cst.BatchableCSTVisitor):
+    """Base class: subclasses set the class attributes and implement ``visit_*`` methods."""
+
+    ID: ClassVar[str] = ""
+    NAME: ClassVar[str] = ""
+    DESCRIPTION: ClassVar[str] = ""
+    CATEGORY: ClassVar[Category] = "review"
+    ENTRIES: ClassVar[tuple[int, ...]] = ()
+    #: contextual rules only report in modules that have non-contextual findings too
+    CONTEXTUAL: ClassVar[bool] = False
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
+
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    # -- helpers -------------------------------------------------------------------------
+    def qnames(self, node: cst.CSTNode) -> set[str]:
+        found = self.get_metadata(QualifiedNameProvider, node, None) or set()
+        return {q.name for q in found}
+
+    def qname_in(self, node: cst.CSTNode, names: object) -> str | None:
+        for name in self.qnames(node):
+            if name in names:  # type: ignore[operator]
+                return name
+        return None
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.get_metadata(ParentNodeProvider, node, None)
+
+    def is_outermost_attribute(self, node: cst.CSTNode) -> bool:
+        parent = self.parent(node)
+        return not (isinstance(parent, cst.Attribute) and parent.value is node)
+
+    def hit(self, node: cst.CSTNode, message: str, *, category: Category | None = None,
+            suggestion: str | None = None, transform: Transform | None = None,
+            needs_device: bool = False, blocks: tuple[str, ...] = ALL_TARGETS,
+            add_imports: tuple[tuple[str, str | None], ...] = (),
+            remove_imports: tuple[tuple[str, str | None, str | None], ...] = ()) -> None:
+        cat = category or (self.CATEGORY if transform is not None or self.CATEGORY != "auto" else "review")
+        if transform is None and cat == "auto":
+            cat = "review"
+        self.ctx.hits.append(Hit(self.ID, node, cat, message, suggestion,
+                                 transform if cat == "auto" else None, blocks, needs_device,
+                                 add_imports, remove_imports))
+
+    def torch_text(self, text: str) -> str:
+        """Rewrites ``torch.`` in generated code to the module's own alias for torch."""
+        alias = self.ctx.torch_name or "torch"
+        return text if alias == "torch" else _TORCH_RE.sub(alias + ".", text)
+
+    @property
+    def dev(self) -> str:
+        return self.ctx.device_name
+
+    def device_ref(self, node: cst.CSTNode) -> str:
+        """Text that stands for the target device at ``node``: the module's device variable,
+        or the device expression itself where ``node`` defines (or shadows) that variable."""
+        from tools.codemods.device import device_expression
+
+        if node is self.ctx.device_definition_value:
+            self.ctx.definition_used = True
+            return self.torch_text(device_expression(self.ctx.device_mode))
+        parent = self.parent(node)
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)):
+            targets = ([t.target for t in parent.targets] if isinstance(parent, cst.Assign)
+                       else [parent.target])
+            if any(isinstance(t, cst.Name) and t.value == self.dev for t in targets):
+                return self.torch_text(device_expression(self.ctx.device_mode))
+        return self.dev
+
+    def device_type(self, node: cst.CSTNode) -> str:
+        ref = self.device_ref(node)
+        return f"{ref}.type" if ref == self.dev else f"({ref}).type"

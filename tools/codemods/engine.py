@@ -1,0 +1,188 @@
+"""Run the rules over one module: one batched traversal per pass, transforms applied in one
+transformer, then the device variable and imports. Pure: source text in, results out."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import ImportAssignment, PositionProvider, ScopeProvider
+
+from tools.codemods.base import Category, DeviceMode, Hit, Rule, RuleContext
+from tools.codemods.device import DeviceInfo, find_device_variable, insert_device_definition, torch_alias
+from tools.codemods.nodes import code
+from tools.codemods.registry import all_rules
+
+logger = logging.getLogger(__name__)
+
+MAX_PASSES = 4
+
+
+@dataclass
+class RawFinding:
+    rule_id: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    category: Category
+    message: str
+    suggestion: str | None
+    snippet: str
+    blocks: tuple[str, ...]
+
+
+@dataclass
+class ModuleOutcome:
+    findings: list[RawFinding]
+    new_source: str
+    applied: list[str] = field(default_factory=list)
+    remaining: list[RawFinding] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, hits: list[Hit]) -> None:
+        super().__init__()
+        self.by_node: dict[int, list[Hit]] = {}
+        for h in hits:
+            self.by_node.setdefault(id(h.node), []).append(h)
+        self.applied: list[Hit] = []
+        self.failed: list[tuple[Hit, str]] = []
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+        for h in self.by_node.get(id(original_node), ()):
+            assert h.transform is not None
+            try:
+                new = h.transform(updated_node)
+            except Exception as exc:  # a rule bug must not lose the whole file
+                logger.warning("rule %s could not transform %r: %s", h.rule_id, code(original_node)[:60], exc)
+                self.failed.append((h, str(exc)))
+                continue
+            updated_node = new
+            self.applied.append(h)
+        return updated_node
+
+
+def _rule_instances(ctx: RuleContext, rule_ids: set[str] | None) -> list[Rule]:
+    return [cls(ctx) for cls in all_rules() if rule_ids is None or cls.ID in rule_ids]
+
+
+def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | None
+              ) -> tuple[cst.MetadataWrapper, list[Hit], DeviceInfo]:
+    wrapper = cst.MetadataWrapper(module)
+    info = find_device_variable(wrapper.module, device_mode)
+    ctx = RuleContext(device_mode=device_mode, device_name=info.name,
+                      device_definition_value=info.definition_value, torch_name=torch_alias(wrapper.module))
+    info.torch_name = ctx.torch_name  # type: ignore[attr-defined]
+    rules = _rule_instances(ctx, rule_ids)
+    wrapper.visit_batched(rules)
+    contextual = {r.ID for r in rules if r.CONTEXTUAL}
+    hits = ctx.hits
+    if hits and all(h.rule_id in contextual for h in hits):
+        hits = []
+    # one finding per (rule, node)
+    seen: set[tuple[str, int]] = set()
+    unique = []
+    for h in hits:
+        key = (h.rule_id, id(h.node))
+        if key not in seen:
+            seen.add(key)
+            unique.append(h)
+    info.definition_used = getattr(ctx, "definition_used", False)
+    return wrapper, unique, info
+
+
+def _findings(wrapper: cst.MetadataWrapper, hits: list[Hit], lines: list[str]) -> list[RawFinding]:
+    positions = wrapper.resolve(PositionProvider)
+    out = []
+    for h in hits:
+        pos = positions[h.node]
+        first = lines[pos.start.line - 1] if 0 < pos.start.line <= len(lines) else ""
+        out.append(RawFinding(h.rule_id, pos.start.line, pos.start.column + 1, pos.end.line,
+                              pos.end.column + 1, h.category, h.message, h.suggestion,
+                              first.strip(), h.blocks))
+    out.sort(key=lambda f: (f.line, f.col, f.rule_id))
+    return out
+
+
+def _imports_of(wrapper: cst.MetadataWrapper, hits: list[Hit]) -> list[cst.CSTNode]:
+    """Import statements that bind a name used inside the rewritten nodes."""
+    scopes = wrapper.resolve(ScopeProvider)
+    found: dict[int, cst.CSTNode] = {}
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            scope = scopes.get(node)
+            if scope is None:
+                return
+            for assignment in scope[node.value] if node.value in scope else ():
+                if isinstance(assignment, ImportAssignment):
+                    found[id(assignment.node)] = assignment.node
+
+    for h in hits:
+        h.node.visit(_Names())
+    return list(found.values())
+
+
+def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: set[str] | None = None,
+            lines: set[int] | None = None, rewrite: bool = True,
+            module: cst.Module | None = None) -> ModuleOutcome:
+    """Find idioms in ``source``; when ``rewrite``, apply the auto rules (to ``lines`` only if given).
+
+    Raises ``libcst.ParserSyntaxError`` when the source does not parse.
+    """
+    module = module if module is not None else cst.parse_module(source)
+    src_lines = source.splitlines()
+    wrapper, hits, info = _one_pass(module, device_mode, rule_ids)
+    findings = _findings(wrapper, hits, src_lines)
+    if not rewrite:
+        return ModuleOutcome(findings=findings, new_source=source,
+                             remaining=findings)
+    applied: list[str] = []
+    warnings: list[str] = []
+    current = wrapper
+    current_hits = hits
+    current_info = info
+    new_source = source
+    for _ in range(MAX_PASSES):
+        positions = current.resolve(PositionProvider)
+        todo = [h for h in current_hits if h.transform is not None
+                and (lines is None or positions[h.node].start.line in lines)]
+        if not todo:
+            break
+        candidates = _imports_of(current, todo)
+        applier = _Apply(todo)
+        new_module = current.module.visit(applier)
+        for h, why in applier.failed:
+            warnings.append(f"{h.rule_id}: left unchanged at line {positions[h.node].start.line}: {why}")
+        if not applier.applied:
+            break
+        applied.extend(h.rule_id for h in applier.applied)
+        needs_device = any(h.needs_device for h in applier.applied)
+        context = CodemodContext()
+        alias = getattr(current_info, "torch_name", None)
+        if needs_device and not current_info.defined and not current_info.definition_used:
+            new_module = insert_device_definition(new_module, current_info.name, device_mode, alias or "torch")
+        for h in applier.applied:
+            for mod, obj in h.add_imports:
+                if mod == "torch" and obj is None and alias is not None:
+                    continue
+                AddImportsVisitor.add_needed_import(context, mod, obj)
+        if needs_device and alias is None:
+            AddImportsVisitor.add_needed_import(context, "torch")
+        for node in candidates:
+            RemoveImportsVisitor.remove_unused_import_by_node(context, node)
+        new_module = RemoveImportsVisitor(context).transform_module(new_module)
+        new_module = AddImportsVisitor(context).transform_module(new_module)
+        new_source = new_module.code
+        current, current_hits, current_info = _one_pass(new_module, device_mode, rule_ids)
+        if lines is not None:
+            break  # line numbers shift after edits: a line-restricted rewrite is one pass
+    remaining = [f for f in _findings(current, current_hits, new_source.splitlines())
+                 if f.category != "auto" or lines is not None]
+    return ModuleOutcome(findings=findings, new_source=new_source,
+                         applied=sorted(set(applied)), remaining=remaining, warnings=warnings)

@@ -1,0 +1,122 @@
+"""Small helpers to read and build libcst nodes (no rule logic here)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import libcst as cst
+
+_EMPTY = cst.Module(body=[])
+_CUDA_DEVICE_RE = re.compile(r"^cuda(?::(\d+))?$")
+
+
+def code(node: cst.CSTNode) -> str:
+    """Source text of ``node`` exactly as it appears (comments and spacing kept)."""
+    return _EMPTY.code_for_node(node)
+
+
+def expr(text: str) -> cst.BaseExpression:
+    return cst.parse_expression(text)
+
+
+def string_value(node: cst.CSTNode | None) -> str | None:
+    """The value of a plain string literal, or None for anything else (f-strings, bytes...)."""
+    if isinstance(node, cst.SimpleString):
+        try:
+            value = ast.literal_eval(node.value)
+        except (ValueError, SyntaxError):
+            return None
+        return value if isinstance(value, str) else None
+    return None
+
+
+def cuda_device_string(node: cst.CSTNode | None) -> tuple[bool, int | None]:
+    """(is a "cuda"/"cuda:N" literal, ordinal or None)."""
+    value = string_value(node)
+    if value is None:
+        return False, None
+    m = _CUDA_DEVICE_RE.match(value)
+    if not m:
+        return False, None
+    return True, int(m.group(1)) if m.group(1) is not None else None
+
+
+def int_value(node: cst.CSTNode | None) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    return None
+
+
+def bool_value(node: cst.CSTNode | None) -> bool | None:
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    return None
+
+
+def kwarg(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def positional(call: cst.Call) -> list[cst.Arg]:
+    return [a for a in call.args if a.keyword is None and not a.star]
+
+
+def _fix_last_comma(args: list[cst.Arg]) -> list[cst.Arg]:
+    if args and not isinstance(args[-1].comma, cst.MaybeSentinel):
+        last = args[-1]
+        # keep a trailing comma only when the original call was laid out one arg per line
+        if "\n" not in code(last.comma):
+            args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return args
+
+
+def without_kwargs(call: cst.Call, names: set[str]) -> cst.Call:
+    kept = [a for a in call.args if not (a.keyword is not None and a.keyword.value in names)]
+    if len(kept) == len(call.args):
+        return call
+    return call.with_changes(args=_fix_last_comma(list(kept)))
+
+
+def without_arg(call: cst.Call, index: int) -> cst.Call:
+    kept = [a for i, a in enumerate(call.args) if i != index]
+    return call.with_changes(args=_fix_last_comma(kept))
+
+
+def with_arg_value(call: cst.Call, index: int, value: cst.BaseExpression) -> cst.Call:
+    args = list(call.args)
+    args[index] = args[index].with_changes(value=value)
+    return call.with_changes(args=args)
+
+
+def prepend_arg(call: cst.Call, value: cst.BaseExpression, keyword: str | None = None) -> cst.Call:
+    arg = cst.Arg(value=value, keyword=cst.Name(keyword) if keyword else None,
+                  equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                        whitespace_after=cst.SimpleWhitespace(""))
+                  if keyword else cst.MaybeSentinel.DEFAULT)
+    if call.args:
+        arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=[arg, *call.args])
+
+
+def append_kwarg(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
+    args = list(call.args)
+    if args and isinstance(args[-1].comma, cst.MaybeSentinel):
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    args.append(cst.Arg(value=value, keyword=cst.Name(keyword),
+                        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                              whitespace_after=cst.SimpleWhitespace(""))))
+    return call.with_changes(args=args)
+
+
+def dotted(node: cst.CSTNode) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None (purely syntactic)."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None

@@ -1,0 +1,75 @@
+"""FRY001 (placement.device-literal): "cuda"/"cuda:0" literals and torch.device("cuda") -> the device variable."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tools.codemods.base import Rule
+from tools.codemods.nodes import cuda_device_string, expr, int_value, positional
+from tools.codemods.tables import (DEVICE_OBJECT, DEVICE_TYPE_CALLS, INIT_PROCESS_GROUP,
+                                   SET_DEFAULT_DEVICE)
+
+
+class DeviceLiterals(Rule):
+    ID = "FRY001"
+    NAME = "placement.device-literal"
+    DESCRIPTION = ('torch.device("cuda"), "cuda"/"cuda:0" passed to .to() or assigned to a variable -> the '
+                   "module's device variable; other CUDA device strings (comparisons, non-zero ordinals) -> review.")
+    CATEGORY = "auto"
+    ENTRIES = (1,)
+
+    def _replace_with_device(self, node: cst.CSTNode, message: str) -> None:
+        ref = self.device_ref(node)
+        self.hit(node, message, category="auto", suggestion=ref, needs_device=True,
+                 transform=lambda updated: expr(ref).with_changes(
+                     lpar=getattr(updated, "lpar", ()), rpar=getattr(updated, "rpar", ())))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.qname_in(node.func, DEVICE_OBJECT) is None or not node.args:
+            return
+        args = node.args
+        is_cuda, ordinal = cuda_device_string(args[0].value)
+        if not is_cuda or (args[0].keyword is not None and args[0].keyword.value != "type"):
+            return
+        if len(args) == 2:
+            index = int_value(args[1].value)
+            if index is None:
+                return  # torch.device("cuda", local_rank): FRY038
+            ordinal = index if ordinal is None else ordinal
+        if len(args) > 2:
+            return
+        if ordinal not in (None, 0):
+            self.hit(node, f"torch.device on CUDA ordinal {ordinal}: the target may have one device",
+                     category="review", suggestion=f"torch.device({self.dev}.type, {ordinal})")
+            return
+        self._replace_with_device(node, "hard-coded CUDA device object")
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        is_cuda, ordinal = cuda_device_string(node)
+        if not is_cuda:
+            return
+        parent = self.parent(node)
+        if isinstance(parent, cst.IfExp):
+            return  # FRY008
+        if isinstance(parent, cst.Arg):
+            call = self.parent(parent)
+            if not isinstance(call, cst.Call):
+                return
+            if parent.keyword is not None and parent.keyword.value in ("device", "map_location", "device_type"):
+                return  # FRY004 / FRY005 / device-type rules
+            if (self.qname_in(call.func, DEVICE_OBJECT | DEVICE_TYPE_CALLS | SET_DEFAULT_DEVICE
+                              | INIT_PROCESS_GROUP) is not None):
+                return
+            pos = positional(call)
+            if (isinstance(call.func, cst.Attribute) and call.func.attr.value == "to" and pos
+                    and pos[0] is parent and ordinal in (None, 0)):
+                self._replace_with_device(node, '.to("cuda"): hard-coded CUDA device')
+                return
+        if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.Param)) and ordinal in (None, 0):
+            self._replace_with_device(node, "hard-coded CUDA device string")
+            return
+        self.hit(node, "CUDA device string in a context Ferry cannot rewrite safely", category="review",
+                 suggestion=f"use {self.dev} (a torch.device) or {self.dev}.type (its type string)")
+
+
+RULE = DeviceLiterals

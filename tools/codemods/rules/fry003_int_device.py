@@ -1,0 +1,46 @@
+"""FRY003 (placement.int-device): x.to(0) meaning CUDA ordinal 0 -> x.to(device)."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from tools.codemods.base import Rule
+from tools.codemods.nodes import code, expr, int_value, kwarg, positional
+
+_RANK_NAME = re.compile(r"(^|_)(local_rank|rank|gpu|gpu_id|gpu_idx|device_id|cuda_id|gpu_index)$", re.I)
+
+
+class IntDevice(Rule):
+    ID = "FRY003"
+    NAME = "placement.int-device"
+    DESCRIPTION = ".to(0) / .to(device=0) (an integer means a CUDA ordinal) -> .to(device); .to(local_rank)-style ordinals -> review."
+    CATEGORY = "auto"
+    ENTRIES = (3,)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "to":
+            return
+        pos = positional(node)
+        arg = pos[0] if pos else kwarg(node, "device")
+        if arg is None:
+            return
+        value = int_value(arg.value)
+        if value is None:
+            name = code(arg.value)
+            if isinstance(arg.value, (cst.Name, cst.Attribute)) and _RANK_NAME.search(name.split(".")[-1]):
+                self.hit(node, f".to({name}): an integer ordinal means a CUDA device", category="review",
+                         suggestion=f".to(torch.device({self.dev}.type, {name}))")
+            return
+        if value != 0:
+            self.hit(node, f".to({value}): CUDA ordinal {value}", category="review",
+                     suggestion=f".to(torch.device({self.dev}.type, {value}))")
+            return
+        ref = self.device_ref(node)
+        self.hit(arg.value, ".to(0) means CUDA device 0", category="auto", suggestion=ref, needs_device=True,
+                 transform=lambda updated: expr(ref))
+
+
+RULE = IntDevice

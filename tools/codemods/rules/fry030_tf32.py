@@ -1,0 +1,50 @@
+"""FRY030 (dtype.tf32): torch.backends.cuda.matmul.allow_tf32 / cudnn.allow_tf32 = B -> torch.set_float32_matmul_precision(...)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tools.codemods.base import Rule
+from tools.codemods.nodes import bool_value, expr
+from tools.codemods.tables import TF32_FLAGS
+
+
+class Tf32(Rule):
+    ID = "FRY030"
+    NAME = "dtype.tf32"
+    DESCRIPTION = ('torch.backends.cuda.matmul.allow_tf32 = True/False (and cudnn.allow_tf32) -> '
+                   'torch.set_float32_matmul_precision("high"/"highest"); reads or non-literal values -> review.')
+    CATEGORY = "auto"
+    ENTRIES = (30,)
+
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        self._handled: set[int] = set()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1:
+            return
+        target = node.targets[0].target
+        name = self.qname_in(target, TF32_FLAGS)
+        if name is None:
+            return
+        self._handled.add(id(target))
+        value = bool_value(node.value)
+        if value is None:
+            self.hit(node, f"{name} set from a non-literal", category="review",
+                     suggestion='torch.set_float32_matmul_precision("high" if allow else "highest")')
+            return
+        call = self.torch_text(f'torch.set_float32_matmul_precision("{"high" if value else "highest"}")')
+        self.hit(node, f"{name} only affects NVIDIA TF32 units", category="auto", suggestion=call,
+                 transform=lambda updated: cst.Expr(value=expr(call), semicolon=updated.semicolon))  # type: ignore[attr-defined]
+
+    def leave_Attribute(self, original_node: cst.Attribute) -> None:
+        if id(original_node) in self._handled or not self.is_outermost_attribute(original_node):
+            return
+        name = self.qname_in(original_node, TF32_FLAGS)
+        if name is not None:
+            self.hit(original_node, f"{name} is CUDA-only", category="review",
+                     suggestion='torch.get_float32_matmul_precision() != "highest"')
+
+
+RULE = Tf32

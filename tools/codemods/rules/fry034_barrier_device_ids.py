@@ -1,0 +1,26 @@
+"""FRY034 (dist.barrier-device-ids): dist.barrier(device_ids=[...]) -> dist.barrier()."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tools.codemods.base import Rule
+from tools.codemods.nodes import kwarg, without_kwargs
+from tools.codemods.tables import BARRIER
+
+
+class BarrierDeviceIds(Rule):
+    ID = "FRY034"
+    NAME = "dist.barrier-device-ids"
+    DESCRIPTION = "dist.barrier(device_ids=[...]) (NCCL-only argument) -> plain dist.barrier()."
+    CATEGORY = "auto"
+    ENTRIES = (34,)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.qname_in(node.func, BARRIER) is None or kwarg(node, "device_ids") is None:
+            return
+        self.hit(node, "barrier(device_ids=...) is only valid with NCCL", category="auto",
+                 suggestion="dist.barrier()", transform=lambda updated: without_kwargs(updated, {"device_ids"}))  # type: ignore[arg-type]
+
+
+RULE = BarrierDeviceIds

@@ -1,0 +1,31 @@
+"""FRY037 (dist.device-mesh): init_device_mesh("cuda", ...) -> init_device_mesh(device.type, ...)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tools.codemods.base import Rule
+from tools.codemods.nodes import cuda_device_string, expr, kwarg, positional
+from tools.codemods.tables import DEVICE_MESH
+
+
+class DeviceMesh(Rule):
+    ID = "FRY037"
+    NAME = "dist.device-mesh"
+    DESCRIPTION = 'init_device_mesh("cuda", ...) -> init_device_mesh(device.type, ...).'
+    CATEGORY = "auto"
+    ENTRIES = (37,)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.qname_in(node.func, DEVICE_MESH) is None:
+            return
+        pos = positional(node)
+        arg = pos[0] if pos else kwarg(node, "device_type")
+        if arg is None or not cuda_device_string(arg.value)[0]:
+            return
+        dtype = self.device_type(node)
+        self.hit(arg.value, "device mesh pinned to CUDA", category="auto", suggestion=dtype,
+                 transform=lambda updated: expr(dtype), needs_device=True)
+
+
+RULE = DeviceMesh

@@ -1,0 +1,1 @@
+"""Scan a repository for CUDA idioms and rewrite them (``tools.scan.api``)."""

@@ -1,0 +1,161 @@
+"""Per-file work, run in worker processes: load, pre-filter, parse (cached by content hash),
+run the rules, optionally rewrite."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from tools.codemods.engine import ModuleOutcome, RawFinding, analyze
+from tools.codemods.prefilter import may_contain_idioms
+from tools.codemods.registry import rule_by_id
+from tools.scan.models import FileNote, Finding
+from tools.scan.sources import Unit, cell_source, load
+
+logger = logging.getLogger(__name__)
+
+_CACHE_SIZE = 512
+_outcomes: OrderedDict[tuple, ModuleOutcome] = OrderedDict()
+_modules: OrderedDict[str, cst.Module] = OrderedDict()
+
+
+@dataclass
+class FileJob:
+    root: str
+    rel: str
+    max_bytes: int
+    rules: tuple[str, ...] | None = None
+    rewrite: bool = False
+    device: str = "accelerator"
+    lines: tuple[int, ...] | None = None
+
+
+@dataclass
+class FileOutcome:
+    rel: str
+    lines: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    review: list[Finding] = field(default_factory=list)
+    notes: list[FileNote] = field(default_factory=list)
+    prefiltered: bool = False
+    skipped: bool = False
+    original: str | None = None
+    rewritten: str | None = None
+    applied: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _parse(text: str, digest: str) -> cst.Module:
+    module = _modules.get(digest)
+    if module is None:
+        module = cst.parse_module(text)
+        _modules[digest] = module
+        if len(_modules) > _CACHE_SIZE:
+            _modules.popitem(last=False)
+    else:
+        _modules.move_to_end(digest)
+    return module
+
+
+def _analyze_cached(text: str, job: FileJob) -> ModuleOutcome:
+    digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+    key = (digest, job.rewrite, job.device, job.rules, job.lines)
+    hit = _outcomes.get(key)
+    if hit is not None:
+        _outcomes.move_to_end(key)
+        return hit
+    outcome = analyze(text, device_mode=job.device,  # type: ignore[arg-type]
+                      rule_ids=set(job.rules) if job.rules else None,
+                      lines=set(job.lines) if job.lines is not None else None,
+                      rewrite=job.rewrite, module=_parse(text, digest))
+    _outcomes[key] = outcome
+    if len(_outcomes) > _CACHE_SIZE:
+        _outcomes.popitem(last=False)
+    return outcome
+
+
+def _finding(raw: RawFinding, rel: str, cell: int | None) -> Finding:
+    rule = rule_by_id(raw.rule_id)
+    return Finding(rule_id=raw.rule_id, rule_name=rule.NAME, file=rel, line=raw.line, col=raw.col,
+                   end_line=raw.end_line, end_col=raw.end_col, cell=cell, snippet=raw.snippet,
+                   category=raw.category, message=raw.message,
+                   rewrite=raw.suggestion,
+                   reason=None if raw.category == "auto" else raw.message,
+                   blocks=list(raw.blocks))
+
+
+def _restore_magics(original: str, neutral: str, rewritten: str) -> str:
+    """Turn the magics we commented out back into magics in the rewritten cell."""
+    pairs = [(n, o) for o, n in zip(original.splitlines(keepends=True), neutral.splitlines(keepends=True)) if o != n]
+    out = rewritten.splitlines(keepends=True)
+    for n, o in pairs:
+        for i, line in enumerate(out):
+            if line == n:
+                out[i] = o
+                break
+    return "".join(out)
+
+
+def process(job: FileJob) -> FileOutcome:
+    out = FileOutcome(rel=job.rel)
+    loaded = load(Path(job.root) / job.rel, job.rel, job.max_bytes)
+    if loaded.note is not None:
+        out.notes.append(loaded.note)
+        out.skipped = loaded.note.kind != "parse_error"
+        return out
+    assert loaded.raw_text is not None
+    out.lines = loaded.raw_text.count("\n") + 1
+    if not may_contain_idioms(loaded.raw_text):
+        out.prefiltered = True
+        for unit in loaded.units:  # still report files that do not parse (CPython's parser is cheap)
+            try:
+                ast.parse(unit.text)
+            except SyntaxError as exc:
+                where = f" (cell {unit.cell})" if unit.cell is not None else ""
+                out.notes.append(FileNote(file=job.rel, kind="parse_error", line=exc.lineno,
+                                          message=f"does not parse{where}: {exc.msg} at line {exc.lineno}"))
+            except (ValueError, RecursionError) as exc:
+                out.notes.append(FileNote(file=job.rel, kind="parse_error", message=f"does not parse: {exc}"))
+        return out
+    new_units: list[tuple[Unit, str]] = []
+    for unit in loaded.units:
+        try:
+            outcome = _analyze_cached(unit.text, job)
+        except cst.ParserSyntaxError as exc:
+            where = f" (cell {unit.cell})" if unit.cell is not None else ""
+            out.notes.append(FileNote(file=job.rel, kind="parse_error", line=exc.raw_line,
+                                      message=f"does not parse{where}: {exc.message} at line {exc.raw_line}, "
+                                              f"column {exc.raw_column + 1}"))
+            continue
+        except RecursionError:
+            out.notes.append(FileNote(file=job.rel, kind="error", message="nesting too deep for the parser"))
+            continue
+        out.findings.extend(_finding(f, job.rel, unit.cell) for f in outcome.findings)
+        if job.rewrite:
+            out.review.extend(_finding(f, job.rel, unit.cell) for f in outcome.remaining)
+            out.applied.extend(outcome.applied)
+            out.warnings.extend(f"{job.rel}: {w}" for w in outcome.warnings)
+            new_units.append((unit, outcome.new_source))
+    if job.rewrite and new_units and any(u.text != new for u, new in new_units):
+        out.original = loaded.raw_text
+        if loaded.notebook is None:
+            out.rewritten = new_units[0][1]
+        else:
+            nb = loaded.notebook
+            for unit, new in new_units:
+                if unit.text == new:
+                    continue
+                cell = nb["cells"][unit.cell]
+                restored = _restore_magics(cell_source(cell), unit.text, new)
+                cell["source"] = restored.splitlines(keepends=True)
+            indent = 1 if '\n "' in loaded.raw_text[:200] else 2
+            out.rewritten = json.dumps(nb, indent=indent, ensure_ascii=False) + "\n"
+        out.applied = sorted(set(out.applied))
+    return out
