@@ -17,7 +17,7 @@ from pathlib import Path
 from sandbox.capture import CappedBuffer
 from sandbox.env import scrubbed_env
 from sandbox.isolation import IsolationInfo, SandboxUnavailable, bwrap_prefix, choose, drop_uid_prefix, unshare_prefix
-from sandbox.limits import Limits, apply_rlimits, rlimit_pairs
+from sandbox.limits import Limits, apply_rlimits, prlimit_prefix, rlimit_pairs
 from sandbox.procs import find_run_processes, kill_run, signal_run
 
 logger = logging.getLogger(__name__)
@@ -57,11 +57,9 @@ class SandboxResult:
 
 
 def _pick_uid() -> int:
-    for _ in range(50):
-        uid = random.randrange(*UID_RANGE)
-        if not find_run_processes(uid, None):
-            return uid
-    raise SandboxUnavailable("could not find a free uid for the sandbox")
+    # 700k candidates: two concurrent runs sharing one is a ~1e-6 event, and would only
+    # merge their process counts.
+    return random.randrange(*UID_RANGE)
 
 
 def _limit_from_signal(sig: int | None) -> str | None:
@@ -107,9 +105,13 @@ def run_in_sandbox(
 
             for p in [workspace, *writable]:
                 _chown_tree(p, uid)
+    # Strays are found by the run's private uid; without one (Ferry not root) by an environment
+    # marker. Under bwrap the pid namespace already takes every process down with the run.
     marker = uuid.uuid4().hex
     extra = dict(env or {})
     extra[RUN_MARKER_ENV] = marker
+    if uid is not None:
+        marker = None
     child_env = scrubbed_env(dict(os.environ), extra, path=path_env or "/usr/local/bin:/usr/bin:/bin")
 
     if info.level == "bwrap":
@@ -118,10 +120,11 @@ def run_in_sandbox(
         prefix = unshare_prefix() + (drop_uid_prefix(uid) if uid is not None else [])
     else:
         prefix = drop_uid_prefix(uid) if uid is not None else []
-    argv = prefix + list(command)
+    pairs = rlimit_pairs(limits)
+    limiter = prlimit_prefix(pairs)
+    argv = (limiter or []) + prefix + list(command)
     logger.debug("sandbox argv: %s", argv)
 
-    pairs = rlimit_pairs(limits)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -132,7 +135,7 @@ def run_in_sandbox(
             cwd=str(workspace),
             env=child_env,
             start_new_session=True,
-            preexec_fn=functools.partial(apply_rlimits, pairs),
+            preexec_fn=None if limiter else functools.partial(apply_rlimits, pairs),
             close_fds=True,
         )
     except OSError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import resource
+import shutil
 from dataclasses import dataclass, asdict
 
 logger = logging.getLogger(__name__)
@@ -55,18 +56,46 @@ def rlimit_pairs(limits: Limits) -> list[tuple[int, int]]:
     return pairs
 
 
+_PRLIMIT_NAMES = {
+    resource.RLIMIT_AS: "as",
+    resource.RLIMIT_CPU: "cpu",
+    resource.RLIMIT_NPROC: "nproc",
+    resource.RLIMIT_FSIZE: "fsize",
+    resource.RLIMIT_NOFILE: "nofile",
+    resource.RLIMIT_CORE: "core",
+}
+
+
+def _soft_hard(res: int, value: int) -> tuple[int, int]:
+    _, hard = resource.getrlimit(res)
+    if hard != resource.RLIM_INFINITY and value > hard:
+        value = hard
+    # CPU: the soft limit sends SIGXCPU (reported as cpu_time), the hard one a second later
+    # SIGKILL for programs that catch it.
+    hard_value = value + 1 if res == resource.RLIMIT_CPU else value
+    if hard != resource.RLIM_INFINITY:
+        hard_value = min(hard_value, hard)
+    return value, hard_value
+
+
+def prlimit_prefix(pairs: list[tuple[int, int]]) -> list[str] | None:
+    """``prlimit --as=S:H ... --`` setting the limits then exec'ing the command, or None when
+    util-linux's prlimit is missing. Cheaper than a ``preexec_fn``, which forces a full fork()
+    of the (large) parent instead of vfork: ~30 ms per run with torch loaded."""
+    exe = shutil.which("prlimit")
+    if exe is None:
+        return None
+    argv = [exe]
+    for res, value in pairs:
+        soft, hard = _soft_hard(res, value)
+        argv.append(f"--{_PRLIMIT_NAMES[res]}={soft}:{hard}")
+    return argv + ["--"]
+
+
 def apply_rlimits(pairs: list[tuple[int, int]]) -> None:
     """Set the limits in the current process (called in the child between fork and exec).
 
     Only async-signal-safe-ish work here: no logging, no allocation-heavy code.
     """
     for res, value in pairs:
-        soft, hard = resource.getrlimit(res)
-        if hard != resource.RLIM_INFINITY and value > hard:
-            value = hard
-        # CPU: the soft limit sends SIGXCPU (reported as cpu_time), the hard one a second
-        # later SIGKILL for programs that catch it.
-        hard_value = value + 1 if res == resource.RLIMIT_CPU else value
-        if hard != resource.RLIM_INFINITY:
-            hard_value = min(hard_value, hard)
-        resource.setrlimit(res, (value, hard_value))
+        resource.setrlimit(res, _soft_hard(res, value))

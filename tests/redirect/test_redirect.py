@@ -20,11 +20,14 @@ def _losses(text: str) -> list[str]:
     return re.findall(r"^loss (\S+)$", text, re.M)
 
 
-@pytest.fixture(scope="module")
-def cpu_run(tmp_path_factory):
+@pytest.fixture(scope="module", params=["patch", "mode"])
+def cpu_run(request, tmp_path_factory):
     art = tmp_path_factory.mktemp("art")
     cmd = "python cuda_train.py && python plain_train.py cpu"
-    return run(RunRequest(path=SCRIPTS, command=cmd, device="cpu", redirect_cuda="cpu", artifacts_dir=art, timeout_s=300))
+    res = run(RunRequest(path=SCRIPTS, command=cmd, device="cpu", redirect_cuda="cpu", artifacts_dir=art, timeout_s=300,
+                         env={"FERRY_REDIRECT_STRATEGY": request.param}))
+    res.__dict__["_strategy"] = request.param
+    return res
 
 
 def test_cuda_script_runs_unchanged_on_cpu(cpu_run):
@@ -50,7 +53,6 @@ def test_call_site_log_names_user_lines(cpu_run):
 
     expected = {
         ("torch.cuda.is_available", line_of("assert torch.cuda.is_available()")),
-        ("torch.device", line_of('device = torch.device("cuda"')),
         ("torch.cuda.manual_seed_all", line_of("manual_seed_all")),
         ("Module.cuda", line_of(").cuda()")),
         ("GradScaler(cuda)", line_of("GradScaler()")),
@@ -59,6 +61,10 @@ def test_call_site_log_names_user_lines(cpu_run):
         ("torch.cuda.Event", line_of("torch.cuda.Event(enable_timing=True)")),
         ("torch.cuda.synchronize", line_of("torch.cuda.synchronize()")),
     }
+    if cpu_run.__dict__["_strategy"] == "mode":
+        expected.add(("torch.device", line_of('device = torch.device("cuda"')))
+    else:
+        expected.add(("Tensor.to", line_of(".to(device)")))
     assert expected <= by_api, sorted(by_api)
     assert all(r.mapped_to == "cpu" for r in records if r.file == "cuda_train.py")
     autocast = next(r for r in records if r.api == "autocast(cuda)")

@@ -11,6 +11,7 @@ import torch
 
 from tools.redirect.cuda_api import build_cuda_api
 from tools.redirect.mode import CudaRedirectMode, is_cuda_device
+from tools.redirect.patches import install_patches
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
 
 UNSUPPORTED_MODULES = {
@@ -19,6 +20,7 @@ UNSUPPORTED_MODULES = {
     "cupy": "CuPy arrays live on NVIDIA GPUs; use torch tensors on the target device",
 }
 
+STRATEGY_ENV = "FERRY_REDIRECT_STRATEGY"  # patch (default, fast) | mode (TorchFunctionMode)
 _state: dict[str, object] = {}
 
 
@@ -178,9 +180,18 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
 
     torch.load = load
     sys.meta_path.insert(0, _UnsupportedImportFinder(rec, target))
-    mode = CudaRedirectMode(target, rec)
-    mode.__enter__()
-    _state.update(recorder=rec, mode=mode)
+    strategy = os.environ.get(STRATEGY_ENV, "patch")
+    if strategy == "mode":
+        # Every torch call passes through the mode: also maps torch.device("cuda") objects and
+        # device arguments of APIs not in the tables, at a per-op cost (benchmarks/sandbox.py).
+        mode = CudaRedirectMode(target, rec)
+        mode.__enter__()
+        _state["mode"] = mode
+    elif strategy == "patch":
+        install_patches(target, rec)
+    else:
+        raise ValueError(f"{STRATEGY_ENV}={strategy!r}: use 'patch' (default) or 'mode'")
+    _state.update(recorder=rec, strategy=strategy)
     return rec
 
 

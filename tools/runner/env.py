@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 from sandbox.env import filter_caller_env
@@ -12,6 +13,19 @@ from sandbox.isolation import ferry_root
 logger = logging.getLogger(__name__)
 
 CHILD_DIR = Path(__file__).resolve().parent / "child"  # holds the sitecustomize bootstrap
+
+
+@lru_cache(maxsize=1)
+def ensure_bytecode() -> None:
+    """Compile the child-side modules on the host: the sandbox sees the tree read-only and
+    children run with PYTHONDONTWRITEBYTECODE, so without this every start recompiles them."""
+    import compileall
+
+    for d in (CHILD_DIR, CHILD_DIR.parent.parent / "redirect"):
+        try:
+            compileall.compile_dir(str(d), quiet=1, maxlevels=0)
+        except OSError as exc:  # read-only install: children just compile in memory
+            logger.debug("cannot precompile %s: %s", d, exc)
 
 
 def child_path_env() -> str:
@@ -31,6 +45,7 @@ def child_env(
     junit_xml: Path | None,
     caller_env: dict[str, str],
 ) -> dict[str, str]:
+    ensure_bytecode()
     kept, dropped = filter_caller_env(caller_env)
     if dropped:
         logger.warning("runner: not passing %s to the child (only FERRY_*/TPX_* keys, never secrets)", ", ".join(sorted(dropped)))

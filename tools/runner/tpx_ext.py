@@ -31,7 +31,7 @@ _PROBE = (
 def host_extension_dir() -> Path | None:
     """The cache root holding the built extension (``<root>/<digest>/...so``), or None."""
     try:
-        proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=600,
+        proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300,
                               env=_host_env())
     except (OSError, subprocess.TimeoutExpired) as exc:
         logger.warning("tpx extension: cannot locate it on the host (%s); tpx runs will try to build it", exc)

@@ -9,7 +9,6 @@ on stderr and never stop the user's program, except a redirect that cannot insta
 would silently not be what was asked for).
 """
 
-import importlib.abc
 import os
 import sys
 from contextlib import contextmanager
@@ -56,8 +55,9 @@ def _ferry_namespace(*packages):
         sys.modules.update(saved)
 
 
-class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Runs ``hook(module)`` right after selected modules finish importing."""
+class _PostImportFinder:
+    """Runs ``hook(module)`` right after selected modules finish importing (a meta path finder;
+    not derived from importlib.abc, whose import alone costs more than this whole bootstrap)."""
 
     def __init__(self):
         self.hooks = {}
@@ -129,12 +129,13 @@ def _install_tool(module_name, env_name):
             _say(f"{module_name}.install_from_env() failed: {type(exc).__name__}: {exc}")
 
 
-def _main():
-    import random
-
+def _on_random(random):
     random.seed(_seed())
+
+
+def _main():
     finder = _PostImportFinder()
-    for name, hook in (("torch", _on_torch), ("numpy", _on_numpy)):
+    for name, hook in (("random", _on_random), ("torch", _on_torch), ("numpy", _on_numpy)):
         if name in sys.modules:
             hook(sys.modules[name])
         else:

@@ -1,0 +1,73 @@
+"""The default redirect strategy: targeted wrappers on the APIs that take a device.
+
+Only factories, ``Tensor.to``/``cuda``/``new_*`` and device contexts are wrapped, so compute
+ops run at full speed (a TorchFunctionMode would sit in front of every op). ``torch.device
+("cuda")`` objects stay CUDA devices: they are mapped where they are used.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from tools.redirect.mode import is_cuda_device
+from tools.redirect.sites import Recorder
+from tools.redirect.tables import FACTORIES, TENSOR_FACTORIES
+
+
+def _wrap_factory(fn, api: str, target: torch.device, rec: Recorder):
+    @functools.wraps(fn)
+    def factory(*args, **kwargs):
+        dev = kwargs.get("device")
+        if dev is not None and is_cuda_device(dev, allow_int=True):
+            kwargs["device"] = target
+            rec.record(api, skip=3)
+        return fn(*args, **kwargs)
+
+    return factory
+
+
+def install_patches(target: str, rec: Recorder) -> None:
+    dev = torch.device(target)
+    for name in FACTORIES:
+        fn = getattr(torch, name, None)
+        if fn is not None:
+            setattr(torch, name, _wrap_factory(fn, f"torch.{name}(device=)", dev, rec))
+    for name in TENSOR_FACTORIES:
+        fn = getattr(torch.Tensor, name, None)
+        if fn is not None:
+            setattr(torch.Tensor, name, _wrap_factory(fn, f"Tensor.{name}(device=)", dev, rec))
+
+    orig_to = torch.Tensor.to
+
+    @functools.wraps(orig_to)
+    def to(self, *args, **kwargs):
+        if args and is_cuda_device(args[0], allow_int=True):
+            args = (dev, *args[1:])
+            rec.record("Tensor.to", skip=3)
+        elif "device" in kwargs and is_cuda_device(kwargs["device"], allow_int=True):
+            kwargs["device"] = dev
+            rec.record("Tensor.to", skip=3)
+        return orig_to(self, *args, **kwargs)
+
+    torch.Tensor.to = to
+
+    def cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+        rec.record("Tensor.cuda", skip=3)
+        return orig_to(self, dev, non_blocking=non_blocking, memory_format=memory_format)
+
+    torch.Tensor.cuda = cuda
+
+    from torch.utils import _device
+
+    orig_ctx = _device.DeviceContext.__init__
+
+    @functools.wraps(orig_ctx)
+    def ctx_init(self, device):
+        if is_cuda_device(device, allow_int=True):
+            rec.record("with torch.device(cuda)", skip=4)
+            device = dev
+        orig_ctx(self, device)
+
+    _device.DeviceContext.__init__ = ctx_init
