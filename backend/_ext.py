@@ -91,6 +91,9 @@ def _build(d: Path) -> Path:
             so = _built_library(d)
             if so is not None:  # another process built it while we waited
                 return so
+            # We hold the exclusive flock, so a leftover cpp_extension baton ("lock", from a
+            # builder that was killed) is stale: remove it or load() would wait for it forever.
+            (d / "lock").unlink(missing_ok=True)
             msg = f"tpx: compiling the C++ extension into {d} (one time, ~30-60 s)..."
             print(msg, file=sys.stderr, flush=True)
             logger.info(msg)

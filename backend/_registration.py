@@ -83,13 +83,17 @@ def _boxed(name: str):
     """A direct kernel for ``name`` ("op" or "op.overload") that runs it on the CPU."""
     from backend import kernels
 
-    run = kernels.run_on_cpu
+    run = kernels.run_info
     cell: list = []
 
     def kernel(*args, **kwargs):
-        if not cell:
-            base, _, overload = name.partition(".")
-            cell.append(getattr(getattr(torch.ops.aten, base), overload or "default"))
+        try:
+            return run(cell[0], args, kwargs)
+        except IndexError:
+            if cell:
+                raise
+        base, _, overload = name.partition(".")
+        cell.append(kernels._info(getattr(getattr(torch.ops.aten, base), overload or "default")))
         return run(cell[0], args, kwargs)
 
     return kernel

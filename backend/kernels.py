@@ -96,12 +96,14 @@ def _lazy_from_cpu(t):
 
 _to_cpu = _lazy_to_cpu
 _from_cpu = _lazy_from_cpu
+_unwrap = None
+_wrap_ext = None
 
 
 def _bind() -> None:
-    global _to_cpu, _from_cpu
+    global _to_cpu, _from_cpu, _unwrap, _wrap_ext
     mod = _ext.get()
-    _to_cpu, _from_cpu = mod.to_cpu, mod.from_cpu
+    _to_cpu, _from_cpu, _unwrap, _wrap_ext = mod.to_cpu, mod.from_cpu, mod.unwrap, mod.wrap
 
 
 # ---------------------------------------------------------------- errors
@@ -153,49 +155,12 @@ _keep_alive: list = []
 
 
 def _invalidate_infos(_cfg=None) -> None:
-    _infos.clear()
+    """Re-evaluate config-dependent per-op facts (infos are also cached inside direct kernels)."""
+    for info in _infos.values():
+        info.fallback = info.name in S.fallback_ops
 
 
 # ---------------------------------------------------------------- the generic CPU runner
-class _Conv:
-    __slots__ = ("pairs", "dev", "cpu_nonscalar", "gens")
-
-    def __init__(self) -> None:
-        self.pairs: list = []
-        self.dev = None
-        self.cpu_nonscalar = False
-        self.gens: list = []
-
-
-def _conv(a, cv: _Conv):
-    if isinstance(a, Tensor):
-        if a.is_cpu:
-            if a.dim() != 0:
-                cv.cpu_nonscalar = True
-            return a
-        dt = a.device
-        if dt.type == "tpx":
-            c = _to_cpu(a)
-            cv.pairs.append((c, a))
-            cv.dev = dt
-            return c
-        return a
-    if isinstance(a, (list, tuple)):
-        if a and (isinstance(a[0], Tensor) or a[0] is None or isinstance(a[-1], Tensor)):
-            return type(a)(_conv(x, cv) for x in a)
-        return a
-    if isinstance(a, torch.device):
-        if a.type == "tpx":
-            return _CPU
-        return a
-    if isinstance(a, torch.Generator) and a.device.type == "tpx":
-        g = torch.Generator()
-        g.set_state(a.get_state())
-        cv.gens.append((g, a))
-        return g
-    return a
-
-
 def _round_bf16(c):
     if isinstance(c, Tensor) and c.dtype is torch.float32:
         return c.to(torch.bfloat16).to(torch.float32)
@@ -204,15 +169,26 @@ def _round_bf16(c):
 
 def run_on_cpu(op, args, kwargs):
     """Run ``op`` on CPU aliases of its tpx inputs and return tpx results."""
+    return run_info(_infos.get(id(op)) or _info(op), args, kwargs)
+
+
+_stat_ops = stats.ops
+
+
+def run_info(info: _OpInfo, args, kwargs):
     t0 = _perf_ns()
-    info = _infos.get(id(op)) or _info(op)
     if info.fallback:
         _fallback_gate(info)
-    cv = _Conv()
-    cargs = [_conv(a, cv) for a in args]
-    ckwargs = {k: _conv(v, cv) for k, v in kwargs.items()} if kwargs else {}
-    if cv.cpu_nonscalar and cv.dev is not None and not info.mixed_ok:
-        raise _mixed_error(cv.dev)
+    if _unwrap is None:
+        _bind()
+    cargs, ckwargs, pairs, dev, cpu_nonscalar, other = _unwrap(args, kwargs)
+    gens = None
+    if other:  # tpx generators: run on a CPU generator with the same state, copy it back
+        gens = []
+        cargs = [_swap_gen(a, gens) for a in cargs]
+        ckwargs = {k: _swap_gen(v, gens) for k, v in ckwargs.items()}
+    if cpu_nonscalar and dev != -2 and not info.mixed_ok:
+        raise _mixed_error(torch.device("tpx", dev if dev >= 0 else 0))
     if info.matmul is not None and S.matmul_bf16:
         for i in info.matmul:
             if i < len(cargs):
@@ -224,15 +200,32 @@ def run_on_cpu(op, args, kwargs):
             out = info.call(*cargs, **ckwargs)
     else:
         out = info.call(*cargs, **ckwargs)
-    for g, orig in cv.gens:
-        orig.set_state(g.get_state())
+    if gens:
+        for g, orig in gens:
+            orig.set_state(g.get_state())
     if info.mutable_out:
-        _sync_out_args(cv)
-    res = _wrap(out, cv, info)
+        _sync_out_args(pairs)
+    res, f64 = _wrap_ext(out, pairs, S.allow_f64 or S.f64_depth > 0)
+    if f64:
+        raise float64_error(info.full)
     if info.sync is not None:
         stats.record_sync(info.sync)
-    stats.record_op(info.full, _perf_ns() - t0, info.fallback)
+    entry = _stat_ops.get(info.full)
+    if entry is None or info.fallback:
+        stats.record_op(info.full, _perf_ns() - t0, info.fallback)
+    else:
+        entry[0] += 1
+        entry[1] += _perf_ns() - t0
     return res
+
+
+def _swap_gen(a, gens: list):
+    if isinstance(a, torch.Generator) and a.device.type == "tpx":
+        g = torch.Generator()
+        g.set_state(a.get_state())
+        gens.append((g, a))
+        return g
+    return a
 
 
 def _fallback_gate(info: _OpInfo) -> None:
@@ -255,9 +248,9 @@ def _fallback_gate(info: _OpInfo) -> None:
         )
 
 
-def _sync_out_args(cv: _Conv) -> None:
+def _sync_out_args(pairs) -> None:
     """After an out= op: if the CPU kernel resized an output alias, resize the tpx tensor."""
-    for c, t in cv.pairs:
+    for c, t in pairs:
         if c.data_ptr() == t.data_ptr() and c.shape == t.shape and c.stride() == t.stride():
             continue
         if c.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
@@ -267,21 +260,6 @@ def _sync_out_args(cv: _Conv) -> None:
             if c.stride() != t.stride():
                 t.set_(t.untyped_storage(), t.storage_offset(), c.shape, c.stride())
             _to_cpu(t).copy_(c)
-
-
-def _wrap(out, cv: _Conv, info: _OpInfo):
-    if isinstance(out, Tensor):
-        for c, t in cv.pairs:
-            if c is out:
-                return t
-        if out.device.type != "cpu":
-            return out
-        if out.dtype in _F64 and not f64_allowed():
-            raise float64_error(info.full)
-        return _from_cpu(out)
-    if isinstance(out, (tuple, list)):
-        return type(out)(_wrap(o, cv, info) for o in out)
-    return out
 
 
 def fallback(op, *args, **kwargs):

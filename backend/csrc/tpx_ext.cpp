@@ -16,6 +16,8 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/library.h>
 
@@ -497,6 +499,117 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, c10::Storage(c10::Storage::use_byte_size_t(), 0, &g_allocator, true), 0, {0}, {});
 }
 
+
+// ---------------------------------------------------------------- batch argument conversion
+// The Python kernels' hot path in one call: replace every tpx tensor in args/kwargs (also inside
+// lists and tuples) by its CPU alias and tpx devices by the CPU device; remember the pairs.
+struct Unwrap {
+  py::list pairs;
+  int tpx_index = -2;
+  bool cpu_nonscalar = false;
+  bool other = false;  // an object the Python path must handle (e.g. a tpx Generator)
+};
+
+py::object unwrap_one(py::handle obj, Unwrap& u);
+
+py::object unwrap_seq(py::handle seq, Unwrap& u, bool is_tuple) {
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
+  PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+  bool changed = false;
+  std::vector<py::object> out;
+  out.reserve(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    py::object o = unwrap_one(items[i], u);
+    if (o.ptr() != items[i]) changed = true;
+    out.push_back(std::move(o));
+  }
+  if (!changed) return py::reinterpret_borrow<py::object>(seq);
+  if (is_tuple) {
+    py::tuple t(n);
+    for (Py_ssize_t i = 0; i < n; ++i) t[i] = out[i];
+    return std::move(t);
+  }
+  py::list l(n);
+  for (Py_ssize_t i = 0; i < n; ++i) l[i] = out[i];
+  return std::move(l);
+}
+
+py::object unwrap_one(py::handle obj, Unwrap& u) {
+  PyObject* p = obj.ptr();
+  if (THPVariable_Check(p)) {
+    const at::Tensor& t = THPVariable_Unpack(p);
+    if (!t.defined()) return py::reinterpret_borrow<py::object>(obj);
+    auto dt = t.device().type();
+    if (dt == kTpx) {
+      py::object c = py::reinterpret_steal<py::object>(THPVariable_Wrap(to_cpu(t)));
+      u.pairs.append(py::make_tuple(c, obj));
+      u.tpx_index = t.device().index();
+      return c;
+    }
+    if (dt == c10::kCPU && t.dim() != 0) u.cpu_nonscalar = true;
+    return py::reinterpret_borrow<py::object>(obj);
+  }
+  if (PyList_CheckExact(p)) return unwrap_seq(obj, u, false);
+  if (PyTuple_CheckExact(p)) return unwrap_seq(obj, u, true);
+  if (THPDevice_Check(p)) {
+    if (reinterpret_cast<THPDevice*>(p)->device.type() == kTpx) {
+      return py::reinterpret_steal<py::object>(THPDevice_New(c10::Device(c10::kCPU)));
+    }
+    return py::reinterpret_borrow<py::object>(obj);
+  }
+  if (p == Py_None || PyLong_CheckExact(p) || PyFloat_CheckExact(p) || PyBool_Check(p)) {
+    return py::reinterpret_borrow<py::object>(obj);
+  }
+  if (std::string(Py_TYPE(p)->tp_name) == "torch._C.Generator") u.other = true;
+  return py::reinterpret_borrow<py::object>(obj);
+}
+
+// -> (cargs: list, ckwargs: dict, pairs: list[(cpu, tpx)], tpx_index, cpu_nonscalar, other)
+py::tuple unwrap(py::tuple args, py::dict kwargs) {
+  Unwrap u;
+  py::list cargs(args.size());
+  for (size_t i = 0; i < args.size(); ++i) cargs[i] = unwrap_one(args[i], u);
+  py::dict ckw;
+  for (auto item : kwargs) ckw[item.first] = unwrap_one(item.second, u);
+  return py::make_tuple(cargs, ckw, u.pairs, u.tpx_index, u.cpu_nonscalar, u.other);
+}
+
+// CPU results -> tpx tensors (the caller's own tpx tensor when the result is one of its aliases).
+py::object wrap_one(py::handle out, py::list& pairs, bool f64_ok, bool& f64_hit) {
+  PyObject* p = out.ptr();
+  if (THPVariable_Check(p)) {
+    for (auto pr : pairs) {
+      py::tuple t = py::reinterpret_borrow<py::tuple>(pr);
+      if (t[0].ptr() == p) return t[1];
+    }
+    const at::Tensor& t = THPVariable_Unpack(p);
+    if (!t.defined() || t.device().type() != c10::kCPU) return py::reinterpret_borrow<py::object>(out);
+    auto st = t.scalar_type();
+    if ((st == c10::kDouble || st == c10::kComplexDouble) && !f64_ok) {
+      f64_hit = true;
+      return py::none();
+    }
+    return py::reinterpret_steal<py::object>(THPVariable_Wrap(from_cpu(t)));
+  }
+  if (PyTuple_Check(p) || PyList_Check(p)) {
+    bool is_tuple = PyTuple_Check(p);
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(out);
+    size_t n = seq.size();
+    py::list l(n);
+    for (size_t i = 0; i < n; ++i) l[i] = wrap_one(seq[i], pairs, f64_ok, f64_hit);
+    if (is_tuple) return py::tuple(l);
+    return std::move(l);
+  }
+  return py::reinterpret_borrow<py::object>(out);
+}
+
+// -> (result, float64_refused)
+py::tuple wrap(py::object out, py::list pairs, bool f64_ok) {
+  bool f64_hit = false;
+  py::object r = wrap_one(out, pairs, f64_ok, f64_hit);
+  return py::make_tuple(r, f64_hit);
+}
+
 // ---------------------------------------------------------------- registration
 TpxHooks* g_hooks = nullptr;
 TpxGuardImpl g_guard;
@@ -531,6 +644,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   tpx::install();
   m.def("to_cpu", &tpx::to_cpu, "zero-copy CPU view of a tpx tensor");
+  m.def("unwrap", &tpx::unwrap, "tpx tensors/devices in (args, kwargs) -> CPU aliases");
+  m.def("wrap", &tpx::wrap, "CPU results -> tpx tensors");
   m.def("from_cpu", &tpx::from_cpu, "zero-copy tpx tensor over a CPU tensor's memory");
   m.def("set_capacity", [](int64_t n) { tpx::g_capacity = n; });
   m.def("capacity", [] { return tpx::g_capacity.load(); });
