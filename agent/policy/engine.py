@@ -14,6 +14,7 @@ Rule = Callable[[Diagnosis, FixContext], "Proposal | Verdict | None"]
 
 # (rule id, signature kinds it is keyed on, function). Order matters only within a kind.
 RULES: tuple[tuple[str, tuple[str, ...], Rule], ...] = (
+    ("tpx_backend_unavailable", ("other", "import_error"), rules_verdicts.backend_unavailable),
     (rules_dtype.RULE, rules_dtype.KINDS, rules_dtype.apply),
     (rules_cuda.RULE, rules_cuda.KINDS, rules_cuda.apply),
     (rules_device.RULE, rules_device.KINDS, rules_device.apply),

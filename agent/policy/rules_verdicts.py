@@ -50,3 +50,18 @@ def environment(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
         summary=f"{diag.exc_type or diag.kind} at {diag.where()}: {diag.message.splitlines()[0] if diag.message else ''} "
                 "(the environment or the code itself is broken, not its device use)",
     )
+
+
+BACKEND_DOWN = re.compile(r"^tpx: could not (build|load)|Failed to load the backend extension: tpx", re.IGNORECASE)
+
+
+def backend_unavailable(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+    """The tpx backend itself did not load in the sandbox: an environment failure, not the user's code."""
+    if not BACKEND_DOWN.search(diag.message or ""):
+        return None
+    return Verdict(
+        rule="tpx_backend_unavailable",
+        status="failed_sandbox",
+        summary=(f"the tpx backend could not load inside the sandbox ({diag.message.splitlines()[0][:300]}); "
+                 "this is the environment, not the code: check `ferry doctor` and the backend's build cache"),
+    )

@@ -115,3 +115,10 @@ def test_oom_is_a_human_decision_with_figures(tmp_path):
 def test_unknown_signature_has_no_rule(tmp_path):
     ctx = _ctx(tmp_path, {"m.py": "import torch\n"})
     assert propose(_diag("other", "m.py", 1, "ValueError: boom"), ctx) is None
+
+
+def test_backend_that_cannot_load_is_an_environment_failure(tmp_path):
+    ctx = _ctx(tmp_path, {"m.py": "import torch\n"})
+    msg = "tpx: could not build the C++ extension (needs a C++ compiler and ninja; set TPX_EXTENSION_DIR)"
+    v = propose(_diag("other", "m.py", 1, msg), ctx)
+    assert isinstance(v, Verdict) and v.status == "failed_sandbox" and "environment" in v.summary
