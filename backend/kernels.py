@@ -132,7 +132,10 @@ class _OpInfo:
         self.name = base
         self.full = f"aten::{base}" if schema.name.startswith("aten::") else schema.name
         self.fallback = base in S.fallback_ops
-        self.mutable_out = any(
+        # out= ops (the CPU kernel may resize the output) and in-place view ops (squeeze_,
+        # transpose_, as_strided_...: they change the alias's metadata): copy the result's
+        # metadata back to the tpx tensor afterwards.
+        self.mutable_out = torch.Tag.inplace_view in getattr(op, "tags", ()) or any(
             a.alias_info is not None and a.alias_info.is_write and a.kwarg_only for a in schema.arguments
         )
         self.matmul = MATMUL_OPERANDS.get(base)

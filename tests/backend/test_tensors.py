@@ -117,3 +117,16 @@ def test_untyped_storage_on_device():
     assert s.device.type == "tpx" and s.nbytes() == 16
     s.resize_(64)
     assert s.nbytes() == 64
+
+
+def test_inplace_view_ops_update_the_tensor_metadata():
+    shapes = []
+    for dev in ("cpu", "tpx"):
+        y = torch.zeros(1, 3, device=dev)
+        y.squeeze_(0)
+        y.unsqueeze_(1)
+        z = torch.arange(6.0, device=dev).view(2, 3)
+        z.t_()
+        w = torch.arange(3.0, device=dev) @ torch.ones(3, 4, device=dev)  # 1-D @ 2-D squeezes in place
+        shapes.append((y.shape, z.shape, z.stride(), z.cpu().tolist(), w.shape))
+    assert shapes[0] == shapes[1]
