@@ -115,8 +115,8 @@ def bwrap_prefix(
             argv += ["--ro-bind", d, d]
     for name in ETC_ALLOW:
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    # CPU topology for torch/cpuinfo (otherwise it complains on stderr).
-    argv += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    # sysfs read-only: CPU topology for torch/cpuinfo, PCI/net listings gloo walks at init.
+    argv += ["--ro-bind-try", "/sys", "/sys"]
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--perms", "1777", "--tmpfs", "/dev/shm"]
     argv += ["--size", str(int(tmp_bytes)), "--perms", "1777", "--tmpfs", "/tmp"]
@@ -141,7 +141,9 @@ def bwrap_prefix(
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not network:
         argv += ["--unshare-net"]
-    argv += ["--hostname", "ferry-sandbox", "--new-session", "--die-with-parent"]
+    # "localhost" resolves through /etc/hosts, so code that looks its own hostname up
+    # (torch.distributed, gloo) finds the loopback interface of the private network namespace.
+    argv += ["--hostname", "localhost", "--new-session", "--die-with-parent"]
     if uid is not None:
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--"]
         argv += drop_uid_prefix(uid)

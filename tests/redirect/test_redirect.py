@@ -118,3 +118,16 @@ def test_log_loader_merges_processes(tmp_path):
         ("b.py", 1, "torch.device", 1, 1),
     ]
     assert load_redirect_log(tmp_path / "missing.jsonl") == []
+
+
+def test_distributed_dataloader_and_generator_idioms_on_cpu(tmp_path):
+    res = run(RunRequest(path=SCRIPTS, command=["python", "dist_data.py"], device="cpu", redirect_cuda="cpu",
+                         artifacts_dir=tmp_path, timeout_s=300))
+    assert res.status == "ok", res.stderr_tail[-3000:]
+    assert "backend gloo" in res.stdout_tail and "gen cpu" in res.stdout_tail and "done cpu" in res.stdout_tail
+    apis = {r.api: r for r in load_redirect_log(res.redirect_log_path)}
+    assert apis["init_process_group(nccl)"].mapped_to == "gloo"
+    assert "DistributedDataParallel(device_ids)" in apis
+    assert "torch.Generator(device=)" in apis
+    # batch.cuda() runs in the main process on batches the two workers produced.
+    assert apis["Tensor.cuda"].count == 2

@@ -80,7 +80,7 @@ def _patch_amp(target: str, rec: Recorder) -> None:
     grad_scaler.GradScaler.__init__ = scaler_init
 
 
-def _patch_distributed(rec: Recorder) -> None:
+def _patch_distributed(target: str, rec: Recorder) -> None:
     if not torch.distributed.is_available():
         return
     from torch.distributed import distributed_c10d
@@ -91,12 +91,28 @@ def _patch_distributed(rec: Recorder) -> None:
     def init_process_group(backend=None, *args, **kwargs):
         b = kwargs.pop("backend", backend)
         if isinstance(b, str) and "nccl" in b.lower():
-            rec.record("init_process_group(nccl)", mapped_to="gloo", skip=3)
-            b = "gloo"
+            # gloo for CPU tensors; tpx tensors are routed to gloo too (tpx memory is host memory).
+            b = "gloo" if target == "cpu" else f"cpu:gloo,{target}:gloo"
+            rec.record("init_process_group(nccl)", mapped_to=b, skip=3)
         return orig(b, *args, **kwargs)
 
     distributed_c10d.init_process_group = init_process_group
     torch.distributed.init_process_group = init_process_group
+
+    from torch.nn.parallel import distributed as ddp_mod
+
+    orig_ddp = ddp_mod.DistributedDataParallel.__init__
+
+    @functools.wraps(orig_ddp)
+    def ddp_init(self, module, device_ids=None, output_device=None, *args, **kwargs):
+        if device_ids is not None or output_device is not None:
+            # CUDA ordinals mean "the GPU of this rank": on the target the module is a
+            # single-device module, for which DDP wants no device_ids.
+            rec.record("DistributedDataParallel(device_ids)", skip=3)
+            device_ids, output_device = None, None
+        return orig_ddp(self, module, device_ids, output_device, *args, **kwargs)
+
+    ddp_mod.DistributedDataParallel.__init__ = ddp_init
 
 
 def _patch_cpp_extension(target: str, rec: Recorder) -> None:
@@ -133,6 +149,33 @@ def _patch_cpp_extension(target: str, rec: Recorder) -> None:
     cpp_extension.load, cpp_extension.load_inline = load, load_inline
 
 
+def _generator_class(target: str, rec: Recorder) -> type:
+    """``torch.Generator`` that maps a CUDA device; ``isinstance`` still accepts every
+    generator (the default CPU generator included)."""
+    orig = torch.Generator
+    if getattr(orig, "_ferry_redirect", False):
+        return orig
+
+    class _Meta(type(orig)):
+        def __instancecheck__(cls, obj):
+            return isinstance(obj, orig)
+
+        def __subclasscheck__(cls, sub):
+            return issubclass(sub, orig)
+
+    class Generator(orig, metaclass=_Meta):
+        _ferry_redirect = True
+
+        def __new__(cls, device="cpu"):
+            if is_cuda_device(device, allow_int=True):
+                rec.record("torch.Generator(device=)", skip=2)
+                device = target
+            return orig.__new__(cls, device)
+
+    Generator.__doc__ = orig.__doc__
+    return Generator
+
+
 def install(target: str, log_path: str | None = None, repo_root: str | None = None) -> Recorder:
     """Map CUDA onto ``target`` ("cpu" or "tpx") for the rest of this process. Idempotent."""
     if "recorder" in _state:
@@ -145,7 +188,7 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
     if hasattr(torch.cuda, "amp"):
         torch.cuda.amp.GradScaler  # noqa: B018 - resolve the lazy attribute before patching bases
     _patch_amp(target, rec)
-    _patch_distributed(rec)
+    _patch_distributed(target, rec)
     _patch_cpp_extension(target, rec)
 
     def module_cuda(self, device=None):
@@ -179,6 +222,7 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
         return orig_load(f, map_location, *args, **kwargs)
 
     torch.load = load
+    torch.Generator = _generator_class(target, rec)
     sys.meta_path.insert(0, _UnsupportedImportFinder(rec, target))
     strategy = os.environ.get(STRATEGY_ENV, "patch")
     if strategy == "mode":

@@ -90,9 +90,12 @@ def _link_marker(lines: list[str], start: int) -> str | None:
     return None
 
 
+RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?", re.M)
+
+
 def parse_blocks(text: str) -> list[tuple[ExceptionInfo, str | None]]:
     """Every exception printed in ``text``, in order, with the chain marker preceding it."""
-    lines = text.splitlines()
+    lines = RANK_PREFIX.sub("", text).splitlines()  # torch.distributed / torchrun line prefixes
     out: list[tuple[ExceptionInfo, str | None]] = []
     i, n = 0, len(lines)
     while i < n:

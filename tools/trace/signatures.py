@@ -31,7 +31,8 @@ RULES: tuple[Rule, ...] = (
          "custom CUDA kernel, Triton or CUDA graph: no device-neutral equivalent"),
     Rule("cuda_not_compiled", r"Torch not compiled with CUDA enabled", None,
          "CUDA API used on a build without CUDA"),
-    Rule("cuda_not_compiled", r"Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver initialization failed", None,
+    Rule("cuda_not_compiled", r"Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver initialization failed|"
+         r"without ATen_cuda library|Attempting to deserialize object on a CUDA device", None,
          "CUDA runtime needed but absent"),
     Rule("tpx_oom", r"OutOfMemoryError.*tpx|tpx.*out of memory|tpx.*OutOfMemory", None,
          "tpx simulated device memory exhausted"),
