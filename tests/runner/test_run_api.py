@@ -112,3 +112,17 @@ def test_cli_doctor_reports_isolation(tmp_path: Path):
     assert report["isolation"]["level"] in ("bwrap", "unshare", "rlimits")
     assert report["isolation"]["level"] == report["isolation"]["available"][0]
     assert "torch" in report
+
+
+def test_unavailable_isolation_is_a_sandbox_error(repo: Path, tmp_path: Path, monkeypatch):
+    import sandbox.isolation as iso
+
+    monkeypatch.setattr(iso, "detect", lambda: iso.IsolationInfo(level="rlimits", reasons=("bwrap missing (test)",),
+                                                                 available=("rlimits",), drops_uid=False))
+    res = run(RunRequest(path=repo, command=["true"], device="cpu", isolation="bwrap", artifacts_dir=tmp_path / "a"))
+    assert res.status == "sandbox_error" and res.isolation == "none"
+    assert "bwrap missing (test)" in res.error and "ferry doctor" in res.error
+    # the weakest level still runs, and says so
+    weak = run(RunRequest(path=repo, command=["true"], device="cpu", artifacts_dir=tmp_path / "b"))
+    assert weak.status == "ok" and weak.isolation == "rlimits"
+    assert weak.isolation_reasons == ["bwrap missing (test)"]

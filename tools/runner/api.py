@@ -104,6 +104,16 @@ def run(req: RunRequest) -> RunResult:
                          **base)
     try:
         status = res.status
+        setup = res.stderr.lstrip()
+        if res.isolation == "bwrap" and res.exit_code == 1 and setup.startswith("bwrap:"):
+            # bubblewrap itself failed before the command started (bad mount, namespaces refused)
+            err = setup.splitlines()[0]
+            return RunResult(exit_code=None, status="sandbox_error", duration_s=res.duration_s, stdout_tail="",
+                             stderr_tail=res.stderr[-TAIL_CHARS:], isolation=res.isolation,
+                             isolation_reasons=res.isolation_reasons,
+                             error=f"the sandbox could not start the command ({err}). Run `ferry doctor`; "
+                                   "FERRY_SANDBOX_ISOLATION=unshare selects the weaker fallback explicitly.",
+                             **base)
         junit_path = junit if junit.is_file() else None
         trace = None
         if status != "ok" or junit_path is not None:
