@@ -1,17 +1,26 @@
-"""Residual CUDA call ("Torch not compiled with CUDA enabled") -> the catalogue codemod at that line."""
+"""Residual CUDA call at the failing line -> the catalogue codemod at that line.
+
+First the auto codemods restricted to that file and line (kind ``codemod``: a catalogue edit);
+if none applies, the scanner's proposed rewrite for a *review* finding on that line (e.g.
+``.cuda(local_rank)`` -> ``.to(device)``), which is not automatic in the catalogue, so it is a
+``policy`` edit (and asks for approval under --approve).
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from agent import toolbox
+from agent.policy import edits
 from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal
 
 logger = logging.getLogger(__name__)
 
 RULE = "residual_cuda_codemod"
-KINDS = ("cuda_not_compiled",)
+KINDS = ("cuda_not_compiled", "other", "ATen_cuda", "aten_cuda", "cuda_unmappable")
+CUDA_AT_LINE = re.compile(r"\.cuda\(|\btorch\.cuda\b|[\"']cuda(:\d+)?[\"']|\bnccl\b|\bcuda\.")
 
 
 def rewritten_texts(result: dict[str, Any], root_prefix: str | None = None) -> dict[str, str]:
@@ -29,6 +38,24 @@ def rewritten_texts(result: dict[str, Any], root_prefix: str | None = None) -> d
     return out
 
 
+def _review_rewrite(ctx: FixContext, rel: str, line: int, text: str) -> str | None:
+    """Apply the scanner's proposed rewrite of a review finding that starts on ``line``."""
+    report = toolbox.scan(ctx.workspace / rel)  # type: ignore[operator]
+    for f in report.get("findings") or []:
+        if f.get("line") != line or not f.get("rewrite") or f.get("category") == "unsupported":
+            continue
+        new_src = f["rewrite"].split("  #")[0].rstrip()
+        lines = edits.lines_of(text)
+        start = sum(len(x) for x in lines[: f["line"] - 1]) + f["col"] - 1
+        end = sum(len(x) for x in lines[: f["end_line"] - 1]) + f["end_col"] - 1
+        if not CUDA_AT_LINE.search(text[start:end]):
+            continue  # the span must be the CUDA call itself
+        new = text[:start] + new_src + text[end:]
+        if edits.parse(new, rel) is not None:
+            return new
+    return None
+
+
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     if diag.kind not in KINDS or ctx.workspace is None:
         return None
@@ -36,14 +63,23 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
         site = f"{frame.file}:{frame.line}"
         if f"{RULE}@{site}" in ctx.tried:
             continue
-        result = toolbox.rewrite(ctx.workspace, device=ctx.device_mode, files=[frame.file], lines={frame.file: [frame.line]})
-        new_files = rewritten_texts(result, str(ctx.workspace))
-        new = new_files.get(frame.file)
-        if new is None:
+        text = ctx.text(frame.file)
+        if text is None or not 0 < frame.line <= len(edits.lines_of(text)):
             continue
+        if diag.kind != "cuda_not_compiled" and not CUDA_AT_LINE.search(edits.lines_of(text)[frame.line - 1]):
+            continue
+        result = toolbox.rewrite(ctx.workspace, device=ctx.device_mode, files=[frame.file], lines={frame.file: [frame.line]})
+        new = rewritten_texts(result, str(ctx.workspace)).get(frame.file)
+        kind = "codemod"
+        if new is None:
+            new = _review_rewrite(ctx, frame.file, frame.line, text)
+            kind = "policy"
+        if new is None or new == text:
+            continue
+        first = diag.message.splitlines()[0] if diag.message else "CUDA not available"
         return make_proposal(
-            ctx, rule=RULE, kind="codemod", site=site, new_files={frame.file: new},
-            reason=f"CUDA call left at {site} ({diag.message.splitlines()[0] if diag.message else 'CUDA not available'}): "
-                   "applied the catalogue codemod at that line",
+            ctx, rule=RULE, kind=kind, site=site, new_files={frame.file: new},
+            reason=(f"CUDA call left at {site} ({first}): applied the catalogue "
+                    + ("codemod" if kind == "codemod" else "rewrite proposed for this review finding") + " at that line"),
         )
     return None

@@ -45,7 +45,7 @@ def _status(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
 def create(body: MigrationCreate, settings: SettingsDep, jobs: JobsDep) -> MigrationCreated:
     src = Path(body.path).expanduser()
     if not src.is_dir():
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, f"{body.path} is not a directory on the server")
+        raise HTTPException(422, f"{body.path} is not a directory on the server")
     opts = MigrationOptions(source=str(src.resolve()), run_command=body.run, test_command=body.test, out_dir=body.out,
                             state_dir=settings.state_dir, llm=body.llm, approve=body.approve, apply=body.apply,
                             device=body.device, max_iterations=body.max_iterations, run_timeout_s=body.run_timeout_s,
@@ -78,7 +78,7 @@ def decide(mid: str, body: Decision, settings: SettingsDep, jobs: JobsDep) -> Mi
     if st.state != "waiting_for_approval":
         raise HTTPException(status.HTTP_409_CONFLICT, f"migration {mid} is {st.state}, not waiting for approval")
     if body.action == "edit" and not body.files:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, "action=edit needs files: {path: new text}")
+        raise HTTPException(422, "action=edit needs files: {path: new text}")
     answer = body.model_dump(exclude_none=True)
     jobs.submit(mid, lambda: resume(mid, settings.state_dir, answer=answer))
     return MigrationStatus(id=mid, state="running", pending=st.pending)

@@ -122,3 +122,20 @@ def test_backend_that_cannot_load_is_an_environment_failure(tmp_path):
     msg = "tpx: could not build the C++ extension (needs a C++ compiler and ninja; set TPX_EXTENSION_DIR)"
     v = propose(_diag("other", "m.py", 1, msg), ctx)
     assert isinstance(v, Verdict) and v.status == "failed_sandbox" and "environment" in v.summary
+
+
+def test_residual_cuda_call_gets_the_catalogue_rewrite_at_that_line(tmp_path):
+    src = ("import torch\n\ndevice = torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')\n\n\n"
+           "def main(local_rank):\n    model = torch.nn.Linear(2, 2).cuda(local_rank)\n    return model\n")
+    ctx = _ctx(tmp_path, {"m.py": src})
+    ctx.workspace = tmp_path
+    p = propose(_diag("other", "m.py", 7, "Invalid device, must be cuda device"), ctx)
+    assert isinstance(p, Proposal) and p.rule == "residual_cuda_codemod"
+    assert p.kind == "policy"  # a review rewrite, not an automatic catalogue codemod
+    assert _new_line(p, "m.py", 7) == "    model = torch.nn.Linear(2, 2).to(device)"
+
+
+def test_other_failure_without_cuda_at_the_line_is_not_a_residual_cuda_call(tmp_path):
+    ctx = _ctx(tmp_path, {"m.py": "import torch\nx = 1 / 0\n"})
+    ctx.workspace = tmp_path
+    assert propose(_diag("other", "m.py", 2, "ZeroDivisionError"), ctx) is None
