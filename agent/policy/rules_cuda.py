@@ -8,8 +8,12 @@ if none applies, the scanner's proposed rewrite for a *review* finding on that l
 
 from __future__ import annotations
 
+import ast
+import json
 import logging
 import re
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from agent import toolbox
@@ -56,6 +60,37 @@ def _review_rewrite(ctx: FixContext, rel: str, line: int, text: str) -> str | No
     return None
 
 
+@lru_cache(maxsize=1)
+def residual_table() -> dict[str, dict[str, Any]]:
+    data = json.loads(Path(__file__).with_name("residual_cuda.json").read_text())
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def _table_rewrite(rel: str, line: int, text: str) -> str | None:
+    """Replace a CUDA API call on ``line`` by its device-generic equivalent (residual_cuda.json)."""
+    tree = edits.parse(text, rel)
+    if tree is None or not edits.imports_torch_as_torch(tree):
+        return None
+    has_device = any(isinstance(t, ast.Name) and t.id == "device"
+                     for n in tree.body if isinstance(n, ast.Assign) for t in n.targets)
+    dev = "device" if has_device else "torch.accelerator.current_accelerator()"
+    table = residual_table()
+    for call in edits.calls_at(tree, line):
+        name = edits.dotted_name(call.func)
+        spec = table.get(name)
+        if spec is None or call.lineno != line:
+            continue
+        new = text
+        if spec["device_kw"] and not edits.has_kwarg(call, "device"):
+            new = edits.insert_kwarg(new, call, f"device={dev}")
+            tree2 = edits.parse(new, rel)
+            call = next(c for c in edits.calls_at(tree2, line) if edits.dotted_name(c.func) == name)  # type: ignore[arg-type]
+        new = edits.replace_node(new, call.func, spec["replace"])
+        if edits.parse(new, rel) is not None:
+            return new
+    return None
+
+
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     if diag.kind not in KINDS or ctx.workspace is None:
         return None
@@ -72,7 +107,7 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
         new = rewritten_texts(result, str(ctx.workspace)).get(frame.file)
         kind = "codemod"
         if new is None:
-            new = _review_rewrite(ctx, frame.file, frame.line, text)
+            new = _review_rewrite(ctx, frame.file, frame.line, text) or _table_rewrite(frame.file, frame.line, text)
             kind = "policy"
         if new is None or new == text:
             continue

@@ -139,3 +139,13 @@ def test_other_failure_without_cuda_at_the_line_is_not_a_residual_cuda_call(tmp_
     ctx = _ctx(tmp_path, {"m.py": "import torch\nx = 1 / 0\n"})
     ctx.workspace = tmp_path
     assert propose(_diag("other", "m.py", 2, "ZeroDivisionError"), ctx) is None
+
+
+def test_residual_cuda_event_uses_the_device_generic_table(tmp_path):
+    src = ("import torch\n\ndevice = torch.device('tpx')\n\n\ndef main():\n"
+           "    start = torch.cuda.Event(enable_timing=True)\n    return start\n")
+    ctx = _ctx(tmp_path, {"m.py": src})
+    ctx.workspace = tmp_path
+    p = propose(_diag("other", "m.py", 7, "Tried to instantiate dummy base class Event"), ctx)
+    assert isinstance(p, Proposal) and p.kind == "policy"
+    assert _new_line(p, "m.py", 7) == "    start = torch.Event(enable_timing=True, device=device)"
