@@ -36,6 +36,7 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace tpx {
@@ -211,9 +212,20 @@ struct CpuRef {
   c10::intrusive_ptr<c10::StorageImpl> impl;
   int64_t counted;
 };
+// CPU StorageImpl -> the tpx storage already wrapping it, so that wrapping the same CPU memory
+// twice (two views of one fresh result, repeated from_cpu calls) yields one tpx storage, counted
+// once. An entry lives exactly as long as that tpx storage (removed by its deleter).
+std::mutex g_wrap_mu;
+std::unordered_map<const c10::StorageImpl*, c10::weak_intrusive_ptr<c10::StorageImpl>> g_wrapped;
+
 void release_tpx_ref(void* ctx) { delete static_cast<TpxRef*>(ctx); }
 void release_cpu_ref(void* ctx) {
   auto* r = static_cast<CpuRef*>(ctx);
+  {
+    std::lock_guard<std::mutex> lock(g_wrap_mu);
+    auto it = g_wrapped.find(r->impl.get());
+    if (it != g_wrapped.end() && it->second.expired()) g_wrapped.erase(it);
+  }
   account_free(r->counted);
   delete r;
 }
@@ -255,13 +267,22 @@ at::Tensor from_cpu(const at::Tensor& c) {
   if (dp.get_deleter() == &release_tpx_ref) {
     dev = c10::Storage(static_cast<TpxRef*>(dp.get_context())->impl);
   } else {
-    int64_t n = static_cast<int64_t>(impl->nbytes());
-    account_alloc(n);
-    impl->set_resizable(false);  // the tpx side holds this pointer: it must never move
-    c10::DataPtr tdp(impl->mutable_data(),
-                     new CpuRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl), n},
-                     &release_cpu_ref, c10::Device(kTpx, t_current_device));
-    dev = c10::Storage(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(tdp), &g_allocator, true);
+    std::lock_guard<std::mutex> lock(g_wrap_mu);
+    auto it = g_wrapped.find(impl);
+    c10::intrusive_ptr<c10::StorageImpl> existing;
+    if (it != g_wrapped.end()) existing = it->second.lock();
+    if (existing) {
+      dev = c10::Storage(std::move(existing));
+    } else {
+      int64_t n = static_cast<int64_t>(impl->nbytes());
+      account_alloc(n);
+      impl->set_resizable(false);  // the tpx side holds this pointer: it must never move
+      c10::DataPtr tdp(impl->mutable_data(),
+                       new CpuRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl), n},
+                       &release_cpu_ref, c10::Device(kTpx, t_current_device));
+      dev = c10::Storage(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(tdp), &g_allocator, true);
+      g_wrapped.insert_or_assign(impl, dev.getWeakStorageImpl());
+    }
   }
   return make_like(std::move(dev), c10::DispatchKey::PrivateUse1, c);
 }
