@@ -121,3 +121,19 @@ def test_golden_dump_enables_error_ratio(reference_dump: Path, tmp_path: Path) -
     report = compare_dumps(reference_dump, train_probed(tmp_path / "tgt"), CompareOptions(golden_dir=golden))
     assert report.verdict == "pass" and report.golden_dir == str(golden)
     assert all(t.metrics.error_ratio == 1.0 for t in report.tensors if t.metrics is not None)
+
+
+def test_dtype_change_fails_immediately_and_is_named(reference_dump: Path, tmp_path: Path) -> None:
+    from tests.parity.conftest import Model
+    from tools.probe.child import probe_session
+
+    torch.manual_seed(0)
+    model = Model().double()  # the "migrated" code computes in float64
+    gen = torch.Generator().manual_seed(1)
+    with probe_session(tmp_path / "tgt", steps=1):
+        model(torch.randn(64, 16, generator=gen).double())
+    report = compare_dumps(reference_dump, tmp_path / "tgt")
+    outputs = [t for t in report.tensors if t.kind == "module_output" and t.step == 0]
+    assert outputs and all((t.verdict, t.tier, t.metrics) == ("fail", "dtype", None) for t in outputs)
+    div = report.first_divergence
+    assert div is not None and div.likely_cause == "dtype" and "float64" in div.explanation

@@ -132,11 +132,17 @@ def first_divergence(modules: list[ModuleComparison], tensors: list[TensorCompar
                           inputs=m.input_verdict, likely_cause=cause, explanation=why, ops=ops, output=failing)
     if inherited is not None:
         failing = next(t for t in outputs.get((inherited.module, inherited.call), []) if t.verdict == "fail")
+        if failing.tier == "dtype":
+            cause, why = "dtype", (f"the data entering the model already has another dtype ({failing.ref_dtype} on the "
+                                   f"reference, {failing.target_dtype} on the target): a dtype was changed before "
+                                   "the first module (e.g. .double() or a float64 default); cast explicitly")
+        else:
+            cause, why = "input_data", ("the inputs of the first failing module already differ and no earlier "
+                                        "module produced them: the data differs (data loading, RNG, preprocessing "
+                                        "outside modules)")
         return Divergence(key=inherited.key, module=inherited.module, call=inherited.call, step=inherited.step,
-                          module_class=inherited.module_class, inputs="fail", likely_cause="input_data",
-                          explanation="the inputs of the first failing module already differ and no earlier "
-                          "module produced them: the data differs (data loading, RNG, preprocessing outside modules)",
-                          output=failing)
+                          module_class=inherited.module_class, inputs="fail", likely_cause=cause,
+                          explanation=why, output=failing)
     for t in [x for x in tensors if x.kind == "record"] + scalars:
         if t.verdict == "fail":
             return Divergence(key=t.key, module=t.module or t.key, call=t.call, inputs="none", likely_cause="unknown",

@@ -153,6 +153,8 @@ class Recorder:
 
     def flush(self) -> None:
         """Write pending tensors as one chunk and rewrite the index atomically."""
+        if os.getpid() != self.meta["pid"]:
+            return  # a forked child (e.g. a DataLoader worker) must not overwrite the parent's dump
         with self._lock:
             if self._pending:
                 path = self.out_dir / self._chunk_name(self._chunk)
