@@ -137,3 +137,23 @@ def test_dtype_change_fails_immediately_and_is_named(reference_dump: Path, tmp_p
     assert outputs and all((t.verdict, t.tier, t.metrics) == ("fail", "dtype", None) for t in outputs)
     div = report.first_divergence
     assert div is not None and div.likely_cause == "dtype" and "float64" in div.explanation
+
+
+def test_low_precision_reduction_is_attributed_to_reduction_order(reference_dump: Path, tmp_path: Path) -> None:
+    orig = F.layer_norm
+
+    def half_accumulating_layer_norm(x, shape, weight=None, bias=None, eps=1e-5):
+        # statistics accumulated in bfloat16: a different (worse) reduction, same formula
+        mean = x.bfloat16().mean(-1, keepdim=True).float()
+        var = (x - mean).bfloat16().pow(2).mean(-1, keepdim=True).float()
+        return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+    F.layer_norm = half_accumulating_layer_norm
+    try:
+        target = train_probed(tmp_path / "tgt")
+    finally:
+        F.layer_norm = orig
+    report = compare_dumps(reference_dump, target)
+    div = report.first_divergence
+    assert div is not None and div.module == "Model.blocks.0.norm" and div.inputs == "pass", report.summary
+    assert div.likely_cause == "reduction_order" and div.output.metrics.cosine >= 0.9999
