@@ -20,14 +20,11 @@ def _losses(text: str) -> list[str]:
     return re.findall(r"^loss (\S+)$", text, re.M)
 
 
-@pytest.fixture(scope="module", params=["patch", "mode"])
-def cpu_run(request, tmp_path_factory):
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
     art = tmp_path_factory.mktemp("art")
     cmd = "python cuda_train.py && python plain_train.py cpu"
-    res = run(RunRequest(path=SCRIPTS, command=cmd, device="cpu", redirect_cuda="cpu", artifacts_dir=art, timeout_s=300,
-                         env={"FERRY_REDIRECT_STRATEGY": request.param}))
-    res.__dict__["_strategy"] = request.param
-    return res
+    return run(RunRequest(path=SCRIPTS, command=cmd, device="cpu", redirect_cuda="cpu", artifacts_dir=art, timeout_s=300))
 
 
 def test_cuda_script_runs_unchanged_on_cpu(cpu_run):
@@ -42,15 +39,31 @@ def test_cuda_script_runs_unchanged_on_cpu(cpu_run):
     assert not (SCRIPTS / "ckpt.pt").exists()  # written in the private copy only
 
 
-def test_call_site_log_names_user_lines(cpu_run):
-    assert cpu_run.redirect_log_path is not None
-    records = load_redirect_log(cpu_run.redirect_log_path)
-    by_api = {(r.api, r.line) for r in records if r.file == "cuda_train.py"}
+def _line_of(snippet: str) -> int:
     lines = (SCRIPTS / "cuda_train.py").read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if snippet in text)
 
-    def line_of(snippet: str) -> int:
-        return next(i for i, text in enumerate(lines, 1) if snippet in text)
 
+def test_call_site_log_names_user_lines(cpu_run):
+    _check_log(cpu_run, "patch")
+
+
+@pytest.mark.slow
+def test_function_mode_strategy_is_faithful_and_maps_device_objects(tmp_path):
+    res = run(RunRequest(path=SCRIPTS, command="python cuda_train.py && python plain_train.py cpu", device="cpu",
+                         redirect_cuda="cpu", artifacts_dir=tmp_path, timeout_s=300,
+                         env={"FERRY_REDIRECT_STRATEGY": "mode"}))
+    assert res.status == "ok", res.stderr_tail[-3000:]
+    losses = _losses(res.stdout_tail)
+    assert len(losses) == 6 and losses[:3] == losses[3:]
+    _check_log(res, "mode")
+
+
+def _check_log(result, strategy: str) -> None:
+    assert result.redirect_log_path is not None
+    records = load_redirect_log(result.redirect_log_path)
+    by_api = {(r.api, r.line) for r in records if r.file == "cuda_train.py"}
+    line_of = _line_of
     expected = {
         ("torch.cuda.is_available", line_of("assert torch.cuda.is_available()")),
         ("torch.cuda.manual_seed_all", line_of("manual_seed_all")),
@@ -61,7 +74,7 @@ def test_call_site_log_names_user_lines(cpu_run):
         ("torch.cuda.Event", line_of("torch.cuda.Event(enable_timing=True)")),
         ("torch.cuda.synchronize", line_of("torch.cuda.synchronize()")),
     }
-    if cpu_run.__dict__["_strategy"] == "mode":
+    if strategy == "mode":
         expected.add(("torch.device", line_of('device = torch.device("cuda"')))
     else:
         expected.add(("Tensor.to", line_of(".to(device)")))

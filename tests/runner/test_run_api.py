@@ -126,3 +126,14 @@ def test_unavailable_isolation_is_a_sandbox_error(repo: Path, tmp_path: Path, mo
     weak = run(RunRequest(path=repo, command=["true"], device="cpu", artifacts_dir=tmp_path / "b"))
     assert weak.status == "ok" and weak.isolation == "rlimits"
     assert weak.isolation_reasons == ["bwrap missing (test)"]
+
+
+def test_pytest_run_reports_per_test_outcomes(tmp_path: Path):
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "test_m.py").write_text("def test_ok():\n    pass\n\n\ndef test_bad():\n    assert [1] == [2]\n")
+    res = run(RunRequest(path=src, command="python -m pytest -q", device="cpu", artifacts_dir=tmp_path / "a", timeout_s=120))
+    assert res.status == "failed" and res.junit_xml is not None
+    assert res.trace is not None and res.trace.origin == "pytest"
+    assert {t.nodeid.split("::")[-1]: t.outcome for t in res.trace.tests} == {"test_ok": "passed", "test_bad": "failed"}
+    assert res.trace.location == "test_m.py:6"
