@@ -32,6 +32,7 @@ def test_cuda_script_runs_unchanged_on_cpu(cpu_run):
     out = cpu_run.stdout_tail
     assert "devices cpu cpu" in out
     assert "loaded cpu" in out
+    assert "legacy cpu torch.float32" in out
     losses = _losses(out)
     assert len(losses) == 6
     # Faithful: the redirected CUDA code computes exactly what device-agnostic code computes.
@@ -73,6 +74,8 @@ def _check_log(result, strategy: str) -> None:
         ("autocast(cuda)", line_of('torch.autocast("cuda"')),
         ("torch.cuda.Event", line_of("torch.cuda.Event(enable_timing=True)")),
         ("torch.cuda.synchronize", line_of("torch.cuda.synchronize()")),
+        ("torch.cuda.FloatTensor", line_of("torch.cuda.FloatTensor(")),
+        ("torch.cuda.nvtx.range_push", line_of("range_push")),
     }
     if strategy == "mode":
         expected.add(("torch.device", line_of('device = torch.device("cuda"')))

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import torch
 
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
+from tools.redirect.tables import LEGACY_TENSOR_TYPES, NVTX_FUNCTIONS
 
 
 def _from_torch_internals(depth: int = 2) -> bool:
@@ -187,6 +188,19 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
 
         return fail
 
+    def legacy(name: str, dtype_name: str):
+        dtype = getattr(torch, dtype_name)
+
+        def ctor(*args, **kwargs):
+            rec.record(f"torch.cuda.{name}", skip=3)
+            kwargs.pop("device", None)
+            if len(args) == 1 and not isinstance(args[0], int):
+                return torch.tensor(args[0], dtype=dtype, device=target)
+            return torch.empty(*args, dtype=dtype, device=target)
+
+        ctor.__name__ = name
+        return ctor
+
     graph_why = "CUDA graphs have no equivalent; run the captured code eagerly (remove the capture or guard it)"
     api: dict[str, object] = {
         "is_available": is_available,
@@ -227,4 +241,27 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
         "graph": unsupported("graph", graph_why),
         "make_graphed_callables": unsupported("make_graphed_callables", graph_why),
     }
+    api.update({name: legacy(name, dt) for name, dt in LEGACY_TENSOR_TYPES.items()})
     return api
+
+
+def patch_nvtx(rec: Recorder) -> None:
+    """``torch.cuda.nvtx`` annotations become no-ops (they only label profiler ranges)."""
+    nvtx = getattr(torch.cuda, "nvtx", None)
+    if nvtx is None:
+        return
+    for name in NVTX_FUNCTIONS:
+        if not hasattr(nvtx, name):
+            continue
+        if name == "range":
+            def rng(*a, **k):
+                rec.record("torch.cuda.nvtx.range", skip=4)
+                return contextlib.nullcontext()
+
+            setattr(nvtx, name, rng)
+        else:
+            def marker(*a, _api=f"torch.cuda.nvtx.{name}", **k):
+                rec.record(_api, skip=3)
+                return 0
+
+            setattr(nvtx, name, marker)

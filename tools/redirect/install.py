@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from tools.redirect.cuda_api import build_cuda_api
+from tools.redirect.cuda_api import build_cuda_api, patch_nvtx
 from tools.redirect.mode import CudaRedirectMode, is_cuda_device
 from tools.redirect.patches import install_patches
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
@@ -185,6 +185,7 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
     rec = Recorder(log_path, target, repo_root)
     for name, fn in build_cuda_api(target, rec).items():
         setattr(torch.cuda, name, fn)
+    patch_nvtx(rec)
     if hasattr(torch.cuda, "amp"):
         torch.cuda.amp.GradScaler  # noqa: B018 - resolve the lazy attribute before patching bases
     _patch_amp(target, rec)

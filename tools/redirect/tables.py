@@ -13,3 +13,13 @@ FACTORIES: tuple[str, ...] = (
 
 # Tensor methods with a ``device=`` keyword.
 TENSOR_FACTORIES: tuple[str, ...] = ("new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros")
+
+# Legacy typed constructors ``torch.cuda.<Name>(...)`` -> dtype name on the target device.
+LEGACY_TENSOR_TYPES: dict[str, str] = {
+    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16", "LongTensor": "int64", "IntTensor": "int32",
+    "ShortTensor": "int16", "CharTensor": "int8", "ByteTensor": "uint8", "BoolTensor": "bool",
+}
+
+# torch.cuda.nvtx markers: profiling annotations with no effect on results -> no-ops.
+NVTX_FUNCTIONS: tuple[str, ...] = ("range_push", "range_pop", "range_start", "range_end", "mark", "range")
