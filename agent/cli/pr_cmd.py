@@ -68,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
     repo = Path(args.path).expanduser()
     if not repo.is_dir():
         raise CliError(f"{args.path} is not a directory")
-    top = Path(_git(repo, "rev-parse", "--show-toplevel", check=False) or "")
-    if not str(top) or not top.is_dir():
+    top_s = _git(repo, "rev-parse", "--show-toplevel", check=False)
+    top = Path(top_s)
+    if not top_s or not top.is_dir():
         raise CliError(f"{args.path} is not inside a git repository; ferry pr needs one (use ferry migrate otherwise)")
     base = args.base or _git(top, "rev-parse", "--abbrev-ref", "HEAD")
     if not _git(top, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", check=False):

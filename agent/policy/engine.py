@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from agent.policy import rules_cuda, rules_device, rules_dtype, rules_ops, rules_parity, rules_verdicts
+from agent.policy import (rules_cuda, rules_device, rules_distributed, rules_dtype, rules_ops, rules_parity,
+                          rules_verdicts)
 from agent.policy.base import Diagnosis, FixContext, Proposal, Verdict
 
 logger = logging.getLogger(__name__)
@@ -16,6 +17,7 @@ Rule = Callable[[Diagnosis, FixContext], "Proposal | Verdict | None"]
 RULES: tuple[tuple[str, tuple[str, ...], Rule], ...] = (
     ("tpx_backend_unavailable", ("other", "import_error"), rules_verdicts.backend_unavailable),
     (rules_dtype.RULE, rules_dtype.KINDS, rules_dtype.apply),
+    (rules_distributed.RULE, rules_distributed.KINDS, rules_distributed.apply),
     (rules_cuda.RULE, rules_cuda.KINDS, rules_cuda.apply),
     (rules_device.RULE, rules_device.KINDS, rules_device.apply),
     (rules_ops.RULE, rules_ops.KINDS, rules_ops.apply),

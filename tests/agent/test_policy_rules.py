@@ -149,3 +149,18 @@ def test_residual_cuda_event_uses_the_device_generic_table(tmp_path):
     p = propose(_diag("other", "m.py", 7, "Tried to instantiate dummy base class Event"), ctx)
     assert isinstance(p, Proposal) and p.kind == "policy"
     assert _new_line(p, "m.py", 7) == "    start = torch.Event(enable_timing=True, device=device)"
+
+
+def test_process_group_without_device_backend_gets_one_per_device(tmp_path):
+    train = ("import torch\nimport torch.distributed as dist\n\ndevice = torch.device('tpx')\n\n\ndef setup():\n"
+             "    dist.init_process_group(backend=torch.distributed.Backend.default_device_backend_map.get(device.type, 'gloo'),"
+             " init_method='file:///tmp/x', rank=0, world_size=1)\n")
+    ctx = _ctx(tmp_path, {"train.py": train, "model.py": "import torch\n"})
+    d = Diagnosis(phase="run", kind="other", exc_type="RuntimeError",
+                  message="No backend type associated with device type tpx", frames=[Frame(file="model.py", line=1)])
+    p = propose(d, ctx)
+    assert isinstance(p, Proposal) and p.rule == "per_device_process_group_backend" and p.site == "train.py:8"
+    line = _new_line(p, "train.py", 8)
+    assert "backend=f\"cpu:gloo,{device.type}:{torch.distributed.Backend.default_device_backend_map.get(device.type, 'gloo')}\"" in line
+    ns = {"device": type("D", (), {"type": "tpx"})(), "torch": __import__("torch")}
+    assert eval(line.split("backend=")[1].split(", init_method")[0], ns) == "cpu:gloo,tpx:gloo"

@@ -115,8 +115,8 @@ def test_kill_9_then_resume_keeps_finished_steps_and_edits(tmp_path):
 def test_approve_interrupts_before_policy_edit_then_resumes(tmp_path):
     repo = _repo(tmp_path)
     sdir = tmp_path / "state"
-    res = _ferry("migrate", str(repo), "--run", "python prog.py", "--approve", "--json", "--state-dir", str(sdir),
-                 "--id", "appr", "--out", str(tmp_path / "out"))
+    res = _ferry("migrate", str(repo), "--run", "python prog.py", "--approve", "--apply", "--json",
+                 "--state-dir", str(sdir), "--id", "appr", "--out", str(tmp_path / "out"))
     assert res.returncode == 1, res.stderr[-3000:]
     waiting = json.loads(res.stdout)
     assert waiting["status"] == "awaiting_approval"
@@ -126,6 +126,7 @@ def test_approve_interrupts_before_policy_edit_then_resumes(tmp_path):
     assert "float64" in question["reason"]
     before = load("appr", sdir)
     assert before["pending"] == ["apply_fix"] and before["iteration"] == 0
+    assert (repo / "prog.py").read_text() == PROG  # --apply waits for success
     # the codemod edits were applied without asking
     assert any(e["kind"] == "codemod" for e in before["edits"])
 
@@ -140,6 +141,8 @@ def test_approve_interrupts_before_policy_edit_then_resumes(tmp_path):
     after = load("appr", sdir)
     assert _steps(after).count("diagnose") == 1  # steps before the interrupt were not redone
     assert ".double()" not in after["files"]["prog.py"]
+    assert result["applied"] is True  # --apply: the verified patch was applied to the original
+    assert (repo / "prog.py").read_text() == after["files"]["prog.py"]
 
 
 @pytest.mark.slow
