@@ -127,16 +127,22 @@ def bwrap_prefix(
         # make them traversable so the unprivileged child can reach what is bound below them.
         out: list[str] = []
         for parent in reversed(dest.parents):
+            if any(parent == b or b in parent.parents for b in bound):
+                continue  # exists inside a tree already mounted (possibly read-only)
             if str(parent) not in made:
                 made.add(str(parent))
                 out += ["--perms", "0755", "--dir", str(parent)]
         return out
 
+    bound: list[Path] = []
     for root in python_roots() + [p.resolve() for p in readable]:
         argv += parents(root) + ["--ro-bind", str(root), str(root)]
+        bound.append(root)
     for p in [workspace, *writable]:
         rp = Path(p).resolve()
+        # mounted after the read-only trees, so a workspace inside one of them is writable
         argv += parents(rp) + ["--bind", str(rp), str(rp)]
+        bound.append(rp)
     argv += ["--chdir", str(Path(workspace).resolve())]
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not network:

@@ -212,3 +212,22 @@ def test_fallback_levels_are_reported_and_still_limit(run_py, level):
                  isolation=level)
     if level == "unshare":
         assert "NONET" in net.stdout
+
+
+def test_workspace_inside_a_read_only_tree_stays_writable(tmp_path: Path, repo: Path):
+    from sandbox import create_workspace, run_in_sandbox
+
+    from .conftest import PY, VENV_PATH, small_limits
+
+    ro = tmp_path / "ro_tree"
+    ro.mkdir()
+    ws = create_workspace(repo, root=ro / "nested" / "runs")
+    try:
+        res = run_in_sandbox(
+            [PY, "-c", f"open('mine.txt','w').write('ok')\ntry:\n    open({str(ro / 'evil.txt')!r},'w')\n    print('RO-BROKEN')\nexcept OSError:\n    print('RO-OK')"],
+            ws.path, limits=small_limits(), readable=[ro], path_env=VENV_PATH)
+        assert res.status == "ok", res.stderr
+        assert "RO-OK" in res.stdout and (ws.path / "mine.txt").read_text() == "ok"
+        assert not (ro / "evil.txt").exists()
+    finally:
+        ws.cleanup()
