@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from pathlib import Path
 from typing import Any, Literal
 
@@ -10,6 +12,8 @@ from pydantic import BaseModel, Field
 from tools.parity.metrics import Tier, TensorMetrics, Verdict
 from tools.parity.tolerances import Tolerances
 from tools.profile.models import ProfileReport
+
+logger = logging.getLogger(__name__)
 
 LikelyCause = Literal[
     "matmul_precision", "reduction_order", "dtype", "cpu_fallback", "input_data", "computation", "unknown"

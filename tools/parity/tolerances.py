@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from pydantic import BaseModel
+
+logger = logging.getLogger(__name__)
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype.
 ASSERT_CLOSE = {

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from tools.profile.models import ProfileReport
+
+logger = logging.getLogger(__name__)
 
 
 def _ms(us: float) -> str:
