@@ -60,7 +60,10 @@ def _candidate_dirs(digest: str) -> list[Path]:
     if override:
         dirs.append(Path(override) / digest)
     else:
-        dirs.append(Path.home() / ".cache" / "ferry" / "tpx-ext" / digest)
+        try:
+            dirs.append(Path.home() / ".cache" / "ferry" / "tpx-ext" / digest)
+        except RuntimeError:  # no HOME and no passwd entry (some sandboxes)
+            pass
     dirs.append(Path(tempfile.gettempdir()) / f"ferry-tpx-ext-{os.getuid()}" / digest)
     return dirs
 
@@ -159,9 +162,12 @@ def get(build: bool = True) -> ModuleType:
                 try:
                     so = _build(d)
                     break
-                except Exception as exc:  # compiler missing, disk full...
+                except OSError as exc:  # disk full, permissions: another dir may work
                     errors.append(f"{d}: {exc}")
                     logger.warning("tpx: building the extension in %s failed: %s", d, exc)
+                except Exception as exc:  # a compiler error would fail the same way elsewhere
+                    errors.append(f"{d}: {exc}")
+                    break
             if so is None:
                 raise RuntimeError(
                     "tpx: could not build the C++ extension (needs a C++ compiler and ninja; "
