@@ -266,11 +266,23 @@ def _cpu_fake(x: Any, fake_mode: Any) -> Any:
     return out
 
 
+def _retag_values_to_cpu(gm: torch.fx.GraphModule, fake_mode: Any) -> None:
+    """Give every node a CPU fake value with the traced sizes and strides.
+
+    Values are not re-propagated through CPU meta kernels: those may pick other strides
+    (e.g. channels-last outputs) than the ones the graph was traced and decomposed with, and
+    the graph's views are only valid for the traced layout.
+    """
+    for node in gm.graph.nodes:
+        for key in ("val", "example_value"):
+            if key in node.meta:
+                node.meta[key] = torch.utils._pytree.tree_map(lambda v: _cpu_fake(v, fake_mode), node.meta[key])
+
+
 def _tpx_inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
     from torch._guards import detect_fake_mode
     from torch._inductor.compile_fx import compile_fx_inner
     from torch._inductor.virtualized import V
-    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     output_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     out_on_tpx = [
@@ -283,7 +295,7 @@ def _tpx_inner_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], 
     bf16 = matmul_bf16()
     rounded = _round_matmul_inputs(gm) if bf16 else 0
     cpu_inputs = [_cpu_fake(x, fake_mode) for x in example_inputs]
-    FakeTensorProp(gm, mode=fake_mode).propagate_dont_convert_inputs(*cpu_inputs)
+    _retag_values_to_cpu(gm, fake_mode)
     logger.debug("tpx inner compile: %d nodes, %d matmuls with bf16 operands, backward=%s",
                  len(gm.graph.nodes), rounded, kwargs.get("is_backward", False))
     from torch._inductor import config as inductor_config

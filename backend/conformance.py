@@ -150,23 +150,50 @@ def ops_by_key(keys: Iterable[str] | None = None) -> list[Any]:
 # moving and comparing
 
 
-def _move(obj: Any, device: str) -> Any:
-    """Copy a sample's tensors to ``device``; device arguments naming the CPU follow too."""
+def _copy_tensor(x: torch.Tensor, device: str) -> torch.Tensor:
+    """Copy ``x`` to ``device`` keeping sizes, strides, storage offset and the whole storage
+    (so ops such as ``as_strided`` that read outside the view see the same memory)."""
+    x = x.detach()
+    if x.layout != torch.strided or x.device.type == "meta":
+        return x.to(device, copy=True)
+    n = x.untyped_storage().nbytes() // max(1, x.element_size())
+    if x.is_contiguous() and x.storage_offset() == 0 and x.numel() == n:
+        return x.to(device, copy=True)
+    try:
+        base = x.new_empty(0).set_(x.untyped_storage(), 0, (n,), (1,))
+        return base.to(device, copy=True).as_strided(x.size(), x.stride(), x.storage_offset())
+    except Exception:  # noqa: BLE001 - fall back to a compact copy
+        return x.to(device, copy=True)
+
+
+def _names_cpu(obj: Any) -> bool:
+    """True if a sample passes an explicit CPU device argument (its result may be on CPU)."""
+    return any((isinstance(x, torch.device) and x.type == "cpu") or x == "cpu"
+               for x in pytree.tree_leaves(obj) if isinstance(x, (str, torch.device)))
+
+
+def _move(obj: Any, src: str, dst: str) -> tuple[Any, int]:
+    """Copy a sample's ``src`` tensors to ``dst``; device arguments naming ``src`` follow.
+
+    Tensors the OpInfo deliberately put elsewhere (e.g. CPU index lists) stay where they are.
+    Returns the moved object and how many tensors/device arguments were moved.
+    """
+    moved = 0
 
     def leaf(x: Any) -> Any:
-        if isinstance(x, torch.Tensor):
-            return x.detach().to(device)
-        if isinstance(x, torch.device) and x.type == "cpu":
-            return torch.device(device)
-        if isinstance(x, str) and x == "cpu":  # e.g. `to`'s device argument
-            return device
+        nonlocal moved
+        if isinstance(x, torch.Tensor) and x.device.type == src:
+            moved += 1
+            return _copy_tensor(x, dst)
+        if isinstance(x, torch.device) and x.type == src:
+            moved += 1
+            return torch.device(dst)
+        if isinstance(x, str) and (x == src or x.startswith(src + ":")):  # e.g. `to`'s device
+            moved += 1
+            return dst
         return x
 
-    return pytree.tree_map(leaf, obj)
-
-
-def _move_kwargs(kwargs: dict[str, Any], device: str) -> dict[str, Any]:
-    return _move(kwargs, device)
+    return pytree.tree_map(leaf, obj), moved
 
 
 def _describe(x: Any) -> str:
@@ -190,7 +217,7 @@ def describe_sample(sample: Any) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
-def _compare(actual: Any, expected: Any, device: str, values: bool) -> None:
+def _compare(actual: Any, expected: Any, device: str, values: bool, on_device: bool = True) -> None:
     """Raise AssertionError if the device result differs from the CPU result."""
     a_leaves, a_spec = pytree.tree_flatten(actual)
     e_leaves, e_spec = pytree.tree_flatten(expected)
@@ -201,7 +228,7 @@ def _compare(actual: Any, expected: Any, device: str, values: bool) -> None:
         if isinstance(e, torch.Tensor):
             if not isinstance(a, torch.Tensor):
                 raise AssertionError(f"{where}: expected a tensor, got {type(a).__name__}")
-            if a.device.type != device.split(":")[0] and e.device.type == "cpu":
+            if on_device and a.device.type != device.split(":")[0] and e.device.type == "cpu":
                 raise AssertionError(f"{where}: result is on {a.device}, expected {device}")
             if a.dtype != e.dtype or a.shape != e.shape:
                 raise AssertionError(
@@ -275,36 +302,54 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def _samples(op: Any, device: str, result: OpResult) -> tuple[list[Any], str]:
+    """The op's float32 samples, made on ``device`` as PyTorch's device tests make them; if
+    that fails the samples are made on CPU (the failure is noted in the result)."""
+    try:
+        return list(op.sample_inputs(device, torch.float32, requires_grad=False)), device
+    except _OpTimeout:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        note = f"samples made on CPU (making them on {device} failed: {type(exc).__name__}: {exc})"
+        result.reason = note.splitlines()[0][:300]
+    try:
+        return list(op.sample_inputs("cpu", torch.float32, requires_grad=False)), "cpu"
+    except _OpTimeout:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the OpInfo cannot build samples here at all
+        result.reason = f"sample generation failed on CPU: {type(exc).__name__}: {exc}"[:300]
+        return [], "cpu"
+
+
 def _run_samples(op: Any, device: str, max_samples: int, result: OpResult) -> None:
     unsupported: str | None = None
     refused_reason = ""
-    try:
-        samples = op.sample_inputs("cpu", torch.float32, requires_grad=False)
-    except Exception as exc:  # the OpInfo itself cannot build samples here
-        result.reason = f"sample generation failed on CPU: {type(exc).__name__}: {exc}"[:300]
-        return
+    samples, made_on = _samples(op, device, result)
     values = not op.has_nondeterministic_output
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for index, sample in enumerate(samples):
-            if index >= max_samples:
-                break
+        for index, sample in enumerate(samples[:max_samples]):
             result.samples += 1
-            torch.manual_seed(_SEED)
+            ref_args = (sample.input, list(sample.args), dict(sample.kwargs))
+            dev_args = ref_args
+            if made_on != "cpu":
+                explicit_cpu = _names_cpu(ref_args)
+                ref_args, moved = _move(ref_args, made_on, "cpu")
             try:
-                expected = op(sample.input, *sample.args, **sample.kwargs)
+                torch.manual_seed(_SEED)
+                expected = op(ref_args[0], *ref_args[1], **ref_args[2])
             except _OpTimeout:
                 raise
             except Exception:
                 result.cpu_errors += 1
                 continue
             try:
-                inp = _move(sample.input, device)
-                args = _move(list(sample.args), device)
-                kwargs = _move_kwargs(dict(sample.kwargs), device)
+                if made_on == "cpu":
+                    explicit_cpu = False
+                    dev_args, moved = _move(ref_args, "cpu", device)
                 torch.manual_seed(_SEED)
-                actual = op(inp, *args, **kwargs)
-                _compare(actual, expected, device, values)
+                actual = op(dev_args[0], *dev_args[1], **dev_args[2])
+                _compare(actual, expected, device, values, on_device=moved > 0 and not explicit_cpu)
             except _OpTimeout:
                 raise
             except AssertionError as exc:
@@ -329,7 +374,8 @@ def _run_samples(op: Any, device: str, max_samples: int, result: OpResult) -> No
         result.status, result.reason = "unsupported", unsupported
     elif result.passed:
         result.status = "pass"
-        result.reason = f"{result.refused} sample(s) refused: {refused_reason}" if result.refused else ""
+        if result.refused:
+            result.reason = f"{result.refused} sample(s) refused: {refused_reason}"
     elif result.refused:
         result.status, result.reason = "refused", refused_reason
     else:
@@ -349,18 +395,18 @@ def _first_lines(exc: BaseException, n: int = 4) -> str:
 
 
 def prepare(device: str, strict: bool = False) -> None:
-    """Load the device and force full-fp32 matmuls ("highest") on CPU and on the device."""
-    torch.set_float32_matmul_precision("highest")
+    """Load the device and force full-fp32 matmuls ("highest") on CPU and on the device.
+
+    Changes process-wide settings (tpx config, torch's matmul precision); callers that share
+    the process save and restore them.
+    """
+    if torch.get_float32_matmul_precision() != "highest":
+        torch.set_float32_matmul_precision("highest")
     if device == "cpu":
         return
-    import backend  # noqa: F401  (registers tpx)
+    import backend  # registers tpx
 
-    configure = getattr(backend, "configure", None)
-    if configure is not None:
-        try:
-            configure(matmul_precision="highest", strict=strict)
-        except TypeError:
-            logger.warning("backend.configure does not take matmul_precision/strict; using defaults")
+    backend.configure(matmul_precision="highest", strict=strict)
 
 
 def run_ops(
