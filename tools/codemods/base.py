@@ -20,6 +20,7 @@ import libcst as cst
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
 logger = logging.getLogger(__name__)
+_VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
 _TORCH_RE = re.compile(r"(?<![\w.])torch\.")
 
 
@@ -83,6 +84,19 @@ class Rule(cst.BatchableCSTVisitor):
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__()
         self.ctx = ctx
+
+    def get_visitors(self):  # type: ignore[no-untyped-def]
+        """Same as libcst's, but the method names are looked up once per class, not per file
+        (libcst's ``inspect.getmembers`` per visitor per module dominated small files)."""
+        cls = type(self)
+        names = _VISITOR_NAMES.get(cls)
+        if names is None:
+            names = tuple(
+                n for n in dir(cls)
+                if n.startswith(("visit_", "leave_")) and callable(getattr(cls, n))
+                and not getattr(getattr(cls, n), "_is_no_op", False))
+            _VISITOR_NAMES[cls] = names
+        return {n: getattr(self, n) for n in names}
 
     # -- helpers -------------------------------------------------------------------------
     def qnames(self, node: cst.CSTNode) -> set[str]:

@@ -3,16 +3,18 @@ transformer, then the device variable and imports. Pure: source text in, results
 
 from __future__ import annotations
 
+import ast
 import logging
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ImportAssignment, PositionProvider, ScopeProvider
 
 from tools.codemods.base import Category, DeviceMode, Hit, Rule, RuleContext
 from tools.codemods.device import DeviceInfo, find_device_variable, insert_device_definition, torch_alias
+from tools.codemods.imports import remove_unused
 from tools.codemods.nodes import code
 from tools.codemods.registry import all_rules
 
@@ -73,11 +75,12 @@ def _rule_instances(ctx: RuleContext, rule_ids: set[str] | None) -> list[Rule]:
 
 def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | None
               ) -> tuple[cst.MetadataWrapper, list[Hit], DeviceInfo]:
-    wrapper = cst.MetadataWrapper(module)
+    # nodes are immutable and freshly parsed (or parsed from the cache), so no defensive deep copy
+    wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     info = find_device_variable(wrapper.module, device_mode)
     ctx = RuleContext(device_mode=device_mode, device_name=info.name,
                       device_definition_value=info.definition_value, torch_name=torch_alias(wrapper.module))
-    info.torch_name = ctx.torch_name  # type: ignore[attr-defined]
+    info.torch_name = ctx.torch_name
     rules = _rule_instances(ctx, rule_ids)
     wrapper.visit_batched(rules)
     contextual = {r.ID for r in rules if r.CONTEXTUAL}
@@ -92,11 +95,11 @@ def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | 
         if key not in seen:
             seen.add(key)
             unique.append(h)
-    info.definition_used = getattr(ctx, "definition_used", False)
+    info.definition_used = ctx.definition_used
     return wrapper, unique, info
 
 
-def _findings(wrapper: cst.MetadataWrapper, hits: list[Hit], lines: list[str]) -> list[RawFinding]:
+def _findings(wrapper: cst.MetadataWrapper, hits: list[Hit], lines: list[str], sort: bool = True) -> list[RawFinding]:
     positions = wrapper.resolve(PositionProvider)
     out = []
     for h in hits:
@@ -105,7 +108,8 @@ def _findings(wrapper: cst.MetadataWrapper, hits: list[Hit], lines: list[str]) -
         out.append(RawFinding(h.rule_id, pos.start.line, pos.start.column + 1, pos.end.line,
                               pos.end.column + 1, h.category, h.message, h.suggestion,
                               first.strip(), h.blocks))
-    out.sort(key=lambda f: (f.line, f.col, f.rule_id))
+    if sort:
+        out.sort(key=lambda f: (f.line, f.col, f.rule_id))
     return out
 
 
@@ -121,7 +125,10 @@ def _imports_of(wrapper: cst.MetadataWrapper, hits: list[Hit]) -> list[cst.CSTNo
                 return
             for assignment in scope[node.value] if node.value in scope else ():
                 if isinstance(assignment, ImportAssignment):
-                    found[id(assignment.node)] = assignment.node
+                    imp = assignment.node
+                    if isinstance(imp, cst.ImportFrom) and (imp.relative or isinstance(imp.names, cst.ImportStar)):
+                        continue  # relative imports cannot be resolved to a module; leave them alone
+                    found[id(imp)] = imp
 
     for h in hits:
         h.node.visit(_Names())
@@ -130,59 +137,87 @@ def _imports_of(wrapper: cst.MetadataWrapper, hits: list[Hit]) -> list[cst.CSTNo
 
 def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: set[str] | None = None,
             lines: set[int] | None = None, rewrite: bool = True,
-            module: cst.Module | None = None) -> ModuleOutcome:
+            module: cst.Module | None = None, fixed_point: bool = False) -> ModuleOutcome:
     """Find idioms in ``source``; when ``rewrite``, apply the auto rules (to ``lines`` only if given).
+
+    Transforms compose (each one rewrites the already-updated node), so one pass applies every
+    auto rule; ``remaining`` then lists the findings that were not applied, with positions in
+    the ORIGINAL source (as ``ferry scan`` reports them). ``fixed_point=True`` re-runs the rules
+    on the output until nothing changes and reports ``remaining`` against the rewritten text
+    (slower; the golden tests check that a second run changes nothing).
 
     Raises ``libcst.ParserSyntaxError`` when the source does not parse.
     """
     module = module if module is not None else cst.parse_module(source)
-    src_lines = source.splitlines()
     wrapper, hits, info = _one_pass(module, device_mode, rule_ids)
-    findings = _findings(wrapper, hits, src_lines)
+    findings = _findings(wrapper, hits, source.splitlines())
     if not rewrite:
-        return ModuleOutcome(findings=findings, new_source=source,
-                             remaining=findings)
+        return ModuleOutcome(findings=findings, new_source=source, remaining=findings)
     applied: list[str] = []
     warnings: list[str] = []
-    current = wrapper
-    current_hits = hits
-    current_info = info
+    current, current_hits, current_info = wrapper, hits, info
     new_source = source
-    for _ in range(MAX_PASSES):
+    remaining = findings
+    for _ in range(MAX_PASSES if fixed_point and lines is None else 1):
         positions = current.resolve(PositionProvider)
         todo = [h for h in current_hits if h.transform is not None
                 and (lines is None or positions[h.node].start.line in lines)]
         if not todo:
             break
-        candidates = _imports_of(current, todo)
-        applier = _Apply(todo)
-        new_module = current.module.visit(applier)
-        for h, why in applier.failed:
-            warnings.append(f"{h.rule_id}: left unchanged at line {positions[h.node].start.line}: {why}")
-        if not applier.applied:
+        step = _apply_once(current, todo, current_info, device_mode)
+        warnings.extend(step.warnings)
+        if not step.applied:
             break
-        applied.extend(h.rule_id for h in applier.applied)
-        needs_device = any(h.needs_device for h in applier.applied)
-        context = CodemodContext()
-        alias = getattr(current_info, "torch_name", None)
-        if needs_device and not current_info.defined and not current_info.definition_used:
-            new_module = insert_device_definition(new_module, current_info.name, device_mode, alias or "torch")
-        for h in applier.applied:
-            for mod, obj in h.add_imports:
-                if mod == "torch" and obj is None and alias is not None:
-                    continue
-                AddImportsVisitor.add_needed_import(context, mod, obj)
-        if needs_device and alias is None:
-            AddImportsVisitor.add_needed_import(context, "torch")
-        for node in candidates:
-            RemoveImportsVisitor.remove_unused_import_by_node(context, node)
-        new_module = RemoveImportsVisitor(context).transform_module(new_module)
-        new_module = AddImportsVisitor(context).transform_module(new_module)
-        new_source = new_module.code
-        current, current_hits, current_info = _one_pass(new_module, device_mode, rule_ids)
-        if lines is not None:
-            break  # line numbers shift after edits: a line-restricted rewrite is one pass
-    remaining = [f for f in _findings(current, current_hits, new_source.splitlines())
-                 if f.category != "auto" or lines is not None]
+        try:
+            ast.parse(step.source)
+        except SyntaxError as exc:  # never hand back code that does not parse
+            warnings.append(f"rewrite produced invalid code ({exc.msg}, line {exc.lineno}); file left unchanged")
+            logger.error("rewrite produced invalid code:\n%s", step.source)
+            return ModuleOutcome(findings=findings, new_source=source, remaining=findings, warnings=warnings)
+        applied.extend(step.applied)
+        applied_ids = {id(h.node) for h in step.applied_hits}
+        remaining = [f for f, h in zip(_findings(current, current_hits, new_source.splitlines(), sort=False),
+                                       current_hits)
+                     if id(h.node) not in applied_ids]
+        remaining.sort(key=lambda f: (f.line, f.col, f.rule_id))
+        new_source = step.source
+        if not fixed_point or lines is not None:
+            break
+        current, current_hits, current_info = _one_pass(cst.parse_module(new_source), device_mode, rule_ids)
+        remaining = _findings(current, current_hits, new_source.splitlines())
     return ModuleOutcome(findings=findings, new_source=new_source,
                          applied=sorted(set(applied)), remaining=remaining, warnings=warnings)
+
+
+@dataclass
+class _Step:
+    source: str
+    applied: list[str]
+    applied_hits: list[Hit]
+    warnings: list[str]
+
+
+def _apply_once(current: cst.MetadataWrapper, todo: list[Hit], info: DeviceInfo, device_mode: DeviceMode) -> _Step:
+    positions = current.resolve(PositionProvider)
+    candidates = _imports_of(current, todo)
+    applier = _Apply(todo)
+    new_module = current.module.visit(applier)
+    warnings = [f"{h.rule_id}: left unchanged at line {positions[h.node].start.line}: {why}"
+                for h, why in applier.failed]
+    if not applier.applied:
+        return _Step(current.module.code, [], [], warnings)
+    needs_device = any(h.needs_device for h in applier.applied)
+    context = CodemodContext()
+    alias = info.torch_name
+    if needs_device and not info.defined and not info.definition_used:
+        new_module = insert_device_definition(new_module, info.name, device_mode, alias or "torch")
+    for h in applier.applied:
+        for mod, obj in h.add_imports:
+            if not (mod == "torch" and obj is None and alias is not None):
+                AddImportsVisitor.add_needed_import(context, mod, obj)
+    if needs_device and alias is None:
+        AddImportsVisitor.add_needed_import(context, "torch")
+    new_module = remove_unused(new_module, candidates)  # type: ignore[arg-type]
+    if context.scratch.get(AddImportsVisitor.CONTEXT_KEY):
+        new_module = AddImportsVisitor(context).transform_module(new_module)
+    return _Step(new_module.code, [h.rule_id for h in applier.applied], applier.applied, warnings)

@@ -137,6 +137,12 @@ def process(job: FileJob) -> FileOutcome:
         except RecursionError:
             out.notes.append(FileNote(file=job.rel, kind="error", message="nesting too deep for the parser"))
             continue
+        except Exception as exc:  # a bug in one rule must not stop the scan of the repository
+            logger.exception("analysis of %s failed", job.rel)
+            out.notes.append(FileNote(file=job.rel, kind="error",
+                                      message=f"internal error while analysing ({type(exc).__name__}: {exc}); "
+                                              "the file was left unchanged, please report it"))
+            continue
         out.findings.extend(_finding(f, job.rel, unit.cell) for f in outcome.findings)
         if job.rewrite:
             out.review.extend(_finding(f, job.rel, unit.cell) for f in outcome.remaining)

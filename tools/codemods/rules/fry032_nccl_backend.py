@@ -5,15 +5,16 @@ from __future__ import annotations
 import libcst as cst
 
 from tools.codemods.base import Rule
-from tools.codemods.nodes import kwarg, positional, string_value, without_arg, without_kwargs
+from tools.codemods.nodes import expr, kwarg, positional, string_value
 from tools.codemods.tables import INIT_PROCESS_GROUP, NEW_GROUP
 
 
 class NcclBackend(Rule):
     ID = "FRY032"
     NAME = "dist.nccl-backend"
-    DESCRIPTION = ('init_process_group("nccl") / backend="nccl" (also new_group) -> no backend argument, so PyTorch '
-                   "picks the backend registered for each device type (gloo on CPU, the device's CCL otherwise).")
+    DESCRIPTION = ('init_process_group("nccl") / backend="nccl" (also new_group) -> the backend PyTorch maps to the '
+                   "device type (torch.distributed.Backend.default_device_backend_map: nccl on CUDA, gloo on CPU, "
+                   "the device's own collective library where one is registered, gloo otherwise).")
     CATEGORY = "auto"
     ENTRIES = (32,)
 
@@ -25,21 +26,18 @@ class NcclBackend(Rule):
         pos = positional(node)
         if arg is None and is_init and pos:
             arg = pos[0]
-        if arg is None or string_value(arg.value) is None or "nccl" not in (string_value(arg.value) or ""):
+        value = string_value(arg.value) if arg is not None else None
+        if arg is None or value is None or "nccl" not in value:
             return
-        if string_value(arg.value) != "nccl" or (arg.keyword is None and len(pos) > 1):
+        if value != "nccl":
             self.hit(arg.value, "NCCL named in a backend spec Ferry cannot rewrite", category="review",
-                     suggestion='omit backend (per-device defaults) or "cpu:gloo,<device>:<ccl>"')
+                     suggestion='"cpu:gloo,<device>:<ccl>" for the target device')
             return
-        index = list(node.args).index(arg)
-        keyword = arg.keyword is not None
-
-        def transform(updated: cst.CSTNode) -> cst.CSTNode:
-            assert isinstance(updated, cst.Call)
-            return without_kwargs(updated, {"backend"}) if keyword else without_arg(updated, index)
-
-        self.hit(node, "NCCL runs on NVIDIA GPUs only", category="auto", transform=transform,
-                 suggestion="omit backend: PyTorch maps each device type to its default backend")
+        torch = self.ctx.torch_name or "torch"
+        replacement = (f"{torch}.distributed.Backend.default_device_backend_map.get("
+                       f"{self.device_type(arg.value)}, \"gloo\")")
+        self.hit(arg.value, "NCCL runs on NVIDIA GPUs only", category="auto", suggestion=replacement,
+                 transform=lambda updated: expr(replacement), needs_device=True)
 
 
 RULE = NcclBackend

@@ -1,0 +1,101 @@
+"""Removing imports our rewrite made unused, without a metadata pass.
+
+Only import aliases bound by statements the rewritten nodes referenced are candidates; one is
+removed when its bound name no longer appears anywhere in the module (as a name, an attribute
+name or an identifier-like string such as an ``__all__`` entry), which is conservative.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import libcst as cst
+
+from tools.codemods.nodes import code, string_value
+
+logger = logging.getLogger(__name__)
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def bound_names(stmt: cst.Import | cst.ImportFrom) -> list[tuple[str, str]]:
+    """(imported dotted name, name bound in the module) for each alias."""
+    out = []
+    if isinstance(stmt, cst.ImportFrom):
+        if isinstance(stmt.names, cst.ImportStar):
+            return []
+        for alias in stmt.names:
+            name = code(alias.name)
+            bound = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
+            out.append((name, bound))
+    else:
+        for alias in stmt.names:
+            name = code(alias.name)
+            bound = alias.asname.name.value if alias.asname else name.split(".")[0]  # type: ignore[union-attr]
+            out.append((name, bound))
+    return out
+
+
+class _UsedNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.used: set[str] = set()
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.used.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # ``x.autocast``: the attribute name binds nothing
+        return False
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        value = string_value(node)
+        if value is not None and _IDENT.match(value):
+            self.used.add(value)
+
+
+class _Remove(cst.CSTTransformer):
+    def __init__(self, keys: set[str], unused: set[str]) -> None:
+        super().__init__()
+        self.keys = keys  # code of candidate import statements
+        self.unused = unused
+
+    def _filter(self, original: cst.Import | cst.ImportFrom, updated):  # type: ignore[no-untyped-def]
+        if code(original) not in self.keys or (isinstance(updated, cst.ImportFrom)
+                                               and isinstance(updated.names, cst.ImportStar)):
+            return updated
+        kept = [a for a, (_, bound) in zip(updated.names, bound_names(updated)) if bound not in self.unused]
+        if len(kept) == len(updated.names):
+            return updated
+        if not kept:
+            return cst.RemoveFromParent()
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(names=kept)
+
+    def leave_Import(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+        return self._filter(original_node, updated_node)
+
+    def leave_ImportFrom(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+        return self._filter(original_node, updated_node)
+
+    def leave_SimpleStatementLine(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+        if not updated_node.body:
+            return cst.RemoveFromParent()
+        return updated_node
+
+
+def remove_unused(module: cst.Module, candidates: list[cst.Import | cst.ImportFrom]) -> cst.Module:
+    if not candidates:
+        return module
+    finder = _UsedNames()
+    module.visit(finder)
+    unused = {bound for stmt in candidates for _, bound in bound_names(stmt) if bound not in finder.used}
+    if not unused:
+        return module
+    return module.visit(_Remove({code(c) for c in candidates}, unused))
