@@ -197,3 +197,17 @@ def test_install_from_env_in_a_child_survives_a_crash(tmp_path: Path) -> None:
     assert index["meta"]["closed"] is True
     assert len(index["scalars"]["loss"]) == 3
     assert [e["key"] for e in index["events"] if e["kind"] == "module_end"] == ["Linear#0", "Linear#1"]
+
+
+def test_compiled_model_is_probed_at_its_boundary_without_breaking(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    net = Net()
+    expected = net(torch.ones(2, 4)).detach()
+    compiled = torch.compile(net, backend="eager")
+    with probe_session(tmp_path, steps=1):
+        out = compiled(torch.ones(2, 4))
+    assert torch.allclose(out, expected)
+    dump = ProbeDump(tmp_path)
+    # the compiled region is opaque: its outermost call is recorded, traced inner calls are not
+    outer = [e for e in dump.module_calls() if e["call"] == 0]
+    assert outer and torch.allclose(dump.tensor(f"{outer[-1]['module']}#0:out"), expected)

@@ -134,7 +134,7 @@ class ModuleProbe:
 
     # ----------------------------------------------------------------- hooks
     def _pre_hook(self, module: torch.nn.Module, args: tuple) -> None:
-        if self.finished:
+        if self.finished or torch.compiler.is_compiling():
             return
         if not self.stack:
             self.root_calls += 1
@@ -162,7 +162,7 @@ class ModuleProbe:
                 self.in_hook = False
 
     def _post_hook(self, module: torch.nn.Module, args: tuple, output: Any) -> None:
-        if self.finished or not self.stack:
+        if self.finished or not self.stack or torch.compiler.is_compiling():
             return
         path = self.stack.pop()
         call = self.call_counts.get(path, 1) - 1

@@ -74,12 +74,16 @@ class ProfileSession:
         return self
 
     def _pre(self, module: Any, args: Any) -> None:
+        if torch.compiler.is_compiling():
+            return
         if self.depth == 0:
             self.root_calls += 1
             self._on_step()
         self.depth += 1
 
     def _post(self, module: Any, args: Any, out: Any) -> None:
+        if torch.compiler.is_compiling():
+            return
         self.depth = max(self.depth - 1, 0)
 
     def _opt(self, *args: Any) -> None:
