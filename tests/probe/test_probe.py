@@ -151,6 +151,7 @@ def test_config_from_env_and_bad_pattern(tmp_path: Path) -> None:
     cfg = config_from_env({"FERRY_PROBE_DIR": str(tmp_path), "FERRY_PROBE_STEPS": "5",
                            "FERRY_PROBE_MAX_BYTES": "1_000", "FERRY_PROBE_SCALAR_PATTERN": r"ppl=(?P<value>\S+)"})
     assert (cfg.steps, cfg.max_bytes, cfg.out_dir) == (5, 1000, tmp_path)
+    assert config_from_env({"FERRY_PROBE_DIR": "d", "FERRY_PROBE_MAX_BYTES": "1e8"}).max_bytes == 100_000_000
     with pytest.raises(ValueError, match="named group"):
         config_from_env({"FERRY_PROBE_DIR": str(tmp_path), "FERRY_PROBE_SCALAR_PATTERN": r"loss (\d+)"})
 

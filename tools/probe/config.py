@@ -52,7 +52,7 @@ def _env_int(env: dict[str, str], key: str, default: int) -> int:
     if raw is None or raw == "":
         return default
     try:
-        return int(raw.replace("_", ""))
+        return int(float(raw.replace("_", "")))  # "1e8" and "100_000_000" both work
     except ValueError:
         logger.warning("%s=%r is not an integer; using %d", key, raw, default)
         return default
