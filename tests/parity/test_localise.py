@@ -157,3 +157,20 @@ def test_low_precision_reduction_is_attributed_to_reduction_order(reference_dump
     div = report.first_divergence
     assert div is not None and div.module == "Model.blocks.0.norm" and div.inputs == "pass", report.summary
     assert div.likely_cause == "reduction_order" and div.output.metrics.cosine >= 0.9999
+
+
+def test_fallback_op_inside_the_divergent_module_is_named(reference_dump: Path, tmp_path: Path) -> None:
+    import json
+
+    def perturb(model: Model) -> None:
+        with torch.no_grad():
+            model.blocks[0].norm.weight.mul_(1.1)
+
+    target = train_probed(tmp_path / "tgt", prepare=perturb)
+    # the target's tpx op statistics say layer_norm ran as a CPU fallback (as backend/stats.py reports it)
+    index = json.loads((target / "index.json").read_text())
+    index["meta"]["tpx"] = {"fallback_ops": ["aten::native_layer_norm", "aten::layer_norm"], "matmul_precision": "highest"}
+    (target / "index.json").write_text(json.dumps(index))
+    div = compare_dumps(reference_dump, target).first_divergence
+    assert div is not None and div.module == "Model.blocks.0.norm"
+    assert div.likely_cause == "cpu_fallback" and "layer_norm" in div.explanation
