@@ -16,6 +16,7 @@ Rule = Callable[[Diagnosis, FixContext], "Proposal | Verdict | None"]
 # (rule id, signature kinds it is keyed on, function). Order matters only within a kind.
 RULES: tuple[tuple[str, tuple[str, ...], Rule], ...] = (
     ("tpx_backend_unavailable", ("other", "import_error"), rules_verdicts.backend_unavailable),
+    ("no_collective_backend", ("other",), rules_verdicts.collectives_unsupported),
     (rules_dtype.RULE, rules_dtype.KINDS, rules_dtype.apply),
     (rules_distributed.RULE, rules_distributed.KINDS, rules_distributed.apply),
     (rules_cuda.RULE, rules_cuda.KINDS, rules_cuda.apply),

@@ -65,3 +65,21 @@ def backend_unavailable(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
         summary=(f"the tpx backend could not load inside the sandbox ({diag.message.splitlines()[0][:300]}); "
                  "this is the environment, not the code: check `ferry doctor` and the backend's build cache"),
     )
+
+
+NO_COLLECTIVES = re.compile(r"ProcessGroup(\w+)::(\w+): unsupported device type (\w+)")
+
+
+def collectives_unsupported(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+    """The device has no collective backend: DDP on it needs a backend registered for it."""
+    m = NO_COLLECTIVES.search(diag.message or "")
+    if not m:
+        return None
+    group, op, dev = m.groups()
+    return Verdict(
+        rule="no_collective_backend",
+        status="needs_human",
+        summary=(f"{group.lower()} cannot run {op} on {dev} tensors (at {diag.where()}) and no collective backend is "
+                 f"registered for {dev}; distributed training on {dev} needs one (torch.distributed.Backend."
+                 f"register_backend with devices=['{dev}']), or keep the DDP model on the CPU. A decision for a person."),
+    )

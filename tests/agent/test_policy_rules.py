@@ -164,3 +164,9 @@ def test_process_group_without_device_backend_gets_one_per_device(tmp_path):
     assert "backend=f\"cpu:gloo,{device.type}:{torch.distributed.Backend.default_device_backend_map.get(device.type, 'gloo')}\"" in line
     ns = {"device": type("D", (), {"type": "tpx"})(), "torch": __import__("torch")}
     assert eval(line.split("backend=")[1].split(", init_method")[0], ns) == "cpu:gloo,tpx:gloo"
+
+
+def test_collectives_on_a_device_without_backend_need_a_human(tmp_path):
+    ctx = _ctx(tmp_path, {"m.py": "import torch\n"})
+    v = propose(_diag("other", "m.py", 1, "ProcessGroupGloo::allgather: unsupported device type tpx"), ctx)
+    assert isinstance(v, Verdict) and v.status == "needs_human" and "register_backend" in v.summary
