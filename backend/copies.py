@@ -78,7 +78,7 @@ def to_copy(
         return out
     if target.type != "tpx":
         raise RuntimeError(f"tpx: cannot copy a tpx tensor to {target}; move it to the CPU first")
-    res = kernels._from_cpu(out)
+    res = kernels._from_cpu(out, target.index if target.index is not None else -1)
     if x.device.type == "cpu":
         stats.record_h2d(_nbytes(out))
     stats.record_op("aten::_to_copy", _perf_ns() - t0)

@@ -89,9 +89,9 @@ def _lazy_to_cpu(t):
     return _to_cpu(t)
 
 
-def _lazy_from_cpu(t):
+def _lazy_from_cpu(t, index=-1):
     _bind()
-    return _from_cpu(t)
+    return _from_cpu(t, index)
 
 
 _to_cpu = _lazy_to_cpu
@@ -208,7 +208,7 @@ def run_info(info: _OpInfo, args, kwargs):
             orig.set_state(g.get_state())
     if info.mutable_out:
         _sync_out_args(pairs)
-    res, f64 = _wrap_ext(out, pairs, S.allow_f64 or S.f64_depth > 0)
+    res, f64 = _wrap_ext(out, pairs, S.allow_f64 or S.f64_depth > 0, dev if dev >= 0 else -1)
     if f64:
         raise float64_error(info.full)
     if info.sync is not None:

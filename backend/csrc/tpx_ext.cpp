@@ -252,7 +252,8 @@ at::Tensor to_cpu(const at::Tensor& t) {
   return make_like(std::move(cpu), c10::DispatchKey::CPU, t);
 }
 
-at::Tensor from_cpu(const at::Tensor& c) {
+at::Tensor from_cpu(const at::Tensor& c, int64_t index = -1) {
+  DeviceIndex dev_index = index >= 0 ? static_cast<DeviceIndex>(index) : t_current_device;
   if (!c.defined() || c.device().type() == kTpx) return c;
   TORCH_CHECK(c.device().type() == c10::kCPU, "tpx.from_cpu expects a CPU tensor, got one on ", c.device());
   TORCH_CHECK(c.layout() == c10::kStrided, "tpx.from_cpu expects a strided tensor, got layout ", c.layout());
@@ -279,7 +280,7 @@ at::Tensor from_cpu(const at::Tensor& c) {
       impl->set_resizable(false);  // the tpx side holds this pointer: it must never move
       c10::DataPtr tdp(impl->mutable_data(),
                        new CpuRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl), n},
-                       &release_cpu_ref, c10::Device(kTpx, t_current_device));
+                       &release_cpu_ref, c10::Device(kTpx, dev_index));
       dev = c10::Storage(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(tdp), &g_allocator, true);
       g_wrapped.insert_or_assign(impl, dev.getWeakStorageImpl());
     }
@@ -574,6 +575,7 @@ py::object unwrap_one(py::handle obj, Unwrap& u) {
   if (PyTuple_CheckExact(p)) return unwrap_seq(obj, u, true);
   if (THPDevice_Check(p)) {
     if (reinterpret_cast<THPDevice*>(p)->device.type() == kTpx) {
+      if (u.tpx_index == -2) u.tpx_index = reinterpret_cast<THPDevice*>(p)->device.index();
       return py::reinterpret_steal<py::object>(THPDevice_New(c10::Device(c10::kCPU)));
     }
     return py::reinterpret_borrow<py::object>(obj);
@@ -596,7 +598,7 @@ py::tuple unwrap(py::tuple args, py::dict kwargs) {
 }
 
 // CPU results -> tpx tensors (the caller's own tpx tensor when the result is one of its aliases).
-py::object wrap_one(py::handle out, py::list& pairs, bool f64_ok, bool& f64_hit) {
+py::object wrap_one(py::handle out, py::list& pairs, bool f64_ok, bool& f64_hit, int64_t index) {
   PyObject* p = out.ptr();
   if (THPVariable_Check(p)) {
     for (auto pr : pairs) {
@@ -610,14 +612,14 @@ py::object wrap_one(py::handle out, py::list& pairs, bool f64_ok, bool& f64_hit)
       f64_hit = true;
       return py::none();
     }
-    return py::reinterpret_steal<py::object>(THPVariable_Wrap(from_cpu(t)));
+    return py::reinterpret_steal<py::object>(THPVariable_Wrap(from_cpu(t, index)));
   }
   if (PyTuple_Check(p) || PyList_Check(p)) {
     bool is_tuple = PyTuple_Check(p);
     py::sequence seq = py::reinterpret_borrow<py::sequence>(out);
     size_t n = seq.size();
     py::list l(n);
-    for (size_t i = 0; i < n; ++i) l[i] = wrap_one(seq[i], pairs, f64_ok, f64_hit);
+    for (size_t i = 0; i < n; ++i) l[i] = wrap_one(seq[i], pairs, f64_ok, f64_hit, index);
     if (is_tuple) return py::tuple(l);
     return std::move(l);
   }
@@ -625,9 +627,9 @@ py::object wrap_one(py::handle out, py::list& pairs, bool f64_ok, bool& f64_hit)
 }
 
 // -> (result, float64_refused)
-py::tuple wrap(py::object out, py::list pairs, bool f64_ok) {
+py::tuple wrap(py::object out, py::list pairs, bool f64_ok, int64_t index) {
   bool f64_hit = false;
-  py::object r = wrap_one(out, pairs, f64_ok, f64_hit);
+  py::object r = wrap_one(out, pairs, f64_ok, f64_hit, index);
   return py::make_tuple(r, f64_hit);
 }
 
@@ -667,7 +669,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("to_cpu", &tpx::to_cpu, "zero-copy CPU view of a tpx tensor");
   m.def("unwrap", &tpx::unwrap, "tpx tensors/devices in (args, kwargs) -> CPU aliases");
   m.def("wrap", &tpx::wrap, "CPU results -> tpx tensors");
-  m.def("from_cpu", &tpx::from_cpu, "zero-copy tpx tensor over a CPU tensor's memory");
+  m.def("from_cpu", &tpx::from_cpu, "zero-copy tpx tensor over a CPU tensor's memory",
+        py::arg("t"), py::arg("index") = -1);
   m.def("set_capacity", [](int64_t n) { tpx::g_capacity = n; });
   m.def("capacity", [] { return tpx::g_capacity.load(); });
   m.def("memory_allocated", [] { return tpx::g_allocated.load(); });

@@ -95,3 +95,15 @@ def test_autoload_can_be_disabled():
     out = subprocess.run([sys.executable, "-c", "import torch; print(torch.tpx.is_available())"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def test_second_device_keeps_results_on_it(tpx_config):
+    tpx_config(device_count=2)
+    assert torch.tpx.device_count() == 2 and torch.accelerator.device_count() == 2
+    x = torch.ones(2, device="tpx:1")
+    assert {(x + 1).device, x.sum().device, torch.arange(3, device="tpx:1").device} == {torch.device("tpx", 1)}
+    assert torch.ones(2).to("tpx:1").device == torch.device("tpx", 1)
+    assert x.to("tpx:0").device == torch.device("tpx", 0)
+    with torch.tpx.device(1):
+        assert torch.zeros(1, device="tpx").device == torch.device("tpx", 1)
+    assert torch.tpx.current_device() == 0
