@@ -46,9 +46,15 @@ def test_perturbed_layer_is_localised(reference_dump: Path, tmp_path: Path) -> N
 class _Bf16Matmul:
     """Emulates a device whose fp32 matmuls round their inputs to bf16 (what tpx does in 'medium')."""
 
+    # torch's own setter: tpx wraps torch.set_float32_matmul_precision and would remember the
+    # restore to "highest" as an explicit request, changing tpx's state for later tests
+    _set_precision = staticmethod(getattr(torch.set_float32_matmul_precision, "__wrapped__",
+                                          torch.set_float32_matmul_precision))
+
     def __enter__(self):
         self.orig = F.linear
-        torch.set_float32_matmul_precision("medium")
+        self.before = torch.get_float32_matmul_precision()
+        self._set_precision("medium")
 
         def linear(x, w, b=None):
             return self.orig(x.to(torch.bfloat16).float(), w.to(torch.bfloat16).float(), b)
@@ -58,7 +64,7 @@ class _Bf16Matmul:
 
     def __exit__(self, *exc):
         F.linear = self.orig
-        torch.set_float32_matmul_precision("highest")
+        self._set_precision(self.before)
 
 
 def test_bf16_matmul_drift_is_attributed_to_matmul_precision(reference_dump: Path, tmp_path: Path) -> None:
