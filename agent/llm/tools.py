@@ -28,6 +28,14 @@ MAX_READ_LINES = 200
 MAX_RESULT_CHARS = 6000
 
 
+def _norm(rel: str) -> str:
+    """A repo-relative path as the model may write it ('./train.py' -> 'train.py')."""
+    rel = rel.strip().replace("\\", "/")
+    while rel.startswith("./"):
+        rel = rel[2:]
+    return rel
+
+
 class ReadFile(BaseModel):
     """Read lines [start, end] (1-based, inclusive) of a repository file, as the migration has it now."""
 
@@ -118,7 +126,7 @@ class EditSession:
 
     # --- helpers --------------------------------------------------------------------------
     def text(self, rel: str) -> str:
-        rel = rel.lstrip("./")
+        rel = _norm(rel)
         if rel in self.files:
             return self.files[rel]
         if rel in self.base:
@@ -172,7 +180,7 @@ class EditSession:
         count = text.count(a.search)
         if count != 1:
             raise EditRejected(f"the search text occurs {count} times in {a.path}; it must occur exactly once")
-        return self._set(a.path.lstrip("./"), text.replace(a.search, a.replace, 1))
+        return self._set(_norm(a.path), text.replace(a.search, a.replace, 1))
 
     def apply_diff(self, a: ApplyDiff) -> str:
         import subprocess
