@@ -49,7 +49,9 @@ def register() -> None:
     lib.impl("_copy_from_and_resize", copies.copy_from_and_resize, "PrivateUse1")
     lib.impl("_to_copy", copies.to_copy, "PrivateUse1")
     # Composite ops whose generic decomposition would pick a backend-specific path tpx lacks:
-    for name in ("convolution", "convolution_backward", "_convolution"):
+    # (native_layer_norm: otherwise it decomposes into batch_norm math on non-CPU devices and
+    # drifts from the CPU result; with a direct kernel its CPU kernel and autograd formula run.)
+    for name in ("convolution", "convolution_backward", "_convolution", "native_layer_norm", "native_group_norm"):
         lib.impl(name, _boxed(name), "PrivateUse1")
     # Structured ops reach a backend without a functional kernel as empty + <op>.out (two
     # dispatches and an out= resize check): give their functional/in-place forms direct kernels.
