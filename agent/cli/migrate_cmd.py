@@ -73,6 +73,7 @@ def build_options(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from agent.cli import CliError
     from agent.cli.approval import drive_interactively
+    from agent.errors import FerryAgentError
     from agent.cli.progress import Progress, exit_code, print_result
     from agent.migration import start
 
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         print_id = progress.console.print if not args.json else (lambda *a, **k: None)
         try:
             state = start(opts, migration_id=args.migration_id, progress=progress)
-        except ValueError as exc:
+        except (ValueError, FerryAgentError) as exc:  # id taken; checkpointer not usable (e.g. Postgres extra missing)
             raise CliError(str(exc)) from exc
     print_id(f"migration id: {state.get('migration_id')} (resume with `ferry resume {state.get('migration_id')}`)")
     state = drive_interactively(state, opts.state_dir, args.json)

@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.cli import CliError
     from agent.cli.approval import drive_interactively, parse_edits
     from agent.cli.progress import Progress, exit_code, print_result
+    from agent.errors import FerryAgentError
     from agent.graph import state_dir
     from agent.migration import UnknownMigration, list_migrations, resume
 
@@ -52,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
             state = resume(args.migration_id, sdir, answer=answer, progress=progress)
     except UnknownMigration as exc:
         raise CliError(f"{exc}; check the id (ferry resume --list) and --state-dir") from exc
+    except FerryAgentError as exc:  # the checkpointer is not usable (e.g. Postgres extra missing)
+        raise CliError(str(exc)) from exc
     state = drive_interactively(state, sdir, args.json)
     if state.get("interrupts"):
         return 1

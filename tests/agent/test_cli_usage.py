@@ -1,0 +1,42 @@
+"""Bad usage of migrate / resume / eval: exit 2 with a message that says what to do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ferry(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_migrate_usage_errors(tmp_path):
+    r = _ferry("migrate", str(tmp_path / "missing"), "--run", "python x.py")
+    assert r.returncode == 2 and "is not a directory" in r.stderr
+    r = _ferry("migrate", str(tmp_path), "--run", "  ")
+    assert r.returncode == 2 and "--run is empty" in r.stderr
+    r = _ferry("migrate", str(tmp_path), "--run", "python x.py", "--llm", "--offline")
+    assert r.returncode == 2 and "contradict" in r.stderr
+    r = _ferry("migrate", str(tmp_path), "--run", "python x.py", "--out", str(tmp_path))
+    assert r.returncode == 2 and "--out must not be the repository" in r.stderr
+
+
+def test_postgres_without_the_extra_is_a_clear_error(tmp_path):
+    (tmp_path / "repo").mkdir()
+    r = _ferry("migrate", str(tmp_path / "repo"), "--run", "python x.py", "--state-dir", str(tmp_path / "s"),
+               env={"FERRY_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/ferry"})
+    assert r.returncode == 2 and "postgres' extra" in r.stderr
+
+
+def test_eval_and_resume_usage_errors(tmp_path):
+    r = _ferry("eval", str(tmp_path))
+    assert r.returncode == 2 and "holds no */eval.json" in r.stderr
+    r = _ferry("resume", "--state-dir", str(tmp_path))
+    assert r.returncode == 2 and "give the migration ID" in r.stderr
+    r = _ferry("resume", "--list", "--state-dir", str(tmp_path), "--json")
+    assert r.returncode == 0 and r.stdout.strip() == "[]"
