@@ -198,6 +198,8 @@ def _move(obj: Any, src: str, dst: str) -> tuple[Any, int]:
 
 def _describe(x: Any) -> str:
     if isinstance(x, torch.Tensor):
+        if x.layout != torch.strided:
+            return f"Tensor{tuple(x.shape)} {str(x.dtype).replace('torch.', '')} {x.layout}"
         stride = "" if x.is_contiguous() else f" stride={tuple(x.stride())}"
         return f"Tensor{tuple(x.shape)} {str(x.dtype).replace('torch.', '')}{stride}"
     if isinstance(x, (list, tuple)):
