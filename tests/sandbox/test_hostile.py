@@ -231,3 +231,32 @@ def test_workspace_inside_a_read_only_tree_stays_writable(tmp_path: Path, repo: 
         assert not (ro / "evil.txt").exists()
     finally:
         ws.cleanup()
+
+
+def test_host_sockets_are_unreachable(run_py, tmp_path: Path):
+    path_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    path_sock.bind(str(tmp_path / "host.sock"))
+    path_sock.listen(1)
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = f"\0ferry-test-{os.getpid()}"
+    abstract.bind(name)
+    abstract.listen(1)
+    try:
+        res = run_py(textwrap.dedent(f"""
+            import os, socket
+            for label, addr in (("path", {str(tmp_path / 'host.sock')!r}), ("abstract", {name!r})):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    s.connect(addr)
+                    print("REACHED", label)
+                except OSError as exc:
+                    print("UNREACHABLE", label, type(exc).__name__)
+            print("RUN", os.path.exists("/run"), os.path.exists("/var/run"))
+        """))
+    finally:
+        path_sock.close()
+        abstract.close()
+    assert res.status == "ok", res.stderr
+    assert "REACHED" not in res.stdout
+    assert "UNREACHABLE path" in res.stdout and "UNREACHABLE abstract" in res.stdout
+    assert "RUN False False" in res.stdout
