@@ -168,3 +168,30 @@ def test_process_pool_gives_the_same_report(tmp_path):
     pooled = scan(ScanRequest(path=tmp_path, jobs=2))
     assert serial.findings == pooled.findings
     assert serial.summary.findings == 60
+
+
+def test_notebook_defines_the_device_once(tmp_path):
+    import json
+
+    def cell(src):
+        return {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": src}
+
+    nb = {"cells": [cell("import torch\nx = torch.ones(2).cuda()\n"), cell("y = torch.zeros(1).cuda()\n")],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    _write(tmp_path, "nb.ipynb", json.dumps(nb, indent=1) + "\n")
+    (f,) = rewrite(RewriteRequest(path=tmp_path)).files
+    cells = ["".join(c["source"]) for c in json.loads(f.rewritten)["cells"]]
+    assert cells[0].count("device = torch.accelerator.current_accelerator") == 1
+    assert cells[1] == "y = torch.zeros(1).to(device)\n"
+
+
+@pytest.mark.parametrize("src", [
+    "from torch.nn.parallel import DistributedDataParallel as W\nm = W(net, device_ids=[0])\n",
+    "import torch.distributed as d\nd.barrier(device_ids=[0])\n",
+    "from torch.cuda import synchronize as s\ns()\n",
+    "from torch import device as D\nx = D('cuda')\n",
+])
+def test_aliased_imports_are_resolved(tmp_path, src):
+    _write(tmp_path, "m.py", src)
+    findings = scan(ScanRequest(path=tmp_path)).findings
+    assert findings and findings[0].category == "auto"

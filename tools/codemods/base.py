@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -21,6 +21,18 @@ from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameP
 
 logger = logging.getLogger(__name__)
 _VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
+_LAST_COMPONENTS: dict[int, tuple[Collection[str], frozenset[str]]] = {}
+
+
+def _last_components(names: Collection[str]) -> frozenset[str]:
+    """Last dotted components of a (module-level, long-lived) name table, cached by identity."""
+    entry = _LAST_COMPONENTS.get(id(names))
+    if entry is None or entry[0] is not names:
+        if len(_LAST_COMPONENTS) > 4096:  # tables are module constants; this only guards misuse
+            _LAST_COMPONENTS.clear()
+        entry = (names, frozenset(n.rsplit(".", 1)[-1] for n in names))
+        _LAST_COMPONENTS[id(names)] = entry
+    return entry[1]
 _TORCH_RE = re.compile(r"(?<![\w.])torch\.")
 
 
@@ -65,6 +77,10 @@ class RuleContext:
     #: value of an existing module-level ``NAME = <cuda device>`` that becomes the definition
     device_definition_value: cst.CSTNode | None = None
     definition_used: bool = False
+    #: every identifier that follows ``as`` in the source (a superset of import aliases)
+    alias_names: frozenset[str] = frozenset()
+    #: qualified names per node id, shared by all rules of one pass
+    qname_cache: dict[int, set[str]] = field(default_factory=dict)
     #: the name ``torch`` is bound to at module level (``import torch as T`` -> "T"); None if not imported
     torch_name: str | None = None
 
@@ -100,12 +116,35 @@ class Rule(cst.BatchableCSTVisitor):
 
     # -- helpers -------------------------------------------------------------------------
     def qnames(self, node: cst.CSTNode) -> set[str]:
-        found = self.get_metadata(QualifiedNameProvider, node, None) or set()
-        return {q.name for q in found}
+        cache = self.ctx.qname_cache
+        key = id(node)
+        found = cache.get(key)
+        if found is None:
+            found = {q.name for q in (self.get_metadata(QualifiedNameProvider, node, None) or ())}
+            cache[key] = found
+        return found
 
-    def qname_in(self, node: cst.CSTNode, names: object) -> str | None:
+    def qname_in(self, node: cst.CSTNode, names: Collection[str]) -> str | None:
+        """The qualified name of ``node`` that is in ``names``, if any.
+
+        Fast path: a qualified name ends with the identifier spelled at the node, so when that
+        identifier is not the last component of any of ``names`` no metadata is looked up.
+        """
+        if isinstance(node, cst.Name):
+            last = node.value
+            if last in self.ctx.alias_names:  # `from m import x as last`: the real name is elsewhere
+                return self._lookup(node, names)
+        elif isinstance(node, cst.Attribute):
+            last = node.attr.value
+        else:
+            return None
+        if last not in _last_components(names):
+            return None
+        return self._lookup(node, names)
+
+    def _lookup(self, node: cst.CSTNode, names: Collection[str]) -> str | None:
         for name in self.qnames(node):
-            if name in names:  # type: ignore[operator]
+            if name in names:
                 return name
         return None
 

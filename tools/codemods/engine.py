@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -44,6 +45,8 @@ class ModuleOutcome:
     applied: list[str] = field(default_factory=list)
     remaining: list[RawFinding] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: the module's device variable after the rewrite, when it has one
+    device_variable: tuple[str, str] | None = None
 
 
 class _Apply(cst.CSTTransformer):
@@ -73,13 +76,27 @@ def _rule_instances(ctx: RuleContext, rule_ids: set[str] | None) -> list[Rule]:
     return [cls(ctx) for cls in all_rules() if rule_ids is None or cls.ID in rule_ids]
 
 
-def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | None
+_AS_NAME = re.compile(r"\bas\s+([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _alias_names(source: str) -> frozenset[str]:
+    return frozenset(_AS_NAME.findall(source))
+
+
+def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | None,
+              defined_elsewhere: tuple[str, str] | None = None, source: str | None = None
               ) -> tuple[cst.MetadataWrapper, list[Hit], DeviceInfo]:
     # nodes are immutable and freshly parsed (or parsed from the cache), so no defensive deep copy
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     info = find_device_variable(wrapper.module, device_mode)
+    torch_name = torch_alias(wrapper.module)
+    if defined_elsewhere is not None:
+        if not info.defined and info.definition_value is None:
+            info = DeviceInfo(defined_elsewhere[0], defined=True)
+        torch_name = torch_name or defined_elsewhere[1]
     ctx = RuleContext(device_mode=device_mode, device_name=info.name,
-                      device_definition_value=info.definition_value, torch_name=torch_alias(wrapper.module))
+                      device_definition_value=info.definition_value, torch_name=torch_name,
+                      alias_names=_alias_names(wrapper.module.code if source is None else source))
     info.torch_name = ctx.torch_name
     rules = _rule_instances(ctx, rule_ids)
     wrapper.visit_batched(rules)
@@ -137,19 +154,22 @@ def _imports_of(wrapper: cst.MetadataWrapper, hits: list[Hit]) -> list[cst.CSTNo
 
 def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: set[str] | None = None,
             lines: set[int] | None = None, rewrite: bool = True,
-            module: cst.Module | None = None, fixed_point: bool = False) -> ModuleOutcome:
+            module: cst.Module | None = None, fixed_point: bool = False,
+            device_defined_as: tuple[str, str] | None = None) -> ModuleOutcome:
     """Find idioms in ``source``; when ``rewrite``, apply the auto rules (to ``lines`` only if given).
 
     Transforms compose (each one rewrites the already-updated node), so one pass applies every
     auto rule; ``remaining`` then lists the findings that were not applied, with positions in
     the ORIGINAL source (as ``ferry scan`` reports them). ``fixed_point=True`` re-runs the rules
     on the output until nothing changes and reports ``remaining`` against the rewritten text
-    (slower; the golden tests check that a second run changes nothing).
+    (slower; the golden tests check that a second run changes nothing). ``device_defined_as``
+    names a device variable defined elsewhere (an earlier notebook cell), to use instead of
+    inserting a definition.
 
     Raises ``libcst.ParserSyntaxError`` when the source does not parse.
     """
     module = module if module is not None else cst.parse_module(source)
-    wrapper, hits, info = _one_pass(module, device_mode, rule_ids)
+    wrapper, hits, info = _one_pass(module, device_mode, rule_ids, device_defined_as, source)
     findings = _findings(wrapper, hits, source.splitlines())
     if not rewrite:
         return ModuleOutcome(findings=findings, new_source=source, remaining=findings)
@@ -158,6 +178,7 @@ def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: s
     current, current_hits, current_info = wrapper, hits, info
     new_source = source
     remaining = findings
+    inserted = False
     for _ in range(MAX_PASSES if fixed_point and lines is None else 1):
         positions = current.resolve(PositionProvider)
         todo = [h for h in current_hits if h.transform is not None
@@ -175,6 +196,7 @@ def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: s
             logger.error("rewrite produced invalid code:\n%s", step.source)
             return ModuleOutcome(findings=findings, new_source=source, remaining=findings, warnings=warnings)
         applied.extend(step.applied)
+        inserted = inserted or step.inserted_device
         applied_ids = {id(h.node) for h in step.applied_hits}
         remaining = [f for f, h in zip(_findings(current, current_hits, new_source.splitlines(), sort=False),
                                        current_hits)
@@ -183,10 +205,13 @@ def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: s
         new_source = step.source
         if not fixed_point or lines is not None:
             break
-        current, current_hits, current_info = _one_pass(cst.parse_module(new_source), device_mode, rule_ids)
+        current, current_hits, current_info = _one_pass(cst.parse_module(new_source), device_mode, rule_ids,
+                                                        device_defined_as, new_source)
         remaining = _findings(current, current_hits, new_source.splitlines())
-    return ModuleOutcome(findings=findings, new_source=new_source,
-                         applied=sorted(set(applied)), remaining=remaining, warnings=warnings)
+    has_device = (info.defined and device_defined_as is None) or info.definition_used or inserted
+    return ModuleOutcome(findings=findings, new_source=new_source, applied=sorted(set(applied)),
+                         remaining=remaining, warnings=warnings,
+                         device_variable=(info.name, info.torch_name or "torch") if has_device else None)
 
 
 @dataclass
@@ -195,6 +220,7 @@ class _Step:
     applied: list[str]
     applied_hits: list[Hit]
     warnings: list[str]
+    inserted_device: bool = False
 
 
 def _apply_once(current: cst.MetadataWrapper, todo: list[Hit], info: DeviceInfo, device_mode: DeviceMode) -> _Step:
@@ -209,7 +235,8 @@ def _apply_once(current: cst.MetadataWrapper, todo: list[Hit], info: DeviceInfo,
     needs_device = any(h.needs_device for h in applier.applied)
     context = CodemodContext()
     alias = info.torch_name
-    if needs_device and not info.defined and not info.definition_used:
+    inserted = needs_device and not info.defined and not info.definition_used
+    if inserted:
         new_module = insert_device_definition(new_module, info.name, device_mode, alias or "torch")
     for h in applier.applied:
         for mod, obj in h.add_imports:
@@ -220,4 +247,4 @@ def _apply_once(current: cst.MetadataWrapper, todo: list[Hit], info: DeviceInfo,
     new_module = remove_unused(new_module, candidates)  # type: ignore[arg-type]
     if context.scratch.get(AddImportsVisitor.CONTEXT_KEY):
         new_module = AddImportsVisitor(context).transform_module(new_module)
-    return _Step(new_module.code, [h.rule_id for h in applier.applied], applier.applied, warnings)
+    return _Step(new_module.code, [h.rule_id for h in applier.applied], applier.applied, warnings, inserted)

@@ -86,10 +86,10 @@ class NameReportRule(Rule):
         self.hit(node, rep.message, category=rep.category or self.CATEGORY, suggestion=rep.suggestion)
 
     def _check(self, node: cst.CSTNode) -> None:
-        if not self.NAMES or not self.is_outermost_attribute(node) or _in_import(node, self):
+        if not self.NAMES:
             return
         name = self.qname_in(node, self.NAMES)
-        if name is not None:
+        if name is not None and self.is_outermost_attribute(node) and not _in_import(node, self):
             parent = self.parent(node)
             target = parent if isinstance(parent, cst.Call) and parent.func is node else node
             self._report(target, self.NAMES[name])

@@ -64,9 +64,9 @@ def _parse(text: str, digest: str) -> cst.Module:
     return module
 
 
-def _analyze_cached(text: str, job: FileJob) -> ModuleOutcome:
+def _analyze_cached(text: str, job: FileJob, defined_as: tuple[str, str] | None = None) -> ModuleOutcome:
     digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
-    key = (digest, job.rewrite, job.device, job.rules, job.lines)
+    key = (digest, job.rewrite, job.device, job.rules, job.lines, defined_as)
     hit = _outcomes.get(key)
     if hit is not None:
         _outcomes.move_to_end(key)
@@ -74,7 +74,7 @@ def _analyze_cached(text: str, job: FileJob) -> ModuleOutcome:
     outcome = analyze(text, device_mode=job.device,  # type: ignore[arg-type]
                       rule_ids=set(job.rules) if job.rules else None,
                       lines=set(job.lines) if job.lines is not None else None,
-                      rewrite=job.rewrite, module=_parse(text, digest))
+                      rewrite=job.rewrite, module=_parse(text, digest), device_defined_as=defined_as)
     _outcomes[key] = outcome
     if len(_outcomes) > _CACHE_SIZE:
         _outcomes.popitem(last=False)
@@ -125,9 +125,10 @@ def process(job: FileJob) -> FileOutcome:
                 out.notes.append(FileNote(file=job.rel, kind="parse_error", message=f"does not parse: {exc}"))
         return out
     new_units: list[tuple[Unit, str]] = []
+    defined_as: tuple[str, str] | None = None  # notebooks: the device variable an earlier cell defines
     for unit in loaded.units:
         try:
-            outcome = _analyze_cached(unit.text, job)
+            outcome = _analyze_cached(unit.text, job, defined_as if unit.cell is not None else None)
         except cst.ParserSyntaxError as exc:
             where = f" (cell {unit.cell})" if unit.cell is not None else ""
             out.notes.append(FileNote(file=job.rel, kind="parse_error", line=exc.raw_line,
@@ -149,6 +150,7 @@ def process(job: FileJob) -> FileOutcome:
             out.applied.extend(outcome.applied)
             out.warnings.extend(f"{job.rel}: {w}" for w in outcome.warnings)
             new_units.append((unit, outcome.new_source))
+            defined_as = defined_as or outcome.device_variable
     if job.rewrite and new_units and any(u.text != new for u, new in new_units):
         out.original = loaded.raw_text
         if loaded.notebook is None:

@@ -10,6 +10,10 @@ from tools.codemods.tables import (DEVICE_OBJECT, DEVICE_TYPE_CALLS, INIT_PROCES
                                    SET_DEFAULT_DEVICE)
 
 
+#: calls whose "cuda" argument other rules handle
+_OTHER_RULES_CALLS = DEVICE_OBJECT | DEVICE_TYPE_CALLS | SET_DEFAULT_DEVICE | INIT_PROCESS_GROUP
+
+
 class DeviceLiterals(Rule):
     ID = "FRY001"
     NAME = "placement.device-literal"
@@ -57,8 +61,7 @@ class DeviceLiterals(Rule):
                 return
             if parent.keyword is not None and parent.keyword.value in ("device", "map_location", "device_type"):
                 return  # FRY004 / FRY005 / device-type rules
-            if (self.qname_in(call.func, DEVICE_OBJECT | DEVICE_TYPE_CALLS | SET_DEFAULT_DEVICE
-                              | INIT_PROCESS_GROUP) is not None):
+            if self.qname_in(call.func, _OTHER_RULES_CALLS) is not None:
                 return
             pos = positional(call)
             if (isinstance(call.func, cst.Attribute) and call.func.attr.value == "to" and pos

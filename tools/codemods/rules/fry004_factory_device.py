@@ -9,6 +9,9 @@ from tools.codemods.nodes import cuda_device_string, expr, positional
 from tools.codemods.tables import DEVICE_OBJECT, DEVICE_TYPE_CALLS, SET_DEFAULT_DEVICE
 
 
+_SKIP = DEVICE_TYPE_CALLS | DEVICE_OBJECT
+
+
 class FactoryDevice(Rule):
     ID = "FRY004"
     NAME = "placement.factory-device"
@@ -18,7 +21,7 @@ class FactoryDevice(Rule):
     ENTRIES = (4,)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.qname_in(node.func, DEVICE_TYPE_CALLS | DEVICE_OBJECT) is not None:
+        if self.qname_in(node.func, _SKIP) is not None:
             return
         targets = [a for a in node.args if a.keyword is not None and a.keyword.value == "device"]
         if self.qname_in(node.func, SET_DEFAULT_DEVICE) is not None:

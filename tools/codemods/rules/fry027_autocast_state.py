@@ -8,6 +8,9 @@ from tools.codemods.generic import CallMapRule
 from tools.codemods.tables import AUTOCAST_STATE_CALLS
 
 
+_IS_ENABLED = frozenset({"torch.is_autocast_enabled"})
+
+
 class AutocastState(CallMapRule):
     ID = "FRY027"
     NAME = "amp.autocast-state"
@@ -18,7 +21,7 @@ class AutocastState(CallMapRule):
     CALLS = AUTOCAST_STATE_CALLS
 
     def visit_Call(self, node: cst.Call) -> None:
-        if node.args and self.qname_in(node.func, {"torch.is_autocast_enabled"}):
+        if node.args and self.qname_in(node.func, _IS_ENABLED):
             return  # already names a device type
         super().visit_Call(node)
 

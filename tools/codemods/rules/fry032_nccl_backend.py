@@ -9,6 +9,9 @@ from tools.codemods.nodes import expr, kwarg, positional, string_value
 from tools.codemods.tables import INIT_PROCESS_GROUP, NEW_GROUP
 
 
+_GROUP_CALLS = INIT_PROCESS_GROUP | NEW_GROUP
+
+
 class NcclBackend(Rule):
     ID = "FRY032"
     NAME = "dist.nccl-backend"
@@ -19,7 +22,7 @@ class NcclBackend(Rule):
     ENTRIES = (32,)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.qname_in(node.func, INIT_PROCESS_GROUP | NEW_GROUP) is None:
+        if self.qname_in(node.func, _GROUP_CALLS) is None:
             return
         is_init = self.qname_in(node.func, INIT_PROCESS_GROUP) is not None
         arg = kwarg(node, "backend")

@@ -9,6 +9,9 @@ from tools.codemods.nodes import string_value
 from tools.codemods.tables import INIT_PROCESS_GROUP, NEW_GROUP
 
 
+_GROUP_CALLS = INIT_PROCESS_GROUP | NEW_GROUP
+
+
 class BackendChecks(Rule):
     ID = "FRY033"
     NAME = "dist.backend-check"
@@ -22,7 +25,7 @@ class BackendChecks(Rule):
         parent = self.parent(node)
         if isinstance(parent, cst.Arg):
             call = self.parent(parent)
-            if isinstance(call, cst.Call) and self.qname_in(call.func, INIT_PROCESS_GROUP | NEW_GROUP):
+            if isinstance(call, cst.Call) and self.qname_in(call.func, _GROUP_CALLS):
                 return
         self.hit(node, '"nccl" hard-codes the NVIDIA collective backend',
                  suggestion="torch.distributed.get_default_backend_for_device(device) or accept any backend")

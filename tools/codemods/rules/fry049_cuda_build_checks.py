@@ -23,8 +23,33 @@ class CudaBuildChecks(NameReportRule):
             self.hit(node, "`import torch.cuda` only matters for its CUDA side effects",
                      suggestion="import torch (use torch.accelerator APIs)")
 
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        self._cuda_bound: set[str] = set()  # names bound by `from torch.cuda... import x`
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        super().visit_ImportFrom(node)
+        if node.module is None or node.relative or isinstance(node.names, cst.ImportStar):
+            return
+        module = code(node.module)
+        if module.startswith("torch.cuda") or module == "torch":
+            for alias in node.names:
+                bound = alias.asname.name if alias.asname else alias.name
+                if isinstance(bound, cst.Name):
+                    self._cuda_bound.add(bound.value)
+
     def _check(self, node: cst.CSTNode) -> None:
         super()._check(node)
+        # cheap syntactic gate before the metadata lookup: a torch.cuda.* name is spelled with
+        # "cuda" or starts from a name imported from torch.cuda
+        leftmost = node
+        while isinstance(leftmost, cst.Attribute):
+            leftmost = leftmost.value
+        if not isinstance(leftmost, cst.Name):
+            return
+        if leftmost.value not in self._cuda_bound and not (
+                isinstance(node, cst.Attribute) and "cuda" in code(node)):
+            return
         if not self.is_outermost_attribute(node):
             return
         for name in self.qnames(node):
