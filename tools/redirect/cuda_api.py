@@ -11,6 +11,9 @@ import torch
 
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
 from tools.redirect.tables import LEGACY_TENSOR_TYPES, NVTX_FUNCTIONS
+import logging
+
+logger = logging.getLogger(__name__)
 
 
 def _from_torch_internals(depth: int = 2) -> bool:

@@ -13,6 +13,9 @@ from tools.redirect.cuda_api import build_cuda_api, patch_nvtx
 from tools.redirect.mode import CudaRedirectMode, is_cuda_device
 from tools.redirect.patches import install_patches
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
+import logging
+
+logger = logging.getLogger(__name__)
 
 UNSUPPORTED_MODULES = {
     "triton": "Triton kernels need an NVIDIA/AMD GPU; use the eager PyTorch path (or torch.compile with the target's backend)",
@@ -237,6 +240,7 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
     else:
         raise ValueError(f"{STRATEGY_ENV}={strategy!r}: use 'patch' (default) or 'mode'")
     _state.update(recorder=rec, strategy=strategy)
+    logger.debug("CUDA redirect installed: target=%s strategy=%s log=%s", target, strategy, log_path)
     return rec
 
 

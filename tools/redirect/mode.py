@@ -6,6 +6,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tools.redirect.sites import Recorder
+import logging
+
+logger = logging.getLogger(__name__)
 
 _TO_FUNCS = {torch._C.TensorBase.to, torch._C._nn._parse_to}
 _CUDA_METHOD = torch._C.TensorBase.cuda

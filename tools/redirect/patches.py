@@ -14,6 +14,9 @@ import torch
 from tools.redirect.mode import is_cuda_device
 from tools.redirect.sites import Recorder
 from tools.redirect.tables import FACTORIES, TENSOR_FACTORIES
+import logging
+
+logger = logging.getLogger(__name__)
 
 
 def _wrap_factory(fn, api: str, target: torch.device, rec: Recorder):

@@ -10,6 +10,9 @@ import json
 import os
 import sys
 import threading
+import logging
+
+logger = logging.getLogger(__name__)
 
 _TORCH_DIR = None  # set lazily: the torch package directory
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
