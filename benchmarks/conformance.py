@@ -17,9 +17,12 @@ import logging
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# Keep benchmarks/ (which holds a backend.py script) off sys.path so that `import backend`
+# finds Ferry's backend package.
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(ROOT))
 
 from backend.conformance import (  # noqa: E402
     DEFAULT_MAX_SAMPLES,
