@@ -1,7 +1,8 @@
-"""profile: one profiled run of the final code on tpx, and the profiler's findings.
+"""profile: the profiler's findings for the final code on tpx.
 
-The profiled run is separate from the target runs so that profiler overhead (or a profiler
-failure) never decides whether the migration works; a failed profiling run is reported, not fatal.
+The passing target run was already profiled; its profile is used. Only when it has none (it was
+cut short, or the profile dir is gone after a resume) does this node make one profiled run. A
+failure to build the report is reported, not fatal: the migration itself is verified already.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ logger = logging.getLogger(__name__)
 def profile(state: MigrationState) -> dict[str, Any]:
     opts = options_of(state)
     ws = ensure_workspace(state)
+    done = state.get("target_ok") or {}
+    if done.get("profile_dir") and Path(done["profile_dir"]).is_dir() and any(Path(done["profile_dir"]).iterdir()):
+        return _report(Path(done["profile_dir"]), ws, {"_summary": ""})
     run = toolbox.run(ws, opts.run_command, device="tpx", redirect_cuda=None, probe=False, profile=True,
                       timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=artifacts_dir(state, "profile"))
     update: dict[str, Any] = {"runs": [run_summary("profile", run)]}
@@ -34,8 +38,12 @@ def profile(state: MigrationState) -> dict[str, Any]:
     if not pdir or not Path(pdir).is_dir():
         update.update({"profile": None, "_summary": "the profiled run wrote no profile"})
         return update
+    return _report(Path(pdir), ws, update)
+
+
+def _report(pdir: Path, ws: Path, update: dict[str, Any]) -> dict[str, Any]:
     try:
-        report = toolbox.profile_report(Path(pdir), ws)
+        report = toolbox.profile_report(pdir, ws)
     except ToolUnavailable:
         raise
     except Exception as exc:  # a profiler bug must not undo a verified migration; it is reported

@@ -1,4 +1,4 @@
-"""target_run: the migrated workspace on tpx (no CUDA redirect), probed. tests: the test command on tpx.
+"""target_run: the migrated workspace on tpx (no CUDA redirect), probed and profiled. tests: the tests on tpx.
 
 The tests run once parity passes, so a parity fix (which changes the code again) does not cost a
 second test run; any later edit sends the graph back through target_run, parity and tests.
@@ -22,7 +22,7 @@ def target_run(state: MigrationState) -> dict[str, Any]:
     ws = ensure_workspace(state)
     it = state.get("iteration") or 0
     run = toolbox.run(
-        ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=False,
+        ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=True,
         timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=artifacts_dir(state, f"target-{it}"),
     )
     update: dict[str, Any] = {"workspace": str(ws), "runs": [run_summary("target", run)],
