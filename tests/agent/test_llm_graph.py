@@ -62,7 +62,8 @@ def test_model_fixes_what_no_rule_can(tmp_path):
     assert len(llm_edits) == 1 and "create the table tensor on the device" in llm_edits[0]["reason"]
     # re-verified: a target run after the model's edit passed
     kinds = [r["kind"] for r in result["run_log"]]
-    assert kinds.count("target") == 2 and result["run_log"][-2]["status"] == "ok"
+    targets = [r for r in result["run_log"] if r["kind"] == "target"]
+    assert [r["status"] for r in targets] == ["failed", "ok"]
     first_prompt = server.requests[0]["body"]["messages"][1]["content"]
     assert "mixed_devices" in first_prompt and "prog.py" in first_prompt
     assert "torch.full((3,), 2.0, device=device)" in (tmp_path / "out" / "ferry.patch").read_text()
