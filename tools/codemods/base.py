@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
+from libcst.metadata import ParentNodeProvider, QualifiedNameProvider
 
 logger = logging.getLogger(__name__)
 _VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
@@ -95,7 +95,8 @@ class Rule(cst.BatchableCSTVisitor):
     ENTRIES: ClassVar[tuple[int, ...]] = ()
     #: contextual rules only report in modules that have non-contextual findings too
     CONTEXTUAL: ClassVar[bool] = False
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
+    # positions are resolved by the engine only for files with findings
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, ParentNodeProvider)
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__()

@@ -13,10 +13,11 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ImportAssignment, PositionProvider, ScopeProvider
 
-from tools.codemods.base import Category, DeviceMode, Hit, Rule, RuleContext
+from tools.codemods.base import Category, DeviceMode, Hit, RuleContext
 from tools.codemods.device import DeviceInfo, find_device_variable, insert_device_definition, torch_alias
 from tools.codemods.imports import remove_unused
 from tools.codemods.nodes import code
+from tools.codemods.prefilter import active_rules
 from tools.codemods.registry import all_rules
 
 logger = logging.getLogger(__name__)
@@ -72,10 +73,6 @@ class _Apply(cst.CSTTransformer):
         return updated_node
 
 
-def _rule_instances(ctx: RuleContext, rule_ids: set[str] | None) -> list[Rule]:
-    return [cls(ctx) for cls in all_rules() if rule_ids is None or cls.ID in rule_ids]
-
-
 _AS_NAME = re.compile(r"\bas\s+([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -98,12 +95,19 @@ def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | 
                       device_definition_value=info.definition_value, torch_name=torch_name,
                       alias_names=_alias_names(wrapper.module.code if source is None else source))
     info.torch_name = ctx.torch_name
-    rules = _rule_instances(ctx, rule_ids)
-    wrapper.visit_batched(rules)
-    contextual = {r.ID for r in rules if r.CONTEXTUAL}
+    # per-rule pre-filter: only rules whose trigger words occur in the text can fire; the
+    # contextual ones run only once another rule has found something
+    text = source if source is not None else wrapper.module.code
+    active = active_rules(text)
+    first = [cls(ctx) for cls in all_rules()
+             if not cls.CONTEXTUAL and cls.ID in active and (rule_ids is None or cls.ID in rule_ids)]
+    if first:
+        wrapper.visit_batched(first)
+    if ctx.hits:
+        second = [cls(ctx) for cls in all_rules() if cls.CONTEXTUAL and (rule_ids is None or cls.ID in rule_ids)]
+        if second:
+            wrapper.visit_batched(second)
     hits = ctx.hits
-    if hits and all(h.rule_id in contextual for h in hits):
-        hits = []
     # one finding per (rule, node)
     seen: set[tuple[str, int]] = set()
     unique = []
@@ -117,6 +121,8 @@ def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | 
 
 
 def _findings(wrapper: cst.MetadataWrapper, hits: list[Hit], lines: list[str], sort: bool = True) -> list[RawFinding]:
+    if not hits:
+        return []
     positions = wrapper.resolve(PositionProvider)
     out = []
     for h in hits:

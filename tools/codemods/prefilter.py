@@ -15,17 +15,51 @@ from __future__ import annotations
 
 import re
 
-WORDS: tuple[str, ...] = (
-    "cuda", "cudnn", "cublas", "nccl", "nvidia", "nvtx", "nvml", "triton", "apex", "flash_attn",
-    "bitsandbytes", "xformers", "cupy", "numba", "alloc_conf", "autocast", "bf16_supported", "tf32",
-    "device_ids", "output_device", "dataparallel", "syncbatchnorm", "syncbn", "pin_memory", "max-autotune",
-    "reduce-overhead", "inductor", ".cu",
-)
-_PATTERN = re.compile(
-    "|".join(re.escape(w) for w in WORDS) + r"|\.[\s\\]*(?:#[^\n]*\n[\s\\]*)*to\b",
-    re.IGNORECASE,
-)
+_CUDA = ("cuda",)
+_TO = r"\.[\s\\]*(?:#[^\n]*\n[\s\\]*)*to\b"
+
+#: per rule: case-insensitive words, one of which the file must contain for the rule to be
+#: able to fire (see the module docstring); None = contextual rule (runs after another finding)
+RULE_TRIGGERS: dict[str, tuple[str, ...] | None] = {
+    **{f"FRY{n:03d}": _CUDA for n in (1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22,
+                                      23, 24, 25, 26, 37, 38, 42)},
+    "FRY003": (_TO,),
+    "FRY017": ("cuda", "nccl", "cublas", "nvidia", "alloc_conf", "cudnn"),
+    "FRY027": ("autocast", "cuda"),
+    "FRY030": ("tf32",),
+    "FRY031": ("cudnn",),
+    "FRY032": ("nccl",),
+    "FRY033": ("nccl",),
+    "FRY034": ("device_ids",),
+    "FRY035": ("device_ids", "output_device"),
+    "FRY036": ("dataparallel", "syncbatchnorm", "syncbn"),
+    "FRY039": ("pin_memory",),
+    "FRY040": ("max-autotune", "reduce-overhead", "inductor"),
+    "FRY043": ("nvtx", "nvml", "nvidia_smi"),
+    "FRY044": ("cuda", ".cu"),
+    "FRY045": ("triton",),
+    "FRY046": ("apex",),
+    "FRY047": ("flash_attn",),
+    "FRY048": ("bitsandbytes", "xformers", "cupy", "pycuda", "numba"),
+    "FRY049": ("cuda", "cudnn"),
+    **{f"FRY{n:03d}": None for n in (28, 29, 41, 50, 51, 52)},
+}
+
+
+def _word(w: str) -> str:
+    return w if w is _TO else re.escape(w)
+
+
+_RULE_PATTERNS = {rid: re.compile("|".join(_word(w) for w in words), re.IGNORECASE)
+                  for rid, words in RULE_TRIGGERS.items() if words}
+_PATTERN = re.compile("|".join(sorted({_word(w) for words in RULE_TRIGGERS.values() if words for w in words})),
+                      re.IGNORECASE)
 
 
 def may_contain_idioms(text: str) -> bool:
     return _PATTERN.search(text) is not None
+
+
+def active_rules(text: str) -> set[str]:
+    """Ids of the non-contextual rules that can fire on ``text``."""
+    return {rid for rid, pattern in _RULE_PATTERNS.items() if pattern.search(text)}
