@@ -67,7 +67,11 @@ def residual_table() -> dict[str, dict[str, Any]]:
 
 
 def _table_rewrite(rel: str, line: int, text: str) -> str | None:
-    """Replace a CUDA API call on ``line`` by its device-generic equivalent (residual_cuda.json)."""
+    """Replace the CUDA API called on ``line`` by its device-generic equivalent (residual_cuda.json).
+
+    Every call of the same API in the file is replaced in the same edit: they would each fail the
+    same way, one target run later.
+    """
     tree = edits.parse(text, rel)
     if tree is None or not edits.imports_torch_as_torch(tree):
         return None
@@ -75,20 +79,30 @@ def _table_rewrite(rel: str, line: int, text: str) -> str | None:
                      for n in tree.body if isinstance(n, ast.Assign) for t in n.targets)
     dev = "device" if has_device else "torch.accelerator.current_accelerator()"
     table = residual_table()
-    for call in edits.calls_at(tree, line):
-        name = edits.dotted_name(call.func)
-        spec = table.get(name)
-        if spec is None or call.lineno != line:
-            continue
-        new = text
+    name = next((edits.dotted_name(c.func) for c in edits.calls_at(tree, line)
+                 if c.lineno == line and edits.dotted_name(c.func) in table), None)
+    if name is None:
+        return None
+    spec = table[name]
+    new = text
+    while True:  # one call at a time, last first, re-parsing so positions stay exact
+        t = edits.parse(new, rel)
+        if t is None:
+            return None
+        calls = sorted((c for c in ast.walk(t) if isinstance(c, ast.Call) and edits.dotted_name(c.func) == name),
+                       key=lambda c: (c.lineno, c.col_offset))
+        if not calls:
+            break
+        call = calls[-1]
         if spec["device_kw"] and not edits.has_kwarg(call, "device"):
             new = edits.insert_kwarg(new, call, f"device={dev}")
-            tree2 = edits.parse(new, rel)
-            call = next(c for c in edits.calls_at(tree2, line) if edits.dotted_name(c.func) == name)  # type: ignore[arg-type]
+            t = edits.parse(new, rel)
+            if t is None:
+                return None
+            call = sorted((c for c in ast.walk(t) if isinstance(c, ast.Call) and edits.dotted_name(c.func) == name),
+                          key=lambda c: (c.lineno, c.col_offset))[-1]
         new = edits.replace_node(new, call.func, spec["replace"])
-        if edits.parse(new, rel) is not None:
-            return new
-    return None
+    return new if edits.parse(new, rel) is not None else None
 
 
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:

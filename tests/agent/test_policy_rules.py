@@ -170,3 +170,16 @@ def test_collectives_on_a_device_without_backend_need_a_human(tmp_path):
     ctx = _ctx(tmp_path, {"m.py": "import torch\n"})
     v = propose(_diag("other", "m.py", 1, "ProcessGroupGloo::allgather: unsupported device type tpx"), ctx)
     assert isinstance(v, Verdict) and v.status == "needs_human" and "register_backend" in v.summary
+
+
+def test_residual_table_rewrites_every_call_of_that_api_in_the_file(tmp_path):
+    src = ("import torch\n\ndevice = torch.device('tpx')\n\n\ndef main():\n"
+           "    start = torch.cuda.Event(enable_timing=True)\n    end = torch.cuda.Event(enable_timing=True)\n"
+           "    torch.cuda.synchronize()\n    return start, end\n")
+    ctx = _ctx(tmp_path, {"m.py": src})
+    ctx.workspace = tmp_path
+    p = propose(_diag("other", "m.py", 7, "Tried to instantiate dummy base class Event"), ctx)
+    lines = p.files["m.py"].splitlines()
+    assert lines[6] == "    start = torch.Event(enable_timing=True, device=device)"
+    assert lines[7] == "    end = torch.Event(enable_timing=True, device=device)"
+    assert lines[8] == "    torch.cuda.synchronize()"  # another API: not this rule's edit
