@@ -222,3 +222,18 @@ def test_tpx_backend_on_cpu_tensors_is_plain_inductor():
     out = f(x)
     assert out.device.type == "cpu"
     torch.testing.assert_close(out, torch.sin(x) @ x)
+
+
+def test_autocast_bf16_inside_compiled_region_matches_eager():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4)).to(DEV)
+    x = torch.randn(8, 16, device=DEV)
+
+    def f(t: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(DEV, dtype=torch.bfloat16):
+            return model(t)
+
+    eager = f(x)
+    out = torch.compile(f, backend="tpx")(x)
+    assert eager.dtype == out.dtype == torch.bfloat16 and out.device.type == DEV
+    assert torch.equal(out.cpu(), eager.cpu())  # the autocast casts are kept, not elided
