@@ -47,6 +47,13 @@ def register() -> None:
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("_copy_from", copies.copy_from, "PrivateUse1")
     lib.impl("_copy_from_and_resize", copies.copy_from_and_resize, "PrivateUse1")
+    # copy_ (a Conjugate/Negative fallthrough) reaches a PrivateUse1 device as _copy_from, which
+    # has no such fallthrough: the math-bit fallback then resolves the lazy conj/neg source with
+    # clone -> copy_ -> _copy_from -> fallback ... (unbounded recursion, a segfault). tpx's copy
+    # kernels honour the bits (CPU aliases keep them), so let these ops through.
+    for key in ("Conjugate", "Negative"):
+        for name in ("_copy_from", "_copy_from_and_resize"):
+            lib.impl(name, torch.library.fallthrough_kernel, key)
     lib.impl("_to_copy", copies.to_copy, "PrivateUse1")
     # Composite ops whose generic decomposition would pick a backend-specific path tpx lacks:
     # (native_layer_norm: otherwise it decomposes into batch_norm math on non-CPU devices and

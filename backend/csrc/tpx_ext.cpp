@@ -235,6 +235,11 @@ at::Tensor make_like(c10::Storage storage, c10::DispatchKey key, const at::Tenso
                                                       meta_src.dtype());
   out.unsafeGetTensorImpl()->set_sizes_and_strides(meta_src.sizes(), meta_src.strides(),
                                                    meta_src.storage_offset());
+  // The math bits are part of the value: an alias of a lazily conjugated/negated view must stay
+  // one, or ops that handle the bits themselves (copy_, clone, dot, mm... fall through the
+  // Conjugate/Negative keys) would read the un-conjugated memory.
+  if (meta_src.is_conj()) out._set_conj(true);
+  if (meta_src.is_neg()) out._set_neg(true);
   return out;
 }
 
