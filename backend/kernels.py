@@ -123,7 +123,8 @@ def _mixed_error(dev) -> RuntimeError:
 
 # ---------------------------------------------------------------- per-op info cache
 class _OpInfo:
-    __slots__ = ("name", "full", "fallback", "mutable_out", "matmul", "sync", "mixed_ok", "call")
+    __slots__ = ("name", "full", "fallback", "mutable_out", "matmul", "sync", "mixed_ok", "call",
+                 "tensor_pos", "tensor_kw")
 
     def __init__(self, op) -> None:
         self.call = getattr(op, "_op", op)  # the C++ builtin: skips OpOverload.__call__
@@ -141,6 +142,14 @@ class _OpInfo:
         self.matmul = MATMUL_OPERANDS.get(base)
         self.sync = "item" if base in ("_local_scalar_dense", "item") else None
         self.mixed_ok = base in _MIXED_OK
+        # Tensor parameters: a Python number found there is a wrapped-number tensor that the
+        # Python boxing turned into a number (ATen's Scalar overloads call the Tensor overload
+        # with one); it must become a wrapped-number tensor again before the CPU call.
+        is_tensor = [str(a.type) in ("Tensor", "Optional[Tensor]") for a in schema.arguments]
+        self.tensor_pos = tuple(
+            i for i, a in enumerate(schema.arguments) if is_tensor[i] and not a.kwarg_only
+        )
+        self.tensor_kw = tuple(a.name for i, a in enumerate(schema.arguments) if is_tensor[i] and a.kwarg_only)
 
 
 _infos: dict = {}
@@ -190,6 +199,8 @@ def run_info(info: _OpInfo, args, kwargs):
         gens = []
         cargs = [_swap_gen(a, gens) for a in cargs]
         ckwargs = {k: _swap_gen(v, gens) for k, v in ckwargs.items()}
+    if info.tensor_pos or info.tensor_kw:
+        _rewrap_numbers(info, cargs, ckwargs)
     if cpu_nonscalar and dev != -2 and not info.mixed_ok:
         raise _mixed_error(torch.device("tpx", dev if dev >= 0 else 0))
     if info.matmul is not None and S.matmul_bf16:
@@ -220,6 +231,19 @@ def run_info(info: _OpInfo, args, kwargs):
         entry[0] += 1
         entry[1] += _perf_ns() - t0
     return res
+
+
+_NUMBER_TYPES = (int, float, bool, complex)
+
+
+def _rewrap_numbers(info: _OpInfo, cargs: list, ckwargs: dict) -> None:
+    n = len(cargs)
+    for i in info.tensor_pos:
+        if i < n and type(cargs[i]) in _NUMBER_TYPES:
+            cargs[i] = _ext.get().wrapped_number(cargs[i])
+    for k in info.tensor_kw:
+        if type(ckwargs.get(k)) in _NUMBER_TYPES:
+            ckwargs[k] = _ext.get().wrapped_number(ckwargs[k])
 
 
 def _swap_gen(a, gens: list):

@@ -11,6 +11,7 @@
 // * The structural kernels that must create or mutate a tpx TensorImpl in place: empty,
 //   empty_strided, as_strided, view, _reshape_alias, resize_, set_. Compute kernels live in
 //   Python (backend/kernels.py).
+#include <ATen/ScalarOps.h>
 #include <ATen/Tensor.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/as_strided_native.h>
@@ -672,6 +673,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   tpx::install();
   m.def("to_cpu", &tpx::to_cpu, "zero-copy CPU view of a tpx tensor");
+  // What ATen's Scalar-overload composites pass to the Tensor overload (copysign.Scalar,
+  // remainder.Scalar...): a 0-dim CPU tensor flagged as a wrapped number (it takes part in type
+  // promotion like a Python number). Python kernels receive it as a plain Python number, and a
+  // Python number cannot be bound to a Tensor argument again, nor can Python set the flag.
+  m.def("wrapped_number", [](py::handle v) {
+    PyObject* p = v.ptr();
+    at::Scalar s;
+    if (PyBool_Check(p)) s = at::Scalar(p == Py_True);
+    else if (PyLong_Check(p)) s = at::Scalar(static_cast<int64_t>(v.cast<int64_t>()));
+    else if (PyFloat_Check(p)) s = at::Scalar(PyFloat_AS_DOUBLE(p));
+    else if (PyComplex_Check(p)) s = at::Scalar(c10::complex<double>(PyComplex_RealAsDouble(p), PyComplex_ImagAsDouble(p)));
+    else TORCH_CHECK_TYPE(false, "tpx.wrapped_number expects a Python bool, int, float or complex");
+    at::Tensor t = at::scalar_to_tensor(s);
+    t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return t;
+  }, "0-dim CPU tensor marked as a wrapped Python number");
   m.def("unwrap", &tpx::unwrap, "tpx tensors/devices in (args, kwargs) -> CPU aliases");
   m.def("wrap", &tpx::wrap, "CPU results -> tpx tensors");
   m.def("from_cpu", &tpx::from_cpu, "zero-copy tpx tensor over a CPU tensor's memory",

@@ -74,3 +74,36 @@ def test_ops_that_read_conj_bits_themselves_match_cpu():
     assert torch.equal(torch.vdot(t[0].conj(), t[1]).cpu(), torch.vdot(c[0].conj(), c[1]))
     assert torch.equal(torch.dot(t[0].conj(), t[1]).cpu(), torch.dot(c[0].conj(), c[1]))
     torch.testing.assert_close(torch.mm(t.conj(), t.t()).cpu(), torch.mm(c.conj(), c.t()), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("other", [-3.14, 2, True, -0.0])
+def test_copysign_with_python_number_matches_cpu(other):
+    """copysign.Scalar calls copysign.Tensor with a wrapped-number tensor, which reaches the
+    Python kernel as a plain number; it used to be passed on as such (a schema error)."""
+    x = torch.tensor([1.5, -2.0, 0.0, -0.0, 3.0])
+    got, want = torch.copysign(x.to("tpx"), other), torch.copysign(x, other)
+    assert got.device.type == "tpx" and got.dtype == want.dtype
+    assert torch.equal(got.cpu(), want)
+    y = x.to("tpx")
+    y.copysign_(other)
+    assert torch.equal(y.cpu(), x.clone().copysign_(other))
+
+
+def test_number_keeps_wrapped_number_type_promotion():
+    # a wrapped number does not promote a 0-dim float16 tensor; a 0-dim float32 tensor would
+    h = torch.tensor(1.5, dtype=torch.float16)
+    assert torch.copysign(h.to("tpx"), -2.0).dtype == torch.copysign(h, -2.0).dtype == torch.float16
+    i = torch.arange(-2, 3)
+    got, want = torch.copysign(i.to("tpx"), -1.5), torch.copysign(i, -1.5)
+    assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+    got, want = torch.remainder(i.to("tpx"), 3), torch.remainder(i, 3)
+    assert got.dtype == want.dtype == torch.int64 and torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dim", [0, 1, None])
+def test_take_along_dim_matches_cpu(dim):
+    g = torch.Generator().manual_seed(1)
+    m = torch.randn(5, 5, generator=g)
+    idx = torch.randint(0, 5, (5, 5), generator=g) if dim is not None else torch.randint(0, 25, (7,), generator=g)
+    got = torch.take_along_dim(m.to("tpx"), idx.to("tpx"), dim)
+    assert torch.equal(got.cpu(), torch.take_along_dim(m, idx, dim))
