@@ -53,6 +53,9 @@ _MATMUL_OPERANDS: dict[str, tuple[int, ...]] = {
     "aten.vdot.default": (0, 1),
     "aten.addbmm.default": (1, 2),
     "aten.convolution.default": (0, 1),
+    # attention: tpx runs (and traces) the CPU's kernel choice, flash-attention-for-CPU
+    "aten._scaled_dot_product_flash_attention_for_cpu.default": (0, 1, 2),
+    "aten._scaled_dot_product_flash_attention_for_cpu_backward.default": (0, 1, 2, 3),
 }
 
 _lock = threading.Lock()

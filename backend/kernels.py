@@ -36,6 +36,10 @@ MATMUL_OPERANDS: dict[str, tuple[int, ...]] = {
     "mm": (0, 1), "bmm": (0, 1), "mv": (0, 1), "dot": (0, 1), "vdot": (0, 1),
     "addmm": (1, 2), "addmv": (1, 2), "baddbmm": (1, 2), "addbmm": (1, 2),
     "matmul": (0, 1), "linear": (0, 1), "convolution": (0, 1), "_convolution": (0, 1),
+    # attention runs the CPU's kernel choice (see tpx_ext.cpp sdp_choice); the math choice
+    # reaches tpx as bmm, the flash one as these ops (q, k, v; and grad_out in the backward)
+    "_scaled_dot_product_flash_attention_for_cpu": (0, 1, 2),
+    "_scaled_dot_product_flash_attention_for_cpu_backward": (0, 1, 2, 3),
 }
 
 

@@ -26,6 +26,8 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_fused_sdp_choice_native.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/COW.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -528,6 +530,20 @@ at::Tensor& set_empty(at::Tensor& self) {
 }
 
 
+// ---------------------------------------------------------------- attention kernel choice
+// scaled_dot_product_attention (a composite) asks the device's _fused_sdp_choice_stub which
+// kernel to use and takes the math one when the device registered none. tpx asks the CPU's
+// choice for CPU aliases of the same inputs, so eager tpx runs the very kernel the CPU would
+// (flash-attention-for-CPU or math, each with its own autograd formula) and agrees bitwise.
+// The CPU's choice reads only metadata (shapes, strides, dtypes, flags), so it is called
+// directly on the tpx tensors: no dispatch, which also keeps it working on FakeTensors while
+// torch.compile traces (a CPU alias of a fake tensor would be a real tensor there).
+int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                   const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
+                   std::optional<double> scale, bool enable_gqa) {
+  return at::native::_fused_sdp_choice_cpp(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa);
+}
+
 // ---------------------------------------------------------------- batch argument conversion
 // The Python kernels' hot path in one call: replace every tpx tensor in args/kwargs (also inside
 // lists and tuples) by its CPU alias and tpx devices by the CPU device; remember the pairs.
@@ -656,6 +672,10 @@ void install() {
 }
 
 }  // namespace tpx
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &tpx::sdp_choice)
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(tpx::empty_memory_format));

@@ -120,7 +120,6 @@ def test_unknown_op_is_a_clear_error():
 # ("Open failures"). They stay visible here as expected failures until the eager kernels are
 # fixed (non-strict: a fix turns them into XPASS, then drop the entry).
 KNOWN_OPEN: dict[str, str] = {
-    "nn.functional.scaled_dot_product_attention": "tpx eager uses the math kernel, CPU the flash kernel: 1.3e-5 apart",
 }
 
 _MAX_SAMPLES = 32

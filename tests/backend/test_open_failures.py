@@ -107,3 +107,52 @@ def test_take_along_dim_matches_cpu(dim):
     idx = torch.randint(0, 5, (5, 5), generator=g) if dim is not None else torch.randint(0, 25, (7,), generator=g)
     got = torch.take_along_dim(m.to("tpx"), idx.to("tpx"), dim)
     assert torch.equal(got.cpu(), torch.take_along_dim(m, idx, dim))
+
+
+@pytest.fixture
+def fp32_matmuls(tpx_config):
+    prev = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    tpx_config(matmul_precision="highest")
+    yield
+    torch.set_float32_matmul_precision(prev)
+
+
+@pytest.mark.parametrize("case", ["causal", "bool_mask", "float_mask", "plain"])
+def test_sdpa_selects_the_cpu_kernel_and_agrees_bitwise(case, fp32_matmuls):
+    """tpx asks the CPU which SDPA kernel to use (flash-for-CPU here), so forward and backward
+    equal the CPU's bit for bit (the math kernel used to differ by ~1e-5)."""
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(4, 4, n, 8, generator=g) for n in (3, 6, 6))
+    kw = {}
+    if case == "causal":
+        kw["is_causal"] = True
+    elif case == "bool_mask":
+        kw["attn_mask"] = torch.rand(4, 4, 3, 6, generator=g) > 0.3
+    elif case == "float_mask":
+        kw["attn_mask"] = torch.randn(3, 6, generator=g)
+    choice = torch._fused_sdp_choice(q, k, v, **kw)
+    assert torch._fused_sdp_choice(q.to("tpx"), k.to("tpx"), v.to("tpx"),
+                                   **{n: (t.to("tpx") if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}) == choice
+    cpu_in = [t.clone().requires_grad_() for t in (q, k, v)]
+    tpx_in = [t.to("tpx").requires_grad_() for t in (q, k, v)]
+    tkw = {n: (t.to("tpx") if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}
+    want = torch.nn.functional.scaled_dot_product_attention(*cpu_in, **kw)
+    got = torch.nn.functional.scaled_dot_product_attention(*tpx_in, **tkw)
+    assert torch.equal(got.cpu(), want.detach())
+    gout = torch.randn(want.shape, generator=g)
+    want.backward(gout)
+    got.backward(gout.to("tpx"))
+    for c, t in zip(cpu_in, tpx_in):
+        assert torch.equal(t.grad.cpu(), c.grad)
+
+
+def test_sdpa_follows_the_bf16_matmul_rule(tpx_config):
+    """With bf16 matmuls (the chip's default) the flash kernel's q/k/v are rounded like every
+    matmul operand: tpx equals the CPU kernel on bf16-rounded float32 inputs."""
+    tpx_config(matmul_precision="bf16")
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 2, 5, 8, generator=g) for _ in range(3))
+    got = torch.nn.functional.scaled_dot_product_attention(q.to("tpx"), k.to("tpx"), v.to("tpx"), is_causal=True)
+    r = [t.to(torch.bfloat16).float() for t in (q, k, v)]
+    assert torch.equal(got.cpu(), torch.nn.functional.scaled_dot_product_attention(*r, is_causal=True))
