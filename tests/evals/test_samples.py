@@ -55,8 +55,6 @@ def test_bad_suite_is_reported(tmp_path):
 
 # Gaps of other components, recognised precisely (any other outcome still fails the test):
 KNOWN_GAPS = {
-    "amp_rng_dtypes": ("aten::remainder() Expected a value of type 'Tensor' for argument 'other'",
-                       "backend: tpx's remainder(Tensor, int) overload is missing (`idx % n` fails)"),
     "ddp_single": ("no collective backend is registered for tpx",
                    "backend: no collective (c10d) backend for tpx tensors; gloo refuses them"),
 }
