@@ -79,6 +79,7 @@ def register() -> None:
     _patch_printing()
     _patch_grad_scaler()
     _patch_matmul_precision()
+    __import__("backend.distributed", fromlist=["register"]).register()  # c10d backend "tpxgloo"
 
     if _ext.cached_library() is not None:
         try:

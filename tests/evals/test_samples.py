@@ -54,10 +54,7 @@ def test_bad_suite_is_reported(tmp_path):
 
 
 # Gaps of other components, recognised precisely (any other outcome still fails the test):
-KNOWN_GAPS = {
-    "ddp_single": ("no collective backend is registered for tpx",
-                   "backend: no collective (c10d) backend for tpx tensors; gloo refuses them"),
-}
+KNOWN_GAPS: dict[str, tuple[str, str]] = {}
 
 
 @pytest.mark.slow
