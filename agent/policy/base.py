@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,6 +55,17 @@ class FixContext(BaseModel):
 
     def text(self, rel: str) -> str | None:
         return current_text(self.source, self.files, rel)
+
+    def untried_sites(self, rule: str, diag: Diagnosis) -> Iterator[tuple[Frame, str, str]]:
+        """(frame, "file:line", file text) for the diagnosis's user frames, deepest first,
+        skipping sites where ``rule`` was already tried and files that cannot be read."""
+        for frame in reversed(diag.frames):
+            site = f"{frame.file}:{frame.line}"
+            if f"{rule}@{site}" in self.tried:
+                continue
+            text = self.text(frame.file)
+            if text is not None:
+                yield frame, site, text
 
 
 class Proposal(BaseModel):

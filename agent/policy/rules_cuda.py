@@ -108,12 +108,8 @@ def _table_rewrite(rel: str, line: int, text: str) -> str | None:
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     if diag.kind not in KINDS or ctx.workspace is None:
         return None
-    for frame in reversed(diag.frames):
-        site = f"{frame.file}:{frame.line}"
-        if f"{RULE}@{site}" in ctx.tried:
-            continue
-        text = ctx.text(frame.file)
-        if text is None or not 0 < frame.line <= len(edits.lines_of(text)):
+    for frame, site, text in ctx.untried_sites(RULE, diag):
+        if not 0 < frame.line <= len(edits.lines_of(text)):
             continue
         if diag.kind != "cuda_not_compiled" and not CUDA_AT_LINE.search(edits.lines_of(text)[frame.line - 1]):
             continue

@@ -82,13 +82,7 @@ def _fix(text: str, rel: str, lineno: int) -> str | None:
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     if diag.kind not in KINDS:
         return None
-    for frame in reversed(diag.frames):
-        site = f"{frame.file}:{frame.line}"
-        if f"{RULE}@{site}" in ctx.tried:
-            continue
-        text = ctx.text(frame.file)
-        if text is None:
-            continue
+    for frame, site, text in ctx.untried_sites(RULE, diag):
         new = _fix(text, frame.file, frame.line)
         if new is None or new == text or edits.parse(new, frame.file) is None:
             continue

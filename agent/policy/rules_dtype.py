@@ -54,13 +54,7 @@ def _fix_line(text: str, rel: str, lineno: int) -> str | None:
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     if diag.kind not in KINDS:
         return None
-    for frame in reversed(diag.frames):  # the deepest user frame first
-        site = f"{frame.file}:{frame.line}"
-        if f"{RULE}@{site}" in ctx.tried:
-            continue
-        text = ctx.text(frame.file)
-        if text is None:
-            continue
+    for frame, site, text in ctx.untried_sites(RULE, diag):  # the deepest user frame first
         tree = edits.parse(text, frame.file)
         if tree is None or not edits.imports_torch_as_torch(tree):
             continue

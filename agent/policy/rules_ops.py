@@ -75,13 +75,7 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     op = op_short_name(diag.op)
     if diag.kind not in KINDS or op not in fallback_table():
         return None
-    for frame in reversed(diag.frames):
-        site = f"{frame.file}:{frame.line}"
-        if f"{RULE}@{site}" in ctx.tried:
-            continue
-        text = ctx.text(frame.file)
-        if text is None:
-            continue
+    for frame, site, text in ctx.untried_sites(RULE, diag):
         new = _fix(text, frame.file, frame.line, op)
         if new is None or new == text or edits.parse(new, frame.file) is None:
             continue
