@@ -12,35 +12,29 @@ here downloads anything.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import importlib.util
 import logging
 import os
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from types import ModuleType
 
+from backend_autoload import ext_cache
+
 logger = logging.getLogger(__name__)
 
-_SOURCES = [Path(__file__).parent / "csrc" / "tpx_ext.cpp"]
+_SOURCES = ext_cache.SOURCES
 _NAME = "tpx_ext"
 _lock = threading.RLock()
 _module: ModuleType | None = None
 _on_load: list = []
 
 
-def _source_hash() -> str:
-    import torch
-
-    h = hashlib.sha256()
-    for src in _SOURCES:
-        h.update(src.read_bytes())
-    h.update(torch.__version__.encode())
-    h.update(sys.version.encode())
-    return h.hexdigest()[:16]
+_source_hash = ext_cache.source_hash
+_candidate_dirs = ext_cache.candidate_dirs
+_built_library = ext_cache.built_library
 
 
 def _writable(d: Path) -> bool:
@@ -52,29 +46,6 @@ def _writable(d: Path) -> bool:
         return True
     except OSError:
         return False
-
-
-def _candidate_dirs(digest: str) -> list[Path]:
-    dirs: list[Path] = []
-    override = os.environ.get("TPX_EXTENSION_DIR")
-    if override:
-        dirs.append(Path(override) / digest)
-    else:
-        try:
-            dirs.append(Path.home() / ".cache" / "ferry" / "tpx-ext" / digest)
-        except RuntimeError:  # no HOME and no passwd entry (some sandboxes)
-            pass
-    dirs.append(Path(tempfile.gettempdir()) / f"ferry-tpx-ext-{os.getuid()}" / digest)
-    return dirs
-
-
-def _built_library(d: Path) -> Path | None:
-    ready = d / "READY"
-    try:
-        so = d / ready.read_text().strip()
-    except OSError:
-        return None
-    return so if so.suffix == ".so" and so.is_file() else None
 
 
 def _import_so(so: Path) -> ModuleType:
@@ -118,14 +89,7 @@ def _build(d: Path) -> Path:
             fcntl.flock(lockf, fcntl.LOCK_UN)
 
 
-def cached_library() -> Path | None:
-    """The already-built extension for these sources, if any cache dir holds one."""
-    digest = _source_hash()
-    for d in _candidate_dirs(digest):
-        so = _built_library(d)
-        if so is not None:
-            return so
-    return None
+cached_library = ext_cache.cached_library
 
 
 def is_loaded() -> bool:

@@ -137,3 +137,22 @@ def test_pytest_run_reports_per_test_outcomes(tmp_path: Path):
     assert res.trace is not None and res.trace.origin == "pytest"
     assert {t.nodeid.split("::")[-1]: t.outcome for t in res.trace.tests} == {"test_ok": "passed", "test_bad": "failed"}
     assert res.trace.location == "test_m.py:6"
+
+
+def test_pytest_in_the_sandbox_does_not_load_ferrys_own_plugins(tmp_path: Path):
+    """langsmith's pytest plugin rides along with langgraph in Ferry's interpreter; a user's test run
+    must not pay for it (seconds per start) nor see it, while pytest's own plugins stay."""
+    from tools.runner.env import FERRY_ONLY_PYTEST_PLUGINS
+
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "test_p.py").write_text(
+        "import sys\n\n\ndef test_plugins(pytestconfig):\n"
+        f"    for name in {FERRY_ONLY_PYTEST_PLUGINS!r}:\n"
+        "        assert not pytestconfig.pluginmanager.has_plugin(name), name\n"
+        "    assert 'langsmith' not in sys.modules\n"
+        "    assert pytestconfig.pluginmanager.has_plugin('junitxml')\n"
+    )
+    res = run(RunRequest(path=src, command="python -m pytest -q", device="cpu", artifacts_dir=tmp_path / "a", timeout_s=120))
+    assert res.status == "ok", res.stdout_tail + res.stderr_tail
+    assert "1 passed" in res.stdout_tail

@@ -14,6 +14,10 @@ logger = logging.getLogger(__name__)
 
 CHILD_DIR = Path(__file__).resolve().parent / "child"  # holds the sitecustomize bootstrap
 
+# pytest plugins that reach a sandboxed pytest only because the child runs on Ferry's interpreter
+# (langsmith comes with langgraph): never the user's, and langsmith's costs seconds at every start.
+FERRY_ONLY_PYTEST_PLUGINS = ("langsmith_plugin",)
+
 
 @lru_cache(maxsize=1)
 def ensure_bytecode() -> None:
@@ -74,5 +78,6 @@ def child_env(
     if profile_dir is not None:
         env["FERRY_PROFILE_DIR"] = str(profile_dir)
     if junit_xml is not None:
-        env["PYTEST_ADDOPTS"] = f"--junit-xml={junit_xml} -p no:cacheprovider"
+        blocked = " ".join(f"-p no:{name}" for name in FERRY_ONLY_PYTEST_PLUGINS)
+        env["PYTEST_ADDOPTS"] = f"--junit-xml={junit_xml} -p no:cacheprovider {blocked}"
     return env

@@ -3,7 +3,7 @@
 The backend JIT-builds its extension once into a cache (``$TPX_EXTENSION_DIR`` or
 ``~/.cache/ferry/tpx-ext``). A sandboxed child sees neither the home directory nor a compiler
 cache, and building there would cost 30-60 s per run, so the runner builds (or finds) it on
-the host once per process and binds the cache read-only into the sandbox with
+the host once per process (a cache lookup when it is built already) and binds the cache read-only into the sandbox with
 ``TPX_EXTENSION_DIR`` pointing at it.
 """
 
@@ -29,7 +29,16 @@ _PROBE = (
 
 @lru_cache(maxsize=1)
 def host_extension_dir() -> Path | None:
-    """The cache root holding the built extension (``<root>/<digest>/...so``), or None."""
+    """The cache root holding the built extension (``<root>/<digest>/...so``), or None.
+
+    The cache is looked up in-process without importing torch (``backend_autoload.ext_cache``);
+    only when nothing is built yet does a host interpreter import torch and build it.
+    """
+    from backend_autoload import ext_cache
+
+    so = ext_cache.cached_library()
+    if so is not None:
+        return so.parent.parent
     try:
         proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300,
                               env=_host_env())
