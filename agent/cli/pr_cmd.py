@@ -1,7 +1,10 @@
 """``ferry pr``: migrate a git repository into a new branch (one commit) and write the PR text.
 
-The user's checkout is never touched: the base branch is checked out into a temporary git
-worktree, migrated there, and the patch committed on ``ferry/migrate-<id>``.
+The user's checkout is never touched: the committed ``--base`` is checked out into a temporary
+git worktree (uncommitted changes of the user are not part of it), migrated there, and the
+verified patch committed. The branch ``ferry/migrate-<id>`` is created only once that commit
+exists, so a migration that does not end ``migrated`` creates no branch. The worktree, its
+temporary directory and its ``git worktree`` entry are removed on every path out.
 """
 
 from __future__ import annotations
@@ -9,9 +12,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -20,8 +25,8 @@ HELP = "migrate a git repo into a new branch commit and write the pull-request t
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", metavar="PATH", help="a git repository")
-    parser.add_argument("--base", metavar="BRANCH", help="branch to start from (default: the current branch)")
+    parser.add_argument("path", metavar="PATH", help="a git repository (or a directory inside one)")
+    parser.add_argument("--base", metavar="BRANCH", help="branch or commit to start from (default: the current HEAD)")
     parser.add_argument("--run", required=True, metavar="CMD", help="the command that runs the program")
     parser.add_argument("--test", metavar="CMD", help="the test command")
     parser.add_argument("--out", metavar="DIR", help="where pr.md, ferry.patch, report.md, result.json go (default: a temp dir)")
@@ -30,8 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def _git(repo: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+def _git(repo: Path, *args: str, check: bool = True, stdin: str | None = None) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, input=stdin)
     if check and proc.returncode != 0:
         from agent.cli import CliError
 
@@ -39,31 +44,70 @@ def _git(repo: Path, *args: str, check: bool = True) -> str:
     return proc.stdout.strip()
 
 
-def pr_text(result: dict, branch: str, base: str) -> str:
-    lines = [f"# Migrate from CUDA to device-generic PyTorch (tpx verified)", "",
-             f"Branch `{branch}` onto `{base}`, made by `ferry pr`.", "",
-             f"**Status:** {result.get('status')} — {result.get('summary') or ''}", "",
-             f"Iterations: {result.get('iterations')}, runs: {result.get('runs')}, "
-             f"LLM calls: {result.get('llm', {}).get('calls', 0)}.", "", "## Changes", ""]
-    for e in result.get("edits") or []:
+def pr_text(result: dict, branch: str | None, base: str, parity: dict[str, Any] | None = None) -> str:
+    """The pull-request description: status, changed files, edits and the parity table."""
+    from agent.report_render import parity_passed_or_none, parity_table
+
+    status = result.get("status")
+    lines = ["# Migrate from CUDA to device-generic PyTorch (tpx verified)", ""]
+    if branch:
+        lines.append(f"Branch `{branch}` onto `{base}`, made by `ferry pr`.")
+    elif status == "migrated":
+        lines.append(f"No branch: `{base}` needed no changes.")
+    else:
+        lines.append(f"No branch was created: the migration of `{base}` ended with status `{status}`.")
+    lines += ["", f"**Status:** {status} — {result.get('summary') or ''}", "",
+              f"Iterations: {result.get('iterations')}, runs: {result.get('runs')}, "
+              f"LLM calls: {(result.get('llm') or {}).get('calls', 0)}.", "", "## Changed files", ""]
+    files = result.get("patch_files") or []
+    if not files:
+        lines.append("None.")
+    for f in files:
+        lines.append(f"- `{f.get('path')}` ({f.get('change')}, +{f.get('added_lines', 0)} -{f.get('removed_lines', 0)})")
+    lines += ["", "## Edits", ""]
+    edits = result.get("edits") or []
+    if not edits:
+        lines.append("None.")
+    for e in edits:
         lines.append(f"- `{e.get('rule')}` ({e.get('kind')}) {', '.join(e.get('files') or [])}: {e.get('reason')}")
-    parity = (result.get("parity") or {}).get("passed")
-    lines += ["", "## Verification", "", f"- target run and tests on tpx: {'pass' if result.get('status') == 'migrated' else 'see report'}",
-              f"- numeric parity against the original on CPU: {'pass' if parity else 'fail' if parity is False else 'not checked'}",
-              "", "The full report (per-step reasons, parity table, profile findings, what is left for a human) is in report.md."]
+    passed = parity_passed_or_none(parity or {})
+    lines += ["", "## Parity (original on CPU vs migrated on tpx)", "",
+              f"Verdict: **{'pass' if passed else 'fail' if passed is False else 'not checked'}**", ""]
+    lines += parity_table(parity) if parity else ["(parity was not checked)"]
+    lines += ["", "## Verification", "",
+              f"- target run and tests on tpx: {'pass' if status == 'migrated' else 'see report'}",
+              "", "The full report (per-step reasons, profile findings, what is left for a human) is in report.md."]
     return "\n".join(lines) + "\n"
+
+
+def _commit_patch(wt: Path, rel: Path, patch: str, message: list[str]) -> str:
+    """Apply the verified patch in the worktree's index and commit it (detached); returns the commit."""
+    directory = [] if str(rel) == "." else [f"--directory={rel.as_posix()}"]
+    _git(wt, "apply", "--index", "--whitespace=nowarn", *directory, "-", stdin=patch)
+    _git(wt, "-c", "user.name=Ferry", "-c", "user.email=ferry@localhost", "-c", "commit.gpgsign=false",
+         "commit", "-q", "--no-verify", *[a for m in message for a in ("-m", m)])
+    return _git(wt, "rev-parse", "HEAD")
+
+
+def _drop_worktree(top: Path, wt: Path, tmp: Path) -> None:
+    """Remove the temporary worktree, its directory and its admin entry, whatever state it is in."""
+    admin = _git(wt, "rev-parse", "--absolute-git-dir", check=False) if wt.is_dir() else ""
+    _git(top, "worktree", "remove", "--force", "--force", str(wt), check=False)
+    shutil.rmtree(tmp, ignore_errors=True)
+    if admin and Path(admin).is_dir() and Path(admin).parent.name == "worktrees":
+        logger.warning("git worktree remove left %s behind; removing it", admin)
+        shutil.rmtree(admin, ignore_errors=True)
 
 
 def run(args: argparse.Namespace) -> int:
     import json
 
     from agent.cli import CliError
-    from agent.cli.progress import Progress
+    from agent.cli.progress import Progress, exit_code
     from agent.graph import state_dir
     from agent.llm.config import configured
     from agent.migration import new_migration_id, start
     from agent.state import MigrationOptions
-    from tools.patch import git_apply
 
     repo = Path(args.path).expanduser()
     if not repo.is_dir():
@@ -74,36 +118,38 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.path} is not inside a git repository; ferry pr needs one (use ferry migrate otherwise)")
     base = args.base or _git(top, "rev-parse", "--abbrev-ref", "HEAD")
     if not _git(top, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}", check=False):
-        raise CliError(f"--base {base!r} is not a branch or commit of {top}")
+        raise CliError(f"--base {base!r} is not a branch or commit of {top} (a new repository needs a first commit)")
+    rel = repo.resolve().relative_to(top.resolve())
+    if str(rel) != "." and not _git(top, "ls-tree", "-d", "--name-only", base, rel.as_posix(), check=False):
+        raise CliError(f"{rel} is not in the committed {base}; ferry pr works from the committed base, commit it first")
     mid = new_migration_id()
     branch = f"ferry/migrate-{mid}"
     out = Path(args.out).expanduser().resolve() if args.out else Path(tempfile.mkdtemp(prefix="ferry-pr-"))
-    wt = Path(tempfile.mkdtemp(prefix="ferry-pr-wt-")) / top.name
-    _git(top, "worktree", "add", "--detach", str(wt), base)
+    tmp = Path(tempfile.mkdtemp(prefix="ferry-pr-wt-"))
+    wt = tmp / top.name
+    commit = None
     try:
-        sub = wt / repo.resolve().relative_to(top.resolve())
-        opts = MigrationOptions(source=str(sub), run_command=args.run, test_command=args.test, out_dir=str(out),
+        _git(top, "-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", str(wt), base)  # no user hooks
+        opts = MigrationOptions(source=str(wt / rel), run_command=args.run, test_command=args.test, out_dir=str(out),
                                 state_dir=str(state_dir(args.state_dir)), llm=args.llm or configured())
         with Progress(enabled=not args.json) as progress:
             state = start(opts, migration_id=mid, progress=progress)
         result = json.loads((out / "result.json").read_text(encoding="utf-8"))
         patch = (out / "ferry.patch").read_text(encoding="utf-8")
-        committed = False
-        if state.get("status") == "migrated" and patch:
-            _git(wt, "checkout", "-q", "-b", branch)
-            git_apply(sub, patch)
-            _git(wt, "add", "-A", "--", str(sub))
-            _git(wt, "-c", "user.name=Ferry", "-c", "user.email=ferry@localhost", "commit", "-q", "-m",
-                 f"Migrate CUDA code to device-generic PyTorch (ferry {mid})", "-m", result.get("summary") or "")
-            committed = True
+        if state.get("status") == "migrated" and patch.strip():
+            commit = _commit_patch(wt, rel, patch, [f"Migrate CUDA code to device-generic PyTorch (ferry {mid})",
+                                                    result.get("summary") or ""])
+            _git(top, "branch", branch, commit)  # the branch appears only once its one commit exists
     finally:
-        _git(top, "worktree", "remove", "--force", str(wt), check=False)
-    text = pr_text(result, branch if committed else "(none)", base)
+        _drop_worktree(top, wt, tmp)
+    made = branch if commit else None
+    text = pr_text(result, made, base, state.get("parity"))
     (out / "pr.md").write_text(text, encoding="utf-8")
     if args.json:
-        print(json.dumps({"migration_id": mid, "status": result.get("status"), "branch": branch if committed else None,
-                          "base": base, "pr_text": str(out / "pr.md"), "out": str(out)}, indent=2))
+        print(json.dumps({"migration_id": mid, "status": result.get("status"), "summary": result.get("summary"),
+                          "branch": made, "commit": commit, "base": base, "pr_text": str(out / "pr.md"),
+                          "out": str(out)}, indent=2))
     else:
         print(text)
-        print(f"branch: {branch if committed else '(not created: ' + str(result.get('status')) + ')'}; outputs in {out}")
-    return 0 if committed else 1
+        print(f"branch: {made or '(not created: ' + str(result.get('status')) + ')'}; outputs in {out}")
+    return exit_code(state)

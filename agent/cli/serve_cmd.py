@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 
 logger = logging.getLogger(__name__)
 
@@ -14,7 +15,7 @@ HELP = "run the HTTP service (bearer token from FERRY_API_TOKEN when set)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one, printed with --json)")
     parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"),
                         help="checkpoints and workspaces (default ~/.ferry)")
     parser.add_argument("--json", action="store_true", help="print the listening address as JSON before serving")
@@ -29,12 +30,24 @@ def run(args: argparse.Namespace) -> int:
     from agent.service.app import create_app
     from agent.service.deps import settings_from_env
 
-    if not 0 < args.port < 65536:
-        raise CliError(f"--port must be 1..65535, got {args.port}")
+    if not 0 <= args.port < 65536:
+        raise CliError(f"--port must be 0..65535 (0: any free port), got {args.port}")
     settings = settings_from_env(args.state_dir)
     if args.host not in ("127.0.0.1", "localhost", "::1") and not settings.token:
         raise CliError(f"refusing to listen on {args.host} without a token: set FERRY_API_TOKEN")
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as exc:
+        sock.close()
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; pick another --port") from exc
+    port = sock.getsockname()[1]
+    host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     if args.json:
-        print(json.dumps({"url": f"http://{args.host}:{args.port}", "state_dir": settings.state_dir}), flush=True)
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="warning")
+        print(json.dumps({"url": f"http://{host}:{port}", "state_dir": settings.state_dir}), flush=True)
+    logger.info("serving on http://%s:%d (state dir %s)", host, port, settings.state_dir)
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning"))
+    server.run(sockets=[sock])
     return 0

@@ -8,6 +8,7 @@ from fastapi import FastAPI
 
 from agent.service.deps import Jobs, Settings, settings_from_env
 from agent.service.routes import router
+from agent.service.schemas import Health
 
 logger = logging.getLogger(__name__)
 
@@ -18,8 +19,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.jobs = Jobs()
     app.include_router(router)
 
-    @app.get("/healthz", tags=["meta"])
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    @app.get("/healthz", tags=["meta"], response_model=Health)
+    def healthz() -> Health:
+        return Health()
 
     return app

@@ -33,21 +33,22 @@ class Jobs:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def submit(self, mid: str, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` in the background; 409 when this migration is already running."""
+
+        def job() -> Any:
+            try:
+                return fn()
+            except BaseException as exc:  # recorded before the future completes, so status never misses it
+                logger.exception("migration %s failed", mid)
+                self.errors[mid] = f"{type(exc).__name__}: {exc}"
+                raise
+
         with self.lock:
             running = self.futures.get(mid)
             if running is not None and not running.done():
                 raise HTTPException(status.HTTP_409_CONFLICT, f"migration {mid} is already running")
             self.errors.pop(mid, None)
-            fut = self.pool.submit(fn)
-            self.futures[mid] = fut
-
-        def done(f: Future) -> None:
-            exc = f.exception()
-            if exc is not None:
-                logger.error("migration %s failed: %s", mid, exc)
-                self.errors[mid] = f"{type(exc).__name__}: {exc}"
-
-        fut.add_done_callback(done)
+            self.futures[mid] = self.pool.submit(job)
 
     def running(self, mid: str) -> bool:
         fut = self.futures.get(mid)

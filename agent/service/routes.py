@@ -7,15 +7,21 @@ import logging
 from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, status
+from fastapi.exceptions import RequestValidationError
 
 from agent.migration import UnknownMigration, load, new_migration_id, resume, start
 from agent.service.deps import Authorized, JobsDep, SettingsDep
-from agent.service.schemas import Decision, MigrationCreate, MigrationCreated, MigrationStatus
+from agent.service.schemas import (Decision, ErrorDetail, MigrationCreate, MigrationCreated, MigrationResult,
+                                   MigrationStatus)
 from agent.state import MigrationOptions
 
 logger = logging.getLogger(__name__)
 
-router = APIRouter(prefix="/migrations", dependencies=[Authorized], tags=["migrations"])
+router = APIRouter(prefix="/migrations", dependencies=[Authorized], tags=["migrations"],
+                   responses={401: {"model": ErrorDetail, "description": "missing or wrong bearer token"}})
+
+NOT_FOUND = {404: {"model": ErrorDetail, "description": "no migration with this id in the server's state dir"}}
+CONFLICT = {409: {"model": ErrorDetail, "description": "the migration is not in a state that allows this"}}
 
 
 def _status(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
@@ -24,15 +30,15 @@ def _status(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
     except UnknownMigration:
         if jobs.running(mid):
             return MigrationStatus(id=mid, state="running")
-        if mid in jobs.errors:
-            return MigrationStatus(id=mid, state="stopped", error=jobs.errors[mid])
+        if mid in jobs.errors:  # it failed before writing its first checkpoint
+            return MigrationStatus(id=mid, state="failed", error=jobs.errors[mid])
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no migration {mid}") from None
     if jobs.running(mid):
         state = "running"
     elif st["interrupts"]:
         state = "waiting_for_approval"
     elif st["pending"]:
-        state = "stopped"  # killed or crashed mid-way: POST /migrations/{id}/resume continues it
+        state = "stopped"  # killed, crashed or the server restarted mid-way: POST /migrations/{id}/resume
     else:
         state = "finished"
     return MigrationStatus(id=mid, state=state, status=st.get("status"), summary=st.get("summary"),
@@ -45,7 +51,8 @@ def _status(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
 def create(body: MigrationCreate, settings: SettingsDep, jobs: JobsDep) -> MigrationCreated:
     src = Path(body.path).expanduser()
     if not src.is_dir():
-        raise HTTPException(422, f"{body.path} is not a directory on the server")
+        msg = f"{body.path} is not a directory on the server; give the repository's absolute path there"
+        raise RequestValidationError([{"type": "value_error", "loc": ("body", "path"), "msg": msg, "input": body.path}])
     opts = MigrationOptions(source=str(src.resolve()), run_command=body.run, test_command=body.test, out_dir=body.out,
                             state_dir=settings.state_dir, llm=body.llm, approve=body.approve, apply=body.apply,
                             device=body.device, max_iterations=body.max_iterations, run_timeout_s=body.run_timeout_s,
@@ -55,39 +62,45 @@ def create(body: MigrationCreate, settings: SettingsDep, jobs: JobsDep) -> Migra
     return MigrationCreated(id=mid, status_url=f"/migrations/{mid}")
 
 
-@router.get("/{mid}", response_model=MigrationStatus)
+@router.get("/{mid}", response_model=MigrationStatus, responses=NOT_FOUND)
 def get_status(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
     return _status(mid, settings, jobs)
 
 
-@router.get("/{mid}/result")
-def get_result(mid: str, settings: SettingsDep, jobs: JobsDep) -> dict:
+@router.get("/{mid}/result", response_model=MigrationResult, responses={**NOT_FOUND, **CONFLICT})
+def get_result(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationResult:
     st = _status(mid, settings, jobs)
     if st.state != "finished":
         raise HTTPException(status.HTTP_409_CONFLICT, f"migration {mid} is {st.state}; no result yet")
     outputs = load(mid, settings.state_dir).get("outputs") or {}
-    path = outputs.get("result")
-    if not path or not Path(path).is_file():
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"migration {mid} wrote no result.json")
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    paths = {k: Path(outputs[k]) for k in ("result", "patch", "report") if outputs.get(k)}
+    missing = [k for k in ("result", "patch", "report") if k not in paths or not paths[k].is_file()]
+    if missing:
+        raise HTTPException(status.HTTP_404_NOT_FOUND,
+                            f"migration {mid} finished but its {', '.join(missing)} output is gone from the server")
+    result = json.loads(paths["result"].read_text(encoding="utf-8"))
+    return MigrationResult(id=mid, status=result.get("status") or st.status or "", summary=result.get("summary"),
+                           patch=paths["patch"].read_text(encoding="utf-8"),
+                           report=paths["report"].read_text(encoding="utf-8"), result=result)
 
 
-@router.post("/{mid}/decision", status_code=status.HTTP_202_ACCEPTED, response_model=MigrationStatus)
+@router.post("/{mid}/decision", status_code=status.HTTP_202_ACCEPTED, response_model=MigrationStatus,
+             responses={**NOT_FOUND, **CONFLICT})
 def decide(mid: str, body: Decision, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
     st = _status(mid, settings, jobs)
     if st.state != "waiting_for_approval":
         raise HTTPException(status.HTTP_409_CONFLICT, f"migration {mid} is {st.state}, not waiting for approval")
-    if body.action == "edit" and not body.files:
-        raise HTTPException(422, "action=edit needs files: {path: new text}")
     answer = body.model_dump(exclude_none=True)
     jobs.submit(mid, lambda: resume(mid, settings.state_dir, answer=answer))
     return MigrationStatus(id=mid, state="running", pending=st.pending)
 
 
-@router.post("/{mid}/resume", status_code=status.HTTP_202_ACCEPTED, response_model=MigrationStatus)
+@router.post("/{mid}/resume", status_code=status.HTTP_202_ACCEPTED, response_model=MigrationStatus,
+             responses={**NOT_FOUND, **CONFLICT})
 def resume_stopped(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
     st = _status(mid, settings, jobs)
     if st.state != "stopped":
-        raise HTTPException(status.HTTP_409_CONFLICT, f"migration {mid} is {st.state}; only a stopped one resumes")
+        hint = "; start a new one" if st.state == "failed" else ""
+        raise HTTPException(status.HTTP_409_CONFLICT, f"migration {mid} is {st.state}; only a stopped one resumes{hint}")
     jobs.submit(mid, lambda: resume(mid, settings.state_dir))
     return MigrationStatus(id=mid, state="running", pending=st.pending)

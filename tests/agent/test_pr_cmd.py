@@ -1,22 +1,48 @@
-"""ferry pr: a migrated branch with one commit and the PR text; the user's checkout is untouched."""
+"""ferry pr: one commit on a new branch and the PR text; the user's checkout is never touched and
+no worktree or temporary directory outlives the command, whether the migration succeeds or not."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from tools.patch import git_apply
+
 ROOT = Path(__file__).resolve().parents[2]
 
+# A module with exactly representable weights and inputs: parity holds without any policy edit.
 PROG = '''import torch
+from torch import nn
 
 device = torch.device("cuda")
-x = torch.arange(4, dtype=torch.float32).cuda()
+model = nn.Linear(4, 2)
+nn.init.constant_(model.weight, 0.5)
+nn.init.zeros_(model.bias)
+model = model.cuda()
+x = torch.arange(8, dtype=torch.float32).reshape(2, 4).cuda()
 for step in range(2):
-    print(f"step {step} loss {(x * (step + 1)).sum().item():.4f}")
+    print(f"step {step} loss {(model(x) * (step + 1)).sum().item():.4f}")
+'''
+
+BROKEN = '''import torch
+
+x = torch.ones(2).cuda()
+raise SystemExit("broken on purpose")
+'''
+
+SLOW = '''import time
+
+import torch
+
+x = torch.ones(2).cuda()
+time.sleep(60)
 '''
 
 
@@ -24,33 +50,143 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
-@pytest.mark.slow
-def test_pr_creates_branch_commit_and_text(tmp_path):
+def _repo(tmp_path: Path, files: dict[str, str]) -> Path:
     repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "prog.py").write_text(PROG)
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
     _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "prog.py")
+    _git(repo, "add", ".")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
-    res = subprocess.run([sys.executable, "-m", "agent.cli", "pr", str(repo), "--run", "python prog.py", "--json",
-                          "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "out")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    return repo
+
+
+def _checkout(repo: Path) -> dict[str, object]:
+    """Everything of the user's checkout that ferry pr must leave alone, byte for byte."""
+    files = {str(p.relative_to(repo)): p.read_bytes() for p in sorted(repo.rglob("*"))
+             if p.is_file() and ".git" not in p.relative_to(repo).parts}
+    git = repo / ".git"
+    return {"files": files, "index": (git / "index").read_bytes(), "HEAD": (git / "HEAD").read_bytes(),
+            "head_commit": _git(repo, "rev-parse", "HEAD"), "worktrees": _git(repo, "worktree", "list", "--porcelain"),
+            "stash": _git(repo, "stash", "list")}
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    """A private TMPDIR, so leaked temporary directories can be seen; no model configured."""
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FERRY_LLM", "FERRY_DATABASE"))}
+    env["TMPDIR"] = str(tmp)
+    return env
+
+
+def _pr(tmp_path: Path, path: Path, run: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent.cli", "pr", str(path), "--run", run, "--json",
+                           "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "out")],
+                          cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+
+
+def _assert_nothing_leaked(repo: Path, tmp_path: Path) -> None:
+    assert _git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert not (repo / ".git" / "worktrees").exists() or not any((repo / ".git" / "worktrees").iterdir())
+    assert [p.name for p in (tmp_path / "tmpdir").iterdir() if p.name.startswith("ferry-pr")] == []
+
+
+@pytest.mark.slow
+def test_pr_commits_the_patch_on_a_new_branch_and_leaves_a_dirty_checkout_alone(tmp_path):
+    readme = "# demo\n"
+    repo = _repo(tmp_path, {"README.md": readme, "app/prog.py": PROG})
+    base_sha = _git(repo, "rev-parse", "HEAD")
+    # the user's work in progress: an unstaged edit, a staged edit and an untracked file
+    (repo / "app" / "prog.py").write_text(PROG + "# my local, uncommitted change\n")
+    (repo / "README.md").write_text(readme + "staged line\n")
+    _git(repo, "add", "README.md")
+    (repo / "notes.txt").write_text("untracked\n")
+    before = _checkout(repo)
+
+    res = _pr(tmp_path, repo / "app", "python prog.py")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     out = json.loads(res.stdout)
     branch = out["branch"]
-    assert out["status"] == "migrated" and branch.startswith("ferry/migrate-") and out["base"] == "main"
-    assert _git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"  # checkout untouched
-    assert (repo / "prog.py").read_text() == PROG
-    assert _git(repo, "status", "--porcelain") == ""
+    assert out["status"] == "migrated" and out["base"] == "main" and branch.startswith("ferry/migrate-")
+    assert _checkout(repo) == before  # working tree, index, HEAD, current branch: untouched
+    assert _git(repo, "branch", "--format=%(refname:short)").splitlines() == [branch, "main"]
+
+    # exactly one commit on top of the base, holding exactly the verified patch
     assert _git(repo, "rev-list", "--count", f"main..{branch}") == "1"
-    migrated = _git(repo, "show", f"{branch}:prog.py")
-    assert ".cuda()" not in migrated and "torch.device(\"cuda\")" not in migrated
+    assert _git(repo, "rev-parse", f"{branch}^") == base_sha and _git(repo, "rev-parse", branch) == out["commit"]
+    assert _git(repo, "diff", "--name-only", "main", branch).splitlines() == ["app/prog.py"]
+    patch = (tmp_path / "out" / "ferry.patch").read_text()
+    expected = tmp_path / "expected"
+    expected.mkdir()
+    (expected / "prog.py").write_text(PROG)  # the committed base, not the dirty file
+    git_apply(expected, patch)
+    migrated = _git(repo, "show", f"{branch}:app/prog.py") + "\n"
+    assert migrated == (expected / "prog.py").read_text()
+    assert ".cuda()" not in migrated and "uncommitted" not in migrated
+    assert _git(repo, "show", f"{branch}:README.md") + "\n" == readme  # the staged change stays the user's
+    assert "Ferry" in _git(repo, "log", "-1", "--format=%an %s", branch)
+
     text = (tmp_path / "out" / "pr.md").read_text()
-    assert branch in text and "migrated" in text
-    assert _git(repo, "worktree", "list").count("\n") == 0  # the temporary worktree is gone
+    assert f"Branch `{branch}` onto `main`" in text
+    assert "**Status:** migrated" in text
+    assert "## Changed files" in text and "- `prog.py` (modified, +" in text
+    assert "| tensor | cosine | max abs | max rel | tier | verdict |" in text and "| Linear#0" in text
+    assert "Verdict: **pass**" in text
+    _assert_nothing_leaked(repo, tmp_path)
+
+
+def test_failing_migration_creates_no_branch_and_leaks_nothing(tmp_path):
+    repo = _repo(tmp_path, {"prog.py": BROKEN})
+    before = _checkout(repo)
+    res = _pr(tmp_path, repo, "python prog.py")
+    assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-3000:]
+    out = json.loads(res.stdout)
+    assert out["status"] == "needs_human" and out["branch"] is None and out["commit"] is None
+    assert "does not run with CUDA redirected to CPU" in out["summary"]
+    assert _git(repo, "branch", "--format=%(refname:short)") == "main"
+    assert _checkout(repo) == before
+    text = (tmp_path / "out" / "pr.md").read_text()
+    assert "No branch was created: the migration of `main` ended with status `needs_human`" in text
+    assert "**Status:** needs_human" in text
+    _assert_nothing_leaked(repo, tmp_path)
+
+
+def test_interrupted_pr_leaks_nothing(tmp_path):
+    repo = _repo(tmp_path, {"prog.py": SLOW})
+    before = _checkout(repo)
+    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "pr", str(repo), "--run", "python prog.py", "--json",
+                             "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "out")],
+                            cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300  # a hang guard: wait for the worktree to exist, then Ctrl-C
+        while _git(repo, "worktree", "list", "--porcelain").count("worktree ") < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        time.sleep(1.0)  # let the migration get going inside the worktree
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr[-3000:]
+    assert "interrupted" in stderr
+    assert _git(repo, "branch", "--format=%(refname:short)") == "main"
+    assert _checkout(repo) == before
+    _assert_nothing_leaked(repo, tmp_path)
 
 
 def test_pr_outside_git_is_a_usage_error(tmp_path):
     res = subprocess.run([sys.executable, "-m", "agent.cli", "pr", str(tmp_path), "--run", "python x.py"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "not inside a git repository" in res.stderr
+
+
+def test_pr_of_an_uncommitted_directory_is_a_usage_error(tmp_path):
+    repo = _repo(tmp_path, {"prog.py": PROG})
+    (repo / "new").mkdir()
+    (repo / "new" / "prog.py").write_text(PROG)
+    res = subprocess.run([sys.executable, "-m", "agent.cli", "pr", str(repo / "new"), "--run", "python prog.py"],
+                         cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "new is not in the committed main" in res.stderr and "commit it first" in res.stderr
+    _assert_nothing_leaked(repo, tmp_path)
