@@ -339,3 +339,7 @@ def _known_cuda_names() -> frozenset[str]:
 
 #: every torch.cuda.* name some rule handles; FRY049 reports the rest
 KNOWN_CUDA_NAMES = _known_cuda_names()
+
+# 50. text sinks that format a tensor (print(tensor) in a training loop is a host sync)
+TEXT_BUILTINS = frozenset({"print", "str", "repr", "format"})
+LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
