@@ -20,6 +20,8 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null")  # the user's git hooks never run for ferry's own git calls
+
 NAME = "pr"
 HELP = "migrate a git repo into a new branch commit and write the pull-request text"
 
@@ -83,8 +85,8 @@ def pr_text(result: dict, branch: str | None, base: str, parity: dict[str, Any] 
 def _commit_patch(wt: Path, rel: Path, patch: str, message: list[str]) -> str:
     """Apply the verified patch in the worktree's index and commit it (detached); returns the commit."""
     directory = [] if str(rel) == "." else [f"--directory={rel.as_posix()}"]
-    _git(wt, "apply", "--index", "--whitespace=nowarn", *directory, "-", stdin=patch)
-    _git(wt, "-c", "user.name=Ferry", "-c", "user.email=ferry@localhost", "-c", "commit.gpgsign=false",
+    _git(wt, *NO_HOOKS, "apply", "--index", "--whitespace=nowarn", *directory, "-", stdin=patch)
+    _git(wt, *NO_HOOKS, "-c", "user.name=Ferry", "-c", "user.email=ferry@localhost", "-c", "commit.gpgsign=false",
          "commit", "-q", "--no-verify", *[a for m in message for a in ("-m", m)])
     return _git(wt, "rev-parse", "HEAD")
 
@@ -92,7 +94,7 @@ def _commit_patch(wt: Path, rel: Path, patch: str, message: list[str]) -> str:
 def _drop_worktree(top: Path, wt: Path, tmp: Path) -> None:
     """Remove the temporary worktree, its directory and its admin entry, whatever state it is in."""
     admin = _git(wt, "rev-parse", "--absolute-git-dir", check=False) if wt.is_dir() else ""
-    _git(top, "worktree", "remove", "--force", "--force", str(wt), check=False)
+    _git(top, *NO_HOOKS, "worktree", "remove", "--force", "--force", str(wt), check=False)
     shutil.rmtree(tmp, ignore_errors=True)
     if admin and Path(admin).is_dir() and Path(admin).parent.name == "worktrees":
         logger.warning("git worktree remove left %s behind; removing it", admin)
@@ -129,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     wt = tmp / top.name
     commit = None
     try:
-        _git(top, "-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", str(wt), base)  # no user hooks
+        _git(top, *NO_HOOKS, "worktree", "add", "--detach", str(wt), base)
         opts = MigrationOptions(source=str(wt / rel), run_command=args.run, test_command=args.test, out_dir=str(out),
                                 state_dir=str(state_dir(args.state_dir)), llm=args.llm or configured())
         with Progress(enabled=not args.json) as progress:
@@ -139,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         if state.get("status") == "migrated" and patch.strip():
             commit = _commit_patch(wt, rel, patch, [f"Migrate CUDA code to device-generic PyTorch (ferry {mid})",
                                                     result.get("summary") or ""])
-            _git(top, "branch", branch, commit)  # the branch appears only once its one commit exists
+            _git(top, *NO_HOOKS, "branch", branch, commit)  # the branch appears only once its one commit exists
     finally:
         _drop_worktree(top, wt, tmp)
     made = branch if commit else None

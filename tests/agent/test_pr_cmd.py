@@ -102,6 +102,11 @@ def test_pr_commits_the_patch_on_a_new_branch_and_leaves_a_dirty_checkout_alone(
     (repo / "README.md").write_text(readme + "staged line\n")
     _git(repo, "add", "README.md")
     (repo / "notes.txt").write_text("untracked\n")
+    marker = tmp_path / "hook-ran"
+    for hook in ("post-checkout", "pre-commit", "post-commit", "reference-transaction"):
+        script = repo / ".git" / "hooks" / hook
+        script.write_text(f"#!/bin/sh\necho {hook} >> {marker}\n")
+        script.chmod(0o755)
     before = _checkout(repo)
 
     res = _pr(tmp_path, repo / "app", "python prog.py")
@@ -126,6 +131,7 @@ def test_pr_commits_the_patch_on_a_new_branch_and_leaves_a_dirty_checkout_alone(
     assert ".cuda()" not in migrated and "uncommitted" not in migrated
     assert _git(repo, "show", f"{branch}:README.md") + "\n" == readme  # the staged change stays the user's
     assert "Ferry" in _git(repo, "log", "-1", "--format=%an %s", branch)
+    assert not marker.exists(), marker.read_text()  # the user's hooks did not run for ferry's git calls
 
     text = (tmp_path / "out" / "pr.md").read_text()
     assert f"Branch `{branch}` onto `main`" in text
