@@ -88,13 +88,73 @@ ALLOCATOR_NAMES = {
                  "CUDAPluggableAllocator", "change_current_allocator")},
 }
 
-# 17. CUDA environment variables
-CUDA_ENV_VARS = frozenset({
-    "CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "CUDA_LAUNCH_BLOCKING",
-    "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", "CUDA_DEVICE_ORDER", "NCCL_DEBUG",
-    "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "CUDA_MODULE_LOADING", "CUDNN_LOGINFO_DBG",
-})
+# 17. CUDA environment variables (Python string literals, shell scripts, Dockerfiles, Makefiles,
+# .env files, YAML job configs): variable -> (why it does nothing off CUDA, what to use instead)
+@dataclass(frozen=True)
+class EnvVar:
+    reason: str
+    equivalent: str
+
+
+_NCCL = EnvVar("configures NCCL, which runs only on CUDA GPUs",
+               "drop it: torch.distributed picks the device's collective backend (tpxgloo on tpx, gloo on CPU), "
+               "which reads GLOO_* settings")
+_TORCH_NCCL = EnvVar("configures PyTorch's NCCL process group, which runs only on CUDA GPUs",
+                     "drop it; bound collective waits with init_process_group(timeout=...) instead")
+_ALLOC = EnvVar("configures PyTorch's CUDA caching allocator (expandable_segments, max_split_size_mb, ...)",
+                "drop it for tpx/CPU; tpx's device memory size is TPX_MEMORY_CAPACITY (e.g. 16GiB)")
+CUDA_ENV_VARS: dict[str, EnvVar] = {
+    "CUDA_VISIBLE_DEVICES": EnvVar(
+        "selects which NVIDIA GPUs the process sees",
+        "TPX_DEVICE_COUNT sets how many tpx devices exist; pick one in code with "
+        "torch.accelerator.set_device_index(i)"),
+    "NVIDIA_VISIBLE_DEVICES": EnvVar("exposes NVIDIA GPUs to a container (NVIDIA container toolkit)",
+                                     "drop it for tpx/CPU containers"),
+    "NVIDIA_DRIVER_CAPABILITIES": EnvVar("selects NVIDIA driver libraries mounted into a container",
+                                         "drop it for tpx/CPU containers"),
+    "CUDA_DEVICE_ORDER": EnvVar("orders NVIDIA GPUs (PCI bus id or fastest first)", "drop it"),
+    "PYTORCH_CUDA_ALLOC_CONF": _ALLOC,
+    "PYTORCH_ALLOC_CONF": _ALLOC,
+    "PYTORCH_NO_CUDA_MEMORY_CACHING": _ALLOC,
+    "CUDA_LAUNCH_BLOCKING": EnvVar(
+        "makes CUDA kernel launches synchronous (debugging)",
+        "drop it: tpx kernels are already synchronous; TPX_STRICT=1 makes ops without a tpx kernel raise "
+        "instead of falling back to CPU"),
+    "CUBLAS_WORKSPACE_CONFIG": EnvVar("makes cuBLAS deterministic (with torch.use_deterministic_algorithms)",
+                                      "drop it; torch.use_deterministic_algorithms(True) covers the target"),
+    "NVIDIA_TF32_OVERRIDE": EnvVar("forces TF32 math on or off inside NVIDIA libraries",
+                                   'torch.set_float32_matmul_precision("highest"/"high"); for tpx also '
+                                   "TPX_MATMUL_PRECISION=highest"),
+    "CUDA_MODULE_LOADING": EnvVar("controls lazy loading of CUDA kernels", "drop it"),
+    "CUDNN_LOGINFO_DBG": EnvVar("turns on cuDNN API logging", "drop it; use torch.profiler for op traces"),
+    "CUDNN_LOGDEST_DBG": EnvVar("sets where cuDNN API logs go", "drop it; use torch.profiler for op traces"),
+    "CUDA_HOME": EnvVar("locates the CUDA toolkit to build CUDA extensions (see FRY044)",
+                        "drop it once the extension is replaced by its PyTorch reference implementation"),
+    "TORCH_CUDA_ARCH_LIST": EnvVar("selects GPU architectures to compile CUDA extensions for (see FRY044)",
+                                   "drop it once the extension is replaced by its PyTorch reference "
+                                   "implementation"),
+    "NCCL_DEBUG": EnvVar("turns on NCCL logging (NCCL runs only on CUDA GPUs)",
+                         "TORCH_DISTRIBUTED_DEBUG=DETAIL for torch.distributed logs on any backend"),
+    "NCCL_SOCKET_IFNAME": EnvVar("selects NCCL's network interface (NCCL runs only on CUDA GPUs)",
+                                 "GLOO_SOCKET_IFNAME (gloo and tpxgloo read it)"),
+    "NCCL_P2P_DISABLE": _NCCL,
+    "NCCL_IB_DISABLE": _NCCL,
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": _TORCH_NCCL,
+}
+#: every other variable with one of these prefixes is reported with the family's entry
+CUDA_ENV_PREFIXES: dict[str, EnvVar] = {"NCCL_": _NCCL, "TORCH_NCCL_": _TORCH_NCCL}
+
+
+def cuda_env_var(name: str) -> EnvVar | None:
+    """The table entry for an environment variable name, or None when it is not CUDA-specific."""
+    entry = CUDA_ENV_VARS.get(name)
+    if entry is not None:
+        return entry
+    for prefix, family in CUDA_ENV_PREFIXES.items():
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return family
+    return None
+
 
 # 18. streams
 STREAM_CALLS = {

@@ -16,6 +16,8 @@ import libcst as cst
 from tools.codemods.engine import ModuleOutcome, RawFinding, analyze
 from tools.codemods.prefilter import may_contain_idioms
 from tools.codemods.registry import rule_by_id
+from tools.scan.envfiles import RULE_ID as ENV_RULE_ID
+from tools.scan.envfiles import env_file_kind, scan_text
 from tools.scan.models import FileNote, Finding
 from tools.scan.sources import Unit, cell_source, load
 
@@ -103,6 +105,23 @@ def _restore_magics(original: str, neutral: str, rewritten: str) -> str:
     return "".join(out)
 
 
+def _env_file(job: FileJob, kind: str, text: str, out: FileOutcome) -> FileOutcome:
+    """Shell/Docker/make/.env/YAML files: FRY017 findings only, never rewritten."""
+    if job.rules is not None and ENV_RULE_ID not in job.rules:
+        return out
+    name = rule_by_id(ENV_RULE_ID).NAME
+    for h in scan_text(text, kind):
+        if job.lines is not None and h.line not in job.lines:
+            continue
+        finding = Finding(rule_id=ENV_RULE_ID, rule_name=name, file=job.rel, line=h.line, col=h.col,
+                          end_line=h.line, end_col=h.end_col, snippet=h.snippet, category="review",
+                          message=h.message, rewrite=h.equivalent, reason=h.message, blocks=list(h.blocks))
+        out.findings.append(finding)
+        if job.rewrite:
+            out.review.append(finding)
+    return out
+
+
 def process(job: FileJob) -> FileOutcome:
     out = FileOutcome(rel=job.rel)
     loaded = load(Path(job.root) / job.rel, job.rel, job.max_bytes)
@@ -112,6 +131,10 @@ def process(job: FileJob) -> FileOutcome:
         return out
     assert loaded.raw_text is not None
     out.lines = loaded.raw_text.count("\n") + 1
+    if not job.rel.endswith((".py", ".ipynb")):
+        kind = env_file_kind(Path(job.root), job.rel)
+        if kind is not None:
+            return _env_file(job, kind, loaded.raw_text, out)
     if not may_contain_idioms(loaded.raw_text):
         out.prefiltered = True
         for unit in loaded.units:  # still report files that do not parse (CPython's parser is cheap)

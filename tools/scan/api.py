@@ -18,7 +18,7 @@ from tools.scan.analysis import FileJob, FileOutcome, process
 from tools.scan.diffs import unified_diff
 from tools.scan.models import (FileNote, FileRewrite, RewriteRequest, RewriteResult, ScanReport, ScanRequest,
                                ScanSummary)
-from tools.scan.walker import SUFFIXES, discover
+from tools.scan.walker import discover, scannable
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +45,9 @@ def _files(path: Path, respect_gitignore: bool) -> tuple[Path, list[str]]:
     if not path.exists():
         raise ScanInputError(f"{path} does not exist")
     if path.is_file():
-        if not path.name.endswith(SUFFIXES):
-            raise ScanInputError(f"{path} is not a .py or .ipynb file")
+        if not scannable(path.parent, path.name):
+            raise ScanInputError(f"{path} is not a .py or .ipynb file, nor a shell script, Dockerfile, Makefile, "
+                                 ".env or YAML file")
         return path.parent.resolve(), [path.name]
     root = path.resolve()
     return root, discover(root, respect_gitignore)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from tools.codemods.registry import all_rules
 from tools.scan.models import ScanReport
@@ -40,7 +41,7 @@ def to_sarif(report: ScanReport) -> dict[str, Any]:
             "level": _LEVEL[f.category],
             "message": {"text": text},
             "locations": [{"physicalLocation": {
-                "artifactLocation": {"uri": f.file, "uriBaseId": "SRCROOT"},
+                "artifactLocation": {"uri": quote(f.file), "uriBaseId": "SRCROOT"},
                 "region": {"startLine": f.line, "startColumn": f.col, "endLine": f.end_line,
                            "endColumn": f.end_col, "snippet": {"text": f.snippet}},
             }}],

@@ -1,5 +1,6 @@
-"""Finds the files to scan: .py files and .ipynb notebooks, honouring .gitignore and skipping
-vendored/virtualenv folders."""
+"""Finds the files to scan: .py files, .ipynb notebooks and the files that can set CUDA
+environment variables (shell scripts, Dockerfiles, Makefiles, .env, YAML: ``tools.scan.envfiles``),
+honouring .gitignore and skipping vendored/virtualenv folders."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from tools.scan.envfiles import env_file_kind, kind_by_name, may_have_shebang
 from tools.scan.gitignore import IgnoreRules
 
 logger = logging.getLogger(__name__)
@@ -18,6 +20,13 @@ SKIP_DIRS = frozenset({
     "node_modules", "third_party", "third-party", "thirdparty", "vendor", "vendored", "_vendor", "__pycache__",
     ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".eggs", ".ipynb_checkpoints", ".ferry",
 })
+
+
+def scannable(root: Path, rel: str) -> bool:
+    """A Python/notebook file, or an env file (extensionless files: a shell shebang)."""
+    if rel.endswith(SUFFIXES) or kind_by_name(rel) is not None:
+        return True
+    return may_have_shebang(rel) and env_file_kind(root, rel) is not None
 
 
 def _skipped(rel: str) -> bool:
@@ -38,7 +47,7 @@ def _git_files(root: Path) -> list[str] | None:
         logger.info("git unavailable for %s (%s); using the built-in .gitignore matcher", root, exc)
         return None
     files = [p for p in out.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
-    return sorted({f for f in files if f.endswith(SUFFIXES) and (root / f).is_file()})
+    return sorted(set(files))
 
 
 def _walk(root: Path, respect_gitignore: bool) -> list[str]:
@@ -59,8 +68,6 @@ def _walk(root: Path, respect_gitignore: bool) -> list[str]:
             keep.append(d)
         dirnames[:] = keep
         for name in sorted(filenames):
-            if not name.endswith(SUFFIXES):
-                continue
             rel = f"{rel_dir}/{name}" if rel_dir else name
             if respect_gitignore and rules.ignored(rel, False):
                 continue
@@ -73,4 +80,4 @@ def discover(root: Path, respect_gitignore: bool = True) -> list[str]:
     files = _git_files(root) if respect_gitignore else None
     if files is None:
         files = _walk(root, respect_gitignore)
-    return [f for f in files if not _skipped(f)]
+    return [f for f in files if not _skipped(f) and scannable(root, f) and (root / f).is_file()]
