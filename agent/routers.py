@@ -12,6 +12,15 @@ def _ok(run: Mapping[str, Any] | None) -> bool:
     return bool(run) and run.get("status") == "ok" and run.get("exit_code") == 0  # type: ignore[union-attr]
 
 
+def parity_passed(report: Mapping[str, Any]) -> bool:
+    """Whether a parity report (ParityReport JSON, or a summary with ``passed``) passes; warn passes."""
+    for key in ("passed", "ok", "pass_"):
+        if isinstance(report.get(key), bool):
+            return report[key]
+    verdict = str(report.get("verdict") or report.get("status") or "").lower()
+    return verdict in ("pass", "passed", "ok", "warn", "warning")
+
+
 def after_ingest(state: Mapping[str, Any]) -> Literal["reference_run", "report"]:
     return "report" if state.get("status") else "reference_run"
 
@@ -49,11 +58,16 @@ def after_apply(state: Mapping[str, Any]) -> Literal["target_run", "report"]:
     return "report" if state.get("status") else "target_run"
 
 
-def after_parity(state: Mapping[str, Any]) -> Literal["tests", "profile", "apply_fix", "report"]:
+def after_parity(state: Mapping[str, Any]) -> Literal["tests", "profile", "apply_fix", "llm_fix", "report"]:
+    """A rule's fix first; a failure no rule explains goes to the model under --llm (the parity node
+    ends the migration ``partial`` without it); a pass goes on to the tests, or the profile."""
     if state.get("status"):
         return "report"
     if state.get("proposal"):
         return "apply_fix"
+    report = state.get("parity")
+    if report and not parity_passed(report):
+        return "llm_fix" if (state.get("options") or {}).get("llm") else "report"
     return "tests" if (state.get("options") or {}).get("test_command") else "profile"
 
 

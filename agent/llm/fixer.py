@@ -8,6 +8,7 @@ from typing import Any
 
 from agent.errors import FixableError, LLMFailure, NeedsHuman
 from agent.llm.client import ChatClient
+from agent.llm.evidence import parity_evidence
 from agent.llm.tools import EditSession, tool_schemas
 from agent.policy.base import Diagnosis
 
@@ -20,19 +21,47 @@ bf16 matmuls unless torch.set_float32_matmul_precision("highest")). Device-gener
 tools, fix it with the smallest edit (apply_edit or apply_diff), optionally check it with run, then call \
 finish. Do not change what the program computes beyond what the device requires."""
 
+PARITY_TASK = """The migrated program runs on tpx, but its numbers differ from the reference run (the ORIGINAL \
+code on CPU with CUDA calls redirected to CPU). No offline rule explains the difference. Find why the \
+target computes something else at the first divergence below (code that picks a different numeric path \
+or constant by device, dtype changes, op semantics...) and make the tpx run compute what the reference \
+computes; check_parity verifies an edit before you finish. Every edit is re-verified by a probed run."""
+
+
+def _text_or_none(session: EditSession, rel: str) -> str | None:
+    try:
+        return session.text(rel)
+    except FixableError:
+        return None
+
+
+def _parity_context(session: EditSession, diag: Diagnosis) -> list[str]:
+    parts = [PARITY_TASK, f"Phase: parity ({diag.message})"]
+    report = diag.details.get("parity")
+    if isinstance(report, dict):
+        parts.append(parity_evidence(report, session.known, lambda rel: _text_or_none(session, rel),
+                                     session.migration_diff))
+    return parts
+
 
 def _context(session: EditSession, diag: Diagnosis, tried: list[str], window: int = 12) -> str:
-    parts = [f"Phase: {diag.phase}", f"Signature: {diag.kind}" + (f" (op {diag.op})" if diag.op else ""),
-             f"Exception: {diag.exc_type}: {diag.message[:1500]}"]
+    if diag.phase == "parity":
+        parts = _parity_context(session, diag)
+    else:
+        parts = [f"Phase: {diag.phase}", f"Signature: {diag.kind}" + (f" (op {diag.op})" if diag.op else ""),
+                 f"Exception: {diag.exc_type}: {diag.message[:1500]}"]
     for fr in diag.frames[-3:]:
-        try:
-            lines = session.text(fr.file).splitlines()
-        except FixableError:
+        lines = (_text_or_none(session, fr.file) or "").splitlines()
+        if not lines:
             continue
         lo, hi = max(1, fr.line - window), min(len(lines), fr.line + window)
         code = "\n".join(f"{'>' if i == fr.line else ' '}{i}: {lines[i - 1]}" for i in range(lo, hi + 1))
         parts.append(f"--- {fr.file} around line {fr.line} ({fr.function}) ---\n{code}")
     parts.append("Offline rules already applied: " + (", ".join(tried) if tried else "none"))
+    earlier = diag.details.get("earlier_edits") or []
+    if earlier:
+        parts.append("Edits already applied in this migration (re-verified; the failure above is what remains):\n"
+                     + "\n".join(f"- {e}" for e in earlier))
     parts.append(f"Repository files: {', '.join(session.known[:60])}")
     return "\n\n".join(parts)
 

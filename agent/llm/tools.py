@@ -136,6 +136,14 @@ class EditSession:
             raise ToolCallError(f"no such source file {rel!r}; known files: {', '.join(self.known[:30])}")
         return p.read_text(encoding="utf-8")
 
+    def migration_diff(self, rel: str) -> str:
+        """What the migration so far (codemods and applied fixes) changed in ``rel``; '' if nothing."""
+        rel = _norm(rel)
+        if rel not in self.base:
+            return ""
+        p = self.source / rel
+        return file_diff(rel, p.read_text(encoding="utf-8") if p.is_file() else "", self.base[rel])
+
     def _set(self, rel: str, new: str) -> str:
         if rel.endswith(".py"):
             check_parses(new, rel)
@@ -239,9 +247,14 @@ class EditSession:
             return json.dumps({"error": "the probed run failed", "status": res.get("status"),
                                "stderr_tail": (res.get("stderr_tail") or "")[-1500:]})
         rep = toolbox.compare(Path(self.reference_probe), Path(res["probe_dir"]))
+        from agent.llm.evidence import metrics_lines
         from agent.nodes.parity import first_divergence, parity_passed
 
-        return json.dumps({"passed": parity_passed(rep), "first_divergence": first_divergence(rep)})
+        div = rep.get("first_divergence") or {}
+        out = {"passed": parity_passed(rep), "summary": rep.get("summary"), "first_divergence": first_divergence(rep)}
+        if isinstance(div.get("output"), dict):
+            out["divergent_output"] = metrics_lines(div["output"])
+        return json.dumps(out)
 
     def profile(self, a: Profile) -> str:
         res = self._run(self.run_command, False, True)

@@ -1,4 +1,10 @@
-"""llm_fix: when no offline rule applies and --llm is on, ask the model for an edit."""
+"""llm_fix: when no offline rule applies and --llm is on, ask the model for an edit.
+
+Reached from ``diagnose`` (a run or test failure) and from ``parity`` (the program runs but its
+numbers differ); the model's edits become a proposal that ``apply_fix`` applies and the graph
+re-verifies (target_run, then parity), so an edit that does not fix it comes back here within
+the iteration and LLM budgets.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,17 @@ from agent.state import MigrationState, options_of
 from tools.patch import file_diff, read_text
 
 logger = logging.getLogger(__name__)
+
+
+def diagnosis_for_model(state: MigrationState) -> Diagnosis:
+    """The stored diagnosis, with the parity report (parity failures) and the edits made so far."""
+    diag = Diagnosis.model_validate(state.get("diagnosis") or {"phase": "run", "kind": "other"})
+    details = dict(diag.details)
+    if diag.phase == "parity" and state.get("parity"):
+        details["parity"] = state["parity"]
+    details["earlier_edits"] = [f"{e.get('rule')} at {e.get('site')} ({e.get('kind')}): {e.get('reason')}"
+                                for e in state.get("edits") or [] if e.get("kind") != "codemod"]
+    return diag.model_copy(update={"details": details})
 
 
 @step("llm_fix")
@@ -38,7 +55,7 @@ def llm_fix(state: MigrationState) -> dict[str, Any]:
 
     session = EditSession(source_of(state), ws, state.get("files") or {}, runner,
                           (state.get("reference") or {}).get("probe_dir"), opts.run_command, opts.test_command)
-    diag = Diagnosis.model_validate(state.get("diagnosis") or {"phase": "run", "kind": "other"})
+    diag = diagnosis_for_model(state)
     client = ChatClient(cfg, state.get("llm_usage") or {})
     try:
         summary = run_fixer(client, session, diag, state.get("tried") or [])
@@ -49,6 +66,9 @@ def llm_fix(state: MigrationState) -> dict[str, Any]:
     diff = "".join(file_diff(rel, base.get(rel, read_text(Path(opts.source) / rel)), text)
                    for rel, text in sorted(session.files.items()))
     site = diag.where()
+    if diag.phase == "parity":
+        div = (state.get("parity") or {}).get("first_divergence") or {}
+        site = f"parity:{div.get('key') or 'unlocalised'}"
     proposal = {"rule": "llm", "kind": "llm", "reason": f"model: {summary}", "site": site,
                 "files": session.files, "diff": diff}
     return {"proposal": proposal, "llm_usage": client.usage.as_counters(),

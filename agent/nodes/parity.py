@@ -1,4 +1,5 @@
-"""parity: compare the reference run's probe dump with the target run's; a failure goes to the policy."""
+"""parity: compare the reference run's probe dump with the target run's; a failure goes to the policy,
+then (under --llm, when no rule applies) to the model, else the migration ends ``partial``."""
 
 from __future__ import annotations
 
@@ -7,20 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from agent import toolbox
+from agent.errors import BudgetExhausted
 from agent.nodes.common import ensure_workspace, fix_context, step
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
-from agent.state import MigrationState
+from agent.routers import parity_passed
+from agent.state import MigrationState, options_of
 
 logger = logging.getLogger(__name__)
 
-
-def parity_passed(report: dict[str, Any]) -> bool:
-    for key in ("passed", "ok", "pass_"):
-        if isinstance(report.get(key), bool):
-            return report[key]
-    verdict = str(report.get("verdict") or report.get("status") or "").lower()
-    return verdict in ("pass", "passed", "ok", "warn", "warning")
+__all__ = ["first_divergence", "parity", "parity_passed"]
 
 
 def first_divergence(report: dict[str, Any]) -> str:
@@ -55,11 +52,21 @@ def parity(state: MigrationState) -> dict[str, Any]:
     if isinstance(result, Proposal):
         update["proposal"] = result.model_dump(mode="json")
         update["_summary"] = f"parity fails ({first_divergence(report)}) -> {result.rule}"
-    elif isinstance(result, Verdict):
+        return update
+    if isinstance(result, Verdict):
         update.update({"status": result.status, "summary": result.summary, "_summary": result.summary})
-    else:
-        tried = ", ".join(ctx.tried) or "none"
-        msg = (f"the migrated code runs on tpx but parity fails: first divergence {first_divergence(report)}; "
-               f"rules already applied: {tried}. Numeric drift needs a person (or --llm) to judge.")
-        update.update({"status": "partial", "summary": msg, "_summary": "parity fails; no rule left"})
+        return update
+    update["proposal"] = None
+    tried = ", ".join(ctx.tried) or "none"
+    opts = options_of(state)
+    if opts.llm:
+        it = state.get("iteration") or 0
+        if it >= opts.max_iterations:
+            raise BudgetExhausted(f"iteration budget exhausted: {opts.max_iterations} fix rounds applied and parity "
+                                  f"still fails (first divergence {first_divergence(report)}; edits tried: {tried})")
+        update["_summary"] = f"parity fails ({first_divergence(report)}); no offline rule, asking the model"
+        return update
+    msg = (f"the migrated code runs on tpx but parity fails: first divergence {first_divergence(report)}; "
+           f"rules already applied: {tried}. Numeric drift needs a person (or --llm) to judge.")
+    update.update({"status": "partial", "summary": msg, "_summary": "parity fails; no rule left"})
     return update

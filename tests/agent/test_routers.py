@@ -44,6 +44,19 @@ def test_parity_outcome():
     assert routers.after_parity({"parity": {"passed": True}, "options": {"test_command": None}}) == "profile"
     assert routers.after_parity({"parity": {"passed": True}, "options": {"test_command": "pytest"}}) == "tests"
     assert routers.after_parity({"proposal": {"rule": "matmul_precision_highest"}}) == "apply_fix"
+    # a warn verdict passes (ParityReport JSON carries "verdict", not "passed")
+    assert routers.after_parity({"parity": {"verdict": "warn"}, "options": {"llm": True}}) == "profile"
+
+
+def test_parity_failure_no_rule_explains_goes_to_the_model_only_with_llm():
+    failed = {"verdict": "fail", "first_divergence": {"key": "Net.norm#0"}}
+    assert routers.after_parity({"parity": failed, "proposal": None, "options": {"llm": True}}) == "llm_fix"
+    assert routers.after_parity({"parity": failed, "proposal": None, "options": {"llm": False}}) == "report"
+    assert routers.after_parity({"parity": {"passed": False}, "options": {"llm": True, "test_command": "pytest"}}) == "llm_fix"
+    # a rule's fix still comes first, and a decided status (partial, failed_budget) still ends it
+    assert routers.after_parity({"parity": failed, "proposal": {"rule": "r"}, "options": {"llm": True}}) == "apply_fix"
+    assert routers.after_parity({"parity": failed, "status": "failed_budget", "options": {"llm": True}}) == "report"
+    assert routers.parity_passed({"verdict": "pass"}) and not routers.parity_passed({"verdict": "fail"})
 
 
 def test_tests_outcome():
