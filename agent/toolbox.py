@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,7 @@ def run(
     seed: int,
     artifacts_dir: Path,
     env: dict[str, str] | None = None,
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
     models = _import("tools.runner.models", "runner")
     api = _import("tools.runner.api", "runner")
@@ -80,7 +82,7 @@ def run(
         artifacts_dir=artifacts_dir,
     )
     logger.info("run %s on %s (redirect=%s probe=%s profile=%s)", command, device, redirect_cuda, probe, profile)
-    return _dump(api.run(req))
+    return _dump(api.run(req, cancel=cancel))
 
 
 # --- scan / rewrite ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import random
 import selectors
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ class SandboxResult:
     stderr_dropped: int
     isolation: str
     isolation_reasons: list[str] = field(default_factory=list)
-    limit_hit: str | None = None  # timeout | cpu_time | file_size | output | killed
+    limit_hit: str | None = None  # timeout | cpu_time | file_size | output | killed | cancelled
     strays_killed: int = 0  # processes still alive after the main one ended (daemons)
     uid: int | None = None
 
@@ -51,6 +52,8 @@ class SandboxResult:
     def status(self) -> str:
         if self.timed_out:
             return "timeout"
+        if self.limit_hit == "cancelled":
+            return "cancelled"
         if self.signal is not None or self.limit_hit is not None:
             return "killed"
         return "ok" if self.exit_code == 0 else "failed"
@@ -83,10 +86,13 @@ def run_in_sandbox(
     isolation: str | None = None,
     owner_uid: int | None = None,
     path_env: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> SandboxResult:
     """Run ``command`` with ``workspace`` as its only writable tree (plus ``writable``).
 
     ``env`` holds the variables the caller wants set (scrubbed again: secrets never pass).
+    ``cancel``: when set (from another thread), the run is stopped like a timeout (SIGTERM, then
+    SIGKILL) and reported with status ``cancelled``.
     ``owner_uid``: when Ferry is root, the uid the workspace was chowned to (one is picked
     and the workspace/writable paths are chowned when not given).
     """
@@ -164,7 +170,9 @@ def run_in_sandbox(
                 kill_run(None, uid, marker)
         if exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT_S:
             break
-        if term_sent_at is None and (now >= deadline or limit_hit == "output") and exited_at is None:
+        if cancel is not None and cancel.is_set() and limit_hit is None and exited_at is None:
+            limit_hit = "cancelled"
+        if term_sent_at is None and (now >= deadline or limit_hit in ("output", "cancelled")) and exited_at is None:
             timed_out = limit_hit is None
             signal_run(pgid, uid, marker, signal.SIGTERM)
             term_sent_at = now

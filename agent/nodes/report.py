@@ -8,8 +8,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from agent import background
 from agent.materialise import artifacts_root
 from agent.nodes.common import step
+from agent.nodes.reference import cancel_reference
 from agent.report_render import report_markdown, result_json
 from agent.state import MigrationState, options_of
 from tools.patch import PatchRequest, build_patch, git_apply
@@ -20,6 +22,8 @@ logger = logging.getLogger(__name__)
 @step("report")
 def report(state: MigrationState) -> dict[str, Any]:
     opts = options_of(state)
+    stopped = cancel_reference(state)  # the migration ended before its target run needed it
+    background.cancel_prefix(f"{state['migration_id']}:")  # speculative runs nobody will collect
     status = state.get("status")
     summary = state.get("summary")
     if status is None:
@@ -52,5 +56,5 @@ def report(state: MigrationState) -> dict[str, Any]:
         if i == 0:
             outputs = {"dir": str(out), "patch": str(out / "ferry.patch"), "report": str(out / "report.md"),
                        "result": str(out / "result.json")}
-    return {"status": status, "summary": summary, "outputs": outputs,
+    return {**stopped, "status": status, "summary": summary, "outputs": outputs,
             "_summary": f"{status}; {len(patch.files)} files in the patch" + ("; applied" if applied else "")}

@@ -6,6 +6,7 @@ import logging
 import shutil
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from sandbox import Limits, SandboxUnavailable, WorkspaceError, create_workspace, run_in_sandbox
@@ -51,8 +52,11 @@ def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str,
     return trace
 
 
-def run(req: RunRequest) -> RunResult:
-    """Run ``req.command`` in the sandbox on a private copy of ``req.path``."""
+def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
+    """Run ``req.command`` in the sandbox on a private copy of ``req.path``.
+
+    ``cancel``: an event another thread may set to stop the run early (status ``cancelled``).
+    """
     src = Path(req.path).expanduser()
     if not src.is_dir():
         raise RunnerInputError(f"repository path {src} is not a directory; pass the folder of the repo to run")
@@ -95,7 +99,7 @@ def run(req: RunRequest) -> RunResult:
     try:
         res = run_in_sandbox(command, ws.path, limits=_limits(req), env=env, writable=[out], readable=readable,
                              isolation=None if req.isolation in (None, "auto") else req.isolation,
-                             path_env=child_path_env())
+                             path_env=child_path_env(), cancel=cancel)
     except SandboxUnavailable as exc:
         if not req.keep_workspace:
             ws.cleanup()
@@ -116,7 +120,7 @@ def run(req: RunRequest) -> RunResult:
                              **base)
         junit_path = junit if junit.is_file() else None
         trace = None
-        if status != "ok" or junit_path is not None:
+        if status not in ("ok", "cancelled") or junit_path is not None:
             trace = _trace_for(req, status, res.limit_hit, res.stdout, res.stderr, ws.path, junit_path)
         (artifacts / "stdout.txt").write_text(res.stdout)
         (artifacts / "stderr.txt").write_text(res.stderr)

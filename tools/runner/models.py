@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from tools.trace.models import Trace
 
-RunStatus = Literal["ok", "failed", "timeout", "killed", "sandbox_error"]
+RunStatus = Literal["ok", "failed", "timeout", "killed", "sandbox_error", "cancelled"]
 
 
 class RunLimits(BaseModel):

@@ -1,0 +1,100 @@
+"""Side-by-side runs (agent.background) with the real runner and sandbox, and the migration using them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent import background, toolbox
+from agent.migration import load
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(repo: Path, cmd: str, adir: Path, cancel=None) -> dict:
+    return toolbox.run(repo, cmd, device="cpu", redirect_cuda=None, probe=False, profile=False, timeout_s=120,
+                       seed=0, artifacts_dir=adir, cancel=cancel)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    src = tmp_path / "repo"
+    src.mkdir()
+    (src / "slow.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\nprint('finished')\n")
+    (src / "quick.py").write_text("print('quick', 6 * 7)\n")
+    return src
+
+
+def test_cancel_stops_a_sandboxed_run_and_it_never_counts_as_finished(repo: Path, tmp_path: Path):
+    adir = tmp_path / "art-slow"
+    key = "t1:slow"
+    assert background.start(key, adir, lambda cancel: _run(repo, "python slow.py", adir, cancel))
+    assert not background.start(key, adir, lambda cancel: _run(repo, "python slow.py", adir, cancel))  # one per key
+    assert background.running("t1:") == [key]
+    job = background._jobs[key]
+    assert background.cancel(key)
+    result = job.future.result(timeout=60)
+    assert result["status"] == "cancelled"
+    assert "finished" not in result["stdout_tail"]
+    assert result["duration_s"] < 60  # stopped, not waited out
+    assert background.running("t1:") == []
+    assert background.finished(adir) is None  # a cancelled run is not a result
+    assert background.join(key, adir) is None
+
+
+def test_a_finished_run_is_joined_and_found_again_on_disk(repo: Path, tmp_path: Path):
+    adir = tmp_path / "art-quick"
+    key = "t2:quick"
+    background.start(key, adir, lambda cancel: _run(repo, "python quick.py", adir, cancel))
+    result = background.join(key, adir)
+    assert result is not None and result["status"] == "ok" and "quick 42" in result["stdout_tail"]
+    assert not background.has(key)
+    # another process (a resume) has no job under that key, but the result is on disk
+    again = background.join(key, adir)
+    assert again is not None and again["stdout_tail"] == result["stdout_tail"]
+    assert background.join("t2:never-started", tmp_path / "nothing") is None
+
+
+def test_parallel_limit_follows_the_environment(monkeypatch):
+    monkeypatch.setenv(background.PARALLEL_ENV, "1")
+    assert background.parallel_limit() == 1
+    monkeypatch.setenv(background.PARALLEL_ENV, "5")
+    assert background.spare_cores() == 5 - len(background.running())
+    monkeypatch.setenv(background.PARALLEL_ENV, "lots")
+    assert background.parallel_limit() >= 1  # falls back to the core count, with a warning
+
+
+BROKEN = "import torch\nx = torch.ones(3).cuda()\nraise RuntimeError('the original program is broken')\n"
+TESTS = "def test_ok():\n    assert True\n"
+
+
+@pytest.mark.parametrize("parallel", ["1", "4"])
+def test_a_broken_original_ends_the_migration_side_by_side_or_not(tmp_path: Path, parallel: str):
+    """The reference run goes on beside the rewrite and target run (or not, FERRY_PARALLEL_RUNS=1);
+    either way a failing original ends the migration with needs_human, naming the cause."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "prog.py").write_text(BROKEN)
+    (repo / "tests" / "test_a.py").write_text(TESTS)
+    sdir = tmp_path / "state"
+    env = {**__import__("os").environ, background.PARALLEL_ENV: parallel}
+    res = subprocess.run([sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py",
+                          "--test", "python -m pytest -q tests", "--json", "--state-dir", str(sdir), "--id", "broken"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    out = json.loads(res.stdout)
+    assert out["status"] == "needs_human", res.stderr[-2000:]
+    assert "does not run with CUDA redirected to CPU" in out["summary"]
+    assert "the original program is broken" in out["summary"]
+    state = load("broken", sdir)
+    kinds = [r["kind"] for r in state["runs"]]
+    assert kinds.count("reference") == 1 and "tests" not in kinds
+    nodes = [s["node"] for s in state["steps"]]
+    if parallel == "1":
+        assert "scan" not in nodes  # found before anything else ran
+    else:
+        assert nodes.index("target_run") > nodes.index("rewrite")  # the target run went on meanwhile
+    assert (repo / "prog.py").read_text() == BROKEN
