@@ -10,7 +10,8 @@ from typing import Any
 
 from langgraph.types import Command
 
-from agent.graph import ProgressFn, build_graph, checkpointer, drive, snapshot, state_dir
+from agent.graph import (ProgressFn, build_graph, checkpointer, describe_store, drive, migration_ids, snapshot,
+                         state_dir)
 from agent.state import MigrationOptions
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def resume(migration_id: str, sdir: str | Path | None, *, answer: dict[str, Any]
         app = build_graph().compile(checkpointer=saver)
         current = snapshot(app, migration_id)
         if not current.get("migration_id"):
-            raise UnknownMigration(f"no migration {migration_id!r} in {state_dir(sdir)}")
+            raise UnknownMigration(f"no migration {migration_id!r} in {describe_store(state_dir(sdir))}")
         if current["interrupts"]:
             if answer is None:
                 return current  # still waiting for a decision
@@ -63,20 +64,10 @@ def load(migration_id: str, sdir: str | Path | None) -> dict[str, Any]:
         app = build_graph().compile(checkpointer=saver)
         current = snapshot(app, migration_id)
     if not current.get("migration_id"):
-        raise UnknownMigration(f"no migration {migration_id!r} in {state_dir(sdir)}")
+        raise UnknownMigration(f"no migration {migration_id!r} in {describe_store(state_dir(sdir))}")
     return current
 
 
 def list_migrations(sdir: str | Path | None) -> list[str]:
-    """Migration ids that have checkpoints in the SQLite store (newest first)."""
-    import sqlite3
-
-    db = state_dir(sdir) / "checkpoints.sqlite"
-    if not db.exists():
-        return []
-    with sqlite3.connect(str(db)) as conn:
-        try:
-            rows = conn.execute("SELECT thread_id, MAX(rowid) FROM checkpoints GROUP BY thread_id ORDER BY 2 DESC").fetchall()
-        except sqlite3.Error:
-            return []
-    return [r[0] for r in rows]
+    """Migration ids that have checkpoints in the store in use (SQLite or Postgres), newest first."""
+    return migration_ids(state_dir(sdir))

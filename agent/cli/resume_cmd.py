@@ -36,7 +36,10 @@ def run(args: argparse.Namespace) -> int:
 
     sdir = str(state_dir(args.state_dir))
     if args.list:
-        ids = list_migrations(sdir)
+        try:
+            ids = list_migrations(sdir)
+        except FerryAgentError as exc:  # the checkpointer is not usable (e.g. Postgres server down)
+            raise CliError(str(exc)) from exc
         print(json.dumps(ids, indent=2) if args.json else ("\n".join(ids) or "no migrations"))
         return 0
     if not args.migration_id:
