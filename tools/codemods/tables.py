@@ -284,6 +284,9 @@ JIT_NAMES = {
 PROFILER_CUDA_ACTIVITY = frozenset({"torch.profiler.ProfilerActivity.CUDA",
                                     "torch.autograd.profiler.ProfilerActivity.CUDA",
                                     "torch._C._profiler.ProfilerActivity.CUDA"})
+PROFILER_CPU_ACTIVITY = frozenset({"torch.profiler.ProfilerActivity.CPU",
+                                   "torch.autograd.profiler.ProfilerActivity.CPU",
+                                   "torch._C._profiler.ProfilerActivity.CPU"})
 PROFILER_SORT_KEYS = {"cuda_time_total": "device_time_total", "self_cuda_time_total": "self_device_time_total",
                       "cuda_time": "device_time", "self_cuda_memory_usage": "self_device_memory_usage",
                       "cuda_memory_usage": "device_memory_usage"}
