@@ -36,6 +36,7 @@ def test_timing_pair_becomes_host_timing_and_compiles():
 @pytest.mark.parametrize("use,why", [
     ("def f(e):\n    return e\nf(start)\nprint(start.elapsed_time(end))", "used as a value"),
     ("if True: start.record()\nprint(start.elapsed_time(end))", "not a statement on its own line"),
+    ("def tick():\n    start.record()\ntick()\nprint(start.elapsed_time(end))", "in another function"),
     ("print(start.elapsed_time(end), start.query())", "has no host-timing equivalent"),
     ("start = torch.cuda.Event(enable_timing=True)\nprint(start.elapsed_time(end))", "assigned more than once"),
     ("print(start.elapsed_time(torch.cuda.Event(enable_timing=True)))", "something other than an event"),

@@ -127,6 +127,9 @@ class Events(CallMapRule):
                 if not (isinstance(call, cst.Call) and call.func is parent):
                     raise _Unsafe(f"`{name}.{method}` is used without calling it")
                 if method == "record" and not call.args:
+                    if self.get_metadata(ScopeProvider, use, None) is not assignment.scope:
+                        raise _Unsafe(f"`{name}.record()` is in another function than `{name}` (the new "
+                                      "assignment would bind a local name there)")
                     sites.append(("record", self._record_line(call, name), None))
                 elif method == "synchronize" and not call.args:
                     sites.append(("sync", call, None))
