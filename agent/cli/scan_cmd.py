@@ -10,13 +10,15 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 NAME = "scan"
-HELP = "find CUDA idioms in a repository (.py and notebooks), classify them and propose rewrites"
+HELP = ("find CUDA idioms in a repository (.py, notebooks; CUDA environment variables in shell/Docker/make/.env/"
+        "YAML files), classify them and propose rewrites")
 
 _STYLE = {"auto": "green", "review": "yellow", "unsupported": "red"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", type=Path, help="repository folder or a single .py/.ipynb file")
+    parser.add_argument("path", type=Path, help="repository folder or a single file (.py, .ipynb, shell script, "
+                        "Dockerfile, Makefile, .env, YAML)")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the ScanReport as JSON (stable schema)")
     out.add_argument("--sarif", type=Path, metavar="FILE", help="write a SARIF 2.1.0 log to FILE")
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         report = scan(ScanRequest(path=args.path, rules=parse_rules(args.rules), max_file_bytes=args.max_file_bytes,
                                   jobs=args.jobs, respect_gitignore=not args.no_gitignore))
     except ScanInputError as exc:
-        raise CliError(f"{exc} (give a repository folder or a .py/.ipynb file)") from exc
+        raise CliError(f"{exc} (give a repository folder or a file of one of those kinds)") from exc
     if args.json:
         print(report.model_dump_json(indent=2))
         return 0
