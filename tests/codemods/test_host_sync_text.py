@@ -60,6 +60,9 @@ def test_fixture_lines_marked_expect_are_exactly_the_reported_ones(name):
     "print(loss > 1)",
     "print([loss, step])",
     "msg = f'loss {loss}'",
+    "print(torch.zeros(2, device='cuda'))",
+    "h = torch.zeros(2)\n    print(h.to(x.device))",
+    "print(torch.ones_like(loss))",
 ])
 def test_tensor_formatted_as_text_in_the_loop_is_reported(line):
     hits = _body_hits(line)
@@ -77,6 +80,8 @@ def test_tensor_formatted_as_text_in_the_loop_is_reported(line):
     "print('%d' % step)",
     "print(loss is None)",
     "logging.info('step %d', step)",
+    "print(torch.arange(3))",
+    "h = torch.zeros(2)\n    print(h + 1, h.to(torch.float16), torch.ones_like(h))",
 ])
 def test_plain_values_are_not_reported(line):
     assert _body_hits(line) == []

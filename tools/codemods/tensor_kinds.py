@@ -20,7 +20,10 @@ makes something a tensor:
   variable of ``for p in m.parameters()``.
 
 Anything else (loop counters, strings, ``loss.item()`` results, function parameters without
-evidence, ``x.shape``) is None, so prints of plain Python values are never reported.
+evidence, ``x.shape``) is None, so prints of plain Python values are never reported. Tensors
+made on the host (a torch factory such as ``torch.zeros``/``arange``/``tensor`` without
+``device=``, ``torch.from_numpy``, and what is computed from them alone) are "host": printing
+them does not sync the device; ``.cuda()``/``.to(device)`` makes them device tensors.
 """
 
 from __future__ import annotations
@@ -36,7 +39,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Kind = Literal["tensor", "module", "module_class"] | None
+#: "tensor": a tensor that may live on the device; "host": one created on the CPU (a factory
+#: without ``device=``, ``from_numpy``) and not moved since: printing it does not sync the device
+Kind = Literal["tensor", "host", "module", "module_class"] | None
+_FACTORIES = frozenset({
+    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "range", "linspace",
+    "logspace", "eye", "tensor", "as_tensor", "from_numpy", "empty_strided", "scalar_tensor", "normal", "bernoulli",
+})
+_MOVES = frozenset({"cuda", "to"})
 
 _TENSOR_NAMESPACES = ("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.", "torch.nn.init.")
 _NON_TENSOR_TORCH_FUNCS = frozenset({
@@ -76,7 +86,12 @@ class TensorKinds:
 
     # -- expressions ---------------------------------------------------------------------
     def is_tensor(self, node: cst.CSTNode) -> bool:
+        """A tensor that may live on the device (host-created tensors are not reported)."""
         return self.kind(node) == "tensor"
+
+    def _combine(self, nodes, d: int) -> Kind:  # type: ignore[no-untyped-def]
+        kinds = {self.kind(n, d) for n in nodes}
+        return "tensor" if "tensor" in kinds else ("host" if "host" in kinds else None)
 
     def kind(self, node: cst.CSTNode, depth: int = 0) -> Kind:
         if depth > _MAX_DEPTH:
@@ -92,27 +107,24 @@ class TensorKinds:
             if isinstance(node.operator, cst.Modulo) and isinstance(
                     node.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
                 return None  # "%s" % t is text (FRY050 reports the formatted tensor itself)
-            return "tensor" if "tensor" in (self.kind(node.left, d), self.kind(node.right, d)) else None
+            return self._combine((node.left, node.right), d)
         if isinstance(node, cst.Comparison):
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in node.comparisons):
                 return None
-            parts = [node.left, *(c.comparator for c in node.comparisons)]
-            return "tensor" if any(self.kind(p, d) == "tensor" for p in parts) else None
+            return self._combine([node.left, *(c.comparator for c in node.comparisons)], d)
         if isinstance(node, cst.UnaryOperation):
             if isinstance(node.operator, cst.Not):
                 return None
-            return "tensor" if self.kind(node.expression, d) == "tensor" else None
+            return self._combine((node.expression,), d)
         if isinstance(node, cst.Subscript):
             inner = self.kind(node.value, d)
-            return inner if inner in ("tensor", "module") else None
+            return inner if inner in ("tensor", "host", "module") else None
         if isinstance(node, cst.IfExp):
-            return "tensor" if "tensor" in (self.kind(node.body, d), self.kind(node.orelse, d)) else None
+            return self._combine((node.body, node.orelse), d)
         if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
-            elements = [e.value for e in node.elements]
-            return "tensor" if any(self.kind(e, d) == "tensor" for e in elements) else None
+            return self._combine([e.value for e in node.elements], d)
         if isinstance(node, cst.Dict):
-            values = [e.value for e in node.elements if isinstance(e, cst.DictElement)]
-            return "tensor" if any(self.kind(v, d) == "tensor" for v in values) else None
+            return self._combine([e.value for e in node.elements if isinstance(e, cst.DictElement)], d)
         return None
 
     def _torch_qname(self, node: cst.CSTNode) -> str | None:
@@ -132,12 +144,25 @@ class TensorKinds:
         func = node.func
         qname = self._torch_qname(func)
         if qname is not None:
-            return _torch_call_kind(qname)
+            kind = _torch_call_kind(qname)
+            if kind == "tensor" and qname.count(".") == 1:
+                last = qname[len("torch."):]
+                if last in _FACTORIES and not any(a.keyword is not None and a.keyword.value == "device"
+                                                  for a in node.args):
+                    return "host"
+                if last.endswith("_like") and node.args and node.args[0].keyword is None \
+                        and not any(a.keyword is not None and a.keyword.value == "device" for a in node.args):
+                    return self.kind(node.args[0].value, d) or "tensor"
+            return kind
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             receiver = self.kind(func.value, d)
             if receiver == "tensor":
                 return None if method in _NON_TENSOR_METHODS else "tensor"
+            if receiver == "host":
+                if method in _NON_TENSOR_METHODS:
+                    return None
+                return "tensor" if method in _MOVES and self._moves_to_device(node) else "host"
             if receiver == "module":
                 if method in _MODULE_METHODS:
                     return "module"
@@ -159,8 +184,8 @@ class TensorKinds:
         if attr == "grad":
             return "tensor"
         receiver = self.kind(node.value, d)
-        if receiver == "tensor" and attr in _TENSOR_ATTRS:
-            return "tensor"
+        if receiver in ("tensor", "host") and attr in _TENSOR_ATTRS:
+            return receiver
         if receiver == "module":
             return "tensor" if attr in _MODULE_TENSOR_ATTRS else "module"  # model.fc: a submodule
         return None
@@ -171,7 +196,7 @@ class TensorKinds:
         if scope is None or node.value not in scope:
             return None
         kinds = {self._binding_kind(a, d) for a in scope[node.value] if isinstance(a, Assignment)}
-        for k in ("tensor", "module", "module_class"):
+        for k in ("tensor", "module", "module_class", "host"):
             if k in kinds:
                 return k  # type: ignore[return-value]
         return None
@@ -205,7 +230,8 @@ class TensorKinds:
         if isinstance(parent, cst.Param):
             return self._annotated_tensor(parent.annotation)
         if isinstance(parent, cst.AugAssign):
-            return "tensor" if self.kind(parent.value, d) == "tensor" else None
+            value_kind = self.kind(parent.value, d)
+            return value_kind if value_kind in ("tensor", "host") else None
         if isinstance(parent, cst.AnnAssign):
             return self._annotated_tensor(parent.annotation) or (
                 self.kind(parent.value, d) if parent.value is not None else None)
@@ -215,7 +241,9 @@ class TensorKinds:
             parent = self.rule.parent(parent)
         if isinstance(parent, cst.AssignTarget):
             value_kind = self.kind(self.rule.parent(parent).value, d)  # type: ignore[union-attr]
-            return "tensor" if unpacked and value_kind == "tensor" else (None if unpacked else value_kind)
+            if unpacked:
+                return value_kind if value_kind in ("tensor", "host") else None
+            return value_kind
         if isinstance(parent, cst.For):
             return self._loop_target_kind(parent, target, unpacked, d)
         return None
@@ -229,9 +257,26 @@ class TensorKinds:
             if method == "named_parameters" and isinstance(loop.target, cst.Tuple) \
                     and len(loop.target.elements) == 2 and loop.target.elements[1].value is target:
                 return "tensor"
-        if not unpacked and self.kind(it, d) == "tensor":
-            return "tensor"  # iterating a tensor yields its rows
+        if not unpacked:
+            rows = self.kind(it, d)
+            if rows in ("tensor", "host"):
+                return rows  # iterating a tensor yields its rows
         return None
+
+    def _moves_to_device(self, call: cst.Call) -> bool:
+        """``.cuda()``, ``.to(device)``, ``.to(device=...)``; not ``.to(torch.float16)``/``.to(dtype=...)``."""
+        assert isinstance(call.func, cst.Attribute)
+        if call.func.attr.value == "cuda":
+            return True
+        for arg in call.args:
+            if arg.keyword is not None:
+                if arg.keyword.value == "device":
+                    return True
+                continue
+            qname = self._torch_qname(arg.value)
+            if qname is None or qname.startswith("torch.device"):
+                return True  # a device variable, a string, torch.device(...)
+        return False
 
     def _annotated_tensor(self, annotation: cst.Annotation | None) -> Kind:
         if annotation is None:
