@@ -177,3 +177,17 @@ def test_env_table_is_data_shared_with_the_python_rule_and_prefilter_safe():
         assert words.search(name), f"{name} would be skipped by the FRY017 pre-filter"
     assert cuda_env_var("NCCL_ALGO") is not None and cuda_env_var("TORCH_NCCL_BLOCKING_WAIT") is not None
     assert cuda_env_var("NCCL_") is None and cuda_env_var("PATH") is None
+
+
+def test_python_rule_reports_variables_set_inside_command_strings_but_not_docstrings():
+    from tools.codemods.engine import analyze
+
+    src = ('"""Set CUDA_VISIBLE_DEVICES=0 before running."""\n'
+           'import os\n'
+           'cmd = "CUDA_VISIBLE_DEVICES=0 NCCL_P2P_LEVEL=NVL torchrun x.py"\n'
+           'args = ["env", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "python"]\n'
+           'plain = "MY_CUDA_VISIBLE_DEVICES=1 PATH=/bin"\n'
+           'os.environ["NCCL_DEBUG"] = "INFO"\n')
+    found = [(f.line, f.message) for f in analyze(src, rewrite=False).findings if f.rule_id == "FRY017"]
+    assert [line for line, _ in found] == [3, 4, 6]
+    assert "CUDA_VISIBLE_DEVICES, NCCL_P2P_LEVEL" in found[0][1]

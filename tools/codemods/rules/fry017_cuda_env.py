@@ -6,11 +6,16 @@ variables in shell scripts, Dockerfiles, Makefiles, .env files and YAML job conf
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from tools.codemods.base import Rule
 from tools.codemods.nodes import string_value
 from tools.codemods.tables import cuda_env_var
+
+#: ``NAME=`` inside a longer string: a command line or ``env`` argument that sets the variable
+_SETS = re.compile(r"(?<![A-Za-z0-9_])([A-Z][A-Z0-9_]*)=")
 
 
 class CudaEnv(Rule):
@@ -25,9 +30,20 @@ class CudaEnv(Rule):
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = string_value(node)
-        entry = cuda_env_var(value) if value else None
+        if not value:
+            return
+        entry = cuda_env_var(value)
         if entry is not None:
             self.hit(node, f"{value} {entry.reason}; it has no effect on tpx/CPU", suggestion=entry.equivalent)
+            return
+        if isinstance(self.parent(node), cst.Expr):
+            return  # a docstring or bare string statement documents, it sets nothing
+        found = {m.group(1): cuda_env_var(m.group(1)) for m in _SETS.finditer(value)}
+        found = {k: v for k, v in found.items() if v is not None}
+        if found:
+            what = "; ".join(f"{k} {v.reason}" for k, v in found.items())
+            self.hit(node, f"a command string sets {', '.join(found)}: {what}; no effect on tpx/CPU",
+                     suggestion="; ".join(dict.fromkeys(f"{k}: {v.equivalent}" for k, v in found.items())))
 
 
 RULE = CudaEnv
