@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import socket
+from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +22,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the listening address as JSON before serving")
 
 
+def _check_store(state_dir: str) -> None:
+    """Open the checkpoint store once, so a bad FERRY_DATABASE_URL or state dir fails here, not per request."""
+    from agent.cli import CliError
+    from agent.errors import FerryAgentError
+    from agent.graph import checkpointer
+
+    try:
+        with checkpointer(Path(state_dir)):
+            pass
+    except FerryAgentError as exc:  # already says what is wrong and what to do
+        raise CliError(str(exc)) from exc
+    except Exception as exc:  # sqlite: the state dir is not usable
+        raise CliError(f"cannot open the checkpoint store in {state_dir}: {exc}; pick a writable --state-dir") from exc
+
+
 def run(args: argparse.Namespace) -> int:
     import json
 
@@ -32,9 +48,14 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port < 65536:
         raise CliError(f"--port must be 0..65535 (0: any free port), got {args.port}")
-    settings = settings_from_env(args.state_dir)
+    try:
+        settings = settings_from_env(args.state_dir)
+    except OSError as exc:
+        raise CliError(f"state dir {exc.filename or args.state_dir}: {exc.strerror or exc}; "
+                       "give --state-dir a directory Ferry can create and write") from exc
     if args.host not in ("127.0.0.1", "localhost", "::1") and not settings.token:
         raise CliError(f"refusing to listen on {args.host} without a token: set FERRY_API_TOKEN")
+    _check_store(settings.state_dir)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

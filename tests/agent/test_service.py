@@ -190,6 +190,28 @@ def test_openapi_is_served_and_every_route_has_response_models(server):
     assert server.client.get("/docs").status_code == 200
 
 
+def test_serve_refuses_bad_setups_with_a_clear_error(tmp_path):
+    import socket
+
+    def serve(*args: str, **env: str) -> subprocess.CompletedProcess:
+        e = {k: v for k, v in os.environ.items() if not k.startswith(("FERRY_LLM", "FERRY_DATABASE", "FERRY_API"))}
+        return subprocess.run([sys.executable, "-m", "agent.cli", "serve", "--state-dir", str(tmp_path / "s"), *args],
+                              cwd=ROOT, env={**e, **env}, capture_output=True, text=True, timeout=120)
+
+    r = serve("--host", "0.0.0.0")
+    assert r.returncode == 2 and "refusing to listen on 0.0.0.0 without a token: set FERRY_API_TOKEN" in r.stderr
+    (tmp_path / "file").write_text("")
+    r = serve("--state-dir", str(tmp_path / "file"))  # the last --state-dir wins
+    assert r.returncode == 2 and "give --state-dir a directory Ferry can create and write" in r.stderr
+    r = serve("--port", "0", FERRY_DATABASE_URL="postgresql://ferry@127.0.0.1:1/none")
+    assert r.returncode == 2 and "cannot connect to the Postgres database" in r.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        r = serve("--port", str(taken.getsockname()[1]))
+    assert r.returncode == 2 and "cannot listen on 127.0.0.1" in r.stderr and "pick another --port" in r.stderr
+
+
 # --- lifecycle -----------------------------------------------------------------------------------
 
 
