@@ -23,7 +23,8 @@ FILES = {
                       "NCCL_DEBUG=INFO torchrun train.py \"$@\"\n",
     "bin/launch": "#!/bin/sh\nexport CUDA_LAUNCH_BLOCKING=1\n",
     "bin/tool": "#!/usr/bin/env python3\nCUDA_LAUNCH_BLOCKING = 1\n",
-    "docker/Dockerfile": "FROM python:3.11\n# ENV NCCL_DEBUG=WARN\nENV PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n",
+    "docker/Dockerfile": ("FROM python:3.11\n# ENV NCCL_DEBUG=WARN\n"
+                          "ENV PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"),
     "Makefile": "FLAGS = x # CUBLAS_WORKSPACE_CONFIG\ntrain:\n\tCUBLAS_WORKSPACE_CONFIG=:4096:8 python train.py\n",
     ".env": "NCCL_SOCKET_IFNAME=eth0\n# NVIDIA_TF32_OVERRIDE=0\n",
     "ci/job.yaml": "jobs:\n  train:\n    env:\n      CUDA_VISIBLE_DEVICES: \"0\"  # NCCL_DEBUG\n"
