@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", metavar="BRANCH", help="branch or commit to start from (default: the current HEAD)")
     parser.add_argument("--run", required=True, metavar="CMD", help="the command that runs the program")
     parser.add_argument("--test", metavar="CMD", help="the test command")
-    parser.add_argument("--out", metavar="DIR", help="where pr.md, ferry.patch, report.md, result.json go (default: a temp dir)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="where pr.md, ferry.patch, report.md, result.json go (default: a temp dir)")
     parser.add_argument("--llm", action="store_true", help="let a model fix what the offline rules cannot")
     parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"))
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -65,7 +66,8 @@ def pr_text(result: dict, branch: str | None, base: str, parity: dict[str, Any] 
     if not files:
         lines.append("None.")
     for f in files:
-        lines.append(f"- `{f.get('path')}` ({f.get('change')}, +{f.get('added_lines', 0)} -{f.get('removed_lines', 0)})")
+        counts = f"+{f.get('added_lines', 0)} -{f.get('removed_lines', 0)}"
+        lines.append(f"- `{f.get('path')}` ({f.get('change')}, {counts})")
     lines += ["", "## Edits", ""]
     edits = result.get("edits") or []
     if not edits:

@@ -16,7 +16,8 @@ HELP = "run the HTTP service (bearer token from FERRY_API_TOKEN when set)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one, printed with --json)")
+    parser.add_argument("--port", type=int, default=8765,
+                        help="port (default 8765; 0 picks a free one, printed with --json)")
     parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"),
                         help="checkpoints and workspaces (default ~/.ferry)")
     parser.add_argument("--json", action="store_true", help="print the listening address as JSON before serving")

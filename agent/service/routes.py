@@ -101,6 +101,7 @@ def resume_stopped(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationS
     st = _status(mid, settings, jobs)
     if st.state != "stopped":
         hint = "; start a new one" if st.state == "failed" else ""
-        raise HTTPException(status.HTTP_409_CONFLICT, f"migration {mid} is {st.state}; only a stopped one resumes{hint}")
+        raise HTTPException(status.HTTP_409_CONFLICT,
+                            f"migration {mid} is {st.state}; only a stopped one resumes{hint}")
     jobs.submit(mid, lambda: resume(mid, settings.state_dir))
     return MigrationStatus(id=mid, state="running", pending=st.pending)

@@ -190,26 +190,33 @@ def test_openapi_is_served_and_every_route_has_response_models(server):
     assert server.client.get("/docs").status_code == 200
 
 
-def test_serve_refuses_bad_setups_with_a_clear_error(tmp_path):
+def test_serve_refuses_bad_setups_with_a_clear_error(tmp_path, monkeypatch, capsys):
     import socket
 
-    def serve(*args: str, **env: str) -> subprocess.CompletedProcess:
-        e = {k: v for k, v in os.environ.items() if not k.startswith(("FERRY_LLM", "FERRY_DATABASE", "FERRY_API"))}
-        return subprocess.run([sys.executable, "-m", "agent.cli", "serve", "--state-dir", str(tmp_path / "s"), *args],
-                              cwd=ROOT, env={**e, **env}, capture_output=True, text=True, timeout=120)
+    from agent.cli import main
 
-    r = serve("--host", "0.0.0.0")
-    assert r.returncode == 2 and "refusing to listen on 0.0.0.0 without a token: set FERRY_API_TOKEN" in r.stderr
+    for var in ("FERRY_API_TOKEN", "FERRY_DATABASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+
+    def serve(*args: str) -> tuple[int, str]:
+        rc = main(["serve", "--state-dir", str(tmp_path / "s"), *args])
+        return rc, capsys.readouterr().err
+
+    rc, err = serve("--host", "0.0.0.0")
+    assert rc == 2 and "refusing to listen on 0.0.0.0 without a token: set FERRY_API_TOKEN" in err
     (tmp_path / "file").write_text("")
-    r = serve("--state-dir", str(tmp_path / "file"))  # the last --state-dir wins
-    assert r.returncode == 2 and "give --state-dir a directory Ferry can create and write" in r.stderr
-    r = serve("--port", "0", FERRY_DATABASE_URL="postgresql://ferry@127.0.0.1:1/none")
-    assert r.returncode == 2 and "cannot connect to the Postgres database" in r.stderr
+    rc, err = serve("--state-dir", str(tmp_path / "file"))  # the last --state-dir wins
+    assert rc == 2 and "give --state-dir a directory Ferry can create and write" in err
+    rc, err = serve("--port", "65536")
+    assert rc == 2 and "--port must be 0..65535" in err
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        r = serve("--port", str(taken.getsockname()[1]))
-    assert r.returncode == 2 and "cannot listen on 127.0.0.1" in r.stderr and "pick another --port" in r.stderr
+        rc, err = serve("--port", str(taken.getsockname()[1]))
+    assert rc == 2 and "cannot listen on 127.0.0.1" in err and "pick another --port" in err
+    monkeypatch.setenv("FERRY_DATABASE_URL", "postgresql://ferry@127.0.0.1:1/none")
+    rc, err = serve("--port", "0")
+    assert rc == 2 and "cannot connect to the Postgres database" in err
 
 
 # --- lifecycle -----------------------------------------------------------------------------------
