@@ -1,7 +1,7 @@
 """The rule base class and the data a rule produces.
 
 Every rule is a libcst ``BatchableCSTVisitor``: all rules run in ONE traversal of a module
-(``MetadataWrapper.visit_batched``), resolving names with ``QualifiedNameProvider`` so that
+(``MetadataWrapper.visit_batched``), resolving qualified names through libcst's scope analysis so that
 ``import torch as T``, ``from torch import cuda`` and ``import torch.cuda.amp as amp`` all
 resolve to the same ``torch.cuda...`` names. A rule never prints and never touches files: it
 records :class:`Hit` objects (a finding, optionally with a transform for the node) on its
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider, QualifiedNameProvider
+from libcst.metadata import ScopeProvider
 
 logger = logging.getLogger(__name__)
 _VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
@@ -83,6 +83,39 @@ class RuleContext:
     qname_cache: dict[int, set[str]] = field(default_factory=dict)
     #: the name ``torch`` is bound to at module level (``import torch as T`` -> "T"); None if not imported
     torch_name: str | None = None
+    #: the module being visited (the parent map is built from it on first use)
+    module: cst.Module | None = None
+    #: child -> parent for every node of ``module``; built lazily by ``parent_of``
+    parents: dict[cst.CSTNode, cst.CSTNode] | None = None
+
+    def parent_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        if self.parents is None:
+            self.parents = parent_map(self.module) if self.module is not None else {}
+        return self.parents.get(node)
+
+
+class _ParentRecorder(cst.CSTVisitor):
+    """One plain traversal with a stack (libcst's ParentNodeProvider walks every node's children
+    a second time and ran on every file; most files never ask for a parent)."""
+
+    def __init__(self) -> None:
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.stack:
+            self.parents[node] = self.stack[-1]
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+
+def parent_map(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
+    recorder = _ParentRecorder()
+    module.visit(recorder)
+    return recorder.parents
 
 
 class Rule(cst.BatchableCSTVisitor):
@@ -95,8 +128,10 @@ class Rule(cst.BatchableCSTVisitor):
     ENTRIES: ClassVar[tuple[int, ...]] = ()
     #: contextual rules only report in modules that have non-contextual findings too
     CONTEXTUAL: ClassVar[bool] = False
-    # positions are resolved by the engine only for files with findings
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, ParentNodeProvider)
+    # Only scopes are computed up front: qualified names are asked of the scope for the few nodes
+    # whose spelling could match (QualifiedNameProvider would compute them for every node), parents
+    # come from a lazily built map, positions are resolved by the engine only for files with findings.
+    METADATA_DEPENDENCIES = (ScopeProvider,)
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__()
@@ -121,7 +156,8 @@ class Rule(cst.BatchableCSTVisitor):
         key = id(node)
         found = cache.get(key)
         if found is None:
-            found = {q.name for q in (self.get_metadata(QualifiedNameProvider, node, None) or ())}
+            scope = self.get_metadata(ScopeProvider, node, None)
+            found = {q.name for q in scope.get_qualified_names_for(node)} if scope is not None else set()
             cache[key] = found
         return found
 
@@ -150,7 +186,7 @@ class Rule(cst.BatchableCSTVisitor):
         return None
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.get_metadata(ParentNodeProvider, node, None)
+        return self.ctx.parent_of(node)
 
     def is_outermost_attribute(self, node: cst.CSTNode) -> bool:
         parent = self.parent(node)

@@ -13,9 +13,9 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ImportAssignment, PositionProvider, ScopeProvider
 
-from tools.codemods.base import Category, DeviceMode, Hit, RuleContext
+from tools.codemods.base import Category, DeviceMode, Hit, RuleContext, parent_map
 from tools.codemods.device import DeviceInfo, find_device_variable, insert_device_definition, torch_alias
-from tools.codemods.imports import remove_unused
+from tools.codemods.imports import add_needed_imports, remove_unused
 from tools.codemods.nodes import code
 from tools.codemods.prefilter import active_rules
 from tools.codemods.registry import all_rules
@@ -51,13 +51,24 @@ class ModuleOutcome:
 
 
 class _Apply(cst.CSTTransformer):
-    def __init__(self, hits: list[Hit]) -> None:
+    """Applies the hits' transforms bottom-up. Only the hit nodes and their ancestors are entered
+    (``path``): every other subtree is kept as it is, not rebuilt node by node."""
+
+    def __init__(self, hits: list[Hit], parents: dict[cst.CSTNode, cst.CSTNode]) -> None:
         super().__init__()
         self.by_node: dict[int, list[Hit]] = {}
+        self.path: set[int] = set()
         for h in hits:
             self.by_node.setdefault(id(h.node), []).append(h)
+            node: cst.CSTNode | None = h.node
+            while node is not None and id(node) not in self.path:
+                self.path.add(id(node))
+                node = parents.get(node)
         self.applied: list[Hit] = []
         self.failed: list[tuple[Hit, str]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) in self.path
 
     def on_leave(self, original_node, updated_node):  # type: ignore[override]
         for h in self.by_node.get(id(original_node), ()):
@@ -93,7 +104,8 @@ def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | 
         torch_name = torch_name or defined_elsewhere[1]
     ctx = RuleContext(device_mode=device_mode, device_name=info.name,
                       device_definition_value=info.definition_value, torch_name=torch_name,
-                      alias_names=_alias_names(wrapper.module.code if source is None else source))
+                      alias_names=_alias_names(wrapper.module.code if source is None else source),
+                      module=wrapper.module)
     info.torch_name = ctx.torch_name
     # per-rule pre-filter: only rules whose trigger words occur in the text can fire; the
     # contextual ones run only once another rule has found something
@@ -232,7 +244,7 @@ class _Step:
 def _apply_once(current: cst.MetadataWrapper, todo: list[Hit], info: DeviceInfo, device_mode: DeviceMode) -> _Step:
     positions = current.resolve(PositionProvider)
     candidates = _imports_of(current, todo)
-    applier = _Apply(todo)
+    applier = _Apply(todo, parent_map(current.module))
     new_module = current.module.visit(applier)
     warnings = [f"{h.rule_id}: left unchanged at line {positions[h.node].start.line}: {why}"
                 for h, why in applier.failed]
@@ -252,5 +264,5 @@ def _apply_once(current: cst.MetadataWrapper, todo: list[Hit], info: DeviceInfo,
         AddImportsVisitor.add_needed_import(context, "torch")
     new_module = remove_unused(new_module, candidates)  # type: ignore[arg-type]
     if context.scratch.get(AddImportsVisitor.CONTEXT_KEY):
-        new_module = AddImportsVisitor(context).transform_module(new_module)
+        new_module = add_needed_imports(new_module, context)
     return _Step(new_module.code, [h.rule_id for h in applier.applied], applier.applied, warnings, inserted)

@@ -11,6 +11,8 @@ import logging
 import re
 
 import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
 
 from tools.codemods.nodes import code, string_value
 
@@ -99,3 +101,32 @@ def remove_unused(module: cst.Module, candidates: list[cst.Import | cst.ImportFr
     if not unused:
         return module
     return module.visit(_Remove({code(c) for c in candidates}, unused))
+
+
+def _is_import_line(stmt: cst.BaseStatement) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], (cst.Import, cst.ImportFrom))
+
+
+def _is_preamble(stmt: cst.BaseStatement) -> bool:
+    """A module docstring or ``__strict__`` flag, which new imports go after (as libcst decides it)."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    first = stmt.body[0]
+    if isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString):
+        return True
+    return (isinstance(first, cst.Assign) and len(first.targets) == 1
+            and isinstance(first.targets[0].target, cst.Name) and first.targets[0].target.value == "__strict__")
+
+
+def add_needed_imports(module: cst.Module, context: CodemodContext) -> cst.Module:
+    """libcst's ``AddImportsVisitor`` for the imports recorded in ``context``, run on the module's
+    head only: the preamble, the leading import block and the first statement after it (which may
+    get a blank line before it). That is all the visitor reads or changes, and running it on the
+    whole module would copy and rebuild every node of it."""
+    body = list(module.body)
+    i = 1 if body and _is_preamble(body[0]) else 0
+    while i < len(body) and _is_import_line(body[i]):
+        i += 1
+    cut = min(len(body), i + 1)
+    head = AddImportsVisitor(context).transform_module(module.with_changes(body=body[:cut]))
+    return module.with_changes(body=[*head.body, *body[cut:]])

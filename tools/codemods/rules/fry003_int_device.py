@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider
 
 from tools.codemods.base import Rule
 from tools.codemods.nodes import code, expr, int_value, kwarg, positional
@@ -19,8 +18,8 @@ class IntDevice(Rule):
     DESCRIPTION = ".to(0) / .to(device=0) (an integer means a CUDA ordinal) -> .to(device); .to(local_rank)-style ordinals -> review."
     CATEGORY = "auto"
     ENTRIES = (3,)
-    # purely syntactic: no qualified names needed, which keeps torch files without CUDA cheap
-    METADATA_DEPENDENCIES = (ParentNodeProvider,)
+    # purely syntactic: no scopes or qualified names needed, which keeps torch files without CUDA cheap
+    METADATA_DEPENDENCIES = ()
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

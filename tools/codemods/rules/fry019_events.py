@@ -22,7 +22,7 @@ So:
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import Assignment, ImportAssignment, ParentNodeProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import Assignment, ImportAssignment, ScopeProvider
 
 from tools.codemods.generic import CallMapRule
 from tools.codemods.nodes import bool_value, expr
@@ -49,7 +49,7 @@ class Events(CallMapRule):
     CATEGORY = "auto"
     ENTRIES = (19,)
     CALLS = EVENT_CALLS
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, ParentNodeProvider, ScopeProvider)
+    METADATA_DEPENDENCIES = (ScopeProvider,)
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)

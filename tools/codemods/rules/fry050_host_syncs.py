@@ -4,7 +4,7 @@ logging, f-strings, str.format, %) inside training loops -> reported (profiler t
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import ScopeProvider
 
 from tools.codemods.base import Rule
 from tools.codemods.loops import LoopTracker, enclosing_loop
@@ -26,7 +26,7 @@ class HostSyncs(Rule):
     CATEGORY = "review"
     ENTRIES = (50,)
     CONTEXTUAL = True
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, ParentNodeProvider, ScopeProvider)
+    METADATA_DEPENDENCIES = (ScopeProvider,)
 
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
