@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import textwrap
 import threading
 import time
@@ -14,7 +15,7 @@ import pytest
 
 from sandbox import detect
 
-from .conftest import requires_bwrap
+from .conftest import PY, VENV_PATH, requires_bwrap
 
 pytestmark = requires_bwrap
 
@@ -260,3 +261,30 @@ def test_host_sockets_are_unreachable(run_py, tmp_path: Path):
     assert "REACHED" not in res.stdout
     assert "UNREACHABLE path" in res.stdout and "UNREACHABLE abstract" in res.stdout
     assert "RUN False False" in res.stdout
+
+
+@pytest.mark.parametrize("isolation", ["rlimits", None])
+def test_run_does_not_outlive_an_interrupted_ferry(workspace, tmp_path: Path, isolation):
+    """Ctrl-C (or any exception) in the process supervising a run takes the run down with it, also
+    without bubblewrap's die-with-parent (the weakest isolation level)."""
+    driver = tmp_path / "driver.py"
+    driver.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+        from sandbox import run_in_sandbox, Limits
+        code = "import time\\nwhile True:\\n    open('heartbeat', 'a').write('x')\\n    time.sleep(0.1)\\n"
+        run_in_sandbox([{PY!r}, "-c", code], {str(workspace.path)!r}, limits=Limits(timeout_s=120),
+                       path_env={VENV_PATH!r}, isolation={isolation!r})
+    """))
+    proc = subprocess.Popen([PY, str(driver)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    heartbeat = workspace.path / "heartbeat"
+    deadline = time.monotonic() + 60
+    while not heartbeat.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert heartbeat.exists(), proc.communicate(timeout=10)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert b"KeyboardInterrupt" in err
+    size = heartbeat.stat().st_size
+    time.sleep(0.6)
+    assert heartbeat.stat().st_size == size, "the sandboxed program kept running after Ferry was interrupted"
