@@ -1,8 +1,12 @@
 """The migration graph (LangGraph StateGraph) and its checkpointer.
 
 ingest -> reference_run -> scan -> plan -> rewrite -> target_run -> (diagnose -> [llm_fix] ->
-apply_fix -> target_run)* -> parity [-> apply_fix -> target_run ...] -> tests [-> diagnose ...]
--> profile -> report.
+apply_fix -> target_run)* -> parity [-> [llm_fix] -> apply_fix -> target_run ...] -> tests
+[-> diagnose ...] -> profile -> report.
+
+The reference run goes on in the background from reference_run until target_run joins it; a
+core permitting, target_run starts the tests beside itself and the tests node collects them
+(``agent.background``).
 
 Checkpoints go to SQLite (``<state dir>/checkpoints.sqlite``) by default, or to Postgres when
 ``FERRY_DATABASE_URL`` names one; every super-step is written synchronously, so a migration
