@@ -48,26 +48,10 @@ if __name__ == "__main__":
     main()
 '''
 
-# The codemods fix the placement, the float64 metric needs the offline policy (a fix round).
-POLICY = '''import time
-
-import torch
-
-device = torch.device("cuda")
-
-
-def main():
-    x = torch.arange(6, dtype=torch.float32).cuda()
-    w = torch.ones(6, device="cuda")
-    time.sleep(1.0)
-    for step in range(3):
-        total = ((x + step) * w).double().sum()
-        print(f"step {step} loss {total.item():.6f}")
-
-
-if __name__ == "__main__":
-    main()
-'''
+_progs_spec = importlib.util.spec_from_file_location("agent_test_programs", Path(__file__).with_name("programs.py"))
+programs = importlib.util.module_from_spec(_progs_spec)
+_progs_spec.loader.exec_module(programs)
+POLICY = programs.POLICY_PROGRAM
 
 
 def _repo(tmp_path: Path, text: str) -> Path:

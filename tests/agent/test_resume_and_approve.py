@@ -5,6 +5,7 @@ These drive the real CLI in subprocesses with the real runner, codemods and tpx 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -22,25 +23,10 @@ from tools.patch import git_apply
 ROOT = Path(__file__).resolve().parents[2]
 
 # A CUDA program: the codemods fix the placement, the float64 metric needs the offline policy.
-PROG = '''import time
-
-import torch
-
-device = torch.device("cuda")
-
-
-def main():
-    x = torch.arange(6, dtype=torch.float32).cuda()
-    w = torch.ones(6, device="cuda")
-    time.sleep(1.0)
-    for step in range(3):
-        total = ((x + step) * w).double().sum()
-        print(f"step {step} loss {total.item():.6f}")
-
-
-if __name__ == "__main__":
-    main()
-'''
+_progs_spec = importlib.util.spec_from_file_location("agent_test_programs", Path(__file__).with_name("programs.py"))
+programs = importlib.util.module_from_spec(_progs_spec)
+_progs_spec.loader.exec_module(programs)
+PROG = programs.POLICY_PROGRAM
 
 
 def _repo(tmp_path: Path) -> Path:
