@@ -14,12 +14,9 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-
-from agent.migration import UnknownMigration
 
 _spec = importlib.util.spec_from_file_location("pg_server_t", Path(__file__).with_name("pg_server.py"))
 pg_server = importlib.util.module_from_spec(_spec)
@@ -88,10 +85,6 @@ def _checkpoint_ids(url: str, mid: str) -> list[tuple[str, str | None]]:
              "ORDER BY checkpoint_id", mid)]
 
 
-def _steps(state: dict) -> list[str]:
-    return [s["node"] for s in state.get("steps") or []]
-
-
 def _load(url: str, mid: str, sdir: Path) -> dict:
     """The migration's state as the Postgres checkpointer gives it back (in this process)."""
     from agent.migration import load
@@ -122,7 +115,7 @@ def test_migrate_checkpoints_into_postgres_not_sqlite(tmp_path, pg_url):
     ids = _checkpoint_ids(pg_url, "pg-a")
     final = _load(pg_url, "pg-a", sdir)
     assert final["status"] == "migrated" and final["pending"] == []
-    assert len(ids) > len(_steps(final))  # a checkpoint per super-step (and the input)
+    assert len(ids) > len(programs.steps(final))  # a checkpoint per super-step (and the input)
     # one chain: every checkpoint's parent is the one before it
     assert [p for _, p in ids[1:]] == [c for c, _ in ids[:-1]]
     for table in ("checkpoint_blobs", "checkpoint_writes"):
@@ -142,29 +135,9 @@ def test_kill_9_then_resume_from_postgres_checkpoint(tmp_path, pg_url):
     repo = _repo(tmp_path, POLICY)
     sdir = tmp_path / "state"
     mid = "pg-kill"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py", "--json",
-         "--state-dir", str(sdir), "--id", mid, "--out", str(tmp_path / "out")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=_env(pg_url))
-    state: dict = {}
-    deadline = time.monotonic() + 300
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                state = _load(pg_url, mid, sdir)
-            except UnknownMigration:
-                state = {}
-            if "apply_fix" in _steps(state):
-                break
-            time.sleep(0.3)
-        assert proc.poll() is None, f"migration ended before the kill: {proc.stderr.read().decode()[-2000:]}"
-        os.killpg(proc.pid, signal.SIGKILL)  # kill -9 the whole process group, mid target run
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    code = programs.migrate_then_kill_9(ROOT, repo, sdir, mid, tmp_path / "out", lambda: _load(pg_url, mid, sdir),
+                                        env=_env(pg_url))
+    assert code == -signal.SIGKILL
     killed = _load(pg_url, mid, sdir)
     assert killed["pending"], "the killed migration must have work left"
     assert killed["status"] is None
@@ -177,7 +150,7 @@ def test_kill_9_then_resume_from_postgres_checkpoint(tmp_path, pg_url):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert json.loads(res.stdout)["status"] == "migrated"
     final = _load(pg_url, mid, sdir)
-    steps = _steps(final)
+    steps = programs.steps(final)
     for node in ("ingest", "reference_run", "scan", "plan", "rewrite", "apply_fix"):
         assert steps.count(node) == 1, f"{node} ran {steps.count(node)} times: {steps}"
     after = _checkpoint_ids(pg_url, mid)

@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from agent.migration import UnknownMigration, load
+from agent.migration import load
 from tools.patch import git_apply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,37 +39,13 @@ def _ferry(*args: str, **kw) -> subprocess.CompletedProcess:
                           timeout=600, **kw)
 
 
-def _steps(state: dict) -> list[str]:
-    return [s["node"] for s in state.get("steps") or []]
-
-
 @pytest.mark.slow
 def test_kill_9_then_resume_keeps_finished_steps_and_edits(tmp_path):
     repo = _repo(tmp_path)
     sdir = tmp_path / "state"
     mid = "kill-test"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py", "--json",
-         "--state-dir", str(sdir), "--id", mid, "--out", str(tmp_path / "out")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    state: dict = {}
-    deadline = time.monotonic() + 300
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                state = load(mid, sdir)
-            except UnknownMigration:
-                state = {}
-            if "apply_fix" in _steps(state):
-                break
-            time.sleep(0.3)
-        assert proc.poll() is None, f"migration ended before the kill: {proc.stderr.read().decode()[-2000:]}"
-        os.killpg(proc.pid, signal.SIGKILL)  # kill -9 the whole process group, mid target run
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == -signal.SIGKILL
+    code = programs.migrate_then_kill_9(ROOT, repo, sdir, mid, tmp_path / "out", lambda: load(mid, sdir))
+    assert code == -signal.SIGKILL
     killed = load(mid, sdir)
     assert killed["pending"], "the killed migration must have work left"
     assert killed["status"] is None
@@ -84,7 +58,7 @@ def test_kill_9_then_resume_keeps_finished_steps_and_edits(tmp_path):
     result = json.loads(res.stdout)
     assert result["status"] == "migrated"
     final = load(mid, sdir)
-    steps = _steps(final)
+    steps = programs.steps(final)
     for node in ("ingest", "reference_run", "scan", "plan", "rewrite", "apply_fix"):
         assert steps.count(node) == 1, f"{node} ran {steps.count(node)} times: {steps}"
     assert (repo / "prog.py").read_text() == PROG  # the original is never written
@@ -125,7 +99,7 @@ def test_approve_interrupts_before_policy_edit_then_resumes(tmp_path):
     assert result["status"] == "migrated"
     assert [e["kind"] for e in result["edits"]][-1] == "human"
     after = load("appr", sdir)
-    assert _steps(after).count("diagnose") == 1  # steps before the interrupt were not redone
+    assert programs.steps(after).count("diagnose") == 1  # steps before the interrupt were not redone
     assert ".double()" not in after["files"]["prog.py"]
     assert result["applied"] is True  # --apply: the verified patch was applied to the original
     assert (repo / "prog.py").read_text() == after["files"]["prog.py"]
