@@ -39,6 +39,22 @@ class CliError(Exception):
     """Bad usage or bad input: printed on stderr, exit status 2."""
 
 
+def sandbox_settings(items: list[str], flag: str) -> dict[str, str]:
+    """Repeated ``KEY=VALUE`` options (``--set``, ``--env``...) as the variables a sandboxed run gets.
+
+    Only ``FERRY_*`` and ``TPX_*`` keys reach a sandboxed run; anything else is a usage error.
+    """
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"{flag} {item!r}: use KEY=VALUE, e.g. {flag} TPX_MATMUL_PRECISION=highest")
+        if not key.startswith(("FERRY_", "TPX_")):
+            raise CliError(f"{flag} {key}: only FERRY_* and TPX_* settings reach the sandboxed runs")
+        env[key] = value
+    return env
+
+
 def _load_commands() -> list[ModuleType]:
     return [importlib.import_module(name) for name in COMMAND_MODULES]
 

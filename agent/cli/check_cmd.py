@@ -25,24 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
 
 
-def _pairs(items: list[str], flag: str) -> dict[str, str]:
-    from agent.cli import CliError
-
-    env: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise CliError(f"{flag} {item!r}: use KEY=VALUE, e.g. {flag} TPX_MATMUL_PRECISION=highest")
-        if not key.startswith(("FERRY_", "TPX_")):
-            raise CliError(f"{flag} {key}: only FERRY_* and TPX_* settings reach the sandboxed runs")
-        env[key] = value
-    return env
-
-
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agent.cli import EXIT_FAILED, EXIT_OK, CliError
+    from agent.cli import EXIT_FAILED, EXIT_OK, CliError, sandbox_settings
 
     if args.steps < 1:
         raise CliError(f"--steps must be at least 1, got {args.steps}")
@@ -57,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
     repo = Path(args.path).expanduser()
     if not repo.is_dir():
         raise CliError(f"{repo} is not a directory: pass the repository folder to check")
-    env = _pairs(args.set, "--set")
-    target_env = _pairs(args.target_set, "--target-set")
+    env = sandbox_settings(args.set, "--set")
+    target_env = sandbox_settings(args.target_set, "--target-set")
 
     from tools.parity.check import CheckInputError, check, result_text
     from tools.parity.models import CheckRequest

@@ -34,20 +34,6 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
 
 
-def _env(pairs: list[str]) -> dict[str, str]:
-    from agent.cli import CliError
-
-    env: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise CliError(f"--env expects KEY=VALUE, got {pair!r}")
-        if not key.startswith(("FERRY_", "TPX_")):
-            raise CliError(f"--env {key}: only FERRY_* and TPX_* variables reach the sandboxed child")
-        env[key] = value
-    return env
-
-
 def _render(result) -> str:
     lines = [f"status: {result.status} (exit {result.exit_code if result.exit_code is not None else '-'}"
              + (f", signal {result.signal}" if result.signal else "") + f") in {result.duration_s:.2f}s",
@@ -76,7 +62,7 @@ def _render(result) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.cli import CliError
+    from agent.cli import CliError, sandbox_settings
 
     if args.check:
         from agent.cli import doctor_cmd
@@ -112,9 +98,10 @@ def run(args: argparse.Namespace) -> int:
         if args.memory_gb <= 0:
             raise CliError(f"--memory-gb must be positive, got {args.memory_gb}")
         limits.memory_bytes = int(args.memory_gb * 1024**3)
+    env = sandbox_settings(args.env, "--env")
     req = RunRequest(path=args.path, command=cmd, device=args.device, redirect_cuda=args.redirect_cuda,
                      probe=args.probe, profile=args.profile, seed=args.seed, timeout_s=args.timeout,
-                     env=_env(args.env), artifacts_dir=args.artifacts, keep_workspace=args.keep_workspace,
+                     env=env, artifacts_dir=args.artifacts, keep_workspace=args.keep_workspace,
                      isolation=args.isolation, limits=limits)
     try:
         result = run_tool(req)

@@ -1,4 +1,4 @@
-"""Bad usage of migrate / resume / eval: exit 2 with a message that says what to do."""
+"""Bad usage of migrate / resume / eval / run: exit 2 with a message that says what to do."""
 
 from __future__ import annotations
 
@@ -43,3 +43,14 @@ def test_eval_and_resume_usage_errors(tmp_path):
     assert r.returncode == 2 and "give the migration ID" in r.stderr
     r = _ferry("resume", "--list", "--state-dir", str(tmp_path), "--json")
     assert r.returncode == 0 and r.stdout.strip() == "[]"
+
+
+def test_run_and_check_settings_must_be_ferry_or_tpx_key_values(tmp_path, capsys):
+    from agent.cli import main
+
+    assert main(["run", "--env", "TPX_X", str(tmp_path), "--", "python", "x.py"]) == 2
+    assert "--env 'TPX_X': use KEY=VALUE, e.g. --env TPX_MATMUL_PRECISION=highest" in capsys.readouterr().err
+    assert main(["run", "--env", "PATH=/x", str(tmp_path), "--", "python", "x.py"]) == 2
+    assert "--env PATH: only FERRY_* and TPX_* settings" in capsys.readouterr().err
+    assert main(["check", str(tmp_path), "--run", "python x.py", "--target-set", "=1"]) == 2
+    assert "--target-set '=1': use KEY=VALUE" in capsys.readouterr().err
