@@ -6,6 +6,8 @@ import argparse
 import logging
 from pathlib import Path
 
+from agent.cli.scan_cmd import add_selection_arguments
+
 logger = logging.getLogger(__name__)
 
 NAME = "rewrite"
@@ -19,27 +21,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "fallback; tpx: pin the tpx device")
     parser.add_argument("--write", action="store_true", help="write the rewritten files (default: print the diff)")
     parser.add_argument("--json", action="store_true", help="print the RewriteResult as JSON")
-    parser.add_argument("--rules", help="comma-separated rule ids to apply (default: all)")
-    parser.add_argument("--max-file-bytes", type=int, default=2_000_000,
-                        help="skip files larger than this (default 2000000)")
-    parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
-    parser.add_argument("--no-gitignore", action="store_true", help="also rewrite files .gitignore excludes")
+    add_selection_arguments(parser, rules_verb="apply", files_verb="rewrite")
 
 
 def run(args: argparse.Namespace) -> int:
     from agent.cli import CliError
-    from agent.cli.scan_cmd import parse_rules
+    from agent.cli.scan_cmd import selection
     from tools.scan.api import ScanInputError, rewrite
     from tools.scan.models import RewriteRequest
 
-    if args.max_file_bytes <= 0:
-        raise CliError(f"--max-file-bytes must be positive, got {args.max_file_bytes}")
-    if args.jobs is not None and args.jobs < 1:
-        raise CliError(f"--jobs must be at least 1, got {args.jobs}")
     try:
-        result = rewrite(RewriteRequest(path=args.path, device=args.device, rules=parse_rules(args.rules),
-                                        max_file_bytes=args.max_file_bytes, jobs=args.jobs,
-                                        respect_gitignore=not args.no_gitignore))
+        result = rewrite(RewriteRequest(path=args.path, device=args.device, **selection(args)))
     except ScanInputError as exc:
         raise CliError(f"{exc} (give a repository folder or a .py/.ipynb file)") from exc
     written: list[str] = []

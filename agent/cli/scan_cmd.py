@@ -22,11 +22,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the ScanReport as JSON (stable schema)")
     out.add_argument("--sarif", type=Path, metavar="FILE", help="write a SARIF 2.1.0 log to FILE")
-    parser.add_argument("--rules", help="comma-separated rule ids to run (default: all)")
+    add_selection_arguments(parser, rules_verb="run", files_verb="scan")
+
+
+def add_selection_arguments(parser: argparse.ArgumentParser, rules_verb: str, files_verb: str) -> None:
+    """The options ``ferry scan`` and ``ferry rewrite`` share: which rules, which files, how many workers."""
+    parser.add_argument("--rules", help=f"comma-separated rule ids to {rules_verb} (default: all)")
     parser.add_argument("--max-file-bytes", type=int, default=2_000_000,
                         help="skip files larger than this (default 2000000)")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
-    parser.add_argument("--no-gitignore", action="store_true", help="also scan files .gitignore excludes")
+    parser.add_argument("--no-gitignore", action="store_true", help=f"also {files_verb} files .gitignore excludes")
+
+
+def selection(args: argparse.Namespace) -> dict:
+    """The checked shared options as ``ScanRequest``/``RewriteRequest`` fields (``CliError`` when out of range)."""
+    from agent.cli import CliError
+
+    if args.max_file_bytes <= 0:
+        raise CliError(f"--max-file-bytes must be positive, got {args.max_file_bytes}")
+    if args.jobs is not None and args.jobs < 1:
+        raise CliError(f"--jobs must be at least 1, got {args.jobs}")
+    return {"rules": parse_rules(args.rules), "max_file_bytes": args.max_file_bytes, "jobs": args.jobs,
+            "respect_gitignore": not args.no_gitignore}
 
 
 def parse_rules(text: str | None) -> list[str] | None:
@@ -65,13 +82,8 @@ def run(args: argparse.Namespace) -> int:
     from tools.scan.api import ScanInputError, scan
     from tools.scan.models import ScanRequest
 
-    if args.max_file_bytes <= 0:
-        raise CliError(f"--max-file-bytes must be positive, got {args.max_file_bytes}")
-    if args.jobs is not None and args.jobs < 1:
-        raise CliError(f"--jobs must be at least 1, got {args.jobs}")
     try:
-        report = scan(ScanRequest(path=args.path, rules=parse_rules(args.rules), max_file_bytes=args.max_file_bytes,
-                                  jobs=args.jobs, respect_gitignore=not args.no_gitignore))
+        report = scan(ScanRequest(path=args.path, **selection(args)))
     except ScanInputError as exc:
         raise CliError(f"{exc} (give a repository folder or a file of one of those kinds)") from exc
     if args.json:
