@@ -43,6 +43,12 @@ class Diagnosis(BaseModel):
         site = self.site
         return f"{site.file}:{site.line}" if site else "(no user frame)"
 
+    @property
+    def first_line(self) -> str:
+        """The message's first line ("" when there is no message)."""
+        lines = self.message.splitlines()
+        return lines[0] if lines else ""
+
 
 class FixContext(BaseModel):
     source: Path

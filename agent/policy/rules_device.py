@@ -88,7 +88,7 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
             continue
         return make_proposal(
             ctx, rule=RULE, kind="policy", site=site, new_files={frame.file: new},
-            reason=f"mixed devices at {site} ({diag.message.splitlines()[0] if diag.message else ''}): "
+            reason=f"mixed devices at {site} ({diag.first_line}): "
                    "create the tensor on the device it is used with",
         )
     return None

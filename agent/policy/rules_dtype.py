@@ -63,7 +63,7 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
             continue
         return make_proposal(
             ctx, rule=RULE, kind="policy", site=site, new_files={frame.file: new},
-            reason=(f"tpx has no float64: {diag.exc_type}: {diag.message.splitlines()[0] if diag.message else ''} "
+            reason=(f"tpx has no float64: {diag.exc_type}: {diag.first_line} "
                     f"-> compute in float32 at {site}"),
         )
     return None

@@ -15,7 +15,7 @@ FIGURES = re.compile(r"(requested|allocated|capacity|free|reserved)[^0-9]{0,20}(
 def oom(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
     if diag.kind != "tpx_oom":
         return None
-    figures = ", ".join(f"{k.lower()} {v}" for k, v in FIGURES.findall(diag.message)) or diag.message.splitlines()[0]
+    figures = ", ".join(f"{k.lower()} {v}" for k, v in FIGURES.findall(diag.message)) or diag.first_line
     return Verdict(
         rule="tpx_oom_report",
         status="needs_human",
@@ -31,7 +31,7 @@ def missing_package(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
     return Verdict(
         rule="cuda_only_package",
         status="needs_human",
-        summary=(f"a CUDA-only package is required at {diag.where()} ({diag.message.splitlines()[0] if diag.message else ''}). "
+        summary=(f"a CUDA-only package is required at {diag.where()} ({diag.first_line}). "
                  "It has no tpx build; replace it with the native PyTorch equivalent or guard the import "
                  "(see CUDA_IDIOMS.md, kernels and third-party)."),
     )
@@ -47,7 +47,7 @@ def environment(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
     return Verdict(
         rule="environment_error",
         status="needs_human",
-        summary=f"{diag.exc_type or diag.kind} at {diag.where()}: {diag.message.splitlines()[0] if diag.message else ''} "
+        summary=f"{diag.exc_type or diag.kind} at {diag.where()}: {diag.first_line} "
                 "(the environment or the code itself is broken, not its device use)",
     )
 
@@ -62,7 +62,7 @@ def backend_unavailable(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
     return Verdict(
         rule="tpx_backend_unavailable",
         status="failed_sandbox",
-        summary=(f"the tpx backend could not load inside the sandbox ({diag.message.splitlines()[0][:300]}); "
+        summary=(f"the tpx backend could not load inside the sandbox ({diag.first_line[:300]}); "
                  "this is the environment, not the code: check `ferry doctor` and the backend's build cache"),
     )
 

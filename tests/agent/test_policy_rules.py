@@ -112,6 +112,16 @@ def test_oom_is_a_human_decision_with_figures(tmp_path):
     assert "requested 2.00 GiB" in v.summary and "capacity 16.00 GiB" in v.summary and "m.py:1" in v.summary
 
 
+def test_verdicts_quote_the_first_line_of_the_message(tmp_path):
+    ctx = _ctx(tmp_path, {"m.py": "import torch\n"})
+    v = propose(_diag("missing_cuda_package", "m.py", 1, "No module named 'apex'\nTraceback follows"), ctx)
+    assert isinstance(v, Verdict) and "m.py:1 (No module named 'apex')" in v.summary and "Traceback" not in v.summary
+    v = propose(_diag("import_error", "m.py", 1, ""), ctx)  # no message: the summary still says where
+    assert isinstance(v, Verdict) and v.rule == "environment_error" and v.summary.startswith("TypeError at m.py:1: ")
+    v = propose(_diag("tpx_oom", "m.py", 1, "out of memory\nwhile allocating"), ctx)  # no figures: the first line
+    assert isinstance(v, Verdict) and "m.py:1 (out of memory)" in v.summary
+
+
 def test_unknown_signature_has_no_rule(tmp_path):
     ctx = _ctx(tmp_path, {"m.py": "import torch\n"})
     assert propose(_diag("other", "m.py", 1, "ValueError: boom"), ctx) is None
