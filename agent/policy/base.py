@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from agent.materialise import current_text
+from agent.policy.edits import parse
 from tools.patch import file_diff
 
 logger = logging.getLogger(__name__)
@@ -110,3 +111,16 @@ def make_proposal(ctx: FixContext, *, rule: str, kind: EditKind, reason: str, si
     if not changed:
         return None
     return Proposal(rule=rule, kind=kind, reason=reason, site=site, files=changed, diff="".join(diffs))
+
+
+def first_site_fix(ctx: FixContext, diag: Diagnosis, *, rule: str, fix: Callable[[Frame, str], str | None],
+                   reason: Callable[[str], str]) -> Proposal | None:
+    """A policy proposal for the first untried site of ``diag`` (deepest first) where ``fix(frame, text)``
+    gives a changed file that still parses; ``reason(site)`` says why. None when no site can be fixed."""
+    for frame, site, text in ctx.untried_sites(rule, diag):
+        new = fix(frame, text)
+        if new is None or new == text or parse(new, frame.file) is None:
+            continue
+        return make_proposal(ctx, rule=rule, kind="policy", site=site, new_files={frame.file: new},
+                             reason=reason(site))
+    return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import logging
 
-from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal
+from agent.policy.base import Diagnosis, FixContext, Proposal, first_site_fix
 from agent.policy import edits
 
 logger = logging.getLogger(__name__)
@@ -82,13 +82,8 @@ def _fix(text: str, rel: str, lineno: int) -> str | None:
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     if diag.kind not in KINDS:
         return None
-    for frame, site, text in ctx.untried_sites(RULE, diag):
-        new = _fix(text, frame.file, frame.line)
-        if new is None or new == text or edits.parse(new, frame.file) is None:
-            continue
-        return make_proposal(
-            ctx, rule=RULE, kind="policy", site=site, new_files={frame.file: new},
-            reason=f"mixed devices at {site} ({diag.first_line}): "
-                   "create the tensor on the device it is used with",
-        )
-    return None
+    return first_site_fix(
+        ctx, diag, rule=RULE, fix=lambda frame, text: _fix(text, frame.file, frame.line),
+        reason=lambda site: f"mixed devices at {site} ({diag.first_line}): "
+                            "create the tensor on the device it is used with",
+    )

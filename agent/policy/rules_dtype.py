@@ -6,7 +6,7 @@ import ast
 import logging
 import re
 
-from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal
+from agent.policy.base import Diagnosis, FixContext, Frame, Proposal, first_site_fix
 from agent.policy import edits
 
 logger = logging.getLogger(__name__)
@@ -51,19 +51,17 @@ def _fix_line(text: str, rel: str, lineno: int) -> str | None:
     return None
 
 
+def _fix_site(frame: Frame, text: str) -> str | None:
+    tree = edits.parse(text, frame.file)
+    if tree is None or not edits.imports_torch_as_torch(tree):
+        return None
+    return _fix_line(text, frame.file, frame.line)
+
+
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     if diag.kind not in KINDS:
         return None
-    for frame, site, text in ctx.untried_sites(RULE, diag):  # the deepest user frame first
-        tree = edits.parse(text, frame.file)
-        if tree is None or not edits.imports_torch_as_torch(tree):
-            continue
-        new = _fix_line(text, frame.file, frame.line)
-        if new is None or new == text or edits.parse(new, frame.file) is None:
-            continue
-        return make_proposal(
-            ctx, rule=RULE, kind="policy", site=site, new_files={frame.file: new},
-            reason=(f"tpx has no float64: {diag.exc_type}: {diag.first_line} "
-                    f"-> compute in float32 at {site}"),
-        )
-    return None
+    return first_site_fix(  # the deepest user frame first
+        ctx, diag, rule=RULE, fix=_fix_site,
+        reason=lambda site: f"tpx has no float64: {diag.exc_type}: {diag.first_line} -> compute in float32 at {site}",
+    )

@@ -13,7 +13,7 @@ import logging
 from functools import lru_cache
 from pathlib import Path
 
-from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal
+from agent.policy.base import Diagnosis, FixContext, Proposal, first_site_fix
 from agent.policy import edits
 
 logger = logging.getLogger(__name__)
@@ -75,13 +75,8 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     op = op_short_name(diag.op)
     if diag.kind not in KINDS or op not in fallback_table():
         return None
-    for frame, site, text in ctx.untried_sites(RULE, diag):
-        new = _fix(text, frame.file, frame.line, op)
-        if new is None or new == text or edits.parse(new, frame.file) is None:
-            continue
-        return make_proposal(
-            ctx, rule=RULE, kind="policy", site=site, new_files={frame.file: new},
-            reason=f"tpx does not run {op} natively ({fallback_table()[op]['note']}); strict mode refused it at {site}: "
-                   "run it on the host explicitly and move the result back",
-        )
-    return None
+    return first_site_fix(
+        ctx, diag, rule=RULE, fix=lambda frame, text: _fix(text, frame.file, frame.line, op),
+        reason=lambda site: f"tpx does not run {op} natively ({fallback_table()[op]['note']}); strict mode refused "
+                            f"it at {site}: run it on the host explicitly and move the result back",
+    )
