@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis, FixContext, Frame
 
@@ -134,31 +136,27 @@ def test_backend_that_cannot_load_is_an_environment_failure(tmp_path):
     assert isinstance(v, Verdict) and v.status == "failed_sandbox" and "environment" in v.summary
 
 
-def test_residual_cuda_call_gets_the_catalogue_rewrite_at_that_line(tmp_path):
-    src = ("import torch\n\ndevice = torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')\n\n\n"
-           "def main(local_rank):\n    model = torch.nn.Linear(2, 2).cuda(local_rank)\n    return model\n")
-    ctx = _ctx(tmp_path, {"m.py": src})
-    ctx.workspace = tmp_path
-    p = propose(_diag("other", "m.py", 7, "Invalid device, must be cuda device"), ctx)
+@pytest.mark.parametrize(("src", "message", "expected"), [
+    # the catalogue's rewrite for .cuda(rank), with the module's device variable
+    ("import torch\n\ndevice = torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')\n\n\n"
+     "def main(local_rank):\n    model = torch.nn.Linear(2, 2).cuda(local_rank)\n    return model\n",
+     "Invalid device, must be cuda device", "    model = torch.nn.Linear(2, 2).to(device)"),
+    # torch.cuda.Event: the device-generic table
+    ("import torch\n\ndevice = torch.device('tpx')\n\n\ndef main():\n"
+     "    start = torch.cuda.Event(enable_timing=True)\n    return start\n",
+     "Tried to instantiate dummy base class Event", "    start = torch.Event(enable_timing=True, device=device)"),
+], ids=["cuda_call", "cuda_event"])
+def test_residual_cuda_at_the_failing_line_gets_a_review_rewrite(tmp_path, src, message, expected):
+    ctx = _ctx(tmp_path, {"m.py": src}, workspace=tmp_path)
+    p = propose(_diag("other", "m.py", 7, message), ctx)
     assert isinstance(p, Proposal) and p.rule == "residual_cuda_codemod"
     assert p.kind == "policy"  # a review rewrite, not an automatic catalogue codemod
-    assert _new_line(p, "m.py", 7) == "    model = torch.nn.Linear(2, 2).to(device)"
+    assert _new_line(p, "m.py", 7) == expected
 
 
 def test_other_failure_without_cuda_at_the_line_is_not_a_residual_cuda_call(tmp_path):
-    ctx = _ctx(tmp_path, {"m.py": "import torch\nx = 1 / 0\n"})
-    ctx.workspace = tmp_path
+    ctx = _ctx(tmp_path, {"m.py": "import torch\nx = 1 / 0\n"}, workspace=tmp_path)
     assert propose(_diag("other", "m.py", 2, "ZeroDivisionError"), ctx) is None
-
-
-def test_residual_cuda_event_uses_the_device_generic_table(tmp_path):
-    src = ("import torch\n\ndevice = torch.device('tpx')\n\n\ndef main():\n"
-           "    start = torch.cuda.Event(enable_timing=True)\n    return start\n")
-    ctx = _ctx(tmp_path, {"m.py": src})
-    ctx.workspace = tmp_path
-    p = propose(_diag("other", "m.py", 7, "Tried to instantiate dummy base class Event"), ctx)
-    assert isinstance(p, Proposal) and p.kind == "policy"
-    assert _new_line(p, "m.py", 7) == "    start = torch.Event(enable_timing=True, device=device)"
 
 
 def test_process_group_without_device_backend_gets_one_per_device(tmp_path):
@@ -186,8 +184,7 @@ def test_residual_table_rewrites_every_call_of_that_api_in_the_file(tmp_path):
     src = ("import torch\n\ndevice = torch.device('tpx')\n\n\ndef main():\n"
            "    start = torch.cuda.Event(enable_timing=True)\n    end = torch.cuda.Event(enable_timing=True)\n"
            "    torch.cuda.synchronize()\n    return start, end\n")
-    ctx = _ctx(tmp_path, {"m.py": src})
-    ctx.workspace = tmp_path
+    ctx = _ctx(tmp_path, {"m.py": src}, workspace=tmp_path)
     p = propose(_diag("other", "m.py", 7, "Tried to instantiate dummy base class Event"), ctx)
     lines = p.files["m.py"].splitlines()
     assert lines[6] == "    start = torch.Event(enable_timing=True, device=device)"
