@@ -14,6 +14,16 @@ from tools.parity.compare import compare_dumps
 from tools.parity.models import CompareOptions
 
 
+def _train_with_functional(name: str, replacement, out: Path) -> Path:
+    """The probed training run with ``torch.nn.functional.<name>`` replaced (restored afterwards)."""
+    orig = getattr(F, name)
+    setattr(F, name, replacement)
+    try:
+        return train_probed(out)
+    finally:
+        setattr(F, name, orig)
+
+
 def test_identical_runs_pass(reference_dump: Path, tmp_path: Path) -> None:
     report = compare_dumps(reference_dump, train_probed(tmp_path / "tgt"))
     assert report.verdict == "pass" and report.first_divergence is None
@@ -87,11 +97,7 @@ def test_harmless_summation_reordering_passes(reference_dump: Path, tmp_path: Pa
         out = torch.stack(parts[::-1]).sum(0)
         return out + b if b is not None else out
 
-    F.linear = chunked_linear
-    try:
-        target = train_probed(tmp_path / "tgt")
-    finally:
-        F.linear = orig
+    target = _train_with_functional("linear", chunked_linear, tmp_path / "tgt")
     report = compare_dumps(reference_dump, target)
     assert report.verdict == "pass", report.summary
     assert report.first_divergence is None
@@ -146,19 +152,13 @@ def test_dtype_change_fails_immediately_and_is_named(reference_dump: Path, tmp_p
 
 
 def test_low_precision_reduction_is_attributed_to_reduction_order(reference_dump: Path, tmp_path: Path) -> None:
-    orig = F.layer_norm
-
     def half_accumulating_layer_norm(x, shape, weight=None, bias=None, eps=1e-5):
         # statistics accumulated in bfloat16: a different (worse) reduction, same formula
         mean = x.bfloat16().mean(-1, keepdim=True).float()
         var = (x - mean).bfloat16().pow(2).mean(-1, keepdim=True).float()
         return (x - mean) / torch.sqrt(var + eps) * weight + bias
 
-    F.layer_norm = half_accumulating_layer_norm
-    try:
-        target = train_probed(tmp_path / "tgt")
-    finally:
-        F.layer_norm = orig
+    target = _train_with_functional("layer_norm", half_accumulating_layer_norm, tmp_path / "tgt")
     report = compare_dumps(reference_dump, target)
     div = report.first_divergence
     assert div is not None and div.module == "Model.blocks.0.norm" and div.inputs == "pass", report.summary
