@@ -150,32 +150,14 @@ class ModuleProbe:
         self.call_counts[path] = call + 1
         self.recorder.module_classes.setdefault(path, type(module).__name__)
         if self.config.record_inputs:
-            self.in_hook = True
-            try:
-                for leaf, t in tensor_leaves(args, "in"):
-                    self.recorder.add_tensor(
-                        f"{path}#{call}:{leaf}",
-                        t,
-                        {"kind": "module_input", "module": path, "call": call, "step": self.step, "leaf": leaf},
-                    )
-            finally:
-                self.in_hook = False
+            self._record_leaves(args, "in", "module_input", path, call)
 
     def _post_hook(self, module: torch.nn.Module, args: tuple, output: Any) -> None:
         if self.finished or not self.stack or torch.compiler.is_compiling():
             return
         path = self.stack.pop()
         call = self.call_counts.get(path, 1) - 1
-        self.in_hook = True
-        try:
-            for leaf, t in tensor_leaves(output, "out"):
-                self.recorder.add_tensor(
-                    f"{path}#{call}:{leaf}",
-                    t,
-                    {"kind": "module_output", "module": path, "call": call, "step": self.step, "leaf": leaf},
-                )
-        finally:
-            self.in_hook = False
+        self._record_leaves(output, "out", "module_output", path, call)
         self.recorder.add_marker(
             {"kind": "module_end", "module": path, "call": call, "step": self.step,
              "key": f"{path}#{call}", "class": type(module).__name__}
@@ -183,6 +165,20 @@ class ModuleProbe:
         if not self.stack:
             self._stop_census()
             self._census_done = True
+
+    def _record_leaves(self, value: Any, side: str, kind: str, path: str, call: int) -> None:
+        """Record every tensor leaf of a module call's inputs (``side`` "in") or output ("out"); the
+        census does not count the probe's own ops meanwhile (``in_hook``)."""
+        self.in_hook = True
+        try:
+            for leaf, t in tensor_leaves(value, side):
+                self.recorder.add_tensor(
+                    f"{path}#{call}:{leaf}",
+                    t,
+                    {"kind": kind, "module": path, "call": call, "step": self.step, "leaf": leaf},
+                )
+        finally:
+            self.in_hook = False
 
     def _optimizer_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self.finished:
