@@ -19,6 +19,8 @@ from typing import ClassVar, Literal
 import libcst as cst
 from libcst.metadata import ScopeProvider
 
+from tools.codemods.nodes import cuda_device_string, expr
+
 logger = logging.getLogger(__name__)
 _VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
 _LAST_COMPONENTS: dict[int, tuple[Collection[str], frozenset[str]]] = {}
@@ -232,3 +234,12 @@ class Rule(cst.BatchableCSTVisitor):
     def device_type(self, node: cst.CSTNode) -> str:
         ref = self.device_ref(node)
         return f"{ref}.type" if ref == self.dev else f"({ref}).type"
+
+    def cuda_device_type_arg(self, node: cst.CSTNode, arg: cst.Arg | None, message: str) -> None:
+        """Where ``arg`` (the device-type argument of ``node``) is a "cuda"/"cuda:N" literal, an auto
+        rewrite of it to the target device's type (``device.type``)."""
+        if arg is None or not cuda_device_string(arg.value)[0]:
+            return
+        dtype = self.device_type(node)
+        self.hit(arg.value, message, category="auto", suggestion=dtype,
+                 transform=lambda updated: expr(dtype), needs_device=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -18,6 +19,18 @@ def code(node: cst.CSTNode) -> str:
 
 def expr(text: str) -> cst.BaseExpression:
     return cst.parse_expression(text)
+
+
+def args_code(args: Sequence[cst.Arg]) -> str:
+    """Source text of call arguments exactly as written (their commas, comments and spacing kept)."""
+    return "".join(code(a) for a in args)
+
+
+def args_after(first: str, args: Sequence[cst.Arg]) -> str:
+    """Source of an argument list that puts ``first`` before ``args`` (kept as written): ``first`` alone
+    when there are none."""
+    rest = args_code(args)
+    return f"{first}, {rest}" if rest else first
 
 
 def string_value(node: cst.CSTNode | None) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from tools.codemods.base import Rule
-from tools.codemods.nodes import code, expr, int_value, kwarg, positional, without_kwargs
+from tools.codemods.nodes import args_after, code, expr, int_value, kwarg, positional, without_kwargs
 
 
 class CudaMethod(Rule):
@@ -42,8 +42,7 @@ class CudaMethod(Rule):
             if call.args and (call.args[0].keyword is None or call.args[0].keyword.value == "device"):
                 call = call.with_changes(args=call.args[1:])
             call = without_kwargs(call, {"device"})
-            rest = "".join(code(a) for a in call.args)
-            new = expr(f"_.to({ref}{', ' + rest if rest else ''})")
+            new = expr(f"_.to({args_after(ref, call.args)})")
             assert isinstance(new, cst.Call) and isinstance(new.func, cst.Attribute)
             return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("to")), args=new.args)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from tools.codemods.base import Rule
-from tools.codemods.nodes import code, cuda_device_string, expr, kwarg, positional
+from tools.codemods.nodes import args_after, expr, kwarg, positional
 from tools.codemods.tables import AUTOCAST_CUDA, AUTOCAST_GENERIC
 
 
@@ -29,8 +29,7 @@ class Autocast(Rule):
 
             def transform(updated: cst.CSTNode) -> cst.CSTNode:
                 assert isinstance(updated, cst.Call)
-                rest = "".join(code(a) for a in updated.args)
-                new = expr(f"{torch}.autocast(device_type={dtype}{', ' + rest if rest else ''})")
+                new = expr(f"{torch}.autocast({args_after(f'device_type={dtype}', updated.args)})")
                 return new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
 
             self.hit(node, f"{name} only autocasts CUDA ops", category="auto", transform=transform,
@@ -39,10 +38,8 @@ class Autocast(Rule):
         if self.qname_in(node.func, AUTOCAST_GENERIC) is None:
             return
         pos = positional(node)
-        arg = pos[0] if pos else kwarg(node, "device_type")
-        if arg is not None and cuda_device_string(arg.value)[0]:
-            self.hit(arg.value, 'autocast("cuda") only autocasts CUDA ops', category="auto", suggestion=dtype,
-                     transform=lambda updated: expr(dtype), needs_device=True)
+        self.cuda_device_type_arg(node, pos[0] if pos else kwarg(node, "device_type"),
+                                  'autocast("cuda") only autocasts CUDA ops')
 
 
 RULE = Autocast

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from tools.codemods.base import Rule
-from tools.codemods.nodes import code, cuda_device_string, expr, kwarg, positional
+from tools.codemods.nodes import args_after, expr, kwarg, positional
 from tools.codemods.tables import GRADSCALER_CUDA, GRADSCALER_GENERIC
 
 
@@ -23,8 +23,7 @@ class GradScaler(Rule):
         if name is not None:
             def transform(updated: cst.CSTNode) -> cst.CSTNode:
                 assert isinstance(updated, cst.Call)
-                rest = "".join(code(a) for a in updated.args)
-                return expr(f"{torch}.amp.GradScaler({dtype}{', ' + rest if rest else ''})")
+                return expr(f"{torch}.amp.GradScaler({args_after(dtype, updated.args)})")
 
             self.hit(node, f"{name} scales CUDA gradients only", category="auto", transform=transform,
                      suggestion=f"{torch}.amp.GradScaler({dtype}, ...)", needs_device=True)
@@ -32,10 +31,7 @@ class GradScaler(Rule):
         if self.qname_in(node.func, GRADSCALER_GENERIC) is None:
             return
         pos = positional(node)
-        arg = pos[0] if pos else kwarg(node, "device")
-        if arg is not None and cuda_device_string(arg.value)[0]:
-            self.hit(arg.value, 'GradScaler("cuda") targets CUDA', category="auto", suggestion=dtype,
-                     transform=lambda updated: expr(dtype), needs_device=True)
+        self.cuda_device_type_arg(node, pos[0] if pos else kwarg(node, "device"), 'GradScaler("cuda") targets CUDA')
 
 
 RULE = GradScaler

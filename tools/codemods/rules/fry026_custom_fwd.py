@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from tools.codemods.base import Rule
-from tools.codemods.nodes import code, cuda_device_string, expr, kwarg
+from tools.codemods.nodes import args_after, expr, kwarg
 from tools.codemods.tables import CUSTOM_AUTOGRAD_CUDA
 
 _GENERIC = frozenset(CUSTOM_AUTOGRAD_CUDA.values())
@@ -29,17 +29,14 @@ class CustomFwd(Rule):
 
             def transform(updated: cst.CSTNode) -> cst.CSTNode:
                 assert isinstance(updated, cst.Decorator)
-                rest = "".join(code(a) for a in updated.decorator.args) if isinstance(updated.decorator, cst.Call) else ""
-                return updated.with_changes(decorator=expr(f"{target}(device_type={dtype}{', ' + rest if rest else ''})"))
+                args = updated.decorator.args if isinstance(updated.decorator, cst.Call) else ()
+                return updated.with_changes(decorator=expr(f"{target}({args_after(f'device_type={dtype}', args)})"))
 
             self.hit(node, f"{name} is CUDA-only", category="auto", transform=transform,
                      suggestion=f"@{target}(device_type={dtype})", needs_device=True)
             return
         if isinstance(deco, cst.Call) and self.qname_in(deco.func, _GENERIC):
-            arg = kwarg(deco, "device_type")
-            if arg is not None and cuda_device_string(arg.value)[0]:
-                self.hit(arg.value, 'custom_fwd(device_type="cuda")', category="auto", suggestion=dtype,
-                         transform=lambda updated: expr(dtype), needs_device=True)
+            self.cuda_device_type_arg(node, kwarg(deco, "device_type"), 'custom_fwd(device_type="cuda")')
 
 
 RULE = CustomFwd

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from tools.codemods.base import Rule
-from tools.codemods.nodes import cuda_device_string, expr, kwarg, positional
+from tools.codemods.nodes import kwarg, positional
 from tools.codemods.tables import DEVICE_MESH
 
 
@@ -20,12 +20,7 @@ class DeviceMesh(Rule):
         if self.qname_in(node.func, DEVICE_MESH) is None:
             return
         pos = positional(node)
-        arg = pos[0] if pos else kwarg(node, "device_type")
-        if arg is None or not cuda_device_string(arg.value)[0]:
-            return
-        dtype = self.device_type(node)
-        self.hit(arg.value, "device mesh pinned to CUDA", category="auto", suggestion=dtype,
-                 transform=lambda updated: expr(dtype), needs_device=True)
+        self.cuda_device_type_arg(node, pos[0] if pos else kwarg(node, "device_type"), "device mesh pinned to CUDA")
 
 
 RULE = DeviceMesh
