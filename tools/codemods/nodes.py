@@ -26,6 +26,15 @@ def args_code(args: Sequence[cst.Arg]) -> str:
     return "".join(code(a) for a in args)
 
 
+def args_then(args: Sequence[cst.Arg], more: str) -> str:
+    """Source of ``args`` (kept as written) followed by ``more``; a trailing comma after the last
+    argument (``f(2, 3,)``) is dropped so that the result stays valid."""
+    if not args:
+        return more
+    last = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return f"{args_code([*args[:-1], last])}, {more}"
+
+
 def args_after(first: str, args: Sequence[cst.Arg]) -> str:
     """Source of an argument list that puts ``first`` before ``args`` (kept as written): ``first`` alone
     when there are none."""

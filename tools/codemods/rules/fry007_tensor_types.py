@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from tools.codemods.base import Rule
-from tools.codemods.nodes import args_code, code, expr, positional, string_value
+from tools.codemods.nodes import args_then, code, expr, positional, string_value
 from tools.codemods.tables import TENSOR_TYPES
 
 _TYPE_STRINGS = {name: dtype for name, dtype in TENSOR_TYPES.items()}
@@ -44,7 +44,7 @@ class TensorTypes(Rule):
 
             def transform(updated: cst.CSTNode) -> cst.CSTNode:
                 assert isinstance(updated, cst.Call)
-                return expr(f"{torch}.{factory}({args_code(updated.args)}, dtype={dtype}, device={ref})")
+                return expr(f"{torch}.{factory}({args_then(updated.args, f'dtype={dtype}, device={ref}')})")
 
             self.hit(node, f"{name} allocates on CUDA", category="auto", transform=transform,
                      suggestion=f"{torch}.{factory}(..., dtype={dtype}, device={ref})", needs_device=True)
