@@ -150,8 +150,24 @@ def test_pytest_in_the_sandbox_does_not_load_ferrys_own_plugins(tmp_path: Path):
         "import sys\n\n\ndef test_plugins(pytestconfig):\n"
         f"    for name in {FERRY_ONLY_PYTEST_PLUGINS!r}:\n"
         "        assert not pytestconfig.pluginmanager.has_plugin(name), name\n"
-        "    assert 'langsmith' not in sys.modules\n"
+        "    assert 'langsmith' not in sys.modules and 'hypothesis' not in sys.modules\n"
         "    assert pytestconfig.pluginmanager.has_plugin('junitxml')\n"
+    )
+    res = run(RunRequest(path=src, command="python -m pytest -q", device="cpu", artifacts_dir=tmp_path / "a", timeout_s=120))
+    assert res.status == "ok", res.stdout_tail + res.stderr_tail
+    assert "1 passed" in res.stdout_tail
+
+
+def test_a_project_that_imports_hypothesis_keeps_its_pytest_plugin(tmp_path: Path):
+    pytest.importorskip("hypothesis")
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "test_h.py").write_text(
+        "from hypothesis import given, strategies as st\n\n\n@given(st.integers())\n"
+        "def test_ints(pytestconfig, n):\n"
+        "    assert pytestconfig.pluginmanager.has_plugin('hypothesispytest')\n"
+        "    assert not pytestconfig.pluginmanager.has_plugin('langsmith_plugin')\n"
+        "    assert isinstance(n, int)\n"
     )
     res = run(RunRequest(path=src, command="python -m pytest -q", device="cpu", artifacts_dir=tmp_path / "a", timeout_s=120))
     assert res.status == "ok", res.stdout_tail + res.stderr_tail

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -15,8 +17,45 @@ logger = logging.getLogger(__name__)
 CHILD_DIR = Path(__file__).resolve().parent / "child"  # holds the sitecustomize bootstrap
 
 # pytest plugins that reach a sandboxed pytest only because the child runs on Ferry's interpreter
-# (langsmith comes with langgraph): never the user's, and langsmith's costs seconds at every start.
-FERRY_ONLY_PYTEST_PLUGINS = ("langsmith_plugin",)
+# (langsmith comes with langgraph, hypothesis with Ferry's dev extra): plugin name -> the package.
+# Each costs seconds at every pytest start; it is blocked unless the user's code imports the
+# package itself (then the user's tests may rely on it).
+FERRY_ONLY_PYTEST_PLUGINS = {"langsmith_plugin": "langsmith", "hypothesispytest": "hypothesis"}
+_SKIP_DIRS = {".git", ".hg", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages", ".tox"}
+_MAX_FILES = 5000
+_MAX_BYTES = 1 << 20
+
+
+def imports_anywhere(root: Path, packages: set[str]) -> set[str]:
+    """Which of ``packages`` some .py file under ``root`` imports (a cheap textual check,
+    bounded to the first few thousand files)."""
+    pattern = re.compile(rb"^\s*(?:import|from)\s+(" + b"|".join(re.escape(p.encode()) for p in sorted(packages))
+                         + rb")\b", re.M)
+    found: set[str] = set()
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
+        for name in filenames:
+            if not name.endswith(".py"):
+                continue
+            seen += 1
+            if seen > _MAX_FILES:
+                return found | packages  # too big to read: assume the user may need them all
+            try:
+                with open(os.path.join(dirpath, name), "rb") as fh:
+                    data = fh.read(_MAX_BYTES)
+            except OSError:
+                continue
+            found.update(m.group(1).decode() for m in pattern.finditer(data))
+            if found >= packages:
+                return found
+    return found
+
+
+def pytest_plugin_blocks(workspace: Path) -> str:
+    """``-p no:NAME`` for each Ferry-only pytest plugin the workspace's code does not import."""
+    used = imports_anywhere(workspace, set(FERRY_ONLY_PYTEST_PLUGINS.values()))
+    return " ".join(f"-p no:{name}" for name, pkg in FERRY_ONLY_PYTEST_PLUGINS.items() if pkg not in used)
 
 
 @lru_cache(maxsize=1)
@@ -78,6 +117,5 @@ def child_env(
     if profile_dir is not None:
         env["FERRY_PROFILE_DIR"] = str(profile_dir)
     if junit_xml is not None:
-        blocked = " ".join(f"-p no:{name}" for name in FERRY_ONLY_PYTEST_PLUGINS)
-        env["PYTEST_ADDOPTS"] = f"--junit-xml={junit_xml} -p no:cacheprovider {blocked}"
+        env["PYTEST_ADDOPTS"] = f"--junit-xml={junit_xml} -p no:cacheprovider {pytest_plugin_blocks(workspace)}".rstrip()
     return env
