@@ -42,21 +42,33 @@ def rewritten_texts(result: dict[str, Any], root_prefix: str | None = None) -> d
     return out
 
 
-def _review_rewrite(ctx: FixContext, rel: str, line: int, text: str) -> str | None:
-    """Apply the scanner's proposed rewrite of a review finding that starts on ``line``."""
+def _review_rewrite(ctx: FixContext, rel: str, line: int, text: str) -> tuple[str, int] | None:
+    """Apply the scanner's proposed rewrite of a review finding that starts on ``line``, and of every
+    other review finding of the same rule in the file whose span is a CUDA call too: on a device
+    without CUDA they would each fail the same way, one target run later. Returns the new text and
+    how many sites it changed."""
     report = toolbox.scan(ctx.workspace / rel)  # type: ignore[operator]
-    for f in report.get("findings") or []:
-        if f.get("line") != line or not f.get("rewrite") or f.get("category") == "unsupported":
-            continue
-        new_src = f["rewrite"].split("  #")[0].rstrip()
-        lines = edits.lines_of(text)
+    lines = edits.lines_of(text)
+
+    def span(f: dict[str, Any]) -> tuple[int, int]:
         start = sum(len(x) for x in lines[: f["line"] - 1]) + f["col"] - 1
         end = sum(len(x) for x in lines[: f["end_line"] - 1]) + f["end_col"] - 1
-        if not CUDA_AT_LINE.search(text[start:end]):
-            continue  # the span must be the CUDA call itself
-        new = text[:start] + new_src + text[end:]
-        if edits.parse(new, rel) is not None:
-            return new
+        return start, end
+
+    candidates = [f for f in report.get("findings") or []
+                  if f.get("rewrite") and f.get("category") != "unsupported" and CUDA_AT_LINE.search(text[slice(*span(f))])]
+    for trigger in (f for f in candidates if f.get("line") == line):
+        same = [f for f in candidates if f.get("rule_id") == trigger.get("rule_id")]
+        for group in (same, [trigger]):  # all sites of the rule; the trigger alone if that does not parse
+            new, taken = text, []
+            for f in sorted(group, key=span, reverse=True):  # last first: earlier offsets stay valid
+                start, end = span(f)
+                if any(start < t_end and t_start < end for t_start, t_end in taken):
+                    continue  # overlaps a site already rewritten
+                new = new[:start] + f["rewrite"].split("  #")[0].rstrip() + new[end:]
+                taken.append((start, end))
+            if edits.parse(new, rel) is not None:
+                return new, len(taken)
     return None
 
 
@@ -115,16 +127,21 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
             continue
         result = toolbox.rewrite(ctx.workspace, device=ctx.device_mode, files=[frame.file], lines={frame.file: [frame.line]})
         new = rewritten_texts(result, str(ctx.workspace)).get(frame.file)
-        kind = "codemod"
+        kind, what = "codemod", "the catalogue codemod at that line"
         if new is None:
-            new = _review_rewrite(ctx, frame.file, frame.line, text) or _table_rewrite(frame.file, frame.line, text)
             kind = "policy"
+            reviewed = _review_rewrite(ctx, frame.file, frame.line, text)
+            if reviewed is not None:
+                new, n = reviewed
+                what = "the rewrite proposed for this review finding" + (
+                    f" (and for {n - 1} more like it in {frame.file}, which would fail the same way)" if n > 1 else "")
+            else:
+                new = _table_rewrite(frame.file, frame.line, text)
+                what = "the device-generic equivalent of that CUDA call (every call of it in the file)"
         if new is None or new == text:
             continue
-        first = diag.message.splitlines()[0] if diag.message else "CUDA not available"
         return make_proposal(
             ctx, rule=RULE, kind=kind, site=site, new_files={frame.file: new},
-            reason=(f"CUDA call left at {site} ({first}): applied the catalogue "
-                    + ("codemod" if kind == "codemod" else "rewrite proposed for this review finding") + " at that line"),
+            reason=f"CUDA call left at {site} ({diag.first_line or 'CUDA not available'}): applied {what}",
         )
     return None
