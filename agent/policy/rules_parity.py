@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 
 from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal
@@ -13,18 +12,16 @@ logger = logging.getLogger(__name__)
 RULE = "matmul_precision_highest"
 KINDS = ("parity_failed",)
 LINE = 'torch.set_float32_matmul_precision("highest")  # tpx: full fp32 matmuls (parity with the reference)\n'
-MATMUL_HINTS = ("matmul", "precision", "linear", "bf16", "bfloat16", "conv", "addmm", "bmm")
 
 
 def attributed_to_matmul(parity: dict) -> bool:
-    """Whether the parity report points at matmul precision (or names no cause at all)."""
-    cause = json.dumps(
-        {k: v for k, v in parity.items() if any(w in k for w in ("cause", "likely", "suspect", "first_divergent", "diverg", "attribution", "op_class"))},
-        default=str,
-    ).lower()
-    if not cause.strip("{} "):
-        return True  # no attribution given: matmul precision is the first thing to rule out on tpx
-    return any(h in cause for h in MATMUL_HINTS)
+    """Whether the parity report (``tools.parity.models.ParityReport`` as JSON) blames matmul
+    precision: its first divergence's ``likely_cause`` says so, or no module was localised at all
+    (then matmul precision is the first thing to rule out on tpx, whose default is bf16)."""
+    first = parity.get("first_divergence")
+    if not isinstance(first, dict):
+        return True
+    return first.get("likely_cause") == "matmul_precision"
 
 
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:

@@ -88,7 +88,7 @@ def test_parity_failure_sets_matmul_precision_at_entry(tmp_path):
     src = '"""doc"""\n\nimport argparse\n\nimport torch\n\n\ndef main():\n    pass\n'
     ctx = _ctx(tmp_path, {"train.py": src}, entry_file="train.py")
     d = Diagnosis(phase="parity", kind="parity_failed",
-                  details={"parity": {"passed": False, "first_divergent": {"name": "net.0", "likely_cause": "matmul precision"}}})
+                  details={"parity": {"verdict": "fail", "first_divergence": {"module": "net.0", "likely_cause": "matmul_precision"}}})
     p = propose(d, ctx)
     assert isinstance(p, Proposal) and p.rule == "matmul_precision_highest"
     lines = p.files["train.py"].splitlines()
@@ -99,11 +99,22 @@ def test_parity_failure_sets_matmul_precision_at_entry(tmp_path):
     assert propose(d, ctx2) is None
 
 
-def test_parity_failure_blamed_on_something_else_is_not_matmul(tmp_path):
+@pytest.mark.parametrize("cause", ["reduction_order", "computation", "dtype", "cpu_fallback"])
+def test_parity_failure_blamed_on_something_else_is_not_matmul(tmp_path, cause):
     ctx = _ctx(tmp_path, {"train.py": "import torch\n"}, entry_file="train.py")
+    # the explanation may well mention precision words: only the attributed cause counts
     d = Diagnosis(phase="parity", kind="parity_failed",
-                  details={"parity": {"passed": False, "first_divergent": {"name": "net.3", "likely_cause": "reduction order"}}})
+                  details={"parity": {"verdict": "fail", "first_divergence": {
+                      "module": "net.3", "likely_cause": cause,
+                      "explanation": "inputs agree; the output differs beyond float32 precision (bf16 linear?)"}}})
     assert propose(d, ctx) is None
+
+
+def test_unlocalised_parity_failure_tries_matmul_precision_first(tmp_path):
+    ctx = _ctx(tmp_path, {"train.py": "import torch\n"}, entry_file="train.py")
+    d = Diagnosis(phase="parity", kind="parity_failed", details={"parity": {"verdict": "fail", "first_divergence": None}})
+    p = propose(d, ctx)
+    assert isinstance(p, Proposal) and p.rule == "matmul_precision_highest"
 
 
 def test_oom_is_a_human_decision_with_figures(tmp_path):
