@@ -139,36 +139,35 @@ def test_pytest_run_reports_per_test_outcomes(tmp_path: Path):
     assert res.trace.location == "test_m.py:6"
 
 
-def test_pytest_in_the_sandbox_does_not_load_ferrys_own_plugins(tmp_path: Path):
-    """langsmith's pytest plugin rides along with langgraph in Ferry's interpreter; a user's test run
-    must not pay for it (seconds per start) nor see it, while pytest's own plugins stay."""
-    from tools.runner.env import FERRY_ONLY_PYTEST_PLUGINS
-
+def _one_passing_pytest_file(tmp_path: Path, name: str, source: str) -> None:
+    """Run pytest in the sandbox over a project holding just ``name``; its one test must pass."""
     src = tmp_path / "proj"
     src.mkdir()
-    (src / "test_p.py").write_text(
-        "import sys\n\n\ndef test_plugins(pytestconfig):\n"
-        f"    for name in {FERRY_ONLY_PYTEST_PLUGINS!r}:\n"
-        "        assert not pytestconfig.pluginmanager.has_plugin(name), name\n"
-        "    assert 'langsmith' not in sys.modules and 'hypothesis' not in sys.modules\n"
-        "    assert pytestconfig.pluginmanager.has_plugin('junitxml')\n"
-    )
+    (src / name).write_text(source)
     res = run(RunRequest(path=src, command="python -m pytest -q", device="cpu", artifacts_dir=tmp_path / "a", timeout_s=120))
     assert res.status == "ok", res.stdout_tail + res.stderr_tail
     assert "1 passed" in res.stdout_tail
+
+
+def test_pytest_in_the_sandbox_does_not_load_ferrys_own_plugins(tmp_path: Path):
+    """langsmith's (langgraph's) and hypothesis's (the dev extra's) pytest plugins ride along in
+    Ferry's interpreter; a user's test run that does not use them must not pay for them (seconds per
+    start) nor see them, while pytest's own plugins stay."""
+    from tools.runner.env import FERRY_ONLY_PYTEST_PLUGINS
+
+    _one_passing_pytest_file(tmp_path, "test_p.py", (
+        "import sys\n\n\ndef test_plugins(pytestconfig):\n"
+        f"    for name in {list(FERRY_ONLY_PYTEST_PLUGINS)!r}:\n"
+        "        assert not pytestconfig.pluginmanager.has_plugin(name), name\n"
+        "    assert 'langsmith' not in sys.modules and 'hypothesis' not in sys.modules\n"
+        "    assert pytestconfig.pluginmanager.has_plugin('junitxml')\n"))
 
 
 def test_a_project_that_imports_hypothesis_keeps_its_pytest_plugin(tmp_path: Path):
     pytest.importorskip("hypothesis")
-    src = tmp_path / "proj"
-    src.mkdir()
-    (src / "test_h.py").write_text(
+    _one_passing_pytest_file(tmp_path, "test_h.py", (
         "from hypothesis import given, strategies as st\n\n\n@given(st.integers())\n"
         "def test_ints(pytestconfig, n):\n"
         "    assert pytestconfig.pluginmanager.has_plugin('hypothesispytest')\n"
         "    assert not pytestconfig.pluginmanager.has_plugin('langsmith_plugin')\n"
-        "    assert isinstance(n, int)\n"
-    )
-    res = run(RunRequest(path=src, command="python -m pytest -q", device="cpu", artifacts_dir=tmp_path / "a", timeout_s=120))
-    assert res.status == "ok", res.stdout_tail + res.stderr_tail
-    assert "1 passed" in res.stdout_tail
+        "    assert isinstance(n, int)\n"))
