@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -98,3 +99,37 @@ def test_a_broken_original_ends_the_migration_side_by_side_or_not(tmp_path: Path
     else:
         assert nodes.index("target_run") > nodes.index("rewrite")  # the target run went on meanwhile
     assert (repo / "prog.py").read_text() == BROKEN
+
+
+_progs_spec = importlib.util.spec_from_file_location("agent_test_programs_bg", Path(__file__).with_name("programs.py"))
+programs = importlib.util.module_from_spec(_progs_spec)
+_progs_spec.loader.exec_module(programs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parallel", ["1", "4"])
+def test_tests_go_beside_the_target_run_and_stale_ones_are_dropped(tmp_path: Path, parallel: str):
+    """With cores to spare the tests start beside each target run; the ones started beside the
+    failing first run (float64 on tpx) are dropped (cancelled, or finished and ignored: they ran old
+    code) and never counted, and the migration ends the same way as with everything in order."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "prog.py").write_text(programs.POLICY_PROGRAM)
+    (repo / "tests" / "test_prog.py").write_text(
+        "import torch\n\n\ndef test_on_the_device():\n    assert torch.ones(2, device='tpx').sum().item() == 2\n")
+    sdir = tmp_path / "state"
+    env = {**__import__("os").environ, background.PARALLEL_ENV: parallel}
+    res = subprocess.run([sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py",
+                          "--test", "python -m pytest -q tests", "--json", "--state-dir", str(sdir), "--id", "side"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    out = json.loads(res.stdout)
+    assert out["status"] == "migrated", (out["summary"], res.stderr[-2000:])
+    state = load("side", sdir)
+    kinds = [r["kind"] for r in state["runs"]]
+    assert kinds.count("tests") == 1 and kinds.count("target") == 2 and kinds.count("reference") == 1
+    assert all(r["status"] == "ok" for r in state["runs"] if r["kind"] != "target") and state["runs"][-1]["kind"] == "tests"
+    tests_step = [s for s in state["steps"] if s["node"] == "tests"][-1]["summary"]
+    assert ("beside the target run" in tests_step) == (parallel == "4")
+    if parallel == "4":  # the counted tests ran on the fixed code (iteration 1), beside its target run
+        tests_1 = sdir / "artifacts" / "side" / "tests-1" / "result.json"
+        assert json.loads(tests_1.read_text())["status"] == "ok"
