@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,21 @@ def test_parallel_limit_follows_the_environment(monkeypatch):
     assert background.parallel_limit() >= 1  # falls back to the core count, with a warning
 
 
+def _migrate_with_tests(tmp_path: Path, program: str, tests: str, parallel: str, mid: str) -> tuple[Path, Path, dict, str]:
+    """``ferry migrate`` of a repo holding ``prog.py`` and ``tests/test_a.py``, with
+    FERRY_PARALLEL_RUNS=``parallel``; returns (repo, state dir, the JSON result, stderr)."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "prog.py").write_text(program)
+    (repo / "tests" / "test_a.py").write_text(tests)
+    sdir = tmp_path / "state"
+    env = {**os.environ, background.PARALLEL_ENV: parallel}
+    res = subprocess.run([sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py",
+                          "--test", "python -m pytest -q tests", "--json", "--state-dir", str(sdir), "--id", mid],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    return repo, sdir, json.loads(res.stdout), res.stderr
+
+
 BROKEN = "import torch\nx = torch.ones(3).cuda()\nraise RuntimeError('the original program is broken')\n"
 TESTS = "def test_ok():\n    assert True\n"
 
@@ -77,17 +93,8 @@ TESTS = "def test_ok():\n    assert True\n"
 def test_a_broken_original_ends_the_migration_side_by_side_or_not(tmp_path: Path, parallel: str):
     """The reference run goes on beside the rewrite and target run (or not, FERRY_PARALLEL_RUNS=1);
     either way a failing original ends the migration with needs_human, naming the cause."""
-    repo = tmp_path / "repo"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "prog.py").write_text(BROKEN)
-    (repo / "tests" / "test_a.py").write_text(TESTS)
-    sdir = tmp_path / "state"
-    env = {**__import__("os").environ, background.PARALLEL_ENV: parallel}
-    res = subprocess.run([sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py",
-                          "--test", "python -m pytest -q tests", "--json", "--state-dir", str(sdir), "--id", "broken"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
-    out = json.loads(res.stdout)
-    assert out["status"] == "needs_human", res.stderr[-2000:]
+    repo, sdir, out, stderr = _migrate_with_tests(tmp_path, BROKEN, TESTS, parallel, "broken")
+    assert out["status"] == "needs_human", stderr[-2000:]
     assert "does not run with CUDA redirected to CPU" in out["summary"]
     assert "the original program is broken" in out["summary"]
     state = load("broken", sdir)
@@ -112,18 +119,9 @@ def test_tests_go_beside_the_target_run_and_stale_ones_are_dropped(tmp_path: Pat
     """With cores to spare the tests start beside each target run; the ones started beside the
     failing first run (float64 on tpx) are dropped (cancelled, or finished and ignored: they ran old
     code) and never counted, and the migration ends the same way as with everything in order."""
-    repo = tmp_path / "repo"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "prog.py").write_text(programs.POLICY_PROGRAM)
-    (repo / "tests" / "test_prog.py").write_text(
-        "import torch\n\n\ndef test_on_the_device():\n    assert torch.ones(2, device='tpx').sum().item() == 2\n")
-    sdir = tmp_path / "state"
-    env = {**__import__("os").environ, background.PARALLEL_ENV: parallel}
-    res = subprocess.run([sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py",
-                          "--test", "python -m pytest -q tests", "--json", "--state-dir", str(sdir), "--id", "side"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
-    out = json.loads(res.stdout)
-    assert out["status"] == "migrated", (out["summary"], res.stderr[-2000:])
+    tests = "import torch\n\n\ndef test_on_the_device():\n    assert torch.ones(2, device='tpx').sum().item() == 2\n"
+    _, sdir, out, stderr = _migrate_with_tests(tmp_path, programs.POLICY_PROGRAM, tests, parallel, "side")
+    assert out["status"] == "migrated", (out["summary"], stderr[-2000:])
     state = load("side", sdir)
     kinds = [r["kind"] for r in state["runs"]]
     assert kinds.count("tests") == 1 and kinds.count("target") == 2 and kinds.count("reference") == 1
