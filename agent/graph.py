@@ -236,9 +236,17 @@ def drive(app: Any, payload: Any, migration_id: str, progress: ProgressFn | None
 
 
 def snapshot(app: Any, migration_id: str) -> dict[str, Any]:
-    """The saved state plus ``pending`` (the next nodes) and ``interrupts`` (waiting questions)."""
+    """The saved state plus ``pending`` (the nodes still to run or finish) and ``interrupts``
+    (waiting questions).
+
+    When Ferry or the checkpoint store died after a node's writes were saved but before the next
+    checkpoint, LangGraph lists no next node although the graph has not ended (no status yet);
+    those nodes are reported as pending: driving the graph again applies their writes and goes on.
+    """
     st = app.get_state(config_for(migration_id))
     values = dict(st.values or {})
     values["pending"] = list(st.next or ())
+    if not values["pending"] and values.get("migration_id") and values.get("status") is None:
+        values["pending"] = [t.name for t in (st.tasks or ())]
     values["interrupts"] = [i.value for t in (st.tasks or ()) for i in (getattr(t, "interrupts", ()) or ())]
     return values

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
+import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from langgraph.types import Command
 
@@ -19,6 +21,32 @@ logger = logging.getLogger(__name__)
 
 class UnknownMigration(LookupError):
     """No checkpoint exists for this migration id in this state store."""
+
+
+def _store_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [sqlite3.Error]
+    try:
+        import psycopg
+
+        errors.append(psycopg.Error)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+@contextlib.contextmanager
+def _store_guard(migration_id: str, sdir: Path) -> Iterator[None]:
+    """A checkpoint store that fails mid-migration (Postgres server gone, disk full) ends the run
+    with a clear message instead of a driver traceback; every step checkpointed before is kept."""
+    from agent.errors import ToolUnavailable
+
+    try:
+        yield
+    except _store_errors() as exc:
+        raise ToolUnavailable(
+            f"the checkpoint store ({describe_store(sdir)}) failed during migration {migration_id}: "
+            f"{' '.join(str(exc).split())[:300]}. The steps checkpointed before are kept: bring the store back "
+            f"and run `ferry resume {migration_id}`") from exc
 
 
 def new_migration_id() -> str:
@@ -39,7 +67,8 @@ def start(opts: MigrationOptions, *, migration_id: str | None = None, progress: 
         app = build_graph().compile(checkpointer=saver)
         if app.get_state({"configurable": {"thread_id": migration_id}}).values:
             raise ValueError(f"migration {migration_id} already exists; use `ferry resume {migration_id}`")
-        return drive(app, initial_state(migration_id, opts), migration_id, progress)
+        with _store_guard(migration_id, sdir):
+            return drive(app, initial_state(migration_id, opts), migration_id, progress)
 
 
 def resume(migration_id: str, sdir: str | Path | None, *, answer: dict[str, Any] | None = None,
@@ -53,10 +82,12 @@ def resume(migration_id: str, sdir: str | Path | None, *, answer: dict[str, Any]
         if current["interrupts"]:
             if answer is None:
                 return current  # still waiting for a decision
-            return drive(app, Command(resume=answer), migration_id, progress)
+            with _store_guard(migration_id, state_dir(sdir)):
+                return drive(app, Command(resume=answer), migration_id, progress)
         if not current["pending"]:
             return current  # already finished
-        return drive(app, None, migration_id, progress)
+        with _store_guard(migration_id, state_dir(sdir)):
+            return drive(app, None, migration_id, progress)
 
 
 def load(migration_id: str, sdir: str | Path | None) -> dict[str, Any]:

@@ -108,6 +108,16 @@ class PgServer:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
 
+    def crash(self) -> None:
+        """Stop the server the hard way (as a crash would), keeping its data for ``restart``."""
+        self._pg("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "-t", "60", "stop", timeout=90)
+
+    def restart(self) -> None:
+        """Start the crashed server again on the same port and data."""
+        opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} {SERVER_OPTIONS}"
+        self._pg("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", opts, "-w", "-t", "120", "start",
+                 timeout=180)
+
     def _drop_root(self) -> None:
         """Postgres will not run as root: run it as an unprivileged user owning the directory."""
         setpriv = shutil.which("setpriv")

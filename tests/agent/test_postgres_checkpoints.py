@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -278,3 +279,51 @@ def test_missing_postgres_extra_is_tool_unavailable(tmp_path):
     assert "langgraph-checkpoint-postgres / psycopg is not installed" in res.stderr
     assert "install Ferry's 'postgres' extra" in res.stderr and "Traceback" not in res.stderr
     assert not (sdir / "checkpoints.sqlite").exists()
+
+
+@pytest.mark.slow
+def test_server_dying_mid_migration_is_a_clear_stop_and_resume_finishes(tmp_path):
+    """The Postgres server crashes while a migration runs: `ferry migrate` stops with exit 2 and a
+    message naming the store and the resume command (no driver traceback); once the server is
+    back, `ferry resume` finishes from the last checkpoint."""
+    bin_dir = pg_server.find_bin_dir()
+    if bin_dir is None:
+        pg_server.skip_or_fail("PostgreSQL server binaries not found; install Debian's postgresql package")
+    server = pg_server.PgServer(bin_dir)  # its own cluster: the session's server keeps serving the others
+    server.start()
+    try:
+        url = server.create_database("dying")
+        repo = _repo(tmp_path, POLICY)
+        sdir = tmp_path / "state"
+        mid = "pg-dies"
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py",
+                                 "--json", "--state-dir", str(sdir), "--id", mid, "--out", str(tmp_path / "out")],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(url))
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if "rewrite" in programs.steps(_load(url, mid, sdir)):
+                    break
+            except Exception:  # not checkpointed yet (unknown id), or the read raced a write
+                pass
+            time.sleep(0.3)
+        assert proc.poll() is None, "the migration ended before the server could be stopped"
+        server.crash()
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 2, out[-2000:] + err[-3000:]
+        assert "the checkpoint store (the Postgres database" in err
+        assert f"run `ferry resume {mid}`" in err
+        assert "Traceback" not in err
+
+        server.restart()
+        stopped = _load(url, mid, sdir)
+        assert stopped["status"] is None and stopped["pending"], "a stopped migration must show work left"
+        res = _ferry(url, "resume", mid, "--state-dir", str(sdir), "--json")
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        assert json.loads(res.stdout)["status"] == "migrated"
+        steps = programs.steps(_load(url, mid, sdir))
+        for node in ("ingest", "reference_run", "scan", "plan", "rewrite"):
+            assert steps.count(node) == 1, f"{node} ran {steps.count(node)} times: {steps}"
+        assert (repo / "prog.py").read_text() == POLICY
+    finally:
+        server.stop()
