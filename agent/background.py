@@ -150,11 +150,12 @@ def spare_cores() -> int:
 
 
 _prewarm_started = False
+_prewarm_thread: threading.Thread | None = None
 
 
 def prewarm(modules: tuple[str, ...] = PREWARM_MODULES) -> None:
     """Import ``modules`` on a daemon thread (once per process); failures are left to the real import."""
-    global _prewarm_started
+    global _prewarm_started, _prewarm_thread
     with _lock:
         if _prewarm_started:
             return
@@ -167,7 +168,16 @@ def prewarm(modules: tuple[str, ...] = PREWARM_MODULES) -> None:
             except Exception as exc:  # the node that needs it reports it properly
                 logger.debug("prewarm import of %s failed: %s", name, exc)
 
-    threading.Thread(target=work, name="ferry-prewarm", daemon=True).start()
+    _prewarm_thread = threading.Thread(target=work, name="ferry-prewarm", daemon=True)
+    _prewarm_thread.start()
+
+
+def wait_prewarm() -> None:
+    """Let a prewarm in progress finish before this thread imports the same packages: two threads
+    importing torch at once can meet in its circular imports and see a half-initialised module."""
+    thread = _prewarm_thread
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
 
 
 @atexit.register

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agent import background
 from agent.errors import ToolUnavailable
 
 logger = logging.getLogger(__name__)
@@ -120,6 +121,7 @@ def _has(module: str) -> bool:
 
 
 def compare(ref_dir: Path, target_dir: Path) -> dict[str, Any]:
+    background.wait_prewarm()  # it may be importing torch and the parity tools right now
     mod = _import("tools.parity.compare", "parity")
     options_cls = getattr(mod, "CompareOptions", None)
     if options_cls is None:
@@ -129,5 +131,6 @@ def compare(ref_dir: Path, target_dir: Path) -> dict[str, Any]:
 
 
 def profile_report(profile_dir: Path, repo_root: Path) -> dict[str, Any]:
+    background.wait_prewarm()
     mod = _import("tools.profile.report", "profile")
     return _dump(mod.build_profile_report(Path(profile_dir), Path(repo_root)))
