@@ -44,7 +44,6 @@ PREWARM_MODULES = ("torch", "tools.parity.compare", "tools.profile.report")
 class _Job:
     future: Future
     cancel: threading.Event
-    artifacts: Path
     thread: threading.Thread
 
 
@@ -61,7 +60,7 @@ def _work(fut: Future, fn: RunFn, cancel: threading.Event) -> None:
         fut.set_exception(exc)
 
 
-def start(key: str, artifacts: Path, fn: RunFn) -> bool:
+def start(key: str, fn: RunFn) -> bool:
     """Start ``fn(cancel_event)`` on a worker thread under ``key``; False if one is already running."""
     with _lock:
         job = _jobs.get(key)
@@ -70,7 +69,7 @@ def start(key: str, artifacts: Path, fn: RunFn) -> bool:
         fut: Future = Future()
         cancel = threading.Event()
         thread = threading.Thread(target=_work, args=(fut, fn, cancel), name=f"ferry-bg {key}", daemon=True)
-        _jobs[key] = _Job(fut, cancel, Path(artifacts), thread)
+        _jobs[key] = _Job(fut, cancel, thread)
         thread.start()
     logger.info("background run %s started", key)
     return True

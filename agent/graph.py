@@ -159,7 +159,7 @@ def _postgres_saver(url: str) -> Iterator[Any]:
         conn = psycopg.Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row, **extra)
     except psycopg.Error as exc:
         raise ToolUnavailable(
-            f"cannot connect to the Postgres database {where} named by {DATABASE_URL_ENV}: {_one_line(exc)}; "
+            f"cannot connect to the Postgres database {where} named by {DATABASE_URL_ENV}: {one_line(exc)}; "
             "start the server or fix the URL (postgresql://USER:PASSWORD@HOST:PORT/DBNAME), or unset "
             f"{DATABASE_URL_ENV} to keep checkpoints in SQLite under the state dir") from exc
     with conn:
@@ -168,7 +168,7 @@ def _postgres_saver(url: str) -> Iterator[Any]:
             _setup_postgres(saver, conn)
         except psycopg.Error as exc:
             raise ToolUnavailable(
-                f"cannot create Ferry's checkpoint tables in {where}: {_one_line(exc)}; the user in "
+                f"cannot create Ferry's checkpoint tables in {where}: {one_line(exc)}; the user in "
                 f"{DATABASE_URL_ENV} needs the CREATE privilege on that database") from exc
         logger.debug("checkpoints in Postgres %s", where)
         yield saver
@@ -194,7 +194,8 @@ def _setup_postgres(saver: Any, conn: Any) -> None:
         conn.execute("SELECT pg_advisory_unlock(%s)", (PG_SETUP_LOCK_KEY,))
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (for messages that quote a driver's error)."""
     return " ".join(str(exc).split())
 
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import secrets
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from langgraph.types import Command
 
-from agent.graph import (ProgressFn, build_graph, checkpointer, describe_store, drive, migration_ids, snapshot,
-                         state_dir)
+from agent.graph import (ProgressFn, build_graph, checkpointer, describe_store, drive, migration_ids, one_line,
+                         snapshot, state_dir)
 from agent.state import MigrationOptions
 
 logger = logging.getLogger(__name__)
@@ -34,18 +33,18 @@ def _store_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-@contextlib.contextmanager
-def _store_guard(migration_id: str, sdir: Path) -> Iterator[None]:
-    """A checkpoint store that fails mid-migration (Postgres server gone, disk full) ends the run
-    with a clear message instead of a driver traceback; every step checkpointed before is kept."""
+def _drive(app: Any, payload: Any, migration_id: str, sdir: Path, progress: ProgressFn | None) -> dict[str, Any]:
+    """``graph.drive``; a checkpoint store that fails mid-migration (Postgres server gone, disk full)
+    ends the run with a clear message instead of a driver traceback, every step checkpointed before
+    being kept."""
     from agent.errors import ToolUnavailable
 
     try:
-        yield
+        return drive(app, payload, migration_id, progress)
     except _store_errors() as exc:
         raise ToolUnavailable(
             f"the checkpoint store ({describe_store(sdir)}) failed during migration {migration_id}: "
-            f"{' '.join(str(exc).split())[:300]}. The steps checkpointed before are kept: bring the store back "
+            f"{one_line(exc)[:300]}. The steps checkpointed before are kept: bring the store back "
             f"and run `ferry resume {migration_id}`") from exc
 
 
@@ -67,8 +66,7 @@ def start(opts: MigrationOptions, *, migration_id: str | None = None, progress: 
         app = build_graph().compile(checkpointer=saver)
         if app.get_state({"configurable": {"thread_id": migration_id}}).values:
             raise ValueError(f"migration {migration_id} already exists; use `ferry resume {migration_id}`")
-        with _store_guard(migration_id, sdir):
-            return drive(app, initial_state(migration_id, opts), migration_id, progress)
+        return _drive(app, initial_state(migration_id, opts), migration_id, sdir, progress)
 
 
 def resume(migration_id: str, sdir: str | Path | None, *, answer: dict[str, Any] | None = None,
@@ -82,12 +80,10 @@ def resume(migration_id: str, sdir: str | Path | None, *, answer: dict[str, Any]
         if current["interrupts"]:
             if answer is None:
                 return current  # still waiting for a decision
-            with _store_guard(migration_id, state_dir(sdir)):
-                return drive(app, Command(resume=answer), migration_id, progress)
+            return _drive(app, Command(resume=answer), migration_id, state_dir(sdir), progress)
         if not current["pending"]:
             return current  # already finished
-        with _store_guard(migration_id, state_dir(sdir)):
-            return drive(app, None, migration_id, progress)
+        return _drive(app, None, migration_id, state_dir(sdir), progress)
 
 
 def load(migration_id: str, sdir: str | Path | None) -> dict[str, Any]:

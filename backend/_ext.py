@@ -25,16 +25,10 @@ from backend_autoload import ext_cache
 
 logger = logging.getLogger(__name__)
 
-_SOURCES = ext_cache.SOURCES
 _NAME = "tpx_ext"
 _lock = threading.RLock()
 _module: ModuleType | None = None
 _on_load: list = []
-
-
-_source_hash = ext_cache.source_hash
-_candidate_dirs = ext_cache.candidate_dirs
-_built_library = ext_cache.built_library
 
 
 def _writable(d: Path) -> bool:
@@ -62,7 +56,7 @@ def _build(d: Path) -> Path:
     with open(d / "build.lock", "w") as lockf:
         fcntl.flock(lockf, fcntl.LOCK_EX)
         try:
-            so = _built_library(d)
+            so = ext_cache.built_library(d)
             if so is not None:  # another process built it while we waited
                 return so
             # We hold the exclusive flock, so a leftover cpp_extension baton ("lock", from a
@@ -74,7 +68,7 @@ def _build(d: Path) -> Path:
             t0 = time.perf_counter()
             mod = cpp_extension.load(
                 name=_NAME,
-                sources=[str(s) for s in _SOURCES],
+                sources=[str(s) for s in ext_cache.SOURCES],
                 build_directory=str(d),
                 extra_cflags=["-O2"],
                 verbose=False,
@@ -117,9 +111,9 @@ def get(build: bool = True) -> ModuleType:
         if so is None:
             if not build:
                 raise RuntimeError("tpx C++ extension is not built yet")
-            digest = _source_hash()
+            digest = ext_cache.source_hash()
             errors = []
-            for d in _candidate_dirs(digest):
+            for d in ext_cache.candidate_dirs(digest):
                 if not _writable(d):
                     errors.append(f"{d}: not writable")
                     continue

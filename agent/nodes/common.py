@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from langgraph.errors import GraphBubbleUp
 
-from agent.errors import FerryAgentError
+from agent.errors import BudgetExhausted, FerryAgentError
 from agent.materialise import artifacts_root, materialise, workspaces_root
 from agent.policy.base import Diagnosis, FixContext, Frame
 from agent.state import MigrationState, options_of
@@ -50,6 +50,14 @@ def step(name: str) -> Callable[[Node], Node]:
         return inner
 
     return wrap
+
+
+def check_iteration_budget(state: MigrationState, still_failing: str) -> None:
+    """Raise ``BudgetExhausted`` once ``--max-iterations`` fix rounds were applied and the
+    migration still fails (``still_failing`` says how), before anyone is asked for another fix."""
+    limit = options_of(state).max_iterations
+    if (state.get("iteration") or 0) >= limit:
+        raise BudgetExhausted(f"iteration budget exhausted: {limit} fix rounds applied and {still_failing}")
 
 
 def source_of(state: MigrationState) -> Path:

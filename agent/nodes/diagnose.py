@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agent.errors import BudgetExhausted
-from agent.nodes.common import diagnosis_from_run, ensure_workspace, fix_context, step
+from agent.nodes.common import check_iteration_budget, diagnosis_from_run, ensure_workspace, fix_context, step
 from agent.policy import Proposal, Verdict, propose
 from agent.state import MigrationState, options_of
 
@@ -32,9 +31,7 @@ def diagnose(state: MigrationState) -> dict[str, Any]:
         msg = (f"the target {run.get('phase', 'run')} ended with {run['status']} "
                f"after {run.get('duration_s') or 0:.0f}s: {(run.get('stderr_tail') or '')[-300:]}")
         return {"status": status, "summary": msg, "_summary": msg}
-    if (state.get("iteration") or 0) >= opts.max_iterations:
-        raise BudgetExhausted(f"iteration budget exhausted: {opts.max_iterations} fix rounds applied and the "
-                              f"{run.get('phase', 'run')} still fails")
+    check_iteration_budget(state, f"the {run.get('phase', 'run')} still fails")
     ws = ensure_workspace(state)
     ctx = fix_context(state, ws)
     diag = diagnosis_from_run(run, run.get("phase", "run"), ctx.known_files)

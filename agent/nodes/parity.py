@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import toolbox
-from agent.errors import BudgetExhausted
-from agent.nodes.common import ensure_workspace, fix_context, step
+from agent.nodes.common import check_iteration_budget, ensure_workspace, fix_context, step
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
 from agent.routers import parity_passed
@@ -60,10 +59,8 @@ def parity(state: MigrationState) -> dict[str, Any]:
     tried = ", ".join(ctx.tried) or "none"
     opts = options_of(state)
     if opts.llm:
-        it = state.get("iteration") or 0
-        if it >= opts.max_iterations:
-            raise BudgetExhausted(f"iteration budget exhausted: {opts.max_iterations} fix rounds applied and parity "
-                                  f"still fails (first divergence {first_divergence(report)}; edits tried: {tried})")
+        check_iteration_budget(state, f"parity still fails (first divergence {first_divergence(report)}; "
+                                      f"edits tried: {tried})")
         update["_summary"] = f"parity fails ({first_divergence(report)}); no offline rule, asking the model"
         return update
     msg = (f"the migrated code runs on tpx but parity fails: first divergence {first_divergence(report)}; "

@@ -47,7 +47,7 @@ def reference_run(state: MigrationState) -> dict[str, Any]:
     adir.mkdir(parents=True, exist_ok=True)
     if background.parallel_limit() < 2:  # side-by-side runs are off: run it here and now
         return settle_reference(state, _run(state, adir, None))
-    background.start(reference_key(state), adir, lambda cancel: _run(state, adir, cancel))
+    background.start(reference_key(state), lambda cancel: _run(state, adir, cancel))
     return {"reference": {"pending": True, "artifacts_dir": str(adir)},
             "_summary": "started (goes on beside the scan, rewrite and first target run)"}
 

@@ -11,8 +11,6 @@ has since changed are cancelled.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
 from pathlib import Path
@@ -26,17 +24,13 @@ from agent.state import MigrationState, options_of
 logger = logging.getLogger(__name__)
 
 
-def _code_digest(state: MigrationState) -> str:
-    files = state.get("files") or {}
-    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+def _tests_label(state: MigrationState) -> str:
+    """Names the tests run of this iteration's code (every applied edit starts a new iteration)."""
+    return f"tests-{state.get('iteration') or 0}"
 
 
 def _tests_key(state: MigrationState) -> str:
-    return f"{state['migration_id']}:tests:{_code_digest(state)}"
-
-
-def _tests_label(state: MigrationState) -> str:
-    return f"tests-{state.get('iteration') or 0}"
+    return f"{state['migration_id']}:{_tests_label(state)}"
 
 
 def _run_tests(state: MigrationState, ws: Path, adir: Path, cancel: threading.Event | None) -> dict[str, Any]:
@@ -52,12 +46,12 @@ def target_run(state: MigrationState) -> dict[str, Any]:
     ws = ensure_workspace(state)
     it = state.get("iteration") or 0
     tests_key = _tests_key(state)
-    background.cancel_prefix(f"{state['migration_id']}:tests:", keep=tests_key)  # tests of older code
+    background.cancel_prefix(f"{state['migration_id']}:tests-", keep=tests_key)  # tests of older code
     speculative = False
     if opts.test_command and not background.has(tests_key) and background.spare_cores() >= 2:
         adir = artifacts_dir(state, _tests_label(state))
         adir.mkdir(parents=True, exist_ok=True)
-        speculative = background.start(tests_key, adir, lambda cancel: _run_tests(state, ws, adir, cancel))
+        speculative = background.start(tests_key, lambda cancel: _run_tests(state, ws, adir, cancel))
     run = toolbox.run(
         ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=True,
         timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=artifacts_dir(state, f"target-{it}"),
@@ -68,10 +62,9 @@ def target_run(state: MigrationState) -> dict[str, Any]:
     if "reference" in ref_update:
         update["reference"] = ref_update["reference"]
     ok = run_is_ok(run)
-    if not ok:
+    if not ok or ref_update.get("status"):  # these tests will never be collected
         background.cancel(tests_key)
     if ref_update.get("status"):  # the original code does not run: that ends the migration first
-        background.cancel(tests_key)
         update.update({"status": ref_update["status"], "summary": ref_update["summary"],
                        "_summary": f"target run {'ok' if ok else 'failed'}; {ref_update['_summary']}"})
         return update
@@ -91,11 +84,10 @@ def tests(state: MigrationState) -> dict[str, Any]:
     ws = ensure_workspace(state)
     adir = artifacts_dir(state, _tests_label(state))
     run = background.join(_tests_key(state), adir)
-    how = "beside the target run" if run is not None else ""
+    where = " (beside the target run)" if run is not None else ""
     if run is None:
         run = _run_tests(state, ws, adir, None)
     update: dict[str, Any] = {"runs": [run_summary("tests", run)], "last_run": {**run, "phase": "test"}}
-    where = f" ({how})" if how else ""
     update["_summary"] = (f"tests pass in {run.get('duration_s', 0):.1f}s{where}" if run_is_ok(run)
                           else f"tests failed ({run.get('status')}){where}")
     return update

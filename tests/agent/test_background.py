@@ -34,8 +34,8 @@ def repo(tmp_path: Path) -> Path:
 def test_cancel_stops_a_sandboxed_run_and_it_never_counts_as_finished(repo: Path, tmp_path: Path):
     adir = tmp_path / "art-slow"
     key = "t1:slow"
-    assert background.start(key, adir, lambda cancel: _run(repo, "python slow.py", adir, cancel))
-    assert not background.start(key, adir, lambda cancel: _run(repo, "python slow.py", adir, cancel))  # one per key
+    assert background.start(key, lambda cancel: _run(repo, "python slow.py", adir, cancel))
+    assert not background.start(key, lambda cancel: _run(repo, "python slow.py", adir, cancel))  # one per key
     assert background.running("t1:") == [key]
     job = background._jobs[key]
     assert background.cancel(key)
@@ -51,7 +51,7 @@ def test_cancel_stops_a_sandboxed_run_and_it_never_counts_as_finished(repo: Path
 def test_a_finished_run_is_joined_and_found_again_on_disk(repo: Path, tmp_path: Path):
     adir = tmp_path / "art-quick"
     key = "t2:quick"
-    background.start(key, adir, lambda cancel: _run(repo, "python quick.py", adir, cancel))
+    background.start(key, lambda cancel: _run(repo, "python quick.py", adir, cancel))
     result = background.join(key, adir)
     assert result is not None and result["status"] == "ok" and "quick 42" in result["stdout_tail"]
     assert not background.has(key)
