@@ -75,6 +75,66 @@ def _limit_from_signal(sig: int | None) -> str | None:
     return None
 
 
+def _supervise(proc: subprocess.Popen, pgid: int, uid: int | None, marker: str | None, limits: Limits,
+               start: float, cancel: threading.Event | None
+               ) -> tuple[int, CappedBuffer, CappedBuffer, bool, str | None, int]:
+    """Collect the run's output until it ends, enforcing the timeout, the output cap and ``cancel``;
+    returns (returncode, stdout, stderr, timed out, limit hit, strays killed)."""
+    out, err = CappedBuffer(limits.output_bytes), CappedBuffer(limits.output_bytes)
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    for stream, buf in ((proc.stdout, out), (proc.stderr, err)):
+        os.set_blocking(stream.fileno(), False)
+        sel.register(stream, selectors.EVENT_READ, buf)
+    deadline = start + limits.timeout_s
+    timed_out = False
+    limit_hit: str | None = None
+    term_sent_at: float | None = None
+    exited_at: float | None = None
+    strays = 0
+    open_streams = 2
+    while open_streams:
+        now = time.monotonic()
+        if proc.poll() is not None and exited_at is None:
+            exited_at = now
+            # The main process is gone: anything of the run still alive is a stray (daemon).
+            strays = len(find_run_processes(uid, marker))
+            if strays:
+                kill_run(None, uid, marker)
+        if exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT_S:
+            break
+        if cancel is not None and cancel.is_set() and limit_hit is None and exited_at is None:
+            limit_hit = "cancelled"
+        if term_sent_at is None and (now >= deadline or limit_hit in ("output", "cancelled")) and exited_at is None:
+            timed_out = limit_hit is None
+            signal_run(pgid, uid, marker, signal.SIGTERM)
+            term_sent_at = now
+        if term_sent_at is not None and now - term_sent_at >= TERM_GRACE_S and exited_at is None:
+            kill_run(pgid, uid, marker)
+        wait = 0.2 if term_sent_at is None else 0.05
+        if term_sent_at is None:
+            wait = max(0.0, min(wait, deadline - now))
+        for key, _ in sel.select(timeout=wait):
+            try:
+                chunk = os.read(key.fileobj.fileno(), 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                sel.unregister(key.fileobj)
+                open_streams -= 1
+                continue
+            key.data.feed(chunk)
+            if limits.output_kill_bytes is not None and out.total + err.total > limits.output_kill_bytes and limit_hit is None:
+                limit_hit = "output"
+    sel.close()
+    try:
+        rc = proc.wait(timeout=TERM_GRACE_S * 5)
+    except subprocess.TimeoutExpired:
+        kill_run(pgid, uid, marker)
+        rc = proc.wait()
+    return rc, out, err, timed_out, limit_hit, strays
+
+
 def run_in_sandbox(
     command: list[str],
     workspace: Path,
@@ -148,58 +208,7 @@ def run_in_sandbox(
         raise SandboxUnavailable(f"cannot start {argv[0]}: {exc}") from exc
     pgid = proc.pid
     try:
-        out, err = CappedBuffer(limits.output_bytes), CappedBuffer(limits.output_bytes)
-        sel = selectors.DefaultSelector()
-        assert proc.stdout is not None and proc.stderr is not None
-        for stream, buf in ((proc.stdout, out), (proc.stderr, err)):
-            os.set_blocking(stream.fileno(), False)
-            sel.register(stream, selectors.EVENT_READ, buf)
-        deadline = start + limits.timeout_s
-        timed_out = False
-        limit_hit: str | None = None
-        term_sent_at: float | None = None
-        exited_at: float | None = None
-        strays = 0
-        open_streams = 2
-        while open_streams:
-            now = time.monotonic()
-            if proc.poll() is not None and exited_at is None:
-                exited_at = now
-                # The main process is gone: anything of the run still alive is a stray (daemon).
-                strays = len(find_run_processes(uid, marker))
-                if strays:
-                    kill_run(None, uid, marker)
-            if exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT_S:
-                break
-            if cancel is not None and cancel.is_set() and limit_hit is None and exited_at is None:
-                limit_hit = "cancelled"
-            if term_sent_at is None and (now >= deadline or limit_hit in ("output", "cancelled")) and exited_at is None:
-                timed_out = limit_hit is None
-                signal_run(pgid, uid, marker, signal.SIGTERM)
-                term_sent_at = now
-            if term_sent_at is not None and now - term_sent_at >= TERM_GRACE_S and exited_at is None:
-                kill_run(pgid, uid, marker)
-            wait = 0.2 if term_sent_at is None else 0.05
-            if term_sent_at is None:
-                wait = max(0.0, min(wait, deadline - now))
-            for key, _ in sel.select(timeout=wait):
-                try:
-                    chunk = os.read(key.fileobj.fileno(), 1 << 16)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    open_streams -= 1
-                    continue
-                key.data.feed(chunk)
-                if limits.output_kill_bytes is not None and out.total + err.total > limits.output_kill_bytes and limit_hit is None:
-                    limit_hit = "output"
-        sel.close()
-        try:
-            rc = proc.wait(timeout=TERM_GRACE_S * 5)
-        except subprocess.TimeoutExpired:
-            kill_run(pgid, uid, marker)
-            rc = proc.wait()
+        rc, out, err, timed_out, limit_hit, strays = _supervise(proc, pgid, uid, marker, limits, start, cancel)
     except BaseException:  # Ctrl-C / SystemExit in Ferry: the run must not outlive it
         kill_run(pgid, uid, marker)
         try:
