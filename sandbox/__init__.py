@@ -1,23 +1,30 @@
 """Runs untrusted code in isolation. Imports the standard library only.
 
-``create_workspace`` makes the private copy, ``run_in_sandbox`` runs a command in it,
-``isolation.detect`` says which isolation level this machine allows.
+``create_workspace`` makes the private copy, ``run_in_sandbox`` runs a command in it (cold, or
+forked from a ``WarmServer`` that imported the heavy modules once), ``isolation.detect`` says
+which isolation level this machine allows.
 """
 
-from sandbox.execute import SandboxResult, run_in_sandbox
+from sandbox.execute import SandboxResult, WarmStart, run_in_sandbox
 from sandbox.isolation import IsolationInfo, SandboxUnavailable, choose, detect
 from sandbox.limits import Limits
+from sandbox.warm import WarmServer
+from sandbox.warm_cmd import PythonSpec, python_spec
 from sandbox.workspace import Workspace, WorkspaceError, create_workspace
 
 __all__ = [
     "IsolationInfo",
     "Limits",
+    "PythonSpec",
     "SandboxResult",
     "SandboxUnavailable",
+    "WarmServer",
+    "WarmStart",
     "Workspace",
     "WorkspaceError",
     "choose",
     "create_workspace",
     "detect",
+    "python_spec",
     "run_in_sandbox",
 ]

@@ -18,8 +18,10 @@ from pathlib import Path
 from sandbox.capture import CappedBuffer
 from sandbox.env import scrubbed_env
 from sandbox.isolation import IsolationInfo, SandboxUnavailable, bwrap_prefix, choose, drop_uid_prefix, unshare_prefix
-from sandbox.limits import Limits, apply_rlimits, prlimit_prefix, rlimit_pairs
+from sandbox.limits import Limits, apply_rlimits, prlimit_prefix, rlimit_pairs, soft_hard
 from sandbox.procs import find_run_processes, kill_run, signal_run
+from sandbox.warm import PLACEHOLDER, WarmProcess, WarmServer, WarmUnavailable, start_warm
+from sandbox.warm_cmd import PythonSpec
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,7 @@ class SandboxResult:
     limit_hit: str | None = None  # timeout | cpu_time | file_size | output | killed | cancelled
     strays_killed: int = 0  # processes still alive after the main one ended (daemons)
     uid: int | None = None
+    warm: bool = False  # started in a fork of a pre-imported interpreter (``sandbox.warm``)
 
     @property
     def status(self) -> str:
@@ -75,8 +78,37 @@ def _limit_from_signal(sig: int | None) -> str | None:
     return None
 
 
-def _supervise(proc: subprocess.Popen, pgid: int, uid: int | None, marker: str | None, limits: Limits,
-               start: float, cancel: threading.Event | None
+@dataclass
+class _RunProcs:
+    """How one run's processes are found and signalled: its process group, its private uid or
+    environment marker, and for a warm start the command's own pid (it has its own session)."""
+
+    pgid: int
+    uid: int | None
+    marker: str | None
+    command_pid: int | None = None
+    sandbox_pids: frozenset[int] = frozenset()  # bubblewrap's and a warm placeholder's: not strays
+
+    def _signal_command(self, proc, sig: int) -> None:
+        if self.command_pid is not None and proc.returncode is None:
+            try:
+                os.kill(self.command_pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def signal(self, proc, sig: int) -> None:
+        self._signal_command(proc, sig)
+        signal_run(self.pgid, self.uid, self.marker, sig)
+
+    def kill(self, proc) -> int:
+        self._signal_command(proc, signal.SIGKILL)
+        return kill_run(self.pgid, self.uid, self.marker)
+
+    def strays(self) -> list[int]:
+        return [p for p in find_run_processes(self.uid, self.marker) if p not in self.sandbox_pids]
+
+
+def _supervise(proc, procs: _RunProcs, limits: Limits, start: float, cancel: threading.Event | None
                ) -> tuple[int, CappedBuffer, CappedBuffer, bool, str | None, int]:
     """Collect the run's output until it ends, enforcing the timeout, the output cap and ``cancel``;
     returns (returncode, stdout, stderr, timed out, limit hit, strays killed)."""
@@ -98,19 +130,22 @@ def _supervise(proc: subprocess.Popen, pgid: int, uid: int | None, marker: str |
         if proc.poll() is not None and exited_at is None:
             exited_at = now
             # The main process is gone: anything of the run still alive is a stray (daemon).
-            strays = len(find_run_processes(uid, marker))
+            strays = len(procs.strays())
             if strays:
-                kill_run(None, uid, marker)
+                kill_run(None, procs.uid, procs.marker)
+            release = getattr(proc, "release", None)  # a warm start's sandbox ends now
+            if release is not None:
+                release()
         if exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT_S:
             break
         if cancel is not None and cancel.is_set() and limit_hit is None and exited_at is None:
             limit_hit = "cancelled"
         if term_sent_at is None and (now >= deadline or limit_hit in ("output", "cancelled")) and exited_at is None:
             timed_out = limit_hit is None
-            signal_run(pgid, uid, marker, signal.SIGTERM)
+            procs.signal(proc, signal.SIGTERM)
             term_sent_at = now
         if term_sent_at is not None and now - term_sent_at >= TERM_GRACE_S and exited_at is None:
-            kill_run(pgid, uid, marker)
+            procs.kill(proc)
         wait = 0.2 if term_sent_at is None else 0.05
         if term_sent_at is None:
             wait = max(0.0, min(wait, deadline - now))
@@ -130,9 +165,50 @@ def _supervise(proc: subprocess.Popen, pgid: int, uid: int | None, marker: str |
     try:
         rc = proc.wait(timeout=TERM_GRACE_S * 5)
     except subprocess.TimeoutExpired:
-        kill_run(pgid, uid, marker)
+        procs.kill(proc)
         rc = proc.wait()
     return rc, out, err, timed_out, limit_hit, strays
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Run the command in a fork of ``server`` (see ``sandbox.warm``) as the invocation ``spec``."""
+
+    server: WarmServer
+    spec: PythonSpec
+
+
+def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str], limiter, pairs) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(workspace),
+            env=child_env,
+            start_new_session=True,
+            preexec_fn=None if limiter else functools.partial(apply_rlimits, pairs),
+            close_fds=True,
+        )
+    except OSError as exc:
+        raise SandboxUnavailable(f"cannot start {argv[0]}: {exc}") from exc
+
+
+def _start_warm(warm: WarmStart, sandbox_argv: list[str], workspace: Path, child_env: dict[str, str], limiter,
+                pairs, uid: int | None) -> WarmProcess | None:
+    if not warm.server.accepts(child_env):
+        logger.info("warm start skipped: the run's environment differs from the warm server's")
+        return None
+    request = {"cwd": str(workspace), "env": child_env, "uid": uid, "spec": warm.spec.to_dict(),
+               "rlimits": [[res, *soft_hard(res, value)] for res, value in pairs],
+               "after_fork": warm.server.after_fork}
+    try:
+        return start_warm(warm.server, request, sandbox_argv + PLACEHOLDER, cwd=str(workspace), env=child_env,
+                          preexec_fn=None if limiter else functools.partial(apply_rlimits, pairs))
+    except (WarmUnavailable, OSError) as exc:
+        logger.info("warm start unavailable, starting cold: %s", exc)
+        return None
 
 
 def run_in_sandbox(
@@ -147,6 +223,7 @@ def run_in_sandbox(
     owner_uid: int | None = None,
     path_env: str | None = None,
     cancel: threading.Event | None = None,
+    warm: WarmStart | None = None,
 ) -> SandboxResult:
     """Run ``command`` with ``workspace`` as its only writable tree (plus ``writable``).
 
@@ -155,6 +232,8 @@ def run_in_sandbox(
     SIGKILL) and reported with status ``cancelled``.
     ``owner_uid``: when Ferry is root, the uid the workspace was chowned to (one is picked
     and the workspace/writable paths are chowned when not given).
+    ``warm``: start the command in a fork of a pre-imported interpreter when it can be (bubblewrap
+    only; same sandbox, limits and result), otherwise start it cold.
     """
     if not command:
         raise ValueError("empty command")
@@ -192,31 +271,26 @@ def run_in_sandbox(
     logger.debug("sandbox argv: %s", argv)
 
     start = time.monotonic()
+    proc = None
+    if warm is not None and info.level == "bwrap":
+        proc = _start_warm(warm, (limiter or []) + prefix, workspace, child_env, limiter, pairs, uid)
+    warm_started = proc is not None
+    if proc is None:
+        proc = _start_cold(argv, workspace, child_env, limiter, pairs)
+    else:
+        argv = (limiter or []) + prefix + ["<warm>", *command]
+    procs = _RunProcs(proc.pid, uid, marker, getattr(proc, "command_pid", None),
+                      frozenset(getattr(proc, "sandbox_pids", ())))
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(workspace),
-            env=child_env,
-            start_new_session=True,
-            preexec_fn=None if limiter else functools.partial(apply_rlimits, pairs),
-            close_fds=True,
-        )
-    except OSError as exc:
-        raise SandboxUnavailable(f"cannot start {argv[0]}: {exc}") from exc
-    pgid = proc.pid
-    try:
-        rc, out, err, timed_out, limit_hit, strays = _supervise(proc, pgid, uid, marker, limits, start, cancel)
+        rc, out, err, timed_out, limit_hit, strays = _supervise(proc, procs, limits, start, cancel)
     except BaseException:  # Ctrl-C / SystemExit in Ferry: the run must not outlive it
-        kill_run(pgid, uid, marker)
+        procs.kill(proc)
         try:
             proc.wait(timeout=TERM_GRACE_S * 5)
         except subprocess.TimeoutExpired:
             pass
         raise
-    strays += kill_run(pgid, uid, marker) if find_run_processes(uid, marker) else 0
+    strays += kill_run(proc.pid, uid, marker) if procs.strays() else 0
     duration = time.monotonic() - start
     for stream in (proc.stdout, proc.stderr):
         stream.close()
@@ -249,4 +323,5 @@ def run_in_sandbox(
         limit_hit=limit_hit,
         strays_killed=strays,
         uid=uid,
+        warm=warm_started,
     )

@@ -66,7 +66,7 @@ _PRLIMIT_NAMES = {
 }
 
 
-def _soft_hard(res: int, value: int) -> tuple[int, int]:
+def soft_hard(res: int, value: int) -> tuple[int, int]:
     _, hard = resource.getrlimit(res)
     if hard != resource.RLIM_INFINITY and value > hard:
         value = hard
@@ -87,7 +87,7 @@ def prlimit_prefix(pairs: list[tuple[int, int]]) -> list[str] | None:
         return None
     argv = [exe]
     for res, value in pairs:
-        soft, hard = _soft_hard(res, value)
+        soft, hard = soft_hard(res, value)
         argv.append(f"--{_PRLIMIT_NAMES[res]}={soft}:{hard}")
     return argv + ["--"]
 
@@ -98,4 +98,4 @@ def apply_rlimits(pairs: list[tuple[int, int]]) -> None:
     Only async-signal-safe-ish work here: no logging, no allocation-heavy code.
     """
     for res, value in pairs:
-        resource.setrlimit(res, _soft_hard(res, value))
+        resource.setrlimit(res, soft_hard(res, value))

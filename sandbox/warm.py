@@ -1,0 +1,295 @@
+"""Warm starts: a sandboxed Python run that skips the interpreter's heavy imports.
+
+A run's cost is often mostly ``import torch`` (about 2 s here) before the first line of the
+user's program does anything. A ``WarmServer`` is one interpreter, started with the runs'
+static environment, that imports those modules once (``preload``) and then forks for each run.
+
+Isolation is the cold run's, unchanged: bubblewrap still builds the run's sandbox (same mounts,
+namespaces, private /tmp, no network, limits), holding a placeholder shell; the forked process
+joins exactly those namespaces, forks once more into the run's pid namespace, takes the run's
+stdout/stderr, rlimits, uid, environment and working directory, gives up every capability and
+runs the invocation (``sandbox.warm_exec``). Killing the sandbox (timeout, cancel, Ctrl-C) kills
+the command with it: it lives in the sandbox's pid namespace.
+
+Only plain ``python`` invocations qualify (``sandbox.warm_cmd``) and only under bubblewrap;
+whatever goes wrong before the user's code starts (server not ready, namespaces refused,
+placeholder gone) falls back to the cold start, logged, never a failed run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+READY_TIMEOUT_S = 120.0  # importing torch on a loaded 2-core machine can take tens of seconds
+PLACEHOLDER = ["/bin/sh", "-c", "read _ferry_done"]  # exits when Ferry writes a line or closes stdin
+START_TIMEOUT_S = 20.0
+
+
+class WarmUnavailable(RuntimeError):
+    """The warm path cannot take this run; the caller starts it cold."""
+
+
+class WarmServer:
+    """One pre-imported interpreter, forked per run. Thread-safe; ``close()`` or Ferry's exit ends it."""
+
+    def __init__(self, env: dict[str, str], preload: list[str], *, after_fork: str | None = None,
+                 dynamic_keys: frozenset[str] = frozenset(), python: str | None = None):
+        from sandbox.isolation import ferry_root
+
+        self.env = dict(env)
+        self.preload = list(preload)
+        self.after_fork = after_fork
+        self.dynamic_keys = frozenset(dynamic_keys)
+        self.python = python or sys.executable
+        self._lock = threading.Lock()
+        self._ready: dict | None = None
+        self._failed: str | None = None
+        self._log = tempfile.NamedTemporaryFile(prefix="ferry-warm-", suffix=".log", delete=False)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        root = str(ferry_root())
+        boot = ("import sys; r = sys.argv[3]; sys.path.insert(0, r); from sandbox import warm_server as w; "
+                "sys.path.remove(r); sys.exit(w.main(sys.argv[1:3]))")
+        self._proc = subprocess.Popen(
+            [self.python, "-c", boot, str(theirs.fileno()), ",".join(self.preload), root],
+            pass_fds=[theirs.fileno()], env=self.env, cwd="/", stdin=subprocess.DEVNULL,
+            stdout=self._log, stderr=self._log, start_new_session=True,
+        )
+        theirs.close()
+        self._ctl = ours
+        logger.debug("warm server %d started (preload %s)", self._proc.pid, ",".join(self.preload))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> bool:
+        with self._lock:
+            if self._ready is not None or self._failed is not None:
+                return self._ready is not None and self.alive()
+            readable, _, _ = select.select([self._ctl], [], [], timeout)
+            if not readable:
+                self._failed = f"not ready after {timeout:.0f}s"
+                return False
+            try:
+                msg = json.loads(self._ctl.recv(1 << 16) or b"{}")
+            except (OSError, ValueError) as exc:
+                msg = {"error": str(exc)}
+            if not msg.get("ready"):
+                self._failed = msg.get("error") or f"exited early: {self.log_tail()}"
+                logger.warning("warm server failed: %s", self._failed)
+                return False
+            self._ready = msg
+            logger.info("warm server ready (pid %s, %s modules)", msg.get("pid"), msg.get("modules"))
+            return self.alive()
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    @property
+    def failure(self) -> str | None:
+        return self._failed
+
+    def log_tail(self, chars: int = 2000) -> str:
+        try:
+            return Path(self._log.name).read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        """End the server now (it holds nothing worth a graceful shutdown; tearing torch down
+        would only make Ferry's exit wait). Runs forked from it end with it."""
+        try:
+            self._ctl.close()
+        except OSError:
+            pass
+        self._proc.kill()
+        self._proc.wait()
+        self._log.close()
+        Path(self._log.name).unlink(missing_ok=True)
+
+    # -- runs ----------------------------------------------------------------------------------
+    def accepts(self, env: dict[str, str]) -> bool:
+        """True when ``env`` differs from the server's only in per-run keys (the interpreter
+        read everything else when it started)."""
+        skip = self.dynamic_keys
+
+        def static(e: dict[str, str]) -> dict[str, str]:
+            return {k: v for k, v in e.items() if k not in skip}
+
+        return static(env) == static(self.env)
+
+    def spawn(self, request: dict, out_w: int, err_w: int) -> socket.socket:
+        """Ask for a fork into the run described by ``request``; returns the run's socket."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self._lock:
+                socket.send_fds(self._ctl, [json.dumps(request).encode()], [theirs.fileno(), out_w, err_w])
+        except OSError as exc:
+            ours.close()
+            raise WarmUnavailable(f"warm server unreachable: {exc}") from exc
+        finally:
+            theirs.close()
+        return ours
+
+
+def _descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                kids = Path(f"/proc/{p}/task/{task}/children").read_text().split()
+                out += [int(k) for k in kids]
+                todo += [int(k) for k in kids]
+        except OSError:
+            continue
+    return out
+
+
+def placeholder_pid(root: int, timeout: float = START_TIMEOUT_S) -> tuple[int, set[int]]:
+    """The pid (in our namespace) of the placeholder shell bubblewrap started under ``root``,
+    and the pids of the sandbox's own processes (bubblewrap's, the placeholder's)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        family = _descendants(root)
+        for pid in family:
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "sh":
+                    return pid, {root, *family}
+            except OSError:
+                continue
+        if not Path(f"/proc/{root}").exists():
+            break
+        time.sleep(0.005)
+    raise WarmUnavailable("the sandbox's placeholder did not start")
+
+
+class WarmProcess:
+    """The forked command seen through ``subprocess.Popen``'s interface (``poll``/``wait``/
+    ``returncode``/``stdout``/``stderr``/``pid``), so the sandbox supervises it like any run.
+    ``pid`` is the sandbox's (its process group is the one signalled); ``command_pid`` the
+    command's own; ``sandbox_pids`` bubblewrap's and the placeholder's, which are not strays.
+    The sandbox ends at ``release()`` (the supervisor first counts what the command left running)
+    or at ``wait()``."""
+
+    def __init__(self, placeholder: subprocess.Popen, conn: socket.socket, release_fd: int, stdout, stderr,
+                 command_pid: int, sandbox_pids: set[int]):
+        self.placeholder = placeholder
+        self.sandbox_pids = sandbox_pids
+        self.pid = placeholder.pid
+        self.conn = conn
+        self._release_fd: int | None = release_fd
+        self.stdout = stdout
+        self.stderr = stderr
+        self.command_pid = command_pid
+        self.returncode: int | None = None
+        self._exit: int | None = None
+
+    def _pump(self, timeout: float = 0.0) -> None:
+        while self._exit is None:
+            readable, _, _ = select.select([self.conn], [], [], timeout)
+            if not readable:
+                return
+            data = self.conn.recv(1 << 16)
+            if not data:
+                return
+            msg = json.loads(data)
+            if "exit" in msg:
+                self._exit = int(msg["exit"])
+
+    def release(self) -> None:
+        """Let the placeholder exit (the sandbox then ends; what the command left behind dies)."""
+        if self._release_fd is not None:
+            try:
+                os.write(self._release_fd, b"done\n")
+            except OSError:
+                pass
+            os.close(self._release_fd)
+            self._release_fd = None
+
+    def poll(self) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        self._pump()
+        if self._exit is not None:
+            self.returncode = self._exit
+        elif self.placeholder.poll() is not None:  # the sandbox was killed: the command died with it
+            self._pump(timeout=1.0)
+            self.release()
+            self.returncode = self._exit if self._exit is not None else self.placeholder.returncode
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired("warm run", timeout or 0)
+            self._pump(timeout=0.05)
+        self.release()
+        remaining = None if deadline is None else max(0.1, deadline - time.monotonic())
+        self.placeholder.wait(timeout=remaining)
+        self.conn.close()
+        assert self.returncode is not None
+        return self.returncode
+
+
+def start_warm(server: WarmServer, request: dict, argv: list[str], *, cwd: str, env: dict[str, str],
+               preexec_fn=None) -> WarmProcess:
+    """Start the sandbox (``argv`` = its prefix + the placeholder) and fork the command into it.
+
+    Raises ``WarmUnavailable`` (nothing left running) when the command could not be started warm."""
+    if not server.wait_ready():
+        raise WarmUnavailable(f"warm server not available: {server.failure}")
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    in_r, in_w = os.pipe()
+    proc = None
+    conn = None
+    try:
+        proc = subprocess.Popen(argv, stdin=in_r, stdout=out_w, stderr=err_w, cwd=cwd, env=env,
+                                start_new_session=True, preexec_fn=preexec_fn, close_fds=True)
+        ns_pid, sandbox_pids = placeholder_pid(proc.pid)
+        request = {**request, "ns_pid": ns_pid}
+        conn = server.spawn(request, out_w, err_w)
+        started: int | None = None
+        running = False
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while started is None or not running:
+            left = deadline - time.monotonic()
+            readable, _, _ = select.select([conn], [], [], max(0.0, left))
+            if not readable:
+                raise WarmUnavailable("the warm command did not start in time")
+            data = conn.recv(1 << 16)
+            if not data:
+                raise WarmUnavailable("the warm server closed the run before it started")
+            msg = json.loads(data)
+            if "setup_error" in msg:
+                raise WarmUnavailable(msg["setup_error"])
+            started = int(msg["started"]) if "started" in msg else started
+            running = running or bool(msg.get("running"))
+    except BaseException:
+        os.close(in_w)
+        for fd in (out_r, err_r):
+            os.close(fd)
+        if conn is not None:
+            conn.close()
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        raise
+    finally:
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+    assert started is not None and proc is not None
+    return WarmProcess(proc, conn, in_w, os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0),
+                       started, sandbox_pids)

@@ -1,0 +1,94 @@
+"""Which commands a warm (pre-imported) interpreter can run in place of a fresh ``python``.
+
+Only plain invocations of the sandbox's own interpreter qualify: ``python [-u|-B] SCRIPT ARGS``,
+``python -m MODULE ARGS``, ``python -c CODE ARGS``, or a console script of that interpreter's
+environment (``pytest -q tests``). Anything a shell would interpret (pipes, redirections,
+variables, globs, several commands, ``VAR=value`` prefixes) or any other interpreter option
+keeps the ordinary cold start, where the shell and the interpreter do exactly what they always do.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import asdict, dataclass
+
+_SHELL_CHARS = set(";|&<>$`\\\"'(){}[]*?~!#\n\r\t") - {"'", '"', "\t"}
+_OPTIONS_OK = {"-u", "-B"}  # -B: no bytecode writes; the sandbox sets PYTHONDONTWRITEBYTECODE anyway
+
+
+@dataclass(frozen=True)
+class PythonSpec:
+    kind: str  # script | module | code
+    target: str  # the script path, module name or code
+    args: tuple[str, ...]
+    unbuffered: bool = False
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["args"] = list(self.args)
+        return d
+
+
+def _which(name: str, path_env: str) -> str | None:
+    if "/" in name:
+        return name if os.access(name, os.X_OK) else None
+    for d in path_env.split(":"):
+        cand = os.path.join(d or ".", name)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def _is_our_python(path: str, python: str) -> bool:
+    try:
+        return os.path.realpath(path) == os.path.realpath(python)
+    except OSError:
+        return False
+
+
+def _console_script(path: str, python: str) -> bool:
+    """A launcher of ``python``'s environment (``#!/venv/bin/python`` + a few lines of Python)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(256)
+    except OSError:
+        return False
+    if not head.startswith(b"#!"):
+        return False
+    interp = head[2:].split(b"\n", 1)[0].strip().split()
+    return bool(interp) and len(interp) == 1 and _is_our_python(interp[0].decode(errors="replace"), python)
+
+
+def python_spec(command: str, path_env: str, python: str) -> PythonSpec | None:
+    """The invocation ``command`` makes of ``python``, or None when it is anything else."""
+    if not command.strip() or any(c in _SHELL_CHARS for c in command):
+        return None
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return None
+    if not argv or "=" in argv[0]:
+        return None
+    exe = _which(argv[0], path_env)
+    if exe is None:
+        return None
+    if _console_script(exe, python) and not _is_our_python(exe, python):
+        return PythonSpec("script", exe, tuple(argv[1:]))
+    if not _is_our_python(exe, python):
+        return None
+    unbuffered = False
+    rest = argv[1:]
+    while rest and rest[0] in _OPTIONS_OK:
+        unbuffered = unbuffered or rest[0] == "-u"
+        rest = rest[1:]
+    if not rest:
+        return None  # an interactive interpreter: nothing to gain
+    head, tail = rest[0], tuple(rest[1:])
+    if head in ("-m", "-c"):
+        if not tail:
+            return None
+        return PythonSpec("module" if head == "-m" else "code", tail[0], tail[1:], unbuffered)
+    if head.startswith("-"):
+        return None
+    return PythonSpec("script", head, tail, unbuffered)

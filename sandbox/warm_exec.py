@@ -1,0 +1,231 @@
+"""The forked side of a warm start: enter one run's sandbox, become its command, run it.
+
+``child_main`` runs in a process forked from the warm server (``sandbox.warm_server``): it joins
+the namespaces bubblewrap made for the run, forks once more (a pid namespace applies to
+children), reports the command's pid, waits for it and reports how it ended. The grandchild
+takes the run's stdout/stderr, session, rlimits, working directory, uid and environment, gives
+up every capability, calls the caller's after-fork hook (re-seeding, per-run instrumentation)
+and then runs the Python invocation the way ``python`` itself would (``__main__``, ``sys.argv``,
+``sys.path[0]``, exit status, uncaught-exception traceback, atexit handlers).
+
+Messages to the host are JSON packets on the run's socket: ``{"started": pid}`` from the
+waiter, then ``{"running": true}`` or ``{"setup_error": "..."}`` from the command before any
+user code runs (a setup error lets the host fall back to a cold start), then ``{"exit": code}``
+(Popen convention: negative for a signal).
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import importlib
+import io
+import json
+import os
+import runpy
+import signal
+import socket
+import sys
+import threading
+import traceback
+import types
+
+from sandbox.nsjoin import die_with_parent, drop_privileges, join_namespaces
+
+_HERE = os.path.abspath(__file__)
+
+
+def _send(sock: socket.socket, **msg) -> None:
+    try:
+        sock.send(json.dumps(msg).encode())
+    except OSError:
+        pass  # the host is gone; the run is being torn down anyway
+
+
+def child_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int) -> None:
+    """In the process forked from the warm server. Never returns."""
+    code = 0
+    try:
+        die_with_parent(signal.SIGKILL)
+        join_namespaces(int(req["ns_pid"]))
+        pid = os.fork()
+        if pid == 0:
+            _command_main(req, sock, out_fd, err_fd)  # never returns
+        os.close(out_fd)
+        os.close(err_fd)
+        _send(sock, started=pid)
+        _, status = os.waitpid(pid, 0)
+        _send(sock, exit=os.waitstatus_to_exitcode(status))
+    except BaseException as exc:  # noqa: BLE001  (reported, then this process ends)
+        _send(sock, setup_error=f"{type(exc).__name__}: {exc}")
+        code = 1
+    os._exit(code)
+
+
+def _command_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int) -> None:
+    try:
+        _become_command(req, out_fd, err_fd)
+        hook = _after_fork_hook(req.get("after_fork"))
+    except BaseException as exc:  # noqa: BLE001
+        _send(sock, setup_error=f"{type(exc).__name__}: {exc}")
+        os._exit(1)
+    _send(sock, running=True)
+    sock.close()
+    os.closerange(3, 1 << 16)
+    _forget_server_modules()
+    code = _run_guarded(hook, PythonInvocation(req["spec"]))
+    _finish(code)
+
+
+def _become_command(req: dict, out_fd: int, err_fd: int) -> None:
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    for fd in (devnull, out_fd, err_fd):
+        if fd > 2:
+            os.close(fd)
+    os.setsid()
+    import resource
+
+    for res, soft, hard in req.get("rlimits", []):
+        resource.setrlimit(res, (soft, hard))
+    os.chdir(req["cwd"])
+    drop_privileges(req.get("uid"))
+    die_with_parent(signal.SIGKILL)  # after the uid change, which clears it
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGALRM):
+        signal.signal(sig, signal.SIG_DFL)
+    os.environ.clear()
+    os.environ.update(req["env"])
+
+
+def _after_fork_hook(ref: str | None):
+    if not ref:
+        return None
+    mod_name, _, func = ref.partition(":")
+    module = sys.modules.get(mod_name) or importlib.import_module(mod_name)
+    return getattr(module, func)
+
+
+def _forget_server_modules() -> None:
+    """Ferry's own ``sandbox`` package must not shadow a user module of that name."""
+    for name in [m for m in sys.modules if m == "sandbox" or m.startswith("sandbox.")]:
+        del sys.modules[name]
+
+
+class PythonInvocation:
+    """``python [-u] SCRIPT|-m MODULE|-c CODE ARGS`` inside an already running interpreter."""
+
+    def __init__(self, spec: dict):
+        self.kind = spec["kind"]
+        self.target = spec["target"]
+        self.args = list(spec["args"])
+        self.unbuffered = bool(spec.get("unbuffered"))
+
+    def _fresh_main(self, file: str | None) -> types.ModuleType:
+        main = types.ModuleType("__main__")
+        main.__builtins__ = builtins  # type: ignore[attr-defined]
+        if file is not None:
+            from importlib.machinery import SourceFileLoader
+
+            main.__file__ = file
+            main.__cached__ = None  # type: ignore[attr-defined]
+            main.__loader__ = SourceFileLoader("__main__", file)
+        sys.modules["__main__"] = main
+        return main
+
+    def run(self) -> None:
+        if self.unbuffered:
+            for name, fd in (("stdout", 1), ("stderr", 2)):
+                old = getattr(sys, name)
+                setattr(sys, name, io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=old.encoding,
+                                                    errors=old.errors, write_through=True))
+        if self.kind == "script":
+            path = os.path.abspath(self.target)
+            sys.argv = [self.target, *self.args]
+            sys.path[0] = os.path.dirname(path)
+            try:
+                with open(path, "rb") as fh:
+                    source = fh.read()
+            except OSError as exc:
+                sys.stderr.write(f"{sys.executable}: can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}\n")
+                raise SystemExit(2) from None
+            main = self._fresh_main(path)
+            exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)
+        elif self.kind == "module":
+            sys.argv = ["-m", *self.args]
+            sys.path[0] = os.getcwd()
+            runpy._run_module_as_main(self.target, alter_argv=True)  # what ``python -m`` calls
+        else:
+            sys.argv = ["-c", *self.args]
+            sys.path[0] = ""
+            main = self._fresh_main(None)
+            exec(compile(self.target, "<string>", "exec", dont_inherit=True), main.__dict__)
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write(f"{code}\n")
+    except Exception:  # noqa: BLE001
+        pass
+    return 1
+
+
+def _user_tb(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """Drop this module's frames: the traceback starts where a cold ``python`` run's would."""
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == _HERE:
+        tb = tb.tb_next
+    return tb
+
+
+def _run_guarded(hook, invocation: PythonInvocation) -> int:
+    try:
+        if hook is not None:
+            hook()
+        invocation.run()
+        return 0
+    except SystemExit as exc:
+        return _exit_code(exc)
+    except KeyboardInterrupt as exc:
+        exc.__traceback__ = _user_tb(exc.__traceback__)
+        traceback.print_exception(exc)
+        _finish_streams()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        return 130
+    except BaseException as exc:  # noqa: BLE001  (an uncaught exception of the user's program)
+        exc.__traceback__ = _user_tb(exc.__traceback__)  # the default hook prints this one
+        try:
+            sys.excepthook(type(exc), exc, exc.__traceback__)
+        except Exception:  # noqa: BLE001
+            traceback.print_exception(exc)
+        return 1
+
+
+def _finish_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _finish(code: int) -> None:
+    """Interpreter shutdown as ``python`` does it: wait for non-daemon threads, run atexit
+    handlers, flush the standard streams, exit."""
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]
+    except BaseException:  # noqa: BLE001
+        pass
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001
+        pass
+    _finish_streams()
+    os._exit(code)

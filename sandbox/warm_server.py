@@ -1,0 +1,98 @@
+"""The warm server: one interpreter that imported the heavy modules once and forks per run.
+
+Started by ``sandbox.warm.WarmServer`` with the runs' static environment, it imports the
+``preload`` modules, says ``{"ready": ...}`` on its control socket, then for every request
+(a JSON packet with the run's socket, stdout and stderr passed as file descriptors) forks a
+process that enters that run's sandbox (``sandbox.warm_exec.child_main``). It never runs user
+code itself, holds no threads of its own, and exits when the control socket closes (Ferry
+ended) or its parent dies.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import traceback
+
+MAX_REQUEST = 1 << 20
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def serve(ctl: socket.socket, preload: list[str]) -> int:
+    from sandbox.nsjoin import die_with_parent
+    from sandbox.warm_exec import child_main
+
+    die_with_parent(signal.SIGKILL)
+    try:
+        for name in preload:
+            importlib.import_module(name)
+    except BaseException as exc:  # noqa: BLE001
+        ctl.send(json.dumps({"error": f"preloading failed: {type(exc).__name__}: {exc}",
+                             "traceback": traceback.format_exc()[-4000:]}).encode())
+        return 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    ctl.send(json.dumps({"ready": True, "pid": os.getpid(), "threads": _threads(),
+                         "modules": len(sys.modules)}).encode())
+    while True:
+        try:
+            readable, _, _ = select.select([ctl], [], [], 1.0)
+        except InterruptedError:
+            readable = []
+        _reap()
+        if not readable:
+            continue
+        try:
+            msg, fds, _, _ = socket.recv_fds(ctl, MAX_REQUEST, 3)
+        except OSError as exc:
+            if exc.errno == errno.EINTR:
+                continue
+            return 0
+        if not msg:
+            return 0  # Ferry closed the control socket
+        if len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            continue
+        run_fd, out_fd, err_fd = fds
+        run_sock = socket.socket(fileno=run_fd)
+        try:
+            req = json.loads(msg)
+            pid = os.fork()
+        except (ValueError, OSError) as exc:
+            run_sock.send(json.dumps({"setup_error": f"warm server: {exc}"}).encode())
+            pid = -1
+        if pid == 0:
+            ctl.close()
+            child_main(req, run_sock, out_fd, err_fd)  # never returns
+        run_sock.close()
+        os.close(out_fd)
+        os.close(err_fd)
+
+
+def main(argv: list[str]) -> int:
+    ctl = socket.socket(fileno=int(argv[0]))
+    preload = [m for m in argv[1].split(",") if m] if len(argv) > 1 else []
+    return serve(ctl, preload)
