@@ -94,12 +94,17 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
         if ext_dir is not None:
             readable.append(ext_dir)
             env["TPX_EXTENSION_DIR"] = str(ext_dir)
+    warm = None
+    if isinstance(req.command, str):
+        from tools.runner.warm import warm_start_for
+
+        warm = warm_start_for(req.command, env)
     base = dict(command=command, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
                 artifacts_dir=artifacts, workspace=ws.path if req.keep_workspace else None, workspace_method=ws.method)
     try:
         res = run_in_sandbox(command, ws.path, limits=_limits(req), env=env, writable=[out], readable=readable,
                              isolation=None if req.isolation in (None, "auto") else req.isolation,
-                             path_env=child_path_env(), cancel=cancel)
+                             path_env=child_path_env(), cancel=cancel, warm=warm)
     except SandboxUnavailable as exc:
         if not req.keep_workspace:
             ws.cleanup()
@@ -134,6 +139,7 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
             stderr_dropped=res.stderr_dropped,
             isolation=res.isolation,
             isolation_reasons=res.isolation_reasons,
+            warm_start=res.warm,
             trace=trace,
             signal=res.signal,
             limit_hit=res.limit_hit,

@@ -64,6 +64,7 @@ class RunResult(BaseModel):
     stderr_dropped: int = 0
     isolation: str  # bwrap | unshare | rlimits ("none" only for a run that never started)
     isolation_reasons: list[str] = Field(default_factory=list)
+    warm_start: bool = False  # forked from a pre-imported interpreter (tools.runner.warm), same sandbox
     trace: Trace | None = None
     signal: int | None = None
     limit_hit: str | None = None

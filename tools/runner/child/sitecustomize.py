@@ -14,6 +14,7 @@ import sys
 from contextlib import contextmanager
 
 FERRY_ROOT = os.environ.get("FERRY_ROOT", "")
+WARM_SERVER_ENV = "FERRY_WARM_SERVER"  # set in a warm server's own environment (tools.runner.warm)
 _OWN_PACKAGES = ("tools", "backend")
 
 
@@ -88,7 +89,7 @@ class _PostImportFinder:
         return spec
 
 
-def _on_torch(torch):
+def _load_device(torch):
     device = os.environ.get("FERRY_DEVICE", "cpu")
     if device == "tpx" and not hasattr(torch, "tpx"):
         try:
@@ -96,9 +97,17 @@ def _on_torch(torch):
                 import backend  # noqa: F401  (registers the tpx PrivateUse1 device)
         except Exception as exc:  # noqa: BLE001
             _say(f"tpx backend could not be loaded ({type(exc).__name__}: {exc}); running without it")
+
+
+def _on_torch(torch):
+    _load_device(torch)
     torch.manual_seed(_seed())
-    target = os.environ.get("FERRY_REDIRECT_CUDA")
-    if target:
+    if not os.environ.get(WARM_SERVER_ENV):  # a warm server installs it per run, after the fork
+        _install_redirect()
+
+
+def _install_redirect():
+    if os.environ.get("FERRY_REDIRECT_CUDA"):
         with _ferry_namespace("tools"):
             from tools.redirect.install import install_from_env
 
@@ -133,6 +142,14 @@ def _on_random(random):
     random.seed(_seed())
 
 
+def _install_tools():
+    if os.environ.get("FERRY_PROBE_DIR") or os.environ.get("FERRY_PROFILE_DIR"):
+        import torch  # noqa: F401  (runs _on_torch first: backend, seed, redirect)
+
+        _install_tool("tools.probe.child", "FERRY_PROBE_DIR")
+        _install_tool("tools.profile.child", "FERRY_PROFILE_DIR")
+
+
 def _main():
     finder = _PostImportFinder()
     for name, hook in (("random", _on_random), ("torch", _on_torch), ("numpy", _on_numpy)):
@@ -141,11 +158,23 @@ def _main():
         else:
             finder.hooks[name] = hook
     sys.meta_path.insert(0, finder)
-    if os.environ.get("FERRY_PROBE_DIR") or os.environ.get("FERRY_PROFILE_DIR"):
-        import torch  # noqa: F401  (runs _on_torch first: backend, seed, redirect)
+    _install_tools()
 
-        _install_tool("tools.probe.child", "FERRY_PROBE_DIR")
-        _install_tool("tools.profile.child", "FERRY_PROFILE_DIR")
+
+def ferry_after_fork():
+    """A warm start (``sandbox.warm``): this interpreter imported torch (on the CPU, nothing
+    device-specific) before the run existed and was just forked into it with the run's environment.
+    Do what ``_on_torch`` and ``_main`` do for a fresh interpreter: the run's device backend, the
+    seeds, the CUDA redirect, the probe/profile hooks."""
+    for name, hook in (("random", _on_random), ("numpy", _on_numpy)):
+        if name in sys.modules:
+            hook(sys.modules[name])
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        _load_device(torch)
+        torch.manual_seed(_seed())
+        _install_redirect()
+    _install_tools()
 
 
 if os.environ.get("FERRY_BOOTSTRAP", "1") != "0":

@@ -1,0 +1,112 @@
+"""Warm starts for the runner: a pre-imported interpreter per kind of run (``sandbox.warm``).
+
+``prewarm(seed)`` starts, for the runs to come, one interpreter that has imported torch (and
+nothing device-specific); ``warm_start_for`` hands a run to it when the run is one it can take: a
+plain ``python``/console-script command and the same static environment (seed, caller
+variables). The CPU reference run and the tpx runs fork from the same interpreter. Everything else, and every run when nothing was prewarmed, starts
+cold as before. ``FERRY_WARM_RUNS=0`` turns warm starts off.
+
+Per run, the forked interpreter gets the run's environment and calls the bootstrap's
+``ferry_after_fork``: loads the run's device backend (tpx), seeds again and installs the CUDA
+redirect and the probe/profile hooks the run asked for: what a fresh interpreter's bootstrap does
+right after ``import torch``, so a warm run computes and records what a cold one does.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+
+from sandbox import WarmServer, WarmStart, python_spec
+from sandbox.env import scrubbed_env
+from sandbox.execute import RUN_MARKER_ENV
+from sandbox.isolation import SandboxUnavailable, choose
+from tools.runner.env import child_env, child_path_env
+
+logger = logging.getLogger(__name__)
+
+WARM_ENV = "FERRY_WARM_RUNS"
+PRELOAD = ("torch",)
+AFTER_FORK = "sitecustomize:ferry_after_fork"
+# FERRY_WARM_SERVER is the servers' own: their bootstrap then leaves the CUDA redirect for after the fork.
+WARM_SERVER_ENV = "FERRY_WARM_SERVER"
+# Read by the bootstrap only after the fork (device backend, redirect, probe, profile) or by
+# pytest at its start: one server serves the CPU reference run and the tpx runs alike.
+PER_RUN_KEYS = frozenset({RUN_MARKER_ENV, WARM_SERVER_ENV, "FERRY_DEVICE", "TORCH_DEVICE_BACKEND_AUTOLOAD",
+                          "TPX_EXTENSION_DIR", "FERRY_REDIRECT_CUDA", "FERRY_REDIRECT_LOG", "FERRY_PROBE_DIR",
+                          "FERRY_PROFILE_DIR", "FERRY_WORKSPACE", "PYTEST_ADDOPTS"})
+MAX_SERVERS = 4  # kinds of run (seed, caller variables) kept warm at once
+
+_servers: dict[tuple, WarmServer] = {}
+_lock = threading.Lock()
+
+
+def enabled() -> bool:
+    return os.environ.get(WARM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _key(env: dict[str, str]) -> tuple:
+    return tuple(sorted((k, v) for k, v in env.items() if k not in PER_RUN_KEYS))
+
+
+def _sandbox_env(extra: dict[str, str]) -> dict[str, str]:
+    return scrubbed_env(dict(os.environ), extra, path=child_path_env())
+
+
+def server_env(seed: int, caller_env: dict[str, str] | None = None) -> dict[str, str]:
+    """A server's own environment: a CPU run's (no device backend loaded before the fork)."""
+    env = child_env(workspace=Path("/"), device="cpu", redirect_cuda=None, seed=seed, redirect_log=None,
+                    probe_dir=None, profile_dir=None, junit_xml=None, caller_env=dict(caller_env or {}))
+    return {**_sandbox_env(env), WARM_SERVER_ENV: "1"}
+
+
+def prewarm(seed: int = 0, caller_env: dict[str, str] | None = None) -> bool:
+    """Start (once) a warm interpreter for runs with ``seed`` and these caller variables; False
+    when warm starts are off or cannot be used here (no bubblewrap)."""
+    if not enabled():
+        return False
+    try:
+        if choose(None).level != "bwrap":
+            return False
+    except SandboxUnavailable:
+        return False
+    env = server_env(seed, caller_env)
+    key = _key(env)
+    with _lock:
+        server = _servers.get(key)
+        if server is not None and server.alive():
+            return True
+        while len(_servers) >= MAX_SERVERS:
+            _servers.pop(next(iter(_servers))).close()
+        _servers[key] = WarmServer(env, list(PRELOAD), after_fork=AFTER_FORK, dynamic_keys=PER_RUN_KEYS)
+    logger.info("warm interpreter started (seed %d)", seed)
+    return True
+
+
+def warm_start_for(command: str, run_env: dict[str, str]) -> WarmStart | None:
+    """The warm start for this run, or None when it starts cold."""
+    if not enabled() or not _servers:
+        return None
+    key = _key(_sandbox_env(run_env))
+    with _lock:
+        server = _servers.get(key)
+    if server is None or not server.alive():
+        return None
+    spec = python_spec(command, child_path_env(), sys.executable)
+    if spec is None:
+        logger.debug("cold start: %r is not a plain python invocation", command)
+        return None
+    return WarmStart(server, spec)
+
+
+@atexit.register
+def shutdown() -> None:
+    with _lock:
+        servers = list(_servers.values())
+        _servers.clear()
+    for server in servers:
+        server.close()
