@@ -60,9 +60,28 @@ def _console_script(path: str, python: str) -> bool:
     return bool(interp) and len(interp) == 1 and _is_our_python(interp[0].decode(errors="replace"), python)
 
 
+def _shell_syntax(command: str) -> bool:
+    """True when a shell would do more with ``command`` than split it into words: a
+    metacharacter outside quotes, or an expansion (``$``, backquote, backslash) inside double
+    quotes. Inside single quotes everything is literal (``python -c 'print(1)'`` qualifies)."""
+    quote = None
+    for c in command:
+        if quote == "'":
+            quote = None if c == "'" else quote
+        elif quote == '"':
+            if c in '$`\\':
+                return True
+            quote = None if c == '"' else quote
+        elif c in "'\"":
+            quote = c
+        elif c in _SHELL_CHARS:
+            return True
+    return False  # an unterminated quote is left to shlex, which refuses it
+
+
 def python_spec(command: str, path_env: str, python: str) -> PythonSpec | None:
     """The invocation ``command`` makes of ``python``, or None when it is anything else."""
-    if not command.strip() or any(c in _SHELL_CHARS for c in command):
+    if not command.strip() or _shell_syntax(command):
         return None
     try:
         argv = shlex.split(command)
