@@ -23,6 +23,7 @@ class PythonSpec:
     target: str  # the script path, module name or code
     args: tuple[str, ...]
     unbuffered: bool = False
+    program: str = "python"  # the interpreter as the command named it (``python: can't open file ...``)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -107,7 +108,7 @@ def python_spec(command: str, path_env: str, python: str) -> PythonSpec | None:
     if head in ("-m", "-c"):
         if not tail:
             return None
-        return PythonSpec("module" if head == "-m" else "code", tail[0], tail[1:], unbuffered)
+        return PythonSpec("module" if head == "-m" else "code", tail[0], tail[1:], unbuffered, argv[0])
     if head.startswith("-"):
         return None
-    return PythonSpec("script", head, tail, unbuffered)
+    return PythonSpec("script", head, tail, unbuffered, argv[0])

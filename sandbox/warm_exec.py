@@ -121,6 +121,7 @@ class PythonInvocation:
         self.target = spec["target"]
         self.args = list(spec["args"])
         self.unbuffered = bool(spec.get("unbuffered"))
+        self.program = spec.get("program") or sys.executable
 
     def _fresh_main(self, file: str | None) -> types.ModuleType:
         main = types.ModuleType("__main__")
@@ -148,7 +149,7 @@ class PythonInvocation:
                 with open(path, "rb") as fh:
                     source = fh.read()
             except OSError as exc:
-                sys.stderr.write(f"{sys.executable}: can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}\n")
+                sys.stderr.write(f"{self.program}: can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}\n")
                 raise SystemExit(2) from None
             main = self._fresh_main(path)
             exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)
