@@ -1,0 +1,442 @@
+"""Warm starts (``sandbox.warm``): which commands qualify, and that a run forked from a warm
+server behaves like the cold run of the same command, in the same sandbox, under the same limits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import sandbox.execute
+from sandbox import WarmServer, WarmStart, detect, python_spec, run_in_sandbox
+from sandbox.env import scrubbed_env
+from sandbox.execute import RUN_MARKER_ENV
+from sandbox.isolation import ferry_root
+
+from .conftest import PY, VENV_PATH, requires_bwrap, small_limits
+
+pytestmark = requires_bwrap
+
+RUN_VAR = "FERRY_WARM_TEST_VAR"  # a per-run variable the tests pass through ``env=``
+
+
+def _server_env() -> dict[str, str]:
+    return scrubbed_env(dict(os.environ), {}, path=VENV_PATH)
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = WarmServer(_server_env(), ["json"], dynamic_keys=frozenset({RUN_MARKER_ENV, RUN_VAR}))
+    assert srv.wait_ready(), srv.failure
+    yield srv
+    srv.close()
+
+
+def _run(server, workspace, command: str, *, warm: bool = True, env: dict | None = None, **kw):
+    """Run ``command`` (a plain python invocation) warm or cold; returns the SandboxResult."""
+    spec = python_spec(command, VENV_PATH, PY)
+    start = WarmStart(server, spec) if warm and spec is not None else None
+    limits = kw.pop("limits", None) or small_limits()
+    argv = ["/bin/sh", "-c", command]
+    return run_in_sandbox(argv, workspace.path, limits=limits, env=env, path_env=VENV_PATH, warm=start, **kw)
+
+
+def _write(workspace, name: str, code: str) -> None:
+    (workspace.path / name).write_text(textwrap.dedent(code))
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _gone(pid: int, within_s: float = 15.0) -> bool:
+    """True once ``pid`` no longer runs, polling up to ``within_s`` (a bound, not a speed test)."""
+    deadline = time.monotonic() + within_s
+    while _running(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+# -- 1. which commands qualify ----------------------------------------------------------------
+@pytest.mark.parametrize("command, expected", [
+    ("python prog.py a b", ("script", "prog.py", ("a", "b"), False)),
+    ("python -u prog.py", ("script", "prog.py", (), True)),
+    ("python -B prog.py x", ("script", "prog.py", ("x",), False)),
+    ("python -B -u prog.py", ("script", "prog.py", (), True)),
+    ("python -m pytest -q", ("module", "pytest", ("-q",), False)),
+    ("python -c 'print(1)'", ("code", "print(1)", (), False)),
+    ("python -c 'print(1)' a", ("code", "print(1)", ("a",), False)),
+    ("python -c 'import sys; print(sys.argv[1:], \"$HOME\")' a", ("code", 'import sys; print(sys.argv[1:], "$HOME")', ("a",), False)),
+    ('python -c "print(2)"', ("code", "print(2)", (), False)),
+    (f"{PY} prog.py", ("script", "prog.py", (), False)),
+])
+def test_python_spec_accepts_plain_invocations(command, expected):
+    spec = python_spec(command, VENV_PATH, PY)
+    assert spec is not None, command
+    assert (spec.kind, spec.target, spec.args, spec.unbuffered) == expected
+
+
+def test_python_spec_accepts_console_script_of_the_venv():
+    spec = python_spec("pytest -q tests", VENV_PATH, PY)
+    assert spec is not None
+    assert spec.kind == "script" and spec.args == ("-q", "tests")
+    assert os.path.realpath(spec.target) == os.path.realpath(Path(sys.prefix) / "bin" / "pytest")
+
+
+@pytest.mark.parametrize("command", [
+    "python a.py | cat",
+    "X=1 python a.py",
+    "python a.py > out",
+    "python a.py; python b.py",
+    "python a.py && echo ok",
+    "python -O a.py",
+    "python -X dev a.py",
+    "/bin/echo hi",
+    "sh -c 'python a.py'",
+    "python",
+    "python -u",
+    "python -m",
+    "python $HOME/a.py",
+    'python -c "print($HOME)"',
+    'python -c "print(`id`)"',
+    "python -c 'print(1)' | cat",
+    "python a*.py",
+    "python 'unterminated",
+    "",
+    "no_such_program_xyz a.py",
+])
+def test_python_spec_refuses_everything_else(command):
+    assert python_spec(command, VENV_PATH, PY) is None
+
+
+def test_python_spec_refuses_another_interpreter(tmp_path: Path):
+    other = tmp_path / "bin"
+    other.mkdir()
+    script = other / "tool"
+    script.write_text("#!/usr/bin/env python3\nprint('hi')\n")
+    script.chmod(0o755)
+    assert python_spec("tool", f"{other}:{VENV_PATH}", PY) is None
+
+
+# -- 2. warm and cold see the same process ----------------------------------------------------
+PROBE = """
+    import os, sys
+    print("argv", sys.argv)
+    print("name", __name__)
+    print("file", globals().get("__file__"))
+    print("path0", sys.path[0])
+    print("cwd", os.getcwd())
+    print("not-root", os.getuid() != 0)
+    print("var", os.environ.get("FERRY_WARM_TEST_VAR"))
+    print("stdin-empty", sys.stdin.read() == "")
+    print("pid-ns", os.getpid() < 10)
+    print("marker", "FERRY_SANDBOX_RUN" in os.environ)
+"""
+
+
+@pytest.mark.parametrize("command", [
+    "python probe.py one 'two words'",
+    "python -u probe.py",
+    "python -m probe x y",
+    "python -c 'exec(open(\"probe.py\").read())' z",
+])
+def test_warm_run_sees_what_a_cold_run_sees(server, workspace, command):
+    _write(workspace, "probe.py", PROBE)
+    env = {RUN_VAR: "per-run-value"}
+    warm = _run(server, workspace, command, env=env)
+    cold = _run(server, workspace, command, warm=False, env=env)
+    assert warm.warm is True and cold.warm is False
+    assert warm.status == cold.status == "ok", (warm.stderr, cold.stderr)
+    assert warm.stdout == cold.stdout
+    assert warm.stderr == cold.stderr == ""
+    assert "var per-run-value" in warm.stdout and "stdin-empty True" in warm.stdout
+    assert "pid-ns True" in warm.stdout and "marker True" in warm.stdout
+    if os.getuid() == 0:
+        assert "not-root True" in warm.stdout
+
+
+def test_threads_and_atexit_finish_before_the_run_ends(server, workspace):
+    _write(workspace, "late.py", """
+        import atexit, threading, time
+        atexit.register(lambda: print("atexit ran", flush=True))
+        def work():
+            time.sleep(0.3)
+            print("thread done", flush=True)
+        threading.Thread(target=work).start()
+        print("main done")
+    """)
+    warm = _run(server, workspace, "python late.py")
+    cold = _run(server, workspace, "python late.py", warm=False)
+    assert warm.warm and warm.status == "ok", warm.stderr
+    assert warm.stdout == cold.stdout == "main done\nthread done\natexit ran\n"
+
+
+# -- 3. exit status and tracebacks -------------------------------------------------------------
+def test_uncaught_exception_traceback_matches_cold(server, workspace):
+    _write(workspace, "boom.py", """
+        def inner(x):
+            return 1 / x
+
+        print("before")
+        inner(0)
+    """)
+    warm = _run(server, workspace, "python boom.py")
+    cold = _run(server, workspace, "python boom.py", warm=False)
+    assert warm.warm and not cold.warm
+    assert warm.exit_code == cold.exit_code == 1
+    assert warm.stdout == cold.stdout == "before\n"
+    lines = warm.stderr.splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert lines[1].startswith(f'  File "{workspace.path / "boom.py"}", line ')
+    assert lines[-1] == "ZeroDivisionError: division by zero"
+    assert "warm_exec" not in warm.stderr and "sandbox" not in warm.stderr.replace(str(workspace.path), "")
+    assert warm.stderr == cold.stderr
+
+
+@pytest.mark.parametrize("code, exit_code, stderr", [
+    ("import sys; sys.exit(3)", 3, ""),
+    ("import sys; sys.exit(0)", 0, ""),
+    ("import sys; sys.exit(None)", 0, ""),
+    ("import sys; sys.exit('bad input given')", 1, "bad input given\n"),
+    ("raise SystemExit(256 + 7)", 7, ""),
+])
+def test_exit_status_matches_cold(server, workspace, code, exit_code, stderr):
+    _write(workspace, "ex.py", code + "\n")
+    warm = _run(server, workspace, "python ex.py")
+    cold = _run(server, workspace, "python ex.py", warm=False)
+    assert warm.warm
+    assert warm.exit_code == cold.exit_code == exit_code
+    assert warm.stderr == cold.stderr == stderr
+
+
+def test_missing_module_and_missing_script(server, workspace):
+    for command in ("python -m no_such_module_xyz", "python no_such_script.py"):
+        warm = _run(server, workspace, command)
+        cold = _run(server, workspace, command, warm=False)
+        assert warm.warm, command
+        assert warm.exit_code == cold.exit_code != 0, command
+        assert warm.stderr == cold.stderr, command
+    assert "No module named no_such_module_xyz" in _run(server, workspace, "python -m no_such_module_xyz").stderr
+
+
+# -- 4. the sandbox is the same ------------------------------------------------------------------
+def test_warm_run_is_isolated(server, workspace, tmp_path: Path):
+    secret = tmp_path / "host_secret.txt"
+    secret.write_text("TOP-SECRET")
+    outside = tmp_path / "outside.txt"
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    _write(workspace, "escape.py", f"""
+        import pathlib, resource, socket
+        s = socket.socket()
+        s.settimeout(3)
+        try:
+            s.connect(("127.0.0.1", {port}))
+            print("CONNECTED")
+        except OSError as exc:
+            print("NET-BLOCKED")
+        try:
+            print("READ", pathlib.Path({str(secret)!r}).read_text())
+        except OSError:
+            print("SECRET-UNREADABLE")
+        for p in [{str(outside)!r}, "/usr/evil", "/etc/evil", {str(ferry_root() / 'evil')!r}]:
+            try:
+                pathlib.Path(p).write_text("pwned")
+                print("WROTE", p)
+            except OSError:
+                print("DENIED")
+        pathlib.Path("inside.txt").write_text("ok")
+        status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+        for key in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb", "NoNewPrivs"):
+            print(key, status[key].strip())
+        print("NOFILE", resource.getrlimit(resource.RLIMIT_NOFILE))
+    """)
+    try:
+        res = _run(server, workspace, "python escape.py", limits=small_limits(open_files=123))
+    finally:
+        srv.close()
+    assert res.warm and res.status == "ok", res.stderr
+    out = res.stdout.splitlines()
+    assert "NET-BLOCKED" in out and "CONNECTED" not in out
+    assert "SECRET-UNREADABLE" in out and "TOP-SECRET" not in res.stdout
+    assert out.count("DENIED") == 4 and not any(line.startswith("WROTE") for line in out)
+    assert not outside.exists()
+    assert (workspace.path / "inside.txt").read_text() == "ok"
+    for key in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"):
+        assert f"{key} 0000000000000000" in out, res.stdout
+    assert "NoNewPrivs 1" in out
+    assert "NOFILE (123, 123)" in out
+
+
+# -- 5. supervision: timeout, cancel, strays ---------------------------------------------------
+@pytest.fixture
+def command_pids(monkeypatch):
+    """The host pids of the warm commands started during the test (spying on start_warm)."""
+    pids: list[int] = []
+    real = sandbox.execute.start_warm
+
+    def spy(*args, **kwargs):
+        proc = real(*args, **kwargs)
+        pids.append(proc.command_pid)
+        return proc
+
+    monkeypatch.setattr(sandbox.execute, "start_warm", spy)
+    return pids
+
+
+def test_timeout_kills_the_warm_command(server, workspace, command_pids):
+    _write(workspace, "spin.py", "print('spinning', flush=True)\nwhile True:\n    pass\n")
+    res = _run(server, workspace, "python spin.py", limits=small_limits(timeout_s=2.0))
+    assert res.warm
+    assert res.status == "timeout" and res.timed_out
+    assert res.stdout == "spinning\n"
+    assert len(command_pids) == 1
+    assert _gone(command_pids[0])
+
+
+def test_cancel_stops_the_warm_command(server, workspace, command_pids):
+    _write(workspace, "wait.py", "import time\nprint('up', flush=True)\ntime.sleep(60)\n")
+    cancel = threading.Event()
+    timer = threading.Timer(0.5, cancel.set)
+    timer.start()
+    try:
+        res = _run(server, workspace, "python wait.py", limits=small_limits(timeout_s=30.0), cancel=cancel)
+    finally:
+        timer.cancel()
+    assert res.warm
+    assert res.status == "cancelled" and not res.timed_out
+    assert command_pids and _gone(command_pids[0])
+
+
+def _pids_with_cmdline(needle: bytes) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if needle in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def test_daemon_left_behind_is_killed(server, workspace):
+    arg = f"60.{uuid.uuid4().int % 10**9}"  # a sleep argument no other process has
+    _write(workspace, "daemon.py", f"""
+        import subprocess
+        p = subprocess.Popen(["sleep", "{arg}"], start_new_session=True)
+        print("daemon started")
+    """)
+    res = _run(server, workspace, "python daemon.py")
+    assert res.warm and res.status == "ok", res.stderr
+    assert res.stdout == "daemon started\n"
+    assert res.strays_killed >= 1
+    assert all(_gone(p) for p in _pids_with_cmdline(b"sleep\0" + arg.encode()))
+
+
+# -- 6. fallbacks: the run is still right, only cold -------------------------------------------
+def test_env_mismatch_falls_back_to_cold(server, workspace):
+    _write(workspace, "env.py", "import os\nprint(os.environ.get('FERRY_STATIC_OTHER'))\n")
+    env = {"FERRY_STATIC_OTHER": "yes"}  # not a per-run key: the server's interpreter lacks it
+    assert not server.accepts(scrubbed_env(dict(os.environ), env, path=VENV_PATH))
+    res = _run(server, workspace, "python env.py", env=env)
+    assert res.warm is False and res.status == "ok" and res.stdout == "yes\n"
+
+
+def test_server_whose_preload_fails_falls_back_to_cold(workspace):
+    bad = WarmServer(_server_env(), ["no_such_module_xyz"], dynamic_keys=frozenset({RUN_MARKER_ENV}))
+    try:
+        assert bad.wait_ready() is False
+        assert "no_such_module_xyz" in (bad.failure or "")
+        _write(workspace, "hi.py", "print('hi')\n")
+        res = _run(bad, workspace, "python hi.py")
+        assert res.warm is False and res.status == "ok" and res.stdout == "hi\n"
+    finally:
+        bad.close()
+
+
+def test_shell_pipeline_runs_cold(server, workspace):
+    _write(workspace, "hi.py", "print('hi')\n")
+    res = _run(server, workspace, "python hi.py | tr a-z A-Z")
+    assert res.warm is False and res.status == "ok" and res.stdout == "HI\n"
+
+
+@pytest.mark.skipif("unshare" not in detect().available, reason="unshare cannot run here")
+def test_weaker_isolation_runs_cold(server, workspace):
+    _write(workspace, "hi.py", "print('hi')\n")
+    res = _run(server, workspace, "python hi.py", isolation="unshare")
+    cold = _run(server, workspace, "python hi.py", warm=False, isolation="unshare")
+    assert res.isolation == cold.isolation == "unshare"
+    assert res.warm is False
+    # (where the run's uid cannot reach this interpreter, both fail the same way)
+    assert (res.status, res.exit_code, res.stdout, res.stderr) == (cold.status, cold.exit_code, cold.stdout, cold.stderr)
+
+
+def test_closed_server_falls_back_to_cold(workspace):
+    srv = WarmServer(_server_env(), [], dynamic_keys=frozenset({RUN_MARKER_ENV}))
+    assert srv.wait_ready()
+    srv.close()
+    _write(workspace, "hi.py", "print('hi')\n")
+    res = _run(srv, workspace, "python hi.py")
+    assert res.warm is False and res.status == "ok" and res.stdout == "hi\n"
+
+
+# -- 7. the user's modules win over Ferry's ------------------------------------------------------
+def test_user_module_named_sandbox_is_imported(server, workspace):
+    _write(workspace, "sandbox.py", "WHO = 'user module'\n")
+    _write(workspace, "use.py", "import sandbox\nprint(sandbox.WHO, sandbox.__file__)\n")
+    warm = _run(server, workspace, "python use.py")
+    cold = _run(server, workspace, "python use.py", warm=False)
+    assert warm.warm and warm.status == "ok", warm.stderr
+    assert warm.stdout == cold.stdout == f"user module {workspace.path / 'sandbox.py'}\n"
+
+
+# -- 8. the server does not outlive its owner ----------------------------------------------------
+OWNER = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from sandbox import WarmServer
+srv = WarmServer({{"PATH": "/usr/bin:/bin"}}, [])
+assert srv.wait_ready(), srv.failure
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        kids += [int(k) for k in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    return kids
+
+
+def test_server_dies_with_its_owner():
+    owner = subprocess.Popen([PY, "-c", OWNER.format(root=str(ferry_root()))], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None and owner.stdout.readline() == "ready\n"
+        servers = _children(owner.pid)
+        assert len(servers) == 1
+        assert _running(servers[0])
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    assert _gone(servers[0])
