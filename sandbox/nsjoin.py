@@ -9,6 +9,7 @@ no new privileges.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -21,9 +22,9 @@ PR_CAP_AMBIENT_CLEAR_ALL = 4
 _CAP_VERSION_3 = 0x20080522
 _LAST_CAP = 63
 
-# The user namespace first (it grants the rights to join the others), the mount namespace last
-# (after it, /proc is the sandbox's and the pid given would name another process).
+# The mount namespace last: after it, /proc is the sandbox's and the pid given names another process.
 NS_ORDER: tuple[str, ...] = ("user", "ipc", "uts", "net", "pid", "cgroup", "mnt")
+NS_GET_USERNS = 0xB701  # ioctl on a namespace fd: an fd of the user namespace that owns it
 
 
 class NamespaceError(OSError):
@@ -45,27 +46,38 @@ def die_with_parent(sig: int) -> None:
     prctl(PR_SET_PDEATHSIG, sig)
 
 
-def _same(ns: str, pid: int) -> bool:
-    a, b = os.stat(f"/proc/{pid}/ns/{ns}"), os.stat(f"/proc/self/ns/{ns}")
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+def _ident(fd_or_path) -> tuple[int, int]:
+    st = os.fstat(fd_or_path) if isinstance(fd_or_path, int) else os.stat(fd_or_path)
+    return st.st_dev, st.st_ino
 
 
 def join_namespaces(pid: int) -> list[str]:
     """Enter every namespace of ``pid`` that differs from ours; returns the ones joined.
 
+    Unprivileged bubblewrap makes its namespaces inside a user namespace of its own and runs the
+    command in a second, nested one; joining the nested one first would leave no rights over the
+    others. So: the user namespace owning the others first, then the others, then the command's.
     The pid namespace applies to children only: the caller must fork afterwards."""
     fds: dict[str, int] = {}
+    owner: int | None = None
     try:
         for ns in NS_ORDER:
             path = f"/proc/{pid}/ns/{ns}"
-            if not os.path.exists(path) or _same(ns, pid):
-                continue
-            fds[ns] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        for ns in NS_ORDER:
-            if ns in fds:
-                _check(_libc.setns(fds[ns], 0), f"setns({ns}) into process {pid}")
+            if os.path.exists(path) and _ident(path) != _ident(f"/proc/self/ns/{ns}"):
+                fds[ns] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        current_user = _ident("/proc/self/ns/user")
+        others = [ns for ns in NS_ORDER if ns in fds and ns != "user"]
+        if others:
+            owner = fcntl.ioctl(fds[others[0]], NS_GET_USERNS)
+            if _ident(owner) != current_user:
+                _check(_libc.setns(owner, 0), f"setns(user namespace owning {others[0]}) of process {pid}")
+                current_user = _ident(owner)
+        for ns in others:
+            _check(_libc.setns(fds[ns], 0), f"setns({ns}) into process {pid}")
+        if "user" in fds and _ident(fds["user"]) != current_user:
+            _check(_libc.setns(fds["user"], 0), f"setns(user) into process {pid}")
     finally:
-        for fd in fds.values():
+        for fd in [*fds.values(), *([owner] if owner is not None else [])]:
             os.close(fd)
     return list(fds)
 
