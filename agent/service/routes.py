@@ -25,15 +25,18 @@ CONFLICT = {409: {"model": ErrorDetail, "description": "the migration is not in 
 
 
 def _status(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
+    # Asked before loading: a job that ends between the two would otherwise leave a snapshot taken
+    # mid-step (a pending node, no interrupt yet) to be read as "stopped".
+    running = jobs.running(mid)
     try:
         st = load(mid, settings.state_dir)
     except UnknownMigration:
-        if jobs.running(mid):
+        if running or jobs.running(mid):
             return MigrationStatus(id=mid, state="running")
         if mid in jobs.errors:  # it failed before writing its first checkpoint
             return MigrationStatus(id=mid, state="failed", error=jobs.errors[mid])
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no migration {mid}") from None
-    if jobs.running(mid):
+    if running:
         state = "running"
     elif st["interrupts"]:
         state = "waiting_for_approval"
