@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator
 from langgraph.graph import END, START, StateGraph
 
 from agent import routers
+from agent.materialise import DEFAULT_STATE_DIR, state_dir  # noqa: F401  (part of this module's API)
 from agent.nodes.apply_fix import apply_fix
 from agent.nodes.diagnose import diagnose
 from agent.nodes.ingest import ingest
@@ -43,7 +44,6 @@ from agent.state import MigrationState
 logger = logging.getLogger(__name__)
 
 DATABASE_URL_ENV = "FERRY_DATABASE_URL"
-DEFAULT_STATE_DIR = Path("~/.ferry")
 
 
 def build_graph() -> StateGraph:
@@ -70,11 +70,6 @@ def build_graph() -> StateGraph:
     g.add_edge("report", END)
     return g
 
-
-def state_dir(path: str | Path | None) -> Path:
-    d = Path(path).expanduser() if path else DEFAULT_STATE_DIR.expanduser()
-    d.mkdir(parents=True, exist_ok=True)
-    return d
 
 
 # Postgres: one advisory-lock key serialises the table setup of processes that start together.

@@ -16,6 +16,16 @@ from tools.patch import list_source_files, read_text
 logger = logging.getLogger(__name__)
 
 
+DEFAULT_STATE_DIR = Path("~/.ferry")
+
+
+def state_dir(path: str | Path | None) -> Path:
+    """The state directory (checkpoints, workspaces, artifacts), created when missing."""
+    d = Path(path).expanduser() if path else DEFAULT_STATE_DIR.expanduser()
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
 def workspaces_root(state_dir: str | Path, migration_id: str) -> Path:
     return Path(state_dir).expanduser() / "workspaces" / migration_id
 

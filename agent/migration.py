@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import secrets
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +11,8 @@ from langgraph.types import Command
 
 from agent.graph import (ProgressFn, build_graph, checkpointer, describe_store, drive, migration_ids, one_line,
                          snapshot, state_dir)
+from agent import early
+from agent.early import new_migration_id  # noqa: F401  (part of this module's API)
 from agent.state import MigrationOptions
 
 logger = logging.getLogger(__name__)
@@ -48,10 +48,6 @@ def _drive(app: Any, payload: Any, migration_id: str, sdir: Path, progress: Prog
             f"and run `ferry resume {migration_id}`") from exc
 
 
-def new_migration_id() -> str:
-    return time.strftime("m%Y%m%d-%H%M%S-") + secrets.token_hex(3)
-
-
 def initial_state(migration_id: str, opts: MigrationOptions) -> dict[str, Any]:
     return {"migration_id": migration_id, "options": opts.model_dump(mode="json"), "workspace": None,
             "files": {}, "edits": [], "steps": [], "runs": [], "tried": [], "iteration": 0,
@@ -66,6 +62,7 @@ def start(opts: MigrationOptions, *, migration_id: str | None = None, progress: 
         app = build_graph().compile(checkpointer=saver)
         if app.get_state({"configurable": {"thread_id": migration_id}}).values:
             raise ValueError(f"migration {migration_id} already exists; use `ferry resume {migration_id}`")
+        early.start_early(opts, migration_id)  # unless the caller did before building anything
         return _drive(app, initial_state(migration_id, opts), migration_id, sdir, progress)
 
 

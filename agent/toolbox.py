@@ -53,6 +53,17 @@ def create_workspace(src: Path, root: Path) -> Path:
 # --- runner --------------------------------------------------------------------------------
 
 
+def prewarm_runs(seed: int, env: dict[str, str] | None = None) -> bool:
+    """Start the warm interpreter a migration's runs fork from (tools.runner.warm): the reference
+    run and the tpx runs. False when warm starts are off or unavailable here (runs start cold)."""
+    try:
+        warm = _import("tools.runner.warm", "runner")
+        return bool(warm.prewarm(seed=seed, caller_env=env or {}))
+    except (ToolUnavailable, OSError) as exc:
+        logger.info("no warm interpreter for this migration's runs: %s", exc)
+        return False
+
+
 def run(
     path: Path,
     command: str,

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_options(args: argparse.Namespace):
     from agent.cli import CliError
-    from agent.graph import state_dir
+    from agent.materialise import state_dir
     from agent.llm.config import configured
     from agent.state import MigrationOptions
 
@@ -75,13 +75,20 @@ def run(args: argparse.Namespace) -> int:
     from agent.cli.approval import drive_interactively
     from agent.errors import FerryAgentError
     from agent.cli.progress import Progress, exit_code, print_result
-    from agent.migration import start
+    from agent import early
 
     opts = build_options(args)
+    migration_id = args.migration_id
+    if migration_id is None:  # a new id has no state: its runs can start before the graph is built
+        migration_id = early.new_migration_id()
+        early.start_early(opts, migration_id)
+
+    from agent.migration import start
+
     with Progress(enabled=not args.json) as progress:
         print_id = progress.console.print if not args.json else (lambda *a, **k: None)
         try:
-            state = start(opts, migration_id=args.migration_id, progress=progress)
+            state = start(opts, migration_id=migration_id, progress=progress)
         except (ValueError, FerryAgentError) as exc:  # id taken; checkpointer not usable (e.g. Postgres extra missing)
             raise CliError(str(exc)) from exc
     print_id(f"migration id: {state.get('migration_id')} (resume with `ferry resume {state.get('migration_id')}`)")

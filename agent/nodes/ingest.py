@@ -6,8 +6,9 @@ import logging
 from typing import Any
 
 from agent.errors import NeedsHuman
+from agent import toolbox
 from agent.nodes.common import ensure_workspace, source_of, step
-from agent.state import MigrationState
+from agent.state import MigrationState, options_of
 from tools.patch import list_source_files
 
 logger = logging.getLogger(__name__)
@@ -21,6 +22,7 @@ def ingest(state: MigrationState) -> dict[str, Any]:
     files = list_source_files(source)
     if not any(f.endswith(".py") for f in files):
         raise NeedsHuman(f"{source} holds no Python files; nothing to migrate")
+    toolbox.prewarm_runs(options_of(state).seed)  # once per process: the tpx runs fork from it
     ws = ensure_workspace(state)
     return {"workspace": str(ws), "iteration": state.get("iteration") or 0,
             "_summary": f"{len(files)} source files; private workspace {ws}"}

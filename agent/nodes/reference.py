@@ -1,7 +1,8 @@
 """reference_run: the ORIGINAL code on CPU with CUDA redirected to CPU, probe on.
 
-The run starts in the background (``agent.background``) and goes on beside the scan, the rewrite
-and the first target run, which do not need it; ``target_run`` joins it (``join_reference``) so
+The run starts in the background (``agent.background``), for a new migration already before the
+graph is built (``agent.early``), and goes on beside the scan, the rewrite and the first target
+run, which do not need it; ``target_run`` joins it (``join_reference``) so
 every later node sees it settled. A failed reference ends the migration as before: Ferry needs a
 working reference to compare against.
 """
@@ -13,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agent import background, toolbox
+from agent import background, early
 from agent.errors import NeedsHuman, RunTimedOut, SandboxFailure
 from agent.nodes.common import artifacts_dir, diagnosis_from_run, run_is_ok, run_summary, source_of, step
 from agent.state import MigrationState, options_of
@@ -21,19 +22,15 @@ from tools.patch import list_source_files
 
 logger = logging.getLogger(__name__)
 
-LABEL = "reference"
+LABEL = early.REFERENCE_LABEL
 
 
 def reference_key(state: MigrationState) -> str:
-    return f"{state['migration_id']}:{LABEL}"
+    return early.reference_key(state["migration_id"])
 
 
 def _run(state: MigrationState, adir: Path, cancel: threading.Event | None) -> dict[str, Any]:
-    opts = options_of(state)
-    return toolbox.run(
-        source_of(state), opts.run_command, device="cpu", redirect_cuda="cpu", probe=True, profile=False,
-        timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
-    )
+    return early.run_reference(options_of(state), adir, cancel)
 
 
 @step("reference_run")
@@ -41,15 +38,17 @@ def reference_run(state: MigrationState) -> dict[str, Any]:
     if state.get("reference") and run_is_ok(state["reference"]):
         return {"_summary": "already done"}
     adir = artifacts_dir(state, LABEL)
+    pending = {"reference": {"pending": True, "artifacts_dir": str(adir)},
+               "_summary": "started (goes on beside the scan, rewrite and first target run)"}
+    if background.has(reference_key(state)):  # started before the graph (agent.early)
+        return {**pending, "_summary": "in flight since the migration started (beside the scan, rewrite "
+                                       "and first target run)"}
     done = background.finished(adir)
     if done is not None:  # finished before an earlier Ferry process stopped
         return settle_reference(state, done)
-    adir.mkdir(parents=True, exist_ok=True)
-    if background.parallel_limit() < 2:  # side-by-side runs are off: run it here and now
+    if not early.start_reference(options_of(state), state["migration_id"]):  # side-by-side runs are off
         return settle_reference(state, _run(state, adir, None))
-    background.start(reference_key(state), lambda cancel: _run(state, adir, cancel))
-    return {"reference": {"pending": True, "artifacts_dir": str(adir)},
-            "_summary": "started (goes on beside the scan, rewrite and first target run)"}
+    return pending
 
 
 def join_reference(state: MigrationState) -> dict[str, Any]:

@@ -43,6 +43,7 @@ def _run_tests(state: MigrationState, ws: Path, adir: Path, cancel: threading.Ev
 def target_run(state: MigrationState) -> dict[str, Any]:
     opts = options_of(state)
     background.prewarm()  # parity and the profile report need torch in this process next
+    toolbox.prewarm_runs(opts.seed)  # started by ingest unless this process resumed the migration
     ws = ensure_workspace(state)
     it = state.get("iteration") or 0
     tests_key = _tests_key(state)

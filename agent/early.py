@@ -1,0 +1,68 @@
+"""What a new migration can start before its graph exists: the reference run and the warm interpreter.
+
+Neither needs anything the graph computes: the reference run is the original code with CUDA
+redirected to CPU, and the warm interpreter (``tools.runner.warm``) only imports torch for the
+tpx runs to come. Started here, by the CLI before it imports LangGraph and by
+``agent.migration.start`` before it builds the graph, both go on while Ferry itself starts up
+(about a second of imports on one core). The ``reference_run`` node finds the run in flight and
+leaves it to ``target_run`` to join, exactly as when it starts the run itself; nothing here runs
+for a migration id that already has state (a resume never restarts its reference run).
+
+This module stays light (no LangGraph): importing it must not cost what it is meant to hide.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from agent import background, toolbox
+from agent.materialise import artifacts_root
+
+logger = logging.getLogger(__name__)
+
+REFERENCE_LABEL = "reference"
+
+
+def new_migration_id() -> str:
+    return time.strftime("m%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+def reference_key(migration_id: str) -> str:
+    return f"{migration_id}:{REFERENCE_LABEL}"
+
+
+def reference_artifacts(state_dir: str | Path, migration_id: str) -> Path:
+    return artifacts_root(state_dir, migration_id) / REFERENCE_LABEL
+
+
+def run_reference(opts: Any, adir: Path, cancel: threading.Event | None) -> dict[str, Any]:
+    """The reference run: the original code on CPU, CUDA redirected to CPU, probe on."""
+    return toolbox.run(
+        Path(opts.source), opts.run_command, device="cpu", redirect_cuda="cpu", probe=True, profile=False,
+        timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
+    )
+
+
+def start_reference(opts: Any, migration_id: str) -> bool:
+    """Start the reference run in the background unless it is running or finished already, or
+    side-by-side runs are off; True when it is (now) in flight."""
+    key = reference_key(migration_id)
+    if background.has(key):
+        return True
+    adir = reference_artifacts(opts.state_dir, migration_id)
+    if background.finished(adir) is not None or background.parallel_limit() < 2:
+        return False
+    adir.mkdir(parents=True, exist_ok=True)
+    return background.start(key, lambda cancel: run_reference(opts, adir, cancel))
+
+
+def start_early(opts: Any, migration_id: str) -> None:
+    """For a migration with no state yet: warm interpreter, then the reference run."""
+    toolbox.prewarm_runs(opts.seed)
+    if Path(opts.source).is_dir():
+        start_reference(opts, migration_id)
