@@ -268,6 +268,11 @@ def test_warm_run_is_isolated(server, workspace, tmp_path: Path):
         for key in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb", "NoNewPrivs"):
             print(key, status[key].strip())
         print("NOFILE", resource.getrlimit(resource.RLIMIT_NOFILE))
+        try:
+            big = bytearray(1536 * 2**20)
+            print("ALLOCATED")
+        except MemoryError:
+            print("MEMORY-LIMITED")
     """)
     try:
         res = _run(server, workspace, "python escape.py", limits=small_limits(open_files=123))
@@ -284,6 +289,7 @@ def test_warm_run_is_isolated(server, workspace, tmp_path: Path):
         assert f"{key} 0000000000000000" in out, res.stdout
     assert "NoNewPrivs 1" in out
     assert "NOFILE (123, 123)" in out
+    assert "MEMORY-LIMITED" in out  # small_limits: 1 GiB of address space
 
 
 # -- 5. supervision: timeout, cancel, strays ---------------------------------------------------
@@ -303,7 +309,13 @@ def command_pids(monkeypatch):
 
 
 def test_timeout_kills_the_warm_command(server, workspace, command_pids):
-    _write(workspace, "spin.py", "print('spinning', flush=True)\nwhile True:\n    pass\n")
+    _write(workspace, "spin.py", """
+        import signal
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only SIGKILL ends it
+        print('spinning', flush=True)
+        while True:
+            pass
+    """)
     res = _run(server, workspace, "python spin.py", limits=small_limits(timeout_s=2.0))
     assert res.warm
     assert res.status == "timeout" and res.timed_out
@@ -351,6 +363,43 @@ def test_daemon_left_behind_is_killed(server, workspace):
     assert res.stdout == "daemon started\n"
     assert res.strays_killed >= 1
     assert all(_gone(p) for p in _pids_with_cmdline(b"sleep\0" + arg.encode()))
+
+
+def test_output_cap_applies_to_warm_runs(server, workspace):
+    _write(workspace, "loud.py", "import sys\nsys.stdout.write('x' * 100_000)\nprint('err', file=sys.stderr)\n")
+    warm = _run(server, workspace, "python loud.py")
+    cold = _run(server, workspace, "python loud.py", warm=False)
+    assert warm.warm and warm.status == cold.status == "ok"
+    assert warm.stdout_bytes == cold.stdout_bytes == 100_000
+    assert warm.stdout_dropped == cold.stdout_dropped > 0
+    assert warm.stdout == cold.stdout and warm.stderr == cold.stderr == "err\n"
+
+
+def test_concurrent_warm_runs_stay_apart(server, repo, tmp_path: Path):
+    from sandbox import create_workspace
+
+    spaces = [create_workspace(repo, root=tmp_path / f"ws{i}") for i in range(3)]
+    results: dict[int, object] = {}
+
+    def one(i: int) -> None:
+        _write(spaces[i], "who.py", f"import os, time\ntime.sleep(0.5)\nopen('mine.txt', 'w').write('{i}')\n"
+                                    "print(os.environ['FERRY_WARM_TEST_VAR'], sorted(os.listdir('.')))\n")
+        results[i] = _run(server, spaces[i], "python who.py", env={RUN_VAR: f"run{i}"})
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i, ws in enumerate(spaces):
+            res = results[i]
+            assert res.warm and res.status == "ok", res.stderr
+            assert res.stdout == f"run{i} ['data.txt', 'mine.txt', 'who.py']\n"
+            assert (ws.path / "mine.txt").read_text() == str(i)
+    finally:
+        for ws in spaces:
+            ws.cleanup()
 
 
 # -- 6. fallbacks: the run is still right, only cold -------------------------------------------
