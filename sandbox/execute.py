@@ -50,6 +50,7 @@ class SandboxResult:
     strays_killed: int = 0  # processes still alive after the main one ended (daemons)
     uid: int | None = None
     warm: bool = False  # started in a fork of a pre-imported interpreter (``sandbox.warm``)
+    warm_fallback: str | None = None  # why a warm start that was asked for started cold
 
     @property
     def status(self) -> str:
@@ -196,19 +197,21 @@ def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str], lim
 
 
 def _start_warm(warm: WarmStart, sandbox_argv: list[str], workspace: Path, child_env: dict[str, str], limiter,
-                pairs, uid: int | None) -> WarmProcess | None:
+                pairs, uid: int | None) -> tuple[WarmProcess | None, str | None]:
+    """The started warm run, or None and why it starts cold."""
     if not warm.server.accepts(child_env):
-        logger.info("warm start skipped: the run's environment differs from the warm server's")
-        return None
+        why = "the run's environment differs from the warm server's"
+        logger.info("warm start skipped: %s", why)
+        return None, why
     request = {"cwd": str(workspace), "env": child_env, "uid": uid, "spec": warm.spec.to_dict(),
                "rlimits": [[res, *soft_hard(res, value)] for res, value in pairs],
                "after_fork": warm.server.after_fork}
     try:
         return start_warm(warm.server, request, sandbox_argv + PLACEHOLDER, cwd=str(workspace), env=child_env,
-                          preexec_fn=None if limiter else functools.partial(apply_rlimits, pairs))
+                          preexec_fn=None if limiter else functools.partial(apply_rlimits, pairs)), None
     except (WarmUnavailable, OSError) as exc:
         logger.info("warm start unavailable, starting cold: %s", exc)
-        return None
+        return None, str(exc) or type(exc).__name__
 
 
 def run_in_sandbox(
@@ -272,8 +275,11 @@ def run_in_sandbox(
 
     start = time.monotonic()
     proc = None
+    warm_fallback: str | None = None
     if warm is not None and info.level == "bwrap":
-        proc = _start_warm(warm, (limiter or []) + prefix, workspace, child_env, limiter, pairs, uid)
+        proc, warm_fallback = _start_warm(warm, (limiter or []) + prefix, workspace, child_env, limiter, pairs, uid)
+    elif warm is not None:
+        warm_fallback = f"warm starts need bubblewrap; isolation in force is {info.level}"
     warm_started = proc is not None
     if proc is None:
         proc = _start_cold(argv, workspace, child_env, limiter, pairs)
@@ -324,4 +330,5 @@ def run_in_sandbox(
         strays_killed=strays,
         uid=uid,
         warm=warm_started,
+        warm_fallback=warm_fallback,
     )

@@ -45,6 +45,7 @@ def collect() -> dict:
         "workspace": {"root": str(default_root()), "copy_on_write": reflink_supported(str(default_root()))},
         "python": sys.version.split()[0],
     }
+    report["warm_start"] = warm_check(in_force.level)
     # torch and tpx in a child: importing torch here would slow every doctor call and a broken
     # backend must not take the report down with it.
     probe = (
@@ -69,6 +70,40 @@ def collect() -> dict:
     return report
 
 
+def warm_check(level: str) -> dict:
+    """Start a warm interpreter (nothing preloaded) and fork one sandboxed run from it: whether
+    warm starts work on this machine, and why not when they do not."""
+    import os
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from sandbox import WarmServer, WarmStart, python_spec, run_in_sandbox
+    from sandbox.env import scrubbed_env
+    from sandbox.execute import RUN_MARKER_ENV
+    from tools.runner.env import child_path_env
+    from tools.runner.warm import WARM_ENV, enabled
+
+    if not enabled():
+        return {"enabled": False, "works": False, "reason": f"turned off by {WARM_ENV}={os.environ.get(WARM_ENV)}"}
+    if level != "bwrap":
+        return {"enabled": True, "works": False, "reason": f"warm starts need bubblewrap; isolation in force is {level}"}
+    path = child_path_env()
+    server = WarmServer(scrubbed_env(dict(os.environ), {}, path=path), [], dynamic_keys=frozenset({RUN_MARKER_ENV}))
+    try:
+        with tempfile.TemporaryDirectory(prefix="ferry-doctor-") as tmp:
+            (Path(tmp) / "probe.py").write_text("print(6 * 7)\n")
+            spec = python_spec("python probe.py", path, sys.executable)
+            assert spec is not None
+            res = run_in_sandbox(["/bin/sh", "-c", "python probe.py"], Path(tmp), path_env=path,
+                                 warm=WarmStart(server, spec))
+    finally:
+        server.close()
+    works = res.warm and res.status == "ok" and res.stdout.strip() == "42"
+    reason = None if works else (res.warm_fallback or f"the warm run ended {res.status}: {res.stderr.strip()[-300:]}")
+    return {"enabled": True, "works": works, "reason": reason}
+
+
 def render(report: dict) -> str:
     iso = report["isolation"]
     lines = [f"sandbox isolation: {iso['level']}" + (" (strongest)" if iso["level"] == "bwrap" else " (WEAKER FALLBACK)")]
@@ -82,6 +117,11 @@ def render(report: dict) -> str:
         lines.append(f"  forced by FERRY_SANDBOX_ISOLATION={iso['forced_by_env']}")
     if iso.get("error"):
         lines.append(f"  error: {iso['error']}")
+    warm = report.get("warm_start") or {}
+    if warm.get("works"):
+        lines.append("warm starts: on (runs fork from an interpreter that imported torch once, in the same sandbox)")
+    elif warm:
+        lines.append(f"warm starts: OFF, runs start cold (a torch import, ~2 s, each): {warm.get('reason')}")
     ws = report["workspace"]
     lines.append(f"workspace copies: {ws['root']} ({'copy-on-write reflinks' if ws['copy_on_write'] else 'plain copies: this filesystem has no reflinks'})")
     t = report.get("torch", {})

@@ -161,7 +161,7 @@ def run_summary(kind: str, run: dict[str, Any]) -> dict[str, Any]:
     return {
         "kind": kind, "command": run.get("command"), "status": run.get("status"), "exit_code": run.get("exit_code"),
         "duration_s": run.get("duration_s"), "signature": (sig.get("kind") if isinstance(sig, dict) else sig),
-        "isolation": run.get("isolation"),
+        "isolation": run.get("isolation"), "warm_start": bool(run.get("warm_start")),
     }
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -57,6 +57,13 @@ def test_bad_suite_is_reported(tmp_path):
 KNOWN_GAPS: dict[str, tuple[str, str]] = {}
 
 
+def _warm_starts_possible() -> bool:
+    from sandbox import detect
+    from tools.runner.warm import enabled
+
+    return enabled() and detect().level == "bwrap" and not os.environ.get("FERRY_SANDBOX_ISOLATION")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_offline_policy_migrates_sample(case: EvalCase, tmp_path):
@@ -69,6 +76,8 @@ def test_offline_policy_migrates_sample(case: EvalCase, tmp_path):
     # migrated means: the run and the tests passed on tpx and parity passed
     kinds = [(r["kind"], r["status"]) for r in result["run_log"]]
     assert ("tests", "ok") in kinds and result["parity"]["passed"] is True
+    if _warm_starts_possible():  # every run forked from the migration's one torch-imported interpreter
+        assert all(r["warm_start"] for r in result["run_log"]), result["run_log"]
     # and the patch applies to a pristine copy of the sample
     patch = (tmp_path / case.name / "ferry.patch").read_text()
     copy = tmp_path / "copy"

@@ -140,6 +140,7 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
             isolation=res.isolation,
             isolation_reasons=res.isolation_reasons,
             warm_start=res.warm,
+            warm_fallback=res.warm_fallback,
             trace=trace,
             signal=res.signal,
             limit_hit=res.limit_hit,

@@ -65,6 +65,7 @@ class RunResult(BaseModel):
     isolation: str  # bwrap | unshare | rlimits ("none" only for a run that never started)
     isolation_reasons: list[str] = Field(default_factory=list)
     warm_start: bool = False  # forked from a pre-imported interpreter (tools.runner.warm), same sandbox
+    warm_fallback: str | None = None  # why a warm start this run qualified for started cold instead
     trace: Trace | None = None
     signal: int | None = None
     limit_hit: str | None = None
