@@ -196,14 +196,17 @@ def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str], lim
         raise SandboxUnavailable(f"cannot start {argv[0]}: {exc}") from exc
 
 
-def _start_warm(warm: WarmStart, sandbox_argv: list[str], workspace: Path, child_env: dict[str, str], limiter,
-                pairs, uid: int | None) -> tuple[WarmProcess | None, str | None]:
+def _start_warm(warm: WarmStart, command: list[str], sandbox_argv: list[str], workspace: Path,
+                child_env: dict[str, str], limiter, pairs, uid: int | None) -> tuple[WarmProcess | None, str | None]:
     """The started warm run, or None and why it starts cold."""
     if not warm.server.accepts(child_env):
         why = "the run's environment differs from the warm server's"
         logger.info("warm start skipped: %s", why)
         return None, why
-    request = {"cwd": str(workspace), "env": child_env, "uid": uid, "spec": warm.spec.to_dict(),
+    run_env = dict(child_env)
+    if command and os.path.basename(command[0]) in ("sh", "bash", "dash"):
+        run_env["PWD"] = str(workspace)  # what the shell a cold start goes through exports
+    request = {"cwd": str(workspace), "env": run_env, "uid": uid, "spec": warm.spec.to_dict(),
                "rlimits": [[res, *soft_hard(res, value)] for res, value in pairs],
                "after_fork": warm.server.after_fork}
     try:
@@ -277,7 +280,8 @@ def run_in_sandbox(
     proc = None
     warm_fallback: str | None = None
     if warm is not None and info.level == "bwrap":
-        proc, warm_fallback = _start_warm(warm, (limiter or []) + prefix, workspace, child_env, limiter, pairs, uid)
+        proc, warm_fallback = _start_warm(warm, list(command), (limiter or []) + prefix, workspace, child_env,
+                                          limiter, pairs, uid)
     elif warm is not None:
         warm_fallback = f"warm starts need bubblewrap; isolation in force is {info.level}"
     warm_started = proc is not None

@@ -15,7 +15,6 @@ import importlib
 import json
 import os
 import select
-import signal
 import socket
 import sys
 import traceback
@@ -41,10 +40,12 @@ def _threads() -> int:
 
 
 def serve(ctl: socket.socket, preload: list[str]) -> int:
-    from sandbox.nsjoin import die_with_parent
     from sandbox.warm_exec import child_main
 
-    die_with_parent(signal.SIGKILL)
+    # Not PR_SET_PDEATHSIG: it fires when the *thread* that started the server ends, and Ferry
+    # starts it from whichever thread needs it first (a graph node, a background job). The owner
+    # is gone when the control socket closes (its end dies with Ferry) or when we are reparented.
+    owner = os.getppid()
     try:
         for name in preload:
             importlib.import_module(name)
@@ -62,6 +63,8 @@ def serve(ctl: socket.socket, preload: list[str]) -> int:
         except InterruptedError:
             readable = []
         _reap()
+        if os.getppid() != owner:
+            return 0  # Ferry died while something else still holds its end of the socket
         if not readable:
             continue
         try:
