@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -202,6 +203,9 @@ class WarmProcess:
                 return
             data = self.conn.recv(1 << 16)
             if not data:
+                # The waiter ended without reporting (killed, or its server was): the command
+                # died with it (its parent-death signal); the sandbox must not wait for a timeout.
+                self._exit = -signal.SIGKILL
                 return
             msg = json.loads(data)
             if "exit" in msg:
