@@ -338,6 +338,29 @@ def test_cancel_stops_the_warm_command(server, workspace, command_pids):
     assert command_pids and _gone(command_pids[0])
 
 
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_run_ends_when_its_waiter_is_killed(server, workspace, command_pids):
+    """The process waiting for the command (outside the sandbox) is killed: the command dies
+    with it and the run ends as killed, not at its timeout."""
+    _write(workspace, "wait.py", "import time\nprint('up', flush=True)\ntime.sleep(60)\n")
+
+    def kill_waiter() -> None:
+        while not command_pids:
+            time.sleep(0.02)
+        os.kill(_ppid(command_pids[0]), signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_waiter, daemon=True)
+    killer.start()
+    res = _run(server, workspace, "python wait.py", limits=small_limits(timeout_s=60.0))
+    killer.join(timeout=5)
+    assert res.warm
+    assert res.status == "killed" and not res.timed_out and res.signal == signal.SIGKILL
+    assert _gone(command_pids[0])
+
+
 def _pids_with_cmdline(needle: bytes) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
@@ -457,6 +480,32 @@ def test_user_module_named_sandbox_is_imported(server, workspace):
     cold = _run(server, workspace, "python use.py", warm=False)
     assert warm.warm and warm.status == "ok", warm.stderr
     assert warm.stdout == cold.stdout == f"user module {workspace.path / 'sandbox.py'}\n"
+
+
+def test_server_outlives_the_thread_that_started_it(workspace):
+    """Ferry starts the server from whichever thread needs it first; that thread ending must not
+    end the server (nor the runs forked from it)."""
+    box: dict[str, WarmServer] = {}
+
+    def start() -> None:
+        srv = WarmServer(_server_env(), [], dynamic_keys=frozenset({RUN_MARKER_ENV}))
+        srv.wait_ready()
+        box["srv"] = srv
+
+    starter = threading.Thread(target=start)
+    starter.start()
+    starter.join()
+    deadline = time.monotonic() + 10  # join() returns before the kernel has ended the thread
+    while os.path.exists(f"/proc/self/task/{starter.native_id}") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    srv = box["srv"]
+    try:
+        _write(workspace, "hi.py", "print('hi')\n")
+        res = _run(srv, workspace, "python hi.py")
+        assert srv.alive()
+        assert res.warm and res.status == "ok" and res.stdout == "hi\n"
+    finally:
+        srv.close()
 
 
 # -- 8. the server does not outlive its owner ----------------------------------------------------
