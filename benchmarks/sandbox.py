@@ -6,6 +6,8 @@ Prints, as medians over N repetitions:
   3. a small torch script unsandboxed vs sandboxed (+ bootstrap)
   4. the workspace copy of a generated 100 MB repository (and the chown to the sandbox uid)
   5. the CUDA redirect's per-op cost (TorchFunctionMode) on a loop of small ops
+  6. the small torch script started cold vs forked from a warm interpreter (``sandbox.warm``),
+     both in the sandbox with the bootstrap, interleaved: the torch import a warm start saves
 Target (issue 4): total overhead < 100 ms excluding Python's own start.
 """
 
@@ -145,7 +147,38 @@ def main() -> None:
         off, patch, mode = per_op(None), per_op("patch"), per_op("mode")
         print(f"\nper-op cost of a small CPU op: {off:.2f} us plain; CUDA redirect 'patch' (default) {patch:.2f} us "
               f"({patch / off:.2f}x); 'mode' (TorchFunctionMode) {mode:.2f} us ({mode / off:.2f}x)")
+
+        if info.level == "bwrap":
+            warm_vs_cold(ws.path, boot_env, limits, max(3, args.reps // 3), interleaved)
+        else:
+            print(f"\nwarm starts: not measured (they need bubblewrap; isolation in force is {info.level})")
         ws.cleanup()
+
+
+def warm_vs_cold(workspace: Path, boot_env: dict, limits: Limits, reps: int, interleaved) -> None:
+    from sandbox import WarmServer, WarmStart, python_spec
+    from sandbox.env import scrubbed_env
+    from sandbox.execute import RUN_MARKER_ENV
+
+    (workspace / "bench_torch.py").write_text(TORCH_SCRIPT)
+    cmd = "python bench_torch.py"
+    path = child_path_env()
+    t = time.perf_counter()
+    server = WarmServer(scrubbed_env(dict(os.environ), boot_env, path=path), ["torch"],
+                        dynamic_keys=frozenset({RUN_MARKER_ENV}))
+    assert server.wait_ready(), server.failure
+    ready = time.perf_counter() - t
+    warm = WarmStart(server, python_spec(cmd, path, sys.executable))
+    try:
+        def run(w):
+            res = run_in_sandbox(["/bin/sh", "-c", cmd], workspace, limits=limits, env=boot_env, path_env=path, warm=w)
+            assert res.status == "ok" and res.warm == (w is not None), (res.stderr, res.warm_fallback)
+
+        (cold, hot), _ = interleaved([lambda: run(None), lambda: run(warm)], reps)
+    finally:
+        server.close()
+    print(f"\nsmall torch script in the sandbox: cold start {cold * 1e3:.0f} ms, warm start {hot * 1e3:.0f} ms "
+          f"({cold / hot:.1f}x faster); the warm interpreter took {ready * 1e3:.0f} ms to get ready, once")
 
 
 if __name__ == "__main__":
