@@ -29,6 +29,7 @@ import sys
 import threading
 import traceback
 import types
+import zipfile
 
 from sandbox.nsjoin import die_with_parent, drop_privileges, join_namespaces
 
@@ -126,6 +127,7 @@ class PythonInvocation:
     def _fresh_main(self, file: str | None) -> types.ModuleType:
         main = types.ModuleType("__main__")
         main.__builtins__ = builtins  # type: ignore[attr-defined]
+        main.__annotations__ = {}
         if file is not None:
             from importlib.machinery import SourceFileLoader
 
@@ -144,6 +146,11 @@ class PythonInvocation:
         if self.kind == "script":
             path = os.path.abspath(self.target)
             sys.argv = [self.target, *self.args]
+            if os.path.isdir(path) or zipfile.is_zipfile(path):  # runs its __main__ module, as python does
+                sys.path[0] = path
+                self._fresh_main(None)
+                runpy._run_module_as_main("__main__", alter_argv=False)
+                return
             sys.path[0] = os.path.dirname(path)
             try:
                 with open(path, "rb") as fh:
@@ -156,6 +163,7 @@ class PythonInvocation:
         elif self.kind == "module":
             sys.argv = ["-m", *self.args]
             sys.path[0] = os.getcwd()
+            self._fresh_main(None)  # not the server's own __main__ (its boot code's names)
             runpy._run_module_as_main(self.target, alter_argv=True)  # what ``python -m`` calls
         else:
             sys.argv = ["-c", *self.args]
