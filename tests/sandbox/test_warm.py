@@ -147,6 +147,7 @@ PROBE = """
     print("stdin-empty", sys.stdin.read() == "")
     print("pid-ns", os.getpid() < 10)
     print("marker", "FERRY_SANDBOX_RUN" in os.environ)
+    print("env", sorted((k, v) for k, v in os.environ.items() if k != "FERRY_SANDBOX_RUN"))
 """
 
 
@@ -169,6 +170,30 @@ def test_warm_run_sees_what_a_cold_run_sees(server, workspace, command):
     assert "pid-ns True" in warm.stdout and "marker True" in warm.stdout
     if os.getuid() == 0:
         assert "not-root True" in warm.stdout
+
+
+@pytest.mark.parametrize("command", [
+    "python show.py",
+    "python -m show_mod",
+    "python -c 'print(sorted(globals()))'",
+    "python app x",
+    "python -m pkg x",
+    "pytest --version",
+])
+def test_main_module_matches_cold(server, workspace, command):
+    """``__main__``'s namespace (nothing of the server's own), directories run by their
+    ``__main__.py``, packages by theirs, console scripts of the venv."""
+    show = "import sys\nprint(__name__, sys.argv, sys.path[0], sorted(globals()))\n"
+    _write(workspace, "show.py", show)
+    _write(workspace, "show_mod.py", show)
+    for d in ("app", "pkg"):
+        (workspace.path / d).mkdir()
+        _write(workspace, f"{d}/__main__.py", show)
+    _write(workspace, "pkg/__init__.py", "")
+    warm = _run(server, workspace, command)
+    cold = _run(server, workspace, command, warm=False)
+    assert warm.warm and warm.status == cold.status == "ok", (warm.stderr, cold.stderr)
+    assert warm.stdout == cold.stdout and warm.stderr == cold.stderr
 
 
 def test_threads_and_atexit_finish_before_the_run_ends(server, workspace):
