@@ -327,3 +327,48 @@ def test_server_dying_mid_migration_is_a_clear_stop_and_resume_finishes(tmp_path
         assert (repo / "prog.py").read_text() == POLICY
     finally:
         server.stop()
+
+
+def test_service_answers_503_naming_the_store_while_postgres_is_down(tmp_path):
+    """`ferry serve` on a Postgres store whose server dies: requests that need the store get 503
+    with what failed (not a bare 500), the service itself stays up, and answers again (404 for an
+    unknown id) once the server is back."""
+    import httpx
+
+    bin_dir = pg_server.find_bin_dir()
+    if bin_dir is None:
+        pg_server.skip_or_fail("PostgreSQL server binaries not found; install Debian's postgresql package")
+    server = pg_server.PgServer(bin_dir)
+    server.start()
+    proc = None
+    try:
+        url = server.create_database("svc")
+        user, rest = url.split("://", 1)[1].split("@", 1)
+        url = f"postgresql://{user}:s3cret-pw@{rest}"  # the server trusts loopback: the password only has to stay hidden
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--json", "--state-dir",
+                                 str(tmp_path / "state")], cwd=ROOT, env=_env(url), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()[-3000:]
+        with httpx.Client(base_url=json.loads(line)["url"], timeout=60) as client:
+            deadline = time.monotonic() + 120  # a hang guard: uvicorn accepts shortly after binding
+            while True:
+                try:
+                    if client.get("/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline and proc.poll() is None
+                    time.sleep(0.1)
+            assert client.get("/migrations/nope").status_code == 404
+            server.crash()
+            r = client.get("/migrations/nope")
+            assert r.status_code == 503, r.text
+            assert "Postgres" in r.json()["detail"] and "s3cret-pw" not in r.json()["detail"]
+            assert client.get("/healthz").status_code == 200  # the service did not go down with the store
+            server.restart()
+            assert client.get("/migrations/nope").status_code == 404
+    finally:
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        server.stop()
