@@ -95,6 +95,11 @@ class WarmServer:
     def alive(self) -> bool:
         return self._proc.poll() is None
 
+    def busy(self) -> bool:
+        """True while a run forked from this server may be in flight (the server has a child):
+        closing the server now would kill that run."""
+        return self.alive() and any(_running(p) for p in _descendants(self._proc.pid))
+
     @property
     def failure(self) -> str | None:
         return self._failed
@@ -140,6 +145,14 @@ class WarmServer:
         finally:
             theirs.close()
         return ours
+
+
+def _running(pid: int) -> bool:
+    """Not ended: a waiter the server has yet to reap is a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def _descendants(pid: int) -> list[int]:

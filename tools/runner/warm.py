@@ -66,7 +66,8 @@ def server_env(seed: int, caller_env: dict[str, str] | None = None) -> dict[str,
 
 def prewarm(seed: int = 0, caller_env: dict[str, str] | None = None) -> bool:
     """Start (once) a warm interpreter for runs with ``seed`` and these caller variables; False
-    when warm starts are off or cannot be used here (no bubblewrap)."""
+    when warm starts are off or cannot be used here (no bubblewrap), or when all ``MAX_SERVERS``
+    kept are serving runs (these runs start cold)."""
     if not enabled():
         return False
     try:
@@ -81,7 +82,12 @@ def prewarm(seed: int = 0, caller_env: dict[str, str] | None = None) -> bool:
         if server is not None and server.alive():
             return True
         while len(_servers) >= MAX_SERVERS:
-            _servers.pop(next(iter(_servers))).close()
+            # the oldest idle one goes; closing one that serves a run would kill the run
+            idle = [k for k, s in _servers.items() if not s.alive()] or [k for k, s in _servers.items() if not s.busy()]
+            if not idle:
+                logger.info("no warm interpreter for seed %d: all %d kept are serving runs", seed, len(_servers))
+                return False
+            _servers.pop(idle[0]).close()
         _servers[key] = WarmServer(env, list(PRELOAD), after_fork=AFTER_FORK, dynamic_keys=PER_RUN_KEYS)
     logger.info("warm interpreter started (seed %d)", seed)
     return True
