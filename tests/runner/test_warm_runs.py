@@ -4,6 +4,8 @@ interpreter computes, records and reports what the cold run of the same request 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,32 @@ def test_prewarm_is_off_when_disabled(monkeypatch):
     monkeypatch.setenv(warm.WARM_ENV, "off")
     assert warm.prewarm(seed=11) is False
 
+
+def test_a_full_pool_never_closes_a_server_serving_a_run(prewarmed, monkeypatch, tmp_path: Path):
+    """Keep this test last: it replaces the module's seed-0 interpreter."""
+    monkeypatch.setattr(warm, "MAX_SERVERS", 1)
+    monkeypatch.delenv(warm.WARM_ENV, raising=False)
+    (server,) = warm._servers.values()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    # the run waits for a file in its artifacts dir (writable for it), created once the pool was asked
+    (repo / "gated.py").write_text("import os, sys, time\nwhile not os.path.exists(sys.argv[1]):\n"
+                                   "    time.sleep(0.02)\nprint('done')\n")
+    gate = tmp_path / "a" / "child" / "go"
+    box: dict = {}
+    runner = threading.Thread(target=lambda: box.setdefault("res", run(RunRequest(
+        path=repo, command=f"python gated.py {gate}", device="cpu", artifacts_dir=tmp_path / "a", timeout_s=60))))
+    runner.start()
+    while not server.busy() and runner.is_alive():
+        time.sleep(0.02)
+    assert warm.prewarm(seed=1) is False  # the only slot is serving a run: nothing is closed
+    gate.write_text("")
+    runner.join()
+    res = box["res"]
+    assert res.warm_start and res.status == "ok" and res.stdout_tail == "done\n", res.stderr_tail
+    for _ in range(500):  # its waiter reported the exit and is ending
+        if not server.busy():
+            break
+        time.sleep(0.02)
+    assert warm.prewarm(seed=1) is True  # now idle: replaced
+    assert not server.alive()
