@@ -32,10 +32,14 @@ class PythonSpec:
 
 
 def _which(name: str, path_env: str) -> str | None:
+    """The program the run's shell would start, judged by absolute paths only: a relative one
+    (``bin/python``, a PATH entry ``.``) names a file in the run's workspace, not in ours."""
     if "/" in name:
-        return name if os.access(name, os.X_OK) else None
+        return name if os.path.isabs(name) and os.access(name, os.X_OK) else None
     for d in path_env.split(":"):
-        cand = os.path.join(d or ".", name)
+        if not os.path.isabs(d):
+            continue
+        cand = os.path.join(d, name)
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     return None
