@@ -125,6 +125,19 @@ def test_python_spec_refuses_everything_else(command):
     assert python_spec(command, VENV_PATH, PY) is None
 
 
+def test_python_spec_does_not_resolve_relative_paths_in_our_cwd(tmp_path: Path, monkeypatch):
+    """``bin/python`` or a PATH entry ``.`` names a file of the run's workspace: what sits at that
+    path relative to Ferry's own directory says nothing about it."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").symlink_to(PY)
+    (tmp_path / "python").symlink_to(PY)
+    monkeypatch.chdir(tmp_path)
+    assert python_spec(f"{tmp_path}/bin/python a.py", VENV_PATH, PY) is not None  # absolute: it is ours
+    assert python_spec("bin/python a.py", VENV_PATH, PY) is None
+    assert python_spec("./python a.py", VENV_PATH, PY) is None
+    assert python_spec("python a.py", ".:/usr/bin:/bin", PY) is None
+
+
 def test_python_spec_refuses_another_interpreter(tmp_path: Path):
     other = tmp_path / "bin"
     other.mkdir()
