@@ -45,9 +45,21 @@ def _which(name: str, path_env: str) -> str | None:
     return None
 
 
+def _venv_of(path: str) -> str | None:
+    """The ``pyvenv.cfg`` an interpreter started as ``path`` reads (python looks beside the path
+    as named, before resolving links), or None for a base interpreter."""
+    d = os.path.dirname(os.path.abspath(path))
+    for cfg in (os.path.join(d, "pyvenv.cfg"), os.path.join(os.path.dirname(d), "pyvenv.cfg")):
+        if os.path.isfile(cfg):
+            return os.path.realpath(cfg)
+    return None
+
+
 def _is_our_python(path: str, python: str) -> bool:
+    """Same binary *and* same environment: a venv's python is a link to the base interpreter,
+    which (like any other link to it) starts without the venv's packages."""
     try:
-        return os.path.realpath(path) == os.path.realpath(python)
+        return os.path.realpath(path) == os.path.realpath(python) and _venv_of(path) == _venv_of(python)
     except OSError:
         return False
 
