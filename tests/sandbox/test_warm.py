@@ -132,10 +132,24 @@ def test_python_spec_does_not_resolve_relative_paths_in_our_cwd(tmp_path: Path, 
     (tmp_path / "bin" / "python").symlink_to(PY)
     (tmp_path / "python").symlink_to(PY)
     monkeypatch.chdir(tmp_path)
-    assert python_spec(f"{tmp_path}/bin/python a.py", VENV_PATH, PY) is not None  # absolute: it is ours
+    assert python_spec(f"{Path(PY).parent}/python a.py", VENV_PATH, PY) is not None  # absolute: judged
     assert python_spec("bin/python a.py", VENV_PATH, PY) is None
     assert python_spec("./python a.py", VENV_PATH, PY) is None
     assert python_spec("python a.py", ".:/usr/bin:/bin", PY) is None
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="the tests' interpreter is not a venv's")
+def test_python_spec_refuses_the_same_binary_outside_the_venv(tmp_path: Path):
+    """The base interpreter the venv links to, or another link to it, starts without the venv's
+    packages: a warm run (which has them) would not be what the cold run is."""
+    base = os.path.realpath(PY)
+    link = tmp_path / "bin" / "python"
+    link.parent.mkdir()
+    link.symlink_to(PY)
+    assert python_spec(f"{base} a.py", VENV_PATH, PY) is None
+    assert python_spec(f"{link} a.py", VENV_PATH, PY) is None
+    assert python_spec("python a.py", f"{link.parent}:{VENV_PATH}", PY) is None
+    assert python_spec(f"{Path(PY).parent / 'python3'} a.py", VENV_PATH, PY) is not None
 
 
 def test_python_spec_refuses_another_interpreter(tmp_path: Path):
