@@ -515,6 +515,18 @@ def test_weaker_isolation_runs_cold(server, workspace):
     assert (res.status, res.exit_code, res.stdout, res.stderr) == (cold.status, cold.exit_code, cold.stdout, cold.stderr)
 
 
+def test_after_fork_hook_that_cannot_load_falls_back_to_cold(workspace):
+    srv = WarmServer(_server_env(), [], after_fork="no_such_module_xyz:hook", dynamic_keys=frozenset({RUN_MARKER_ENV}))
+    try:
+        assert srv.wait_ready()
+        _write(workspace, "hi.py", "print('hi')\n")
+        res = _run(srv, workspace, "python hi.py")
+        assert res.warm is False and res.status == "ok" and res.stdout == "hi\n"
+        assert srv.alive()  # the server itself is fine: only that run went cold
+    finally:
+        srv.close()
+
+
 def test_closed_server_falls_back_to_cold(workspace):
     srv = WarmServer(_server_env(), [], dynamic_keys=frozenset({RUN_MARKER_ENV}))
     assert srv.wait_ready()
