@@ -57,7 +57,9 @@ class WarmServer:
         self._lock = threading.Lock()
         self._ready: dict | None = None
         self._failed: str | None = None
-        self._log = tempfile.NamedTemporaryFile(prefix="ferry-warm-", suffix=".log", delete=False)
+        # The server's own stdout/stderr (import warnings, a failed preload): an unnamed file, so
+        # nothing is left behind however Ferry ends.
+        self._log = tempfile.TemporaryFile(prefix="ferry-warm-", suffix=".log")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         root = str(ferry_root())
         boot = ("import sys; r = sys.argv[3]; sys.path.insert(0, r); from sandbox import warm_server as w; "
@@ -106,7 +108,10 @@ class WarmServer:
 
     def log_tail(self, chars: int = 2000) -> str:
         try:
-            return Path(self._log.name).read_text(errors="replace")[-chars:]
+            fd = self._log.fileno()  # shared with the server (its offset too): pread moves nothing
+            size = os.fstat(fd).st_size
+            start = max(0, size - 4 * chars)
+            return os.pread(fd, size - start, start).decode(errors="replace")[-chars:]
         except OSError:
             return ""
 
@@ -120,7 +125,6 @@ class WarmServer:
         self._proc.kill()
         self._proc.wait()
         self._log.close()
-        Path(self._log.name).unlink(missing_ok=True)
 
     # -- runs ----------------------------------------------------------------------------------
     def accepts(self, env: dict[str, str]) -> bool:
