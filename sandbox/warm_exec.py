@@ -23,6 +23,7 @@ import io
 import json
 import os
 import runpy
+import select
 import signal
 import socket
 import sys
@@ -43,15 +44,26 @@ def _send(sock: socket.socket, **msg) -> None:
         pass  # the host is gone; the run is being torn down anyway
 
 
-def child_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int) -> None:
+def _orphaned(alive_r: int) -> bool:
+    """True once the waiter holding the write end of this pipe is gone (the read end sees EOF)."""
+    readable, _, _ = select.select([alive_r], [], [], 0)
+    return bool(readable)
+
+
+def child_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int, server_pid: int) -> None:
     """In the process forked from the warm server. Never returns."""
     code = 0
     try:
         die_with_parent(signal.SIGKILL)
+        if os.getppid() != server_pid:  # the server died before the line above: nobody would reap us
+            os._exit(1)
         join_namespaces(int(req["ns_pid"]))
+        alive_r, alive_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            _command_main(req, sock, out_fd, err_fd)  # never returns
+            os.close(alive_w)
+            _command_main(req, sock, out_fd, err_fd, alive_r)  # never returns
+        os.close(alive_r)
         os.close(out_fd)
         os.close(err_fd)
         _send(sock, started=pid)
@@ -63,9 +75,14 @@ def child_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int) -> None
     os._exit(code)
 
 
-def _command_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int) -> None:
+def _command_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int, alive_r: int) -> None:
+    # Die with the waiter from the first instant: a command that outlived it (its waiter killed,
+    # or Ferry ending) would run on unsupervised. The pipe closes the window before the prctl.
+    die_with_parent(signal.SIGKILL)
+    if _orphaned(alive_r):
+        os._exit(1)
     try:
-        _become_command(req, out_fd, err_fd)
+        _become_command(req, out_fd, err_fd, alive_r)
         hook = _after_fork_hook(req.get("after_fork"))
     except BaseException as exc:  # noqa: BLE001
         _send(sock, setup_error=f"{type(exc).__name__}: {exc}")
@@ -78,7 +95,7 @@ def _command_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int) -> N
     _finish(code)
 
 
-def _become_command(req: dict, out_fd: int, err_fd: int) -> None:
+def _become_command(req: dict, out_fd: int, err_fd: int, alive_r: int) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(out_fd, 1)
@@ -93,7 +110,9 @@ def _become_command(req: dict, out_fd: int, err_fd: int) -> None:
         resource.setrlimit(res, (soft, hard))
     os.chdir(req["cwd"])
     drop_privileges(req.get("uid"))
-    die_with_parent(signal.SIGKILL)  # after the uid change, which clears it
+    die_with_parent(signal.SIGKILL)  # again: the uid change cleared it
+    if _orphaned(alive_r):
+        os._exit(1)
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)
     os.environ.clear()

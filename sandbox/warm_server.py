@@ -46,6 +46,7 @@ def serve(ctl: socket.socket, preload: list[str]) -> int:
     # starts it from whichever thread needs it first (a graph node, a background job). The owner
     # is gone when the control socket closes (its end dies with Ferry) or when we are reparented.
     owner = os.getppid()
+    server_pid = os.getpid()
     try:
         for name in preload:
             importlib.import_module(name)
@@ -89,7 +90,7 @@ def serve(ctl: socket.socket, preload: list[str]) -> int:
             pid = -1
         if pid == 0:
             ctl.close()
-            child_main(req, run_sock, out_fd, err_fd)  # never returns
+            child_main(req, run_sock, out_fd, err_fd, server_pid)  # never returns
         run_sock.close()
         os.close(out_fd)
         os.close(err_fd)
