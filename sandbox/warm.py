@@ -57,6 +57,7 @@ class WarmServer:
         self._lock = threading.Lock()
         self._ready: dict | None = None
         self._failed: str | None = None
+        self._closed = False
         # The server's own stdout/stderr (import warnings, a failed preload): an unnamed file, so
         # nothing is left behind however Ferry ends.
         self._log = tempfile.TemporaryFile(prefix="ferry-warm-", suffix=".log")
@@ -74,14 +75,29 @@ class WarmServer:
         logger.debug("warm server %d started (preload %s)", self._proc.pid, ",".join(self.preload))
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> bool:
-        with self._lock:
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S, cancel: threading.Event | None = None) -> bool:
+        """Wait until the server has imported its modules; False when it failed, was closed, or
+        ``cancel`` was set meanwhile (the server stays usable for later runs then)."""
+        deadline = time.monotonic() + timeout
+        while not self._lock.acquire(timeout=0.05):  # another run is waiting: wait with it
+            if (cancel is not None and cancel.is_set()) or self._closed:
+                return False
+        try:
             if self._ready is not None or self._failed is not None:
                 return self._ready is not None and self.alive()
-            readable, _, _ = select.select([self._ctl], [], [], timeout)
-            if not readable:
-                self._failed = f"not ready after {timeout:.0f}s"
-                return False
+            while True:  # in slices: a cancel or a close() must not wait for torch's import
+                if cancel is not None and cancel.is_set():
+                    return False
+                if self._closed:
+                    self._failed = "closed"
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._failed = f"not ready after {timeout:.0f}s"
+                    return False
+                readable, _, _ = select.select([self._ctl], [], [], min(0.1, left))
+                if readable:
+                    break
             try:
                 msg = json.loads(self._ctl.recv(1 << 16) or b"{}")
             except (OSError, ValueError) as exc:
@@ -93,6 +109,8 @@ class WarmServer:
             self._ready = msg
             logger.info("warm server ready (pid %s, %s modules)", msg.get("pid"), msg.get("modules"))
             return self.alive()
+        finally:
+            self._lock.release()
 
     def alive(self) -> bool:
         return self._proc.poll() is None
@@ -118,10 +136,12 @@ class WarmServer:
     def close(self) -> None:
         """End the server now (it holds nothing worth a graceful shutdown; tearing torch down
         would only make Ferry's exit wait). Runs forked from it end with it."""
-        try:
-            self._ctl.close()
-        except OSError:
-            pass
+        self._closed = True  # a run waiting for readiness gives up now (and starts cold)
+        with self._lock:  # not while a run is waiting on the socket or sending its request
+            try:
+                self._ctl.close()
+            except OSError:
+                pass
         self._proc.kill()
         self._proc.wait()
         self._log.close()
@@ -265,11 +285,14 @@ class WarmProcess:
 
 
 def start_warm(server: WarmServer, request: dict, argv: list[str], *, cwd: str, env: dict[str, str],
-               preexec_fn=None) -> WarmProcess:
+               preexec_fn=None, cancel: threading.Event | None = None) -> WarmProcess:
     """Start the sandbox (``argv`` = its prefix + the placeholder) and fork the command into it.
 
-    Raises ``WarmUnavailable`` (nothing left running) when the command could not be started warm."""
-    if not server.wait_ready():
+    Raises ``WarmUnavailable`` (nothing left running) when the command could not be started warm,
+    or ``cancel`` was set while waiting for the server."""
+    if not server.wait_ready(cancel=cancel):
+        if cancel is not None and cancel.is_set():
+            raise WarmUnavailable("cancelled while waiting for the warm server")
         raise WarmUnavailable(f"warm server not available: {server.failure}")
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()

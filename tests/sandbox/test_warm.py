@@ -603,3 +603,40 @@ def test_server_dies_with_its_owner():
         owner.send_signal(signal.SIGKILL)
         owner.wait()
     assert _gone(servers[0])
+
+
+# --- cancel and close while a run waits for its server ------------------------------------------
+
+
+@pytest.fixture
+def slow_server(tmp_path):
+    """A server whose preload takes 60 s (a module that sleeps on import): runs wait for it."""
+    mods = tmp_path / "slowmods"
+    mods.mkdir()
+    (mods / "ferry_slow_import.py").write_text("import time\ntime.sleep(60)\n")
+    env = scrubbed_env(dict(os.environ), {"PYTHONPATH": str(mods)}, path=VENV_PATH)
+    srv = WarmServer(env, ["ferry_slow_import"], dynamic_keys=frozenset({RUN_MARKER_ENV}))
+    yield srv, {"PYTHONPATH": str(mods)}
+    srv.close()
+
+
+def test_a_run_cancelled_while_waiting_for_its_server_starts_nothing(slow_server, workspace):
+    srv, env = slow_server
+    _write(workspace, "mark.py", "open('ran.txt', 'w').write('ran')\n")
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    res = _run(srv, workspace, "python mark.py", env=env, cancel=cancel)
+    assert res.status == "cancelled" and not res.warm and res.exit_code is None
+    assert "cancelled while waiting" in (res.warm_fallback or "")
+    assert not (workspace.path / "ran.txt").exists()  # neither a warm nor a cold start happened
+    assert srv.alive() and srv.failure is None  # the server goes on importing for later runs
+
+
+def test_a_server_closed_while_a_run_waits_lets_it_start_cold(slow_server, workspace):
+    srv, env = slow_server
+    _write(workspace, "hello.py", "print('hello')\n")
+    threading.Timer(0.5, srv.close).start()
+    res = _run(srv, workspace, "python hello.py", env=env)
+    assert res.status == "ok" and res.stdout == "hello\n" and not res.warm
+    assert "closed" in (res.warm_fallback or "")
+    assert not srv.alive()
