@@ -179,6 +179,14 @@ def wait_prewarm() -> None:
         thread.join()
 
 
+def stop_runs_first() -> None:
+    """Make Ferry's exit stop runs before the exit handlers registered so far (the warm
+    interpreters' among them) run: handlers run last-registered first, and a run must not see its
+    warm interpreter close under it and start again cold. Call after starting warm interpreters."""
+    atexit.unregister(_stop_all)
+    atexit.register(_stop_all)
+
+
 @atexit.register
 def _stop_all(grace_s: float = 10.0) -> None:
     """At exit, stop runs nobody will join (their children must not outlive Ferry)."""

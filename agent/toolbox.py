@@ -58,7 +58,9 @@ def prewarm_runs(seed: int, env: dict[str, str] | None = None) -> bool:
     run and the tpx runs. False when warm starts are off or unavailable here (runs start cold)."""
     try:
         warm = _import("tools.runner.warm", "runner")
-        return bool(warm.prewarm(seed=seed, caller_env=env or {}))
+        started = bool(warm.prewarm(seed=seed, caller_env=env or {}))
+        background.stop_runs_first()  # at exit: runs stop before their warm interpreter closes
+        return started
     except (ToolUnavailable, OSError) as exc:
         logger.info("no warm interpreter for this migration's runs: %s", exc)
         return False
