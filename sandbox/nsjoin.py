@@ -15,6 +15,7 @@ import os
 _libc = ctypes.CDLL(None, use_errno=True)
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT = 47
@@ -108,3 +109,6 @@ def drop_privileges(uid: int | None) -> None:
     data = (_CapData * 2)()
     _check(_libc.capset(ctypes.byref(header), data), "clearing capabilities")
     prctl(PR_SET_NO_NEW_PRIVS, 1)
+    # The uid change (or joining a user namespace) made us non-dumpable, which a command that was
+    # exec'ed is not: /proc/self/environ, /proc/self/mem, ... would be root's and unreadable to it.
+    prctl(PR_SET_DUMPABLE, 1)

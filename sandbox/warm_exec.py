@@ -50,13 +50,14 @@ def _orphaned(alive_r: int) -> bool:
     return bool(readable)
 
 
-def child_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int, server_pid: int) -> None:
-    """In the process forked from the warm server. Never returns."""
+def child_main(request: bytes, sock: socket.socket, out_fd: int, err_fd: int, server_pid: int) -> None:
+    """In the process forked from the warm server (``request``: the run's JSON). Never returns."""
     code = 0
     try:
         die_with_parent(signal.SIGKILL)
         if os.getppid() != server_pid:  # the server died before the line above: nobody would reap us
             os._exit(1)
+        req = json.loads(request)
         join_namespaces(int(req["ns_pid"]))
         alive_r, alive_w = os.pipe()
         pid = os.fork()
@@ -256,4 +257,26 @@ def _finish(code: int) -> None:
     except BaseException:  # noqa: BLE001
         pass
     _finish_streams()
+    _finalize_main()
+    _finish_streams()
     os._exit(code)
+
+
+def _finalize_main() -> None:
+    """What interpreter shutdown does to ``__main__`` before the process ends: its globals are
+    released (underscore names first, as CPython does), so objects only they hold are finalized
+    (a file written and never closed gets flushed, ``__del__`` runs). ``os._exit`` alone would
+    drop them."""
+    main = sys.modules.get("__main__")
+    names = getattr(main, "__dict__", None)
+    if names is None:
+        return
+    try:
+        for first in (True, False):
+            for key in [k for k in names if k != "__builtins__" and k.startswith("_") == first]:
+                names[key] = None
+        import gc
+
+        gc.collect()
+    except BaseException:  # noqa: BLE001  (a finalizer's error is printed by Python, as at shutdown)
+        pass

@@ -10,6 +10,7 @@ ended) or its parent dies.
 
 from __future__ import annotations
 
+import array
 import errno
 import importlib
 import json
@@ -39,6 +40,20 @@ def _threads() -> int:
         return 1
 
 
+def _receive(ctl: socket.socket, buf: bytearray) -> tuple[int, list[int]]:
+    """One request into ``buf`` (no copy of it anywhere else in this process) and its descriptors."""
+    size, ancdata, _, _ = ctl.recvmsg_into([buf], socket.CMSG_SPACE(3 * array.array("i").itemsize))
+    fds = array.array("i")
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+    return size, list(fds)
+
+
+def _wipe(buf: bytearray, size: int) -> None:
+    memoryview(buf)[:size] = bytes(size)
+
+
 def serve(ctl: socket.socket, preload: list[str]) -> int:
     from sandbox.warm_exec import child_main
 
@@ -58,6 +73,10 @@ def serve(ctl: socket.socket, preload: list[str]) -> int:
     sys.stderr.flush()
     ctl.send(json.dumps({"ready": True, "pid": os.getpid(), "threads": _threads(),
                          "modules": len(sys.modules)}).encode())
+    # Requests (each run's environment and paths) are read into this one buffer, parsed only in the
+    # fork and wiped here after it: every later run forks from this memory and must find no trace of
+    # another run in it (a request parsed here would leave its strings in the freed heap).
+    buf = bytearray(MAX_REQUEST)
     while True:
         try:
             readable, _, _ = select.select([ctl], [], [], 1.0)
@@ -69,28 +88,29 @@ def serve(ctl: socket.socket, preload: list[str]) -> int:
         if not readable:
             continue
         try:
-            msg, fds, _, _ = socket.recv_fds(ctl, MAX_REQUEST, 3)
+            size, fds = _receive(ctl, buf)
         except OSError as exc:
             if exc.errno == errno.EINTR:
                 continue
             return 0
-        if not msg:
+        if not size:
             return 0  # Ferry closed the control socket
         if len(fds) != 3:
             for fd in fds:
                 os.close(fd)
+            _wipe(buf, size)
             continue
         run_fd, out_fd, err_fd = fds
         run_sock = socket.socket(fileno=run_fd)
         try:
-            req = json.loads(msg)
             pid = os.fork()
-        except (ValueError, OSError) as exc:
+        except OSError as exc:
             run_sock.send(json.dumps({"setup_error": f"warm server: {exc}"}).encode())
             pid = -1
         if pid == 0:
             ctl.close()
-            child_main(req, run_sock, out_fd, err_fd, server_pid)  # never returns
+            child_main(bytes(buf[:size]), run_sock, out_fd, err_fd, server_pid)  # never returns
+        _wipe(buf, size)
         run_sock.close()
         os.close(out_fd)
         os.close(err_fd)

@@ -1,0 +1,120 @@
+"""Review of warm starts (``sandbox.warm``): what a warm run could see or do that the cold run of
+the same command cannot, and where the two differed. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import uuid
+
+import pytest
+
+from sandbox import WarmServer, WarmStart, python_spec, run_in_sandbox
+from sandbox.env import scrubbed_env
+from sandbox.execute import RUN_MARKER_ENV
+
+from .conftest import PY, VENV_PATH, requires_bwrap, small_limits
+
+pytestmark = requires_bwrap
+
+RUN_VAR = "FERRY_WARM_REVIEW_VAR"  # a per-run variable (a dynamic key of the server)
+
+
+@pytest.fixture(scope="module")
+def server():
+    env = scrubbed_env(dict(os.environ), {}, path=VENV_PATH)
+    srv = WarmServer(env, ["json"], dynamic_keys=frozenset({RUN_MARKER_ENV, RUN_VAR}))
+    assert srv.wait_ready(), srv.failure
+    yield srv
+    srv.close()
+
+
+def _run(server, workspace, code: str, *, warm: bool = True, env: dict | None = None):
+    (workspace.path / "prog.py").write_text(textwrap.dedent(code))
+    command = "python prog.py"
+    spec = python_spec(command, VENV_PATH, PY)
+    assert spec is not None
+    res = run_in_sandbox(["/bin/sh", "-c", command], workspace.path, limits=small_limits(), env=env,
+                         path_env=VENV_PATH, warm=WarmStart(server, spec) if warm else None)
+    assert res.warm is warm, res.warm_fallback
+    return res
+
+
+# Reads the process's own writable anonymous memory (heap and anonymous mappings): what a fork
+# inherited from the server is all there, whatever Python objects still point to it or not.
+SCAN = """
+    import ctypes, re
+    needle = re.compile(re.escape(b"{prefix}") + rb"[0-9a-f]{{32}}")
+    found = set()
+    for line in open("/proc/self/maps"):
+        parts = line.split()
+        name = parts[5] if len(parts) > 5 else ""
+        if parts[1] != "rw-p" or name not in ("", "[heap]"):
+            continue
+        lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        if hi - lo > 256 << 20:
+            continue
+        for at in range(lo, hi, 1 << 20):
+            found.update(m.group().decode() for m in needle.finditer(ctypes.string_at(at, min(1 << 20, hi - at))))
+    print(sorted(found))
+"""
+
+
+def test_a_warm_run_finds_nothing_of_an_earlier_runs_request_in_its_memory(server, workspace):
+    """Every run forks from the server's memory: a request it had parsed (another run's
+    environment, workspace path) stayed in its freed heap and was readable by every later run."""
+    prefix = "FERRY-REVIEW-SECRET-"
+    secret = prefix + uuid.uuid4().hex
+    first = _run(server, workspace, "print('first')\n", env={RUN_VAR: secret})
+    assert first.status == "ok", first.stderr
+    second = _run(server, workspace, SCAN.format(prefix=prefix), env={RUN_VAR: "another run"})
+    assert second.status == "ok", second.stderr
+    assert second.stdout == "[]\n"
+    assert secret not in second.stdout
+
+
+PROC_SELF = """
+    import os
+    env = open("/proc/self/environ", "rb").read()
+    print("environ readable", b"PATH=" in env)
+    print("auxv readable", len(open("/proc/self/auxv", "rb").read()) > 0)
+    print("owner is me", os.stat("/proc/self/environ").st_uid == os.getuid())
+"""
+
+
+def test_proc_self_is_the_commands_own_as_in_a_cold_run(server, workspace):
+    """The uid change left the warm command non-dumpable (an exec'ed command is dumpable again):
+    its /proc/self files were root's, so reading /proc/self/environ failed with EACCES."""
+    warm = _run(server, workspace, PROC_SELF)
+    cold = _run(server, workspace, PROC_SELF, warm=False)
+    assert cold.status == "ok", cold.stderr
+    assert warm.status == "ok", warm.stderr
+    assert warm.stdout == cold.stdout == "environ readable True\nauxv readable True\nowner is me True\n"
+
+
+FINALIZE = """
+    log = open("results.txt", "w")
+    log.write("written, never closed\\n")
+
+    class Report:
+        def __del__(self):
+            print("finalized")
+
+    report = Report()
+    print("main done")
+"""
+
+
+def test_main_globals_are_finalized_at_exit_as_in_a_cold_run(server, workspace):
+    """Interpreter shutdown releases ``__main__``'s globals: a file left open is flushed and
+    ``__del__`` runs. The warm command ended with ``os._exit`` after atexit, so the file stayed
+    empty and the finalizer's output was missing."""
+    cold = _run(server, workspace, FINALIZE, warm=False)
+    cold_file = (workspace.path / "results.txt").read_text()
+    (workspace.path / "results.txt").unlink()
+    warm = _run(server, workspace, FINALIZE)
+    assert warm.status == cold.status == "ok", (warm.stderr, cold.stderr)
+    assert cold_file == "written, never closed\n"
+    assert (workspace.path / "results.txt").read_text() == cold_file
+    assert warm.stdout == cold.stdout == "main done\nfinalized\n"
+    assert warm.stderr == cold.stderr == ""
