@@ -256,10 +256,30 @@ def _finish(code: int) -> None:
         atexit._run_exitfuncs()
     except BaseException:  # noqa: BLE001
         pass
-    _finish_streams()
+    flushed = _flush_std_files()
     _finalize_main()
     _finish_streams()
-    os._exit(code)
+    os._exit(code if flushed else 120)  # 120: what python exits with when that flush fails
+
+
+def _flush_std_files() -> bool:
+    """The flush of stdout/stderr at shutdown, as python does it: a failure (stdout closed under
+    the program) is reported for stdout and makes the exit status 120."""
+    ok = True
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is None or getattr(stream, "closed", False):
+                continue
+            stream.flush()
+        except Exception as exc:  # noqa: BLE001
+            ok = False
+            if stream is sys.stdout:
+                try:
+                    sys.stderr.write(f"Exception ignored in: {stream!r}\n")
+                    traceback.print_exception(type(exc), exc, None)
+                except Exception:  # noqa: BLE001
+                    pass
+    return ok
 
 
 def _finalize_main() -> None:

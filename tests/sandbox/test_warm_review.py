@@ -118,3 +118,15 @@ def test_main_globals_are_finalized_at_exit_as_in_a_cold_run(server, workspace):
     assert (workspace.path / "results.txt").read_text() == cold_file
     assert warm.stdout == cold.stdout == "main done\nfinalized\n"
     assert warm.stderr == cold.stderr == ""
+
+
+def test_a_failed_flush_of_stdout_at_exit_fails_the_run_as_in_a_cold_run(server, workspace):
+    """Python reports a stdout it cannot flush at shutdown and exits with 120; the warm command
+    ignored the error and exited 0, so a run whose output was lost passed."""
+    code = "import os, sys\nsys.stdout.write('never flushed')\nos.close(1)\n"
+    warm = _run(server, workspace, code)
+    cold = _run(server, workspace, code, warm=False)
+    assert cold.exit_code == 120 and cold.status == "failed"
+    assert warm.exit_code == cold.exit_code and warm.status == cold.status
+    assert warm.stderr == cold.stderr
+    assert cold.stderr.startswith("Exception ignored in: <_io.TextIOWrapper name='<stdout>'")
