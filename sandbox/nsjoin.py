@@ -9,6 +9,7 @@ no new privileges.
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import os
 
@@ -52,20 +53,44 @@ def _ident(fd_or_path) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def join_namespaces(pid: int) -> list[str]:
+def _open_namespaces(pid: int, fds: dict[str, int]) -> None:
+    """Fill ``fds`` with the namespaces of ``pid`` that differ from ours, all of one process
+    (opened through one /proc/PID descriptor: a pid reused meanwhile cannot mix in)."""
+    try:
+        proc_dir = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise NamespaceError(exc.errno or 0, f"process {pid} (the sandbox) is gone: {exc.strerror}") from exc
+    try:
+        for ns in NS_ORDER:
+            try:
+                fd = os.open(f"ns/{ns}", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc_dir)
+            except FileNotFoundError:
+                continue  # a kind this kernel lacks, or the process has ended (``require`` notices)
+            if _ident(fd) != _ident(f"/proc/self/ns/{ns}"):
+                fds[ns] = fd
+            else:
+                os.close(fd)
+    finally:
+        os.close(proc_dir)
+
+
+def join_namespaces(pid: int, require: tuple[str, ...] = ("mnt", "pid")) -> list[str]:
     """Enter every namespace of ``pid`` that differs from ours; returns the ones joined.
 
     Unprivileged bubblewrap makes its namespaces inside a user namespace of its own and runs the
     command in a second, nested one; joining the nested one first would leave no rights over the
     others. So: the user namespace owning the others first, then the others, then the command's.
-    The pid namespace applies to children only: the caller must fork afterwards."""
+    The pid namespace applies to children only: the caller must fork afterwards.
+    Raises ``NamespaceError`` when ``pid`` is gone or shares one of ``require`` with us (joining
+    nothing would leave the caller outside the sandbox, in the host's namespaces)."""
     fds: dict[str, int] = {}
     owner: int | None = None
     try:
-        for ns in NS_ORDER:
-            path = f"/proc/{pid}/ns/{ns}"
-            if os.path.exists(path) and _ident(path) != _ident(f"/proc/self/ns/{ns}"):
-                fds[ns] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        _open_namespaces(pid, fds)
+        missing = [ns for ns in require if ns not in fds]
+        if missing:
+            raise NamespaceError(errno.ESRCH, f"process {pid} has no namespace of its own ({', '.join(missing)}): "
+                                    "it ended, or is not a sandbox")
         current_user = _ident("/proc/self/ns/user")
         others = [ns for ns in NS_ORDER if ns in fds and ns != "user"]
         if others:

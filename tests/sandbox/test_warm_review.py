@@ -4,6 +4,8 @@ the same command cannot, and where the two differed. Each test failed before its
 from __future__ import annotations
 
 import os
+import shlex
+import tempfile
 import textwrap
 import uuid
 
@@ -130,3 +132,45 @@ def test_a_failed_flush_of_stdout_at_exit_fails_the_run_as_in_a_cold_run(server,
     assert warm.exit_code == cold.exit_code and warm.status == cold.status
     assert warm.stderr == cold.stderr
     assert cold.stderr.startswith("Exception ignored in: <_io.TextIOWrapper name='<stdout>'")
+
+
+def test_a_sandbox_gone_before_the_fork_joins_it_never_runs_the_command_outside(server, workspace, monkeypatch):
+    """The fork joins the namespaces of the sandbox's placeholder. When that process had ended
+    in the meantime, /proc/PID/ns did not exist, no namespace was joined, and the command ran
+    in the host's namespaces (host files, network, pids) as a warm run that reported success.
+    Now it starts cold, in a sandbox of its own."""
+    import sandbox.warm
+    from pathlib import Path
+
+    real = sandbox.warm.placeholder_pid
+
+    def placeholder_then_gone(root: int, *args, **kwargs):
+        pid, family = real(root, *args, **kwargs)
+        os.kill(pid, 9)
+        for _ in range(2000):  # a bound, not a speed check: bubblewrap reaps it at once
+            if not Path(f"/proc/{pid}").exists():
+                break
+            import time
+
+            time.sleep(0.005)
+        return pid, family
+
+    monkeypatch.setattr(sandbox.warm, "placeholder_pid", placeholder_then_gone)
+    # In the host's /tmp, readable by anyone: a sandboxed command has a private /tmp.
+    with tempfile.NamedTemporaryFile("w", dir="/tmp", prefix="ferry-review-host-", suffix=".txt") as secret:
+        secret.write("HOST FILE")
+        secret.flush()
+        os.chmod(secret.name, 0o644)
+        code = (f"import os, pathlib; p = pathlib.Path({secret.name!r}); "
+                "print('host file', p.read_text() if p.exists() else 'invisible'); "
+                "print('few pids', len([d for d in os.listdir('/proc') if d.isdigit()]) < 10)")
+        command = f"python -c {shlex.quote(code)}"
+        spec = python_spec(command, VENV_PATH, PY)
+        assert spec is not None
+        res = run_in_sandbox(["/bin/sh", "-c", command], workspace.path, limits=small_limits(),
+                             path_env=VENV_PATH, warm=WarmStart(server, spec))
+    assert "HOST FILE" not in res.stdout
+    assert res.warm is False and res.warm_fallback, (res.stdout, res.stderr)
+    assert "namespace" in res.warm_fallback or "is gone" in res.warm_fallback, res.warm_fallback
+    assert res.status == "ok", res.stderr
+    assert res.stdout == "host file invisible\nfew pids True\n"
