@@ -212,6 +212,9 @@ def _user_tb(tb: types.TracebackType | None) -> types.TracebackType | None:
     return tb
 
 
+_UNHANDLED_SIGINT = -int(signal.SIGINT)  # never an exit status (those are 0..255)
+
+
 def _run_guarded(hook, invocation: PythonInvocation) -> int:
     try:
         if hook is not None:
@@ -220,20 +223,14 @@ def _run_guarded(hook, invocation: PythonInvocation) -> int:
         return 0
     except SystemExit as exc:
         return _exit_code(exc)
-    except KeyboardInterrupt as exc:
-        exc.__traceback__ = _user_tb(exc.__traceback__)
-        traceback.print_exception(exc)
-        _finish_streams()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-        return 130
     except BaseException as exc:  # noqa: BLE001  (an uncaught exception of the user's program)
         exc.__traceback__ = _user_tb(exc.__traceback__)  # the default hook prints this one
         try:
             sys.excepthook(type(exc), exc, exc.__traceback__)
         except Exception:  # noqa: BLE001
             traceback.print_exception(exc)
-        return 1
+        # python shuts down (threads, atexit, flush) and only then dies by SIGINT
+        return _UNHANDLED_SIGINT if isinstance(exc, KeyboardInterrupt) else 1
 
 
 def _finish_streams() -> None:
@@ -259,6 +256,10 @@ def _finish(code: int) -> None:
     flushed = _flush_std_files()
     _finalize_main()
     _finish_streams()
+    if code == _UNHANDLED_SIGINT:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        code = 130
     os._exit(code if flushed else 120)  # 120: what python exits with when that flush fails
 
 

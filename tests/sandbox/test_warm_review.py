@@ -198,3 +198,24 @@ def test_a_run_waiting_for_its_server_is_not_timed_out_by_the_wait(workspace, tm
     finally:
         srv.close()
     assert res.status == "ok" and res.stdout == "hello\n", (res.status, res.warm, res.warm_fallback)
+
+
+def test_an_uncaught_keyboard_interrupt_shuts_down_before_dying_by_sigint(server, workspace):
+    """Python prints the traceback, runs the shutdown (atexit handlers, open files flushed) and
+    then kills itself with SIGINT; the warm command killed itself right after the traceback."""
+    code = """
+        import atexit
+        atexit.register(print, "atexit ran")
+        log = open("partial.txt", "w")
+        log.write("kept")
+        raise KeyboardInterrupt
+    """
+    cold = _run(server, workspace, code, warm=False)
+    cold_file = (workspace.path / "partial.txt").read_text()
+    (workspace.path / "partial.txt").unlink()
+    warm = _run(server, workspace, code)
+    assert cold.status == "killed" and cold.signal == 2 and cold_file == "kept"
+    assert (warm.status, warm.signal, warm.exit_code) == (cold.status, cold.signal, cold.exit_code)
+    assert warm.stdout == cold.stdout == "atexit ran\n"
+    assert warm.stderr == cold.stderr and warm.stderr.endswith("KeyboardInterrupt\n")
+    assert (workspace.path / "partial.txt").read_text() == cold_file
