@@ -161,8 +161,11 @@ class PythonInvocation:
         if self.unbuffered:
             for name, fd in (("stdout", 1), ("stderr", 2)):
                 old = getattr(sys, name)
-                setattr(sys, name, io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=old.encoding,
-                                                    errors=old.errors, write_through=True))
+                old.flush()
+                new = io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=old.encoding, errors=old.errors,
+                                       write_through=True)
+                setattr(sys, name, new)
+                setattr(sys, f"__{name}__", new)  # as in python -u: the original streams are these
         if self.kind == "script":
             path = os.path.abspath(self.target)
             sys.argv = [self.target, *self.args]

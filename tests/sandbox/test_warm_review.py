@@ -219,3 +219,21 @@ def test_an_uncaught_keyboard_interrupt_shuts_down_before_dying_by_sigint(server
     assert warm.stdout == cold.stdout == "atexit ran\n"
     assert warm.stderr == cold.stderr and warm.stderr.endswith("KeyboardInterrupt\n")
     assert (workspace.path / "partial.txt").read_text() == cold_file
+
+
+def test_python_u_original_streams_are_the_unbuffered_ones(server, workspace):
+    """Under ``python -u`` ``sys.__stdout__`` is ``sys.stdout``. The warm command replaced only
+    ``sys.stdout``/``sys.stderr``: what a program wrote through ``sys.__stdout__`` (libraries
+    writing to the original stream) sat in the server's buffered stream and was lost at exit."""
+    (workspace.path / "orig.py").write_text(
+        "import sys\nsys.__stdout__.write('through __stdout__\\n')\nsys.__stderr__.write('through __stderr__\\n')\n"
+        "print('print')\nprint(sys.stdout is sys.__stdout__, sys.stderr is sys.__stderr__)\n")
+    spec = python_spec("python -u orig.py", VENV_PATH, PY)
+    results = [run_in_sandbox(["/bin/sh", "-c", "python -u orig.py"], workspace.path, limits=small_limits(),
+                              path_env=VENV_PATH, warm=WarmStart(server, spec) if warm else None)
+               for warm in (True, False)]
+    warm, cold = results
+    assert warm.warm and not cold.warm
+    assert cold.stdout == "through __stdout__\nprint\nTrue True\n"
+    assert warm.stdout == cold.stdout
+    assert warm.stderr == cold.stderr == "through __stderr__\n"
