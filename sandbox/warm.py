@@ -319,7 +319,8 @@ def start_warm(server: WarmServer, request: dict, argv: list[str], *, cwd: str, 
             msg = json.loads(data)
             if "setup_error" in msg:
                 raise WarmUnavailable(msg["setup_error"])
-            started = int(msg["started"]) if "started" in msg else started
+            if started is None and "started" in msg:  # the waiter's; nothing else may name the command
+                started = int(msg["started"])
             running = running or bool(msg.get("running"))
     except BaseException:
         os.close(in_w)

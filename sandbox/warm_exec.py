@@ -124,7 +124,17 @@ def _after_fork_hook(ref: str | None):
     if not ref:
         return None
     mod_name, _, func = ref.partition(":")
-    module = sys.modules.get(mod_name) or importlib.import_module(mod_name)
+    module = sys.modules.get(mod_name)
+    if module is None:
+        # Never from the run's workspace (the cwd, and '' first on the server's sys.path): the run's
+        # channel to Ferry is still open here, and user code must not run before it is closed.
+        here = os.getcwd().rstrip("/") + "/"
+        saved = list(sys.path)
+        sys.path[:] = [p for p in saved if p and not (os.path.abspath(p).rstrip("/") + "/").startswith(here)]
+        try:
+            module = importlib.import_module(mod_name)
+        finally:
+            sys.path[:] = saved
     return getattr(module, func)
 
 

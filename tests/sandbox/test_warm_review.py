@@ -237,3 +237,41 @@ def test_python_u_original_streams_are_the_unbuffered_ones(server, workspace):
     assert cold.stdout == "through __stdout__\nprint\nTrue True\n"
     assert warm.stdout == cold.stdout
     assert warm.stderr == cold.stderr == "through __stderr__\n"
+
+
+def test_the_after_fork_hook_is_never_imported_from_the_workspace(workspace):
+    """The hook was imported after the chdir into the workspace with ``''`` first on sys.path,
+    and before the command had closed its channel to Ferry: a workspace module named like the
+    hook ran with the run's socket open and could tell Ferry any pid as the command's, which
+    Ferry then signals (as root) at the timeout. Here the forged pid is a host process."""
+    import json
+    import subprocess
+
+    env = scrubbed_env(dict(os.environ), {}, path=VENV_PATH)
+    srv = WarmServer(env, ["json"], after_fork="ferry_review_hook:setup", dynamic_keys=frozenset({RUN_MARKER_ENV}))
+    victim = subprocess.Popen(["sleep", "300"])
+    try:
+        assert srv.wait_ready(), srv.failure
+        forged = json.dumps({"started": victim.pid, "running": True})
+        (workspace.path / "ferry_review_hook.py").write_text(textwrap.dedent(f"""
+            import os, socket
+            for fd in range(3, 64):
+                try:
+                    s = socket.socket(fileno=os.dup(fd))
+                    s.send({forged!r}.encode())
+                except OSError:
+                    pass
+            def setup():
+                pass
+        """))
+        (workspace.path / "slow.py").write_text("import time\ntime.sleep(30)\n")
+        spec = python_spec("python slow.py", VENV_PATH, PY)
+        res = run_in_sandbox(["/bin/sh", "-c", "python slow.py"], workspace.path,
+                             limits=small_limits(timeout_s=1.5), path_env=VENV_PATH, warm=WarmStart(srv, spec))
+        assert res.status == "timeout"
+        assert victim.poll() is None, "Ferry signalled the host process the workspace named"
+        assert res.warm is False and "ferry_review_hook" in (res.warm_fallback or "")
+    finally:
+        victim.kill()
+        victim.wait()
+        srv.close()
