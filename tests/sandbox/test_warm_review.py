@@ -3,14 +3,19 @@ the same command cannot, and where the two differed. Each test failed before its
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import subprocess
 import tempfile
 import textwrap
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
+import sandbox.warm
 from sandbox import WarmServer, WarmStart, python_spec, run_in_sandbox
 from sandbox.env import scrubbed_env
 from sandbox.execute import RUN_MARKER_ENV
@@ -139,9 +144,6 @@ def test_a_sandbox_gone_before_the_fork_joins_it_never_runs_the_command_outside(
     in the meantime, /proc/PID/ns did not exist, no namespace was joined, and the command ran
     in the host's namespaces (host files, network, pids) as a warm run that reported success.
     Now it starts cold, in a sandbox of its own."""
-    import sandbox.warm
-    from pathlib import Path
-
     real = sandbox.warm.placeholder_pid
 
     def placeholder_then_gone(root: int, *args, **kwargs):
@@ -150,8 +152,6 @@ def test_a_sandbox_gone_before_the_fork_joins_it_never_runs_the_command_outside(
         for _ in range(2000):  # a bound, not a speed check: bubblewrap reaps it at once
             if not Path(f"/proc/{pid}").exists():
                 break
-            import time
-
             time.sleep(0.005)
         return pid, family
 
@@ -244,9 +244,6 @@ def test_the_after_fork_hook_is_never_imported_from_the_workspace(workspace):
     and before the command had closed its channel to Ferry: a workspace module named like the
     hook ran with the run's socket open and could tell Ferry any pid as the command's, which
     Ferry then signals (as root) at the timeout. Here the forged pid is a host process."""
-    import json
-    import subprocess
-
     env = scrubbed_env(dict(os.environ), {}, path=VENV_PATH)
     srv = WarmServer(env, ["json"], after_fork="ferry_review_hook:setup", dynamic_keys=frozenset({RUN_MARKER_ENV}))
     victim = subprocess.Popen(["sleep", "300"])
