@@ -198,8 +198,9 @@ def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str], lim
 
 def _start_warm(warm: WarmStart, command: list[str], sandbox_argv: list[str], workspace: Path,
                 child_env: dict[str, str], limiter, pairs, uid: int | None,
-                cancel: threading.Event | None) -> tuple[WarmProcess | None, str | None]:
-    """The started warm run, or None and why it starts cold."""
+                cancel: threading.Event | None, ready_timeout: float) -> tuple[WarmProcess | None, str | None]:
+    """The started warm run, or None and why it starts cold (not waiting for a server still
+    importing longer than ``ready_timeout``)."""
     if not warm.server.accepts(child_env):
         why = "the run's environment differs from the warm server's"
         logger.info("warm start skipped: %s", why)
@@ -212,7 +213,7 @@ def _start_warm(warm: WarmStart, command: list[str], sandbox_argv: list[str], wo
                "after_fork": warm.server.after_fork}
     try:
         return start_warm(warm.server, request, sandbox_argv + PLACEHOLDER, cwd=str(workspace), env=child_env,
-                          cancel=cancel,
+                          cancel=cancel, ready_timeout=ready_timeout,
                           preexec_fn=None if limiter else functools.partial(apply_rlimits, pairs)), None
     except (WarmUnavailable, OSError) as exc:
         logger.info("warm start unavailable, starting cold: %s", exc)
@@ -278,22 +279,25 @@ def run_in_sandbox(
     argv = (limiter or []) + prefix + list(command)
     logger.debug("sandbox argv: %s", argv)
 
-    start = time.monotonic()
+    t0 = time.monotonic()
     proc = None
     warm_fallback: str | None = None
     if warm is not None and info.level == "bwrap":
+        # Waiting for a server still importing is bounded by the run's own timeout, and the run's
+        # clock starts when its command does (warm or, after the wait, cold).
         proc, warm_fallback = _start_warm(warm, list(command), (limiter or []) + prefix, workspace, child_env,
-                                          limiter, pairs, uid, cancel)
+                                          limiter, pairs, uid, cancel, limits.timeout_s)
     elif warm is not None:
         warm_fallback = f"warm starts need bubblewrap; isolation in force is {info.level}"
     warm_started = proc is not None
     if proc is None and cancel is not None and cancel.is_set():
         # Cancelled before anything started (e.g. while waiting for a warm server): start nothing.
         return SandboxResult(argv=argv, exit_code=None, signal=None, timed_out=False,
-                             duration_s=time.monotonic() - start, stdout="", stderr="", stdout_bytes=0,
+                             duration_s=time.monotonic() - t0, stdout="", stderr="", stdout_bytes=0,
                              stderr_bytes=0, stdout_dropped=0, stderr_dropped=0, isolation=info.level,
                              isolation_reasons=list(info.reasons), limit_hit="cancelled", uid=uid,
                              warm_fallback=warm_fallback)
+    start = time.monotonic()
     if proc is None:
         proc = _start_cold(argv, workspace, child_env, limiter, pairs)
     else:

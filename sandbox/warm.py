@@ -58,6 +58,7 @@ class WarmServer:
         self._ready: dict | None = None
         self._failed: str | None = None
         self._closed = False
+        self._started_at = time.monotonic()
         # The server's own stdout/stderr (import warnings, a failed preload): an unnamed file, so
         # nothing is left behind however Ferry ends.
         self._log = tempfile.TemporaryFile(prefix="ferry-warm-", suffix=".log")
@@ -75,10 +76,13 @@ class WarmServer:
         logger.debug("warm server %d started (preload %s)", self._proc.pid, ",".join(self.preload))
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def wait_ready(self, timeout: float = READY_TIMEOUT_S, cancel: threading.Event | None = None) -> bool:
-        """Wait until the server has imported its modules; False when it failed, was closed, or
-        ``cancel`` was set meanwhile (the server stays usable for later runs then)."""
-        deadline = time.monotonic() + timeout
+    def wait_ready(self, timeout: float | None = None, cancel: threading.Event | None = None) -> bool:
+        """Wait until the server has imported its modules; False when it failed, was closed, is
+        not ready within ``timeout`` s, or ``cancel`` was set meanwhile (in those last two cases
+        the server stays usable for later runs). A server not ready ``READY_TIMEOUT_S`` after it
+        started has failed for good."""
+        deadline = min(self._started_at + READY_TIMEOUT_S,
+                       time.monotonic() + (READY_TIMEOUT_S if timeout is None else timeout))
         while not self._lock.acquire(timeout=0.05):  # another run is waiting: wait with it
             if (cancel is not None and cancel.is_set()) or self._closed:
                 return False
@@ -93,7 +97,8 @@ class WarmServer:
                     return False
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self._failed = f"not ready after {timeout:.0f}s"
+                    if time.monotonic() >= self._started_at + READY_TIMEOUT_S:
+                        self._failed = f"not ready {READY_TIMEOUT_S:.0f}s after it started"
                     return False
                 readable, _, _ = select.select([self._ctl], [], [], min(0.1, left))
                 if readable:
@@ -285,15 +290,17 @@ class WarmProcess:
 
 
 def start_warm(server: WarmServer, request: dict, argv: list[str], *, cwd: str, env: dict[str, str],
-               preexec_fn=None, cancel: threading.Event | None = None) -> WarmProcess:
+               preexec_fn=None, cancel: threading.Event | None = None,
+               ready_timeout: float | None = None) -> WarmProcess:
     """Start the sandbox (``argv`` = its prefix + the placeholder) and fork the command into it.
 
-    Raises ``WarmUnavailable`` (nothing left running) when the command could not be started warm,
-    or ``cancel`` was set while waiting for the server."""
-    if not server.wait_ready(cancel=cancel):
+    Raises ``WarmUnavailable`` (nothing left running) when the command could not be started warm:
+    the server is not ready within ``ready_timeout`` s (or has failed), or ``cancel`` was set while
+    waiting for it."""
+    if not server.wait_ready(timeout=ready_timeout, cancel=cancel):
         if cancel is not None and cancel.is_set():
             raise WarmUnavailable("cancelled while waiting for the warm server")
-        raise WarmUnavailable(f"warm server not available: {server.failure}")
+        raise WarmUnavailable(f"warm server not available: {server.failure or f'not ready within {ready_timeout}s'}")
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe()
