@@ -106,7 +106,17 @@ class _RunProcs:
         return kill_run(self.pgid, self.uid, self.marker)
 
     def strays(self) -> list[int]:
-        return [p for p in find_run_processes(self.uid, self.marker) if p not in self.sandbox_pids]
+        """Live processes of the run besides its command and the sandbox's own (zombies are dead)."""
+        return [p for p in find_run_processes(self.uid, self.marker)
+                if p not in self.sandbox_pids and not _is_zombie(p)]
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True  # gone
 
 
 def _supervise(proc, procs: _RunProcs, limits: Limits, start: float, cancel: threading.Event | None
@@ -313,7 +323,10 @@ def run_in_sandbox(
         except subprocess.TimeoutExpired:
             pass
         raise
-    strays += kill_run(proc.pid, uid, marker) if procs.strays() else 0
+    leftover = procs.strays()
+    if leftover:  # counted as processes, not as the signals it takes to end them
+        kill_run(proc.pid, uid, marker)
+        strays += len(leftover)
     duration = time.monotonic() - start
     for stream in (proc.stdout, proc.stderr):
         stream.close()

@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import subprocess
+import threading
 import tempfile
 import textwrap
 import time
@@ -271,3 +272,19 @@ def test_the_after_fork_hook_is_never_imported_from_the_workspace(workspace):
         victim.kill()
         victim.wait()
         srv.close()
+
+
+def test_a_server_dying_mid_run_ends_the_run_as_killed_with_no_stray_counted(workspace, tmp_path):
+    """The command dies with its server; the sandbox's placeholder (ended by the supervisor) is no
+    stray, and the processes ended are counted once each, not once per signal sent."""
+    srv = WarmServer(scrubbed_env(dict(os.environ), {}, path=VENV_PATH), [], dynamic_keys=frozenset({RUN_MARKER_ENV}))
+    try:
+        (workspace.path / "wait.py").write_text("import time\nprint('up', flush=True)\ntime.sleep(60)\n")
+        spec = python_spec("python wait.py", VENV_PATH, PY)
+        threading.Timer(1.0, srv.close).start()
+        res = run_in_sandbox(["/bin/sh", "-c", "python wait.py"], workspace.path, limits=small_limits(timeout_s=30),
+                             path_env=VENV_PATH, warm=WarmStart(srv, spec))
+    finally:
+        srv.close()
+    assert res.warm and res.status == "killed" and not res.timed_out, (res.status, res.stderr)
+    assert res.stdout == "up\n" and res.strays_killed == 0
