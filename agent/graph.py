@@ -71,7 +71,6 @@ def build_graph() -> StateGraph:
     return g
 
 
-
 # Postgres: one advisory-lock key serialises the table setup of processes that start together.
 PG_SETUP_LOCK_KEY = 0x46455252  # "FERR"
 PG_SETUP_WAIT_S = 60.0
