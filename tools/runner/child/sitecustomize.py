@@ -150,9 +150,12 @@ def _install_tools():
         _install_tool("tools.profile.child", "FERRY_PROFILE_DIR")
 
 
+_HOOKS = (("random", _on_random), ("torch", _on_torch), ("numpy", _on_numpy))
+
+
 def _main():
     finder = _PostImportFinder()
-    for name, hook in (("random", _on_random), ("torch", _on_torch), ("numpy", _on_numpy)):
+    for name, hook in _HOOKS:
         if name in sys.modules:
             hook(sys.modules[name])
         else:
@@ -163,17 +166,13 @@ def _main():
 
 def ferry_after_fork():
     """A warm start (``sandbox.warm``): this interpreter imported torch (on the CPU, nothing
-    device-specific) before the run existed and was just forked into it with the run's environment.
-    Do what ``_on_torch`` and ``_main`` do for a fresh interpreter: the run's device backend, the
-    seeds, the CUDA redirect, the probe/profile hooks."""
-    for name, hook in (("random", _on_random), ("numpy", _on_numpy)):
+    device-specific) before the run existed and was just forked into it with the run's environment
+    (which has no ``FERRY_WARM_SERVER``). Run the hooks of the modules already imported, as ``_main``
+    does for a fresh interpreter (torch's: the run's device backend, the seed, the CUDA redirect),
+    then the probe/profile hooks. Modules imported later still meet the finder's hooks."""
+    for name, hook in _HOOKS:
         if name in sys.modules:
             hook(sys.modules[name])
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        _load_device(torch)
-        torch.manual_seed(_seed())
-        _install_redirect()
     _install_tools()
 
 
