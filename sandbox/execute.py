@@ -19,7 +19,7 @@ from sandbox.capture import CappedBuffer
 from sandbox.env import scrubbed_env
 from sandbox.isolation import IsolationInfo, SandboxUnavailable, bwrap_prefix, choose, drop_uid_prefix, unshare_prefix
 from sandbox.limits import Limits, apply_rlimits, prlimit_prefix, rlimit_pairs, soft_hard
-from sandbox.procs import find_run_processes, kill_run, signal_run
+from sandbox.procs import find_run_processes, is_alive, kill_run, signal_run
 from sandbox.warm import PLACEHOLDER, WarmProcess, WarmServer, WarmUnavailable, start_warm
 from sandbox.warm_cmd import PythonSpec
 
@@ -108,15 +108,7 @@ class _RunProcs:
     def strays(self) -> list[int]:
         """Live processes of the run besides its command and the sandbox's own (zombies are dead)."""
         return [p for p in find_run_processes(self.uid, self.marker)
-                if p not in self.sandbox_pids and not _is_zombie(p)]
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except (OSError, IndexError):
-        return True  # gone
+                if p not in self.sandbox_pids and is_alive(p)]
 
 
 def _supervise(proc, procs: _RunProcs, limits: Limits, start: float, cancel: threading.Event | None

@@ -20,6 +20,15 @@ def _proc_uid(pid: str) -> int | None:
     return None
 
 
+def is_alive(pid: int) -> bool:
+    """``pid`` exists and has not ended: a zombie (ended, not yet reaped) is not alive."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
 def _has_marker(pid: str, marker: bytes) -> bool:
     try:
         return marker in Path(f"/proc/{pid}/environ").read_bytes()

@@ -31,6 +31,8 @@ import threading
 import time
 from pathlib import Path
 
+from sandbox.procs import is_alive
+
 logger = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 120.0  # importing torch on a loaded 2-core machine can take tens of seconds
@@ -123,7 +125,7 @@ class WarmServer:
     def busy(self) -> bool:
         """True while a run forked from this server may be in flight (the server has a child):
         closing the server now would kill that run."""
-        return self.alive() and any(_running(p) for p in _descendants(self._proc.pid))
+        return self.alive() and any(is_alive(p) for p in _descendants(self._proc.pid))  # a waiter not yet reaped is a zombie
 
     @property
     def failure(self) -> str | None:
@@ -174,14 +176,6 @@ class WarmServer:
         finally:
             theirs.close()
         return ours
-
-
-def _running(pid: int) -> bool:
-    """Not ended: a waiter the server has yet to reap is a zombie."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
 
 
 def _descendants(pid: int) -> list[int]:

@@ -21,6 +21,7 @@ from sandbox import WarmServer, WarmStart, detect, python_spec, run_in_sandbox
 from sandbox.env import scrubbed_env
 from sandbox.execute import RUN_MARKER_ENV
 from sandbox.isolation import ferry_root
+from sandbox.procs import is_alive
 
 from .conftest import PY, VENV_PATH, requires_bwrap, small_limits
 
@@ -54,19 +55,10 @@ def _write(workspace, name: str, code: str) -> None:
     (workspace.path / name).write_text(textwrap.dedent(code))
 
 
-def _running(pid: int) -> bool:
-    """``pid`` exists and is not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 def _gone(pid: int, within_s: float = 15.0) -> bool:
     """True once ``pid`` no longer runs, polling up to ``within_s`` (a bound, not a speed test)."""
     deadline = time.monotonic() + within_s
-    while _running(pid):
+    while is_alive(pid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
@@ -598,7 +590,7 @@ def test_server_dies_with_its_owner():
         assert owner.stdout is not None and owner.stdout.readline() == "ready\n"
         servers = _children(owner.pid)
         assert len(servers) == 1
-        assert _running(servers[0])
+        assert is_alive(servers[0])
     finally:
         owner.send_signal(signal.SIGKILL)
         owner.wait()
