@@ -40,6 +40,12 @@ PLACEHOLDER = ["/bin/sh", "-c", "read _ferry_done"]  # exits when Ferry writes a
 START_TIMEOUT_S = 20.0
 
 
+def static_key(env: dict[str, str], dynamic_keys: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    """What of ``env`` an interpreter reads as it starts: everything but the per-run keys. Runs
+    whose keys are equal can fork from one server."""
+    return tuple(sorted((k, v) for k, v in env.items() if k not in dynamic_keys))
+
+
 class WarmUnavailable(RuntimeError):
     """The warm path cannot take this run; the caller starts it cold."""
 
@@ -157,12 +163,7 @@ class WarmServer:
     def accepts(self, env: dict[str, str]) -> bool:
         """True when ``env`` differs from the server's only in per-run keys (the interpreter
         read everything else when it started)."""
-        skip = self.dynamic_keys
-
-        def static(e: dict[str, str]) -> dict[str, str]:
-            return {k: v for k, v in e.items() if k not in skip}
-
-        return static(env) == static(self.env)
+        return static_key(env, self.dynamic_keys) == static_key(self.env, self.dynamic_keys)
 
     def spawn(self, request: dict, out_w: int, err_w: int) -> socket.socket:
         """Ask for a fork into the run described by ``request``; returns the run's socket."""

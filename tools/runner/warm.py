@@ -25,6 +25,7 @@ from sandbox import WarmServer, WarmStart, python_spec
 from sandbox.env import scrubbed_env
 from sandbox.execute import RUN_MARKER_ENV
 from sandbox.isolation import SandboxUnavailable, choose
+from sandbox.warm import static_key
 from tools.runner.env import child_env, child_path_env
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def enabled() -> bool:
 
 
 def _key(env: dict[str, str]) -> tuple:
-    return tuple(sorted((k, v) for k, v in env.items() if k not in PER_RUN_KEYS))
+    return static_key(env, PER_RUN_KEYS)
 
 
 def _sandbox_env(extra: dict[str, str]) -> dict[str, str]:
