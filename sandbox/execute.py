@@ -181,7 +181,7 @@ class WarmStart:
     spec: PythonSpec
 
 
-def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str], limiter, pairs) -> subprocess.Popen:
+def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str], preexec) -> subprocess.Popen:
     try:
         return subprocess.Popen(
             argv,
@@ -191,7 +191,7 @@ def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str], lim
             cwd=str(workspace),
             env=child_env,
             start_new_session=True,
-            preexec_fn=None if limiter else functools.partial(apply_rlimits, pairs),
+            preexec_fn=preexec,
             close_fds=True,
         )
     except OSError as exc:
@@ -199,7 +199,7 @@ def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str], lim
 
 
 def _start_warm(warm: WarmStart, command: list[str], sandbox_argv: list[str], workspace: Path,
-                child_env: dict[str, str], limiter, pairs, uid: int | None,
+                child_env: dict[str, str], preexec, pairs, uid: int | None,
                 cancel: threading.Event | None, ready_timeout: float) -> tuple[WarmProcess | None, str | None]:
     """The started warm run, or None and why it starts cold (not waiting for a server still
     importing longer than ``ready_timeout``)."""
@@ -215,8 +215,7 @@ def _start_warm(warm: WarmStart, command: list[str], sandbox_argv: list[str], wo
                "after_fork": warm.server.after_fork}
     try:
         return start_warm(warm.server, request, sandbox_argv + PLACEHOLDER, cwd=str(workspace), env=child_env,
-                          cancel=cancel, ready_timeout=ready_timeout,
-                          preexec_fn=None if limiter else functools.partial(apply_rlimits, pairs)), None
+                          cancel=cancel, ready_timeout=ready_timeout, preexec_fn=preexec), None
     except (WarmUnavailable, OSError) as exc:
         logger.info("warm start unavailable, starting cold: %s", exc)
         return None, str(exc) or type(exc).__name__
@@ -278,7 +277,9 @@ def run_in_sandbox(
         prefix = drop_uid_prefix(uid) if uid is not None else []
     pairs = rlimit_pairs(limits)
     limiter = prlimit_prefix(pairs)
-    argv = (limiter or []) + prefix + list(command)
+    preexec = None if limiter else functools.partial(apply_rlimits, pairs)  # the limits without prlimit
+    sandbox_argv = (limiter or []) + prefix
+    argv = sandbox_argv + list(command)
     logger.debug("sandbox argv: %s", argv)
 
     t0 = time.monotonic()
@@ -287,8 +288,8 @@ def run_in_sandbox(
     if warm is not None and info.level == "bwrap":
         # Waiting for a server still importing is bounded by the run's own timeout, and the run's
         # clock starts when its command does (warm or, after the wait, cold).
-        proc, warm_fallback = _start_warm(warm, list(command), (limiter or []) + prefix, workspace, child_env,
-                                          limiter, pairs, uid, cancel, limits.timeout_s)
+        proc, warm_fallback = _start_warm(warm, list(command), sandbox_argv, workspace, child_env, preexec, pairs,
+                                          uid, cancel, limits.timeout_s)
     elif warm is not None:
         warm_fallback = f"warm starts need bubblewrap; isolation in force is {info.level}"
     warm_started = proc is not None
@@ -301,9 +302,9 @@ def run_in_sandbox(
                              warm_fallback=warm_fallback)
     start = time.monotonic()
     if proc is None:
-        proc = _start_cold(argv, workspace, child_env, limiter, pairs)
+        proc = _start_cold(argv, workspace, child_env, preexec)
     else:
-        argv = (limiter or []) + prefix + ["<warm>", *command]
+        argv = sandbox_argv + ["<warm>", *command]
     procs = _RunProcs(proc.pid, uid, marker, getattr(proc, "command_pid", None),
                       frozenset(getattr(proc, "sandbox_pids", ())))
     try:

@@ -121,7 +121,7 @@ def drop_privileges(uid: int | None) -> None:
     empty capability bounding set and no capabilities, no new privileges on exec."""
     for cap in range(_LAST_CAP + 1):
         if _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
-            if ctypes.get_errno() == 22:  # EINVAL: past the last capability this kernel knows
+            if ctypes.get_errno() == errno.EINVAL:  # past the last capability this kernel knows
                 break
             _check(-1, f"dropping capability {cap} from the bounding set")
     _libc.prctl(PR_CAP_AMBIENT, ctypes.c_ulong(PR_CAP_AMBIENT_CLEAR_ALL), ctypes.c_ulong(0), ctypes.c_ulong(0),
