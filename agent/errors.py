@@ -27,6 +27,7 @@ Status = Literal[
     "failed_sandbox",  # the sandbox could not run the command at all
     "failed_tool_unavailable",  # a tool the graph needs is not installed / importable
     "failed_llm",  # the model server failed after retries, or the model kept misbehaving
+    "failed_output",  # the migration ended but its patch/report could not be written where asked
     "failed_internal",  # a bug in Ferry itself (an exception the graph did not expect)
 ]
 

@@ -13,6 +13,7 @@ from agent.graph import (ProgressFn, build_graph, checkpointer, describe_store, 
                          snapshot, state_dir)
 from agent import early
 from agent.early import new_migration_id  # noqa: F401  (part of this module's API)
+from agent.locks import MigrationLocked, migration_lock  # noqa: F401  (MigrationLocked: part of this API)
 from agent.state import MigrationOptions
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ def start(opts: MigrationOptions, *, migration_id: str | None = None, progress: 
     """Run a new migration until it ends or waits for approval; returns the state snapshot."""
     migration_id = migration_id or new_migration_id()
     sdir = state_dir(opts.state_dir)
-    with checkpointer(sdir) as saver:
+    with checkpointer(sdir) as saver, migration_lock(sdir, migration_id):
         app = build_graph().compile(checkpointer=saver)
         if app.get_state({"configurable": {"thread_id": migration_id}}).values:
             raise ValueError(f"migration {migration_id} already exists; use `ferry resume {migration_id}`")
@@ -68,8 +69,10 @@ def start(opts: MigrationOptions, *, migration_id: str | None = None, progress: 
 
 def resume(migration_id: str, sdir: str | Path | None, *, answer: dict[str, Any] | None = None,
            progress: ProgressFn | None = None) -> dict[str, Any]:
-    """Continue from the last checkpoint (answering a pending approval when ``answer`` is given)."""
-    with checkpointer(state_dir(sdir)) as saver:
+    """Continue from the last checkpoint (answering a pending approval when ``answer`` is given).
+
+    Raises :class:`MigrationLocked` at once when another process is driving this migration."""
+    with checkpointer(state_dir(sdir)) as saver, migration_lock(state_dir(sdir), migration_id):
         app = build_graph().compile(checkpointer=saver)
         current = snapshot(app, migration_id)
         if not current.get("migration_id"):

@@ -55,6 +55,16 @@ def sandbox_settings(items: list[str], flag: str) -> dict[str, str]:
     return env
 
 
+def output_dir(value: object, flag: str):  # noqa: ANN201 - a pathlib.Path
+    """``value`` as a directory Ferry may create and write (``agent.outpaths``), else a usage error."""
+    from agent.outpaths import OutputPathError, check_output_dir
+
+    try:
+        return check_output_dir(str(value), flag)
+    except OutputPathError as exc:
+        raise CliError(str(exc)) from exc
+
+
 def _load_commands() -> list[ModuleType]:
     return [importlib.import_module(name) for name in COMMAND_MODULES]
 
@@ -83,9 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)
+    from agent.locks import MigrationLocked
+
     try:
         return int(args._run(args))
-    except CliError as exc:
+    except (CliError, MigrationLocked) as exc:  # another process drives this migration: usage, not failure
         print(f"ferry {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agent.cli import EXIT_FAILED, EXIT_OK, CliError, sandbox_settings
+    from agent.cli import EXIT_FAILED, EXIT_OK, CliError, output_dir, sandbox_settings
 
     if args.steps < 1:
         raise CliError(f"--steps must be at least 1, got {args.steps}")
@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     repo = Path(args.path).expanduser()
     if not repo.is_dir():
         raise CliError(f"{repo} is not a directory: pass the repository folder to check")
+    out = output_dir(args.out, "--out") if args.out else None
     env = sandbox_settings(args.set, "--set")
     target_env = sandbox_settings(args.target_set, "--target-set")
 
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from tools.parity.models import CheckRequest
 
     try:
-        result = check(CheckRequest(path=repo, command=args.run_cmd, out_dir=Path(args.out) if args.out else None,
+        result = check(CheckRequest(path=repo, command=args.run_cmd, out_dir=out,
                                     steps=args.steps, seed=args.seed, timeout_s=args.timeout,
                                     profile=not args.no_profile, env=env, target_env=target_env))
     except CheckInputError as exc:

@@ -25,14 +25,14 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from agent.cli import CliError
+    from agent.cli import CliError, output_dir
     from agent.eval_harness import DEFAULT_SUITE, SuiteError, run_suite
 
     if args.jobs < 1:
         raise CliError(f"--jobs must be at least 1, got {args.jobs}")
     suite = Path(args.suite).expanduser() if args.suite else DEFAULT_SUITE
     try:
-        outcomes = run_suite(suite, Path(args.out).expanduser().resolve(), jobs=args.jobs, policy=args.policy,
+        outcomes = run_suite(suite, output_dir(args.out, "--out"), jobs=args.jobs, policy=args.policy,
                              timeout_s=args.timeout, only=args.case)
     except SuiteError as exc:
         raise CliError(str(exc)) from exc

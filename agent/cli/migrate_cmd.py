@@ -39,8 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_options(args: argparse.Namespace):
-    from agent.cli import CliError
-    from agent.materialise import state_dir
+    from agent.cli import CliError, output_dir
+    from agent.materialise import DEFAULT_STATE_DIR, state_dir
     from agent.llm.config import configured
     from agent.state import MigrationOptions
 
@@ -58,12 +58,16 @@ def build_options(args: argparse.Namespace):
         raise CliError("--llm and --offline contradict each other; pick one")
     if use_llm and not (args.llm_model or os.environ.get("FERRY_LLM_MODEL")):
         raise CliError("--llm needs a model: set FERRY_LLM_MODEL (and FERRY_LLM_BASE_URL for a non-OpenAI server) or pass --llm-model")
-    out = str(Path(args.out).expanduser().resolve()) if args.out else None
+    out = str(output_dir(args.out, "--out")) if args.out else None
     if out and Path(out).resolve() == src.resolve():
         raise CliError("--out must not be the repository itself; choose another directory")
+    if out and src.resolve() in Path(out).parents:
+        raise CliError("--out must not be inside the repository (the outputs would become part of it); "
+                       "choose a directory outside it")
+    sdir = output_dir(args.state_dir or DEFAULT_STATE_DIR, "--state-dir")
     return MigrationOptions(
         source=str(src.resolve()), run_command=args.run, test_command=args.test or None, out_dir=out,
-        state_dir=str(state_dir(args.state_dir)), llm=use_llm, approve=args.approve, apply=args.apply,
+        state_dir=str(state_dir(sdir)), llm=use_llm, approve=args.approve, apply=args.apply,
         device=args.device, max_iterations=args.max_iterations, run_timeout_s=args.run_timeout, seed=args.seed,
         llm_max_calls=args.llm_max_calls, llm_max_tokens=args.llm_max_tokens,
         llm_model=args.llm_model, llm_base_url=args.llm_base_url,

@@ -106,9 +106,10 @@ def _drop_worktree(top: Path, wt: Path, tmp: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from agent.cli import CliError
+    from agent.cli import CliError, output_dir
     from agent.cli.progress import Progress, exit_code
     from agent.graph import state_dir
+    from agent.materialise import DEFAULT_STATE_DIR
     from agent.llm.config import configured
     from agent.migration import new_migration_id, start
     from agent.state import MigrationOptions
@@ -126,16 +127,17 @@ def run(args: argparse.Namespace) -> int:
     rel = repo.resolve().relative_to(top.resolve())
     if str(rel) != "." and not _git(top, "ls-tree", "-d", "--name-only", base, rel.as_posix(), check=False):
         raise CliError(f"{rel} is not in the committed {base}; ferry pr works from the committed base, commit it first")
+    sdir = output_dir(args.state_dir or DEFAULT_STATE_DIR, "--state-dir")
     mid = new_migration_id()
     branch = f"ferry/migrate-{mid}"
-    out = Path(args.out).expanduser().resolve() if args.out else Path(tempfile.mkdtemp(prefix="ferry-pr-"))
+    out = output_dir(args.out, "--out") if args.out else Path(tempfile.mkdtemp(prefix="ferry-pr-"))
     tmp = Path(tempfile.mkdtemp(prefix="ferry-pr-wt-"))
     wt = tmp / top.name
     commit = None
     try:
         _git(top, *NO_HOOKS, "worktree", "add", "--detach", str(wt), base)
         opts = MigrationOptions(source=str(wt / rel), run_command=args.run, test_command=args.test, out_dir=str(out),
-                                state_dir=str(state_dir(args.state_dir)), llm=args.llm or configured())
+                                state_dir=str(state_dir(sdir)), llm=args.llm or configured())
         with Progress(enabled=not args.json) as progress:
             state = start(opts, migration_id=mid, progress=progress)
         result = json.loads((out / "result.json").read_text(encoding="utf-8"))

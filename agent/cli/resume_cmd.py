@@ -27,14 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from agent.cli import CliError
+    from agent.cli import CliError, output_dir
     from agent.cli.approval import drive_interactively, parse_edits
     from agent.cli.progress import Progress, exit_code, print_result
     from agent.errors import FerryAgentError
     from agent.graph import state_dir
     from agent.migration import UnknownMigration, list_migrations, resume
 
-    sdir = str(state_dir(args.state_dir))
+    from agent.materialise import DEFAULT_STATE_DIR
+
+    sdir = str(state_dir(output_dir(args.state_dir or DEFAULT_STATE_DIR, "--state-dir")))
     if args.list:
         try:
             ids = list_migrations(sdir)

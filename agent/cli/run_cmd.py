@@ -62,7 +62,7 @@ def _render(result) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.cli import CliError, sandbox_settings
+    from agent.cli import CliError, output_dir, sandbox_settings
 
     if args.check:
         from agent.cli import doctor_cmd
@@ -70,23 +70,24 @@ def run(args: argparse.Namespace) -> int:
         report = doctor_cmd.collect()
         print(json.dumps(report, indent=2) if args.json else doctor_cmd.render(report))
         return 0 if report["isolation"]["error"] is None else 1
-    if not args.path:
-        raise CliError("give the repository folder and the command: ferry run PATH -- python train.py")
+    usage = "usage: ferry run PATH [options] -- COMMAND [ARGS...]  (e.g. ferry run . --device cpu -- python train.py)"
+    if not args.path or args.path.startswith("-"):
+        raise CliError(f"give the repository folder first, then the command after `--`; {usage}")
     cmd = list(args.cmd)
-    if "--" in cmd:
-        # argparse hands everything after PATH to the command: options written between PATH
-        # and `--` are parsed here.
-        cut = cmd.index("--")
-        if cut:
-            opts = argparse.ArgumentParser(prog="ferry run", add_help=False)
-            _add_options(opts)
-            try:
-                opts.parse_args(cmd[:cut], namespace=args)
-            except SystemExit as exc:
-                raise CliError(f"cannot parse options {' '.join(cmd[:cut])!r}; put options before `--`") from exc
-        cmd = cmd[cut + 1 :]
+    # argparse hands everything after PATH to the command: options written between PATH and `--`
+    # (or, with no `--`, options where the command should start) are parsed here.
+    cut = cmd.index("--") if "--" in cmd else (len(cmd) if cmd and cmd[0].startswith("-") else 0)
+    if cut:
+        opts = argparse.ArgumentParser(prog="ferry run", add_help=False)
+        _add_options(opts)
+        try:
+            opts.parse_args(cmd[:cut], namespace=args)
+        except SystemExit as exc:
+            raise CliError(f"cannot parse options {' '.join(cmd[:cut])!r}; put the options before `--` and the "
+                           f"command after it; {usage}") from exc
+    cmd = cmd[cut + 1:] if "--" in cmd else cmd[cut:]
     if not cmd:
-        raise CliError("no command given: put it after `--`, e.g. ferry run PATH -- python train.py")
+        raise CliError(f"no command given: put it after `--`; {usage}")
     if args.timeout <= 0:
         raise CliError(f"--timeout must be positive, got {args.timeout}")
 
@@ -99,9 +100,10 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--memory-gb must be positive, got {args.memory_gb}")
         limits.memory_bytes = int(args.memory_gb * 1024**3)
     env = sandbox_settings(args.env, "--env")
+    artifacts = output_dir(args.artifacts, "--artifacts") if args.artifacts else None
     req = RunRequest(path=args.path, command=cmd, device=args.device, redirect_cuda=args.redirect_cuda,
                      probe=args.probe, profile=args.profile, seed=args.seed, timeout_s=args.timeout,
-                     env=env, artifacts_dir=args.artifacts, keep_workspace=args.keep_workspace,
+                     env=env, artifacts_dir=artifacts, keep_workspace=args.keep_workspace,
                      isolation=args.isolation, limits=limits)
     try:
         result = run_tool(req)

@@ -43,12 +43,14 @@ def run(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from agent.cli import CliError
+    from agent.cli import CliError, output_dir
     from agent.service.app import create_app
     from agent.service.deps import settings_from_env
 
     if not 0 <= args.port < 65536:
         raise CliError(f"--port must be 0..65535 (0: any free port), got {args.port}")
+    if args.state_dir:
+        output_dir(args.state_dir, "--state-dir")
     try:
         settings = settings_from_env(args.state_dir)
     except OSError as exc:

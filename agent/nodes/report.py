@@ -19,6 +19,17 @@ from tools.patch import PatchRequest, build_patch, git_apply
 logger = logging.getLogger(__name__)
 
 
+def _write_outputs(out: Path, final: dict[str, Any], patch: Any, applied: bool | None) -> dict[str, str]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ferry.patch").write_text(patch.diff, encoding="utf-8")
+    (out / "report.md").write_text(report_markdown(final, patch.diff), encoding="utf-8")  # type: ignore[arg-type]
+    result = result_json(final, [f.model_dump() for f in patch.files])  # type: ignore[arg-type]
+    result["applied"] = applied
+    (out / "result.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return {"dir": str(out), "patch": str(out / "ferry.patch"), "report": str(out / "report.md"),
+            "result": str(out / "result.json")}
+
+
 @step("report")
 def report(state: MigrationState) -> dict[str, Any]:
     opts = options_of(state)
@@ -45,16 +56,24 @@ def report(state: MigrationState) -> dict[str, Any]:
             applied = False
             summary = f"{summary}; --apply failed: git apply: {exc.stderr.strip()}"
             final["summary"] = summary
+    # The state dir's copy first: it is what `ferry resume` and the service read, and where the
+    # user finds the outputs when their --out cannot be written.
+    out_dirs.reverse()
     outputs: dict[str, str] = {}
-    for i, out in enumerate(out_dirs):
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "ferry.patch").write_text(patch.diff, encoding="utf-8")
-        (out / "report.md").write_text(report_markdown(final, patch.diff), encoding="utf-8")  # type: ignore[arg-type]
-        result = result_json(final, [f.model_dump() for f in patch.files])  # type: ignore[arg-type]
-        result["applied"] = applied
-        (out / "result.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
-        if i == 0:
-            outputs = {"dir": str(out), "patch": str(out / "ferry.patch"), "report": str(out / "report.md"),
-                       "result": str(out / "result.json")}
+    failed: list[str] = []
+    for out in out_dirs:
+        try:
+            written = _write_outputs(out, final, patch, applied)
+        except OSError as exc:
+            logger.warning("cannot write the outputs to %s: %s", out, exc)
+            failed.append(f"{exc.filename or out}: {exc.strerror or exc}")
+            continue
+        outputs = written  # the last one written: --out when it worked
+    if failed:
+        where = (f"; a copy is in {outputs['dir']}" if outputs else
+                 "; nothing was written: free space or fix the permissions and run the migration again")
+        summary = (f"the migration ended {status} ({summary}) but its outputs could not be written: "
+                   f"{'; '.join(failed)}{where}")
+        status = "failed_output"
     return {**stopped, "status": status, "summary": summary, "outputs": outputs,
             "_summary": f"{status}; {len(patch.files)} files in the patch" + ("; applied" if applied else "")}

@@ -9,6 +9,7 @@ from pathlib import Path
 from fastapi import APIRouter, HTTPException, status
 from fastapi.exceptions import RequestValidationError
 
+from agent.locks import lock_holder
 from agent.migration import UnknownMigration, load, new_migration_id, resume, start
 from agent.service.deps import Authorized, JobsDep, SettingsDep
 from agent.service.schemas import (Decision, ErrorDetail, MigrationCreate, MigrationCreated, MigrationResult,
@@ -28,6 +29,8 @@ def _status(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
     # Asked before loading: a job that ends between the two would otherwise leave a snapshot taken
     # mid-step (a pending node, no interrupt yet) to be read as "stopped".
     running = jobs.running(mid)
+    owner = None if running else lock_holder(Path(settings.state_dir), mid)
+    running = running or owner is not None
     try:
         st = load(mid, settings.state_dir)
     except UnknownMigration:
@@ -47,7 +50,7 @@ def _status(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
     return MigrationStatus(id=mid, state=state, status=st.get("status"), summary=st.get("summary"),
                            iteration=st.get("iteration") or 0, runs=len(st.get("runs") or []),
                            pending=st["pending"], interrupts=st["interrupts"], steps=st.get("steps") or [],
-                           error=jobs.errors.get(mid))
+                           error=jobs.errors.get(mid), owner=owner.describe() if owner is not None else None)
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=MigrationCreated)

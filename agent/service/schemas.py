@@ -41,6 +41,15 @@ class MigrationCreate(BaseModel):
             raise ValueError("run must be the command that runs the program (e.g. 'python train.py'), not empty")
         return v.strip()
 
+    @field_validator("out")
+    @classmethod
+    def _out_writable(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from agent.outpaths import check_output_dir
+
+        return str(check_output_dir(v, "out"))  # OutputPathError is a ValueError: a 422 with its message
+
     @field_validator("test")
     @classmethod
     def _test_not_blank(cls, v: str | None) -> str | None:
@@ -67,6 +76,8 @@ class MigrationStatus(BaseModel):
                                              description="approval questions: rule, site, reason, diff")
     steps: list[dict[str, Any]] = Field(default_factory=list)
     error: str | None = None
+    owner: str | None = Field(default=None, description="the process driving it now (pid, host, since), "
+                                                        "when it is another process than this server's own job")
 
 
 class MigrationResult(BaseModel):

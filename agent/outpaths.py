@@ -1,0 +1,93 @@
+"""Where Ferry may write what the user asked for (``--out``, ``--state-dir``, ``--artifacts``).
+
+Checked before any work starts: the directory must be one the user could create and write; the
+filesystem root, the kernel's pseudo filesystems (``/proc``, ``/sys``, ``/dev``, ``/run``), system
+directories and world-writable shared directories themselves (``/tmp``: a fixed file name written
+there by root is a classic link attack) are refused with a message that says what to use instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+# Trees Ferry never writes into (any depth).
+SYSTEM_TREES: tuple[str, ...] = (
+    "/proc", "/sys", "/dev", "/run", "/boot", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+    "/libx32", "/var/run", "/var/lock", "/snap",
+)
+# Directories that are fine as parents but not as the output directory itself.
+SHARED_DIRS: tuple[str, ...] = ("/", "/var", "/var/lib", "/var/cache", "/var/log", "/var/spool", "/opt", "/srv",
+                                 "/mnt", "/media", "/home")
+
+
+class OutputPathError(ValueError):
+    """The output directory cannot be used; the message says why and what to do."""
+
+
+def _inside(path: Path, tree: str) -> bool:
+    return path == Path(tree) or Path(tree) in path.parents
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path("/")
+
+
+def _writable_dir(path: Path) -> str | None:
+    """Why ``path`` (an existing directory) cannot take new files, or None when it can."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "is on a read-only filesystem"
+    except OSError as exc:
+        return f"cannot be inspected ({exc.strerror})"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return "is not writable by you"
+    return None
+
+
+def check_output_dir(value: str | os.PathLike[str], flag: str) -> Path:
+    """The absolute directory ``value`` names, after checking Ferry may create and write it.
+
+    Nothing is created here. Raises :class:`OutputPathError` with a message naming ``flag``.
+    """
+    raw = str(value)
+    if not raw.strip():
+        raise OutputPathError(f"{flag} is empty; give a directory Ferry can create and write")
+    path = Path(raw).expanduser()
+    resolved = Path(os.path.realpath(path))  # a link to /etc is /etc
+    example = "~/.ferry" if "state" in flag else "./ferry-out"
+    hint = f"give {flag} a directory Ferry can create and write, e.g. {flag} {example}"
+    for tree in SYSTEM_TREES:
+        if _inside(resolved, tree):
+            raise OutputPathError(f"{flag} {raw}: {resolved} is inside {tree}, a system or kernel directory Ferry "
+                                  f"never writes into; {hint}")
+    if str(resolved) in SHARED_DIRS:
+        raise OutputPathError(f"{flag} {raw}: {resolved} is a shared system directory, not an output directory; {hint}")
+    anchor = _nearest_existing(resolved)
+    if anchor == resolved:
+        why = _writable_dir(resolved)
+        if why is None:
+            st = os.stat(resolved)
+            if st.st_mode & stat.S_IWOTH and st.st_mode & stat.S_ISVTX:
+                raise OutputPathError(f"{flag} {raw}: {resolved} is a world-writable shared directory (like /tmp); "
+                                      f"files with fixed names there can be replaced by other users: use a "
+                                      f"directory inside it, e.g. {flag} {resolved / 'ferry-out'}")
+            return resolved
+        raise OutputPathError(f"{flag} {raw}: {resolved} {why}; {hint}")
+    why = _writable_dir(anchor)
+    if why is not None:
+        raise OutputPathError(f"{flag} {raw}: cannot create {resolved}: {anchor} {why}; {hint}")
+    return resolved

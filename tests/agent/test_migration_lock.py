@@ -1,0 +1,133 @@
+"""One owner per migration: the lock in the checkpoint store (SQLite and a real Postgres server).
+
+The holders are real processes: a second one is refused at once with a message naming the
+holder, and a holder killed with SIGKILL does not block the next one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.locks import MigrationLocked, lock_holder, migration_lock
+
+ROOT = Path(__file__).resolve().parents[2]
+URL_ENV = "FERRY_DATABASE_URL"
+
+_spec = importlib.util.spec_from_file_location("pg_server_lock", Path(__file__).with_name("pg_server.py"))
+pg_server = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pg_server)
+postgres_server = pg_server.postgres_server  # fixtures, found by pytest in this module
+pg_url = pg_server.pg_url
+
+# Takes the lock, says so on stdout, then holds it until killed.
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from agent.locks import migration_lock
+    with migration_lock(Path(sys.argv[1]), sys.argv[2]):
+        print("held", flush=True)
+        time.sleep(600)
+""")
+
+
+def _start_holder(sdir: Path, mid: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(sdir), mid], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    line = proc.stdout.readline()
+    assert line.strip() == "held", proc.stderr.read()
+    return proc
+
+
+def _kill_9(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path, monkeypatch) -> dict[str, str]:
+    """The environment selecting the store (and the same in this process)."""
+    if request.param == "sqlite":
+        monkeypatch.delenv(URL_ENV, raising=False)
+        return {}
+    url = request.getfixturevalue("pg_url")
+    monkeypatch.setenv(URL_ENV, url)
+    return {URL_ENV: url}
+
+
+def test_second_owner_is_refused_at_once_naming_the_holder(tmp_path, store):
+    sdir = tmp_path / "state"
+    sdir.mkdir()
+    holder = _start_holder(sdir, "m1", store)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(MigrationLocked) as info:
+            with migration_lock(sdir, "m1"):
+                pytest.fail("a second owner got the lock")
+        assert time.monotonic() - t0 < 5, "refusal must be immediate, not a wait"
+        msg = str(info.value)
+        assert f"pid {holder.pid}" in msg and socket.gethostname() in msg and "since" in msg
+        assert "ferry resume m1" in msg
+        assert info.value.holder is not None and info.value.holder.pid == holder.pid
+        seen = lock_holder(sdir, "m1")
+        assert seen is not None and seen.pid == holder.pid
+        # another migration id is not blocked
+        with migration_lock(sdir, "m2"):
+            pass
+    finally:
+        _kill_9(holder)
+
+
+def test_holder_killed_with_sigkill_does_not_block(tmp_path, store):
+    sdir = tmp_path / "state"
+    sdir.mkdir()
+    holder = _start_holder(sdir, "m1", store)
+    _kill_9(holder)
+    deadline = time.monotonic() + 20  # Postgres notices the closed connection within moments
+    while lock_holder(sdir, "m1") is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert lock_holder(sdir, "m1") is None
+    with migration_lock(sdir, "m1"):
+        assert lock_holder(sdir, "m1").pid == os.getpid()
+    assert lock_holder(sdir, "m1") is None  # released at the end of the block
+
+
+def test_sqlite_row_of_a_reused_pid_is_stale(tmp_path, monkeypatch):
+    """A row naming a live pid whose start time differs (the pid was reused) does not block."""
+    import sqlite3
+
+    from agent import locks
+
+    monkeypatch.delenv(URL_ENV, raising=False)
+    sdir = tmp_path / "state"
+    sdir.mkdir()
+    conn = locks._sqlite_connect(sdir / "checkpoints.sqlite")
+    now = time.time()
+    _, host, boot, _ = locks._me()
+    conn.execute(f"INSERT INTO {locks.TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                 ("m1", "t", os.getppid(), host, boot, "1", now, now))  # a live pid, a wrong start time
+    conn.close()
+    assert lock_holder(sdir, "m1") is None
+    with migration_lock(sdir, "m1"):
+        pass
+    # a row from another machine counts while its heartbeat is fresh, not after
+    with sqlite3.connect(sdir / "checkpoints.sqlite") as c:
+        c.execute(f"INSERT INTO {locks.TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                  ("m2", "t", 1, "elsewhere", "other-boot", "5", now, now))
+    assert lock_holder(sdir, "m2").host == "elsewhere"
+    with pytest.raises(MigrationLocked, match="on host elsewhere"):
+        with migration_lock(sdir, "m2"):
+            pass
+    with sqlite3.connect(sdir / "checkpoints.sqlite") as c:
+        c.execute(f"UPDATE {locks.TABLE} SET heartbeat = ? WHERE migration_id = 'm2'", (now - locks.STALE_AFTER_S - 1,))
+    with migration_lock(sdir, "m2"):
+        pass
