@@ -27,6 +27,7 @@ import stat
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 logger = logging.getLogger(__name__)
 
@@ -205,19 +206,17 @@ def _open_file_at(dir_fd: int, name: str, shown: str, max_bytes: int) -> tuple[i
     return fd, st
 
 
-def _read_fd(fd: int, size: int, shown: str) -> bytes:
-    """Exactly the ``size`` bytes fstat promised (fewer if it shrank); refused if it grew."""
-    parts: list[bytes] = []
+def _chunks(fd: int, size: int, shown: str) -> Iterator[bytes]:
+    """The ``size`` bytes fstat promised, in chunks (fewer if it shrank); refused if it grew."""
     left = size
     while left > 0:
         chunk = os.read(fd, min(_CHUNK, left))
         if not chunk:
             break
-        parts.append(chunk)
         left -= len(chunk)
+        yield chunk
     if os.read(fd, 1):
         raise ArtifactRefused(shown, "changed while being read (grew past its size)")
-    return b"".join(parts)
 
 
 # ------------------------------------------------------------------------------ readers
@@ -243,7 +242,7 @@ def read_bytes(base: Path | str, relpath: str, *, max_bytes: int) -> bytes:
     non-regular file, a hard link, or a file over ``max_bytes`` (checked before reading)."""
     fd, st = _open_leaf(Path(base), relpath, max_bytes)
     try:
-        return _read_fd(fd, st.st_size, relpath)
+        return b"".join(_chunks(fd, st.st_size, relpath))
     finally:
         os.close(fd)
 
@@ -331,49 +330,41 @@ class _Walk:
     def file(self, src_fd: int, dst_fd: int, name: str, shown: str) -> None:
         try:
             fd, st = _open_file_at(src_fd, name, shown, self.max_file_bytes)
+        except ArtifactMissing:
+            self.refuse(shown, "missing (removed while being collected)")
+            return
         except ArtifactRefused as exc:
-            self.refuse(shown, "missing (removed while being collected)" if isinstance(exc, ArtifactMissing)
-                        else exc.reason + (f"; raise {MAX_FILE_ENV} if it is needed" if exc.reason.startswith("too large")
-                                           else ""))
+            hint = f"; raise {MAX_FILE_ENV} if it is needed" if exc.reason.startswith("too large") else ""
+            self.refuse(shown, exc.reason + hint)
             return
         try:
-            if self.out.bytes_copied + st.st_size > self.max_total_bytes:
-                self.refuse(shown, f"too large in all: {self.out.bytes_copied + st.st_size} bytes > cap "
-                                   f"{self.max_total_bytes} ({MAX_TOTAL_ENV})")
-                return
-            copied = self.copy(fd, dst_fd, name, shown, st.st_size)
+            total = self.out.bytes_copied + st.st_size
+            if total > self.max_total_bytes:
+                self.refuse(shown, f"too large in all: {total} bytes > cap {self.max_total_bytes} ({MAX_TOTAL_ENV})")
+            else:
+                self.copy(fd, dst_fd, name, shown, st.st_size)
         finally:
             os.close(fd)
-        if copied is None:
-            return
-        self.out.accepted.append(shown)
-        self.out.bytes_copied += copied
 
-    def copy(self, fd: int, dst_fd: int, name: str, shown: str, size: int) -> int | None:
-        """Stream the ``size`` bytes fstat promised into a new file ``name`` under ``dst_fd``; the
-        bytes copied, or None (refused, nothing left behind) when it grew or could not be written."""
+    def copy(self, fd: int, dst_fd: int, name: str, shown: str, size: int) -> None:
+        """Stream the ``size`` bytes fstat promised into a new file ``name`` under ``dst_fd``: accepted
+        when complete; refused, with nothing left behind, when it grew or could not be written."""
         out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dst_fd)
-        copied, ok = 0, False
+        copied = 0
         try:
-            while copied < size:
-                chunk = os.read(fd, min(_CHUNK, size - copied))
-                if not chunk:
-                    break  # it shrank: keep what is there
+            for chunk in _chunks(fd, size, shown):
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(out, view):]
                 copied += len(chunk)
-            if os.read(fd, 1):
-                self.refuse(shown, "changed while being read (grew past its size)")
-            else:
-                ok = True
-        except OSError as exc:
-            self.refuse(shown, f"could not be copied: {exc.strerror}")
-        finally:
+        except (ArtifactRefused, OSError) as exc:
             os.close(out)
-            if not ok:
-                os.unlink(name, dir_fd=dst_fd)
-        return copied if ok else None
+            os.unlink(name, dir_fd=dst_fd)
+            self.refuse(shown, exc.reason if isinstance(exc, ArtifactRefused) else f"could not be copied: {exc.strerror}")
+            return
+        os.close(out)
+        self.out.accepted.append(shown)
+        self.out.bytes_copied += copied
 
 
 def collect(src: Path | str, dest: Path | str, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
