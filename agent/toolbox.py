@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import background
-from agent.errors import ToolUnavailable
+from agent.errors import FerryAgentError, ToolUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,11 @@ def compare(ref_dir: Path, target_dir: Path) -> dict[str, Any]:
     if options_cls is None:
         models = _import("tools.parity.models", "parity")
         options_cls = models.CompareOptions
-    return _dump(mod.compare_dumps(Path(ref_dir), Path(target_dir), options_cls()))
+    dump_mod = _import("tools.probe.dump", "parity")
+    try:
+        return _dump(mod.compare_dumps(Path(ref_dir), Path(target_dir), options_cls()))
+    except dump_mod.DumpError as exc:  # a dump missing, refused or forged: parity is not proven
+        raise FerryAgentError(f"parity cannot be proven: {exc}", status="partial") from exc
 
 
 def profile_report(profile_dir: Path, repo_root: Path) -> dict[str, Any]:

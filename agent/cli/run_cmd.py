@@ -35,6 +35,10 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _render(result) -> str:
+    """The readable result. Most of it (output tails, messages, test names, file names) is the
+    program's own text: the whole is passed through tools.textsafe.terminal before printing."""
+    from tools.textsafe import terminal
+
     lines = [f"status: {result.status} (exit {result.exit_code if result.exit_code is not None else '-'}"
              + (f", signal {result.signal}" if result.signal else "") + f") in {result.duration_s:.2f}s",
              f"isolation: {result.isolation}" + (f" ({'; '.join(result.isolation_reasons)})" if result.isolation_reasons else ""),
@@ -58,7 +62,11 @@ def _render(result) -> str:
                         ("profile", result.profile_dir), ("artifacts", result.artifacts_dir)):
         if path:
             lines.append(f"{label}: {path}")
-    return "\n".join(lines)
+    if result.artifacts_refused:
+        lines.append(f"refused artifacts ({len(result.artifacts_refused)}, not read; the run left something "
+                     "other than Ferry's own files there):")
+        lines += [f"  {r.path}: {r.reason}" for r in result.artifacts_refused]
+    return terminal("\n".join(lines))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from agent import toolbox
-from agent.errors import EditRejected, ToolCallError
+from agent.errors import EditRejected, FerryAgentError, ToolCallError
 from agent.policy.edits import check_parses
 from tools.patch import file_diff, list_source_files
 
@@ -246,7 +246,10 @@ class EditSession:
         if res.get("status") != "ok" or not res.get("probe_dir"):
             return json.dumps({"error": "the probed run failed", "status": res.get("status"),
                                "stderr_tail": (res.get("stderr_tail") or "")[-1500:]})
-        rep = toolbox.compare(Path(self.reference_probe), Path(res["probe_dir"]))
+        try:
+            rep = toolbox.compare(Path(self.reference_probe), Path(res["probe_dir"]))
+        except FerryAgentError as exc:  # a probe dump missing, refused or forged
+            return json.dumps({"error": str(exc)})
         from agent.llm.evidence import metrics_lines
         from agent.nodes.parity import first_divergence, parity_passed
 

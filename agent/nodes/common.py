@@ -158,11 +158,14 @@ def fix_context(state: MigrationState, workspace: Path | None = None) -> FixCont
 def run_summary(kind: str, run: dict[str, Any]) -> dict[str, Any]:
     trace = run.get("trace") or {}
     sig = trace.get("signature") or {}
-    return {
+    summary = {
         "kind": kind, "command": run.get("command"), "status": run.get("status"), "exit_code": run.get("exit_code"),
         "duration_s": run.get("duration_s"), "signature": (sig.get("kind") if isinstance(sig, dict) else sig),
         "isolation": run.get("isolation"), "warm_start": bool(run.get("warm_start")),
     }
+    if run.get("artifacts_refused"):  # files the run left that the host refused to read (sandbox.artifacts)
+        summary["artifacts_refused"] = [f"{r.get('path')}: {r.get('reason')}" for r in run["artifacts_refused"]]
+    return summary
 
 
 def run_is_ok(run: dict[str, Any]) -> bool:

@@ -82,7 +82,11 @@ def test_probe_and_profile_dirs_are_handed_to_the_child(repo: Path, tmp_path: Pa
                tmp_path, probe=True, profile=True)
     assert res.status == "ok", res.stderr_tail
     assert res.probe_dir is not None and res.profile_dir is not None
-    assert f"{res.probe_dir} {res.profile_dir}" in res.stdout_tail
+    # the child writes into its own dirs; the result names the host's copies of them (the run's are gone)
+    child = tmp_path / "art" / "child"
+    assert f"{child / 'probe'} {child / 'profile'}" in res.stdout_tail and not child.exists()
+    assert res.probe_dir == tmp_path / "art" / "collected" / "probe"
+    assert res.profile_dir == tmp_path / "art" / "collected" / "profile"
     assert res.probe_dir.is_dir() and res.profile_dir.is_dir()
 
 

@@ -14,6 +14,7 @@ from tools.parity.compare import compare_dumps
 from tools.parity.models import CheckRequest, CheckResult, RunSummary
 from tools.parity.render import chart_png, markdown_report, summary_text
 from tools.probe.dump import DumpError
+from tools.textsafe import terminal
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ def check(req: CheckRequest) -> CheckResult:
     result = CheckResult(status="run_failed", summary="", out_dir=str(out), reference=_summary("reference", ref),
                          target=_summary("target", tgt))
     for role, res in (("reference", ref), ("target", tgt)):
+        for refused in res.artifacts_refused:
+            result.notes.append(f"the {role} run's {refused.path} was refused and not read ({refused.reason})")
         if res.status != "ok":
             kind = res.trace.signature.kind if res.trace is not None else res.status
             result.notes.append(f"the {role} run ended with status {res.status} (exit {res.exit_code}, {kind}); "
@@ -96,7 +99,8 @@ def check(req: CheckRequest) -> CheckResult:
 
 
 def result_text(result: CheckResult) -> str:
-    """The readable summary printed by ``ferry check``."""
+    """The readable summary printed by ``ferry check``: module keys, op names, messages and notes
+    come from the runs, so the whole is passed through tools.textsafe.terminal."""
     lines = [f"ferry check: {result.status.upper()}"]
     for r in (result.reference, result.target):
         lines.append(f"  {r.role:9} run: {r.status} (exit {r.exit_code}, {r.duration_s:.1f}s)"
@@ -117,4 +121,4 @@ def result_text(result: CheckResult) -> str:
     lines.append(f"  reports: {result.report_md}, {result.report_json}" + (f", {result.chart_png}" if result.chart_png else ""))
     if result.profile is not None and result.profile.markdown_path:
         lines.append(f"  profile: {result.profile.markdown_path}" + (f", trace {result.profile.trace_path}" if result.profile.trace_path else ""))
-    return "\n".join(lines)
+    return terminal("\n".join(lines))

@@ -1,4 +1,9 @@
-"""Human outputs of a parity check: text summary, Markdown report, PNG chart (matplotlib, Agg)."""
+"""Human outputs of a parity check: text summary, Markdown report, PNG chart (matplotlib, Agg).
+
+Module keys and classes, op names, dtypes and messages come from the runs' probe dumps: each is
+escaped where it lands (tools.textsafe for Markdown and the terminal; ``$`` for matplotlib, which
+would otherwise parse it as mathtext).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from pathlib import Path
 
 from tools.parity.models import CheckResult, ParityReport, TensorComparison
 from tools.parity.tolerances import tolerance_table
+from tools.textsafe import md_code, md_inline, terminal
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +65,7 @@ def summary_text(parity: ParityReport, max_rows: int = 5) -> str:
 
 def markdown_report(result: CheckResult) -> str:
     p = result.parity
-    out = ["# Ferry check: numeric parity", "", f"**Status: {result.status}** — {result.summary}", ""]
+    out = ["# Ferry check: numeric parity", "", f"**Status: {result.status}** — {md_inline(result.summary)}", ""]
     out.append("| run | status | exit | seconds |")
     out.append("|---|---|---:|---:|")
     for r in (result.reference, result.target):
@@ -72,17 +78,19 @@ def markdown_report(result: CheckResult) -> str:
         if div is None:
             out.append("None: every compared tensor passed or warned.")
         else:
-            out.append(f"- where: `{div.key}` ({div.module_class or 'n/a'}), step {div.step}, inputs {div.inputs}")
-            out.append(f"- likely cause: **{div.likely_cause}** — {div.explanation}")
+            out.append(f"- where: {md_code(div.key)} ({md_inline(div.module_class or 'n/a')}), step {div.step}, "
+                       f"inputs {div.inputs}")
+            out.append(f"- likely cause: **{div.likely_cause}** — {md_inline(div.explanation)}")
             if div.ops:
-                out.append(f"- torch functions in the module: {', '.join(f'`{o}`' for o in div.ops[:20])}")
-            out.append(f"- verdict: {div.output.verdict} by {div.output.tier}: {div.output.reason}")
+                out.append(f"- torch functions in the module: {', '.join(md_code(o) for o in div.ops[:20])}")
+            out.append(f"- verdict: {div.output.verdict} by {div.output.tier}: {md_inline(div.output.reason)}")
             out.append(f"- tolerances: {_tol(div.output)}")
         out += ["", "## Modules in execution order", "",
                 "| # | module call | class | inputs | outputs | max abs | max rel | cosine |",
                 "|---:|---|---|---|---|---:|---:|---:|"]
         for m in p.modules[:400]:
-            out.append(f"| {m.order} | `{m.key}` | {m.module_class or ''} | {m.input_verdict} | {m.output_verdict} | "
+            out.append(f"| {m.order} | {md_code(m.key, table=True)} | {md_inline(m.module_class or '')} | "
+                       f"{m.input_verdict} | {m.output_verdict} | "
                        f"{_fmt(m.max_abs)} | {_fmt(m.max_rel)} | {'-' if m.cosine is None else f'{m.cosine:.6f}'} |")
         if len(p.modules) > 400:
             out.append(f"| … | {len(p.modules) - 400} more in parity.json | | | | | | |")
@@ -90,8 +98,8 @@ def markdown_report(result: CheckResult) -> str:
             out += ["", "## Printed scalar streams", "", "| stream | values | verdict | tier | reason | tolerances |",
                     "|---|---:|---|---|---|---|"]
             for s in p.scalars:
-                out.append(f"| `{s.key}` | {s.ref_shape[0] if s.ref_shape else 0} | {s.verdict} | {s.tier} | "
-                           f"{s.reason} | {_tol(s)} |")
+                out.append(f"| {md_code(s.key, table=True)} | {s.ref_shape[0] if s.ref_shape else 0} | {s.verdict} | "
+                           f"{s.tier} | {md_inline(s.reason)} | {_tol(s)} |")
         out += ["", "## Tolerances (NUMERICS.md)", "", "| dtype | rtol | atol | floor | tier pass | tier warn |",
                 "|---|---:|---:|---:|---|---|"]
         for dtype, row in tolerance_table().items():
@@ -102,10 +110,15 @@ def markdown_report(result: CheckResult) -> str:
         out.append("Cosine tier: cosine > 0.99 and max abs < 1e-3. Error ratio (with a golden run): <= 1.2 pass, "
                    "<= 2 warn.")
         for n in p.notes:
-            out += ["", f"> {n}"]
+            out += ["", f"> {md_inline(n)}"]
     for n in result.notes:
-        out += ["", f"> {n}"]
+        out += ["", f"> {md_inline(n)}"]
     return "\n".join(out) + "\n"
+
+
+def _label(text: str) -> str:
+    """Run-derived text for a matplotlib label: one line, ``$`` not taken as mathtext."""
+    return terminal(text).replace("\n", " ").replace("$", r"\$")
 
 
 def chart_png(parity: ParityReport, path: Path) -> Path | None:
@@ -139,11 +152,11 @@ def chart_png(parity: ParityReport, path: Path) -> Path | None:
         if hit is not None:
             for ax in (ax1, ax2):
                 ax.axvline(hit, color="#c62828", linestyle="--", linewidth=1)
-            ax1.annotate(f"first divergence: {div.key}\n({div.likely_cause})", (hit, rel[xs.index(hit)]),
+            ax1.annotate(f"first divergence: {_label(div.key)}\n({div.likely_cause})", (hit, rel[xs.index(hit)]),
                          textcoords="offset points", xytext=(8, 8), fontsize=8, color="#c62828")
     if len(rows) <= 40:
         ax2.set_xticks(xs)
-        ax2.set_xticklabels([m.key for m in rows], rotation=75, fontsize=6, ha="right")
+        ax2.set_xticklabels([_label(m.key) for m in rows], rotation=75, fontsize=6, ha="right")
     ax1.set_title(f"parity {parity.verdict}: error per module (green pass, amber warn, red fail)")
     for ax in (ax1, ax2):
         ax.grid(True, which="major", alpha=0.3)

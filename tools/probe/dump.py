@@ -1,22 +1,48 @@
-"""Reading a probe dump directory back (index + tensor chunks)."""
+"""Reading a probe dump directory back (index + tensor chunks).
+
+The dump was written by a sandboxed run: every file is read through ``sandbox.artifacts`` (no
+links, regular files only, size-capped), the index is validated (``tools.probe.index_model``) and
+chunks are loaded with ``torch.load(weights_only=True)`` from the guarded bytes, after checking
+that the archive holds only stored (uncompressed) entries no larger than the file itself.
+"""
 
 from __future__ import annotations
 
-import json
+import io
 import logging
+import zipfile
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from sandbox.artifacts import ArtifactMissing, ArtifactRefused, read_bytes
+from tools.artifact_json import InvalidArtifact, load_json, max_file_bytes, validate
+from tools.probe.index_model import ProbeIndex
 from tools.probe.recorder import FORMAT, INDEX_NAME
 
 logger = logging.getLogger(__name__)
 
+MAX_CHUNK_ENTRIES = 100_000
+
 
 class DumpError(ValueError):
     """The directory is not a readable probe dump."""
+
+
+def _check_archive(data: bytes, name: str) -> None:
+    """A torch.save archive whose entries cannot expand past the bytes read (no compression)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise DumpError(f"{name} is not a torch.save archive: {exc}") from None
+    if len(infos) > MAX_CHUNK_ENTRIES:
+        raise DumpError(f"{name} holds {len(infos)} entries; a probe chunk holds far fewer")
+    if any(i.compress_type != zipfile.ZIP_STORED for i in infos) or sum(i.file_size for i in infos) > len(data):
+        raise DumpError(f"{name} has compressed entries or entries larger than the file; probe chunks are "
+                        "written uncompressed by torch.save")
 
 
 class ProbeDump:
@@ -24,20 +50,26 @@ class ProbeDump:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        index = self.path / INDEX_NAME
-        if not index.is_file():
-            raise DumpError(f"{self.path} is not a probe dump (no {INDEX_NAME}); run with --probe first")
         try:
-            doc = json.loads(index.read_text())
-        except json.JSONDecodeError as exc:
-            raise DumpError(f"{index} is not valid JSON: {exc}") from exc
-        if doc.get("format") != FORMAT:
-            raise DumpError(f"{index} has format {doc.get('format')!r}, expected {FORMAT!r}")
-        self.meta: dict[str, Any] = doc.get("meta", {})
-        self.events: list[dict[str, Any]] = doc.get("events", [])
-        self.scalars: dict[str, list[float]] = doc.get("scalars", {})
-        self.module_ops: dict[str, list[str]] = doc.get("module_ops", {})
-        self.module_classes: dict[str, str] = doc.get("module_classes", {})
+            doc = load_json(self.path, INDEX_NAME)
+        except ArtifactMissing:
+            raise DumpError(f"{self.path} is not a probe dump (no {INDEX_NAME}); run with --probe first (a run "
+                            "that left something else under that name has it in its artifacts_refused)") from None
+        except ArtifactRefused as exc:
+            raise DumpError(f"{self.path}: {INDEX_NAME} was not read: {exc.reason}") from None
+        except InvalidArtifact as exc:
+            raise DumpError(f"{self.path / INDEX_NAME}: {exc}") from None
+        if isinstance(doc, dict) and doc.get("format") != FORMAT:
+            raise DumpError(f"{self.path / INDEX_NAME} has format {str(doc.get('format'))[:80]!r}, expected {FORMAT!r}")
+        try:
+            index = validate(ProbeIndex, doc, INDEX_NAME)
+        except InvalidArtifact as exc:
+            raise DumpError(f"{self.path / INDEX_NAME}: {exc}") from None
+        self.meta: dict[str, Any] = index.meta_dict()
+        self.events: list[dict[str, Any]] = index.event_dicts()
+        self.scalars: dict[str, list[float]] = index.scalars
+        self.module_ops: dict[str, list[str]] = index.module_ops
+        self.module_classes: dict[str, str] = index.module_classes
         self._chunks: dict[str, dict[str, torch.Tensor]] = {}
 
     @cached_property
@@ -46,27 +78,48 @@ class ProbeDump:
 
     def _chunk(self, name: str) -> dict[str, torch.Tensor]:
         if name not in self._chunks:
-            path = self.path / name
-            if not path.is_file():
-                raise DumpError(f"{path} is missing (the run may have been killed before it was written)")
-            self._chunks[name] = torch.load(path, map_location="cpu", weights_only=True)
+            try:
+                data = read_bytes(self.path, name, max_bytes=max_file_bytes())
+            except ArtifactMissing:
+                raise DumpError(f"{self.path / name} is missing (the run may have been killed before it was written)") from None
+            except ArtifactRefused as exc:
+                raise DumpError(f"{self.path}: {name} was not read: {exc.reason}") from None
+            _check_archive(data, name)
+            try:
+                loaded = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+            except Exception as exc:  # noqa: BLE001 - any unpickling failure of a forged chunk
+                raise DumpError(f"{self.path / name} cannot be loaded: {type(exc).__name__}: {str(exc)[:200]}") from None
+            if not isinstance(loaded, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                                       for k, v in loaded.items()):
+                raise DumpError(f"{self.path / name} does not hold a mapping of tensor keys to tensors")
+            self._chunks[name] = loaded
         return self._chunks[name]
 
     def tensor(self, key: str, _depth: int = 0) -> torch.Tensor | None:
-        """The recorded tensor for ``key``; ``None`` when it was skipped (budget, layout)."""
+        """The recorded tensor for ``key``; ``None`` when it was skipped (budget, layout) or its data
+        is missing or does not match what the index says was recorded."""
         event = self.tensor_events.get(key)
         if event is None:
             raise KeyError(key)
         if "same_as" in event and _depth < 64:
+            if event["same_as"] not in self.tensor_events:
+                logger.warning("probe dump %s: %s refers to %s, which is not recorded", self.path, key, event["same_as"])
+                return None
             return self.tensor(event["same_as"], _depth + 1)
         chunk = event.get("chunk")
         if chunk is None:
             return None
         try:
-            return self._chunk(chunk).get(key)
-        except DumpError:
-            logger.warning("probe dump %s: %s", self.path, key, exc_info=True)
+            t = self._chunk(chunk).get(key)
+        except DumpError as exc:
+            logger.warning("probe dump %s: %s: %s", self.path, key, exc)
             return None
+        if t is not None and (list(t.shape) != event.get("shape")
+                              or str(t.dtype).removeprefix("torch.") != event.get("dtype")):
+            logger.warning("probe dump %s: %s holds a %s %s tensor, the index says %s %s", self.path, key,
+                           str(t.dtype).removeprefix("torch."), list(t.shape), event.get("dtype"), event.get("shape"))
+            return None
+        return t
 
     def module_calls(self) -> list[dict[str, Any]]:
         """Module-call markers in completion order (innermost modules finish first)."""

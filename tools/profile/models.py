@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
 logger = logging.getLogger(__name__)
+
+# Counts and line numbers as read back from a run's profile.json: bounded, so a forged
+# 4000-digit number cannot overflow the report's arithmetic.
+Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
 
 
 class OpRow(BaseModel):
@@ -23,12 +27,12 @@ class SyncSite(BaseModel):
     category: Literal["d2h_sync", "h2d_copy"]
     kind: str
     file: str
-    line: int
+    line: Count
     function: str = ""
     source: str = ""
-    count: int
-    window_count: int = 0
-    bytes: int = 0
+    count: Count
+    window_count: Count = 0
+    bytes: Count = 0
 
 
 class CompileEvent(BaseModel):

@@ -1,16 +1,25 @@
-"""Markdown rendering of a ProfileReport."""
+"""Markdown rendering of a ProfileReport.
+
+Op names, source lines, file names, messages and notes come from the profiled run: each is escaped
+where it lands (tools.textsafe), so a hostile name renders as text, not as Markdown or HTML.
+"""
 
 from __future__ import annotations
 
 import logging
 
 from tools.profile.models import ProfileReport
+from tools.textsafe import md_code, md_inline
 
 logger = logging.getLogger(__name__)
 
 
 def _ms(us: float) -> str:
     return f"{us / 1000:.2f} ms"
+
+
+def _loc(file: str, line: int | None) -> str:
+    return f"{file}:{line}"
 
 
 def render_markdown(r: ProfileReport) -> str:
@@ -21,19 +30,19 @@ def render_markdown(r: ProfileReport) -> str:
     if r.h2d_copies_per_step is not None:
         lines.append(f"- host-to-device copies per step: {r.h2d_copies_per_step:.1f}")
     lines.append(f"- time in CPU-fallback ops: {_ms(r.fallback_time_us)}"
-                 + (f" ({', '.join(f'{k} x{v}' for k, v in r.fallback_ops.items())})" if r.fallback_ops else ""))
+                 + (f" ({', '.join(f'{md_inline(k)} x{v}' for k, v in r.fallback_ops.items())})" if r.fallback_ops else ""))
     lines.append(f"- graph breaks: {sum(g.count for g in r.graph_breaks)}, recompiles: {sum(x.count for x in r.recompiles)}")
     if r.trace_path:
-        lines.append(f"- Chrome/Perfetto trace: `{r.trace_path}` (open in https://ui.perfetto.dev)")
+        lines.append(f"- Chrome/Perfetto trace: {md_code(r.trace_path)} (open in https://ui.perfetto.dev)")
     lines += ["", "## Findings", ""]
     if not r.findings:
         lines.append("No findings: no syncs, copies, fallbacks or graph breaks worth acting on.")
     for i, f in enumerate(r.findings, 1):
-        loc = f" — `{f.file}:{f.line}`" if f.file else ""
-        lines.append(f"{i}. **[{f.severity}] {f.title}**{loc}")
+        loc = f" — {md_code(_loc(f.file, f.line))}" if f.file else ""
+        lines.append(f"{i}. **\\[{f.severity}\\] {md_inline(f.title)}**{loc}")
         if f.source:
-            lines.append(f"   - code: `{f.source}`")
-        lines.append(f"   - {f.suggestion}")
+            lines.append(f"   - code: {md_code(f.source)}")
+        lines.append(f"   - {md_inline(f.suggestion, keep_code=True)}")
     for title, rows in (("Top ops by time", r.top_ops_by_time), ("Top ops by count", r.top_ops_by_count),
                         ("torch.profiler window (self CPU time)", r.profiler_top_ops)):
         if not rows:
@@ -41,11 +50,12 @@ def render_markdown(r: ProfileReport) -> str:
         lines += ["", f"## {title}", "", "| op | calls | time | where |", "|---|---:|---:|---|"]
         for o in rows:
             where = "cpu-fallback" if o.cpu_fallback else o.source
-            lines.append(f"| `{o.op}` | {o.count} | {_ms(o.time_us)} | {where} |")
+            lines.append(f"| {md_code(o.op, table=True)} | {o.count} | {_ms(o.time_us)} | {where} |")
     if r.syncs:
         lines += ["", "## Syncs and copies by source line", "", "| kind | line | count | code |", "|---|---|---:|---|"]
         for s in r.syncs:
-            lines.append(f"| {s.category}:{s.kind} | `{s.file}:{s.line}` | {s.count} | `{s.source}` |")
+            lines.append(f"| {s.category}:{md_inline(s.kind)} | {md_code(_loc(s.file, s.line), table=True)} | {s.count} | "
+                         f"{md_code(s.source, table=True)} |")
     for note in r.notes:
-        lines += ["", f"> {note}"]
+        lines += ["", f"> {md_inline(note)}"]
     return "\n".join(lines) + "\n"

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
+from sandbox.artifacts import ArtifactMissing, ArtifactRefused, is_regular_file, write_text
+from tools.artifact_json import InvalidArtifact, load_json, validate
 from tools.profile.child import PROFILE_JSON
-from tools.profile.models import CompileEvent, Finding, OpRow, ProfileReport, SyncSite
+from tools.profile.models import CompileEvent, Finding, OpRow, ProfileReport
+from tools.profile.profile_doc import ProfileDoc
 from tools.profile.suggestions import (
     DATA_DEPENDENT_SUGGESTIONS, DEFAULT_FALLBACK, GRAPH_BREAK_HINTS, H2D_SUGGESTION, RECOMPILE_SUGGESTION,
     SYNC_SUGGESTIONS,
 )
 from tools.profile.syncs import DATA_DEPENDENT
+from tools.profile.tpx_stats import TpxStats
 
 logger = logging.getLogger(__name__)
 
@@ -30,46 +32,51 @@ def _where(file: str | None, line: int | None) -> str:
     return f"{file}:{line}" if file else "an unknown line"
 
 
-def _profiler_rows(doc: dict[str, Any]) -> list[OpRow]:
-    return [OpRow(op=o["op"], count=o["count"], time_us=o["self_cpu_us"], source="torch.profiler")
-            for o in doc.get("ops") or []]
+def _profiler_rows(doc: ProfileDoc) -> list[OpRow]:
+    return [OpRow(op=o.op, count=o.count, time_us=o.self_cpu_us, source="torch.profiler") for o in doc.ops]
 
 
-def _tpx_rows(doc: dict[str, Any]) -> list[OpRow]:
+def _tpx_rows(doc: ProfileDoc) -> list[OpRow]:
     """tpx ops of the profiled window (the whole run when there was no window)."""
-    tpx = doc.get("tpx_window") or doc.get("tpx") or {}
-    fallback = set(tpx.get("fallback_ops", []))
-    return [OpRow(op=o["op"], count=o["count"], time_us=o["time_s"] * 1e6, source="tpx",
-                  cpu_fallback=o["op"] in fallback or o.get("fallback_calls", 0) > 0)
-            for o in tpx.get("ops", [])]
+    tpx = doc.tpx_window or doc.tpx or TpxStats()
+    fallback = set(tpx.fallback_ops)
+    return [OpRow(op=o.op, count=o.count, time_us=o.time_s * 1e6, source="tpx",
+                  cpu_fallback=o.op in fallback or o.fallback_calls > 0)
+            for o in tpx.ops]
 
 
 def _relative(path: str | None, root: Path) -> str | None:
-    if not path:
+    """``path`` relative to ``root`` when it lies inside it. ``path`` comes from the run: it is
+    only normalised as text, never resolved on the host's filesystem."""
+    if not path or "\0" in path:
         return None
     try:
-        return os.path.relpath(Path(path).resolve(), root.resolve()) if Path(path).resolve().is_relative_to(root.resolve()) else None
+        p = Path(os.path.abspath(path))
+        for base in dict.fromkeys((Path(os.path.abspath(root)), root.resolve())):
+            if p.is_relative_to(base):
+                return os.path.relpath(p, base)
     except (OSError, ValueError):
-        return None
+        pass
+    return None
 
 
-def _compile_events(doc: dict[str, Any], root: Path) -> tuple[list[CompileEvent], list[CompileEvent]]:
-    dyn = doc.get("dynamo") or {}
+def _compile_events(doc: ProfileDoc, root: Path) -> tuple[list[CompileEvent], list[CompileEvent]]:
+    dyn = doc.dynamo
     breaks: list[CompileEvent] = []
     recompiles: list[CompileEvent] = []
-    for e in dyn.get("events", []):
+    for e in dyn.events:
         # innermost user frame: the last location inside the repo (tracebacks list outer frames first)
-        user = [(rel, line) for f, line in e.get("locations", []) if (rel := _relative(f, root))]
+        user = [(rel, line) for f, line in e.locations if (rel := _relative(f, root))]
         loc = user[-1] if user else (None, None)
-        reason = e["message"].strip()
-        target = breaks if e["kind"] == "graph_break" else recompiles
+        reason = e.message.strip()
+        target = breaks if e.kind == "graph_break" else recompiles
         same = next((x for x in target if x.file == loc[0] and x.line == loc[1] and x.reason == reason), None)
         if same:
             same.count += 1
         else:
-            target.append(CompileEvent(kind=e["kind"], reason=reason, file=loc[0], line=loc[1]))
+            target.append(CompileEvent(kind=e.kind, reason=reason, file=loc[0], line=loc[1]))
     if not breaks:
-        for reason, n in (dyn.get("counters", {}).get("graph_break") or {}).items():
+        for reason, n in (dyn.counters.get("graph_break") or {}).items():
             breaks.append(CompileEvent(kind="graph_break", reason=reason, count=n))
     return breaks, recompiles
 
@@ -118,47 +125,70 @@ def _findings(report: ProfileReport, steps: int | None) -> list[Finding]:
     return sorted(out, key=lambda f: (rank[f.severity], -f.count))
 
 
-def build_profile_report(profile_dir: Path | str, repo_root: Path | str) -> ProfileReport:
-    """Read ``profile.json`` from ``profile_dir`` and derive findings; writes ``profile.md`` next to it."""
-    profile_dir, root = Path(profile_dir), Path(repo_root)
-    path = profile_dir / PROFILE_JSON
-    if not path.is_file():
+def _read_doc(profile_dir: Path) -> ProfileDoc:
+    try:
+        data = load_json(profile_dir, PROFILE_JSON)
+    except ArtifactMissing:
         raise ProfileError(f"{profile_dir} holds no {PROFILE_JSON}; run with --profile first (or the run died "
-                           "before exit: the profile is written at interpreter exit)")
-    doc = json.loads(path.read_text())
-    window = doc.get("window") or {}
-    steps = window.get("steps")
+                           "before exit: the profile is written at interpreter exit; a run that left something "
+                           "else under that name has it in its artifacts_refused)") from None
+    except ArtifactRefused as exc:
+        raise ProfileError(f"{profile_dir}: {PROFILE_JSON} was not read: {exc.reason}") from None
+    except InvalidArtifact as exc:
+        raise ProfileError(f"{profile_dir}: {exc}") from None
+    try:
+        return validate(ProfileDoc, data, PROFILE_JSON)
+    except InvalidArtifact as exc:
+        raise ProfileError(f"{profile_dir}: {exc}") from None
+
+
+def build_profile_report(profile_dir: Path | str, repo_root: Path | str, report_dir: Path | str | None = None) -> ProfileReport:
+    """Read ``profile.json`` from ``profile_dir`` (through sandbox.artifacts: a run wrote it) and derive
+    findings; writes ``profile.md`` into ``report_dir`` (default ``profile_dir``), a directory this
+    user must own: the runner's host-owned copy of the run's profile dir, never the run's own."""
+    profile_dir, root = Path(profile_dir), Path(repo_root)
+    doc = _read_doc(profile_dir)
+    window = doc.window
+    steps = window.steps
     prof_rows = _profiler_rows(doc)
     rows = _tpx_rows(doc) or prof_rows  # device ops when the run used tpx, else what torch.profiler saw
     report = ProfileReport(profile_dir=str(profile_dir), repo_root=str(root), steps_profiled=steps,
-                           window_wall_s=window.get("wall_s"))
+                           window_wall_s=window.wall_s)
     report.top_ops_by_time = sorted(rows, key=lambda r: -r.time_us)[:TOP_N]
     report.top_ops_by_count = sorted(rows, key=lambda r: -r.count)[:TOP_N]
     report.profiler_top_ops = sorted(prof_rows, key=lambda r: -r.time_us)[:TOP_N]
-    tpx = doc.get("tpx") or {}
-    fb_ops = {o["op"]: o.get("fallback_calls", 0) for o in tpx.get("ops", []) if o.get("fallback_calls")}
-    for name in tpx.get("fallback_ops", []):
-        fb_ops.setdefault(name, next((o["count"] for o in tpx.get("ops", []) if o["op"] == name), 0))
+    tpx = doc.tpx
+    tpx_ops = tpx.ops if tpx is not None else []
+    fb_ops = {o.op: o.fallback_calls for o in tpx_ops if o.fallback_calls}
+    for name in (tpx.fallback_ops if tpx is not None else []):
+        fb_ops.setdefault(name, next((o.count for o in tpx_ops if o.op == name), 0))
     report.fallback_ops = fb_ops
-    report.fallback_time_us = sum(o["time_s"] * 1e6 for o in tpx.get("ops", []) if o["op"] in fb_ops)
-    report.syncs = [SyncSite(**s) for s in doc.get("syncs", [])]
-    report.d2h_syncs_total = int(tpx.get("d2h_syncs") or sum(s.count for s in report.syncs if s.category == "d2h_sync"))
+    report.fallback_time_us = sum(o.time_s * 1e6 for o in tpx_ops if o.op in fb_ops)
+    report.syncs = list(doc.syncs)
+    report.d2h_syncs_total = int((tpx.d2h_syncs if tpx is not None else 0)
+                                 or sum(s.count for s in report.syncs if s.category == "d2h_sync"))
     h2d_window = sum(s.window_count for s in report.syncs if s.category == "h2d_copy")
-    tpx_window = doc.get("tpx_window") or {}
     if steps:
-        report.h2d_copies_per_step = max(h2d_window, int(tpx_window.get("h2d_copies") or 0)) / steps
+        window_copies = doc.tpx_window.h2d_copies if doc.tpx_window is not None else 0
+        report.h2d_copies_per_step = max(h2d_window, int(window_copies or 0)) / steps
     report.graph_breaks, report.recompiles = _compile_events(doc, root)
     report.findings = _findings(report, steps)
-    if doc.get("trace"):
-        report.trace_path = str(profile_dir / doc["trace"])
-    if tpx == {}:
+    if doc.trace:
+        if is_regular_file(profile_dir, doc.trace):
+            report.trace_path = str(profile_dir / doc.trace)
+        else:
+            report.notes.append(f"the profile names a trace file {doc.trace!r} that is not in {profile_dir} as a "
+                                "regular file; no trace")
+    if tpx is None or tpx == TpxStats():
         report.notes.append("no tpx op statistics (the run did not use tpx): op table from torch.profiler only")
-    if window.get("start_step") is None:
-        report.notes.append(f"the program ran fewer steps ({doc.get('steps_seen', 0)}) than the warm-up; "
+    if window.start_step is None:
+        report.notes.append(f"the program ran fewer steps ({doc.steps_seen}) than the warm-up; "
                             "no torch.profiler window was recorded")
     from tools.profile.render import render_markdown
 
-    md = profile_dir / REPORT_MD
-    md.write_text(render_markdown(report))
-    report.markdown_path = str(md)
+    try:
+        report.markdown_path = str(write_text(Path(report_dir) if report_dir else profile_dir, REPORT_MD,
+                                              render_markdown(report)))
+    except (ArtifactRefused, OSError) as exc:
+        report.notes.append(f"{REPORT_MD} was not written: {exc}")
     return report

@@ -3,29 +3,33 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
 logger = logging.getLogger(__name__)
 
+# Bounded: these are also read back from a run's profile.json (tools/profile/profile_doc.py).
+Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
 
 class TpxOpStat(BaseModel):
     op: str
-    count: int = 0
-    time_s: float = 0.0
-    fallback_calls: int = 0
+    count: Int64 = 0
+    time_s: Finite = 0.0
+    fallback_calls: Int64 = 0
 
 
 class TpxStats(BaseModel):
     ops: list[TpxOpStat] = Field(default_factory=list)
     fallback_ops: list[str] = Field(default_factory=list)
-    syncs: dict[str, int] = Field(default_factory=dict)
-    d2h_syncs: int = 0
-    h2d_copies: int = 0
-    d2h_copies: int = 0
-    bytes_h2d: int = 0
-    bytes_d2h: int = 0
+    syncs: dict[str, Int64] = Field(default_factory=dict)
+    d2h_syncs: Int64 = 0
+    h2d_copies: Int64 = 0
+    d2h_copies: Int64 = 0
+    bytes_h2d: Int64 = 0
+    bytes_d2h: Int64 = 0
     matmul_precision: str | None = Field(None, description="tpx setting: auto (follows torch), highest, bf16")
 
 

@@ -1,14 +1,28 @@
-"""Reading the redirect's call-site log (for ``ferry scan`` and reports)."""
+"""Reading the redirect's call-site log (for ``ferry scan`` and reports).
+
+The log is written by the sandboxed run: it is read through sandbox.artifacts (no links, a regular
+file, at most ``LOG_MAX_BYTES``) and every line is validated (``_LogLine``) before it counts.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, StrictInt, StrictStr, ValidationError
+
+from sandbox.artifacts import ArtifactMissing, ArtifactRefused, read_text
 
 logger = logging.getLogger(__name__)
+
+LOG_MAX_BYTES = 64 * 1024**2
+Count = Annotated[StrictInt, Field(ge=0, le=2**53)]
+
+
+class RedirectLogError(ValueError):
+    """The redirect log exists but was not read (a link, not a regular file, too large)."""
 
 
 class RedirectRecord(BaseModel):
@@ -23,30 +37,45 @@ class RedirectRecord(BaseModel):
     processes: int = 1
 
 
+class _LogLine(BaseModel):
+    """One line as tools/redirect/sites.py writes it (``site`` or ``final``)."""
+
+    file: StrictStr
+    line: Count
+    api: StrictStr
+    mapped_to: StrictStr
+    function: StrictStr | None = None
+    pid: Count = 0
+    count: Count = 1
+
+
 def load_redirect_log(path: Path | str) -> list[RedirectRecord]:
     """Merge a JSON-lines redirect log into one record per (file, line, api, mapped_to).
 
     Each process writes a ``site`` line when it first meets a site and ``final`` lines with its
     counts at exit; per process the largest count wins, then processes are summed. Malformed
-    lines are skipped with a warning (a killed child can leave a torn last line).
+    lines are skipped with a warning (a killed child can leave a torn last line). No file: no
+    records; a file that cannot be read safely: ``RedirectLogError``.
     """
     path = Path(path)
-    if not path.exists():
+    try:
+        text = read_text(path.parent, path.name, max_bytes=LOG_MAX_BYTES)
+    except ArtifactMissing:
         return []
+    except ArtifactRefused as exc:
+        raise RedirectLogError(f"redirect log {path} was not read: {exc.reason}") from None
     per_proc: dict[tuple, dict] = {}
-    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            e = json.loads(line)
-            key = (e["file"], int(e["line"]), e["api"], e["mapped_to"])
-            pid = int(e.get("pid", 0))
-            count = int(e.get("count", 1))
-        except (ValueError, KeyError, TypeError) as exc:
-            logger.warning("%s:%d: skipping malformed redirect log line (%s)", path, n, exc)
+            e = _LogLine.model_validate(json.loads(line))
+        except (ValueError, RecursionError, ValidationError) as exc:
+            logger.warning("%s:%d: skipping malformed redirect log line (%s)", path, n, str(exc).splitlines()[0][:200])
             continue
-        slot = per_proc.setdefault((key, pid), {"count": 0, "function": e.get("function")})
-        slot["count"] = max(slot["count"], count)
+        key = (e.file, e.line, e.api, e.mapped_to)
+        slot = per_proc.setdefault((key, e.pid), {"count": 0, "function": e.function})
+        slot["count"] = max(slot["count"], e.count)
     merged: dict[tuple, RedirectRecord] = {}
     for (key, _pid), slot in per_proc.items():
         rec = merged.get(key)

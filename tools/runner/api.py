@@ -10,15 +10,19 @@ import threading
 from pathlib import Path
 
 from sandbox import Limits, SandboxUnavailable, WorkspaceError, create_workspace, run_in_sandbox
+from sandbox.artifacts import ArtifactLimits, ArtifactRefused, Collected, Refusal, collect
 from sandbox.isolation import ferry_root
 from tools.runner.env import child_env, child_path_env
-from tools.runner.models import RunRequest, RunResult
+from tools.runner.models import RefusedArtifact, RunRequest, RunResult
 from tools.trace import Signature, Trace, parse_trace
+from tools.trace.models import TestOutcome
 from tools.trace.parse import signature_for_status
+from tools.trace.pytest_out import JunitRefused, read_junit_xml
 
 logger = logging.getLogger(__name__)
 
 TAIL_CHARS = 20_000
+COLLECTED_DIR = "collected"  # ARTIFACTS/collected: the host-owned copy of what the run left in child/
 
 
 class RunnerInputError(ValueError):
@@ -31,13 +35,14 @@ def _limits(req: RunRequest) -> Limits:
     return Limits(**{**base.to_dict(), **overrides})
 
 
-def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str, stderr: str, workspace: Path, junit: Path | None) -> Trace | None:
+def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str, stderr: str, workspace: Path,
+               junit_tests: list[TestOutcome] | None) -> Trace | None:
     trace = parse_trace(
         stderr,
         stdout=stdout,
         repo_roots=[workspace],
         library_roots=[ferry_root(), Path(sys.prefix), Path(sys.base_prefix)],
-        junit_xml=junit,
+        junit_tests=junit_tests or [],
     )
     forced: Signature | None = signature_for_status(status, limit_hit)
     if forced is not None:
@@ -50,6 +55,51 @@ def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str,
     if status == "ok" and trace is not None and not any(t.outcome in ("failed", "error") for t in trace.tests):
         return None  # a handled exception printed by a successful program is not a failure
     return trace
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+def _collect_outputs(out: Path, artifacts: Path, limits: ArtifactLimits) -> Collected:
+    """Copy what the run could write (``out``) into the host-owned ``artifacts/collected`` through
+    sandbox.artifacts (no links followed, regular files only, size caps), then remove ``out``.
+    Called right after the run, before anything parses its files: every path of the result points
+    into the copy, which no sandbox ever sees."""
+    dest = artifacts / COLLECTED_DIR
+    _remove(dest)  # a previous run's copy in a reused artifacts dir
+    try:
+        got = collect(out, dest, max_file_bytes=limits.max_file_bytes, max_total_bytes=limits.max_total_bytes,
+                      max_files=limits.max_files)
+    except ArtifactRefused as exc:  # the output dir itself is gone or not a directory
+        logger.warning("run output dir %s not collected: %s", out, exc.reason)
+        dest.mkdir(mode=0o700, exist_ok=True)
+        got = Collected(dest=dest, refused=[Refusal(path=".", reason=exc.reason)])
+    shutil.rmtree(out, ignore_errors=True)  # fd-based on Linux: never follows a link the run planted
+    return got
+
+
+def _host_dir(collected: Collected, name: str) -> Path:
+    """``collected.dest/name``, made (empty) when the run's own was refused or never written."""
+    path = collected.dest / name
+    if not path.is_dir():  # the copy holds no links: collect never makes one
+        path.mkdir(mode=0o700)
+    return path
+
+
+def _junit(collected: Collected, refused: list[RefusedArtifact]) -> tuple[Path | None, list[TestOutcome] | None]:
+    """The collected junit XML and its outcomes; an unsafe one (a DTD, malformed) joins ``refused``."""
+    if not collected.has("junit.xml"):
+        return None, None
+    path = collected.dest / "junit.xml"
+    try:
+        return path, read_junit_xml(path)
+    except JunitRefused as exc:
+        refused.append(RefusedArtifact(path="junit.xml", reason=str(exc)))
+        return None, None
 
 
 def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
@@ -67,6 +117,10 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
     except OSError as exc:
         raise RunnerInputError(f"cannot create artifacts dir {artifacts}: {exc}") from exc
     artifacts = artifacts.resolve()
+    try:
+        artifact_limits = ArtifactLimits.from_env()
+    except ValueError as exc:
+        raise RunnerInputError(str(exc)) from exc
     out = artifacts / "child"  # the only place besides the workspace the child may write
     if out.exists():
         shutil.rmtree(out)
@@ -106,12 +160,14 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
                              isolation=None if req.isolation in (None, "auto") else req.isolation,
                              path_env=child_path_env(), cancel=cancel, warm=warm)
     except SandboxUnavailable as exc:
+        shutil.rmtree(out, ignore_errors=True)
         if not req.keep_workspace:
             ws.cleanup()
         return RunResult(exit_code=None, status="sandbox_error", duration_s=0.0, stdout_tail="", stderr_tail="",
                          isolation="none", error=f"{exc}. Run `ferry doctor` to see which isolation levels work here.",
                          **base)
     try:
+        collected = _collect_outputs(out, artifacts, artifact_limits)  # before anything parses what the run wrote
         status = res.status
         setup = res.stderr.lstrip()
         if res.isolation == "bwrap" and res.exit_code == 1 and setup.startswith("bwrap:"):
@@ -123,10 +179,11 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
                              error=f"the sandbox could not start the command ({err}). Run `ferry doctor`; "
                                    "FERRY_SANDBOX_ISOLATION=unshare selects the weaker fallback explicitly.",
                              **base)
-        junit_path = junit if junit.is_file() else None
+        refused = [RefusedArtifact(path=r.path, reason=r.reason) for r in collected.refused]
+        junit_path, junit_tests = _junit(collected, refused)
         trace = None
         if status not in ("ok", "cancelled") or junit_path is not None:
-            trace = _trace_for(req, status, res.limit_hit, res.stdout, res.stderr, ws.path, junit_path)
+            trace = _trace_for(req, status, res.limit_hit, res.stdout, res.stderr, ws.path, junit_tests)
         (artifacts / "stdout.txt").write_text(res.stdout)
         (artifacts / "stderr.txt").write_text(res.stderr)
         result = RunResult(
@@ -144,10 +201,12 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
             trace=trace,
             signal=res.signal,
             limit_hit=res.limit_hit,
-            probe_dir=probe_dir,
-            profile_dir=profile_dir,
-            redirect_log_path=redirect_log if redirect_log is not None and redirect_log.exists() else None,
+            probe_dir=_host_dir(collected, "probe") if probe_dir is not None else None,
+            profile_dir=_host_dir(collected, "profile") if profile_dir is not None else None,
+            redirect_log_path=(collected.dest / "redirect.jsonl"
+                               if redirect_log is not None and collected.has("redirect.jsonl") else None),
             junit_xml=junit_path,
+            artifacts_refused=refused,
             **base,
         )
         (artifacts / "result.json").write_text(result.model_dump_json(indent=2))

@@ -53,6 +53,13 @@ class RunRequest(BaseModel):
         return value
 
 
+class RefusedArtifact(BaseModel):
+    """A file the run left in its output dir that the host did not read (sandbox.artifacts)."""
+
+    path: str  # relative to the run's output dir, e.g. "profile/profile.json"
+    reason: str  # "symlink", "not a regular file (fifo)", "hard link to another file", "too large: ..."
+
+
 class RunResult(BaseModel):
     command: list[str]
     exit_code: int | None
@@ -76,6 +83,7 @@ class RunResult(BaseModel):
     profile_dir: Path | None = None
     redirect_log_path: Path | None = None
     junit_xml: Path | None = None
+    artifacts_refused: list[RefusedArtifact] = Field(default_factory=list)  # not copied out of the run, not read
     workspace: Path | None = None  # the copy that ran (kept only when asked)
     workspace_method: str | None = None  # reflink / copy
     artifacts_dir: Path | None = None

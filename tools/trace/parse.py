@@ -6,7 +6,7 @@ import logging
 import os
 from pathlib import Path
 
-from tools.trace.models import ExceptionInfo, Frame, Signature, Trace
+from tools.trace.models import ExceptionInfo, Frame, Signature, TestOutcome, Trace
 from tools.trace.pytest_out import parse_junit_xml, parse_pytest_output
 from tools.trace.python_tb import parse_blocks, worker_original
 from tools.trace.signatures import classify
@@ -61,16 +61,21 @@ def parse_trace(
     repo_roots: list[str | Path] | None = None,
     library_roots: list[str | Path] | None = None,
     junit_xml: Path | None = None,
+    junit_tests: list[TestOutcome] | None = None,
 ) -> Trace | None:
     """The failure described by a run's output, or ``None`` when it shows no exception.
 
     ``repo_roots``: absolute paths of the repository copy as the child saw it; frames under
     them are user frames and are reported relative to the root. ``library_roots``: trees that
-    are never user code (Ferry itself, the Python installation).
+    are never user code (Ferry itself, the Python installation). ``junit_tests``: outcomes the
+    caller already read from the junit XML (then ``junit_xml`` is not read again).
     """
     roots = [str(r) for r in (repo_roots or [])]
     libs = [str(r) for r in (library_roots or [])]
-    tests = parse_junit_xml(junit_xml) if junit_xml is not None and Path(junit_xml).is_file() else []
+    if junit_tests is not None:
+        tests = list(junit_tests)
+    else:
+        tests = parse_junit_xml(junit_xml) if junit_xml is not None else []
     blocks = parse_blocks(stderr) or parse_blocks(stdout)
     trace: Trace | None = None
     if blocks:

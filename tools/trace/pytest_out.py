@@ -1,4 +1,10 @@
-"""pytest's failure output (non-native traceback styles) and its junit XML."""
+"""pytest's failure output (non-native traceback styles) and its junit XML.
+
+The junit XML is written by the sandboxed run (pytest there, or anything the program put under
+its name): it is read through sandbox.artifacts (no links, a regular file, at most
+``JUNIT_MAX_BYTES``), a DOCTYPE or ENTITY declaration is refused before ElementTree sees it (no
+entity expansion), and at most ``MAX_TESTCASES`` outcomes are kept.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,19 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Callable
+from xml.parsers import expat
 
+from sandbox.artifacts import ArtifactMissing, ArtifactRefused, read_bytes
 from tools.trace.models import Frame, TestOutcome, Trace
 
 logger = logging.getLogger(__name__)
+
+JUNIT_MAX_BYTES = 32 * 1024**2
+MAX_TESTCASES = 50_000
+
+
+class JunitRefused(ValueError):
+    """The junit XML was not parsed: unsafe to read (a link, too large) or not plain XML (a DTD)."""
 
 SECTION = re.compile(r"^_{3,} (?P<name>.+?) _{3,}$")
 LOCATION = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+):(?: in (?P<func>\S+)| (?P<exc>[\w.]+))?\s*$")
@@ -68,15 +83,41 @@ def parse_pytest_output(text: str, roots: list[str], build: Callable[[str, str, 
     return first
 
 
-def parse_junit_xml(path: Path) -> list[TestOutcome]:
-    """Per-test outcomes from a pytest ``--junitxml`` report."""
+def _refuse_declarations(data: bytes) -> None:
+    """Raise ``JunitRefused`` for a DOCTYPE or ENTITY declaration (expat sees every encoding)."""
+
+    def refuse(*_: object) -> None:
+        raise JunitRefused("the junit XML declares a DOCTYPE/ENTITY (refused: entity expansion); pytest writes none")
+
+    parser = expat.ParserCreate()
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
     try:
-        root = ET.parse(path).getroot()
-    except (ET.ParseError, OSError) as exc:
-        logger.warning("cannot read junit XML %s: %s", path, exc)
-        return []
+        parser.Parse(data, True)
+    except expat.ExpatError as exc:
+        raise JunitRefused(f"the junit XML is not well-formed: {exc}") from None
+
+
+def read_junit_xml(path: Path) -> list[TestOutcome]:
+    """Per-test outcomes from a pytest ``--junitxml`` report; ``JunitRefused`` says why not
+    (``ArtifactMissing`` when there is none)."""
+    path = Path(path)
+    try:
+        data = read_bytes(path.parent, path.name, max_bytes=JUNIT_MAX_BYTES)
+    except ArtifactMissing:
+        raise
+    except ArtifactRefused as exc:
+        raise JunitRefused(f"the junit XML was not read: {exc.reason}") from None
+    _refuse_declarations(data)
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise JunitRefused(f"the junit XML is not well-formed: {exc}") from None
     outcomes: list[TestOutcome] = []
     for case in root.iter("testcase"):
+        if len(outcomes) >= MAX_TESTCASES:
+            logger.warning("junit XML %s: more than %d test cases; the rest are left out", path, MAX_TESTCASES)
+            break
         classname, name = case.get("classname", ""), case.get("name", "")
         file = case.get("file")
         nodeid = f"{file}::{name}" if file else (f"{classname.replace('.', '/')}.py::{name}" if classname else name)
@@ -84,7 +125,7 @@ def parse_junit_xml(path: Path) -> list[TestOutcome]:
         for child in case:
             if child.tag in ("failure", "error", "skipped"):
                 outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
-                message = child.get("message") or (child.text or "").strip()[:500] or None
+                message = (child.get("message") or (child.text or "").strip())[:500] or None
                 break
         line = case.get("line")
         try:
@@ -92,5 +133,17 @@ def parse_junit_xml(path: Path) -> list[TestOutcome]:
         except ValueError:
             duration = None
         outcomes.append(TestOutcome(nodeid=nodeid, outcome=outcome, message=message, file=file,
-                                    line=int(line) + 1 if line and line.isdigit() else None, duration_s=duration))
+                                    line=int(line) + 1 if line and line.isdigit() and len(line) < 10 else None,
+                                    duration_s=duration))
     return outcomes
+
+
+def parse_junit_xml(path: Path) -> list[TestOutcome]:
+    """``read_junit_xml``, with a refusal logged and no outcomes returned (none when there is no file)."""
+    try:
+        return read_junit_xml(path)
+    except ArtifactMissing:
+        return []
+    except JunitRefused as exc:
+        logger.warning("cannot read junit XML %s: %s", path, exc)
+        return []

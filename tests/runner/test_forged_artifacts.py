@@ -1,0 +1,261 @@
+"""Parsed artifacts are untrusted input: forged profile.json / index.json / junit XML / redirect log
+end in a clear error or note (never a traceback, a KeyError or a path outside the run's dir), and
+run-derived text is escaped where it lands (Markdown reports, the terminal)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from tools.parity.check import result_text
+from tools.parity.compare import compare_dumps
+from tools.parity.models import CheckResult, RunSummary
+from tools.parity.render import chart_png, markdown_report
+from tools.probe.child import probe_session
+from tools.probe.dump import DumpError, ProbeDump
+from tools.profile.report import ProfileError, build_profile_report
+from tools.redirect.log import RedirectLogError, load_redirect_log
+from tools.textsafe import html, md_code, md_inline, terminal
+from tools.trace.pytest_out import JunitRefused, parse_junit_xml, read_junit_xml
+
+SECRET = "host-secret-91b2"
+HOSTILE = "a|b`<script>\x1b]52;c;SGVsbG8=\x07x\x1b[2J\r\x9b31m"
+
+
+def _profile_doc(**over) -> dict:
+    doc = {
+        "format": "ferry-profile/1", "repo_root": "/ws", "config": {}, "steps_seen": 3,
+        "window": {"start_step": 1, "end_step": 3, "wall_s": 0.5, "steps": 2},
+        "ops": [{"op": "aten::mm", "count": 4, "self_cpu_us": 10.0, "cpu_total_us": 12.0, "device_us": 0.0}],
+        "syncs": [], "tpx": None, "tpx_window": None, "dynamo": {"counters": {}, "events": []},
+        "matmul_precision": "highest", "trace": None,
+    }
+    doc.update(over)
+    return doc
+
+
+def _write_profile(d: Path, doc: dict) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "profile.json").write_text(json.dumps(doc))
+    return d
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    p = tmp_path / "host" / "shadow.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps({"traceEvents": [SECRET]}))
+    p.chmod(0o600)
+    return p
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("ops", "not a list", "ops: Input should be a valid list"),
+    ("ops", [{"op": "aten::mm"}], "ops.0.count: Field required"),
+    ("window", {"steps": 10**30}, "window.steps: Input should be less than or equal to"),
+    ("syncs", [{"category": "d2h_sync", "kind": "item", "file": "a.py", "line": -1, "count": 1}], "syncs.0.line"),
+    ("tpx", {"ops": [{"op": "x", "time_s": "NaN"}]}, "tpx.ops.0.time_s"),
+    ("dynamo", {"events": [{"kind": "graph_break"}]}, "dynamo.events.0.message: Field required"),
+])
+def test_a_forged_profile_json_is_a_clear_error(tmp_path: Path, field: str, value, needle: str):
+    d = _write_profile(tmp_path / "p", _profile_doc(**{field: value}))
+    with pytest.raises(ProfileError) as exc:
+        build_profile_report(d, tmp_path)
+    assert "profile.json is not what Ferry writes" in str(exc.value) and needle in str(exc.value)
+    assert not (d / "profile.md").exists()
+
+
+@pytest.mark.parametrize("trace", ["../host/shadow.json", "/etc/shadow", "..", "a/../../host/shadow.json"])
+def test_a_trace_outside_the_profile_dir_is_refused(tmp_path: Path, secret: Path, trace: str):
+    d = _write_profile(tmp_path / "p", _profile_doc(trace=trace))
+    with pytest.raises(ProfileError, match="trace must be a plain file name inside the profile directory"):
+        build_profile_report(d, tmp_path)
+
+
+def test_a_trace_that_is_a_link_or_missing_is_left_out_with_a_note(tmp_path: Path, secret: Path):
+    d = _write_profile(tmp_path / "p", _profile_doc(trace="trace.json"))
+    (d / "trace.json").symlink_to(secret)
+    report = build_profile_report(d, tmp_path)
+    assert report.trace_path is None
+    assert any("trace file 'trace.json'" in n for n in report.notes)
+    assert SECRET not in report.model_dump_json() and SECRET not in Path(report.markdown_path).read_text()
+
+
+def test_bad_json_and_huge_numbers_are_clear_errors(tmp_path: Path):
+    d = tmp_path / "p"
+    d.mkdir()
+    for text, needle in (('{"ops": [', "profile.json is not valid JSON"),
+                         ('{"steps_seen": ' + "9" * 5000 + "}", "profile.json is not valid JSON"),
+                         ("[" * 100_000, "profile.json is not valid JSON")):
+        (d / "profile.json").write_text(text)
+        with pytest.raises(ProfileError, match=needle):
+            build_profile_report(d, tmp_path)
+
+
+def test_profile_md_goes_where_asked_and_never_through_a_planted_link(tmp_path: Path, secret: Path):
+    d = _write_profile(tmp_path / "p", _profile_doc())
+    (d / "profile.md").symlink_to(secret)
+    report = build_profile_report(d, tmp_path)
+    assert json.loads(secret.read_text()) == {"traceEvents": [SECRET]}  # not written through the link
+    assert Path(report.markdown_path) == d / "profile.md" and not (d / "profile.md").is_symlink()
+    elsewhere = tmp_path / "reports"
+    elsewhere.mkdir()
+    report = build_profile_report(d, tmp_path, report_dir=elsewhere)
+    assert Path(report.markdown_path) == elsewhere / "profile.md"
+
+
+def _table_cells(line: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", line)) - 1
+
+
+def _outside_code(line: str) -> str:
+    """The line without backslash escapes and code spans: what Markdown would interpret."""
+    return re.sub(r"(`+)(.+?)\1", "", re.sub(r"\\.", "", line))
+
+
+def test_hostile_names_are_escaped_in_the_profile_markdown(tmp_path: Path):
+    doc = _profile_doc(
+        ops=[{"op": HOSTILE, "count": 1, "self_cpu_us": 5.0}],
+        syncs=[{"category": "d2h_sync", "kind": HOSTILE, "file": f"x{HOSTILE}.py", "line": 3, "source": HOSTILE,
+                "count": 12}],
+    )
+    report = build_profile_report(_write_profile(tmp_path / "p", doc), tmp_path)
+    md = Path(report.markdown_path).read_text()
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", md)
+    for line in md.splitlines():
+        assert "<script>" not in _outside_code(line), line  # only literally, inside code spans
+        if line.startswith("| ") and "---" not in line:
+            assert _table_cells(line) == 4, line  # a `|` in a name does not add a column
+    assert any(HOSTILE.split("\x1b")[0].replace("|", "\\|") in line for line in md.splitlines())
+
+
+def test_text_escaping_helpers():
+    assert terminal(HOSTILE) == "a|b`<script>x\n"
+    assert terminal("progress 10%\r20%\r\nok\ttab\x00\u202eevil") == "progress 10%\n20%\nok\ttabevil"
+    assert md_inline(HOSTILE) == r"a\|b\`\<script\>x "
+    assert md_inline("see `aten::nonzero` then") == r"see \`aten::nonzero\` then"
+    assert md_inline("see `aten::nonzero` then", keep_code=True) == "see `aten::nonzero` then"
+    assert md_inline("see `aten::nonzero` [x](http://e)", keep_code=True) == r"see `aten::nonzero` \[x\](http://e)"
+    assert md_inline("odd `one", keep_code=True) == r"odd \`one"
+    assert md_code("a`b|c", table=True) == "``a`b\\|c``" and md_code("`") == "`` ` ``"
+    assert html('<a href="x">&') == "&lt;a href=&quot;x&quot;&gt;&amp;"
+
+
+def _dump(tmp_path: Path, name: str, scale: float = 1.0, cls: type = torch.nn.Linear) -> Path:
+    d = tmp_path / name
+    lin = cls(3, 2)
+    with torch.no_grad():
+        lin.weight.fill_(0.5)
+        lin.bias.fill_(0.0)
+    with probe_session(d, steps=1):
+        lin(torch.ones(1, 3) * scale)
+    return d
+
+
+def _rewrite_index(d: Path, change) -> None:  # noqa: ANN001
+    index = json.loads((d / "index.json").read_text())
+    change(index)
+    (d / "index.json").write_text(json.dumps(index))
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda ix: ix["events"][0].update(seq="first"), "events.0.seq"),
+    (lambda ix: ix["events"][0].update(chunk="../../host/shadow.json"), "chunk must be a plain file name"),
+    (lambda ix: ix["events"][0].update(call=10**40), "events.0.call"),
+    (lambda ix: ix["events"][-1].pop("module"), "a module_end event needs key, module and call"),
+    (lambda ix: ix.update(meta={"tpx": 5}), "meta.tpx"),
+    (lambda ix: ix.update(scalars={"loss": ["x"]}), "scalars.loss.0"),
+    (lambda ix: ix.update(events={"a": 1}), "events: Input should be a valid list"),
+])
+def test_a_forged_probe_index_is_a_clear_error(tmp_path: Path, change, needle: str):
+    d = _dump(tmp_path, "dump")
+    _rewrite_index(d, change)
+    with pytest.raises(DumpError) as exc:
+        ProbeDump(d)
+    assert "index.json is not what Ferry writes" in str(exc.value) and needle in str(exc.value)
+
+
+def test_forged_tensor_data_is_not_compared(tmp_path: Path, secret: Path):
+    ref, tgt = _dump(tmp_path, "ref"), _dump(tmp_path, "tgt", scale=2.0)
+    chunk = next(tgt.glob("chunk_*.pt"))
+    chunk.unlink()
+    chunk.symlink_to(secret)  # a chunk that is a link to a host file
+    _rewrite_index(tgt, lambda ix: [e.update(same_as="nowhere#0") for e in ix["events"] if e.get("kind") == "module_input"])
+    report = compare_dumps(ref, tgt)  # no KeyError, no traceback
+    assert report.counts["compared"] > 0
+    assert all(t.verdict == "skipped" for t in report.tensors), [(t.key, t.verdict) for t in report.tensors]
+    assert SECRET not in report.model_dump_json()
+    # a chunk that is not a torch.save archive, or a compressed one, or holds something else
+    for name, data in (("bad.pt", b"not a zip"), ("pickle.pt", b"\x80\x04K\x01.")):
+        (ref / name).write_bytes(data)
+        with pytest.raises(DumpError, match="not a torch.save archive"):
+            ProbeDump(ref)._chunk(name)
+
+
+def test_a_tensor_that_does_not_match_its_index_entry_is_not_compared(tmp_path: Path):
+    ref, tgt = _dump(tmp_path, "ref"), _dump(tmp_path, "tgt")
+    _rewrite_index(tgt, lambda ix: [e.update(shape=[7]) for e in ix["events"] if e.get("kind") == "module_output"])
+    _rewrite_index(ref, lambda ix: [e.update(shape=[7]) for e in ix["events"] if e.get("kind") == "module_output"])
+    report = compare_dumps(ref, tgt)
+    outs = [t for t in report.tensors if t.kind == "module_output"]
+    assert outs and all(t.verdict == "skipped" for t in outs)
+
+
+def test_hostile_module_names_are_escaped_in_the_parity_report(tmp_path: Path):
+    hostile = type(f"Net{HOSTILE}$\\frac{{1}}{{0}}$", (torch.nn.Linear,), {})  # a class name is the program's choice
+    ref, tgt = _dump(tmp_path, "ref", cls=hostile), _dump(tmp_path, "tgt", scale=3.0, cls=hostile)
+    parity = compare_dumps(ref, tgt)
+    assert parity.first_divergence is not None and HOSTILE in parity.first_divergence.key
+    run = RunSummary(role="target", status="ok", exit_code=0, duration_s=1.0)
+    result = CheckResult(status="fail", summary=parity.summary, out_dir=str(tmp_path), reference=run, target=run,
+                         parity=parity, notes=[f"note {HOSTILE}"])
+    md = markdown_report(result)
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", md)
+    rows = [line for line in md.splitlines() if line.startswith(("| 0 |", "| 1 |"))]
+    assert rows and all(_table_cells(line) == 8 for line in rows), rows  # a `|` in a name adds no column
+    for line in md.splitlines():
+        assert "<script>" not in _outside_code(line), line
+    text = result_text(result)
+    assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "\x9b" not in text
+    assert f"Net{terminal(HOSTILE)}" in text
+    assert chart_png(parity, tmp_path / "parity.png") is not None  # `$` in a label is not taken as mathtext
+
+
+BOMB = b"""<?xml version="1.0"?>
+<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">]>
+<testsuite><testcase classname="t" name="&lol2;"/></testsuite>
+"""
+
+
+def test_junit_xml_with_a_dtd_is_refused(tmp_path: Path, secret: Path):
+    (tmp_path / "junit.xml").write_bytes(BOMB)
+    with pytest.raises(JunitRefused, match="DOCTYPE/ENTITY"):
+        read_junit_xml(tmp_path / "junit.xml")
+    (tmp_path / "utf16.xml").write_bytes(BOMB.decode().replace('"1.0"', '"1.0" encoding="UTF-16"').encode("utf-16"))
+    with pytest.raises(JunitRefused, match="DOCTYPE/ENTITY"):
+        read_junit_xml(tmp_path / "utf16.xml")
+    assert parse_junit_xml(tmp_path / "junit.xml") == []
+    (tmp_path / "link.xml").symlink_to(secret)
+    with pytest.raises(JunitRefused, match="not read: symlink"):
+        read_junit_xml(tmp_path / "link.xml")
+    (tmp_path / "ok.xml").write_text('<testsuite><testcase classname="tests.test_a" name="test_x" line="4">'
+                                     '<failure message="boom"/></testcase></testsuite>')
+    (case,) = read_junit_xml(tmp_path / "ok.xml")
+    assert (case.nodeid, case.outcome, case.message, case.line) == ("tests/test_a.py::test_x", "failed", "boom", 5)
+    assert parse_junit_xml(tmp_path / "missing.xml") == []
+
+
+def test_redirect_log_lines_are_validated_and_a_link_is_refused(tmp_path: Path, secret: Path):
+    log = tmp_path / "redirect.jsonl"
+    good = {"event": "site", "file": "a.py", "line": 3, "api": "Tensor.cuda", "mapped_to": "cpu", "count": 2, "pid": 1}
+    bad = [{**good, "line": "3"}, {**good, "count": 10**30}, {**good, "api": ["x"]}, {**good, "count": True}, [1]]
+    log.write_text("\n".join(json.dumps(x) for x in [good, *bad]) + "\n")
+    (rec,) = load_redirect_log(log)
+    assert (rec.file, rec.line, rec.api, rec.count) == ("a.py", 3, "Tensor.cuda", 2)
+    (tmp_path / "link.jsonl").symlink_to(secret)
+    with pytest.raises(RedirectLogError, match="was not read: symlink"):
+        load_redirect_log(tmp_path / "link.jsonl")

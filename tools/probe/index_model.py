@@ -1,0 +1,101 @@
+"""The shape of a probe dump's ``index.json`` (tools/probe/recorder.py writes it), as read back.
+
+A dump comes out of a sandboxed run, so its index is validated before anything uses it: wrong
+types, absurd numbers, a tensor chunk that is not a plain file name in the dump's directory, or a
+module marker without its module all end in one clear ``InvalidArtifact``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tools.probe.recorder import FORMAT
+
+logger = logging.getLogger(__name__)
+
+Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
+CHUNK_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+TENSOR_KINDS = ("module_input", "module_output", "record")
+
+
+class ProbeEvent(BaseModel):
+    """One event: a recorded tensor (``module_input``/``module_output``/``record``) or a marker."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    seq: Int64
+    kind: str
+    key: str | None = None
+    module: str | None = None
+    call: Int64 | None = None
+    step: Int64 | None = None
+    leaf: str | None = None
+    shape: list[Count] | None = None
+    dtype: str | None = None
+    device: str | None = None
+    chunk: str | None = None
+    same_as: str | None = None
+    skipped: str | None = None
+    nbytes: Count | None = None
+    class_: str | None = Field(None, alias="class")
+
+    @field_validator("chunk")
+    @classmethod
+    def _plain_chunk_name(cls, value: str | None) -> str | None:
+        if value is not None and not CHUNK_NAME.match(value):
+            raise ValueError(f"chunk must be a plain file name inside the dump directory, got {value[:80]!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> "ProbeEvent":
+        if self.kind in TENSOR_KINDS and self.key is None:
+            raise ValueError(f"a {self.kind} event needs its key")
+        if self.kind == "module_end" and (self.key is None or self.module is None or self.call is None):
+            raise ValueError("a module_end event needs key, module and call")
+        return self
+
+
+class ProbeTpxMeta(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    matmul_precision: str | None = None
+    fallback_ops: list[str] = Field(default_factory=list)
+
+
+class ProbeMeta(BaseModel):
+    """The run's metadata; only what the parity tools read is typed, the rest is kept as written."""
+
+    model_config = ConfigDict(extra="allow")
+
+    closed: bool = False
+    dropped_events: Count = 0
+    bytes_written: Count = 0
+    bytes_dropped: Count = 0
+    steps_seen: Int64 | None = None
+    optimizer_steps: Int64 | None = None
+    matmul_precision: str | None = None
+    final_matmul_precision: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    final_env: dict[str, str] | None = None
+    tpx: ProbeTpxMeta | None = None
+
+
+class ProbeIndex(BaseModel):
+    format: Literal["ferry-probe/1"] = FORMAT
+    meta: ProbeMeta = Field(default_factory=ProbeMeta)
+    events: list[ProbeEvent] = Field(default_factory=list)
+    scalars: dict[str, list[float]] = Field(default_factory=dict)
+    module_ops: dict[str, list[str]] = Field(default_factory=dict)
+    module_classes: dict[str, str] = Field(default_factory=dict)
+
+    def event_dicts(self) -> list[dict[str, Any]]:
+        """The events as the dicts the parity tools read (fields never written left out)."""
+        return [e.model_dump(by_alias=True, exclude_none=True) for e in self.events]
+
+    def meta_dict(self) -> dict[str, Any]:
+        return self.meta.model_dump(exclude_unset=True)
