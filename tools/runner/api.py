@@ -9,8 +9,10 @@ import tempfile
 import threading
 from pathlib import Path
 
-from sandbox import Limits, SandboxUnavailable, WorkspaceError, create_workspace, run_in_sandbox
+from sandbox import Limits, SandboxUnavailable, Workspace, WorkspaceError, create_workspace, run_in_sandbox
 from sandbox.isolation import ferry_root
+from sandbox.limits import disk_limit_from_env, format_size
+from sandbox.runspace import RunSpace, open_run_space
 from tools.runner.env import child_env, child_path_env
 from tools.runner.models import RunRequest, RunResult
 from tools.trace import Signature, Trace, parse_trace
@@ -28,10 +30,43 @@ class RunnerInputError(ValueError):
 def _limits(req: RunRequest) -> Limits:
     base = Limits(timeout_s=req.timeout_s)
     overrides = {k: v for k, v in req.limits.model_dump().items() if v is not None}
+    if "disk_bytes" not in overrides:
+        try:
+            env_cap = disk_limit_from_env()
+        except ValueError as exc:
+            raise RunnerInputError(f"{exc}; unset it or give a size like 4G") from None
+        if env_cap is not None:
+            overrides["disk_bytes"] = env_cap
     return Limits(**{**base.to_dict(), **overrides})
 
 
-def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str, stderr: str, workspace: Path, junit: Path | None) -> Trace | None:
+def _limit_message(limit_hit: str | None, limits: Limits, space: RunSpace, isolation: str, control: str) -> str | None:
+    """What a run that hit a whole-run limit is told: which limit, how big, how to raise it."""
+    if limit_hit == "disk_quota":
+        return (f"the run wrote more than its {format_size(limits.disk_bytes)} disk cap ({space.scope(isolation)}); "
+                "raise it with --disk-limit or FERRY_DISK_LIMIT")
+    if limit_hit == "memory" and limits.run_memory_bytes is not None:
+        return (f"the run's processes together used more than its {format_size(limits.run_memory_bytes)} memory cap "
+                f"({control}): the kernel killed one and the run was ended; raise RunLimits.run_memory_bytes")
+    if limit_hit == "processes":
+        return (f"the run reached its limit of {limits.run_processes} processes and threads in all ({control} "
+                "pids.max): starting another was refused; raise RunLimits.run_processes")
+    return None
+
+
+def _workspace(src: Path, space: RunSpace, root: Path | None) -> Workspace:
+    """The private copy, inside the run's space when it is mounted (its bytes count against the cap)."""
+    try:
+        return create_workspace(src, root=space.workspace_root or root)
+    except WorkspaceError as exc:
+        if space.mounted and "No space left on device" in str(exc):
+            raise RunnerInputError(f"the repository does not fit in the run's {format_size(space.cap_bytes)} disk cap "
+                                   "(its copy counts against it); raise it with --disk-limit or FERRY_DISK_LIMIT") from exc
+        raise RunnerInputError(str(exc)) from exc
+
+
+def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str, stderr: str, workspace: Path,
+               junit: Path | None, limit_message: str | None = None) -> Trace | None:
     trace = parse_trace(
         stderr,
         stdout=stdout,
@@ -39,10 +74,10 @@ def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str,
         library_roots=[ferry_root(), Path(sys.prefix), Path(sys.base_prefix)],
         junit_xml=junit,
     )
-    forced: Signature | None = signature_for_status(status, limit_hit)
+    forced: Signature | None = signature_for_status(status, limit_hit, limit_message)
     if forced is not None:
         if trace is None:
-            exc = "Timeout" if forced.kind == "timeout" else "KilledByLimit"
+            exc = {"timeout": "Timeout", "disk_quota": "DiskQuotaExceeded"}.get(forced.kind, "KilledByLimit")
             msg = forced.detail or ""
             return Trace(exc_type=exc, message=msg, signature=forced)
         if trace.signature.kind not in ("killed_by_limit",):
@@ -61,16 +96,29 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
     if not src.is_dir():
         raise RunnerInputError(f"repository path {src} is not a directory; pass the folder of the repo to run")
     command = ["/bin/sh", "-c", req.command] if isinstance(req.command, str) else list(req.command)
+    limits = _limits(req)
     artifacts = Path(req.artifacts_dir) if req.artifacts_dir else Path(tempfile.mkdtemp(prefix="ferry-run-"))
     try:
         artifacts.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunnerInputError(f"cannot create artifacts dir {artifacts}: {exc}") from exc
     artifacts = artifacts.resolve()
+    # One capped tmpfs for all the run may write (sandbox.runspace); it also unmounts what an ended
+    # Ferry left, so before ``out`` is cleared (a bind of such a space may still sit on it).
+    space = open_run_space(limits.disk_bytes)
+    try:
+        return _run_in_space(req, cancel, command, limits, src, artifacts, space)
+    finally:
+        space.close()
+
+
+def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list[str], limits: Limits, src: Path,
+                  artifacts: Path, space: RunSpace) -> RunResult:
     out = artifacts / "child"  # the only place besides the workspace the child may write
     if out.exists():
         shutil.rmtree(out)
     out.mkdir()
+    space.bind_into(out)  # the child's writes under out/ count against the cap too
     redirect_log = out / "redirect.jsonl" if req.redirect_cuda else None
     probe_dir = out / "probe" if req.probe else None
     profile_dir = out / "profile" if req.profile else None
@@ -79,10 +127,10 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
             d.mkdir()
     junit = out / "junit.xml"
 
-    try:
-        ws = create_workspace(src, root=artifacts if req.keep_workspace else None)
-    except WorkspaceError as exc:
-        raise RunnerInputError(str(exc)) from exc
+    ws = _workspace(src, space, artifacts if req.keep_workspace else None)
+    kept = ws.path
+    if req.keep_workspace and space.mounted:  # copied out of the space when the run is over
+        kept = Path(tempfile.mkdtemp(prefix="ferry-ws-", dir=artifacts)) / ws.path.name
     env = child_env(workspace=ws.path, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
                     redirect_log=redirect_log, probe_dir=probe_dir, profile_dir=profile_dir, junit_xml=junit,
                     caller_env=req.env)
@@ -100,14 +148,14 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
 
         warm = warm_start_for(req.command, env)
     base = dict(command=command, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
-                artifacts_dir=artifacts, workspace=ws.path if req.keep_workspace else None, workspace_method=ws.method)
+                artifacts_dir=artifacts, workspace=kept if req.keep_workspace else None, workspace_method=ws.method)
     try:
-        res = run_in_sandbox(command, ws.path, limits=_limits(req), env=env, writable=[out], readable=readable,
+        res = run_in_sandbox(command, ws.path, limits=limits, env=env, writable=[out], readable=readable,
                              isolation=None if req.isolation in (None, "auto") else req.isolation,
-                             path_env=child_path_env(), cancel=cancel, warm=warm)
+                             path_env=child_path_env(), cancel=cancel, warm=warm, space=space)
+        space.unbind()  # what the child wrote under out/ is in out/ on the host again
     except SandboxUnavailable as exc:
-        if not req.keep_workspace:
-            ws.cleanup()
+        _finish_workspace(req, ws, kept, space)
         return RunResult(exit_code=None, status="sandbox_error", duration_s=0.0, stdout_tail="", stderr_tail="",
                          isolation="none", error=f"{exc}. Run `ferry doctor` to see which isolation levels work here.",
                          **base)
@@ -126,7 +174,8 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
         junit_path = junit if junit.is_file() else None
         trace = None
         if status not in ("ok", "cancelled") or junit_path is not None:
-            trace = _trace_for(req, status, res.limit_hit, res.stdout, res.stderr, ws.path, junit_path)
+            trace = _trace_for(req, status, res.limit_hit, res.stdout, res.stderr, ws.path, junit_path,
+                               _limit_message(res.limit_hit, limits, space, res.isolation, res.resource_control))
         (artifacts / "stdout.txt").write_text(res.stdout)
         (artifacts / "stderr.txt").write_text(res.stderr)
         result = RunResult(
@@ -141,6 +190,9 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
             isolation_reasons=res.isolation_reasons,
             warm_start=res.warm,
             warm_fallback=res.warm_fallback,
+            disk_cap=res.disk_cap,
+            resource_control=res.resource_control,
+            resource_control_reasons=res.resource_control_reasons,
             trace=trace,
             signal=res.signal,
             limit_hit=res.limit_hit,
@@ -153,5 +205,12 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
         (artifacts / "result.json").write_text(result.model_dump_json(indent=2))
         return result
     finally:
-        if not req.keep_workspace:
-            ws.cleanup()
+        _finish_workspace(req, ws, kept, space)
+
+
+def _finish_workspace(req: RunRequest, ws: Workspace, kept: Path, space: RunSpace) -> None:
+    """Keep the copy that ran where asked (out of the space, which goes next), or remove it."""
+    if req.keep_workspace and space.mounted:
+        space.keep(ws.path, kept)
+    elif not req.keep_workspace and not space.mounted:
+        ws.cleanup()  # inside the space it goes with the unmount
