@@ -22,11 +22,14 @@ process: ``sweep_stale`` removes those whose Ferry has ended (killed with SIGKIL
 
 from __future__ import annotations
 
+import atexit
+import errno
 import logging
 import os
 import re
 import secrets
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -264,6 +267,11 @@ def sweep_stale(bases: list[tuple[str, Path]] | None = None) -> list[str]:
     return removed
 
 
+_live: set["RunCgroup"] = set()  # created and not removed yet: ended when Ferry exits
+_live_lock = threading.Lock()
+_ending = False  # set by the exit handler: no new cgroups (a daemon thread may still try one)
+
+
 class RunCgroup:
     """One run's cgroup(s): created with its limits, entered by its first process, ended with it."""
 
@@ -276,6 +284,11 @@ class RunCgroup:
         """The run's cgroup(s) with their limits set; OSError when the kernel refuses (nothing left)."""
         name = f"{NAME_PREFIX}-{owner_token()}-{secrets.token_hex(4)}"
         made: list[Path] = []
+        group = cls(info, made)
+        with _live_lock:
+            if _ending:
+                raise OSError(errno.ECANCELED, "Ferry is exiting")
+            _live.add(group)
         try:
             for ctl, base in info.bases:
                 d = Path(base) / name
@@ -283,9 +296,9 @@ class RunCgroup:
                 made.append(d)
                 _set_limits(ctl, d, memory_bytes, processes)
         except OSError:
-            _remove(made, wait_s=0.2)
+            group.remove()
             raise
-        return cls(info, made)
+        return group
 
     @property
     def procs_files(self) -> list[str]:
@@ -319,10 +332,24 @@ class RunCgroup:
 
     def remove(self) -> None:
         """Kill what is left and remove the cgroup(s) (idempotent)."""
-        if self.dirs:
-            self.kill_all()
-            _remove(self.dirs)
-            self.dirs = []
+        with _live_lock:
+            dirs, self.dirs = self.dirs, []
+            _live.discard(self)
+        if dirs:
+            _kill_all(dirs, self.level == "cgroup2")
+            _remove(dirs)
+
+
+@atexit.register
+def _end_all() -> None:
+    """Ferry is exiting with runs still in flight (abandoned on a daemon thread): their processes
+    must not outlive it, nor their cgroups stay behind."""
+    global _ending
+    with _live_lock:
+        _ending = True
+        groups = list(_live)
+    for group in groups:
+        group.remove()
 
 
 def open_for_run(memory_bytes: int | None, processes: int | None) -> tuple[RunCgroup | None, str, tuple[str, ...]]:

@@ -20,6 +20,7 @@ the workspace only per file (RLIMIT_FSIZE), and the result says so.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno
 import logging
@@ -28,6 +29,7 @@ import re
 import secrets
 import stat
 import subprocess
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -201,6 +203,11 @@ def _copy_tree(src: str, dest: Path) -> bool:
     return proc.returncode == 0
 
 
+_open_spaces: set["RunSpace"] = set()  # mounted and not closed yet: released when Ferry exits
+_open_lock = threading.Lock()
+_exiting = False  # set by the exit handler: no new mounts (a daemon thread may still try one)
+
+
 class RunSpace:
     """One run's writable space (see the module doc). ``mounted`` False: no cap in all, ``reason`` why."""
 
@@ -209,6 +216,8 @@ class RunSpace:
         self.root = root
         self.reason = reason
         self._binds: list[tuple[Path, Path]] = []
+        self._lock = threading.Lock()
+        self._closed = False
 
     @property
     def mounted(self) -> bool:
@@ -233,21 +242,27 @@ class RunSpace:
     def bind_into(self, host_dir: Path) -> None:
         """Make the run's writes under ``host_dir`` (an empty directory) count against the cap: a dir
         of the space is mounted there until ``unbind``, which copies what the run left into it."""
-        if self.root is None:
-            return
-        sub = self.root / f"bind{len(self._binds)}"
-        os.mkdir(sub)
-        os.chmod(sub, 0o755)
-        _mount(str(sub), Path(host_dir), None, MS_BIND, None)
-        self._binds.append((sub, Path(host_dir)))
+        with self._lock:
+            if self.root is None or self._closed:
+                return
+            sub = self.root / f"bind{len(self._binds)}"
+            os.mkdir(sub)
+            os.chmod(sub, 0o755)
+            _mount(str(sub), Path(host_dir), None, MS_BIND, None)
+            self._binds.append((sub, Path(host_dir)))
 
-    def unbind(self) -> None:
+    def unbind(self, copy: bool = True) -> None:
         """Unmount the binds and copy what the run wrote there into the host dirs (call it once the
         run's processes are gone)."""
-        while self._binds:
-            sub, host = self._binds.pop()
+        while True:
+            with self._lock:
+                if not self._binds:
+                    return
+                sub, host = self._binds.pop()
             if not _unmount(host) or self.root is None or os.stat(host).st_dev == os.stat(self.root).st_dev:
                 logger.warning("%s is still the run space's; its contents are not copied out", host)
+                continue
+            if not copy:
                 continue
             with os.scandir(sub) as entries:
                 if next(entries, None) is None:
@@ -273,22 +288,40 @@ class RunSpace:
         """What the cap covers at isolation ``level``."""
         return "workspace, /tmp, /dev/shm" if level == "bwrap" else "workspace, run artifacts"
 
-    def close(self) -> None:
-        """Unbind, unmount and remove the space (its contents go with it)."""
-        self.unbind()
-        if self.root is not None:
-            if _unmount(self.root):
+    def close(self, copy: bool = True) -> None:
+        """Unbind (copying out unless ``copy`` is False), unmount and remove the space (its contents
+        go with it). Idempotent."""
+        with self._lock:
+            self._closed = True  # no bind after this one
+        self.unbind(copy)
+        with self._lock:
+            root, self.root = self.root, None
+        if root is not None:
+            if _unmount(root):
                 try:
-                    os.rmdir(self.root)
+                    os.rmdir(root)
                 except OSError as exc:
-                    logger.warning("cannot remove the run space's mount point %s: %s", self.root, exc.strerror)
-            self.root = None
+                    logger.warning("cannot remove the run space's mount point %s: %s", root, exc.strerror)
+        with _open_lock:
+            _open_spaces.discard(self)
 
     def __enter__(self) -> "RunSpace":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@atexit.register
+def _release_all() -> None:
+    """Ferry is exiting with spaces still mounted (a run abandoned on a daemon thread): unmount them
+    now rather than leave them to the next Ferry's sweep. Nobody reads those runs' artifacts."""
+    global _exiting
+    with _open_lock:
+        _exiting = True
+        spaces = list(_open_spaces)
+    for space in spaces:
+        space.close(copy=False)
 
 
 def open_run_space(cap_bytes: int, root: Path | None = None) -> RunSpace:
@@ -306,6 +339,13 @@ def open_run_space(cap_bytes: int, root: Path | None = None) -> RunSpace:
         logger.warning("no run space (disk cap per area only): %s", exc)
         return RunSpace(cap_bytes, None, f"mounting the run's tmpfs failed: {exc.strerror}")
     space = RunSpace(cap_bytes, point)
+    with _open_lock:
+        registered = not _exiting
+        if registered:
+            _open_spaces.add(space)
+    if not registered:
+        space.close(copy=False)
+        return RunSpace(cap_bytes, None, "Ferry is exiting")
     try:
         for name, mode in (("ws", 0o755), ("tmp", 0o1777), ("shm", 0o1777)):
             os.mkdir(point / name)

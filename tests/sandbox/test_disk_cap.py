@@ -185,3 +185,36 @@ def test_a_stale_space_of_a_killed_ferry_is_unmounted(tmp_path: Path):
     assert str(root) in cleaned and str(out) in cleaned
     mounted = [line.split(" - ")[0].split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     assert str(root) not in mounted and str(out) not in mounted and not root.exists()
+
+
+def test_a_ferry_exiting_mid_run_leaves_no_mount_and_no_cgroup(tmp_path: Path, repo: Path):
+    # The run goes on on a daemon thread (as an abandoned background run does) when Ferry exits:
+    # its space and its cgroup are released at exit, its processes end.
+    code = textwrap.dedent(f"""
+        import sys, threading, time
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+        from pathlib import Path
+        from sandbox import Limits, create_workspace, open_run_space, run_in_sandbox
+        sp = open_run_space(16 << 20)
+        ws = create_workspace(Path({str(repo)!r}), root=sp.workspace_root)
+        threading.Thread(target=run_in_sandbox, args=(["sleep", "60"], ws.path),
+                         kwargs=dict(space=sp, limits=Limits(disk_bytes=16 << 20)), daemon=True).start()
+        time.sleep(1.5)
+        print(sp.root, flush=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    root, pid = proc.stdout.strip(), root_pid(proc.stdout.strip())
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert f"ferry-space-{pid}-" not in mounts and not Path(root).exists()
+    from sandbox.cgroups import detect_control
+
+    for _, base in detect_control().bases:
+        assert not [n for n in os.listdir(base) if n.startswith(f"ferry-{pid}-")]
+    sleepers = subprocess.run(["pgrep", "-f", "^sleep 60$"], capture_output=True, text=True).stdout.split()
+    assert not [p for p in sleepers if f"ferry-{pid}-" in Path(f"/proc/{p}/cgroup").read_text(errors="replace")]
+
+
+def root_pid(root: str) -> int:
+    """The owner pid in a run space's name (``ferry-space-PID-START-RANDOM``)."""
+    return int(Path(root).name.split("-")[2])
