@@ -170,6 +170,19 @@ def sweep_stale() -> list[str]:
                 os.rmdir(m.point)
             except OSError:
                 pass
+    # mount points whose mount is gone already (unmounted by hand, or a Ferry killed between its
+    # mkdir and its mount): empty directories, removed
+    try:
+        names = os.listdir(default_root())
+    except OSError:
+        names = []
+    for name in names:
+        match = _NAME.match(name)
+        if match is not None and not owner_alive(int(match[1]), int(match[2])):
+            try:
+                os.rmdir(default_root() / name)
+            except OSError:
+                pass
     if cleaned:
         logger.info("unmounted %d run space mount(s) left by ended Ferry processes", len(cleaned))
     return cleaned

@@ -178,13 +178,17 @@ def test_a_stale_space_of_a_killed_ferry_is_unmounted(tmp_path: Path):
     mounted = [line.split(" - ")[0].split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     assert str(root) in mounted and str(out) in mounted  # left behind
     from sandbox.runspace import sweep_stale
+    from sandbox.workspace import default_root
 
+    bare = default_root() / f"ferry-space-{root_pid(str(root))}-1-deadbeef"  # a mount point without its mount
+    bare.mkdir()
+    cleaned = sweep_stale()
     with open_run_space(16 << 20) as ours:
-        cleaned = sweep_stale()
+        sweep_stale()
         assert str(ours.root) in own_mounts()  # a running Ferry's space is never swept
     assert str(root) in cleaned and str(out) in cleaned
     mounted = [line.split(" - ")[0].split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    assert str(root) not in mounted and str(out) not in mounted and not root.exists()
+    assert str(root) not in mounted and str(out) not in mounted and not root.exists() and not bare.exists()
 
 
 def test_a_ferry_exiting_mid_run_leaves_no_mount_and_no_cgroup(tmp_path: Path, repo: Path):
