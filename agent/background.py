@@ -49,6 +49,9 @@ class _Job:
 
 _jobs: dict[str, _Job] = {}
 _lock = threading.Lock()
+# Cancelled runs still winding down: Ferry's exit waits for them too (their sandbox's mount and
+# cgroup are released in their own ``finally``).
+_stopping: list[_Job] = []
 
 
 def _work(fut: Future, fn: RunFn, cancel: threading.Event) -> None:
@@ -117,6 +120,8 @@ def cancel(key: str) -> bool:
     if job is None:
         return False
     job.cancel.set()
+    with _lock:
+        _stopping[:] = [j for j in _stopping if j.thread.is_alive()] + [job]
     logger.info("background run %s cancelled", key)
     return True
 
@@ -191,8 +196,9 @@ def stop_runs_first() -> None:
 def _stop_all(grace_s: float = 10.0) -> None:
     """At exit, stop runs nobody will join (their children must not outlive Ferry)."""
     with _lock:
-        jobs = list(_jobs.values())
+        jobs = list(_jobs.values()) + _stopping
         _jobs.clear()
+        _stopping.clear()
     for job in jobs:
         job.cancel.set()
     for job in jobs:

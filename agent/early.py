@@ -45,6 +45,7 @@ def run_reference(opts: Any, adir: Path, cancel: threading.Event | None) -> dict
     return toolbox.run(
         Path(opts.source), opts.run_command, device="cpu", redirect_cuda="cpu", probe=True, profile=False,
         timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
+        disk_limit_bytes=opts.disk_limit_bytes,
     )
 
 

@@ -45,6 +45,8 @@ class MigrationOptions(BaseModel):
     device: str = Field(default="accelerator", description="codemod target: accelerator or tpx")
     max_iterations: int = Field(default=8, ge=0, description="fix/verify rounds before failed_budget")
     run_timeout_s: float = Field(default=600.0, gt=0)
+    disk_limit_bytes: int | None = Field(default=None, ge=1024**2,
+                                         description="disk cap of every run, in all (None: $FERRY_DISK_LIMIT or 4 GiB)")
     seed: int = 0
     llm_max_calls: int = Field(default=30, ge=1)
     llm_max_tokens: int = Field(default=200_000, ge=1)

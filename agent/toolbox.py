@@ -79,7 +79,9 @@ def run(
     artifacts_dir: Path,
     env: dict[str, str] | None = None,
     cancel: threading.Event | None = None,
+    disk_limit_bytes: int | None = None,
 ) -> dict[str, Any]:
+    """One sandboxed run (``disk_limit_bytes``: its disk cap in all; None: $FERRY_DISK_LIMIT or 4 GiB)."""
     models = _import("tools.runner.models", "runner")
     api = _import("tools.runner.api", "runner")
     artifacts_dir.mkdir(parents=True, exist_ok=True)
@@ -94,6 +96,7 @@ def run(
         timeout_s=timeout_s,
         env=env or {},
         artifacts_dir=artifacts_dir,
+        limits=models.RunLimits(disk_bytes=disk_limit_bytes),
     )
     logger.info("run %s on %s (redirect=%s probe=%s profile=%s)", command, device, redirect_cuda, probe, profile)
     return _dump(api.run(req, cancel=cancel))

@@ -8,6 +8,9 @@ Prints, as medians over N repetitions:
   5. the CUDA redirect's per-op cost (TorchFunctionMode) on a loop of small ops
   6. the small torch script started cold vs forked from a warm interpreter (``sandbox.warm``),
      both in the sandbox with the bootstrap, interleaved: the torch import a warm start saves
+  7. the per-run cost of the whole-run limits: `/bin/true` in the sandbox with per-process rlimits
+     only, + the run's cgroup (``sandbox.cgroups``), + its capped tmpfs space (``sandbox.runspace``:
+     mount, workspace copy into it, a bound artifacts dir, unmount), each with its workspace copy
 Target (issue 4): total overhead < 100 ms excluding Python's own start.
 """
 
@@ -153,6 +156,40 @@ def main() -> None:
         else:
             print(f"\nwarm starts: not measured (they need bubblewrap; isolation in force is {info.level})")
         ws.cleanup()
+        run_limits_cost(small, tmp, args.reps, interleaved)
+
+
+def run_limits_cost(small: Path, tmp: Path, reps: int, interleaved) -> None:
+    from sandbox.cgroups import detect_control
+    from sandbox.runspace import open_run_space
+
+    rlimits_only = Limits(timeout_s=60, run_memory_bytes=None, run_processes=None)
+    with_cgroup = Limits(timeout_s=60)
+
+    def one(limits: Limits, space: bool) -> None:
+        sp = open_run_space(limits.disk_bytes) if space else None
+        try:
+            w = create_workspace(small, root=sp.workspace_root if sp is not None else tmp)
+            out = tmp / "child"
+            out.mkdir()
+            if sp is not None:
+                sp.bind_into(out)
+            res = run_in_sandbox(["/bin/true"], w.path, limits=limits, writable=[out], space=sp)
+            assert res.status == "ok", res.stderr
+            if sp is not None:
+                sp.unbind()
+            else:
+                w.cleanup()
+            shutil.rmtree(out)
+        finally:
+            if sp is not None:
+                sp.close()
+
+    med, diffs = interleaved([lambda: one(rlimits_only, False), lambda: one(with_cgroup, False),
+                              lambda: one(with_cgroup, True)], reps)
+    print(f"\nwhole-run limits, `/bin/true` in the sandbox (resource control here: {detect_control().level}): "
+          f"rlimits only {med[0] * 1e3:.1f} ms, + cgroup {med[1] * 1e3:.1f} ms ({diffs[1] * 1e3:+.1f} ms), "
+          f"+ capped tmpfs space {med[2] * 1e3:.1f} ms ({diffs[2] * 1e3:+.1f} ms)")
 
 
 def warm_vs_cold(workspace: Path, boot_env: dict, limits: Limits, reps: int, interleaved) -> None:

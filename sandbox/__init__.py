@@ -2,12 +2,15 @@
 
 ``create_workspace`` makes the private copy, ``run_in_sandbox`` runs a command in it (cold, or
 forked from a ``WarmServer`` that imported the heavy modules once), ``isolation.detect`` says
-which isolation level this machine allows.
+which isolation level this machine allows. ``open_run_space`` makes the size-limited tmpfs that
+holds all a run may write (its disk cap); ``cgroups.detect_control`` says whether memory and
+processes are capped for a whole run here.
 """
 
 from sandbox.execute import SandboxResult, WarmStart, run_in_sandbox
 from sandbox.isolation import IsolationInfo, SandboxUnavailable, choose, detect
 from sandbox.limits import Limits
+from sandbox.runspace import RunSpace, open_run_space
 from sandbox.warm import WarmServer
 from sandbox.warm_cmd import PythonSpec, python_spec
 from sandbox.workspace import Workspace, WorkspaceError, create_workspace
@@ -16,6 +19,7 @@ __all__ = [
     "IsolationInfo",
     "Limits",
     "PythonSpec",
+    "RunSpace",
     "SandboxResult",
     "SandboxUnavailable",
     "WarmServer",
@@ -25,6 +29,7 @@ __all__ = [
     "choose",
     "create_workspace",
     "detect",
+    "open_run_space",
     "python_spec",
     "run_in_sandbox",
 ]

@@ -35,6 +35,7 @@ def scrubbed_env(
     *,
     home: str = "/tmp",
     path: str = "/usr/local/bin:/usr/bin:/bin",
+    tmp: str = "/tmp",
 ) -> dict[str, str]:
     """Build the child's environment.
 
@@ -42,7 +43,7 @@ def scrubbed_env(
     names are refused even there, so a caller cannot forward a token by accident.
     """
     env = {k: parent[k] for k in ALLOWED_FROM_PARENT if k in parent}
-    env.update({"HOME": home, "PATH": path, "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"})
+    env.update({"HOME": home, "PATH": path, "TMPDIR": tmp, "PYTHONDONTWRITEBYTECODE": "1"})
     for key, value in (extra or {}).items():
         if is_secret_name(key):
             logger.warning("sandbox: refusing to pass secret-looking variable %s to the child", key)

@@ -6,7 +6,6 @@ import functools
 import logging
 import os
 import random
-import selectors
 import signal
 import subprocess
 import threading
@@ -15,18 +14,18 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.capture import CappedBuffer
+from sandbox.cgroups import RunCgroup, open_for_run
 from sandbox.env import scrubbed_env
 from sandbox.isolation import IsolationInfo, SandboxUnavailable, bwrap_prefix, choose, drop_uid_prefix, unshare_prefix
 from sandbox.limits import Limits, apply_rlimits, prlimit_prefix, rlimit_pairs, soft_hard
-from sandbox.procs import find_run_processes, is_alive, kill_run, signal_run
+from sandbox.procs import kill_run
+from sandbox.runspace import RunSpace, disk_cap_text
+from sandbox.supervise import TERM_GRACE_S, RunProcs, supervise
 from sandbox.warm import PLACEHOLDER, WarmProcess, WarmServer, WarmUnavailable, start_warm
 from sandbox.warm_cmd import PythonSpec
 
 logger = logging.getLogger(__name__)
 
-TERM_GRACE_S = 1.0  # SIGTERM, then SIGKILL after this long
-DRAIN_AFTER_EXIT_S = 2.0
 RUN_MARKER_ENV = "FERRY_SANDBOX_RUN"
 UID_RANGE = (200_000, 900_000)
 
@@ -46,11 +45,15 @@ class SandboxResult:
     stderr_dropped: int
     isolation: str
     isolation_reasons: list[str] = field(default_factory=list)
-    limit_hit: str | None = None  # timeout | cpu_time | file_size | output | killed | cancelled
+    # timeout | cpu_time | file_size | output | killed | cancelled | memory | processes | disk_quota
+    limit_hit: str | None = None
     strays_killed: int = 0  # processes still alive after the main one ended (daemons)
     uid: int | None = None
     warm: bool = False  # started in a fork of a pre-imported interpreter (``sandbox.warm``)
     warm_fallback: str | None = None  # why a warm start that was asked for started cold
+    disk_cap: str = ""  # what capped the run's writes (``sandbox.runspace.disk_cap_text``)
+    resource_control: str = "rlimits"  # cgroup2 | cgroup1 | rlimits: whole-run memory/process limits
+    resource_control_reasons: list[str] = field(default_factory=list)  # why not a stronger level
 
     @property
     def status(self) -> str:
@@ -69,6 +72,21 @@ def _pick_uid() -> int:
     return random.randrange(*UID_RANGE)
 
 
+def _kernel_limit(failed: bool, cgroup_hit: str | None, disk_full: bool) -> str | None:
+    """The limit the kernel's state says a failed run hit: its cgroup OOM-killed a process
+    (``memory``), its space is full (``disk_quota``: ENOSPC, or SIGBUS on a /dev/shm page), a fork
+    was refused at pids.max (``processes``). A run that succeeded anyway keeps no limit_hit."""
+    if not failed:
+        if cgroup_hit or disk_full:
+            logger.info("run succeeded although it reached a limit (%s)", cgroup_hit or "disk_quota")
+        return None
+    if cgroup_hit == "memory":
+        return "memory"
+    if disk_full:
+        return "disk_quota"
+    return cgroup_hit
+
+
 def _limit_from_signal(sig: int | None) -> str | None:
     if sig == signal.SIGXCPU:
         return "cpu_time"
@@ -77,100 +95,6 @@ def _limit_from_signal(sig: int | None) -> str | None:
     if sig == signal.SIGKILL:
         return "killed"
     return None
-
-
-@dataclass
-class _RunProcs:
-    """How one run's processes are found and signalled: its process group, its private uid or
-    environment marker, and for a warm start the command's own pid (it has its own session)."""
-
-    pgid: int
-    uid: int | None
-    marker: str | None
-    command_pid: int | None = None
-    sandbox_pids: frozenset[int] = frozenset()  # bubblewrap's and a warm placeholder's: not strays
-
-    def _signal_command(self, proc, sig: int) -> None:
-        if self.command_pid is not None and proc.returncode is None:
-            try:
-                os.kill(self.command_pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def signal(self, proc, sig: int) -> None:
-        self._signal_command(proc, sig)
-        signal_run(self.pgid, self.uid, self.marker, sig)
-
-    def kill(self, proc) -> int:
-        self._signal_command(proc, signal.SIGKILL)
-        return kill_run(self.pgid, self.uid, self.marker)
-
-    def strays(self) -> list[int]:
-        """Live processes of the run besides its command and the sandbox's own (zombies are dead)."""
-        return [p for p in find_run_processes(self.uid, self.marker)
-                if p not in self.sandbox_pids and is_alive(p)]
-
-
-def _supervise(proc, procs: _RunProcs, limits: Limits, start: float, cancel: threading.Event | None
-               ) -> tuple[int, CappedBuffer, CappedBuffer, bool, str | None, int]:
-    """Collect the run's output until it ends, enforcing the timeout, the output cap and ``cancel``;
-    returns (returncode, stdout, stderr, timed out, limit hit, strays killed)."""
-    out, err = CappedBuffer(limits.output_bytes), CappedBuffer(limits.output_bytes)
-    sel = selectors.DefaultSelector()
-    assert proc.stdout is not None and proc.stderr is not None
-    for stream, buf in ((proc.stdout, out), (proc.stderr, err)):
-        os.set_blocking(stream.fileno(), False)
-        sel.register(stream, selectors.EVENT_READ, buf)
-    deadline = start + limits.timeout_s
-    timed_out = False
-    limit_hit: str | None = None
-    term_sent_at: float | None = None
-    exited_at: float | None = None
-    strays = 0
-    open_streams = 2
-    while open_streams:
-        now = time.monotonic()
-        if proc.poll() is not None and exited_at is None:
-            exited_at = now
-            # The main process is gone: anything of the run still alive is a stray (daemon).
-            strays = len(procs.strays())
-            if strays:
-                kill_run(None, procs.uid, procs.marker)
-            release = getattr(proc, "release", None)  # a warm start's sandbox ends now
-            if release is not None:
-                release()
-        if exited_at is not None and now - exited_at > DRAIN_AFTER_EXIT_S:
-            break
-        if cancel is not None and cancel.is_set() and limit_hit is None and exited_at is None:
-            limit_hit = "cancelled"
-        if term_sent_at is None and (now >= deadline or limit_hit in ("output", "cancelled")) and exited_at is None:
-            timed_out = limit_hit is None
-            procs.signal(proc, signal.SIGTERM)
-            term_sent_at = now
-        if term_sent_at is not None and now - term_sent_at >= TERM_GRACE_S and exited_at is None:
-            procs.kill(proc)
-        wait = 0.2 if term_sent_at is None else 0.05
-        if term_sent_at is None:
-            wait = max(0.0, min(wait, deadline - now))
-        for key, _ in sel.select(timeout=wait):
-            try:
-                chunk = os.read(key.fileobj.fileno(), 1 << 16)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                sel.unregister(key.fileobj)
-                open_streams -= 1
-                continue
-            key.data.feed(chunk)
-            if limits.output_kill_bytes is not None and out.total + err.total > limits.output_kill_bytes and limit_hit is None:
-                limit_hit = "output"
-    sel.close()
-    try:
-        rc = proc.wait(timeout=TERM_GRACE_S * 5)
-    except subprocess.TimeoutExpired:
-        procs.kill(proc)
-        rc = proc.wait()
-    return rc, out, err, timed_out, limit_hit, strays
 
 
 @dataclass(frozen=True)
@@ -200,7 +124,8 @@ def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str], pre
 
 def _start_warm(warm: WarmStart, command: list[str], sandbox_argv: list[str], workspace: Path,
                 child_env: dict[str, str], preexec, pairs, uid: int | None,
-                cancel: threading.Event | None, ready_timeout: float) -> tuple[WarmProcess | None, str | None]:
+                cancel: threading.Event | None, ready_timeout: float,
+                cgroup: RunCgroup | None) -> tuple[WarmProcess | None, str | None]:
     """The started warm run, or None and why it starts cold (not waiting for a server still
     importing longer than ``ready_timeout``)."""
     if not warm.server.accepts(child_env):
@@ -212,7 +137,9 @@ def _start_warm(warm: WarmStart, command: list[str], sandbox_argv: list[str], wo
         run_env["PWD"] = str(workspace)  # what the shell a cold start goes through exports
     request = {"cwd": str(workspace), "env": run_env, "uid": uid, "spec": warm.spec.to_dict(),
                "rlimits": [[res, *soft_hard(res, value)] for res, value in pairs],
-               "after_fork": warm.server.after_fork}
+               "after_fork": warm.server.after_fork,
+               # the forked process joins the run's cgroup(s) first, while it is still root
+               "cgroup_procs": cgroup.procs_files if cgroup is not None else []}
     try:
         return start_warm(warm.server, request, sandbox_argv + PLACEHOLDER, cwd=str(workspace), env=child_env,
                           cancel=cancel, ready_timeout=ready_timeout, preexec_fn=preexec), None
@@ -234,6 +161,7 @@ def run_in_sandbox(
     path_env: str | None = None,
     cancel: threading.Event | None = None,
     warm: WarmStart | None = None,
+    space: RunSpace | None = None,
 ) -> SandboxResult:
     """Run ``command`` with ``workspace`` as its only writable tree (plus ``writable``).
 
@@ -244,6 +172,12 @@ def run_in_sandbox(
     and the workspace/writable paths are chowned when not given).
     ``warm``: start the command in a fork of a pre-imported interpreter when it can be (bubblewrap
     only; same sandbox, limits and result), otherwise start it cold.
+    ``space``: the run's capped writable space (``sandbox.runspace``), holding ``workspace``; when
+    mounted, its ``tmp``/``shm`` dirs are the run's /tmp and /dev/shm under bubblewrap (at weaker
+    levels TMPDIR and HOME point there) and ``limits.disk_bytes`` caps them all together. Without it
+    /tmp and /dev/shm are bubblewrap's own tmpfs of ``limits.disk_bytes`` each.
+    Memory and processes of the whole run are capped by a cgroup where one can be made
+    (``sandbox.cgroups``; ``limits.run_memory_bytes``, ``limits.run_processes``).
     """
     if not command:
         raise ValueError("empty command")
@@ -267,10 +201,16 @@ def run_in_sandbox(
     extra[RUN_MARKER_ENV] = marker
     if uid is not None:
         marker = None
-    child_env = scrubbed_env(dict(os.environ), extra, path=path_env or "/usr/local/bin:/usr/bin:/bin")
+    space_tmp = space.tmp if space is not None else None  # None: no mounted space
+    space_shm = space.shm if space is not None else None
+    # At the weaker levels /tmp is the host's: programs that honour TMPDIR/HOME write into the space.
+    tmp = str(space_tmp) if space_tmp is not None and info.level != "bwrap" else "/tmp"
+    child_env = scrubbed_env(dict(os.environ), extra, path=path_env or "/usr/local/bin:/usr/bin:/bin", home=tmp, tmp=tmp)
+    disk_cap = disk_cap_text(space, info.level, limits)
 
     if info.level == "bwrap":
-        prefix = bwrap_prefix(workspace=workspace, writable=writable, readable=readable, uid=uid, tmp_bytes=limits.tmp_bytes)
+        prefix = bwrap_prefix(workspace=workspace, writable=writable, readable=readable, uid=uid,
+                              tmp_bytes=limits.disk_bytes, tmp_dir=space_tmp, shm_dir=space_shm)
     elif info.level == "unshare":
         prefix = unshare_prefix() + (drop_uid_prefix(uid) if uid is not None else [])
     else:
@@ -278,7 +218,25 @@ def run_in_sandbox(
     pairs = rlimit_pairs(limits)
     limiter = prlimit_prefix(pairs)
     preexec = None if limiter else functools.partial(apply_rlimits, pairs)  # the limits without prlimit
-    sandbox_argv = (limiter or []) + prefix
+    cgroup, control, control_reasons = open_for_run(limits.run_memory_bytes, limits.run_processes)
+    try:
+        res = _run(command, workspace, limits, info, child_env, prefix, limiter, preexec, pairs, uid, marker,
+                   cancel, warm, cgroup, space)
+    finally:
+        if cgroup is not None:
+            cgroup.remove()  # strays included: whatever of the run is left in it dies here
+    res.disk_cap = disk_cap
+    res.resource_control = control
+    res.resource_control_reasons = list(control_reasons)
+    return res
+
+
+def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInfo, child_env: dict[str, str],
+         prefix: list[str], limiter: list[str] | None, preexec, pairs, uid: int | None, marker: str | None,
+         cancel: threading.Event | None, warm: WarmStart | None, cgroup: RunCgroup | None,
+         space: RunSpace | None) -> SandboxResult:
+    # The cgroup wrapper first: it runs as root and makes every later process of the run a member.
+    sandbox_argv = (cgroup.wrapper() if cgroup is not None else []) + (limiter or []) + prefix
     argv = sandbox_argv + list(command)
     logger.debug("sandbox argv: %s", argv)
 
@@ -289,7 +247,7 @@ def run_in_sandbox(
         # Waiting for a server still importing is bounded by the run's own timeout, and the run's
         # clock starts when its command does (warm or, after the wait, cold).
         proc, warm_fallback = _start_warm(warm, list(command), sandbox_argv, workspace, child_env, preexec, pairs,
-                                          uid, cancel, limits.timeout_s)
+                                          uid, cancel, limits.timeout_s, cgroup)
     elif warm is not None:
         warm_fallback = f"warm starts need bubblewrap; isolation in force is {info.level}"
     warm_started = proc is not None
@@ -305,10 +263,11 @@ def run_in_sandbox(
         proc = _start_cold(argv, workspace, child_env, preexec)
     else:
         argv = sandbox_argv + ["<warm>", *command]
-    procs = _RunProcs(proc.pid, uid, marker, getattr(proc, "command_pid", None),
+    procs = RunProcs(proc.pid, uid, marker, getattr(proc, "command_pid", None),
                       frozenset(getattr(proc, "sandbox_pids", ())))
     try:
-        rc, out, err, timed_out, limit_hit, strays = _supervise(proc, procs, limits, start, cancel)
+        rc, out, err, timed_out, limit_hit, strays = supervise(proc, procs, limits, start, cancel,
+                                                            cgroup.memory_hit if cgroup is not None else None)
     except BaseException:  # Ctrl-C / SystemExit in Ferry: the run must not outlive it
         procs.kill(proc)
         try:
@@ -331,10 +290,15 @@ def run_in_sandbox(
     elif info.level == "bwrap" and 128 < rc < 128 + 32 and not timed_out:
         # bubblewrap reports a child killed by signal N as exit status 128 + N.
         sig, exit_code = rc - 128, None
+    if cgroup is not None:
+        cgroup.kill_all()  # anything of the run its uid or marker did not find
     if timed_out:
         limit_hit = "timeout"
     elif limit_hit is None:
-        limit_hit = _limit_from_signal(sig)
+        failed = sig is not None or exit_code != 0
+        limit_hit = (_kernel_limit(failed, cgroup.limit_hit() if cgroup is not None else None,
+                                   space is not None and space.full())
+                     or _limit_from_signal(sig))
     return SandboxResult(
         argv=argv,
         exit_code=exit_code,

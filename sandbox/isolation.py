@@ -3,7 +3,7 @@
 Levels, strongest first (the level in force is reported with every result):
 
 ``bwrap``    bubblewrap: new mount/pid/net/ipc/uts namespaces, read-only system, Python and
-             Ferry trees, the workspace and a private /tmp the only writable places, no
+             Ferry trees, the workspace, a private /tmp and /dev/shm the only writable places, no
              network, new session, the child dies with the parent; when Ferry runs as root
              the child drops to a throw-away unprivileged uid (so RLIMIT_NPROC applies).
 ``unshare``  fallback: rlimits + a private network namespace (``unshare``), process-group
@@ -101,8 +101,13 @@ def bwrap_prefix(
     uid: int | None,
     tmp_bytes: int,
     network: bool = False,
+    tmp_dir: Path | None = None,
+    shm_dir: Path | None = None,
 ) -> list[str]:
-    """The bubblewrap argv (up to and including ``--``) for one run."""
+    """The bubblewrap argv (up to and including ``--``) for one run.
+
+    /tmp and /dev/shm are ``tmp_dir`` and ``shm_dir`` when given (directories of the run's capped
+    space, ``sandbox.runspace``), otherwise tmpfs mounts of bubblewrap's own, ``tmp_bytes`` each."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable("bwrap is not installed (apt-get install bubblewrap)")
@@ -118,8 +123,11 @@ def bwrap_prefix(
     # sysfs read-only: CPU topology for torch/cpuinfo, PCI/net listings gloo walks at init.
     argv += ["--ro-bind-try", "/sys", "/sys"]
     argv += ["--proc", "/proc", "--dev", "/dev"]
-    argv += ["--perms", "1777", "--tmpfs", "/dev/shm"]
-    argv += ["--size", str(int(tmp_bytes)), "--perms", "1777", "--tmpfs", "/tmp"]
+    for host_dir, dest in ((shm_dir, "/dev/shm"), (tmp_dir, "/tmp")):
+        if host_dir is not None:
+            argv += ["--bind", str(host_dir), dest]
+        else:
+            argv += ["--size", str(int(tmp_bytes)), "--perms", "1777", "--tmpfs", dest]
     made: set[str] = {"/", "/tmp", "/dev", "/proc", "/usr", "/etc"}
 
     def parents(dest: Path) -> list[str]:

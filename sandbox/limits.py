@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
 import resource
 import shutil
 from dataclasses import dataclass, asdict
@@ -11,6 +13,10 @@ logger = logging.getLogger(__name__)
 
 GiB = 1024**3
 MiB = 1024**2
+DISK_LIMIT_ENV = "FERRY_DISK_LIMIT"  # the default disk cap of a run (``--disk-limit`` wins)
+MIN_DISK_BYTES = 1 * MiB
+_UNITS = {"": 1, "K": 1024, "M": MiB, "G": GiB, "T": 1024**4}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.I)
 
 
 @dataclass(frozen=True)
@@ -25,7 +31,12 @@ class Limits:
     open_files: int | None = 1024  # RLIMIT_NOFILE
     output_bytes: int = 256 * 1024  # captured per stream: head and tail halves are kept
     output_kill_bytes: int | None = 256 * MiB  # total output after which the run is killed
-    tmp_bytes: int = 1 * GiB  # size of the private /tmp (tmpfs) under bubblewrap
+    # Everything a run may write, in all: its workspace, /tmp, /dev/shm and its artifacts dir (one
+    # size-limited tmpfs, ``sandbox.runspace``); where Ferry cannot mount, the size of bubblewrap's
+    # own /tmp and /dev/shm tmpfs each (the workspace then only has RLIMIT_FSIZE per file).
+    disk_bytes: int = 4 * GiB
+    run_memory_bytes: int | None = 16 * GiB  # all the run's processes together (cgroup), ``sandbox.cgroups``
+    run_processes: int | None = 1024  # processes + threads of the whole run (cgroup pids.max)
 
     def effective_cpu_seconds(self) -> int | None:
         if self.cpu_seconds is not None:
@@ -36,6 +47,39 @@ class Limits:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def format_size(n: int) -> str:
+    """``4 GiB``, ``64 MiB``, ``1.5 GiB``: sizes as the messages and results show them."""
+    for unit, size in (("TiB", 1024**4), ("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def parse_size(text: str) -> int:
+    """``512M``, ``4G``, ``4GiB``, ``1.5G`` or plain bytes (K/M/G/T are powers of 1024, ``B`` and
+    ``iB`` optional) as bytes; ValueError saying what is accepted otherwise."""
+    m = _SIZE.match(str(text))
+    if m is None:
+        raise ValueError(f"{text!r} is not a size: give bytes or a number with K, M, G or T (e.g. 512M, 4G, 4GiB)")
+    value = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    if value < MIN_DISK_BYTES:
+        raise ValueError(f"{text!r} is too small: a run needs at least 1M")
+    return value
+
+
+def disk_limit_from_env() -> int | None:
+    """The disk cap ``FERRY_DISK_LIMIT`` sets, or None when unset; ValueError naming the variable
+    when its value is not a size."""
+    raw = os.environ.get(DISK_LIMIT_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        return parse_size(raw)
+    except ValueError as exc:
+        raise ValueError(f"{DISK_LIMIT_ENV}={raw!r}: {exc}") from None
 
 
 def rlimit_pairs(limits: Limits) -> list[tuple[int, int]]:

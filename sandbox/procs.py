@@ -29,6 +29,28 @@ def is_alive(pid: int) -> bool:
         return False
 
 
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks after boot, /proc/PID/stat field 22): with the pid, it names
+    one process for good (a pid can be reused, a pid and its start time cannot)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def owner_token(pid: int | None = None) -> str:
+    """``PID-STARTTIME`` of this process (or ``pid``): written into the names of what a run leaves on
+    the machine (mounts, cgroups) so that a later Ferry can tell whether its owner still runs."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}-{start_time(pid)}"
+
+
+def owner_alive(pid: int, started: int) -> bool:
+    """The process ``owner_token`` named is still running (not ended, not replaced by a reused pid)."""
+    return is_alive(pid) and start_time(pid) == started
+
+
 def _has_marker(pid: str, marker: bytes) -> bool:
     try:
         return marker in Path(f"/proc/{pid}/environ").read_bytes()

@@ -1,12 +1,13 @@
 """The forked side of a warm start: enter one run's sandbox, become its command, run it.
 
 ``child_main`` runs in a process forked from the warm server (``sandbox.warm_server``): it joins
-the namespaces bubblewrap made for the run, forks once more (a pid namespace applies to
-children), reports the command's pid, waits for it and reports how it ended. The grandchild
-takes the run's stdout/stderr, session, rlimits, working directory, uid and environment, gives
-up every capability, calls the caller's after-fork hook (re-seeding, per-run instrumentation)
-and then runs the Python invocation the way ``python`` itself would (``__main__``, ``sys.argv``,
-``sys.path[0]``, exit status, uncaught-exception traceback, atexit handlers).
+the run's cgroup(s) and the namespaces bubblewrap made for the run, forks once more (a pid
+namespace applies to children), reports the command's pid, waits for it and reports how it
+ended. The grandchild takes the run's stdout/stderr, session, rlimits, working directory, uid
+and environment, gives up every capability, calls the caller's after-fork hook (re-seeding,
+per-run instrumentation) and then runs the Python invocation the way ``python`` itself would
+(``__main__``, ``sys.argv``, ``sys.path[0]``, exit status, uncaught-exception traceback, atexit
+handlers).
 
 Messages to the host are JSON packets on the run's socket: ``{"started": pid}`` from the
 waiter, then ``{"running": true}`` or ``{"setup_error": "..."}`` from the command before any
@@ -58,6 +59,7 @@ def child_main(request: bytes, sock: socket.socket, out_fd: int, err_fd: int, se
         if os.getppid() != server_pid:  # the server died before the line above: nobody would reap us
             os._exit(1)
         req = json.loads(request)
+        _join_cgroups(req.get("cgroup_procs") or [])  # as root, before the namespaces and the uid change
         join_namespaces(int(req["ns_pid"]))
         alive_r, alive_w = os.pipe()
         pid = os.fork()
@@ -74,6 +76,18 @@ def child_main(request: bytes, sock: socket.socket, out_fd: int, err_fd: int, se
         _send(sock, setup_error=f"{type(exc).__name__}: {exc}")
         code = 1
     os._exit(code)
+
+
+def _join_cgroups(procs_files: list[str]) -> None:
+    """Enter the run's cgroup(s) (``sandbox.cgroups``): the command forked next, and everything it
+    starts, counts against the whole run's memory and process limits."""
+    pid = str(os.getpid()).encode()
+    for path in procs_files:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, pid)
+        finally:
+            os.close(fd)
 
 
 def _command_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int, alive_r: int) -> None:

@@ -65,6 +65,26 @@ def output_dir(value: object, flag: str):  # noqa: ANN201 - a pathlib.Path
         raise CliError(str(exc)) from exc
 
 
+def disk_limit(value: str | None) -> int | None:
+    """``--disk-limit SIZE`` (wins) or ``FERRY_DISK_LIMIT`` as bytes, None when neither is set; a
+    value that is not a size is a usage error naming where it came from."""
+    from sandbox.limits import disk_limit_from_env, parse_size
+
+    if value is None:
+        try:
+            return disk_limit_from_env()
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise CliError(f"--disk-limit {exc}") from None
+
+
+DISK_LIMIT_HELP = ("cap on all a run writes (workspace, /tmp, /dev/shm, artifacts), e.g. 512M, 4G "
+                   "(default $FERRY_DISK_LIMIT or 4G)")
+
+
 def _load_commands() -> list[ModuleType]:
     return [importlib.import_module(name) for name in COMMAND_MODULES]
 

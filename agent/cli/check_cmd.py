@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import shlex
 
+from agent.cli import DISK_LIMIT_HELP
+
 NAME = "check"
 HELP = "run a command on CPU (reference) and on tpx (target), compare numerics, profile the target"
 
@@ -18,6 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed for both runs (default 0)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (default 600)")
     parser.add_argument("--no-profile", action="store_true", help="skip profiling the target run")
+    parser.add_argument("--disk-limit", default=None, metavar="SIZE", help=DISK_LIMIT_HELP)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="FERRY_*/TPX_* setting for both runs (repeatable), e.g. FERRY_PROBE_MAX_BYTES=1e8")
     parser.add_argument("--target-set", action="append", default=[], metavar="KEY=VALUE",
@@ -28,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agent.cli import EXIT_FAILED, EXIT_OK, CliError, output_dir, sandbox_settings
+    from agent.cli import EXIT_FAILED, EXIT_OK, CliError, disk_limit, output_dir, sandbox_settings
 
     if args.steps < 1:
         raise CliError(f"--steps must be at least 1, got {args.steps}")
@@ -45,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{repo} is not a directory: pass the repository folder to check")
     out = output_dir(args.out, "--out") if args.out else None
     env = sandbox_settings(args.set, "--set")
+    disk = disk_limit(args.disk_limit)
     target_env = sandbox_settings(args.target_set, "--target-set")
 
     from tools.parity.check import CheckInputError, check, result_text
@@ -53,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = check(CheckRequest(path=repo, command=args.run_cmd, out_dir=out,
                                     steps=args.steps, seed=args.seed, timeout_s=args.timeout,
-                                    profile=not args.no_profile, env=env, target_env=target_env))
+                                    profile=not args.no_profile, env=env, target_env=target_env,
+                                    disk_limit_bytes=disk))
     except CheckInputError as exc:
         raise CliError(str(exc)) from exc
     if args.json:

@@ -45,6 +45,8 @@ def collect() -> dict:
         "workspace": {"root": str(default_root()), "copy_on_write": reflink_supported(str(default_root()))},
         "python": sys.version.split()[0],
     }
+    report["disk"] = disk_check(in_force.level)
+    report["resource_control"] = resource_check()
     report["warm_start"] = warm_check(in_force.level)
     # torch and tpx in a child: importing torch here would slow every doctor call and a broken
     # backend must not take the report down with it.
@@ -68,6 +70,33 @@ def collect() -> dict:
     except (subprocess.TimeoutExpired, ValueError) as exc:
         report["torch"] = {"error": str(exc)}
     return report
+
+
+def disk_check(level: str) -> dict:
+    """How each run's writes are capped here: one tmpfs in all where Ferry may mount, else per area."""
+    from sandbox.limits import Limits, disk_limit_from_env
+    from sandbox.runspace import describe_disk_cap, mount_support
+
+    mounted, why = mount_support()
+    error = None
+    try:
+        cap = disk_limit_from_env()
+    except ValueError as exc:
+        cap, error = None, f"{exc}: every run refuses to start until it is a size (e.g. 4G) or unset"
+    limits = Limits() if cap is None else Limits(disk_bytes=cap)
+    return {"mode": "tmpfs" if mounted else "per_area", "cap_bytes": limits.disk_bytes,
+            "describe": describe_disk_cap(mounted, why or None, level, limits), "reason": why or None, "error": error}
+
+
+def resource_check() -> dict:
+    """Whether memory and processes are capped for a whole run (cgroups) or per process (rlimits)."""
+    from sandbox.cgroups import describe_limits, detect_control
+    from sandbox.limits import Limits
+
+    info = detect_control()
+    limits = Limits()
+    return {"level": info.level, "reasons": list(info.reasons),
+            "describe": describe_limits(info.level, limits.run_memory_bytes, limits.run_processes)}
 
 
 def warm_check(level: str) -> dict:
@@ -117,13 +146,26 @@ def render(report: dict) -> str:
         lines.append(f"  forced by FERRY_SANDBOX_ISOLATION={iso['forced_by_env']}")
     if iso.get("error"):
         lines.append(f"  error: {iso['error']}")
+    disk = report.get("disk") or {}
+    if disk:
+        lines.append(f"disk cap per run: {disk['describe']}" + (" (WEAKER: per area)" if disk["mode"] != "tmpfs" else ""))
+        if disk.get("error"):
+            lines.append(f"  error: {disk['error']}")
+    control = report.get("resource_control") or {}
+    if control:
+        lines.append(f"resource control: {control['describe']}" + (" (WEAKER)" if control["level"] == "rlimits" else ""))
+        for reason in control.get("reasons") or []:
+            lines.append(f"  - {reason}")
     warm = report.get("warm_start") or {}
     if warm.get("works"):
         lines.append("warm starts: on (runs fork from an interpreter that imported torch once, in the same sandbox)")
     elif warm:
         lines.append(f"warm starts: OFF, runs start cold (a torch import, ~2 s, each): {warm.get('reason')}")
     ws = report["workspace"]
-    lines.append(f"workspace copies: {ws['root']} ({'copy-on-write reflinks' if ws['copy_on_write'] else 'plain copies: this filesystem has no reflinks'})")
+    if (report.get("disk") or {}).get("mode") == "tmpfs":
+        lines.append(f"workspace copies: plain copies into each run's tmpfs under {ws['root']}")
+    else:
+        lines.append(f"workspace copies: {ws['root']} ({'copy-on-write reflinks' if ws['copy_on_write'] else 'plain copies: this filesystem has no reflinks'})")
     t = report.get("torch", {})
     if "error" in t:
         lines.append(f"torch: ERROR {t['error']}")
@@ -140,5 +182,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(render(report))
-    ok = report["isolation"]["error"] is None and "error" not in report.get("torch", {})
+    ok = (report["isolation"]["error"] is None and "error" not in report.get("torch", {})
+          and not (report.get("disk") or {}).get("error"))
     return 0 if ok else 1

@@ -7,6 +7,8 @@ import logging
 import os
 from pathlib import Path
 
+from agent.cli import DISK_LIMIT_HELP
+
 logger = logging.getLogger(__name__)
 
 NAME = "migrate"
@@ -28,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-iterations", type=int, default=8, help="fix/verify rounds before failed_budget (default 8)")
     parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds per run (default 600)")
     parser.add_argument("--seed", type=int, default=0, help="seed for the reference and target runs")
+    parser.add_argument("--disk-limit", default=None, metavar="SIZE", help=DISK_LIMIT_HELP.replace("a run", "each run"))
     parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"),
                         help="checkpoints and workspaces (default ~/.ferry or $FERRY_STATE_DIR)")
     parser.add_argument("--id", dest="migration_id", metavar="ID", help="migration id (default: generated)")
@@ -39,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_options(args: argparse.Namespace):
-    from agent.cli import CliError, output_dir
+    from agent.cli import CliError, disk_limit, output_dir
     from agent.materialise import DEFAULT_STATE_DIR, state_dir
     from agent.llm.config import configured
     from agent.state import MigrationOptions
@@ -69,6 +72,7 @@ def build_options(args: argparse.Namespace):
         source=str(src.resolve()), run_command=args.run, test_command=args.test or None, out_dir=out,
         state_dir=str(state_dir(sdir)), llm=use_llm, approve=args.approve, apply=args.apply,
         device=args.device, max_iterations=args.max_iterations, run_timeout_s=args.run_timeout, seed=args.seed,
+        disk_limit_bytes=disk_limit(getattr(args, "disk_limit", None)),
         llm_max_calls=args.llm_max_calls, llm_max_tokens=args.llm_max_tokens,
         llm_model=args.llm_model, llm_base_url=args.llm_base_url,
     )

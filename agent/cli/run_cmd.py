@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from agent.cli import DISK_LIMIT_HELP
+
 NAME = "run"
 HELP = "run a command in the sandbox on a copy of the repo (tpx or cpu, optional CUDA redirect)"
 
@@ -24,6 +26,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="FERRY_SEED for random, numpy and torch (default 0)")
     parser.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit in seconds (default 600)")
     parser.add_argument("--memory-gb", type=float, default=None, help="address-space limit per process, GiB (default 16)")
+    parser.add_argument("--disk-limit", default=None, metavar="SIZE", help=DISK_LIMIT_HELP)
     parser.add_argument("--isolation", choices=("auto", "bwrap", "unshare", "rlimits"), default=None,
                         help="force an isolation level (default: the strongest available)")
     parser.add_argument("--artifacts", default=None, help="folder for logs, result.json, probe/profile output")
@@ -43,12 +46,19 @@ def _render(result) -> str:
              + (f", signal {result.signal}" if result.signal else "") + f") in {result.duration_s:.2f}s",
              f"isolation: {result.isolation}" + (f" ({'; '.join(result.isolation_reasons)})" if result.isolation_reasons else ""),
              f"device: {result.device}" + (f", CUDA redirected to {result.redirect_cuda}" if result.redirect_cuda else "")]
+    if result.disk_cap:
+        lines.append(f"disk cap: {result.disk_cap}")
+    if result.resource_control:
+        lines.append(f"resource control: {result.resource_control}"
+                     + (f" ({'; '.join(result.resource_control_reasons)})" if result.resource_control_reasons else ""))
     if result.error:
         lines.append(f"error: {result.error}")
     if result.trace is not None:
         t = result.trace
         lines.append(f"failure: {t.exc_type}: {t.message.splitlines()[0] if t.message else ''}")
         lines.append(f"signature: {t.signature.key()}" + (f" at {t.location}" if t.location else ""))
+        if t.signature.kind in ("disk_quota", "killed_by_limit") and t.signature.detail:
+            lines.append(f"  {t.signature.detail}")
         for f in t.user_frames[-5:]:
             lines.append(f"  {f.file}:{f.line} in {f.function}: {f.source or ''}")
         failed = [x for x in t.tests if x.outcome in ("failed", "error")]
@@ -70,7 +80,7 @@ def _render(result) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.cli import CliError, output_dir, sandbox_settings
+    from agent.cli import CliError, disk_limit, output_dir, sandbox_settings
 
     if args.check:
         from agent.cli import doctor_cmd
@@ -107,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         if args.memory_gb <= 0:
             raise CliError(f"--memory-gb must be positive, got {args.memory_gb}")
         limits.memory_bytes = int(args.memory_gb * 1024**3)
+    limits.disk_bytes = disk_limit(args.disk_limit)
     env = sandbox_settings(args.env, "--env")
     artifacts = output_dir(args.artifacts, "--artifacts") if args.artifacts else None
     req = RunRequest(path=args.path, command=cmd, device=args.device, redirect_cuda=args.redirect_cuda,

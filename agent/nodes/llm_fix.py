@@ -51,7 +51,8 @@ def llm_fix(state: MigrationState) -> dict[str, Any]:
         counter["n"] += 1
         return toolbox.run(path, command, device="tpx", redirect_cuda=None, probe=probe, profile=profile,
                            timeout_s=opts.run_timeout_s, seed=opts.seed,
-                           artifacts_dir=artifacts_dir(state, f"llm-{it}-{counter['n']}"))
+                           artifacts_dir=artifacts_dir(state, f"llm-{it}-{counter['n']}"),
+                           disk_limit_bytes=opts.disk_limit_bytes)
 
     session = EditSession(source_of(state), ws, state.get("files") or {}, runner,
                           (state.get("reference") or {}).get("probe_dir"), opts.run_command, opts.test_command)

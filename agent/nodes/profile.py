@@ -27,7 +27,8 @@ def profile(state: MigrationState) -> dict[str, Any]:
     if done.get("profile_dir") and Path(done["profile_dir"]).is_dir() and any(Path(done["profile_dir"]).iterdir()):
         return _report(Path(done["profile_dir"]), ws, {"_summary": ""})
     run = toolbox.run(ws, opts.run_command, device="tpx", redirect_cuda=None, probe=False, profile=True,
-                      timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=artifacts_dir(state, "profile"))
+                      timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=artifacts_dir(state, "profile"),
+                      disk_limit_bytes=opts.disk_limit_bytes)
     update: dict[str, Any] = {"runs": [run_summary("profile", run)]}
     pdir = run.get("profile_dir")
     if not run_is_ok(run):

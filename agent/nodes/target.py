@@ -36,7 +36,8 @@ def _tests_key(state: MigrationState) -> str:
 def _run_tests(state: MigrationState, ws: Path, adir: Path, cancel: threading.Event | None) -> dict[str, Any]:
     opts = options_of(state)
     return toolbox.run(ws, opts.test_command or "", device="tpx", redirect_cuda=None, probe=False, profile=False,
-                       timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel)
+                       timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
+                       disk_limit_bytes=opts.disk_limit_bytes)
 
 
 @step("target_run")
@@ -56,6 +57,7 @@ def target_run(state: MigrationState) -> dict[str, Any]:
     run = toolbox.run(
         ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=True,
         timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=artifacts_dir(state, f"target-{it}"),
+        disk_limit_bytes=opts.disk_limit_bytes,
     )
     ref_update = join_reference(state)
     update: dict[str, Any] = {"workspace": str(ws), "runs": ref_update.get("runs", []) + [run_summary("target", run)],

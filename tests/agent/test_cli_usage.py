@@ -54,3 +54,54 @@ def test_run_and_check_settings_must_be_ferry_or_tpx_key_values(tmp_path, capsys
     assert "--env PATH: only FERRY_* and TPX_* settings" in capsys.readouterr().err
     assert main(["check", str(tmp_path), "--run", "python x.py", "--target-set", "=1"]) == 2
     assert "--target-set '=1': use KEY=VALUE" in capsys.readouterr().err
+
+
+def test_a_bad_disk_limit_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    from agent.cli import main
+
+    (tmp_path / "repo").mkdir()
+    repo = str(tmp_path / "repo")
+    assert main(["run", "--disk-limit", "lots", repo, "--", "python", "x.py"]) == 2
+    assert ("--disk-limit 'lots' is not a size: give bytes or a number with K, M, G or T (e.g. 512M, 4G, 4GiB)"
+            in capsys.readouterr().err)
+    assert main(["check", repo, "--run", "python x.py", "--disk-limit", "12"]) == 2
+    assert "--disk-limit '12' is too small: a run needs at least 1M" in capsys.readouterr().err
+    assert main(["migrate", repo, "--run", "python x.py", "--disk-limit", "4Q", "--state-dir", str(tmp_path / "s")]) == 2
+    assert "--disk-limit '4Q' is not a size" in capsys.readouterr().err
+    monkeypatch.setenv("FERRY_DISK_LIMIT", "huge")
+    assert main(["run", repo, "--", "python", "x.py"]) == 2
+    assert "FERRY_DISK_LIMIT='huge': 'huge' is not a size" in capsys.readouterr().err
+
+
+def test_run_with_a_disk_limit_stops_at_it(tmp_path, capsys, monkeypatch):
+    from agent.cli import main
+    from sandbox.runspace import mount_support
+
+    (tmp_path / "repo").mkdir()
+    monkeypatch.setenv("FERRY_DISK_LIMIT", "1G")  # the flag wins
+    fill = "with open('big', 'wb') as f:\n    [f.write(b'x' * (1 << 20)) for _ in range(100)]"
+    code = main(["run", str(tmp_path / "repo"), "--device", "cpu", "--disk-limit", "64M", "--", "python", "-c", fill])
+    out = capsys.readouterr().out
+    assert code == 1
+    if mount_support()[0]:
+        assert "disk cap: tmpfs 64 MiB in all (workspace, /tmp, /dev/shm, run artifacts)" in out
+        assert "signature: disk_quota" in out
+        assert ("the run wrote more than its 64 MiB disk cap (workspace, /tmp, /dev/shm); "
+                "raise it with --disk-limit or FERRY_DISK_LIMIT") in out
+    else:  # per file only: 100 MiB fit (the result says why the cap is weaker)
+        assert "no total cap" in out
+    assert "resource control: " in out
+
+
+def test_doctor_reports_the_disk_cap_and_the_resource_control(tmp_path):
+    import json
+
+    r = _ferry("doctor", "--json", env={"FERRY_DISK_LIMIT": "512M"})
+    report = json.loads(r.stdout)
+    assert report["disk"]["cap_bytes"] == 512 * 1024**2 and report["disk"]["error"] is None
+    assert report["disk"]["mode"] in ("tmpfs", "per_area") and "512 MiB" in report["disk"]["describe"]
+    assert report["resource_control"]["level"] in ("cgroup2", "cgroup1", "rlimits")
+    r = _ferry("doctor")
+    assert "disk cap per run: " in r.stdout and f"resource control: {report['resource_control']['level']}" in r.stdout
+    r = _ferry("doctor", env={"FERRY_DISK_LIMIT": "x"})
+    assert r.returncode == 1 and "FERRY_DISK_LIMIT='x'" in r.stdout

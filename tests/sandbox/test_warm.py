@@ -17,13 +17,15 @@ from pathlib import Path
 import pytest
 
 import sandbox.execute
-from sandbox import WarmServer, WarmStart, detect, python_spec, run_in_sandbox
+from sandbox import WarmServer, WarmStart, create_workspace, detect, python_spec, run_in_sandbox
+from sandbox.cgroups import detect_control
 from sandbox.env import scrubbed_env
 from sandbox.execute import RUN_MARKER_ENV
 from sandbox.isolation import ferry_root
 from sandbox.procs import is_alive
+from sandbox.runspace import open_run_space
 
-from .conftest import PY, VENV_PATH, requires_bwrap, small_limits
+from .conftest import PY, VENV_PATH, mount_reason, requires_bwrap, small_limits
 
 pytestmark = requires_bwrap
 
@@ -632,3 +634,61 @@ def test_a_server_closed_while_a_run_waits_lets_it_start_cold(slow_server, works
     assert res.status == "ok" and res.stdout == "hello\n" and not res.warm
     assert "closed" in (res.warm_fallback or "")
     assert not srv.alive()
+
+
+# -- whole-run limits and the disk cap hold for warm runs ----------------------------------------
+requires_cgroups = pytest.mark.skipif(detect_control().level == "rlimits",
+                                      reason=f"no whole-run limits here: {detect_control().describe()}")
+
+
+@requires_cgroups
+def test_warm_runs_are_inside_the_run_cgroup(server, workspace):
+    # one warm process far below its address-space limit but over the run's memory cap
+    _write(workspace, "hog.py", """
+        b = bytearray(300 << 20)
+        for i in range(0, len(b), 4096):
+            b[i] = 1
+        print("survived")
+    """)
+    limits = small_limits(memory_bytes=1024**3, run_memory_bytes=200 * 1024**2, timeout_s=20)
+    res = _run(server, workspace, "python hog.py", limits=limits)
+    assert res.warm, res.warm_fallback
+    assert res.limit_hit == "memory" and "survived" not in res.stdout, (res.stdout, res.stderr)
+    # and its forks count against the run's process cap
+    _write(workspace, "forks.py", """
+        import os, time
+        n = 0
+        try:
+            for _ in range(100):
+                if os.fork() == 0:
+                    time.sleep(5)
+                    os._exit(0)
+                n += 1
+        finally:
+            print("forked", n)
+    """)
+    res = _run(server, workspace, "python forks.py", limits=small_limits(processes=512, run_processes=32))
+    assert res.warm and res.limit_hit == "processes", (res.stdout, res.stderr)
+    assert int(res.stdout.split()[-1]) < 32
+
+
+@pytest.mark.skipif(bool(mount_reason()), reason=f"no run space here: {mount_reason()}")
+def test_warm_runs_see_the_capped_tmp_and_shm(server, repo: Path):
+    cap = 64 * 1024**2
+    with open_run_space(cap) as space:
+        ws = create_workspace(repo, root=space.workspace_root)
+        _write(ws, "fill.py", """
+            import os
+            for d in ("/tmp", "/dev/shm"):
+                st = os.statvfs(d)
+                print(d, st.f_blocks * st.f_frsize)
+            with open("/tmp/big", "wb") as fh:
+                for _ in range(100):
+                    fh.write(b"x" * (1 << 20))
+        """)
+        limits = small_limits(disk_bytes=cap, file_size_bytes=1024**3)
+        res = _run(server, ws, "python fill.py", limits=limits, space=space)
+        assert res.warm, res.warm_fallback
+        assert f"/tmp {cap}" in res.stdout and f"/dev/shm {cap}" in res.stdout
+        assert res.limit_hit == "disk_quota" and "No space left on device" in res.stderr
+        assert (space.tmp / "big").stat().st_size < cap  # the run's /tmp is the space's tmp/

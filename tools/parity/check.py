@@ -34,7 +34,7 @@ def _summary(role: str, res) -> RunSummary:  # noqa: ANN001 - tools.runner.model
 def check(req: CheckRequest) -> CheckResult:
     """Run reference and target, compare their probe dumps, profile the target, write the reports."""
     from tools.runner.api import RunnerInputError, run
-    from tools.runner.models import RunRequest
+    from tools.runner.models import RunLimits, RunRequest
 
     repo = Path(req.path).expanduser()
     if not repo.is_dir():
@@ -48,7 +48,8 @@ def check(req: CheckRequest) -> CheckResult:
     probe_env = {"FERRY_PROBE_STEPS": str(req.steps), **req.env}
     # the profiled window starts after the probed steps, so probe copies do not skew the timings
     profile_env = {"FERRY_PROFILE_WARMUP": str(req.steps)}
-    common = dict(path=repo, command=req.command, probe=True, seed=req.seed, timeout_s=req.timeout_s)
+    common = dict(path=repo, command=req.command, probe=True, seed=req.seed, timeout_s=req.timeout_s,
+                  limits=RunLimits(disk_bytes=req.disk_limit_bytes))
     try:
         logger.info("check: reference run (cpu, CUDA redirected to cpu)")
         ref = run(RunRequest(**common, device="cpu", redirect_cuda="cpu", profile=False, env=probe_env,

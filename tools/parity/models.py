@@ -105,6 +105,8 @@ class CheckRequest(BaseModel):
     profile: bool = True
     env: dict[str, str] = Field(default_factory=dict, description="FERRY_*/TPX_* settings for both runs")
     target_env: dict[str, str] = Field(default_factory=dict, description="extra FERRY_*/TPX_* for the target run only")
+    disk_limit_bytes: int | None = Field(default=None, ge=1024**2,
+                                         description="disk cap of each run, in all (None: $FERRY_DISK_LIMIT or 4 GiB)")
 
 
 class RunSummary(BaseModel):

@@ -9,9 +9,11 @@ import tempfile
 import threading
 from pathlib import Path
 
-from sandbox import Limits, SandboxUnavailable, WorkspaceError, create_workspace, run_in_sandbox
+from sandbox import Limits, SandboxUnavailable, Workspace, WorkspaceError, create_workspace, run_in_sandbox
 from sandbox.artifacts import ArtifactLimits, ArtifactRefused, Collected, Refusal, collect
 from sandbox.isolation import ferry_root
+from sandbox.limits import disk_limit_from_env, format_size
+from sandbox.runspace import RunSpace, open_run_space
 from tools.runner.env import child_env, child_path_env
 from tools.runner.models import RefusedArtifact, RunRequest, RunResult
 from tools.trace import Signature, Trace, parse_trace
@@ -32,11 +34,43 @@ class RunnerInputError(ValueError):
 def _limits(req: RunRequest) -> Limits:
     base = Limits(timeout_s=req.timeout_s)
     overrides = {k: v for k, v in req.limits.model_dump().items() if v is not None}
+    if "disk_bytes" not in overrides:
+        try:
+            env_cap = disk_limit_from_env()
+        except ValueError as exc:
+            raise RunnerInputError(f"{exc}; unset it or give a size like 4G") from None
+        if env_cap is not None:
+            overrides["disk_bytes"] = env_cap
     return Limits(**{**base.to_dict(), **overrides})
 
 
+def _limit_message(limit_hit: str | None, limits: Limits, space: RunSpace, isolation: str, control: str) -> str | None:
+    """What a run that hit a whole-run limit is told: which limit, how big, how to raise it."""
+    if limit_hit == "disk_quota":
+        return (f"the run wrote more than its {format_size(limits.disk_bytes)} disk cap ({space.scope(isolation)}); "
+                "raise it with --disk-limit or FERRY_DISK_LIMIT")
+    if limit_hit == "memory" and limits.run_memory_bytes is not None:
+        return (f"the run's processes together used more than its {format_size(limits.run_memory_bytes)} memory cap "
+                f"({control}): the kernel killed one and the run was ended; raise RunLimits.run_memory_bytes")
+    if limit_hit == "processes":
+        return (f"the run reached its limit of {limits.run_processes} processes and threads in all ({control} "
+                "pids.max): starting another was refused; raise RunLimits.run_processes")
+    return None
+
+
+def _workspace(src: Path, space: RunSpace, root: Path | None) -> Workspace:
+    """The private copy, inside the run's space when it is mounted (its bytes count against the cap)."""
+    try:
+        return create_workspace(src, root=space.workspace_root or root)
+    except WorkspaceError as exc:
+        if space.mounted and "No space left on device" in str(exc):
+            raise RunnerInputError(f"the repository does not fit in the run's {format_size(space.cap_bytes)} disk cap "
+                                   "(its copy counts against it); raise it with --disk-limit or FERRY_DISK_LIMIT") from exc
+        raise RunnerInputError(str(exc)) from exc
+
+
 def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str, stderr: str, workspace: Path,
-               junit_tests: list[TestOutcome] | None) -> Trace | None:
+               junit_tests: list[TestOutcome] | None, limit_message: str | None = None) -> Trace | None:
     trace = parse_trace(
         stderr,
         stdout=stdout,
@@ -44,10 +78,10 @@ def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str,
         library_roots=[ferry_root(), Path(sys.prefix), Path(sys.base_prefix)],
         junit_tests=junit_tests or [],
     )
-    forced: Signature | None = signature_for_status(status, limit_hit)
+    forced: Signature | None = signature_for_status(status, limit_hit, limit_message)
     if forced is not None:
         if trace is None:
-            exc = "Timeout" if forced.kind == "timeout" else "KilledByLimit"
+            exc = {"timeout": "Timeout", "disk_quota": "DiskQuotaExceeded"}.get(forced.kind, "KilledByLimit")
             msg = forced.detail or ""
             return Trace(exc_type=exc, message=msg, signature=forced)
         if trace.signature.kind not in ("killed_by_limit",):
@@ -64,15 +98,16 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def _collect_outputs(out: Path, artifacts: Path, limits: ArtifactLimits) -> Collected:
-    """Copy what the run could write (``out``) into the host-owned ``artifacts/collected`` through
-    sandbox.artifacts (no links followed, regular files only, size caps), then remove ``out``.
-    Called right after the run, before anything parses its files: every path of the result points
-    into the copy, which no sandbox ever sees."""
+def _collect_outputs(out: Path, artifacts: Path, limits: ArtifactLimits, source: Path | None = None) -> Collected:
+    """Copy what the run could write (``out``, or ``source``: the run space's directory that was
+    bound on it) into the host-owned ``artifacts/collected`` through sandbox.artifacts (no links
+    followed, regular files only, size caps), then remove ``out``. Called right after the run,
+    before anything parses its files: every path of the result points into the copy, which no
+    sandbox ever sees. Read in place from the space, nothing over the caps reaches the host disk."""
     dest = artifacts / COLLECTED_DIR
     _remove(dest)  # a previous run's copy in a reused artifacts dir
     try:
-        got = collect(out, dest, max_file_bytes=limits.max_file_bytes, max_total_bytes=limits.max_total_bytes,
+        got = collect(source or out, dest, max_file_bytes=limits.max_file_bytes, max_total_bytes=limits.max_total_bytes,
                       max_files=limits.max_files)
     except ArtifactRefused as exc:  # the output dir itself is gone or not a directory
         logger.warning("run output dir %s not collected: %s", out, exc.reason)
@@ -111,6 +146,7 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
     if not src.is_dir():
         raise RunnerInputError(f"repository path {src} is not a directory; pass the folder of the repo to run")
     command = ["/bin/sh", "-c", req.command] if isinstance(req.command, str) else list(req.command)
+    limits = _limits(req)
     artifacts = Path(req.artifacts_dir) if req.artifacts_dir else Path(tempfile.mkdtemp(prefix="ferry-run-"))
     try:
         artifacts.mkdir(parents=True, exist_ok=True)
@@ -121,10 +157,22 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
         artifact_limits = ArtifactLimits.from_env()
     except ValueError as exc:
         raise RunnerInputError(str(exc)) from exc
+    # One capped tmpfs for all the run may write (sandbox.runspace); it also unmounts what an ended
+    # Ferry left, so before ``out`` is cleared (a bind of such a space may still sit on it).
+    space = open_run_space(limits.disk_bytes)
+    try:
+        return _run_in_space(req, cancel, command, limits, src, artifacts, space, artifact_limits)
+    finally:
+        space.close()
+
+
+def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list[str], limits: Limits, src: Path,
+                  artifacts: Path, space: RunSpace, artifact_limits: ArtifactLimits) -> RunResult:
     out = artifacts / "child"  # the only place besides the workspace the child may write
     if out.exists():
         shutil.rmtree(out)
     out.mkdir()
+    space.bind_into(out)  # the child's writes under out/ count against the cap too
     redirect_log = out / "redirect.jsonl" if req.redirect_cuda else None
     probe_dir = out / "probe" if req.probe else None
     profile_dir = out / "profile" if req.profile else None
@@ -133,10 +181,10 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
             d.mkdir()
     junit = out / "junit.xml"
 
-    try:
-        ws = create_workspace(src, root=artifacts if req.keep_workspace else None)
-    except WorkspaceError as exc:
-        raise RunnerInputError(str(exc)) from exc
+    ws = _workspace(src, space, artifacts if req.keep_workspace else None)
+    kept = ws.path
+    if req.keep_workspace and space.mounted:  # copied out of the space when the run is over
+        kept = Path(tempfile.mkdtemp(prefix="ferry-ws-", dir=artifacts)) / ws.path.name
     env = child_env(workspace=ws.path, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
                     redirect_log=redirect_log, probe_dir=probe_dir, profile_dir=profile_dir, junit_xml=junit,
                     caller_env=req.env)
@@ -154,20 +202,20 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
 
         warm = warm_start_for(req.command, env)
     base = dict(command=command, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
-                artifacts_dir=artifacts, workspace=ws.path if req.keep_workspace else None, workspace_method=ws.method)
+                artifacts_dir=artifacts, workspace=kept if req.keep_workspace else None, workspace_method=ws.method)
     try:
-        res = run_in_sandbox(command, ws.path, limits=_limits(req), env=env, writable=[out], readable=readable,
+        res = run_in_sandbox(command, ws.path, limits=limits, env=env, writable=[out], readable=readable,
                              isolation=None if req.isolation in (None, "auto") else req.isolation,
-                             path_env=child_path_env(), cancel=cancel, warm=warm)
+                             path_env=child_path_env(), cancel=cancel, warm=warm, space=space)
+        space.unbind(copy=False)  # what the child wrote under out/ stays in the space, read from there
     except SandboxUnavailable as exc:
-        shutil.rmtree(out, ignore_errors=True)
-        if not req.keep_workspace:
-            ws.cleanup()
+        _finish_workspace(req, ws, kept, space)
         return RunResult(exit_code=None, status="sandbox_error", duration_s=0.0, stdout_tail="", stderr_tail="",
                          isolation="none", error=f"{exc}. Run `ferry doctor` to see which isolation levels work here.",
                          **base)
     try:
-        collected = _collect_outputs(out, artifacts, artifact_limits)  # before anything parses what the run wrote
+        # before anything parses what the run wrote
+        collected = _collect_outputs(out, artifacts, artifact_limits, space.contents_of(out))
         status = res.status
         setup = res.stderr.lstrip()
         if res.isolation == "bwrap" and res.exit_code == 1 and setup.startswith("bwrap:"):
@@ -183,7 +231,8 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
         junit_path, junit_tests = _junit(collected, refused)
         trace = None
         if status not in ("ok", "cancelled") or junit_path is not None:
-            trace = _trace_for(req, status, res.limit_hit, res.stdout, res.stderr, ws.path, junit_tests)
+            trace = _trace_for(req, status, res.limit_hit, res.stdout, res.stderr, ws.path, junit_tests,
+                               _limit_message(res.limit_hit, limits, space, res.isolation, res.resource_control))
         (artifacts / "stdout.txt").write_text(res.stdout)
         (artifacts / "stderr.txt").write_text(res.stderr)
         result = RunResult(
@@ -198,6 +247,9 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
             isolation_reasons=res.isolation_reasons,
             warm_start=res.warm,
             warm_fallback=res.warm_fallback,
+            disk_cap=res.disk_cap,
+            resource_control=res.resource_control,
+            resource_control_reasons=res.resource_control_reasons,
             trace=trace,
             signal=res.signal,
             limit_hit=res.limit_hit,
@@ -212,5 +264,12 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
         (artifacts / "result.json").write_text(result.model_dump_json(indent=2))
         return result
     finally:
-        if not req.keep_workspace:
-            ws.cleanup()
+        _finish_workspace(req, ws, kept, space)
+
+
+def _finish_workspace(req: RunRequest, ws: Workspace, kept: Path, space: RunSpace) -> None:
+    """Keep the copy that ran where asked (out of the space, which goes next), or remove it."""
+    if req.keep_workspace and space.mounted:
+        space.keep(ws.path, kept)
+    elif not req.keep_workspace and not space.mounted:
+        ws.cleanup()  # inside the space it goes with the unmount

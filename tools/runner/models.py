@@ -21,6 +21,10 @@ class RunLimits(BaseModel):
     file_size_bytes: int | None = None
     open_files: int | None = None
     output_bytes: int | None = None
+    # Everything the run may write in all (workspace, /tmp, /dev/shm, artifacts); None: $FERRY_DISK_LIMIT or 4 GiB
+    disk_bytes: int | None = Field(default=None, ge=1024**2)
+    run_memory_bytes: int | None = None  # all the run's processes together (cgroup); None: 16 GiB
+    run_processes: int | None = None  # processes + threads of the whole run (cgroup); None: 1024
 
 
 class RunRequest(BaseModel):
@@ -73,6 +77,9 @@ class RunResult(BaseModel):
     isolation_reasons: list[str] = Field(default_factory=list)
     warm_start: bool = False  # forked from a pre-imported interpreter (tools.runner.warm), same sandbox
     warm_fallback: str | None = None  # why a warm start this run qualified for started cold instead
+    disk_cap: str | None = None  # what capped the run's writes, e.g. "tmpfs 4 GiB in all (workspace, /tmp, ...)"
+    resource_control: str | None = None  # cgroup2 | cgroup1 | rlimits: whole-run memory/process limits
+    resource_control_reasons: list[str] = Field(default_factory=list)  # why not a stronger level
     trace: Trace | None = None
     signal: int | None = None
     limit_hit: str | None = None

@@ -18,6 +18,7 @@ SignatureKind = Literal[
     "import_error",
     "timeout",
     "killed_by_limit",
+    "disk_quota",
     "other",
 ]
 

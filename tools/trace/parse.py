@@ -117,10 +117,14 @@ def _trace_from_pytest(exc_type: str, message: str, frames: list[Frame], roots: 
     return _trace_from(info, [], roots, [])
 
 
-def signature_for_status(status: str, limit_hit: str | None = None) -> Signature | None:
-    """The signature a run gets from how it ended, before looking at its output."""
+def signature_for_status(status: str, limit_hit: str | None = None, detail: str | None = None) -> Signature | None:
+    """The signature a run gets from how it ended, before looking at its output (``detail``: the
+    message saying which limit and how to raise it, when the caller has one)."""
     if status == "timeout":
         return Signature(kind="timeout", detail="wall-clock timeout: the whole process tree was killed")
+    if status == "killed" and limit_hit == "disk_quota":
+        return Signature(kind="disk_quota", detail=detail or "the run wrote more than its disk cap")
     if status == "killed":
-        return Signature(kind="killed_by_limit", op=limit_hit, detail=f"killed by the sandbox ({limit_hit or 'signal'})")
+        return Signature(kind="killed_by_limit", op=limit_hit,
+                         detail=detail or f"killed by the sandbox ({limit_hit or 'signal'})")
     return None

@@ -53,6 +53,8 @@ RULES: tuple[Rule, ...] = (
          "a CUDA-only package is not installed"),
     Rule("syntax_error", r"^(?:SyntaxError|IndentationError|TabError)\b", None, "the code does not parse"),
     Rule("import_error", r"^(?:ModuleNotFoundError|ImportError)\b", None, "an import failed"),
+    Rule("disk_quota", r"No space left on device|\bENOSPC\b|Disk quota exceeded", None,
+         "no space left: the run's disk cap (or a full filesystem) was reached"),
     Rule("killed_by_limit", r"^MemoryError\b|Too many open files|Resource temporarily unavailable|"
          r"File too large|Cannot allocate memory|can't start new thread", None,
          "a sandbox resource limit was reached"),

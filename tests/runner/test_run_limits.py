@@ -1,0 +1,103 @@
+"""The runner's disk cap and whole-run limits: what a run may write in all (workspace, /tmp,
+/dev/shm, its artifacts dir) is capped, going over it is a ``disk_quota`` failure with a message
+saying how to raise it, results say which cap and which resource control were in force, and the
+run's mount is gone afterwards."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+from pathlib import Path
+
+import pytest
+
+from sandbox.runspace import mount_support
+from tools.runner.api import RunnerInputError, run
+from tools.runner.models import RunLimits, RunRequest
+
+pytestmark = pytest.mark.skipif(not mount_support()[0], reason=f"no run space here: {mount_support()[1]}")
+
+CAP = 64 * 1024**2
+MESSAGE = ("the run wrote more than its 64 MiB disk cap (workspace, /tmp, /dev/shm); "
+           "raise it with --disk-limit or FERRY_DISK_LIMIT")
+
+
+def _fill(target: str, mib: int) -> str:
+    code = (f"import os, sys\nwith open(os.path.expandvars({target!r}), 'wb') as fh:\n"
+            f"    for _ in range({mib}):\n        fh.write(b'x' * (1 << 20))\n")
+    return f"python -c {shlex.quote(code)}"
+
+
+def _own_spaces() -> list[str]:
+    mine = f"ferry-space-{os.getpid()}-"
+    return [line for line in Path("/proc/self/mountinfo").read_text().splitlines()
+            if line.partition(" - ")[2].split()[1].startswith(mine)]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    src = tmp_path / "repo"
+    src.mkdir()
+    (src / "data.txt").write_text("original\n")
+    return src
+
+
+def _run(repo: Path, command: str, tmp_path: Path, disk: int | None = CAP, **kw):
+    limits = RunLimits(disk_bytes=disk, file_size_bytes=1024**3)
+    return run(RunRequest(path=repo, command=command, device="cpu", artifacts_dir=tmp_path / "art", timeout_s=60,
+                          limits=limits, **kw))
+
+
+@pytest.mark.parametrize("target", ["big.bin", "/tmp/big.bin", "/dev/shm/big.bin", "$FERRY_PROBE_DIR/big.bin"])
+def test_a_run_writing_past_its_cap_is_a_disk_quota(repo: Path, tmp_path: Path, target: str):
+    res = _run(repo, _fill(target, 200), tmp_path, probe=True)
+    assert res.status == "killed" and res.limit_hit == "disk_quota", res.stderr_tail
+    assert res.trace is not None and res.trace.signature.kind == "disk_quota"
+    assert res.trace.signature.detail == MESSAGE
+    assert res.disk_cap == "tmpfs 64 MiB in all (workspace, /tmp, /dev/shm, run artifacts)"
+    assert _own_spaces() == []  # unmounted when the run ended
+    if target.startswith("$FERRY_PROBE_DIR"):  # the artifacts dir came back to the host, at most the cap
+        assert res.probe_dir is not None and (res.probe_dir / "big.bin").stat().st_size < CAP
+
+
+def test_the_cap_is_in_all(repo: Path, tmp_path: Path):
+    res = _run(repo, f"{_fill('ws.bin', 40)} && {_fill('/tmp/t.bin', 40)}", tmp_path)
+    assert res.limit_hit == "disk_quota" and res.trace is not None and res.trace.signature.kind == "disk_quota"
+
+
+def test_what_the_child_writes_to_its_artifacts_dir_comes_back(repo: Path, tmp_path: Path):
+    res = _run(repo, "echo rec > $FERRY_PROBE_DIR/r.txt && echo tmp > /tmp/t", tmp_path, probe=True)
+    assert res.status == "ok", res.stderr_tail
+    assert res.probe_dir is not None and (res.probe_dir / "r.txt").read_text() == "rec\n"
+    assert res.resource_control in ("cgroup2", "cgroup1", "rlimits")
+    assert _own_spaces() == []
+
+
+def test_the_kept_workspace_is_copied_out_of_the_space(repo: Path, tmp_path: Path):
+    script = "echo changed > data.txt && ln -s /etc/hostname link && cp /bin/true tool && chmod 4755 tool"
+    res = _run(repo, script, tmp_path, keep_workspace=True)
+    assert res.status == "ok", res.stderr_tail
+    ws = res.workspace
+    assert ws is not None and tmp_path / "art" in ws.parents
+    assert (ws / "data.txt").read_text() == "changed\n"
+    assert (ws / "link").is_symlink() and os.readlink(ws / "link") == "/etc/hostname"  # a link, not a copy
+    assert not os.stat(ws / "tool").st_mode & stat.S_ISUID  # a copy never becomes a set-uid program
+    assert os.stat(ws).st_dev == os.stat(tmp_path).st_dev  # on the host's disk, not the (gone) tmpfs
+    assert _own_spaces() == []
+
+
+def test_the_cap_comes_from_ferry_disk_limit_when_the_request_gives_none(repo: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("FERRY_DISK_LIMIT", "64M")
+    res = _run(repo, _fill("big.bin", 100), tmp_path, disk=None)
+    assert res.limit_hit == "disk_quota" and res.trace is not None and res.trace.signature.detail == MESSAGE
+    monkeypatch.setenv("FERRY_DISK_LIMIT", "lots")
+    with pytest.raises(RunnerInputError, match="FERRY_DISK_LIMIT='lots': 'lots' is not a size"):
+        _run(repo, "true", tmp_path, disk=None)
+
+
+def test_a_repository_larger_than_the_cap_is_a_clear_error(repo: Path, tmp_path: Path):
+    (repo / "weights.bin").write_bytes(b"w" * (3 * 1024**2))
+    with pytest.raises(RunnerInputError, match="does not fit in the run's 2 MiB disk cap"):
+        _run(repo, "true", tmp_path, disk=2 * 1024**2)
+    assert _own_spaces() == []
