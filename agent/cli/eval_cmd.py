@@ -42,12 +42,14 @@ def run(args: argparse.Namespace) -> int:
         from rich.console import Console
         from rich.table import Table
 
+        from agent.cli.progress import plain
+
         t = Table(title=f"ferry eval ({args.policy}) — {sum(o.passed for o in outcomes)}/{len(outcomes)} as expected")
         for col in ("case", "status", "expected", "iter", "runs", "LLM calls", "wall s", "summary"):
             t.add_column(col)
         for o in outcomes:
             colour = "green" if o.passed else "red"
             t.add_row(o.name, f"[{colour}]{o.status}[/{colour}]", o.expected, str(o.iterations), str(o.runs),
-                      str(o.llm_calls), f"{o.wall_s:.1f}", o.summary[:80])
+                      str(o.llm_calls), f"{o.wall_s:.1f}", plain(o.summary[:80]))
         Console().print(t)
     return 0 if all(o.passed for o in outcomes) else 1

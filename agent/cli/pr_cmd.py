@@ -50,6 +50,7 @@ def _git(repo: Path, *args: str, check: bool = True, stdin: str | None = None) -
 def pr_text(result: dict, branch: str | None, base: str, parity: dict[str, Any] | None = None) -> str:
     """The pull-request description: status, changed files, edits and the parity table."""
     from agent.report_render import parity_passed_or_none, parity_table
+    from tools.textsafe import md_code, md_inline
 
     status = result.get("status")
     lines = ["# Migrate from CUDA to device-generic PyTorch (tpx verified)", ""]
@@ -59,7 +60,7 @@ def pr_text(result: dict, branch: str | None, base: str, parity: dict[str, Any] 
         lines.append(f"No branch: `{base}` needed no changes.")
     else:
         lines.append(f"No branch was created: the migration of `{base}` ended with status `{status}`.")
-    lines += ["", f"**Status:** {status} — {result.get('summary') or ''}", "",
+    lines += ["", f"**Status:** {status} — {md_inline(str(result.get('summary') or ''), keep_code=True)}", "",
               f"Iterations: {result.get('iterations')}, runs: {result.get('runs')}, "
               f"LLM calls: {(result.get('llm') or {}).get('calls', 0)}.", "", "## Changed files", ""]
     files = result.get("patch_files") or []
@@ -67,13 +68,15 @@ def pr_text(result: dict, branch: str | None, base: str, parity: dict[str, Any] 
         lines.append("None.")
     for f in files:
         counts = f"+{f.get('added_lines', 0)} -{f.get('removed_lines', 0)}"
-        lines.append(f"- `{f.get('path')}` ({f.get('change')}, {counts})")
+        lines.append(f"- {md_code(str(f.get('path')))} ({f.get('change')}, {counts})")
     lines += ["", "## Edits", ""]
     edits = result.get("edits") or []
     if not edits:
         lines.append("None.")
     for e in edits:
-        lines.append(f"- `{e.get('rule')}` ({e.get('kind')}) {', '.join(e.get('files') or [])}: {e.get('reason')}")
+        files_text = ", ".join(md_code(str(p)) for p in e.get("files") or [])
+        lines.append(f"- {md_code(str(e.get('rule')))} ({e.get('kind')}) {files_text}: "
+                     f"{md_inline(str(e.get('reason') or ''), keep_code=True)}")
     passed = parity_passed_or_none(parity or {})
     lines += ["", "## Parity (original on CPU vs migrated on tpx)", "",
               f"Verdict: **{'pass' if passed else 'fail' if passed is False else 'not checked'}**", ""]

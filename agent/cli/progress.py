@@ -9,6 +9,16 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
+
+def plain(text: Any) -> str:
+    """Text that may come from a run (trace messages, stderr, test names) as rich prints it
+    literally: no terminal escape sequences or control characters, no rich markup."""
+    from rich.markup import escape
+
+    from tools.textsafe import terminal
+
+    return escape(terminal(str(text)))
+
 NEXT_LABEL = {
     "ingest": "reference run (original code, CUDA -> CPU)", "reference_run": "scanning",
     "scan": "planning", "plan": "applying codemods", "rewrite": "target run on tpx",
@@ -45,7 +55,8 @@ class Progress:
             return
         for s in update.get("steps") or []:
             mark = "[red]x[/red]" if update.get("status") and update.get("status") != "migrated" else "[green]✓[/green]"
-            self.console.print(f"{mark} [bold]{s['node']}[/bold] {s.get('summary', '')} [dim]({s.get('seconds', 0):.1f}s)[/dim]")
+            self.console.print(f"{mark} [bold]{s['node']}[/bold] {plain(s.get('summary', ''))} "
+                               f"[dim]({s.get('seconds', 0):.1f}s)[/dim]")
         if self._status is not None and node in NEXT_LABEL:
             self._status.update(NEXT_LABEL[node])
 
@@ -58,11 +69,14 @@ def print_interrupts(state: dict[str, Any], as_json: bool) -> None:
     from rich.console import Console
     from rich.syntax import Syntax
 
+    from tools.textsafe import terminal
+
     console = Console()
     for q in state["interrupts"]:
-        console.print(f"[bold yellow]Approval needed[/bold yellow] for {q.get('rule')} at {q.get('site')} ({q.get('kind')})")
-        console.print(f"reason: {q.get('reason')}")
-        console.print(Syntax(q.get("diff") or "", "diff"))
+        console.print(f"[bold yellow]Approval needed[/bold yellow] for {plain(q.get('rule'))} at {plain(q.get('site'))} "
+                      f"({plain(q.get('kind'))})")
+        console.print(f"reason: {plain(q.get('reason'))}")
+        console.print(Syntax(terminal(q.get("diff") or ""), "diff"))
     console.print(f"Answer with: ferry resume {mid} --approve | --reject | --edit PATH=FILE")
 
 
@@ -85,13 +99,13 @@ def print_result(state: dict[str, Any], as_json: bool) -> None:
     t = Table(show_header=False, title=f"migration {state.get('migration_id')}")
     colour = "green" if state.get("status") == "migrated" else "red"
     t.add_row("status", f"[{colour}]{state.get('status')}[/{colour}]")
-    t.add_row("summary", str(state.get("summary") or ""))
+    t.add_row("summary", plain(state.get("summary") or ""))
     t.add_row("iterations", str(state.get("iteration") or 0))
     t.add_row("runs", str(len(state.get("runs") or [])))
     t.add_row("LLM calls / tokens", f"{int(usage.get('calls', 0))} / {int(usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0))}")
     t.add_row("wall time", f"{float(state.get('elapsed_s') or 0):.1f}s")
     for k, v in (state.get("outputs") or {}).items():
-        t.add_row(k, v)
+        t.add_row(k, plain(v))
     console.print(t)
 
 

@@ -138,7 +138,7 @@ def test_pr_commits_the_patch_on_a_new_branch_and_leaves_a_dirty_checkout_alone(
     assert f"Branch `{branch}` onto `main`" in text
     assert "**Status:** migrated" in text
     assert "## Changed files" in text and "- `prog.py` (modified, +" in text
-    assert "| tensor | cosine | max abs | max rel | tier | verdict |" in text and "| Linear#0" in text
+    assert "| tensor | cosine | max abs | max rel | tier | verdict |" in text and "| `Linear#0" in text
     assert "Verdict: **pass**" in text
     _assert_nothing_leaked(repo, tmp_path)
 
