@@ -4,9 +4,10 @@ Neither needs anything the graph computes: the reference run is the original cod
 redirected to CPU, and the warm interpreter (``tools.runner.warm``) only imports torch for the
 tpx runs to come. Started here, by the CLI before it imports LangGraph and by
 ``agent.migration.start`` before it builds the graph, both go on while Ferry itself starts up
-(about a second of imports on one core). The ``reference_run`` node finds the run in flight and
-leaves it to ``target_run`` to join, exactly as when it starts the run itself; nothing here runs
-for a migration id that already has state (a resume never restarts its reference run).
+(about a second of imports on one core), on the :class:`~agent.runs.RunScheduler` the graph then
+gets. The ``reference_run`` node finds the run in flight and ``await_reference`` joins it, exactly
+as when the node starts it itself; nothing here runs for a migration id that already has state
+(a resume never restarts its reference run).
 
 This module stays light (no LangGraph): importing it must not cost what it is meant to hide.
 """
@@ -18,10 +19,12 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from agent import background, toolbox
+from agent import toolbox
 from agent.materialise import artifacts_root
+from agent.runs import RunScheduler, finished, parallel_limit
+from agent.state import MigrationOptions
+from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ def reference_artifacts(state_dir: str | Path, migration_id: str) -> Path:
     return artifacts_root(state_dir, migration_id) / REFERENCE_LABEL
 
 
-def run_reference(opts: Any, adir: Path, cancel: threading.Event | None) -> dict[str, Any]:
+def run_reference(opts: MigrationOptions, adir: Path, cancel: threading.Event | None) -> RunResult:
     """The reference run: the original code on CPU, CUDA redirected to CPU, probe on."""
     return toolbox.run(
         Path(opts.source), opts.run_command, device="cpu", redirect_cuda="cpu", probe=True, profile=False,
@@ -49,21 +52,21 @@ def run_reference(opts: Any, adir: Path, cancel: threading.Event | None) -> dict
     )
 
 
-def start_reference(opts: Any, migration_id: str) -> bool:
+def start_reference(runs: RunScheduler, opts: MigrationOptions, migration_id: str) -> bool:
     """Start the reference run in the background unless it is running or finished already, or
     side-by-side runs are off; True when it is (now) in flight."""
     key = reference_key(migration_id)
-    if background.has(key):
+    if runs.has(key):
         return True
     adir = reference_artifacts(opts.state_dir, migration_id)
-    if background.finished(adir) is not None or background.parallel_limit() < 2:
+    if finished(adir) is not None or parallel_limit() < 2:
         return False
     adir.mkdir(parents=True, exist_ok=True)
-    return background.start(key, lambda cancel: run_reference(opts, adir, cancel))
+    return runs.start(key, lambda cancel: run_reference(opts, adir, cancel))
 
 
-def start_early(opts: Any, migration_id: str) -> None:
+def start_early(runs: RunScheduler, opts: MigrationOptions, migration_id: str) -> None:
     """For a migration with no state yet: warm interpreter, then the reference run."""
-    toolbox.prewarm_runs(opts.seed)
+    runs.prewarm_runs(opts.seed)
     if Path(opts.source).is_dir():
-        start_reference(opts, migration_id)
+        start_reference(runs, opts, migration_id)

@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.checkpoints import PG_CONNECT_TIMEOUT_S, SQLITE_FILE, database_url, describe_store, one_line, redact_url
+
 
 logger = logging.getLogger(__name__)
 
@@ -210,10 +212,8 @@ def _pg_holder_row(conn, migration_id: str) -> LockHolder | None:  # noqa: ANN00
 def _pg_lock(url: str, migration_id: str, store: str) -> Iterator[None]:
     import psycopg
 
-    from agent.graph import PG_CONNECT_TIMEOUT_S
 
     from agent.errors import ToolUnavailable
-    from agent.graph import one_line
 
     extra = {} if "connect_timeout" in psycopg.conninfo.conninfo_to_dict(url) else {"connect_timeout": PG_CONNECT_TIMEOUT_S}
     try:
@@ -249,10 +249,8 @@ def _pg_lock(url: str, migration_id: str, store: str) -> Iterator[None]:
 def _pg_holder(url: str, migration_id: str) -> LockHolder | None:
     import psycopg
 
-    from agent.graph import PG_CONNECT_TIMEOUT_S
 
     from agent.errors import ToolUnavailable
-    from agent.graph import one_line, redact_url
 
     try:
         conn = psycopg.Connection.connect(url, autocommit=True, prepare_threshold=0,
@@ -282,7 +280,6 @@ def migration_lock(state_directory: Path, migration_id: str) -> Iterator[None]:
     """Hold ``migration_id``'s lock in the store in use (SQLite under ``state_directory``, or the
     Postgres database of ``FERRY_DATABASE_URL``) for the ``with`` block; raises
     :class:`MigrationLocked` at once when another live process holds it."""
-    from agent.graph import SQLITE_FILE, database_url, describe_store
 
     url = database_url()
     if url:
@@ -295,7 +292,6 @@ def migration_lock(state_directory: Path, migration_id: str) -> Iterator[None]:
 
 def lock_holder(state_directory: Path, migration_id: str) -> LockHolder | None:
     """The live holder of ``migration_id``'s lock, or None when nobody drives it now."""
-    from agent.graph import SQLITE_FILE, database_url
 
     url = database_url()
     if url:

@@ -9,12 +9,14 @@ from typing import Any
 
 from langgraph.types import Command
 
-from agent.graph import (ProgressFn, build_graph, checkpointer, describe_store, drive, migration_ids, one_line,
-                         snapshot, state_dir)
 from agent import early
+from agent.checkpoints import checkpointer, describe_store, migration_ids, one_line
 from agent.early import new_migration_id  # noqa: F401  (part of this module's API)
+from agent.errors import ToolUnavailable
+from agent.graph import MigrationContext, ProgressFn, build_graph, drive, snapshot, state_dir
 from agent.locks import MigrationLocked, migration_lock  # noqa: F401  (MigrationLocked: part of this API)
-from agent.state import MigrationOptions
+from agent.runs import RunScheduler
+from agent.state import MigrationOptions, dump
 
 logger = logging.getLogger(__name__)
 
@@ -34,14 +36,13 @@ def _store_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def _drive(app: Any, payload: Any, migration_id: str, sdir: Path, progress: ProgressFn | None) -> dict[str, Any]:
+def _drive(app: Any, payload: Any, migration_id: str, sdir: Path, runs: RunScheduler,
+           progress: ProgressFn | None) -> dict[str, Any]:
     """``graph.drive``; a checkpoint store that fails mid-migration (Postgres server gone, disk full)
     ends the run with a clear message instead of a driver traceback, every step checkpointed before
     being kept."""
-    from agent.errors import ToolUnavailable
-
     try:
-        return drive(app, payload, migration_id, progress)
+        return drive(app, payload, migration_id, MigrationContext(runs=runs), progress)
     except _store_errors() as exc:
         raise ToolUnavailable(
             f"the checkpoint store ({describe_store(sdir)}) failed during migration {migration_id}: "
@@ -50,28 +51,35 @@ def _drive(app: Any, payload: Any, migration_id: str, sdir: Path, progress: Prog
 
 
 def initial_state(migration_id: str, opts: MigrationOptions) -> dict[str, Any]:
-    return {"migration_id": migration_id, "options": opts.model_dump(mode="json"), "workspace": None,
+    return {"migration_id": migration_id, "options": dump(opts), "workspace": None,
             "files": {}, "edits": [], "steps": [], "runs": [], "tried": [], "iteration": 0,
-            "llm_usage": {}, "elapsed_s": 0.0, "status": None, "summary": None, "proposal": None}
+            "llm_usage": {}, "elapsed_s": 0.0, "status": None, "summary": None, "proposal": None,
+            "reference_pending": False}
 
 
-def start(opts: MigrationOptions, *, migration_id: str | None = None, progress: ProgressFn | None = None) -> dict[str, Any]:
-    """Run a new migration until it ends or waits for approval; returns the state snapshot."""
+def start(opts: MigrationOptions, *, migration_id: str | None = None, progress: ProgressFn | None = None,
+          runs: RunScheduler | None = None) -> dict[str, Any]:
+    """Run a new migration until it ends or waits for approval; returns the state snapshot.
+
+    ``runs``: the scheduler its background runs go to (the CLI's, which may already run the
+    reference; a new one otherwise)."""
     migration_id = migration_id or new_migration_id()
+    runs = runs or RunScheduler()
     sdir = state_dir(opts.state_dir)
     with checkpointer(sdir) as saver, migration_lock(sdir, migration_id):
         app = build_graph().compile(checkpointer=saver)
         if app.get_state({"configurable": {"thread_id": migration_id}}).values:
             raise ValueError(f"migration {migration_id} already exists; use `ferry resume {migration_id}`")
-        early.start_early(opts, migration_id)  # unless the caller did before building anything
-        return _drive(app, initial_state(migration_id, opts), migration_id, sdir, progress)
+        early.start_early(runs, opts, migration_id)  # unless the caller did before building anything
+        return _drive(app, initial_state(migration_id, opts), migration_id, sdir, runs, progress)
 
 
 def resume(migration_id: str, sdir: str | Path | None, *, answer: dict[str, Any] | None = None,
-           progress: ProgressFn | None = None) -> dict[str, Any]:
+           progress: ProgressFn | None = None, runs: RunScheduler | None = None) -> dict[str, Any]:
     """Continue from the last checkpoint (answering a pending approval when ``answer`` is given).
 
     Raises :class:`MigrationLocked` at once when another process is driving this migration."""
+    runs = runs or RunScheduler()
     with checkpointer(state_dir(sdir)) as saver, migration_lock(state_dir(sdir), migration_id):
         app = build_graph().compile(checkpointer=saver)
         current = snapshot(app, migration_id)
@@ -80,10 +88,10 @@ def resume(migration_id: str, sdir: str | Path | None, *, answer: dict[str, Any]
         if current["interrupts"]:
             if answer is None:
                 return current  # still waiting for a decision
-            return _drive(app, Command(resume=answer), migration_id, state_dir(sdir), progress)
+            return _drive(app, Command(resume=answer), migration_id, state_dir(sdir), runs, progress)
         if not current["pending"]:
             return current  # already finished
-        return _drive(app, None, migration_id, state_dir(sdir), progress)
+        return _drive(app, None, migration_id, state_dir(sdir), runs, progress)
 
 
 def load(migration_id: str, sdir: str | Path | None) -> dict[str, Any]:

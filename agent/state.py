@@ -1,21 +1,33 @@
-"""The migration's one typed state, with reducers on the fields that accumulate.
+"""The migration's one typed state, with reducers on the fields that accumulate, and its readers.
 
-Everything in the state is plain JSON (dicts, lists, strings, numbers) so that LangGraph's
-checkpointers (SQLite, Postgres) store it without custom serialisers, and a migration can be
-resumed by another process. Edits are held as file contents (``files``: relative path -> the
-text the workspace must hold), so a workspace lost in a crash is rebuilt from the original repo
-plus ``files``.
+The state holds plain JSON (LangGraph's checkpointers, SQLite and Postgres, store it without
+custom serialisers and another process can resume it), but nothing reads it by key: every value
+is a model's ``model_dump(mode="json")`` and comes back through a typed reader below
+(``last_run(state) -> RunResult | None``, ``parity_of(state) -> ParityReport | None``...), the
+tools' own models for the tools' results and :mod:`agent.records` for the agent's.
+
+Edits are held as file contents (``files``: relative path -> the text the workspace must hold), so
+a workspace lost in a crash is rebuilt from the original repo plus ``files``.
 """
 
 from __future__ import annotations
 
 import logging
 import operator
-from typing import Annotated, Any, TypedDict
+from collections.abc import Mapping
+from typing import Annotated, Any, TypedDict, TypeVar
 
 from pydantic import BaseModel, Field
 
+from agent.errors import STATUSES, Status
+from agent.records import Edit, Outputs, Plan, RunPhase, RunRecord, ScanDigest, Step
+from tools.parity.models import ParityReport
+from tools.profile.models import ProfileReport
+from tools.runner.models import RunResult
+
 logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def merge_files(left: dict[str, str] | None, right: dict[str, str] | None) -> dict[str, str]:
@@ -45,9 +57,9 @@ class MigrationOptions(BaseModel):
     device: str = Field(default="accelerator", description="codemod target: accelerator or tpx")
     max_iterations: int = Field(default=8, ge=0, description="fix/verify rounds before failed_budget")
     run_timeout_s: float = Field(default=600.0, gt=0)
-    disk_limit_bytes: int | None = Field(default=None, ge=1024**2,
-                                         description="disk cap of every run, in all (None: $FERRY_DISK_LIMIT or 4 GiB)")
     seed: int = 0
+    disk_limit_bytes: int | None = Field(default=None, ge=1024**2,
+                                         description="disk cap of each run, in all (None: $FERRY_DISK_LIMIT or 4 GiB)")
     llm_max_calls: int = Field(default=30, ge=1)
     llm_max_tokens: int = Field(default=200_000, ge=1)
     llm_max_wall_s: float = Field(default=900.0, gt=0)
@@ -57,34 +69,107 @@ class MigrationOptions(BaseModel):
 
 class MigrationState(TypedDict, total=False):
     migration_id: str
-    options: dict[str, Any]  # MigrationOptions.model_dump()
+    options: dict[str, Any]  # MigrationOptions
     workspace: str | None  # the private copy the target runs use
-    # Current text of every file the migration changed (relative path -> text).
-    files: Annotated[dict[str, str], merge_files]
-    # One entry per applied edit: step, kind (codemod/policy/llm/human), rule, file(s), diff, reason.
-    edits: Annotated[list[dict[str, Any]], operator.add]
-    # One entry per finished node: name, summary, seconds.
-    steps: Annotated[list[dict[str, Any]], operator.add]
-    # Every run (reference, target, test) in order, summarised.
-    runs: Annotated[list[dict[str, Any]], operator.add]
-    reference: dict[str, Any] | None  # the reference RunResult (JSON)
-    scan: dict[str, Any] | None  # scan summary
-    plan: dict[str, Any] | None
-    last_run: dict[str, Any] | None  # the latest failing or final target/test RunResult (JSON)
-    target_ok: dict[str, Any] | None  # the latest passing target run (probe/profile dirs)
-    diagnosis: dict[str, Any] | None  # what failed, where, and the signature
-    proposal: dict[str, Any] | None  # the next edit to apply (rule or model), with its diff
+    files: Annotated[dict[str, str], merge_files]  # current text of every file the migration changed
+    edits: Annotated[list[dict[str, Any]], operator.add]  # Edit, one per applied edit
+    steps: Annotated[list[dict[str, Any]], operator.add]  # Step, one per finished node
+    runs: Annotated[list[dict[str, Any]], operator.add]  # RunRecord, every run in order
+    reference: dict[str, Any] | None  # RunResult of the reference run, once settled
+    reference_pending: bool  # started in the background, not joined yet (await_reference joins it)
+    scan: dict[str, Any] | None  # ScanDigest
+    plan: dict[str, Any] | None  # Plan
+    last_run: dict[str, Any] | None  # RunResult: the latest target or test run
+    last_phase: RunPhase | None  # which of the two last_run was
+    target_ok: dict[str, Any] | None  # RunResult: the latest passing target run (probe/profile dirs)
+    diagnosis: dict[str, Any] | None  # agent.policy.base.Diagnosis: what failed, where
+    proposal: dict[str, Any] | None  # agent.policy.base.Proposal: the next edit to apply
     # Keys "rule@file:line" of fixes already attempted (so a rule never loops on the same site).
     tried: Annotated[list[str], operator.add]
     iteration: int  # fix rounds applied
-    parity: dict[str, Any] | None
-    profile: dict[str, Any] | None
+    parity: dict[str, Any] | None  # ParityReport
+    profile: dict[str, Any] | None  # ProfileReport
+    profile_error: str | None  # why there is no profile report (the migration is verified anyway)
     llm_usage: Annotated[dict[str, float], add_counters]
     elapsed_s: Annotated[float, operator.add]
-    status: str | None  # a named status from agent.errors.STATUSES once decided
+    status: Status | None  # a named status (agent.errors.Status) once decided
     summary: str | None  # one paragraph: why the status, what is left for a human
-    outputs: dict[str, str] | None  # paths written by the report node
+    outputs: dict[str, str] | None  # Outputs
 
 
-def options_of(state: MigrationState) -> MigrationOptions:
+State = Mapping[str, Any]  # what readers accept: the graph's state or a snapshot of it
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    """A model as the state stores it."""
+    return model.model_dump(mode="json")
+
+
+def _one(state: State, key: str, model: type[M]) -> M | None:
+    raw = state.get(key)
+    return None if raw is None else model.model_validate(raw)
+
+
+def _many(state: State, key: str, model: type[M]) -> list[M]:
+    return [model.model_validate(item) for item in state.get(key) or []]
+
+
+def options_of(state: State) -> MigrationOptions:
     return MigrationOptions.model_validate(state["options"])
+
+
+def reference_of(state: State) -> RunResult | None:
+    """The settled reference run (None while it is pending or before it started)."""
+    return _one(state, "reference", RunResult)
+
+
+def last_run(state: State) -> RunResult | None:
+    return _one(state, "last_run", RunResult)
+
+
+def target_ok_of(state: State) -> RunResult | None:
+    return _one(state, "target_ok", RunResult)
+
+
+def parity_of(state: State) -> ParityReport | None:
+    return _one(state, "parity", ParityReport)
+
+
+def profile_of(state: State) -> ProfileReport | None:
+    return _one(state, "profile", ProfileReport)
+
+
+def scan_of(state: State) -> ScanDigest | None:
+    return _one(state, "scan", ScanDigest)
+
+
+def plan_of(state: State) -> Plan | None:
+    return _one(state, "plan", Plan)
+
+
+def outputs_of(state: State) -> Outputs | None:
+    return _one(state, "outputs", Outputs)
+
+
+def edits_of(state: State) -> list[Edit]:
+    return _many(state, "edits", Edit)
+
+
+def steps_of(state: State) -> list[Step]:
+    return _many(state, "steps", Step)
+
+
+def runs_of(state: State) -> list[RunRecord]:
+    return _many(state, "runs", RunRecord)
+
+
+def status_of(state: State) -> Status | None:
+    status = state.get("status")
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"the state holds an unknown status {status!r}; expected one of {', '.join(STATUSES)}")
+    return status  # type: ignore[no-any-return]  # checked against STATUSES just above
+
+
+def llm_option(state: State) -> bool:
+    """Whether the model may be asked."""
+    return options_of(state).llm

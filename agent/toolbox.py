@@ -1,9 +1,9 @@
 """Thin adapters from the agent to the deterministic tools (runner, scan/rewrite, parity, profile).
 
-Each adapter imports its tool lazily and turns an ImportError into :class:`ToolUnavailable`, so a
-node whose tool is missing ends the migration with the named status
-``failed_tool_unavailable`` instead of pretending. Results are returned as plain JSON dicts
-(``model_dump(mode="json")``) because that is what the checkpointed state holds.
+Each returns the tool's own pydantic model. The tools are imported lazily (``ferry --help`` and
+the early reference run must not pay for libcst or torch), and an ImportError becomes
+:class:`ToolUnavailable`, so a node whose tool is missing ends the migration with the named status
+``failed_tool_unavailable`` instead of pretending.
 """
 
 from __future__ import annotations
@@ -12,15 +12,21 @@ import importlib
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from agent import background
 from agent.errors import FerryAgentError, ToolUnavailable
+
+if TYPE_CHECKING:
+    from tools.parity.models import ParityReport
+    from tools.profile.models import ProfileReport
+    from tools.runner.models import RunResult
+    from tools.scan.models import RewriteResult, ScanReport
 
 logger = logging.getLogger(__name__)
 
 
-def _import(module: str, what: str) -> Any:
+def _import(module: str, what: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
@@ -30,14 +36,6 @@ def _import(module: str, what: str) -> Any:
         ) from exc
 
 
-def _dump(obj: Any) -> dict[str, Any]:
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump(mode="json")
-    if isinstance(obj, dict):
-        return obj
-    raise TypeError(f"tool returned {type(obj).__name__}, expected a pydantic model")
-
-
 # --- sandbox -------------------------------------------------------------------------------
 
 
@@ -45,25 +43,10 @@ def create_workspace(src: Path, root: Path) -> Path:
     """A private copy of ``src`` under ``root``; returns its directory."""
     mod = _import("sandbox.workspace", "workspace")
     root.mkdir(parents=True, exist_ok=True)
-    ws = mod.create_workspace(Path(src), root=root)
-    path = getattr(ws, "path", None) or getattr(ws, "root", None) or ws
-    return Path(path)
+    return Path(mod.create_workspace(Path(src), root=root).path)
 
 
 # --- runner --------------------------------------------------------------------------------
-
-
-def prewarm_runs(seed: int, env: dict[str, str] | None = None) -> bool:
-    """Start the warm interpreter a migration's runs fork from (tools.runner.warm): the reference
-    run and the tpx runs. False when warm starts are off or unavailable here (runs start cold)."""
-    try:
-        warm = _import("tools.runner.warm", "runner")
-        started = bool(warm.prewarm(seed=seed, caller_env=env or {}))
-        background.stop_runs_first()  # at exit: runs stop before their warm interpreter closes
-        return started
-    except (ToolUnavailable, OSError) as exc:
-        logger.info("no warm interpreter for this migration's runs: %s", exc)
-        return False
 
 
 def run(
@@ -80,77 +63,56 @@ def run(
     env: dict[str, str] | None = None,
     cancel: threading.Event | None = None,
     disk_limit_bytes: int | None = None,
-) -> dict[str, Any]:
+) -> RunResult:
     """One sandboxed run (``disk_limit_bytes``: its disk cap in all; None: $FERRY_DISK_LIMIT or 4 GiB)."""
     models = _import("tools.runner.models", "runner")
     api = _import("tools.runner.api", "runner")
     artifacts_dir.mkdir(parents=True, exist_ok=True)
     req = models.RunRequest(
-        path=Path(path),
-        command=command,
-        device=device,
-        redirect_cuda=redirect_cuda,
-        probe=probe,
-        profile=profile,
-        seed=seed,
-        timeout_s=timeout_s,
-        env=env or {},
-        artifacts_dir=artifacts_dir,
+        path=Path(path), command=command, device=device, redirect_cuda=redirect_cuda, probe=probe, profile=profile,
+        seed=seed, timeout_s=timeout_s, env=env or {}, artifacts_dir=artifacts_dir,
         limits=models.RunLimits(disk_bytes=disk_limit_bytes),
     )
     logger.info("run %s on %s (redirect=%s probe=%s profile=%s)", command, device, redirect_cuda, probe, profile)
-    return _dump(api.run(req, cancel=cancel))
+    result: RunResult = api.run(req, cancel=cancel)
+    return result
 
 
 # --- scan / rewrite ------------------------------------------------------------------------
 
 
-def scan(path: Path) -> dict[str, Any]:
+def scan(path: Path) -> ScanReport:
     api = _import("tools.scan.api", "scan")
-    models = _import("tools.scan.models", "scan") if _has("tools.scan.models") else api
-    return _dump(api.scan(models.ScanRequest(path=Path(path))))
+    models = _import("tools.scan.models", "scan")
+    report: ScanReport = api.scan(models.ScanRequest(path=Path(path)))
+    return report
 
 
-def rewrite(path: Path, *, device: str, files: list[str] | None = None, lines: dict[str, list[int]] | None = None) -> dict[str, Any]:
+def rewrite(path: Path, *, device: str, files: list[str] | None = None,
+            lines: dict[str, list[int]] | None = None) -> RewriteResult:
     api = _import("tools.scan.api", "rewrite")
-    models = _import("tools.scan.models", "rewrite") if _has("tools.scan.models") else api
-    fields = getattr(models.RewriteRequest, "model_fields", {})
-    kwargs: dict[str, Any] = {"path": Path(path)}
-    if "device" in fields:
-        kwargs["device"] = device
-    if files is not None and "files" in fields:
-        kwargs["files"] = files
-    if lines is not None and "lines" in fields:
-        kwargs["lines"] = lines
-    return _dump(api.rewrite(models.RewriteRequest(**kwargs)))
-
-
-def _has(module: str) -> bool:
-    try:
-        importlib.import_module(module)
-        return True
-    except ImportError:
-        return False
+    models = _import("tools.scan.models", "rewrite")
+    result: RewriteResult = api.rewrite(models.RewriteRequest(path=Path(path), device=device, files=files, lines=lines))
+    return result
 
 
 # --- parity / profile ----------------------------------------------------------------------
 
 
-def compare(ref_dir: Path, target_dir: Path) -> dict[str, Any]:
-    background.wait_prewarm()  # it may be importing torch and the parity tools right now
+def compare(ref_dir: Path, target_dir: Path) -> ParityReport:
+    """The reference's probe dump against the target's (call ``RunScheduler.wait_prewarm`` first
+    when a prewarm may be importing torch on another thread)."""
     mod = _import("tools.parity.compare", "parity")
-    options_cls = getattr(mod, "CompareOptions", None)
-    if options_cls is None:
-        models = _import("tools.parity.models", "parity")
-        options_cls = models.CompareOptions
+    models = _import("tools.parity.models", "parity")
     dump_mod = _import("tools.probe.dump", "parity")
     try:
-        return _dump(mod.compare_dumps(Path(ref_dir), Path(target_dir), options_cls()))
+        report: ParityReport = mod.compare_dumps(Path(ref_dir), Path(target_dir), models.CompareOptions())
     except dump_mod.DumpError as exc:  # a dump missing, refused or forged: parity is not proven
         raise FerryAgentError(f"parity cannot be proven: {exc}", status="partial") from exc
+    return report
 
 
-def profile_report(profile_dir: Path, repo_root: Path) -> dict[str, Any]:
-    background.wait_prewarm()
+def profile_report(profile_dir: Path, repo_root: Path) -> ProfileReport:
     mod = _import("tools.profile.report", "profile")
-    return _dump(mod.build_profile_report(Path(profile_dir), Path(repo_root)))
+    report: ProfileReport = mod.build_profile_report(Path(profile_dir), Path(repo_root))
+    return report

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> int:
     from agent import toolbox
-    from agent.eval_harness import DEFAULT_SUITE, discover
+    from evals.harness import DEFAULT_SUITE, discover
     from tools.patch import git_apply
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -29,7 +29,6 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agent.cli.doctor_cmd",
     "agent.cli.migrate_cmd",
     "agent.cli.resume_cmd",
-    "agent.cli.eval_cmd",
     "agent.cli.pr_cmd",
     "agent.cli.serve_cmd",
 )
@@ -85,8 +84,26 @@ DISK_LIMIT_HELP = ("cap on all a run writes (workspace, /tmp, /dev/shm, artifact
                    "(default $FERRY_DISK_LIMIT or 4G)")
 
 
+COMMANDS_ENTRY_POINTS = "ferry.commands"  # commands other packages add (evals: ``ferry eval``)
+
+
 def _load_commands() -> list[ModuleType]:
-    return [importlib.import_module(name) for name in COMMAND_MODULES]
+    """The built-in commands, then those registered under the ``ferry.commands`` entry points
+    (each a module with NAME, HELP, add_arguments and run, like the built-in ones)."""
+    from importlib.metadata import entry_points
+
+    modules = [importlib.import_module(name) for name in COMMAND_MODULES]
+    names = {m.NAME for m in modules}
+    for ep in sorted(entry_points(group=COMMANDS_ENTRY_POINTS), key=lambda e: e.name):
+        try:
+            module = ep.load()
+        except ImportError as exc:  # a broken plug-in must not take the whole CLI down
+            logging.getLogger(__name__).warning("ferry command %s (%s) cannot be loaded: %s", ep.name, ep.value, exc)
+            continue
+        if module.NAME not in names:
+            modules.append(module)
+            names.add(module.NAME)
+    return modules
 
 
 def build_parser() -> argparse.ArgumentParser:

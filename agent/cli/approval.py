@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli.progress import Progress, is_tty, print_interrupts
+from agent.runs import RunScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def ask(question: dict[str, Any]) -> dict[str, Any]:
     return {"action": "edit", "files": {rel: Path(local).expanduser().read_text(encoding="utf-8")}}
 
 
-def drive_interactively(state: dict[str, Any], state_dir: str, as_json: bool) -> dict[str, Any]:
+def drive_interactively(state: dict[str, Any], state_dir: str, as_json: bool, runs: RunScheduler) -> dict[str, Any]:
     """While the graph waits for approval: ask on a terminal, otherwise print how to answer."""
     from agent.migration import resume
 
@@ -48,5 +49,5 @@ def drive_interactively(state: dict[str, Any], state_dir: str, as_json: bool) ->
             return state
         answer = ask(state["interrupts"][0])
         with Progress(enabled=True) as progress:
-            state = resume(state["migration_id"], state_dir, answer=answer, progress=progress)
+            state = resume(state["migration_id"], state_dir, answer=answer, progress=progress, runs=runs)
     return state

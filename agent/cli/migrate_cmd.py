@@ -84,23 +84,25 @@ def run(args: argparse.Namespace) -> int:
     from agent.errors import FerryAgentError
     from agent.cli.progress import Progress, exit_code, print_result
     from agent import early
+    from agent.runs import RunScheduler
 
     opts = build_options(args)
+    runs = RunScheduler()
     migration_id = args.migration_id
     if migration_id is None:  # a new id has no state: its runs can start before the graph is built
         migration_id = early.new_migration_id()
-        early.start_early(opts, migration_id)
+        early.start_early(runs, opts, migration_id)
 
     from agent.migration import start
 
     with Progress(enabled=not args.json) as progress:
         print_id = progress.console.print if not args.json else (lambda *a, **k: None)
         try:
-            state = start(opts, migration_id=migration_id, progress=progress)
+            state = start(opts, migration_id=migration_id, progress=progress, runs=runs)
         except (ValueError, FerryAgentError) as exc:  # id taken; checkpointer not usable (e.g. Postgres extra missing)
             raise CliError(str(exc)) from exc
     print_id(f"migration id: {state.get('migration_id')} (resume with `ferry resume {state.get('migration_id')}`)")
-    state = drive_interactively(state, opts.state_dir, args.json)
+    state = drive_interactively(state, opts.state_dir, args.json, runs)
     if state.get("interrupts"):
         return 1
     print_result(state, args.json)

@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -47,46 +46,6 @@ def _git(repo: Path, *args: str, check: bool = True, stdin: str | None = None) -
     return proc.stdout.strip()
 
 
-def pr_text(result: dict, branch: str | None, base: str, parity: dict[str, Any] | None = None) -> str:
-    """The pull-request description: status, changed files, edits and the parity table."""
-    from agent.report_render import parity_passed_or_none, parity_table
-    from tools.textsafe import md_code, md_inline
-
-    status = result.get("status")
-    lines = ["# Migrate from CUDA to device-generic PyTorch (tpx verified)", ""]
-    if branch:
-        lines.append(f"Branch `{branch}` onto `{base}`, made by `ferry pr`.")
-    elif status == "migrated":
-        lines.append(f"No branch: `{base}` needed no changes.")
-    else:
-        lines.append(f"No branch was created: the migration of `{base}` ended with status `{status}`.")
-    lines += ["", f"**Status:** {status} — {md_inline(str(result.get('summary') or ''), keep_code=True)}", "",
-              f"Iterations: {result.get('iterations')}, runs: {result.get('runs')}, "
-              f"LLM calls: {(result.get('llm') or {}).get('calls', 0)}.", "", "## Changed files", ""]
-    files = result.get("patch_files") or []
-    if not files:
-        lines.append("None.")
-    for f in files:
-        counts = f"+{f.get('added_lines', 0)} -{f.get('removed_lines', 0)}"
-        lines.append(f"- {md_code(str(f.get('path')))} ({f.get('change')}, {counts})")
-    lines += ["", "## Edits", ""]
-    edits = result.get("edits") or []
-    if not edits:
-        lines.append("None.")
-    for e in edits:
-        files_text = ", ".join(md_code(str(p)) for p in e.get("files") or [])
-        lines.append(f"- {md_code(str(e.get('rule')))} ({e.get('kind')}) {files_text}: "
-                     f"{md_inline(str(e.get('reason') or ''), keep_code=True)}")
-    passed = parity_passed_or_none(parity or {})
-    lines += ["", "## Parity (original on CPU vs migrated on tpx)", "",
-              f"Verdict: **{'pass' if passed else 'fail' if passed is False else 'not checked'}**", ""]
-    lines += parity_table(parity) if parity else ["(parity was not checked)"]
-    lines += ["", "## Verification", "",
-              f"- target run and tests on tpx: {'pass' if status == 'migrated' else 'see report'}",
-              "", "The full report (per-step reasons, profile findings, what is left for a human) is in report.md."]
-    return "\n".join(lines) + "\n"
-
-
 def _commit_patch(wt: Path, rel: Path, patch: str, message: list[str]) -> str:
     """Apply the verified patch in the worktree's index and commit it (detached); returns the commit."""
     directory = [] if str(rel) == "." else [f"--directory={rel.as_posix()}"]
@@ -111,11 +70,12 @@ def run(args: argparse.Namespace) -> int:
 
     from agent.cli import CliError, output_dir
     from agent.cli.progress import Progress, exit_code
-    from agent.graph import state_dir
-    from agent.materialise import DEFAULT_STATE_DIR
     from agent.llm.config import configured
+    from agent.materialise import DEFAULT_STATE_DIR, state_dir
     from agent.migration import new_migration_id, start
-    from agent.state import MigrationOptions
+    from agent.records import MigrationRecord
+    from agent.render import pr_markdown
+    from agent.state import MigrationOptions, outputs_of
 
     repo = Path(args.path).expanduser()
     if not repo.is_dir():
@@ -143,22 +103,25 @@ def run(args: argparse.Namespace) -> int:
                                 state_dir=str(state_dir(sdir)), llm=args.llm or configured())
         with Progress(enabled=not args.json) as progress:
             state = start(opts, migration_id=mid, progress=progress)
-        result = json.loads((out / "result.json").read_text(encoding="utf-8"))
-        patch = (out / "ferry.patch").read_text(encoding="utf-8")
-        if state.get("status") == "migrated" and patch.strip():
+        outputs = outputs_of(state)
+        if outputs is None:
+            raise CliError(f"the migration {mid} wrote no outputs ({state.get('status')}: {state.get('summary')})")
+        result = MigrationRecord.model_validate_json(Path(outputs.result).read_text(encoding="utf-8"))
+        patch = Path(outputs.patch).read_text(encoding="utf-8")
+        if result.status == "migrated" and patch.strip():
             commit = _commit_patch(wt, rel, patch, [f"Migrate CUDA code to device-generic PyTorch (ferry {mid})",
-                                                    result.get("summary") or ""])
+                                                    result.summary or ""])
             _git(top, *NO_HOOKS, "branch", branch, commit)  # the branch appears only once its one commit exists
     finally:
         _drop_worktree(top, wt, tmp)
     made = branch if commit else None
-    text = pr_text(result, made, base, state.get("parity"))
+    text = pr_markdown(state, result, made, base)
     (out / "pr.md").write_text(text, encoding="utf-8")
     if args.json:
-        print(json.dumps({"migration_id": mid, "status": result.get("status"), "summary": result.get("summary"),
+        print(json.dumps({"migration_id": mid, "status": result.status, "summary": result.summary,
                           "branch": made, "commit": commit, "base": base, "pr_text": str(out / "pr.md"),
                           "out": str(out)}, indent=2))
     else:
         print(text)
-        print(f"branch: {made or '(not created: ' + str(result.get('status')) + ')'}; outputs in {out}")
+        print(f"branch: {made or '(not created: ' + result.status + ')'}; outputs in {out}")
     return exit_code(state)

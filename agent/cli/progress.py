@@ -7,6 +7,8 @@ import logging
 import sys
 from typing import Any
 
+from agent.state import outputs_of, runs_of, steps_of
+
 logger = logging.getLogger(__name__)
 
 
@@ -53,10 +55,9 @@ class Progress:
         if node == "__interrupt__":
             self.console.print("[yellow]waiting for approval[/yellow]")
             return
-        for s in update.get("steps") or []:
+        for s in steps_of(update):
             mark = "[red]x[/red]" if update.get("status") and update.get("status") != "migrated" else "[green]✓[/green]"
-            self.console.print(f"{mark} [bold]{s['node']}[/bold] {plain(s.get('summary', ''))} "
-                               f"[dim]({s.get('seconds', 0):.1f}s)[/dim]")
+            self.console.print(f"{mark} [bold]{s.node}[/bold] {plain(s.summary)} [dim]({s.seconds:.1f}s)[/dim]")
         if self._status is not None and node in NEXT_LABEL:
             self._status.update(NEXT_LABEL[node])
 
@@ -81,11 +82,10 @@ def print_interrupts(state: dict[str, Any], as_json: bool) -> None:
 
 
 def print_result(state: dict[str, Any], as_json: bool) -> None:
+    outputs = outputs_of(state)
     if as_json:
-        out = state.get("outputs") or {}
-        result_path = out.get("result")
-        if result_path:
-            with open(result_path, encoding="utf-8") as fh:
+        if outputs is not None:
+            with open(outputs.result, encoding="utf-8") as fh:
                 print(fh.read())
         else:
             print(json.dumps({"migration_id": state.get("migration_id"), "status": state.get("status"),
@@ -101,10 +101,10 @@ def print_result(state: dict[str, Any], as_json: bool) -> None:
     t.add_row("status", f"[{colour}]{state.get('status')}[/{colour}]")
     t.add_row("summary", plain(state.get("summary") or ""))
     t.add_row("iterations", str(state.get("iteration") or 0))
-    t.add_row("runs", str(len(state.get("runs") or [])))
+    t.add_row("runs", str(len(runs_of(state))))
     t.add_row("LLM calls / tokens", f"{int(usage.get('calls', 0))} / {int(usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0))}")
     t.add_row("wall time", f"{float(state.get('elapsed_s') or 0):.1f}s")
-    for k, v in (state.get("outputs") or {}).items():
+    for k, v in (outputs.model_dump() if outputs is not None else {}).items():
         t.add_row(k, plain(v))
     console.print(t)
 

@@ -31,8 +31,9 @@ def run(args: argparse.Namespace) -> int:
     from agent.cli.approval import drive_interactively, parse_edits
     from agent.cli.progress import Progress, exit_code, print_result
     from agent.errors import FerryAgentError
-    from agent.graph import state_dir
+    from agent.materialise import state_dir
     from agent.migration import UnknownMigration, list_migrations, resume
+    from agent.runs import RunScheduler
 
     from agent.materialise import DEFAULT_STATE_DIR
 
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.migration_id:
         raise CliError("give the migration ID to resume (ferry resume --list shows them)")
+    runs = RunScheduler()
     answer = None
     if args.approve:
         answer = {"action": "approve"}
@@ -55,12 +57,12 @@ def run(args: argparse.Namespace) -> int:
         answer = {"action": "edit", "files": parse_edits(args.edit)}
     try:
         with Progress(enabled=not args.json) as progress:
-            state = resume(args.migration_id, sdir, answer=answer, progress=progress)
+            state = resume(args.migration_id, sdir, answer=answer, progress=progress, runs=runs)
     except UnknownMigration as exc:
         raise CliError(f"{exc}; check the id (ferry resume --list) and --state-dir") from exc
     except FerryAgentError as exc:  # the checkpointer is not usable (e.g. Postgres extra missing)
         raise CliError(str(exc)) from exc
-    state = drive_interactively(state, sdir, args.json)
+    state = drive_interactively(state, sdir, args.json, runs)
     if state.get("interrupts"):
         return 1
     print_result(state, args.json)

@@ -27,7 +27,7 @@ def _check_store(state_dir: str) -> None:
     """Open the checkpoint store once, so a bad FERRY_DATABASE_URL or state dir fails here, not per request."""
     from agent.cli import CliError
     from agent.errors import FerryAgentError
-    from agent.graph import checkpointer
+    from agent.checkpoints import checkpointer
 
     try:
         with checkpointer(Path(state_dir)):

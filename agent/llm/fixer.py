@@ -37,9 +37,8 @@ def _text_or_none(session: EditSession, rel: str) -> str | None:
 
 def _parity_context(session: EditSession, diag: Diagnosis) -> list[str]:
     parts = [PARITY_TASK, f"Phase: parity ({diag.message})"]
-    report = diag.details.get("parity")
-    if isinstance(report, dict):
-        parts.append(parity_evidence(report, session.known, lambda rel: _text_or_none(session, rel),
+    if diag.parity is not None:
+        parts.append(parity_evidence(diag.parity, session.known, lambda rel: _text_or_none(session, rel),
                                      session.migration_diff))
     return parts
 
@@ -58,7 +57,7 @@ def _context(session: EditSession, diag: Diagnosis, tried: list[str], window: in
         code = "\n".join(f"{'>' if i == fr.line else ' '}{i}: {lines[i - 1]}" for i in range(lo, hi + 1))
         parts.append(f"--- {fr.file} around line {fr.line} ({fr.function}) ---\n{code}")
     parts.append("Offline rules already applied: " + (", ".join(tried) if tried else "none"))
-    earlier = diag.details.get("earlier_edits") or []
+    earlier = diag.earlier_edits
     if earlier:
         parts.append("Edits already applied in this migration (re-verified; the failure above is what remains):\n"
                      + "\n".join(f"- {e}" for e in earlier))

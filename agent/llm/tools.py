@@ -20,6 +20,8 @@ from pydantic import BaseModel, Field, ValidationError
 from agent import toolbox
 from agent.errors import EditRejected, FerryAgentError, ToolCallError
 from agent.policy.edits import check_parses
+from agent.runs import RunScheduler
+from tools.runner.models import RunResult
 from tools.patch import file_diff, list_source_files
 
 logger = logging.getLogger(__name__)
@@ -111,8 +113,9 @@ class EditSession:
     """The model's view of the repo: the migration's current files plus its own overlay."""
 
     def __init__(self, source: Path, workspace: Path, files: dict[str, str],
-                 runner: Callable[[Path, str, bool, bool], dict[str, Any]],
-                 reference_probe: str | None, run_command: str, test_command: str | None) -> None:
+                 runner: Callable[[Path, str, bool, bool], RunResult],
+                 reference_probe: str | None, run_command: str, test_command: str | None,
+                 runs: RunScheduler | None = None) -> None:
         self.source = source
         self.workspace = workspace
         self.base = dict(files)
@@ -121,6 +124,7 @@ class EditSession:
         self.reference_probe = reference_probe
         self.run_command = run_command
         self.test_command = test_command
+        self.runs = runs  # to wait for a prewarm importing torch before comparing probe dumps
         self.finished: str | None = None
         self.known = sorted(set(list_source_files(source)) | set(files))
 
@@ -213,7 +217,7 @@ class EditSession:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _run(self, command: str, probe: bool, profile: bool) -> dict[str, Any]:
+    def _run(self, command: str, probe: bool, profile: bool) -> RunResult:
         ws = self.scratch()
         try:
             return self.runner(ws, command, probe, profile)
@@ -225,11 +229,13 @@ class EditSession:
         if command is None:
             raise ToolCallError("this repository has no test command; use which='run'")
         res = self._run(command, False, False)
-        trace = res.get("trace") or {}
-        return json.dumps({"status": res.get("status"), "exit_code": res.get("exit_code"),
-                           "signature": (trace.get("signature") or {}), "exception": trace.get("exc_type"),
-                           "message": (trace.get("message") or "")[:800], "user_frames": trace.get("user_frames", [])[-5:],
-                           "stderr_tail": (res.get("stderr_tail") or "")[-1500:], "stdout_tail": (res.get("stdout_tail") or "")[-800:]})
+        trace = res.trace
+        return json.dumps({"status": res.status, "exit_code": res.exit_code,
+                           "signature": trace.signature.model_dump(mode="json") if trace else {},
+                           "exception": trace.exc_type if trace else None,
+                           "message": (trace.message if trace else "")[:800],
+                           "user_frames": [f.model_dump(mode="json") for f in trace.user_frames[-5:]] if trace else [],
+                           "stderr_tail": res.stderr_tail[-1500:], "stdout_tail": res.stdout_tail[-800:]})
 
     def scan(self, a: ScanRepo) -> str:
         ws = self.scratch()
@@ -237,34 +243,37 @@ class EditSession:
             rep = toolbox.scan(ws)
         finally:
             shutil.rmtree(ws.parent, ignore_errors=True)
-        return json.dumps(rep.get("findings", [])[:40], default=str)
+        return json.dumps([f.model_dump(mode="json") for f in rep.findings[:40]])
 
     def check_parity(self, a: CheckParity) -> str:
         if not self.reference_probe:
             raise ToolCallError("no reference probe dump is available for parity")
         res = self._run(self.run_command, True, False)
-        if res.get("status") != "ok" or not res.get("probe_dir"):
-            return json.dumps({"error": "the probed run failed", "status": res.get("status"),
-                               "stderr_tail": (res.get("stderr_tail") or "")[-1500:]})
+        if res.status != "ok" or res.probe_dir is None:
+            return json.dumps({"error": "the probed run failed", "status": res.status,
+                               "stderr_tail": res.stderr_tail[-1500:]})
+        if self.runs is not None:
+            self.runs.wait_prewarm()
         try:
-            rep = toolbox.compare(Path(self.reference_probe), Path(res["probe_dir"]))
+            rep = toolbox.compare(Path(self.reference_probe), res.probe_dir)
         except FerryAgentError as exc:  # a probe dump missing, refused or forged
             return json.dumps({"error": str(exc)})
         from agent.llm.evidence import metrics_lines
-        from agent.nodes.parity import first_divergence, parity_passed
 
-        div = rep.get("first_divergence") or {}
-        out = {"passed": parity_passed(rep), "summary": rep.get("summary"), "first_divergence": first_divergence(rep)}
-        if isinstance(div.get("output"), dict):
-            out["divergent_output"] = metrics_lines(div["output"])
+        out: dict[str, Any] = {"passed": rep.passed, "compared": rep.compared, "summary": rep.summary,
+                               "first_divergence": rep.divergence_text()}
+        if rep.first_divergence is not None:
+            out["divergent_output"] = metrics_lines(rep.first_divergence.output)
         return json.dumps(out)
 
     def profile(self, a: Profile) -> str:
         res = self._run(self.run_command, False, True)
-        if not res.get("profile_dir"):
-            return json.dumps({"error": "no profile collected", "status": res.get("status")})
-        rep = toolbox.profile_report(Path(res["profile_dir"]), self.workspace)
-        return json.dumps(rep.get("findings", [])[:20], default=str)
+        if res.profile_dir is None:
+            return json.dumps({"error": "no profile collected", "status": res.status})
+        if self.runs is not None:
+            self.runs.wait_prewarm()
+        rep = toolbox.profile_report(res.profile_dir, self.workspace)
+        return json.dumps([f.model_dump(mode="json") for f in rep.findings[:20]])
 
     def finish(self, a: Finish) -> str:
         self.finished = a.summary

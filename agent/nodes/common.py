@@ -1,52 +1,61 @@
-"""What the nodes share: the step wrapper, run summaries, diagnosis from a trace, fix context."""
+"""What the nodes share: the step wrapper, the workspace, diagnosis from a run, the fix context."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import Runtime
 
 from agent.errors import BudgetExhausted, FerryAgentError
 from agent.materialise import artifacts_root, materialise, workspaces_root
 from agent.policy.base import Diagnosis, FixContext, Frame
-from agent.state import MigrationState, options_of
+from agent.records import RunPhase, Step
+from agent.runs import RunScheduler
+from agent.state import MigrationState, dump, options_of
 from tools.patch import list_source_files
+from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
 
-Node = Callable[[MigrationState], dict[str, Any]]
+Update = dict[str, Any]
+NodeFn = Callable[[MigrationState, RunScheduler], Update]
+GraphNode = Callable[[MigrationState, Runtime[Any]], Update]
+SUMMARY = "_summary"  # a node's one-line account of what it did: becomes its Step, never stored as such
 
 
-def step(name: str) -> Callable[[Node], Node]:
-    """Time a node, log it as a step, and turn agent errors into a named status."""
+def step(name: str) -> Callable[[NodeFn], GraphNode]:
+    """Make ``fn(state, runs)`` a graph node: it gets the run scheduler from the graph's runtime
+    context, is timed and logged as a Step, and agent errors become a named status."""
 
-    def wrap(fn: Node) -> Node:
-        @functools.wraps(fn)
-        def inner(state: MigrationState) -> dict[str, Any]:
+    def wrap(fn: NodeFn) -> GraphNode:
+        # no functools.wraps: LangGraph reads the node's signature (``runtime``), not fn's
+        def inner(state: MigrationState, runtime: Runtime[Any]) -> Update:
             t0 = time.monotonic()
             try:
-                update = fn(state)
+                update = fn(state, runtime.context.runs)
             except GraphBubbleUp:  # interrupts must reach LangGraph
                 raise
             except FerryAgentError as exc:
                 logger.warning("%s: %s (%s)", name, exc, exc.status)
-                update = {"status": exc.status, "summary": str(exc), "_summary": f"stopped: {exc.status}: {exc}"}
+                update = {"status": exc.status, "summary": str(exc), SUMMARY: f"stopped: {exc.status}: {exc}"}
             except Exception as exc:  # a Ferry bug: keep the migration's record, end it with a name
                 logger.exception("%s failed unexpectedly", name)
                 update = {"status": "failed_internal", "summary": f"{name}: {type(exc).__name__}: {exc}",
-                          "_summary": f"internal error: {type(exc).__name__}: {exc}"}
+                          SUMMARY: f"internal error: {type(exc).__name__}: {exc}"}
             seconds = time.monotonic() - t0
-            summary = update.pop("_summary", "")
-            update["steps"] = [{"node": name, "summary": summary, "seconds": round(seconds, 3)}]
+            summary = str(update.pop(SUMMARY, ""))
+            update["steps"] = [dump(Step(node=name, summary=summary, seconds=round(seconds, 3)))]
             update["elapsed_s"] = seconds
             return update
 
-        inner.node_name = name  # type: ignore[attr-defined]
+        inner.__name__ = inner.__qualname__ = fn.__name__
+        inner.__doc__ = fn.__doc__
         return inner
 
     return wrap
@@ -108,41 +117,23 @@ def relative_to_repo(path: str, known: list[str]) -> str | None:
     return best
 
 
-def _get(d: dict[str, Any] | None, *names: str, default: Any = None) -> Any:
-    for n in names:
-        if d and d.get(n) is not None:
-            return d[n]
-    return default
+_KIND_OF_STATUS = {"timeout": "timeout", "killed": "killed_by_limit", "sandbox_error": "sandbox_error"}
 
 
-def diagnosis_from_run(run: dict[str, Any], phase: str, known: list[str]) -> Diagnosis:
-    trace = run.get("trace") or {}
-    sig = trace.get("signature") or {}
-    if isinstance(sig, str):
-        sig = {"kind": sig}
-    kind = _get(sig, "kind", default=None)
-    if kind is None:
-        kind = {"timeout": "timeout", "killed": "killed_by_limit", "sandbox_error": "sandbox_error"}.get(run.get("status", ""), "other")
-    raw_frames = _get(trace, "user_frames", "frames", default=[]) or []
+def diagnosis_from_run(run: RunResult, phase: RunPhase, known: list[str]) -> Diagnosis:
+    """What failed in ``run`` and where (its user frames mapped onto the repository's files)."""
+    trace = run.trace
+    if trace is None:
+        return Diagnosis(phase=phase, kind=_KIND_OF_STATUS.get(run.status, "other"),
+                         message=(run.error or run.stderr_tail or run.stdout_tail or "")[-2000:],
+                         run_status=run.status, exit_code=run.exit_code)
     frames: list[Frame] = []
-    for fr in raw_frames:
-        if fr.get("user") is False or fr.get("is_user") is False:
-            continue
-        rel = relative_to_repo(str(_get(fr, "file", "path", "filename", default="")), known)
-        if rel is None:
-            continue
-        frames.append(Frame(file=rel, line=int(_get(fr, "line", "lineno", default=0)),
-                            function=str(_get(fr, "function", "name", default="")),
-                            source=str(_get(fr, "source", "code", "text", default="") or "")))
-    message = str(_get(trace, "message", "exc_message", default="") or "")
-    if not trace:
-        message = (run.get("stderr_tail") or run.get("stdout_tail") or "")[-2000:]
-    return Diagnosis(
-        phase=phase, kind=str(kind), op=_get(sig, "op", default=None) or _get(trace, "op", default=None),
-        exc_type=str(_get(trace, "exc_type", "type", "exception", default="") or ""),
-        message=message, frames=frames,
-        details={"exit_code": run.get("exit_code"), "status": run.get("status")},
-    )
+    for fr in trace.user_frames:
+        rel = relative_to_repo(fr.file, known)
+        if rel is not None:
+            frames.append(Frame(file=rel, line=fr.line or 0, function=fr.function or "", source=fr.source or ""))
+    return Diagnosis(phase=phase, kind=trace.signature.kind, op=trace.signature.op, exc_type=trace.exc_type,
+                     message=trace.message, frames=frames, run_status=run.status, exit_code=run.exit_code)
 
 
 def fix_context(state: MigrationState, workspace: Path | None = None) -> FixContext:
@@ -153,20 +144,3 @@ def fix_context(state: MigrationState, workspace: Path | None = None) -> FixCont
         source=Path(opts.source), workspace=workspace, files=state.get("files") or {}, known_files=known,
         entry_file=entry_file(opts.run_command, known), device_mode=opts.device, tried=state.get("tried") or [],
     )
-
-
-def run_summary(kind: str, run: dict[str, Any]) -> dict[str, Any]:
-    trace = run.get("trace") or {}
-    sig = trace.get("signature") or {}
-    summary = {
-        "kind": kind, "command": run.get("command"), "status": run.get("status"), "exit_code": run.get("exit_code"),
-        "duration_s": run.get("duration_s"), "signature": (sig.get("kind") if isinstance(sig, dict) else sig),
-        "isolation": run.get("isolation"), "warm_start": bool(run.get("warm_start")),
-    }
-    if run.get("artifacts_refused"):  # files the run left that the host refused to read (sandbox.artifacts)
-        summary["artifacts_refused"] = [f"{r.get('path')}: {r.get('reason')}" for r in run["artifacts_refused"]]
-    return summary
-
-
-def run_is_ok(run: dict[str, Any]) -> bool:
-    return run.get("status") == "ok" and run.get("exit_code") == 0

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from agent.errors import NeedsHuman
-from agent import toolbox
-from agent.nodes.common import ensure_workspace, source_of, step
+from agent.nodes.common import SUMMARY, Update, ensure_workspace, source_of, step
+from agent.runs import RunScheduler
 from agent.state import MigrationState, options_of
 from tools.patch import list_source_files
 
@@ -15,14 +14,14 @@ logger = logging.getLogger(__name__)
 
 
 @step("ingest")
-def ingest(state: MigrationState) -> dict[str, Any]:
+def ingest(state: MigrationState, runs: RunScheduler) -> Update:
     source = source_of(state)
     if not source.is_dir():
         raise NeedsHuman(f"the repository {source} is gone; it must stay in place during a migration")
     files = list_source_files(source)
     if not any(f.endswith(".py") for f in files):
         raise NeedsHuman(f"{source} holds no Python files; nothing to migrate")
-    toolbox.prewarm_runs(options_of(state).seed)  # once per process: the tpx runs fork from it
+    runs.prewarm_runs(options_of(state).seed)  # once per process: the tpx runs fork from it
     ws = ensure_workspace(state)
     return {"workspace": str(ws), "iteration": state.get("iteration") or 0,
-            "_summary": f"{len(files)} source files; private workspace {ws}"}
+            SUMMARY: f"{len(files)} source files; private workspace {ws}"}

@@ -10,31 +10,30 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 from agent import toolbox
 from agent.errors import FerryAgentError
-from agent.nodes.common import artifacts_dir, ensure_workspace, source_of, step
-from agent.policy.base import Diagnosis
-from agent.state import MigrationState, options_of
+from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
+from agent.policy.base import Diagnosis, Proposal
+from agent.runs import RunScheduler
+from agent.state import MigrationState, dump, edits_of, options_of, parity_of, reference_of
 from tools.patch import file_diff, read_text
+from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
 
 
 def diagnosis_for_model(state: MigrationState) -> Diagnosis:
     """The stored diagnosis, with the parity report (parity failures) and the edits made so far."""
-    diag = Diagnosis.model_validate(state.get("diagnosis") or {"phase": "run", "kind": "other"})
-    details = dict(diag.details)
-    if diag.phase == "parity" and state.get("parity"):
-        details["parity"] = state["parity"]
-    details["earlier_edits"] = [f"{e.get('rule')} at {e.get('site')} ({e.get('kind')}): {e.get('reason')}"
-                                for e in state.get("edits") or [] if e.get("kind") != "codemod"]
-    return diag.model_copy(update={"details": details})
+    raw = state.get("diagnosis")
+    diag = Diagnosis.model_validate(raw) if raw else Diagnosis(phase="run", kind="other")
+    earlier = [f"{e.rule} at {e.site} ({e.kind}): {e.reason}" for e in edits_of(state) if e.kind != "codemod"]
+    return diag.model_copy(update={"parity": parity_of(state) if diag.phase == "parity" else None,
+                                   "earlier_edits": earlier})
 
 
 @step("llm_fix")
-def llm_fix(state: MigrationState) -> dict[str, Any]:
+def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
     from agent.llm.client import ChatClient
     from agent.llm.config import from_env
     from agent.llm.fixer import run_fixer
@@ -47,30 +46,32 @@ def llm_fix(state: MigrationState) -> dict[str, Any]:
     it = state.get("iteration") or 0
     counter = {"n": 0}
 
-    def runner(path: Path, command: str, probe: bool, profile: bool) -> dict[str, Any]:
+    def runner(path: Path, command: str, probe: bool, profile: bool) -> RunResult:
         counter["n"] += 1
         return toolbox.run(path, command, device="tpx", redirect_cuda=None, probe=probe, profile=profile,
                            timeout_s=opts.run_timeout_s, seed=opts.seed,
                            artifacts_dir=artifacts_dir(state, f"llm-{it}-{counter['n']}"),
                            disk_limit_bytes=opts.disk_limit_bytes)
 
+    ref = reference_of(state)
     session = EditSession(source_of(state), ws, state.get("files") or {}, runner,
-                          (state.get("reference") or {}).get("probe_dir"), opts.run_command, opts.test_command)
+                          str(ref.probe_dir) if ref is not None and ref.probe_dir else None,
+                          opts.run_command, opts.test_command, runs)
     diag = diagnosis_for_model(state)
     client = ChatClient(cfg, state.get("llm_usage") or {})
     try:
         summary = run_fixer(client, session, diag, state.get("tried") or [])
     except FerryAgentError as exc:
         return {"llm_usage": client.usage.as_counters(), "status": exc.status, "summary": f"LLM fix: {exc}",
-                "_summary": f"model: {exc.status}: {exc}"}
+                SUMMARY: f"model: {exc.status}: {exc}"}
     base = state.get("files") or {}
     diff = "".join(file_diff(rel, base.get(rel, read_text(Path(opts.source) / rel)), text)
                    for rel, text in sorted(session.files.items()))
     site = diag.where()
     if diag.phase == "parity":
-        div = (state.get("parity") or {}).get("first_divergence") or {}
-        site = f"parity:{div.get('key') or 'unlocalised'}"
-    proposal = {"rule": "llm", "kind": "llm", "reason": f"model: {summary}", "site": site,
-                "files": session.files, "diff": diff}
-    return {"proposal": proposal, "llm_usage": client.usage.as_counters(),
-            "_summary": f"model proposes edits to {', '.join(sorted(session.files))} ({client.usage.calls} calls)"}
+        report = parity_of(state)
+        div = report.first_divergence if report is not None else None
+        site = f"parity:{div.key if div is not None else 'unlocalised'}"
+    proposal = Proposal(rule="llm", kind="llm", reason=f"model: {summary}", site=site, files=session.files, diff=diff)
+    return {"proposal": dump(proposal), "llm_usage": client.usage.as_counters(),
+            SUMMARY: f"model proposes edits to {', '.join(sorted(session.files))} ({client.usage.calls} calls)"}

@@ -3,10 +3,9 @@
 The tests run once parity passes, so a parity fix (which changes the code again) does not cost a
 second test run; any later edit sends the graph back through target_run, parity and tests.
 
-Side by side (``agent.background``): target_run joins the reference run, which has been going on
-since the start, once its own run ends. When a core is free, it also starts this iteration's
-tests beside the target run; the tests node then only collects them. Tests started for code that
-has since changed are cancelled.
+Side by side (``agent.runs``): when a core is free, target_run also starts this iteration's tests
+beside the target run; the tests node then only collects them. Tests started for code that has
+since changed are cancelled. The reference run is joined by the next node, ``await_reference``.
 """
 
 from __future__ import annotations
@@ -14,12 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any
 
-from agent import background, toolbox
-from agent.nodes.common import artifacts_dir, ensure_workspace, run_is_ok, run_summary, step
-from agent.nodes.reference import join_reference
-from agent.state import MigrationState, options_of
+from agent import toolbox
+from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, step
+from agent.records import RunRecord
+from agent.runs import RunScheduler
+from agent.state import MigrationState, dump, options_of
+from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def _tests_key(state: MigrationState) -> str:
     return f"{state['migration_id']}:{_tests_label(state)}"
 
 
-def _run_tests(state: MigrationState, ws: Path, adir: Path, cancel: threading.Event | None) -> dict[str, Any]:
+def _run_tests(state: MigrationState, ws: Path, adir: Path, cancel: threading.Event | None) -> RunResult:
     opts = options_of(state)
     return toolbox.run(ws, opts.test_command or "", device="tpx", redirect_cuda=None, probe=False, profile=False,
                        timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
@@ -41,56 +41,46 @@ def _run_tests(state: MigrationState, ws: Path, adir: Path, cancel: threading.Ev
 
 
 @step("target_run")
-def target_run(state: MigrationState) -> dict[str, Any]:
+def target_run(state: MigrationState, runs: RunScheduler) -> Update:
     opts = options_of(state)
-    background.prewarm()  # parity and the profile report need torch in this process next
-    toolbox.prewarm_runs(opts.seed)  # started by ingest unless this process resumed the migration
+    runs.prewarm_imports()  # parity and the profile report need torch in this process next
+    runs.prewarm_runs(opts.seed)  # started by ingest unless this process resumed the migration
     ws = ensure_workspace(state)
     it = state.get("iteration") or 0
     tests_key = _tests_key(state)
-    background.cancel_prefix(f"{state['migration_id']}:tests-", keep=tests_key)  # tests of older code
+    runs.cancel_prefix(f"{state['migration_id']}:tests-", keep=tests_key)  # tests of older code
     speculative = False
-    if opts.test_command and not background.has(tests_key) and background.spare_cores() >= 2:
+    if opts.test_command and not runs.has(tests_key) and runs.spare_cores() >= 2:
         adir = artifacts_dir(state, _tests_label(state))
         adir.mkdir(parents=True, exist_ok=True)
-        speculative = background.start(tests_key, lambda cancel: _run_tests(state, ws, adir, cancel))
+        speculative = runs.start(tests_key, lambda cancel: _run_tests(state, ws, adir, cancel))
     run = toolbox.run(
         ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=True,
         timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=artifacts_dir(state, f"target-{it}"),
         disk_limit_bytes=opts.disk_limit_bytes,
     )
-    ref_update = join_reference(state)
-    update: dict[str, Any] = {"workspace": str(ws), "runs": ref_update.get("runs", []) + [run_summary("target", run)],
-                              "last_run": {**run, "phase": "run"}}
-    if "reference" in ref_update:
-        update["reference"] = ref_update["reference"]
-    ok = run_is_ok(run)
-    if not ok or ref_update.get("status"):  # these tests will never be collected
-        background.cancel(tests_key)
-    if ref_update.get("status"):  # the original code does not run: that ends the migration first
-        update.update({"status": ref_update["status"], "summary": ref_update["summary"],
-                       "_summary": f"target run {'ok' if ok else 'failed'}; {ref_update['_summary']}"})
+    update: Update = {"workspace": str(ws), "runs": [dump(RunRecord.of("target", run))], "last_run": dump(run),
+                      "last_phase": "run"}
+    if not run.ok:
+        runs.cancel(tests_key)  # these tests will never be collected
+        update[SUMMARY] = f"run failed ({run.status})"
         return update
-    note = " (tests started beside it)" if speculative and ok else ""
-    if ok:
-        update.update({"target_ok": run, "_summary": f"run ok in {run.get('duration_s', 0):.1f}s{note}"})
-    else:
-        update["_summary"] = f"run failed ({run.get('status')})"
+    note = " (tests started beside it)" if speculative else ""
+    update.update({"target_ok": dump(run), SUMMARY: f"run ok in {run.duration_s:.1f}s{note}"})
     return update
 
 
 @step("tests")
-def tests(state: MigrationState) -> dict[str, Any]:
+def tests(state: MigrationState, runs: RunScheduler) -> Update:
     opts = options_of(state)
     if not opts.test_command:
-        return {"_summary": "no test command"}
+        return {SUMMARY: "no test command"}
     ws = ensure_workspace(state)
     adir = artifacts_dir(state, _tests_label(state))
-    run = background.join(_tests_key(state), adir)
+    run = runs.join(_tests_key(state), adir)
     where = " (beside the target run)" if run is not None else ""
     if run is None:
         run = _run_tests(state, ws, adir, None)
-    update: dict[str, Any] = {"runs": [run_summary("tests", run)], "last_run": {**run, "phase": "test"}}
-    update["_summary"] = (f"tests pass in {run.get('duration_s', 0):.1f}s{where}" if run_is_ok(run)
-                          else f"tests failed ({run.get('status')}){where}")
+    update: Update = {"runs": [dump(RunRecord.of("tests", run))], "last_run": dump(run), "last_phase": "test"}
+    update[SUMMARY] = (f"tests pass in {run.duration_s:.1f}s{where}" if run.ok else f"tests failed ({run.status}){where}")
     return update

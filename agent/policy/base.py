@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from agent.errors import Status
 from agent.materialise import current_text
+from tools.parity.models import ParityReport
 from agent.policy.edits import parse
 from tools.patch import file_diff
 
@@ -34,7 +36,12 @@ class Diagnosis(BaseModel):
     exc_type: str = ""
     message: str = ""
     frames: list[Frame] = Field(default_factory=list, description="user frames, outermost first")
-    details: dict[str, Any] = Field(default_factory=dict)
+    run_status: str | None = None  # the failed run's status (failed, killed...), for run/test phases
+    exit_code: int | None = None
+    parity: ParityReport | None = Field(default=None, description="parity failures: the report (not checkpointed "
+                                                                  "with the diagnosis: the state holds it)")
+    earlier_edits: list[str] = Field(default_factory=list, description="the migration's non-codemod edits so far, "
+                                                                       "for the model")
 
     @property
     def site(self) -> Frame | None:
@@ -94,7 +101,7 @@ class Verdict(BaseModel):
     """No edit: the migration stops here with a named status and what is left."""
 
     rule: str
-    status: str
+    status: Status
     summary: str
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from agent import toolbox
 from agent.policy import edits
 from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal
+from tools.scan.models import Finding, RewriteResult
 
 logger = logging.getLogger(__name__)
 
@@ -27,18 +28,16 @@ KINDS = ("cuda_not_compiled", "other", "ATen_cuda", "aten_cuda", "cuda_unmappabl
 CUDA_AT_LINE = re.compile(r"\.cuda\(|\btorch\.cuda\b|[\"']cuda(:\d+)?[\"']|\bnccl\b|\bcuda\.")
 
 
-def rewritten_texts(result: dict[str, Any], root_prefix: str | None = None) -> dict[str, str]:
+def rewritten_texts(result: RewriteResult, root_prefix: str | None = None) -> dict[str, str]:
     """relative path -> rewritten text, for the files a RewriteResult changed."""
     out: dict[str, str] = {}
-    for entry in result.get("files", []) or []:
-        path = entry.get("path") or entry.get("file")
-        new = entry.get("rewritten") if "rewritten" in entry else entry.get("new_text")
-        old = entry.get("original") if "original" in entry else entry.get("old_text")
-        if not path or new is None or new == old:
+    for entry in result.files:
+        path = entry.file
+        if entry.rewritten == entry.original:
             continue
         if root_prefix and path.startswith(root_prefix):
             path = path[len(root_prefix):].lstrip("/")
-        out[path] = new
+        out[path] = entry.rewritten
     return out
 
 
@@ -50,22 +49,22 @@ def _review_rewrite(ctx: FixContext, rel: str, line: int, text: str) -> tuple[st
     report = toolbox.scan(ctx.workspace / rel)  # type: ignore[operator]
     lines = edits.lines_of(text)
 
-    def span(f: dict[str, Any]) -> tuple[int, int]:
-        start = sum(len(x) for x in lines[: f["line"] - 1]) + f["col"] - 1
-        end = sum(len(x) for x in lines[: f["end_line"] - 1]) + f["end_col"] - 1
+    def span(f: Finding) -> tuple[int, int]:
+        start = sum(len(x) for x in lines[: f.line - 1]) + f.col - 1
+        end = sum(len(x) for x in lines[: f.end_line - 1]) + f.end_col - 1
         return start, end
 
-    candidates = [f for f in report.get("findings") or []
-                  if f.get("rewrite") and f.get("category") != "unsupported" and CUDA_AT_LINE.search(text[slice(*span(f))])]
-    for trigger in (f for f in candidates if f.get("line") == line):
-        same = [f for f in candidates if f.get("rule_id") == trigger.get("rule_id")]
+    candidates = [f for f in report.findings
+                  if f.rewrite and f.category != "unsupported" and CUDA_AT_LINE.search(text[slice(*span(f))])]
+    for trigger in (f for f in candidates if f.line == line):
+        same = [f for f in candidates if f.rule_id == trigger.rule_id]
         for group in (same, [trigger]):  # all sites of the rule; the trigger alone if that does not parse
             new, taken = text, []
             for f in sorted(group, key=span, reverse=True):  # last first: earlier offsets stay valid
                 start, end = span(f)
                 if any(start < t_end and t_start < end for t_start, t_end in taken):
                     continue  # overlaps a site already rewritten
-                new = new[:start] + f["rewrite"].split("  #")[0].rstrip() + new[end:]
+                new = new[:start] + (f.rewrite or "").split("  #")[0].rstrip() + new[end:]
                 taken.append((start, end))
             if edits.parse(new, rel) is not None:
                 return new, len(taken)

@@ -6,6 +6,7 @@ import logging
 
 from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal
 from agent.policy import edits
+from tools.parity.models import ParityReport
 
 logger = logging.getLogger(__name__)
 
@@ -14,21 +15,19 @@ KINDS = ("parity_failed",)
 LINE = 'torch.set_float32_matmul_precision("highest")  # tpx: full fp32 matmuls (parity with the reference)\n'
 
 
-def attributed_to_matmul(parity: dict) -> bool:
-    """Whether the parity report (``tools.parity.models.ParityReport`` as JSON) blames matmul
-    precision: its first divergence's ``likely_cause`` says so, or no module was localised at all
-    (then matmul precision is the first thing to rule out on tpx, whose default is bf16)."""
-    first = parity.get("first_divergence")
-    if not isinstance(first, dict):
-        return True
-    return first.get("likely_cause") == "matmul_precision"
+def attributed_to_matmul(parity: ParityReport | None) -> bool:
+    """Whether the parity report blames matmul precision: its first divergence's ``likely_cause``
+    says so, or no module was localised at all (then matmul precision is the first thing to rule
+    out on tpx, whose default is bf16)."""
+    first = parity.first_divergence if parity is not None else None
+    return first is None or first.likely_cause == "matmul_precision"
 
 
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     if diag.kind not in KINDS or not ctx.entry_file:
         return None
     site = f"{ctx.entry_file}:1"
-    if f"{RULE}@{site}" in ctx.tried or not attributed_to_matmul(diag.details.get("parity", {})):
+    if f"{RULE}@{site}" in ctx.tried or not attributed_to_matmul(diag.parity):
         return None
     text = ctx.text(ctx.entry_file)
     if text is None or "set_float32_matmul_precision(\"highest\")" in text:

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Callable
 
 from fastapi import Depends, Header, HTTPException, Request, status
 
+from agent.runs import RunScheduler
+
 logger = logging.getLogger(__name__)
 
 TOKEN_ENV = "FERRY_API_TOKEN"
@@ -31,6 +33,7 @@ class Jobs:
     futures: dict[str, Future] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    runs: RunScheduler = field(default_factory=RunScheduler)  # the background runs of every migration here
 
     def submit(self, mid: str, fn: Callable[[], Any]) -> None:
         """Run ``fn`` in the background; 409 when this migration is already running."""
@@ -79,7 +82,7 @@ Authorized = Depends(require_token)
 
 
 def settings_from_env(state_dir: str | None = None) -> Settings:
-    from agent.graph import state_dir as resolve
+    from agent.materialise import state_dir as resolve
 
     return Settings(state_dir=str(resolve(state_dir or os.environ.get("FERRY_STATE_DIR"))),
                     token=os.environ.get(TOKEN_ENV) or None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -14,7 +13,8 @@ from agent.migration import UnknownMigration, load, new_migration_id, resume, st
 from agent.service.deps import Authorized, JobsDep, SettingsDep
 from agent.service.schemas import (Decision, ErrorDetail, MigrationCreate, MigrationCreated, MigrationResult,
                                    MigrationStatus)
-from agent.state import MigrationOptions
+from agent import records
+from agent.state import MigrationOptions, outputs_of, runs_of, status_of, steps_of
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +47,9 @@ def _status(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
         state = "stopped"  # killed, crashed or the server restarted mid-way: POST /migrations/{id}/resume
     else:
         state = "finished"
-    return MigrationStatus(id=mid, state=state, status=st.get("status"), summary=st.get("summary"),
-                           iteration=st.get("iteration") or 0, runs=len(st.get("runs") or []),
-                           pending=st["pending"], interrupts=st["interrupts"], steps=st.get("steps") or [],
+    return MigrationStatus(id=mid, state=state, status=status_of(st), summary=st.get("summary"),
+                           iteration=st.get("iteration") or 0, runs=len(runs_of(st)),
+                           pending=st["pending"], interrupts=st["interrupts"], steps=steps_of(st),
                            error=jobs.errors.get(mid), owner=owner.describe() if owner is not None else None)
 
 
@@ -64,7 +64,7 @@ def create(body: MigrationCreate, settings: SettingsDep, jobs: JobsDep) -> Migra
                             device=body.device, max_iterations=body.max_iterations, run_timeout_s=body.run_timeout_s,
                             seed=body.seed)
     mid = new_migration_id()
-    jobs.submit(mid, lambda: start(opts, migration_id=mid))
+    jobs.submit(mid, lambda: start(opts, migration_id=mid, runs=jobs.runs))
     return MigrationCreated(id=mid, status_url=f"/migrations/{mid}")
 
 
@@ -78,14 +78,14 @@ def get_result(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationResul
     st = _status(mid, settings, jobs)
     if st.state != "finished":
         raise HTTPException(status.HTTP_409_CONFLICT, f"migration {mid} is {st.state}; no result yet")
-    outputs = load(mid, settings.state_dir).get("outputs") or {}
-    paths = {k: Path(outputs[k]) for k in ("result", "patch", "report") if outputs.get(k)}
+    outputs = outputs_of(load(mid, settings.state_dir))
+    paths = {k: Path(v) for k, v in (outputs.model_dump() if outputs else {}).items() if k != "dir"}
     missing = [k for k in ("result", "patch", "report") if k not in paths or not paths[k].is_file()]
     if missing:
         raise HTTPException(status.HTTP_404_NOT_FOUND,
                             f"migration {mid} finished but its {', '.join(missing)} output is gone from the server")
-    result = json.loads(paths["result"].read_text(encoding="utf-8"))
-    return MigrationResult(id=mid, status=result.get("status") or st.status or "", summary=result.get("summary"),
+    result = records.MigrationRecord.model_validate_json(paths["result"].read_text(encoding="utf-8"))
+    return MigrationResult(id=mid, status=result.status, summary=result.summary,
                            patch=paths["patch"].read_text(encoding="utf-8"),
                            report=paths["report"].read_text(encoding="utf-8"), result=result)
 
@@ -97,7 +97,7 @@ def decide(mid: str, body: Decision, settings: SettingsDep, jobs: JobsDep) -> Mi
     if st.state != "waiting_for_approval":
         raise HTTPException(status.HTTP_409_CONFLICT, f"migration {mid} is {st.state}, not waiting for approval")
     answer = body.model_dump(exclude_none=True)
-    jobs.submit(mid, lambda: resume(mid, settings.state_dir, answer=answer))
+    jobs.submit(mid, lambda: resume(mid, settings.state_dir, answer=answer, runs=jobs.runs))
     return MigrationStatus(id=mid, state="running", pending=st.pending)
 
 
@@ -109,5 +109,5 @@ def resume_stopped(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationS
         hint = "; start a new one" if st.state == "failed" else ""
         raise HTTPException(status.HTTP_409_CONFLICT,
                             f"migration {mid} is {st.state}; only a stopped one resumes{hint}")
-    jobs.submit(mid, lambda: resume(mid, settings.state_dir))
+    jobs.submit(mid, lambda: resume(mid, settings.state_dir, runs=jobs.runs))
     return MigrationStatus(id=mid, state="running", pending=st.pending)

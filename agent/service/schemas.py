@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from agent import records
+
 logger = logging.getLogger(__name__)
 
 State = Literal["running", "waiting_for_approval", "finished", "stopped", "failed"]
@@ -74,7 +76,7 @@ class MigrationStatus(BaseModel):
     pending: list[str] = Field(default_factory=list, description="graph nodes still to run")
     interrupts: list[dict[str, Any]] = Field(default_factory=list,
                                              description="approval questions: rule, site, reason, diff")
-    steps: list[dict[str, Any]] = Field(default_factory=list)
+    steps: list[records.Step] = Field(default_factory=list)
     error: str | None = None
     owner: str | None = Field(default=None, description="the process driving it now (pid, host, since), "
                                                         "when it is another process than this server's own job")
@@ -86,7 +88,7 @@ class MigrationResult(BaseModel):
     summary: str | None = None
     patch: str = Field(description="ferry.patch: unified diff, git-apply-able to the original repository")
     report: str = Field(description="report.md: steps, edits with reasons, parity table, profile findings")
-    result: dict[str, Any] = Field(description="result.json: iterations, runs, LLM usage, edits, parity, ...")
+    result: records.MigrationRecord = Field(description="result.json: iterations, runs, LLM usage, edits, parity, ...")
 
 
 def _repo_relative(path: str) -> str:

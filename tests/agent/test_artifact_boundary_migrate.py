@@ -104,7 +104,7 @@ def _migrate(tmp_path: Path, plant_index: bool) -> tuple[dict, dict, subprocess.
     state = load("plant", sdir)
     refused: dict[str, set[str]] = {}
     for r in state["runs"]:
-        refused.setdefault(r["kind"], set()).update(r.get("artifacts_refused", []))
+        refused.setdefault(r["kind"], set()).update(f"{a['path']}: {a['reason']}" for a in r["artifacts_refused"])
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (xml, js)} == before and not absent.exists()
     assert SECRET not in res.stdout and SECRET not in res.stderr
     for p in [*sdir.rglob("*"), *out.rglob("*")]:
@@ -123,7 +123,7 @@ def test_a_migration_reads_nothing_its_runs_planted(tmp_path: Path):
     assert refused["tests"] == {"junit.xml: symlink"}
     assert {"profile/profile.json: symlink", "profile/profile.md: symlink"} <= refused["profile"]
     assert state["parity"]["verdict"] == "pass"  # the probe dumps themselves were Ferry's and were compared
-    assert "holds no profile.json" in state["profile"]["error"]
+    assert state["profile"] is None and "holds no profile.json" in state["profile_error"]
 
 
 def test_a_planted_probe_index_ends_the_migration_partial_not_failed_internal(tmp_path: Path):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import background, early
+from agent import early
+from agent.runs import RunScheduler
 from agent.state import MigrationOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,22 +34,25 @@ def test_the_reference_run_starts_once_and_is_reused_from_disk(repo: Path, tmp_p
     opts = _opts(repo, tmp_path)
     mid = "early-1"
     key = early.reference_key(mid)
-    assert early.start_reference(opts, mid)
-    assert early.start_reference(opts, mid)  # in flight: the same job, not a second run
-    assert background.running(f"{mid}:") == [key]
-    run = background.join(key, early.reference_artifacts(opts.state_dir, mid))
-    assert run is not None and run["status"] == "ok" and "quick 42" in run["stdout_tail"]
-    assert run["device"] == "cpu" and run["redirect_cuda"] == "cpu" and run["probe_dir"]
+    runs = RunScheduler()
+    assert early.start_reference(runs, opts, mid)
+    assert early.start_reference(runs, opts, mid)  # in flight: the same job, not a second run
+    assert runs.running(f"{mid}:") == [key]
+    run = runs.join(key, early.reference_artifacts(opts.state_dir, mid))
+    assert run is not None and run.status == "ok" and "quick 42" in run.stdout_tail
+    assert run.device == "cpu" and run.redirect_cuda == "cpu" and run.probe_dir
     # finished on disk (a resumed migration in a new process): found, not run again
-    assert not early.start_reference(opts, mid)
-    assert not background.has(key)
+    fresh = RunScheduler()
+    assert not early.start_reference(fresh, opts, mid)
+    assert not fresh.has(key)
 
 
 def test_no_early_reference_run_when_runs_go_one_at_a_time(repo: Path, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("FERRY_PARALLEL_RUNS", "1")
     opts = _opts(repo, tmp_path)
-    assert not early.start_reference(opts, "early-2")
-    assert not background.has(early.reference_key("early-2"))
+    runs = RunScheduler()
+    assert not early.start_reference(runs, opts, "early-2")
+    assert not runs.has(early.reference_key("early-2"))
     assert not early.reference_artifacts(opts.state_dir, "early-2").exists()
 
 

@@ -54,7 +54,7 @@ def _output(key: str, module: str | None, kind: str = "module_output") -> Tensor
                             metrics=metrics, tolerances=tolerances_for("float32"))
 
 
-def _report(divergence: Divergence | None, scalars: list[TensorComparison] | None = None) -> dict:
+def _report(divergence: Divergence | None, scalars: list[TensorComparison] | None = None) -> ParityReport:
     modules = [ModuleComparison(order=0, key="Net.blocks.0#0", module="Net.blocks.0", call=0, step=0, module_class="Gate",
                                 input_verdict="pass", output_verdict="fail", max_abs=2.5e-3, cosine=0.99999),
                ModuleComparison(order=1, key="Net.blocks.1#0", module="Net.blocks.1", call=0, step=0, module_class="Gate",
@@ -63,7 +63,7 @@ def _report(divergence: Divergence | None, scalars: list[TensorComparison] | Non
                         counts={"pass": 1, "fail": 3}, first_divergence=divergence, modules=modules,
                         tensors=[], scalars=scalars or [], notes=["a note from compare"],
                         target_meta={"final_matmul_precision": "highest", "tpx": {"matmul_precision": "highest",
-                                                                                  "fallback_ops": []}}).model_dump(mode="json")
+                                                                                  "fallback_ops": []}})
 
 
 def _divergence() -> Divergence:
@@ -108,7 +108,8 @@ def test_unlocalised_failure_lists_failing_keys_and_unknown_source_is_said():
     text = parity_evidence(_report(div), ["train.py"], {"train.py": "x = 1\n"}.get)
     assert "(the source of Net could not be located; use search_repo)" in text
     assert attribute_name("Net.layers.3") == "layers" and attribute_name("Net") is None
-    assert source_snippets({"module": "Net.head", "module_class": None}, ["a.py"], {"a.py": "# self.head(x)\n"}.get) == []
+    head = _divergence().model_copy(update={"module": "Net.head", "module_class": None})
+    assert source_snippets(head, ["a.py"], {"a.py": "# self.head(x)\n"}.get) == []
 
 
 def test_fixer_sends_the_parity_evidence_and_the_edits_already_tried(tmp_path):
@@ -116,8 +117,8 @@ def test_fixer_sends_the_parity_evidence_and_the_edits_already_tried(tmp_path):
     repo.mkdir()
     (repo / "net.py").write_text(ORIGINAL)
     diag = Diagnosis(phase="parity", kind="parity_failed", message="parity failed; first divergence: Net.blocks.0#0",
-                     details={"parity": _report(_divergence()),
-                              "earlier_edits": ["matmul_precision_highest at net.py:1 (policy): bf16 matmuls"]})
+                     parity=_report(_divergence()),
+                     earlier_edits=["matmul_precision_highest at net.py:1 (policy): bf16 matmuls"])
     edit = {"path": "net.py", "search": "if x.device.type == device.type:", "replace": 'if x.device.type == "cuda":'}
     script = [scripted.reply(scripted.tool_call("apply_edit", edit), scripted.tool_call("finish", {"summary": "s"}, "c2"))]
 

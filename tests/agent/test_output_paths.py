@@ -108,7 +108,11 @@ def test_run_without_a_command_is_a_usage_error(repo, capsys):
 
 def test_report_write_error_is_a_named_status(repo, tmp_path):
     """An --out that became unusable by the end: failed_output with a message, the state dir's copy kept."""
+    from langgraph.runtime import Runtime
+
+    from agent.graph import MigrationContext
     from agent.nodes.report import report
+    from agent.runs import RunScheduler
     from agent.state import MigrationOptions
 
     blocked = tmp_path / "out"
@@ -117,7 +121,7 @@ def test_report_write_error_is_a_named_status(repo, tmp_path):
                             state_dir=str(tmp_path / "state"))
     state = {"migration_id": "w1", "options": opts.model_dump(mode="json"), "status": "migrated",
              "summary": "runs on tpx", "files": {"prog.py": "print(1)\n"}, "runs": [], "edits": [], "steps": []}
-    update = report(state)
+    update = report(state, Runtime(context=MigrationContext(runs=RunScheduler())))
     assert update["status"] == "failed_output"
     assert str(blocked) in update["summary"] and "migrated" in update["summary"]
     kept = Path(update["outputs"]["dir"])

@@ -9,6 +9,7 @@ import pytest
 
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis, FixContext, Frame
+from tools.parity.models import Divergence, ParityReport, TensorComparison
 
 
 def _ctx(tmp_path: Path, files: dict[str, str], **kw) -> FixContext:
@@ -84,11 +85,21 @@ def test_unknown_unsupported_op_has_no_rule(tmp_path):
     assert propose(_diag("unsupported_op", "m.py", 2, op="aten::_fft_r2c"), ctx) is None
 
 
+def _failed_parity(module: str | None, cause: str = "unknown", explanation: str = "") -> ParityReport:
+    """A failed parity report whose first divergence (if any) is ``module``, blamed on ``cause``."""
+    div = None
+    if module is not None:
+        out = TensorComparison(key=f"{module}#0:out", kind="module_output", verdict="fail", tier="tiered", reason="off")
+        div = Divergence(key=f"{module}#0", module=module, inputs="pass", likely_cause=cause, explanation=explanation,
+                         output=out)
+    return ParityReport(verdict="fail", summary="parity FAIL", ref_dir="/r", target_dir="/t", counts={"fail": 1},
+                        first_divergence=div, modules=[], tensors=[], scalars=[])
+
+
 def test_parity_failure_sets_matmul_precision_at_entry(tmp_path):
     src = '"""doc"""\n\nimport argparse\n\nimport torch\n\n\ndef main():\n    pass\n'
     ctx = _ctx(tmp_path, {"train.py": src}, entry_file="train.py")
-    d = Diagnosis(phase="parity", kind="parity_failed",
-                  details={"parity": {"verdict": "fail", "first_divergence": {"module": "net.0", "likely_cause": "matmul_precision"}}})
+    d = Diagnosis(phase="parity", kind="parity_failed", parity=_failed_parity("net.0", "matmul_precision"))
     p = propose(d, ctx)
     assert isinstance(p, Proposal) and p.rule == "matmul_precision_highest"
     lines = p.files["train.py"].splitlines()
@@ -103,16 +114,14 @@ def test_parity_failure_sets_matmul_precision_at_entry(tmp_path):
 def test_parity_failure_blamed_on_something_else_is_not_matmul(tmp_path, cause):
     ctx = _ctx(tmp_path, {"train.py": "import torch\n"}, entry_file="train.py")
     # the explanation may well mention precision words: only the attributed cause counts
-    d = Diagnosis(phase="parity", kind="parity_failed",
-                  details={"parity": {"verdict": "fail", "first_divergence": {
-                      "module": "net.3", "likely_cause": cause,
-                      "explanation": "inputs agree; the output differs beyond float32 precision (bf16 linear?)"}}})
+    d = Diagnosis(phase="parity", kind="parity_failed", parity=_failed_parity(
+        "net.3", cause, "inputs agree; the output differs beyond float32 precision (bf16 linear?)"))
     assert propose(d, ctx) is None
 
 
 def test_unlocalised_parity_failure_tries_matmul_precision_first(tmp_path):
     ctx = _ctx(tmp_path, {"train.py": "import torch\n"}, entry_file="train.py")
-    d = Diagnosis(phase="parity", kind="parity_failed", details={"parity": {"verdict": "fail", "first_divergence": None}})
+    d = Diagnosis(phase="parity", kind="parity_failed", parity=_failed_parity(None))
     p = propose(d, ctx)
     assert isinstance(p, Proposal) and p.rule == "matmul_precision_highest"
 

@@ -168,7 +168,7 @@ def test_setup_is_safe_when_processes_start_together(pg_url):
     code = textwrap.dedent('''
         import sys
         from pathlib import Path
-        from agent.graph import checkpointer
+        from agent.checkpoints import checkpointer
         print("ready", flush=True)
         sys.stdin.readline()
         with checkpointer(Path("/nonexistent")) as saver:  # Postgres: the state dir is not used
@@ -207,7 +207,7 @@ def _store_error(url: str | None, sdir: Path, **extra: str) -> dict:
         import sys
         from pathlib import Path
         from agent.errors import FerryAgentError
-        from agent.graph import checkpointer
+        from agent.checkpoints import checkpointer
         try:
             with checkpointer(Path(sys.argv[1])):
                 print(json.dumps({"error": None}))

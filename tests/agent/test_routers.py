@@ -1,13 +1,32 @@
-"""Routers are pure functions of the state."""
+"""Routers are pure functions of the state (the tools' models as the state stores them)."""
 
 from agent import routers
+from agent.state import MigrationOptions, dump
+from tools.parity.models import ParityReport
+from tools.runner.models import RunResult
 
-OK = {"status": "ok", "exit_code": 0}
-FAILED = {"status": "failed", "exit_code": 1}
+
+def _run(status: str, exit_code: int | None) -> dict:
+    return dump(RunResult(command=["python", "x.py"], exit_code=exit_code, status=status, duration_s=1.0,
+                          stdout_tail="", stderr_tail="", isolation="bwrap"))
+
+
+def _opts(llm: bool = False, test_command: str | None = None) -> dict:
+    return dump(MigrationOptions(source="/repo", run_command="python x.py", state_dir="/state", llm=llm,
+                                 test_command=test_command))
+
+
+def _parity(verdict: str) -> dict:
+    return dump(ParityReport(verdict=verdict, summary=f"parity {verdict}", ref_dir="/r", target_dir="/t",
+                             counts={verdict: 1}, modules=[], tensors=[], scalars=[]))
+
+
+OK = _run("ok", 0)
+FAILED = _run("failed", 1)
 
 
 def test_a_status_always_routes_to_report():
-    s = {"status": "needs_human", "last_run": OK, "proposal": {"rule": "x"}, "options": {"llm": True}}
+    s = {"status": "needs_human", "last_run": OK, "proposal": {"rule": "x"}, "options": _opts(llm=True)}
     assert routers.after_ingest(s) == "report"
     assert routers.after_reference(s) == "report"
     assert routers.after_step(s) == "report"
@@ -28,35 +47,45 @@ def test_linear_steps_go_on_without_status():
 def test_target_run_outcome():
     assert routers.after_target({"last_run": OK}) == "parity"
     assert routers.after_target({"last_run": FAILED}) == "diagnose"
-    assert routers.after_target({"last_run": {"status": "ok", "exit_code": 3}}) == "diagnose"
+    assert routers.after_target({"last_run": _run("ok", 3)}) == "diagnose"
     assert routers.after_target({}) == "diagnose"
 
 
 def test_diagnose_prefers_rule_then_model():
-    assert routers.after_diagnose({"proposal": {"rule": "r"}, "options": {"llm": True}}) == "apply_fix"
-    assert routers.after_diagnose({"proposal": None, "options": {"llm": True}}) == "llm_fix"
-    assert routers.after_diagnose({"proposal": None, "options": {"llm": False}}) == "report"
+    assert routers.after_diagnose({"proposal": {"rule": "r"}, "options": _opts(llm=True)}) == "apply_fix"
+    assert routers.after_diagnose({"proposal": None, "options": _opts(llm=True)}) == "llm_fix"
+    assert routers.after_diagnose({"proposal": None, "options": _opts(llm=False)}) == "report"
     assert routers.after_llm({"proposal": {"rule": "llm"}}) == "apply_fix"
     assert routers.after_llm({"proposal": None}) == "report"
 
 
 def test_parity_outcome():
-    assert routers.after_parity({"parity": {"passed": True}, "options": {"test_command": None}}) == "profile"
-    assert routers.after_parity({"parity": {"passed": True}, "options": {"test_command": "pytest"}}) == "tests"
-    assert routers.after_parity({"proposal": {"rule": "matmul_precision_highest"}}) == "apply_fix"
-    # a warn verdict passes (ParityReport JSON carries "verdict", not "passed")
-    assert routers.after_parity({"parity": {"verdict": "warn"}, "options": {"llm": True}}) == "profile"
+    assert routers.after_parity({"parity": _parity("pass"), "options": _opts()}) == "profile"
+    assert routers.after_parity({"parity": _parity("pass"), "options": _opts(test_command="pytest")}) == "tests"
+    assert routers.after_parity({"proposal": {"rule": "matmul_precision_highest"}, "options": _opts()}) == "apply_fix"
+    # a warn verdict passes
+    assert routers.after_parity({"parity": _parity("warn"), "options": _opts(llm=True)}) == "profile"
+
+
+def test_nothing_compared_is_not_a_failure():
+    """A report with nothing to compare goes on (the report node says parity could not be shown);
+    it is never routed as a failure to the model or to the end."""
+    skipped = _parity("skipped")
+    assert routers.after_parity({"parity": skipped, "options": _opts(llm=True, test_command="pytest")}) == "tests"
+    assert routers.after_parity({"parity": skipped, "options": _opts(llm=False)}) == "profile"
+    report = ParityReport.model_validate(skipped)
+    assert not report.compared and not report.passed and not report.failed
 
 
 def test_parity_failure_no_rule_explains_goes_to_the_model_only_with_llm():
-    failed = {"verdict": "fail", "first_divergence": {"key": "Net.norm#0"}}
-    assert routers.after_parity({"parity": failed, "proposal": None, "options": {"llm": True}}) == "llm_fix"
-    assert routers.after_parity({"parity": failed, "proposal": None, "options": {"llm": False}}) == "report"
-    assert routers.after_parity({"parity": {"passed": False}, "options": {"llm": True, "test_command": "pytest"}}) == "llm_fix"
+    failed = _parity("fail")
+    assert routers.after_parity({"parity": failed, "proposal": None, "options": _opts(llm=True)}) == "llm_fix"
+    assert routers.after_parity({"parity": failed, "proposal": None, "options": _opts(llm=False)}) == "report"
+    assert routers.after_parity({"parity": failed, "options": _opts(llm=True, test_command="pytest")}) == "llm_fix"
     # a rule's fix still comes first, and a decided status (partial, failed_budget) still ends it
-    assert routers.after_parity({"parity": failed, "proposal": {"rule": "r"}, "options": {"llm": True}}) == "apply_fix"
-    assert routers.after_parity({"parity": failed, "status": "failed_budget", "options": {"llm": True}}) == "report"
-    assert routers.parity_passed({"verdict": "pass"}) and not routers.parity_passed({"verdict": "fail"})
+    assert routers.after_parity({"parity": failed, "proposal": {"rule": "r"}, "options": _opts(llm=True)}) == "apply_fix"
+    assert routers.after_parity({"parity": failed, "status": "failed_budget", "options": _opts(llm=True)}) == "report"
+    assert ParityReport.model_validate(_parity("pass")).passed and not ParityReport.model_validate(failed).passed
 
 
 def test_tests_outcome():

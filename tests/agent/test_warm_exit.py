@@ -19,12 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from agent import background, toolbox
+    from agent import toolbox
+    from agent.runs import RunScheduler
 
     repo, adir = Path(sys.argv[1]), Path(sys.argv[2])
-    assert toolbox.prewarm_runs(0)
+    runs = RunScheduler()
+    assert runs.prewarm_runs(0)
     # torch is still being imported by the warm interpreter: the run waits for it ...
-    background.start("exit:run", lambda cancel: toolbox.run(
+    runs.start("exit:run", lambda cancel: toolbox.run(
         repo, "python mark.py", device="tpx", redirect_cuda=None, probe=False, profile=False,
         timeout_s=120, seed=0, artifacts_dir=adir, cancel=cancel))
     # ... when Ferry exits

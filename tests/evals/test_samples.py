@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from agent.eval_harness import DEFAULT_SUITE, EvalCase, SuiteError, discover, run_case
+from evals.harness import DEFAULT_SUITE, EvalCase, SuiteError, discover, run_case
 from tools.scan.api import scan
 from tools.scan.models import ScanRequest
 

@@ -4,42 +4,13 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Literal
 
 import torch
-from pydantic import BaseModel
 
 from tools.parity.tolerances import Tolerances, tolerances_for
+from tools.parity.verdicts import VERDICT_RANK, Judgement, TensorMetrics, Tier, Verdict  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
-
-Verdict = Literal["pass", "warn", "fail", "skipped"]
-Tier = Literal[
-    "shape", "dtype", "nonfinite", "assert_close", "cosine", "tiered", "error_ratio", "missing", "not_recorded"
-]
-VERDICT_RANK = {"pass": 0, "skipped": 0, "warn": 1, "fail": 2}
-
-
-class TensorMetrics(BaseModel):
-    numel: int
-    max_abs: float
-    max_rel: float
-    cosine: float
-    rmse: float
-    nonfinite_mismatch: int
-    frac_over_pass_rel: float | None = None
-    frac_over_warn_rel: float | None = None
-    assert_close_ok: bool
-    error_ratio: float | None = None
-
-
-class Judgement(BaseModel):
-    verdict: Verdict
-    tier: Tier
-    reason: str
-    metrics: TensorMetrics | None = None
-    tolerances: Tolerances | None = None
-
 
 def dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")

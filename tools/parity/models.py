@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tools.parity.metrics import Tier, TensorMetrics, Verdict
+from tools.parity.verdicts import Tier, TensorMetrics, Verdict
 from tools.parity.tolerances import Tolerances
 from tools.profile.models import ProfileReport
 
@@ -76,6 +76,10 @@ class Divergence(BaseModel):
     ops: list[str] = Field(default_factory=list)
     output: TensorComparison
 
+    def describe(self) -> str:
+        """``key (likely cause)``: where the drift starts, in one phrase."""
+        return f"{self.key} (likely {self.likely_cause})"
+
 
 class ParityReport(BaseModel):
     verdict: Verdict
@@ -93,6 +97,34 @@ class ParityReport(BaseModel):
     extra_in_target: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     target_meta: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def compared(self) -> bool:
+        """Whether anything was compared at all (``skipped``: the program ran no module, printed no
+        metric and recorded nothing, so there is no evidence either way)."""
+        return self.verdict != "skipped"
+
+    @property
+    def passed(self) -> bool:
+        """Parity holds: every comparison passed or stayed within its warning tolerance. False for a
+        report with nothing compared: no evidence is not a pass (see ``compared``)."""
+        return self.verdict in ("pass", "warn")
+
+    @property
+    def failed(self) -> bool:
+        """Parity was checked and does not hold."""
+        return self.verdict == "fail"
+
+    def divergence_text(self) -> str:
+        """Where the first failing tensor is, in words (for summaries and reports)."""
+        if self.first_divergence is not None:
+            return self.first_divergence.describe()
+        failing = next((t.key for t in [*self.tensors, *self.scalars] if t.verdict == "fail"), None)
+        return f"not localised to a module (first failing probe key: {failing})" if failing else "not localised"
+
+    def rows(self) -> list[TensorComparison]:
+        """Every per-tensor comparison: module tensors, then printed scalars."""
+        return [*self.tensors, *self.scalars]
 
 
 class CheckRequest(BaseModel):

@@ -53,6 +53,12 @@ class Finding(BaseModel):
     source: str | None = None
     count: int = 0
 
+    def where(self) -> str | None:
+        """``file:line`` of the finding's source line (``file`` alone without a line), None when unknown."""
+        if not self.file:
+            return None
+        return f"{self.file}:{self.line}" if self.line else self.file
+
 
 class ProfileReport(BaseModel):
     profile_dir: str

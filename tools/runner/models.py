@@ -95,3 +95,23 @@ class RunResult(BaseModel):
     workspace_method: str | None = None  # reflink / copy
     artifacts_dir: Path | None = None
     error: str | None = None  # sandbox_error: what went wrong and what to do
+
+    @property
+    def ok(self) -> bool:
+        """The command ran to the end and exited 0."""
+        return self.status == "ok" and self.exit_code == 0
+
+    @property
+    def signature_kind(self) -> str | None:
+        """The parsed failure's signature kind (``tpx_float64``, ``disk_quota``...), if any."""
+        return self.trace.signature.kind if self.trace is not None else None
+
+    def failure_line(self) -> str:
+        """One line saying how the run ended: status, exit, and the parsed failure where there is one."""
+        head = f"{self.status} (exit {self.exit_code if self.exit_code is not None else '-'})"
+        if self.trace is not None:
+            first = self.trace.message.splitlines()[0] if self.trace.message else ""
+            return f"{head}: {self.trace.exc_type} {first}".rstrip()
+        if self.error:
+            return f"{head}: {self.error}"
+        return head

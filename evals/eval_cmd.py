@@ -1,4 +1,8 @@
-"""``ferry eval``: migrate the sample repositories and show a table of statuses."""
+"""``ferry eval``: migrate the sample repositories and show a table of statuses.
+
+A command of the ``ferry`` CLI registered through the ``ferry.commands`` entry point (pyproject.toml),
+so that the CLI in ``agent`` never imports ``evals``.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from agent.cli import CliError, output_dir
-    from agent.eval_harness import DEFAULT_SUITE, SuiteError, run_suite
+    from evals.harness import DEFAULT_SUITE, SuiteError, run_suite
 
     if args.jobs < 1:
         raise CliError(f"--jobs must be at least 1, got {args.jobs}")

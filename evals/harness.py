@@ -2,8 +2,9 @@
 
 A suite is a directory whose sub-directories each hold an ``eval.json`` manifest (run command,
 test command, expected status). Each case runs as its own ``ferry migrate --json`` subprocess
-with a private state dir, so cases are isolated and can run in parallel. (The harness lives in
-``agent`` so that nothing imports the ``evals`` package; the default suite is found by path.)
+with a private state dir, so cases are isolated and can run in parallel; its result.json is read
+back as ``agent.records.MigrationRecord``. ``ferry eval`` (``evals.eval_cmd``) plugs into the CLI
+through the ``ferry.commands`` entry point: nothing in ``agent`` imports ``evals``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agent.records import MigrationRecord
+
 logger = logging.getLogger(__name__)
 
-DEFAULT_SUITE = Path(__file__).resolve().parent.parent / "evals" / "repos"
+DEFAULT_SUITE = Path(__file__).resolve().parent / "repos"
 
 
 class SuiteError(ValueError):
@@ -88,13 +91,15 @@ def run_case(case: EvalCase, out_root: Path, policy: Literal["offline", "llm"], 
     if not result_path.exists():
         return EvalOutcome(name=case.name, expected=case.expected_status, status="failed_internal", passed=False,
                            wall_s=wall, summary=f"no result.json (exit {proc.returncode}): {proc.stderr[-500:]}", out_dir=str(out))
-    res = json.loads(result_path.read_text(encoding="utf-8"))
-    status = res.get("status") or "failed_internal"
+    try:
+        res = MigrationRecord.model_validate_json(result_path.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        return EvalOutcome(name=case.name, expected=case.expected_status, status="failed_internal", passed=False,
+                           wall_s=wall, summary=f"result.json is not a migration result: {exc}", out_dir=str(out))
     return EvalOutcome(
-        name=case.name, expected=case.expected_status, status=status, passed=status == case.expected_status,
-        wall_s=wall, iterations=res.get("iterations", 0), runs=res.get("runs", 0),
-        llm_calls=res.get("llm", {}).get("calls", 0), llm_tokens=res.get("llm", {}).get("total_tokens", 0),
-        summary=res.get("summary") or "", out_dir=str(out),
+        name=case.name, expected=case.expected_status, status=res.status, passed=res.status == case.expected_status,
+        wall_s=wall, iterations=res.iterations, runs=res.runs, llm_calls=res.llm.calls, llm_tokens=res.llm.total_tokens,
+        summary=res.summary or "", out_dir=str(out),
     )
 
 

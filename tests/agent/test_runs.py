@@ -1,4 +1,4 @@
-"""Side-by-side runs (agent.background) with the real runner and sandbox, and the migration using them."""
+"""Side-by-side runs (the run scheduler, agent.runs) with the real runner and sandbox, and the migration using them."""
 
 from __future__ import annotations
 
@@ -11,13 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from agent import background, toolbox
+from agent import runs as runs_mod
+from agent import toolbox
 from agent.migration import load
+from agent.runs import RunScheduler, finished
+from tools.runner.models import RunResult
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(repo: Path, cmd: str, adir: Path, cancel=None) -> dict:
+def _run(repo: Path, cmd: str, adir: Path, cancel=None) -> RunResult:
     return toolbox.run(repo, cmd, device="cpu", redirect_cuda=None, probe=False, profile=False, timeout_s=120,
                        seed=0, artifacts_dir=adir, cancel=cancel)
 
@@ -31,43 +34,60 @@ def repo(tmp_path: Path) -> Path:
     return src
 
 
-def test_cancel_stops_a_sandboxed_run_and_it_never_counts_as_finished(repo: Path, tmp_path: Path):
+@pytest.fixture
+def runs():
+    scheduler = RunScheduler()
+    yield scheduler
+    scheduler.close()
+
+
+def test_cancel_stops_a_sandboxed_run_and_it_never_counts_as_finished(repo: Path, tmp_path: Path, runs: RunScheduler):
     adir = tmp_path / "art-slow"
     key = "t1:slow"
-    assert background.start(key, lambda cancel: _run(repo, "python slow.py", adir, cancel))
-    assert not background.start(key, lambda cancel: _run(repo, "python slow.py", adir, cancel))  # one per key
-    assert background.running("t1:") == [key]
-    job = background._jobs[key]
-    assert background.cancel(key)
+    assert runs.start(key, lambda cancel: _run(repo, "python slow.py", adir, cancel))
+    assert not runs.start(key, lambda cancel: _run(repo, "python slow.py", adir, cancel))  # one per key
+    assert runs.running("t1:") == [key]
+    job = runs._jobs[key]
+    assert runs.cancel(key)
     result = job.future.result(timeout=60)
-    assert result["status"] == "cancelled"
-    assert "finished" not in result["stdout_tail"]
-    assert result["duration_s"] < 60  # stopped, not waited out
-    assert background.running("t1:") == []
-    assert background.finished(adir) is None  # a cancelled run is not a result
-    assert background.join(key, adir) is None
+    assert result.status == "cancelled"
+    assert "finished" not in result.stdout_tail
+    assert result.duration_s < 60  # stopped, not waited out
+    assert runs.running("t1:") == []
+    assert finished(adir) is None  # a cancelled run is not a result
+    assert runs.join(key, adir) is None
 
 
-def test_a_finished_run_is_joined_and_found_again_on_disk(repo: Path, tmp_path: Path):
+def test_a_finished_run_is_joined_and_found_again_on_disk(repo: Path, tmp_path: Path, runs: RunScheduler):
     adir = tmp_path / "art-quick"
     key = "t2:quick"
-    background.start(key, lambda cancel: _run(repo, "python quick.py", adir, cancel))
-    result = background.join(key, adir)
-    assert result is not None and result["status"] == "ok" and "quick 42" in result["stdout_tail"]
-    assert not background.has(key)
-    # another process (a resume) has no job under that key, but the result is on disk
-    again = background.join(key, adir)
-    assert again is not None and again["stdout_tail"] == result["stdout_tail"]
-    assert background.join("t2:never-started", tmp_path / "nothing") is None
+    runs.start(key, lambda cancel: _run(repo, "python quick.py", adir, cancel))
+    result = runs.join(key, adir)
+    assert result is not None and result.status == "ok" and "quick 42" in result.stdout_tail
+    assert not runs.has(key)
+    # another process (a resume: another scheduler) has no job under that key, but the result is on disk
+    again = RunScheduler().join(key, adir)
+    assert again is not None and again.stdout_tail == result.stdout_tail
+    assert runs.join("t2:never-started", tmp_path / "nothing") is None
 
 
-def test_parallel_limit_follows_the_environment(monkeypatch):
-    monkeypatch.setenv(background.PARALLEL_ENV, "1")
-    assert background.parallel_limit() == 1
-    monkeypatch.setenv(background.PARALLEL_ENV, "5")
-    assert background.spare_cores() == 5 - len(background.running())
-    monkeypatch.setenv(background.PARALLEL_ENV, "lots")
-    assert background.parallel_limit() >= 1  # falls back to the core count, with a warning
+def test_two_schedulers_keep_their_runs_apart(repo: Path, tmp_path: Path, runs: RunScheduler):
+    other = RunScheduler()
+    adir = tmp_path / "art-own"
+    assert runs.start("t3:x", lambda cancel: _run(repo, "python quick.py", adir, cancel))
+    assert not other.has("t3:x") and other.running() == []
+    assert not other.cancel("t3:x")  # nothing of another scheduler's to cancel
+    assert runs.join("t3:x", adir) is not None
+    other.close()
+
+
+def test_parallel_limit_follows_the_environment(monkeypatch, runs: RunScheduler):
+    monkeypatch.setenv(runs_mod.PARALLEL_ENV, "1")
+    assert runs_mod.parallel_limit() == 1
+    monkeypatch.setenv(runs_mod.PARALLEL_ENV, "5")
+    assert runs.spare_cores() == 5 - len(runs.running())
+    monkeypatch.setenv(runs_mod.PARALLEL_ENV, "lots")
+    assert runs_mod.parallel_limit() >= 1  # falls back to the core count, with a warning
 
 
 def _migrate_with_tests(tmp_path: Path, program: str, tests: str, parallel: str, mid: str) -> tuple[Path, Path, dict, str]:
@@ -78,7 +98,7 @@ def _migrate_with_tests(tmp_path: Path, program: str, tests: str, parallel: str,
     (repo / "prog.py").write_text(program)
     (repo / "tests" / "test_a.py").write_text(tests)
     sdir = tmp_path / "state"
-    env = {**os.environ, background.PARALLEL_ENV: parallel}
+    env = {**os.environ, runs_mod.PARALLEL_ENV: parallel}
     res = subprocess.run([sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py",
                           "--test", "python -m pytest -q tests", "--json", "--state-dir", str(sdir), "--id", mid],
                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)

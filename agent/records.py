@@ -1,0 +1,161 @@
+"""The agent's own records in the migration state (the tools' results are the tools' models).
+
+Each is stored as JSON in :class:`agent.state.MigrationState` and read back through the typed
+readers there; nothing reads these dicts by key.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agent.errors import Status
+from agent.policy.base import EditKind
+from tools.patch import FileChange
+from tools.runner.models import RefusedArtifact, RunResult
+
+__all__ = ["Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord", "Outputs", "ParityOutcome", "Plan",
+           "ProfileOutcome", "ReviewItem", "RunPhase", "RunRecord", "RunRole", "ScanDigest", "Step"]
+
+logger = logging.getLogger(__name__)
+
+RunRole = Literal["reference", "target", "tests", "profile"]
+RunPhase = Literal["run", "test"]
+
+
+class Step(BaseModel):
+    """One finished node: what happened, and how long it took."""
+
+    node: str
+    summary: str = ""
+    seconds: float = 0.0
+
+
+class Edit(BaseModel):
+    """One applied edit: which step, who made it (a codemod, a policy rule, the model, a person), the
+    files it changed, its diff and why."""
+
+    step: str
+    kind: EditKind
+    rule: str
+    files: list[str]
+    diff: str
+    reason: str
+    site: str | None = None
+
+
+class RunRecord(BaseModel):
+    """A run, summarised for the migration's log (the full RunResult is in its artifacts dir)."""
+
+    kind: RunRole
+    command: list[str]
+    status: str
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    signature: str | None = None
+    isolation: str
+    warm_start: bool = False
+    artifacts_refused: list[RefusedArtifact] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, kind: RunRole, run: RunResult) -> RunRecord:
+        return cls(kind=kind, command=run.command, status=run.status, exit_code=run.exit_code,
+                   duration_s=run.duration_s, signature=run.signature_kind, isolation=run.isolation,
+                   warm_start=run.warm_start, artifacts_refused=run.artifacts_refused)
+
+
+class ReviewItem(BaseModel):
+    """A scan finding kept for the plan and the report."""
+
+    rule: str
+    file: str
+    line: int
+    category: str
+    message: str
+
+
+class ScanDigest(BaseModel):
+    """What the scan of the original found: counts by category and every finding."""
+
+    counts: dict[str, int] = Field(default_factory=dict)
+    findings: list[ReviewItem] = Field(default_factory=list)
+
+
+class Plan(BaseModel):
+    """What the codemods will change, what is left for review, what the target run checks."""
+
+    rewrite_files: list[str]
+    auto_fix: int
+    review: list[ReviewItem]
+    entry_file: str | None = None
+    target: str = "tpx"
+    codemod_device: str
+    checks: list[str]
+    max_iterations: int
+
+
+class Outputs(BaseModel):
+    """Where the report node wrote the migration's outputs."""
+
+    dir: str
+    patch: str
+    report: str
+    result: str
+
+
+class EditSummary(BaseModel):
+    """An edit as result.json lists it (the diff is in ferry.patch and report.md)."""
+
+    step: str
+    kind: EditKind
+    rule: str
+    site: str | None = None
+    files: list[str]
+    reason: str
+
+
+class LLMUsage(BaseModel):
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class ParityOutcome(BaseModel):
+    """What parity showed: ``passed`` is None when it was not checked or had nothing to compare
+    (``verdict`` then says which: None or ``skipped``), never a guess."""
+
+    verdict: Literal["pass", "warn", "fail", "skipped"] | None = None
+    passed: bool | None = None
+    summary: str | None = None
+    first_divergence: str | None = None
+
+
+class ProfileOutcome(BaseModel):
+    findings: int = 0
+    error: str | None = None
+
+
+class MigrationRecord(BaseModel):
+    """result.json (the design's MigrationResult; the service's response of that name carries it):
+    how a migration ended, what it changed, what it showed, what it cost."""
+
+    migration_id: str
+    status: Status
+    summary: str | None = None
+    source: str
+    run_command: str
+    test_command: str | None = None
+    iterations: int = 0
+    runs: int = 0
+    run_log: list[RunRecord] = Field(default_factory=list)
+    llm: LLMUsage = Field(default_factory=LLMUsage)
+    wall_time_s: float = 0.0
+    edits: list[EditSummary] = Field(default_factory=list)
+    patch_files: list[FileChange] = Field(default_factory=list)
+    parity: ParityOutcome = Field(default_factory=ParityOutcome)
+    profile: ProfileOutcome = Field(default_factory=ProfileOutcome)
+    steps: list[Step] = Field(default_factory=list)
+    applied: bool | None = None

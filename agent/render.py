@@ -1,0 +1,199 @@
+"""The one renderer of a migration: result.json (``MigrationRecord``), report.md, and the pull-request text.
+
+report.md and pr.md share their sections (status, edits, the parity table with its metrics, the
+profile findings as ``file:line  title``, what is left for a human), built from the typed state:
+the tools' models (``ParityReport``, ``ProfileReport``) and the agent's records. Text that a run
+chose (summaries quoting trace messages, probe keys, finding titles) is escaped where it lands
+(``tools.textsafe``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from agent.records import (EditSummary, LLMUsage, MigrationRecord, ParityOutcome, ProfileOutcome, ReviewItem)
+from agent.state import (State, edits_of, options_of, parity_of, plan_of, profile_of, runs_of, status_of, steps_of)
+from tools.parity.models import ParityReport, TensorComparison
+from tools.patch import FileChange
+from tools.profile.models import ProfileReport
+from tools.textsafe import md_code, md_inline
+
+logger = logging.getLogger(__name__)
+
+PARITY_ROWS = 30
+PROFILE_ROWS = 15
+
+
+# --- result.json -----------------------------------------------------------------------------
+
+
+def parity_outcome(report: ParityReport | None) -> ParityOutcome:
+    if report is None:
+        return ParityOutcome()
+    return ParityOutcome(verdict=report.verdict, passed=report.passed if report.compared else None,
+                         summary=report.summary,
+                         first_divergence=report.divergence_text() if report.failed else None)
+
+
+def result_of(state: State, patch_files: list[FileChange], applied: bool | None = None) -> MigrationRecord:
+    opts = options_of(state)
+    usage = state.get("llm_usage") or {}
+    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    profile, profile_error = profile_of(state), state.get("profile_error")
+    status = status_of(state)
+    if status is None:
+        raise ValueError("a migration's result needs its status (the report node decides it)")
+    return MigrationRecord(
+        migration_id=state["migration_id"], status=status, summary=state.get("summary"),
+        source=opts.source, run_command=opts.run_command, test_command=opts.test_command,
+        iterations=state.get("iteration") or 0, runs=len(runs_of(state)), run_log=runs_of(state),
+        llm=LLMUsage(calls=int(usage.get("calls", 0)), prompt_tokens=prompt, completion_tokens=completion,
+                     total_tokens=prompt + completion),
+        wall_time_s=round(float(state.get("elapsed_s") or 0.0), 3),
+        edits=[EditSummary(step=e.step, kind=e.kind, rule=e.rule, site=e.site, files=e.files, reason=e.reason)
+               for e in edits_of(state)],
+        patch_files=patch_files, parity=parity_outcome(parity_of(state)),
+        profile=ProfileOutcome(findings=len(profile.findings) if profile else 0, error=profile_error),
+        steps=steps_of(state), applied=applied,
+    )
+
+
+# --- shared sections ---------------------------------------------------------------------------
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else f"{value:.3g}"
+
+
+def _row(t: TensorComparison) -> str:
+    m = t.metrics
+    cells = [md_code(t.key, table=True), _num(m.cosine if m else None), _num(m.max_abs if m else None),
+             _num(m.max_rel if m else None), md_inline(t.tier, table=True), md_inline(t.verdict, table=True)]
+    return "| " + " | ".join(cells) + " |"
+
+
+def parity_table(report: ParityReport, limit: int = PARITY_ROWS) -> list[str]:
+    """One row per compared tensor (module outputs and inputs, then printed scalars), with the metrics
+    it was judged on; failing rows first."""
+    rows = report.rows()
+    if not rows:
+        return ["(no tensors or metrics were compared)"]
+    order = {"fail": 0, "warn": 1, "pass": 2, "skipped": 3}
+    rows = sorted(rows, key=lambda t: order.get(t.verdict, 4))
+    out = ["| tensor | cosine | max abs | max rel | tier | verdict |", "|---|---|---|---|---|---|"]
+    out += [_row(t) for t in rows[:limit]]
+    if len(rows) > limit:
+        out.append(f"| ... {len(rows) - limit} more | | | | | |")
+    return out
+
+
+def parity_section(report: ParityReport | None) -> list[str]:
+    if report is None:
+        return ["Not checked (the migration stopped before the parity step)."]
+    if not report.compared:
+        return ["Verdict: **nothing to compare**: the program ran no `nn.Module`, printed no metric and recorded "
+                "nothing, so parity could not be shown either way.", "", md_inline(report.summary, keep_code=True)]
+    verdict = {"pass": "pass", "warn": "pass (within the warning tolerance)", "fail": "fail"}[report.verdict]
+    lines = [f"Verdict: **{verdict}**; " + ", ".join(f"{n} {k}" for k, n in report.counts.items() if n)]
+    if report.failed:
+        lines.append(f"First divergence: {md_inline(report.divergence_text())}")
+    return [*lines, "", *parity_table(report)]
+
+
+def finding_line(where: str | None, title: str, suggestion: str) -> str:
+    """A profile finding: ``file:line  title``, then its suggestion."""
+    loc = md_code(where) if where else "(no source line)"
+    return f"- {loc}  {md_inline(title, keep_code=True)} — {md_inline(suggestion, keep_code=True)}"
+
+
+def profile_section(report: ProfileReport | None, error: str | None, limit: int = PROFILE_ROWS) -> list[str]:
+    if error:
+        return [f"Profiling failed: {md_inline(error, keep_code=True)}"]
+    if report is None:
+        return ["(no profile)"]
+    if not report.findings:
+        return ["No findings."]
+    out = [finding_line(f.where(), f.title, f.suggestion) for f in report.findings[:limit]]
+    if len(report.findings) > limit:
+        out.append(f"- ... {len(report.findings) - limit} more in profile.md")
+    return out
+
+
+def review_line(item: ReviewItem) -> str:
+    return (f"- {md_code(f'{item.file}:{item.line}')} [{item.rule}, {item.category}] "
+            f"{md_inline(item.message, keep_code=True)}")
+
+
+def left_for_human(state: State) -> list[str]:
+    status = status_of(state)
+    left = []
+    if status != "migrated":
+        left.append(f"- The migration ended with **{status}**: {md_inline(state.get('summary') or '', keep_code=True)}")
+    plan = plan_of(state)
+    left += [review_line(item) for item in (plan.review if plan else [])]
+    return left or ["Nothing."]
+
+
+def _fence(text: str) -> str:
+    return "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+
+
+# --- report.md ------------------------------------------------------------------------------------
+
+
+def report_markdown(state: State, patch: str) -> str:
+    opts = options_of(state)
+    status = status_of(state)
+    lines = [f"# Ferry migration {md_inline(str(state.get('migration_id')))}", "",
+             f"- repository: {md_code(opts.source)}", f"- run: {md_code(opts.run_command)}",
+             f"- tests: {md_code(opts.test_command or '(none)')}", f"- **status: {status}**",
+             f"- iterations: {state.get('iteration') or 0}, runs: {len(runs_of(state))}, "
+             f"wall time: {float(state.get('elapsed_s') or 0):.1f}s", ""]
+    if state.get("summary"):  # run-derived text (trace messages, stderr): escaped
+        lines += [md_inline(str(state["summary"]), keep_code=True), ""]
+    lines += ["## Steps", "", "| step | what happened | seconds |", "|---|---|---|"]
+    lines += [f"| {s.node} | {md_inline(s.summary, keep_code=True, table=True)} | {s.seconds:.2f} |"
+              for s in steps_of(state)]
+    lines += ["", "## What changed and why", ""]
+    edits = edits_of(state)
+    if not edits:
+        lines.append("No edits.")
+    for e in edits:
+        diff = e.diff.rstrip()
+        fence = _fence(diff)
+        lines += [f"### {e.step}: {e.rule} ({e.kind})", "",  # Ferry's own step and rule ids
+                  md_inline(e.reason, keep_code=True), "", f"{fence}diff", diff, fence, ""]
+    lines += ["## Parity", "", *parity_section(parity_of(state))]
+    lines += ["", "## Profile findings", "", *profile_section(profile_of(state), state.get("profile_error"))]
+    lines += ["", "## Left for a human", "", *left_for_human(state)]
+    lines += ["", f"Patch: {len(patch.splitlines())} lines (ferry.patch)."]
+    return "\n".join(lines) + "\n"
+
+
+# --- pr.md ----------------------------------------------------------------------------------------
+
+
+def pr_markdown(state: State, result: MigrationRecord, branch: str | None, base: str) -> str:
+    """The pull-request description: status, changed files, edits, the parity table, profile findings."""
+    status = result.status
+    lines = ["# Migrate from CUDA to device-generic PyTorch (tpx verified)", ""]
+    if branch:
+        lines.append(f"Branch `{branch}` onto `{base}`, made by `ferry pr`.")
+    elif status == "migrated":
+        lines.append(f"No branch: `{base}` needed no changes.")
+    else:
+        lines.append(f"No branch was created: the migration of `{base}` ended with status `{status}`.")
+    lines += ["", f"**Status:** {status} — {md_inline(result.summary or '', keep_code=True)}", "",
+              f"Iterations: {result.iterations}, runs: {result.runs}, LLM calls: {result.llm.calls}.", "",
+              "## Changed files", ""]
+    lines += [f"- {md_code(f.path)} ({f.change}, +{f.added_lines} -{f.removed_lines})" for f in result.patch_files] or ["None."]
+    lines += ["", "## Edits", ""]
+    lines += [f"- {md_code(e.rule)} ({e.kind}) {', '.join(md_code(p) for p in e.files)}: "
+              f"{md_inline(e.reason, keep_code=True)}" for e in result.edits] or ["None."]
+    lines += ["", "## Parity (original on CPU vs migrated on tpx)", "", *parity_section(parity_of(state))]
+    lines += ["", "## Profile findings", "", *profile_section(profile_of(state), state.get("profile_error"))]
+    lines += ["", "## Verification", "",
+              f"- target run and tests on tpx: {'pass' if status == 'migrated' else 'see report'}",
+              "", "The full report (per-step reasons, what is left for a human) is in report.md."]
+    return "\n".join(lines) + "\n"
