@@ -96,6 +96,29 @@ def test_bad_json_and_huge_numbers_are_clear_errors(tmp_path: Path):
             build_profile_report(d, tmp_path)
 
 
+def test_a_profile_with_a_flood_of_distinct_events_is_read_in_linear_time(tmp_path: Path):
+    """The run chooses how many events profile.json holds (millions fit in the file cap): merging
+    graph breaks and matching fallback ops to sync sites must not scan what was seen before (25 000
+    distinct graph breaks took over a minute that way), and the report lists the most urgent only."""
+    import time
+
+    n = 25_000
+    doc = _profile_doc(
+        dynamo={"counters": {}, "events": [{"kind": "graph_break", "message": f"break {i}"} for i in range(n)]},
+        syncs=[{"category": "d2h_sync", "kind": f"op{i}", "file": "a.py", "line": i, "count": 1} for i in range(2000)],
+        tpx={"ops": [{"op": f"aten::op{i}", "count": 1, "time_s": 0.001, "fallback_calls": 1} for i in range(2000)],
+             "fallback_ops": [f"aten::other{i}" for i in range(2000)]})
+    d = _write_profile(tmp_path / "p", doc)
+    t0 = time.monotonic()
+    report = build_profile_report(d, tmp_path)
+    took = time.monotonic() - t0
+    assert took < 20, f"build_profile_report took {took:.0f} s for {n} graph breaks"
+    assert sum(g.count for g in report.graph_breaks) == n and len(report.graph_breaks) == n
+    assert len(report.findings) == 200  # tools.profile.report.MAX_FINDINGS
+    assert any("more findings of lower rank are left out" in note for note in report.notes)
+    assert Path(report.markdown_path).stat().st_size < 1024**2
+
+
 def test_profile_md_goes_where_asked_and_never_through_a_planted_link(tmp_path: Path, secret: Path):
     d = _write_profile(tmp_path / "p", _profile_doc())
     (d / "profile.md").symlink_to(secret)
