@@ -154,6 +154,30 @@ def test_swapped_directories_a_fifo_and_a_sparse_file_are_refused_under_ferry_ru
     _no_secret_anywhere(tmp_path, res.model_dump_json())
 
 
+def test_artifact_dirs_replaced_by_files_are_refused_not_a_crash(tmp_path: Path):
+    """A run that leaves a file where its probe/ and profile/ dirs were: the host made its empty
+    copy dir under that name and crashed (FileExistsError, a traceback and failed_internal)."""
+    src = tmp_path / "repo"
+    src.mkdir()
+    (src / "swap.py").write_text("import os, shutil\n"
+                                 "for var in ('FERRY_PROBE_DIR', 'FERRY_PROFILE_DIR'):\n"
+                                 "    shutil.rmtree(os.environ[var])\n"
+                                 "    open(os.environ[var], 'w').write('not a dir')\n"
+                                 "os._exit(0)\n")
+    art = tmp_path / "art"
+    res = run(RunRequest(path=src, command="python swap.py", device="cpu", probe=True, profile=True, timeout_s=120,
+                         artifacts_dir=art))
+    assert res.status == "ok", res.stderr_tail
+    refused = _refused(res)
+    assert refused["probe"].startswith("not a directory") and refused["profile"].startswith("not a directory")
+    assert res.probe_dir == art / "collected" / "probe" and res.probe_dir.is_dir()
+    assert res.profile_dir.is_dir() and not any(res.profile_dir.iterdir())
+    with pytest.raises(DumpError, match="not a probe dump"):
+        ProbeDump(res.probe_dir)
+    saved = json.loads((art / "result.json").read_text())
+    assert {"probe", "profile"} <= {r["path"] for r in saved["artifacts_refused"]}
+
+
 def test_ferry_run_prints_the_refusals_and_escapes_program_text(repo: Path, tmp_path: Path, host):
     (repo / "noisy.py").write_text(
         "import os, re\n"

@@ -117,11 +117,17 @@ def _collect_outputs(out: Path, artifacts: Path, limits: ArtifactLimits, source:
     return got
 
 
-def _host_dir(collected: Collected, name: str) -> Path:
-    """``collected.dest/name``, made (empty) when the run's own was refused or never written."""
+def _host_dir(collected: Collected, name: str, refused: list[RefusedArtifact]) -> Path:
+    """``collected.dest/name``, made (empty) when the run's own was refused or never written, or
+    when the run left a file under that name instead of the directory (refused, its copy removed)."""
     path = collected.dest / name
-    if not path.is_dir():  # the copy holds no links: collect never makes one
-        path.mkdir(mode=0o700)
+    if path.is_dir():  # the copy holds no links: collect never makes one
+        return path
+    if path.exists():
+        path.unlink()
+        collected.accepted = [p for p in collected.accepted if p != name]
+        refused.append(RefusedArtifact(path=name, reason="not a directory (the run replaced it with a file)"))
+    path.mkdir(mode=0o700)
     return path
 
 
@@ -228,6 +234,8 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
                                    "FERRY_SANDBOX_ISOLATION=unshare selects the weaker fallback explicitly.",
                              **base)
         refused = [RefusedArtifact(path=r.path, reason=r.reason) for r in collected.refused]
+        probe_host = _host_dir(collected, "probe", refused) if probe_dir is not None else None
+        profile_host = _host_dir(collected, "profile", refused) if profile_dir is not None else None
         junit_path, junit_tests = _junit(collected, refused)
         trace = None
         if status not in ("ok", "cancelled") or junit_path is not None:
@@ -253,8 +261,8 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
             trace=trace,
             signal=res.signal,
             limit_hit=res.limit_hit,
-            probe_dir=_host_dir(collected, "probe") if probe_dir is not None else None,
-            profile_dir=_host_dir(collected, "profile") if profile_dir is not None else None,
+            probe_dir=probe_host,
+            profile_dir=profile_host,
             redirect_log_path=(collected.dest / "redirect.jsonl"
                                if redirect_log is not None and collected.has("redirect.jsonl") else None),
             junit_xml=junit_path,
