@@ -194,6 +194,24 @@ def test_ferry_run_prints_the_refusals_and_escapes_program_text(repo: Path, tmp_
     assert "\x1b" not in text and "\x07" not in text and SECRET not in text
 
 
+def test_log_lines_quoting_run_chosen_names_reach_the_terminal_escaped(tmp_path: Path):
+    """The result text was escaped, but the warnings logged on the way (a refused artifact's name,
+    chosen by the run) went to stderr as they were: OSC 52 and a screen clear reached the terminal."""
+    src = tmp_path / "repo"
+    src.mkdir()
+    (src / "names.py").write_text(
+        "import os, re\n"
+        "junit = re.search(r'--junit-xml=(\\S+)', os.environ['PYTEST_ADDOPTS']).group(1)\n"
+        "os.symlink('/etc/shadow', os.path.join(os.path.dirname(junit), 'x\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2Jy'))\n")
+    out = subprocess.run([sys.executable, "-m", "agent.cli", "run", str(src), "--device", "cpu", "--artifacts",
+                          str(tmp_path / "art"), "--", "python", "names.py"], capture_output=True, timeout=120)
+    err = out.stderr.decode()
+    assert out.returncode == 0, err[-2000:]
+    assert "run artifact xy refused: symlink" in err  # still told, without the sequences
+    assert "\x1b" not in err and "\x07" not in err
+    assert "\x1b" not in out.stdout.decode()
+
+
 def test_links_planted_by_both_runs_of_ferry_check_are_refused(repo: Path, tmp_path: Path, host):
     before = _snapshot(host["dir"])
     out = tmp_path / "check"
