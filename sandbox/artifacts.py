@@ -40,6 +40,11 @@ DEFAULT_MAX_FILE_BYTES = 256 * 1024**2
 DEFAULT_MAX_TOTAL_BYTES = 1024**3
 DEFAULT_MAX_FILES = 10_000
 MAX_DEPTH = 16
+# The run chooses how many entries are refused (up to the file count) and how long their paths are
+# (16 levels of 255-byte names): what is kept of the refusals, and logged, is bounded.
+MAX_REFUSALS = 100
+MAX_REFUSALS_LOGGED = 20
+MAX_SHOWN_PATH = 300
 _CHUNK = 1 << 20
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -273,10 +278,30 @@ class _Walk:
         self.max_files = max_files
         self.seen = 0
         self.stopped = False
+        self.listed = 0
+        self.unlisted = 0
 
-    def refuse(self, path: str, reason: str) -> None:
-        logger.warning("run artifact %s refused: %s", path, reason)
-        self.out.refused.append(Refusal(path=path, reason=reason))
+    def refuse(self, path: str, reason: str, *, always: bool = False) -> None:
+        """Keep a refusal (the first ``MAX_REFUSALS``, and the ``always`` ones: the caps that stopped the
+        walk); the rest are only counted, and summed up in one last entry by ``finish``."""
+        if len(path) > MAX_SHOWN_PATH:
+            half = MAX_SHOWN_PATH // 2
+            path = f"{path[:half]}...{path[-half:]}"
+        if self.listed < MAX_REFUSALS or always:
+            if self.listed < MAX_REFUSALS_LOGGED:
+                logger.warning("run artifact %s refused: %s", path, reason)
+            self.listed += 1
+            self.out.refused.append(Refusal(path=path, reason=reason))
+        else:
+            self.unlisted += 1
+
+    def finish(self) -> None:
+        if self.listed > MAX_REFUSALS_LOGGED:
+            logger.warning("%d more run artifacts refused (listed in the result)", self.listed - MAX_REFUSALS_LOGGED)
+        if self.unlisted:
+            logger.warning("%d more run artifacts refused, not listed", self.unlisted)
+            self.out.refused.append(Refusal(path="...", reason=f"{self.unlisted} more entries refused, not listed "
+                                                               f"(the first {MAX_REFUSALS} are)"))
 
     def directory(self, src_fd: int, dst_fd: int, rel: str, depth: int) -> None:
         with os.scandir(src_fd) as entries:
@@ -285,7 +310,7 @@ class _Walk:
                 self.seen += 1
                 if self.seen > self.max_files:
                     self.refuse(rel or ".", f"too many files: more than {self.max_files} (the rest was not read; "
-                                           f"raise {MAX_FILES_ENV} if they are needed)")
+                                           f"raise {MAX_FILES_ENV} if they are needed)", always=True)
                     self.stopped = True
                     break
                 names.append(entry.name)
@@ -385,6 +410,7 @@ def collect(src: Path | str, dest: Path | str, *, max_file_bytes: int = DEFAULT_
         try:
             walk = _Walk(dest, max_file_bytes, max_total_bytes, max_files)
             walk.directory(src_fd, dst_fd, "", 0)
+            walk.finish()
         finally:
             os.close(dst_fd)
     finally:
