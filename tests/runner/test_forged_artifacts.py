@@ -305,3 +305,17 @@ def test_redirect_log_lines_are_validated_and_a_link_is_refused(tmp_path: Path, 
     (tmp_path / "link.jsonl").symlink_to(secret)
     with pytest.raises(RedirectLogError, match="was not read: symlink"):
         load_redirect_log(tmp_path / "link.jsonl")
+
+
+def test_a_redirect_log_of_junk_lines_is_not_a_flood_of_warnings(tmp_path: Path, caplog):
+    """Each malformed line was one warning: a 64 MiB log of junk lines is tens of millions of them."""
+    import logging
+
+    log = tmp_path / "redirect.jsonl"
+    good = {"event": "site", "file": "a.py", "line": 3, "api": "Tensor.cuda", "mapped_to": "cpu", "count": 2, "pid": 1}
+    log.write_text("x\n" * 100_000 + json.dumps(good) + "\n")
+    caplog.set_level(logging.WARNING, logger="tools.redirect.log")
+    (rec,) = load_redirect_log(log)
+    assert rec.count == 2
+    assert len(caplog.records) <= 21
+    assert "100000 malformed redirect log lines skipped in all" in caplog.records[-1].getMessage()
