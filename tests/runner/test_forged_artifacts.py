@@ -219,6 +219,43 @@ def test_forged_tensor_data_is_not_compared(tmp_path: Path, secret: Path):
             ProbeDump(ref)._chunk(name)
 
 
+def test_a_bad_chunk_named_by_many_keys_is_read_once(tmp_path: Path):
+    """A chunk that fails to load was read, checked and unpickled again for every key naming it (and
+    warned about each time): a few thousand keys on one large forged chunk kept the host busy for
+    as long as the run liked."""
+    import logging
+    import time
+    import zipfile
+
+    class Count(logging.Handler):  # counts only: a kept record would keep its exception's frames alive
+        seen = 0
+
+        def emit(self, record: logging.LogRecord) -> None:
+            Count.seen += 1
+
+    ref, tgt = _dump(tmp_path, "ref"), _dump(tmp_path, "tgt")
+    n = 3000
+    for d in (ref, tgt):
+        with zipfile.ZipFile(d / "bad.pt", "w", compression=zipfile.ZIP_STORED) as zf:
+            zf.writestr("archive/data.pkl", b"\x00" * (4 * 1024**2))  # stored, passes the archive check
+        extra = [{"seq": 1000 + i, "kind": "record", "key": f"r{i}", "shape": [2], "dtype": "float32",
+                  "chunk": "bad.pt"} for i in range(n)]
+        _rewrite_index(d, lambda ix: ix["events"].extend(extra))
+    counter = Count(logging.WARNING)
+    dump_log = logging.getLogger("tools.probe.dump")
+    dump_log.addHandler(counter)
+    try:
+        t0 = time.monotonic()
+        report = compare_dumps(ref, tgt)
+        took = time.monotonic() - t0
+    finally:
+        dump_log.removeHandler(counter)
+    assert took < 10, f"compare_dumps took {took:.0f} s"
+    recs = [t for t in report.tensors if t.key.startswith("r")]
+    assert len(recs) == n and all(t.verdict == "skipped" for t in recs)
+    assert Count.seen <= 2 * 21, Count.seen
+
+
 def test_a_tensor_that_does_not_match_its_index_entry_is_not_compared(tmp_path: Path):
     ref, tgt = _dump(tmp_path, "ref"), _dump(tmp_path, "tgt")
     _rewrite_index(tgt, lambda ix: [e.update(shape=[7]) for e in ix["events"] if e.get("kind") == "module_output"])
