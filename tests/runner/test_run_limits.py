@@ -101,3 +101,38 @@ def test_a_repository_larger_than_the_cap_is_a_clear_error(repo: Path, tmp_path:
     with pytest.raises(RunnerInputError, match="does not fit in the run's 2 MiB disk cap"):
         _run(repo, "true", tmp_path, disk=2 * 1024**2)
     assert _own_spaces() == []
+
+
+def test_an_interrupted_run_leaves_nothing_on_the_host_disk(repo: Path, tmp_path: Path):
+    """Ctrl-C (or any exception) during a run: the space was closed with its default, which copies
+    what the run wrote in its artifacts dir back onto the host disk with cp -a (up to the whole
+    disk cap, links and owners as the run left them); nobody reads it after an interruption."""
+    import _thread
+    import threading
+    import time
+
+    child = tmp_path / "art" / "child"
+    stop = threading.Event()
+
+    def interrupt_once_written() -> None:
+        while not stop.is_set():
+            try:
+                if (child / "big.bin").stat().st_size >= 20 * 1024**2:
+                    _thread.interrupt_main()  # KeyboardInterrupt in the test's thread, inside run()
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=interrupt_once_written, daemon=True)
+    watcher.start()
+    script = f"ln -s /etc/shadow $FERRY_PROBE_DIR/../link && {_fill('$FERRY_PROBE_DIR/../big.bin', 24)} && sleep 60"
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _run(repo, script, tmp_path, probe=True)
+    finally:
+        stop.set()
+        watcher.join(timeout=5)
+    assert _own_spaces() == []  # unmounted on the way out
+    left = [p.name for p in child.iterdir()] if child.exists() else []
+    assert "big.bin" not in left and "link" not in left, left

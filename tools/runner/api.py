@@ -169,7 +169,10 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
     try:
         return _run_in_space(req, cancel, command, limits, src, artifacts, space, artifact_limits)
     finally:
-        space.close()
+        # Never copied back: a finished run's files were read in place (sandbox.artifacts.collect);
+        # after an exception or Ctrl-C nobody reads them, and a copy would put up to the whole disk
+        # cap of the run's files (links, owners as it left them) on the host disk.
+        space.close(copy=False)
 
 
 def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list[str], limits: Limits, src: Path,
