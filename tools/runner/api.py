@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -25,10 +26,22 @@ logger = logging.getLogger(__name__)
 
 TAIL_CHARS = 20_000
 COLLECTED_DIR = "collected"  # ARTIFACTS/collected: the host-owned copy of what the run left in child/
+ARTIFACTS_MARKER = ".ferry-artifacts"  # written into every artifacts dir a run used
+REPLACED_ENTRIES = ("child", COLLECTED_DIR, "stdout.txt", "stderr.txt", "result.json")  # each run replaces these
 
 
 class RunnerInputError(ValueError):
     """The request cannot be run as given (missing repo, bad artifacts dir)."""
+
+
+def foreign_entries(artifacts: Path | str) -> list[str]:
+    """What a run would replace in the existing directory ``artifacts`` although no run of Ferry made
+    it (``child/``, ``collected/``, ``stdout.txt``...): a directory of the user's given as the artifacts
+    dir. Empty for a new or empty directory and for one a run used before (its marker file)."""
+    path = Path(artifacts)
+    if not path.is_dir() or (path / ARTIFACTS_MARKER).exists():
+        return []
+    return [name for name in REPLACED_ENTRIES if os.path.lexists(path / name)]
 
 
 def _limits(req: RunRequest) -> Limits:
@@ -159,6 +172,10 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
     except OSError as exc:
         raise RunnerInputError(f"cannot create artifacts dir {artifacts}: {exc}") from exc
     artifacts = artifacts.resolve()
+    try:
+        (artifacts / ARTIFACTS_MARKER).touch()
+    except OSError as exc:
+        raise RunnerInputError(f"cannot write into the artifacts dir {artifacts}: {exc.strerror}") from exc
     try:
         artifact_limits = ArtifactLimits.from_env()
     except ValueError as exc:
