@@ -168,6 +168,18 @@ def test_text_escaping_helpers():
     assert html('<a href="x">&') == "&lt;a href=&quot;x&quot;&gt;&amp;"
 
 
+def test_markdown_entities_in_run_text_render_literally():
+    """md_inline left '&' alone: a named entity in a run's text (&rlm;, &NewLine;) rendered as the
+    bidi mark or line break that terminal() had stripped from the raw characters."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark")
+    for text in ("a&rlm;b", "x&lrm;&NewLine;y", "&ZeroWidthSpace;&amp;"):
+        rendered = md.render(md_inline(text))
+        assert not re.search("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\n]", rendered.strip()), rendered
+        assert rendered.strip() == f"<p>{html(text)}</p>"  # shown as written
+
+
 def _dump(tmp_path: Path, name: str, scale: float = 1.0, cls: type = torch.nn.Linear) -> Path:
     d = tmp_path / name
     lin = cls(3, 2)
