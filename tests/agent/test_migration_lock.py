@@ -131,3 +131,46 @@ def test_sqlite_row_of_a_reused_pid_is_stale(tmp_path, monkeypatch):
         c.execute(f"UPDATE {locks.TABLE} SET heartbeat = ? WHERE migration_id = 'm2'", (now - locks.STALE_AFTER_S - 1,))
     with migration_lock(sdir, "m2"):
         pass
+
+
+# A holder whose heartbeat is quick, so that the test sees it take its lock back after a restart.
+QUICK_HOLDER = HOLDER.replace("from agent.locks import migration_lock",
+                              "from agent import locks\nfrom agent.locks import migration_lock\nlocks.HEARTBEAT_S = 0.3")
+
+
+def test_a_postgres_restart_does_not_let_a_second_owner_in(tmp_path, postgres_server, pg_url, monkeypatch):
+    """The advisory lock dies with its connection, so a server restart released it while its holder
+    went on driving the migration: a second `ferry resume` got in at once. The holder's row (still
+    there, naming a live process) refuses it, and the holder takes its lock back."""
+    monkeypatch.setenv(URL_ENV, pg_url)
+    sdir = tmp_path / "state"
+    sdir.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", QUICK_HOLDER, str(sdir), "m1"], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, URL_ENV: pg_url})
+    try:
+        assert holder.stdout.readline().strip() == "held", holder.stderr.read()
+        time.sleep(1.0)  # the throwaway server commits asynchronously: let its WAL writer flush the row
+        postgres_server.crash()
+        postgres_server.restart()
+        with pytest.raises(MigrationLocked) as info:
+            with migration_lock(sdir, "m1"):
+                pytest.fail("a second owner got the lock while its holder still runs")
+        assert info.value.holder is not None and info.value.holder.pid == holder.pid
+        seen = lock_holder(sdir, "m1")
+        assert seen is not None and seen.pid == holder.pid
+        deadline = time.monotonic() + 20  # the holder's heartbeat takes the advisory lock back
+        while time.monotonic() < deadline:
+            with __import__("psycopg").connect(pg_url, autocommit=True) as c:
+                if c.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted").fetchone()[0]:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the holder did not take its lock back after the restart")
+        assert holder.poll() is None
+    finally:
+        _kill_9(holder)
+    deadline = time.monotonic() + 20
+    while lock_holder(sdir, "m1") is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with migration_lock(sdir, "m1"):  # the holder is gone: not blocked
+        assert lock_holder(sdir, "m1").pid == os.getpid()
