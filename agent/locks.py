@@ -6,9 +6,9 @@ a migration's graph; a second process asking for the same id is refused at once 
 
 * SQLite: a row in ``ferry_migration_locks`` of ``checkpoints.sqlite``, taken in a ``BEGIN
   IMMEDIATE`` transaction. A row whose holder is gone does not block: on the same machine (same
-  host name and boot id) the holder's pid and its start time are checked in ``/proc``; a holder on
-  another machine counts as gone once its heartbeat (refreshed every ``HEARTBEAT_S``) is older than
-  ``STALE_AFTER_S``.
+  host name, boot id and pid namespace) the holder's pid and its start time are checked in
+  ``/proc``; a holder on another machine (or in another container) counts as gone once its
+  heartbeat (refreshed every ``HEARTBEAT_S``) is older than ``STALE_AFTER_S``.
 * Postgres: a session-level advisory lock on a connection of its own, which the server releases
   when that connection ends (a holder killed with SIGKILL included), and a row in the same table
   saying who holds it, its heartbeat refreshed as for SQLite. A server restart ends the connection
@@ -76,8 +76,13 @@ class MigrationLocked(RuntimeError):
 
 
 def _boot_id() -> str:
+    """This boot of this kernel and this process's pid namespace: where a holder's pid can be checked
+    in ``/proc``. Containers on one machine share the boot id (and, with host networking, the host
+    name) but not the pid namespace: a holder in another one counts by its heartbeat, as on another
+    machine, never as gone because its pid means nothing here."""
     try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/pidns:{os.stat('/proc/self/ns/pid').st_ino}" if boot else ""
     except OSError:
         return ""
 

@@ -9,9 +9,11 @@ level, and copied back into it afterwards). One cap covers them all, enforced by
 past it fails with ENOSPC (SIGBUS for a page of a full /dev/shm mapping). ``full()`` tells, after
 the run, whether it ran out.
 
-The mount's source and its mount point are named ``ferry-space-PID-STARTTIME-RANDOM`` after the
+The mount's source and its mount point are named ``ferry-space-PID-STARTTIME-nPIDNS-RANDOM`` after the
 Ferry process that made it, so a later Ferry unmounts what a Ferry killed with SIGKILL left behind
-(``sweep_stale``; nothing is read from inside the space, which the run could write).
+(``sweep_stale``; nothing is read from inside the space, which the run could write). A space named
+after another pid namespace is never swept: its owner cannot be checked from here, and removing even
+its empty-looking mount point would detach the mount where that Ferry runs.
 
 Without mount rights (Ferry not root, or no CAP_SYS_ADMIN) ``open_run_space`` returns an unmounted
 space saying why; the sandbox then caps /tmp and /dev/shm with bubblewrap's own ``--size`` tmpfs and
@@ -35,7 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from sandbox.limits import Limits, format_size
-from sandbox.procs import owner_alive, owner_token
+from sandbox.procs import OWNER_PATTERN, owner_alive_match, owner_token
 from sandbox.workspace import default_root
 
 logger = logging.getLogger(__name__)
@@ -45,7 +47,7 @@ MS_NODEV = 0x4
 MS_BIND = 0x1000
 MNT_DETACH = 0x2
 NAME_PREFIX = "ferry-space"
-_NAME = re.compile(r"^ferry-space-(\d+)-(\d+)-[0-9a-f]{8}$")
+_NAME = re.compile(rf"^ferry-space-{OWNER_PATTERN}-[0-9a-f]{{8}}$")
 FULL_MARGIN_BYTES = 256 * 1024  # less free than this after a failed run: it ran out of space
 INODE_BYTES = 4096
 MIN_INODES = 65536
@@ -157,7 +159,7 @@ def sweep_stale() -> list[str]:
     cleaned: list[str] = []
     for m in reversed(_mounts()):  # binds (mounted later) before the space itself
         match = _NAME.match(m.source)
-        if m.fstype != "tmpfs" or match is None or owner_alive(int(match[1]), int(match[2])):
+        if m.fstype != "tmpfs" or match is None or owner_alive_match(match):
             continue
         try:
             _umount(m.point, MNT_DETACH)
@@ -178,7 +180,7 @@ def sweep_stale() -> list[str]:
         names = []
     for name in names:
         match = _NAME.match(name)
-        if match is not None and not owner_alive(int(match[1]), int(match[2])):
+        if match is not None and not owner_alive_match(match):
             try:
                 os.rmdir(default_root() / name)
             except OSError:

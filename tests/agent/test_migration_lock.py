@@ -174,3 +174,38 @@ def test_a_postgres_restart_does_not_let_a_second_owner_in(tmp_path, postgres_se
         time.sleep(0.1)
     with migration_lock(sdir, "m1"):  # the holder is gone: not blocked
         assert lock_holder(sdir, "m1").pid == os.getpid()
+
+
+def _other_pid_namespace(argv: list[str]) -> list[str]:
+    """``argv`` as a process of a new pid namespace (as in another container on this machine: same
+    host name and boot id, its own pids), killed when the returned process is."""
+    return ["unshare", "--pid", "--mount-proc", "--kill-child", *argv]
+
+
+def _can_make_pid_namespaces() -> bool:
+    try:
+        return subprocess.run(_other_pid_namespace(["true"]), capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.skipif(not _can_make_pid_namespaces(), reason="cannot make pid namespaces here (unshare --pid)")
+def test_a_holder_in_another_pid_namespace_is_not_taken_for_gone(tmp_path, monkeypatch):
+    """Same host name, same boot id, another pid namespace (a container sharing the state dir, with
+    host networking): its pid, looked up in this /proc, named another process or none, so its live
+    lock was taken over and two processes drove the migration."""
+    monkeypatch.delenv(URL_ENV, raising=False)
+    sdir = tmp_path / "state"
+    sdir.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != URL_ENV}
+    holder = subprocess.Popen(_other_pid_namespace([sys.executable, "-c", HOLDER, str(sdir), "m1"]), cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held", holder.stderr.read()
+        with pytest.raises(MigrationLocked) as info:
+            with migration_lock(sdir, "m1"):
+                pytest.fail("a live holder in another pid namespace lost its lock")
+        assert f"on host {socket.gethostname()}" in str(info.value)
+        assert lock_holder(sdir, "m1") is not None
+    finally:
+        _kill_9(holder)
