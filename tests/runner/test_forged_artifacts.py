@@ -344,6 +344,42 @@ def test_junit_xml_with_a_dtd_is_refused(tmp_path: Path, secret: Path):
     assert parse_junit_xml(tmp_path / "missing.xml") == []
 
 
+def test_a_junit_xml_of_millions_of_elements_is_refused_not_built(tmp_path: Path):
+    """ElementTree built the whole tree of the run's junit XML: 32 MiB of empty elements (within the
+    size cap) took some 800 MB on the host, nested as deep as much. Measured in a fresh process."""
+    import subprocess
+    import sys
+
+    flat = tmp_path / "flat.xml"
+    flat.write_bytes(b"<testsuite>" + b"<t/>" * (6 * 1024**2) + b"</testsuite>")
+    deep = tmp_path / "deep.xml"
+    deep.write_bytes(b"<a>" * 2_000_000 + b"</a>" * 2_000_000)
+    real = tmp_path / "real.xml"  # 50 000 test cases, each failed with a message: still read
+    real.write_bytes(b"<testsuites><testsuite>" + b"".join(
+        b'<testcase classname="tests.t" name="test_%d" time="0.1"><failure message="boom"/></testcase>' % i
+        for i in range(50_000)) + b"</testsuite></testsuites>")
+    code = ("import resource, sys\n"
+            "from pathlib import Path\n"
+            "from tools.trace.pytest_out import JunitRefused, read_junit_xml\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "for name in sys.argv[1:3]:\n"
+            "    try:\n"
+            "        read_junit_xml(Path(name))\n"
+            "    except JunitRefused as exc:\n"
+            "        print('refused:', exc)\n"
+            "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n"
+            "cases = read_junit_xml(Path(sys.argv[3]))\n"
+            "print(len(cases), cases[-1].outcome, cases[-1].message)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(flat), str(deep), str(real)], capture_output=True,
+                         text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-2000:]
+    flat_refused, deep_refused, grew_mib, real_read = out.stdout.splitlines()
+    assert flat_refused.startswith("refused: the junit XML holds 6291458 tags, more than")
+    assert deep_refused.startswith("refused: the junit XML holds 4000000 tags")
+    assert int(grew_mib) < 200, f"reading the forged junit XML took {grew_mib} MiB more"
+    assert real_read == "50000 failed boom"
+
+
 def test_redirect_log_lines_are_validated_and_a_link_is_refused(tmp_path: Path, secret: Path):
     log = tmp_path / "redirect.jsonl"
     good = {"event": "site", "file": "a.py", "line": 3, "api": "Tensor.cuda", "mapped_to": "cpu", "count": 2, "pid": 1}
