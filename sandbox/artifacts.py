@@ -34,11 +34,17 @@ logger = logging.getLogger(__name__)
 MAX_FILE_ENV = "FERRY_ARTIFACT_MAX_FILE_BYTES"
 MAX_TOTAL_ENV = "FERRY_ARTIFACT_MAX_TOTAL_BYTES"
 MAX_FILES_ENV = "FERRY_ARTIFACT_MAX_FILES"
+MAX_JSON_VALUES_ENV = "FERRY_ARTIFACT_MAX_JSON_VALUES"
 # A probe chunk holds at most the probe budget (FERRY_PROBE_MAX_BYTES, 64 MiB by default) and a
 # Chrome trace of a profiled window can be tens of MB: the per-file cap leaves room for both.
 DEFAULT_MAX_FILE_BYTES = 256 * 1024**2
 DEFAULT_MAX_TOTAL_BYTES = 1024**3
 DEFAULT_MAX_FILES = 10_000
+# Parsed and validated, a small JSON value costs the host about a kilobyte (the parsed object, its
+# model, the dicts kept): 14 MiB of tiny probe events took 700 MB, the per-file cap would allow some
+# 13 GB. A probe index of a large model (2 steps, thousands of module calls, 100 000 values per
+# scalar stream) holds well under a million. Enforced by the JSON readers (tools.artifact_json).
+DEFAULT_MAX_JSON_VALUES = 2_000_000
 MAX_DEPTH = 16
 # The run chooses how many entries are refused (up to the file count) and how long their paths are
 # (16 levels of 255-byte names): what is kept of the refusals, and logged, is bounded.
@@ -78,6 +84,7 @@ class ArtifactLimits:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES
     max_files: int = DEFAULT_MAX_FILES
+    max_json_values: int = DEFAULT_MAX_JSON_VALUES
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "ArtifactLimits":
@@ -86,7 +93,8 @@ class ArtifactLimits:
         env = dict(os.environ if env is None else env)
         return cls(max_file_bytes=_env_count(env, MAX_FILE_ENV, DEFAULT_MAX_FILE_BYTES),
                    max_total_bytes=_env_count(env, MAX_TOTAL_ENV, DEFAULT_MAX_TOTAL_BYTES),
-                   max_files=_env_count(env, MAX_FILES_ENV, DEFAULT_MAX_FILES))
+                   max_files=_env_count(env, MAX_FILES_ENV, DEFAULT_MAX_FILES),
+                   max_json_values=_env_count(env, MAX_JSON_VALUES_ENV, DEFAULT_MAX_JSON_VALUES))
 
 
 def _env_count(env: dict[str, str], key: str, default: int) -> int:

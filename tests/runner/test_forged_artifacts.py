@@ -214,6 +214,34 @@ def test_a_forged_probe_index_is_a_clear_error(tmp_path: Path, change, needle: s
     assert "index.json is not what Ferry writes" in str(exc.value) and needle in str(exc.value)
 
 
+def test_json_with_millions_of_values_is_refused_before_parsing(tmp_path: Path, monkeypatch):
+    """Parsed and validated, each small JSON value costs the host about a kilobyte: 14 MiB of tiny
+    probe events took 700 MB and some seconds, and the 256 MiB file cap let a run's index.json or
+    profile.json take some 13 GB of host memory."""
+    import time
+
+    events = ",".join('{"seq":%d,"kind":"x"}' % i for i in range(700_000))  # 2.1 million values
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "index.json").write_text('{"format": "ferry-probe/1", "events": [' + events + "]}")
+    t0 = time.monotonic()
+    with pytest.raises(DumpError, match=r"index.json holds about 2100\d+ JSON values, more than the 2000000"):
+        ProbeDump(probe)
+    assert time.monotonic() - t0 < 5  # refused from a count, not after parsing
+    d = _write_profile(tmp_path / "p", _profile_doc())
+    (d / "profile.json").write_text('{"ops": [' + ",".join(["1"] * 2_100_000) + "]}")
+    with pytest.raises(ProfileError, match="FERRY_ARTIFACT_MAX_JSON_VALUES"):
+        build_profile_report(d, tmp_path)
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "index.json").write_text('{"format": "ferry-probe/1", "events": [' + events[:2000].rsplit(",{", 1)[0] + "]}")
+    monkeypatch.setenv("FERRY_ARTIFACT_MAX_JSON_VALUES", "50")
+    with pytest.raises(DumpError, match="more than the 50 Ferry reads"):
+        ProbeDump(small)
+    monkeypatch.setenv("FERRY_ARTIFACT_MAX_JSON_VALUES", "1e4")  # raised for a real run that needs more
+    assert len(ProbeDump(small).events) > 50
+
+
 def test_forged_tensor_data_is_not_compared(tmp_path: Path, secret: Path):
     ref, tgt = _dump(tmp_path, "ref"), _dump(tmp_path, "tgt", scale=2.0)
     chunk = next(tgt.glob("chunk_*.pt"))

@@ -66,6 +66,7 @@ class ProbeDump:
             index = validate(ProbeIndex, doc, INDEX_NAME)
         except InvalidArtifact as exc:
             raise DumpError(f"{self.path / INDEX_NAME}: {exc}") from None
+        del doc  # validated: the parsed copy need not stay alongside the model and the dicts below
         self.meta: dict[str, Any] = index.meta_dict()
         self.events: list[dict[str, Any]] = index.event_dicts()
         self.scalars: dict[str, list[float]] = index.scalars
