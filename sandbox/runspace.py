@@ -4,8 +4,8 @@
 flood of empty files stops too) on a fresh host directory. It holds the run's workspace copy
 (``workspace_root``), ``tmp/`` and ``shm/`` (bubblewrap binds them on /tmp and /dev/shm instead of
 its own tmpfs mounts) and the child-writable artifacts dirs (``bind_into``: the space's dir is
-bind-mounted on the host dir for the run, so the child writes at the same path at every isolation
-level, and copied back into it afterwards). One cap covers them all, enforced by the kernel: a write
+bind-mounted on the host dir for the run, so what the child writes there, at the host dir's path or
+at the space's own, ``bound``, counts against the cap, and is copied back into it afterwards). One cap covers them all, enforced by the kernel: a write
 past it fails with ENOSPC (SIGBUS for a page of a full /dev/shm mapping). ``full()`` tells, after
 the run, whether it ran out.
 
@@ -266,6 +266,13 @@ class RunSpace:
             os.chmod(sub, 0o755)
             _mount(str(sub), Path(host_dir), None, MS_BIND, None)
             self._binds.append((sub, Path(host_dir)))
+
+    def bound(self, host_dir: Path) -> Path | None:
+        """The space's dir mounted on ``host_dir`` now (``bind_into``), None when it is not: the same
+        files by a path of the space's, which the run reaches at every level (the space's root is
+        0711 under the workspace root), where ``host_dir``'s own parents may be closed to it."""
+        with self._lock:
+            return next((sub for sub, host in self._binds if host == Path(host_dir)), None)
 
     def unbind(self, copy: bool = True) -> None:
         """Unmount the binds and copy what the run wrote there into the host dirs (call it once the

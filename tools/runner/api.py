@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sandbox import Limits, SandboxUnavailable, Workspace, WorkspaceError, create_workspace, run_in_sandbox
 from sandbox.artifacts import ArtifactLimits, ArtifactRefused, Collected, Refusal, collect
-from sandbox.isolation import ferry_root
+from sandbox.isolation import choose, ferry_root
 from sandbox.limits import disk_limit_from_env, format_size
 from sandbox.runspace import RunSpace, open_run_space
 from tools.runner.env import child_env, child_path_env
@@ -42,6 +42,15 @@ def foreign_entries(artifacts: Path | str) -> list[str]:
     if not path.is_dir() or (path / ARTIFACTS_MARKER).exists():
         return []
     return [name for name in REPLACED_ENTRIES if os.path.lexists(path / name)]
+
+
+def _level(req: RunRequest) -> str | None:
+    """The isolation level the run will get (None when the one asked for is not available: the
+    sandbox then says so as the run's result)."""
+    try:
+        return choose(None if req.isolation in (None, "auto") else req.isolation).level
+    except SandboxUnavailable:
+        return None
 
 
 def _limits(req: RunRequest) -> Limits:
@@ -199,15 +208,20 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
         shutil.rmtree(out)
     out.mkdir()
     space.bind_into(out)  # the child's writes under out/ count against the cap too
-    redirect_log = out / "redirect.jsonl" if req.redirect_cuda else None
-    probe_dir = out / "probe" if req.probe else None
-    profile_dir = out / "profile" if req.profile else None
+    # Where the child finds out/: the same path under bubblewrap (bound there); at the weaker levels,
+    # which show the host's filesystem to a run with a throw-away uid, the space's own dir (the path
+    # to ARTIFACTS, a 0700 temp dir or ~/.ferry, is closed to that uid).
+    seen = out if _level(req) == "bwrap" else (space.bound(out) or out)
+    redirect_log = seen / "redirect.jsonl" if req.redirect_cuda else None
+    probe_dir = seen / "probe" if req.probe else None
+    profile_dir = seen / "profile" if req.profile else None
     for d in (probe_dir, profile_dir):
         if d is not None:
             d.mkdir()
-    junit = out / "junit.xml"
+    junit = seen / "junit.xml"
 
     ws = _workspace(src, space, artifacts if req.keep_workspace else None)
+    os.chmod(ws.container, 0o711)  # its uid reaches the copy by path at the weaker levels; nobody lists it
     kept = ws.path
     if req.keep_workspace and space.mounted:  # copied out of the space when the run is over
         kept = Path(tempfile.mkdtemp(prefix="ferry-ws-", dir=artifacts)) / ws.path.name
