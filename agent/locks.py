@@ -6,12 +6,15 @@ a migration's graph; a second process asking for the same id is refused at once 
 
 * SQLite: a row in ``ferry_migration_locks`` of ``checkpoints.sqlite``, taken in a ``BEGIN
   IMMEDIATE`` transaction. A row whose holder is gone does not block: on the same machine (same
-  host name and boot id) the holder's pid and its start time are checked in ``/proc``; a holder on
-  another machine counts as gone once its heartbeat (refreshed every ``HEARTBEAT_S``) is older than
-  ``STALE_AFTER_S``.
+  host name, boot id and pid namespace) the holder's pid and its start time are checked in
+  ``/proc``; a holder on another machine (or in another container) counts as gone once its
+  heartbeat (refreshed every ``HEARTBEAT_S``) is older than ``STALE_AFTER_S``.
 * Postgres: a session-level advisory lock on a connection of its own, which the server releases
-  when that connection ends (a holder killed with SIGKILL included); a row in the same table says
-  who holds it, for the message.
+  when that connection ends (a holder killed with SIGKILL included), and a row in the same table
+  saying who holds it, its heartbeat refreshed as for SQLite. A server restart ends the connection
+  while the holder goes on: the row (which outlives the restart) then refuses a second owner as long
+  as it names a live holder (same machine: pid and start time; elsewhere: a fresh heartbeat), and
+  the holder's next heartbeat takes the advisory lock back on a new connection.
 """
 
 from __future__ import annotations
@@ -75,8 +78,13 @@ class MigrationLocked(RuntimeError):
 
 
 def _boot_id() -> str:
+    """This boot of this kernel and this process's pid namespace: where a holder's pid can be checked
+    in ``/proc``. Containers on one machine share the boot id (and, with host networking, the host
+    name) but not the pid namespace: a holder in another one counts by its heartbeat, as on another
+    machine, never as gone because its pid means nothing here."""
     try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/pidns:{os.stat('/proc/self/ns/pid').st_ino}" if boot else ""
     except OSError:
         return ""
 
@@ -208,10 +216,8 @@ def _pg_holder_row(conn, migration_id: str) -> LockHolder | None:  # noqa: ANN00
     return _row_holder(tuple(row.values()) if isinstance(row, dict) else tuple(row))
 
 
-@contextlib.contextmanager
-def _pg_lock(url: str, migration_id: str, store: str) -> Iterator[None]:
+def _pg_connect(url: str, migration_id: str, store: str):  # noqa: ANN202 - a psycopg connection
     import psycopg
-
 
     from agent.errors import ToolUnavailable
 
@@ -222,28 +228,96 @@ def _pg_lock(url: str, migration_id: str, store: str) -> Iterator[None]:
     except psycopg.Error as exc:
         raise ToolUnavailable(f"cannot take the lock of migration {migration_id} in {store}: {one_line(exc)}; "
                               "check the database server and FERRY_DATABASE_URL") from exc
-    with conn:
-        key = _pg_key(migration_id)
-        got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
-        if not got:
-            raise MigrationLocked(migration_id, _pg_holder_row(conn, migration_id), store)
-        token = uuid.uuid4().hex
+    return conn
+
+
+class _PgHold:
+    """A held Postgres lock: its connection (replaced when the server restarted) and its row."""
+
+    def __init__(self, url: str, migration_id: str, store: str, conn) -> None:  # noqa: ANN001
+        self.url, self.migration_id, self.store = url, migration_id, store
+        self.key = _pg_key(migration_id)
+        self.token = uuid.uuid4().hex
+        self.conn = conn
+        self.since = time.time()
+        self._lock = threading.Lock()
+
+    def write_row(self) -> None:
         pid, host, boot, start = _me()
-        now = time.time()
-        try:
-            conn.execute(
-                f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (migration_id) DO UPDATE SET token = EXCLUDED.token, pid = EXCLUDED.pid, "
-                "host = EXCLUDED.host, boot_id = EXCLUDED.boot_id, proc_start = EXCLUDED.proc_start, "
-                "since = EXCLUDED.since, heartbeat = EXCLUDED.heartbeat",
-                (migration_id, token, pid, host, boot, start, now, now))
-            yield
-        finally:
+        self.conn.execute(
+            f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (migration_id) DO UPDATE SET token = EXCLUDED.token, pid = EXCLUDED.pid, "
+            "host = EXCLUDED.host, boot_id = EXCLUDED.boot_id, proc_start = EXCLUDED.proc_start, "
+            "since = EXCLUDED.since, heartbeat = EXCLUDED.heartbeat",
+            (self.migration_id, self.token, pid, host, boot, start, self.since, time.time()))
+
+    def beat(self) -> None:
+        """Refresh the row; when the connection is gone (the server restarted: the advisory lock went
+        with it), take the lock again on a new one. The row, which outlives restarts, refused every
+        other owner meanwhile (``_pg_lock``)."""
+        import psycopg
+
+        with self._lock:
             try:
-                conn.execute(f"DELETE FROM {TABLE} WHERE migration_id = %s AND token = %s", (migration_id, token))
-                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                self.conn.execute(f"UPDATE {TABLE} SET heartbeat = %s WHERE migration_id = %s AND token = %s",
+                                  (time.time(), self.migration_id, self.token))
+                return
+            except psycopg.Error:
+                logger.info("the connection holding the lock of migration %s is gone; taking the lock again",
+                            self.migration_id)
+            conn = _pg_connect(self.url, self.migration_id, self.store)
+            if not conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()[0]:
+                conn.close()
+                logger.error("migration %s: another process took its lock while the database was away; two "
+                             "processes may be driving it now", self.migration_id)
+                return
+            old, self.conn = self.conn, conn
+            with contextlib.suppress(Exception):
+                old.close()
+            self.write_row()
+
+    def release(self) -> None:
+        import psycopg
+
+        with self._lock:
+            try:
+                self.conn.execute(f"DELETE FROM {TABLE} WHERE migration_id = %s AND token = %s",
+                                  (self.migration_id, self.token))
+                self.conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
             except psycopg.Error:  # the connection is gone: the server released the lock with it
-                logger.debug("releasing the lock of %s failed", migration_id, exc_info=True)
+                logger.debug("releasing the lock of %s failed", self.migration_id, exc_info=True)
+            finally:
+                with contextlib.suppress(Exception):
+                    self.conn.close()
+
+
+@contextlib.contextmanager
+def _pg_lock(url: str, migration_id: str, store: str) -> Iterator[None]:
+    conn = _pg_connect(url, migration_id, store)
+    hold = _PgHold(url, migration_id, store, conn)
+    try:
+        if not conn.execute("SELECT pg_try_advisory_lock(%s)", (hold.key,)).fetchone()[0]:
+            raise MigrationLocked(migration_id, _pg_holder_row(conn, migration_id), store)
+        # The advisory lock is free, yet a row may name a holder that still runs: the server restarted
+        # under it (the lock died with its connection; the holder takes it back at its next beat).
+        row = _pg_holder_row(conn, migration_id)
+        if row is not None and holder_alive(row):
+            conn.execute("SELECT pg_advisory_unlock(%s)", (hold.key,))
+            raise MigrationLocked(migration_id, row, store)
+        if row is not None:
+            logger.info("taking over the lock of migration %s from %s (gone)", migration_id, row.describe())
+        hold.write_row()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            conn.close()
+        raise
+    beat = _Heartbeat(hold.beat)
+    beat.start()
+    try:
+        yield
+    finally:
+        beat.stop()
+        hold.release()
 
 
 def _pg_holder(url: str, migration_id: str) -> LockHolder | None:
@@ -267,9 +341,10 @@ def _pg_holder(url: str, migration_id: str) -> LockHolder | None:
         held = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
                             "AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
                             (key >> 32, key & 0xFFFFFFFF)).fetchone()[0]
-        if not held:
-            return None
-        return _pg_holder_row(conn, migration_id) or LockHolder(migration_id, 0, "unknown", time.time())
+        row = _pg_holder_row(conn, migration_id)
+        if not held:  # after a server restart, until the holder takes its lock back: its row says it runs
+            return row if row is not None and holder_alive(row) else None
+        return row or LockHolder(migration_id, 0, "unknown", time.time())
 
 
 # --- the API ---------------------------------------------------------------------------------

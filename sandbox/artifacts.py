@@ -34,12 +34,23 @@ logger = logging.getLogger(__name__)
 MAX_FILE_ENV = "FERRY_ARTIFACT_MAX_FILE_BYTES"
 MAX_TOTAL_ENV = "FERRY_ARTIFACT_MAX_TOTAL_BYTES"
 MAX_FILES_ENV = "FERRY_ARTIFACT_MAX_FILES"
+MAX_JSON_VALUES_ENV = "FERRY_ARTIFACT_MAX_JSON_VALUES"
 # A probe chunk holds at most the probe budget (FERRY_PROBE_MAX_BYTES, 64 MiB by default) and a
 # Chrome trace of a profiled window can be tens of MB: the per-file cap leaves room for both.
 DEFAULT_MAX_FILE_BYTES = 256 * 1024**2
 DEFAULT_MAX_TOTAL_BYTES = 1024**3
 DEFAULT_MAX_FILES = 10_000
+# Parsed and validated, a small JSON value costs the host about a kilobyte (the parsed object, its
+# model, the dicts kept): 14 MiB of tiny probe events took 700 MB, the per-file cap would allow some
+# 13 GB. A probe index of a large model (2 steps, thousands of module calls, 100 000 values per
+# scalar stream) holds well under a million. Enforced by the JSON readers (tools.artifact_json).
+DEFAULT_MAX_JSON_VALUES = 2_000_000
 MAX_DEPTH = 16
+# The run chooses how many entries are refused (up to the file count) and how long their paths are
+# (16 levels of 255-byte names): what is kept of the refusals, and logged, is bounded.
+MAX_REFUSALS = 100
+MAX_REFUSALS_LOGGED = 20
+MAX_SHOWN_PATH = 300
 _CHUNK = 1 << 20
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -73,6 +84,7 @@ class ArtifactLimits:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES
     max_files: int = DEFAULT_MAX_FILES
+    max_json_values: int = DEFAULT_MAX_JSON_VALUES
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "ArtifactLimits":
@@ -81,7 +93,8 @@ class ArtifactLimits:
         env = dict(os.environ if env is None else env)
         return cls(max_file_bytes=_env_count(env, MAX_FILE_ENV, DEFAULT_MAX_FILE_BYTES),
                    max_total_bytes=_env_count(env, MAX_TOTAL_ENV, DEFAULT_MAX_TOTAL_BYTES),
-                   max_files=_env_count(env, MAX_FILES_ENV, DEFAULT_MAX_FILES))
+                   max_files=_env_count(env, MAX_FILES_ENV, DEFAULT_MAX_FILES),
+                   max_json_values=_env_count(env, MAX_JSON_VALUES_ENV, DEFAULT_MAX_JSON_VALUES))
 
 
 def _env_count(env: dict[str, str], key: str, default: int) -> int:
@@ -273,10 +286,30 @@ class _Walk:
         self.max_files = max_files
         self.seen = 0
         self.stopped = False
+        self.listed = 0
+        self.unlisted = 0
 
-    def refuse(self, path: str, reason: str) -> None:
-        logger.warning("run artifact %s refused: %s", path, reason)
-        self.out.refused.append(Refusal(path=path, reason=reason))
+    def refuse(self, path: str, reason: str, *, always: bool = False) -> None:
+        """Keep a refusal (the first ``MAX_REFUSALS``, and the ``always`` ones: the caps that stopped the
+        walk); the rest are only counted, and summed up in one last entry by ``finish``."""
+        if len(path) > MAX_SHOWN_PATH:
+            half = MAX_SHOWN_PATH // 2
+            path = f"{path[:half]}...{path[-half:]}"
+        if self.listed < MAX_REFUSALS or always:
+            if self.listed < MAX_REFUSALS_LOGGED:
+                logger.warning("run artifact %s refused: %s", path, reason)
+            self.listed += 1
+            self.out.refused.append(Refusal(path=path, reason=reason))
+        else:
+            self.unlisted += 1
+
+    def finish(self) -> None:
+        if self.listed > MAX_REFUSALS_LOGGED:
+            logger.warning("%d more run artifacts refused (listed in the result)", self.listed - MAX_REFUSALS_LOGGED)
+        if self.unlisted:
+            logger.warning("%d more run artifacts refused, not listed", self.unlisted)
+            self.out.refused.append(Refusal(path="...", reason=f"{self.unlisted} more entries refused, not listed "
+                                                               f"(the first {MAX_REFUSALS} are)"))
 
     def directory(self, src_fd: int, dst_fd: int, rel: str, depth: int) -> None:
         with os.scandir(src_fd) as entries:
@@ -285,7 +318,7 @@ class _Walk:
                 self.seen += 1
                 if self.seen > self.max_files:
                     self.refuse(rel or ".", f"too many files: more than {self.max_files} (the rest was not read; "
-                                           f"raise {MAX_FILES_ENV} if they are needed)")
+                                           f"raise {MAX_FILES_ENV} if they are needed)", always=True)
                     self.stopped = True
                     break
                 names.append(entry.name)
@@ -385,6 +418,7 @@ def collect(src: Path | str, dest: Path | str, *, max_file_bytes: int = DEFAULT_
         try:
             walk = _Walk(dest, max_file_bytes, max_total_bytes, max_files)
             walk.directory(src_fd, dst_fd, "", 0)
+            walk.finish()
         finally:
             os.close(dst_fd)
     finally:

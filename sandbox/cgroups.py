@@ -16,8 +16,9 @@ A run's first process enters its cgroup before it can fork: ``RunCgroup.wrapper(
 ``/bin/sh`` that writes its own pid into each ``cgroup.procs`` and execs the rest of the argv (run
 as root, before bubblewrap/setpriv). A warm start's forked process writes itself there before it
 joins the sandbox's namespaces (``sandbox.warm_exec``). At the end everything still in the cgroup is
-killed and the cgroup removed. Cgroups are named ``ferry-PID-STARTTIME-RANDOM`` after their Ferry
-process: ``sweep_stale`` removes those whose Ferry has ended (killed with SIGKILL).
+killed and the cgroup removed. Cgroups are named ``ferry-PID-STARTTIME-nPIDNS-RANDOM`` after their Ferry
+process: ``sweep_stale`` removes those whose Ferry has ended (killed with SIGKILL), never those named
+after another pid namespace (a Ferry there cannot be checked from here, and may be running).
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from sandbox.procs import is_alive, owner_alive, owner_token
+from sandbox.procs import OWNER_PATTERN, is_alive, owner_alive_match, owner_token
 
 logger = logging.getLogger(__name__)
 
 LEVELS: tuple[str, ...] = ("cgroup2", "cgroup1", "rlimits")
 NAME_PREFIX = "ferry"
-_NAME = re.compile(r"^ferry-(\d+)-(\d+)-[0-9a-f]{8}$")
+_NAME = re.compile(rf"^ferry-{OWNER_PATTERN}-[0-9a-f]{{8}}$")
 _ENTER = ('while [ "$1" != -- ]; do echo $$ 2>/dev/null >"$1" || '
           '{ echo "ferry sandbox: cannot enter the run\'s cgroup $1" >&2; exit 125; }; shift; done; shift; exec "$@"')
 KILL_ROUNDS = 50
@@ -256,7 +257,7 @@ def sweep_stale(bases: list[tuple[str, Path]] | None = None) -> list[str]:
             continue
         for name in names:
             match = _NAME.match(name)
-            if match is None or owner_alive(int(match[1]), int(match[2])):
+            if match is None or owner_alive_match(match):
                 continue
             d = base / name
             _kill_all([d], ctl == "unified")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -39,16 +40,42 @@ def start_time(pid: int) -> int | None:
         return None
 
 
+def pid_namespace() -> int | None:
+    """This process's pid namespace (the inode of /proc/self/ns/pid): what its pids are numbered in."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+# ``PID-STARTTIME-nPIDNS`` (``-nPIDNS`` missing in names older Ferry versions made)
+OWNER_PATTERN = r"(\d+)-(\d+)(?:-n(\d+))?"
+
+
 def owner_token(pid: int | None = None) -> str:
-    """``PID-STARTTIME`` of this process (or ``pid``): written into the names of what a run leaves on
-    the machine (mounts, cgroups) so that a later Ferry can tell whether its owner still runs."""
+    """``PID-STARTTIME-nPIDNS`` of this process (or ``pid``, numbered in this process's pid namespace):
+    written into the names of what a run leaves on the machine (mounts, cgroups) so that a later Ferry
+    can tell whether its owner still runs."""
     pid = os.getpid() if pid is None else pid
-    return f"{pid}-{start_time(pid)}"
+    ns = pid_namespace()
+    return f"{pid}-{start_time(pid)}" + (f"-n{ns}" if ns is not None else "")
 
 
-def owner_alive(pid: int, started: int) -> bool:
-    """The process ``owner_token`` named is still running (not ended, not replaced by a reused pid)."""
+def owner_alive(pid: int, started: int, ns: int | None = None) -> bool:
+    """The process ``owner_token`` named is still running (not ended, not replaced by a reused pid).
+
+    An owner numbered in another pid namespace (``ns``: a Ferry in another container or sandbox that
+    shares the filesystem or the cgroup tree) cannot be checked from here: it counts as running, so
+    what it made is never swept by a Ferry that cannot see it."""
+    if ns is not None and ns != pid_namespace():
+        return True
     return is_alive(pid) and start_time(pid) == started
+
+
+def owner_alive_match(match: "re.Match[str]", first: int = 1) -> bool:
+    """``owner_alive`` for a name matched with ``OWNER_PATTERN`` (its groups from ``first`` on)."""
+    pid, started, ns = match.group(first, first + 1, first + 2)
+    return owner_alive(int(pid), int(started), int(ns) if ns is not None else None)
 
 
 def _has_marker(pid: str, marker: bytes) -> bool:

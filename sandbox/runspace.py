@@ -4,14 +4,16 @@
 flood of empty files stops too) on a fresh host directory. It holds the run's workspace copy
 (``workspace_root``), ``tmp/`` and ``shm/`` (bubblewrap binds them on /tmp and /dev/shm instead of
 its own tmpfs mounts) and the child-writable artifacts dirs (``bind_into``: the space's dir is
-bind-mounted on the host dir for the run, so the child writes at the same path at every isolation
-level, and copied back into it afterwards). One cap covers them all, enforced by the kernel: a write
+bind-mounted on the host dir for the run, so what the child writes there, at the host dir's path or
+at the space's own, ``bound``, counts against the cap, and is copied back into it afterwards). One cap covers them all, enforced by the kernel: a write
 past it fails with ENOSPC (SIGBUS for a page of a full /dev/shm mapping). ``full()`` tells, after
 the run, whether it ran out.
 
-The mount's source and its mount point are named ``ferry-space-PID-STARTTIME-RANDOM`` after the
+The mount's source and its mount point are named ``ferry-space-PID-STARTTIME-nPIDNS-RANDOM`` after the
 Ferry process that made it, so a later Ferry unmounts what a Ferry killed with SIGKILL left behind
-(``sweep_stale``; nothing is read from inside the space, which the run could write).
+(``sweep_stale``; nothing is read from inside the space, which the run could write). A space named
+after another pid namespace is never swept: its owner cannot be checked from here, and removing even
+its empty-looking mount point would detach the mount where that Ferry runs.
 
 Without mount rights (Ferry not root, or no CAP_SYS_ADMIN) ``open_run_space`` returns an unmounted
 space saying why; the sandbox then caps /tmp and /dev/shm with bubblewrap's own ``--size`` tmpfs and
@@ -35,7 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from sandbox.limits import Limits, format_size
-from sandbox.procs import owner_alive, owner_token
+from sandbox.procs import OWNER_PATTERN, owner_alive_match, owner_token
 from sandbox.workspace import default_root
 
 logger = logging.getLogger(__name__)
@@ -45,7 +47,7 @@ MS_NODEV = 0x4
 MS_BIND = 0x1000
 MNT_DETACH = 0x2
 NAME_PREFIX = "ferry-space"
-_NAME = re.compile(r"^ferry-space-(\d+)-(\d+)-[0-9a-f]{8}$")
+_NAME = re.compile(rf"^ferry-space-{OWNER_PATTERN}-[0-9a-f]{{8}}$")
 FULL_MARGIN_BYTES = 256 * 1024  # less free than this after a failed run: it ran out of space
 INODE_BYTES = 4096
 MIN_INODES = 65536
@@ -157,7 +159,7 @@ def sweep_stale() -> list[str]:
     cleaned: list[str] = []
     for m in reversed(_mounts()):  # binds (mounted later) before the space itself
         match = _NAME.match(m.source)
-        if m.fstype != "tmpfs" or match is None or owner_alive(int(match[1]), int(match[2])):
+        if m.fstype != "tmpfs" or match is None or owner_alive_match(match):
             continue
         try:
             _umount(m.point, MNT_DETACH)
@@ -178,7 +180,7 @@ def sweep_stale() -> list[str]:
         names = []
     for name in names:
         match = _NAME.match(name)
-        if match is not None and not owner_alive(int(match[1]), int(match[2])):
+        if match is not None and not owner_alive_match(match):
             try:
                 os.rmdir(default_root() / name)
             except OSError:
@@ -264,6 +266,13 @@ class RunSpace:
             os.chmod(sub, 0o755)
             _mount(str(sub), Path(host_dir), None, MS_BIND, None)
             self._binds.append((sub, Path(host_dir)))
+
+    def bound(self, host_dir: Path) -> Path | None:
+        """The space's dir mounted on ``host_dir`` now (``bind_into``), None when it is not: the same
+        files by a path of the space's, which the run reaches at every level (the space's root is
+        0711 under the workspace root), where ``host_dir``'s own parents may be closed to it."""
+        with self._lock:
+            return next((sub for sub, host in self._binds if host == Path(host_dir)), None)
 
     def unbind(self, copy: bool = True) -> None:
         """Unmount the binds and copy what the run wrote there into the host dirs (call it once the

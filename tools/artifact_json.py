@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from sandbox.artifacts import ArtifactLimits, read_text
+from sandbox.artifacts import MAX_JSON_VALUES_ENV, ArtifactLimits, read_text
 
 logger = logging.getLogger(__name__)
 
@@ -30,10 +30,20 @@ def max_file_bytes() -> int:
     return ArtifactLimits.from_env().max_file_bytes
 
 
+def max_values() -> int:
+    """How many JSON values an artifact may hold (``FERRY_ARTIFACT_MAX_JSON_VALUES``)."""
+    return ArtifactLimits.from_env().max_json_values
+
+
 def load_json(base: Path | str, name: str, *, max_bytes: int | None = None) -> Any:
     """``base/name`` parsed as JSON, read through sandbox.artifacts (``ArtifactRefused`` /
     ``ArtifactMissing`` when it cannot be read safely; ``InvalidArtifact`` when it is not JSON)."""
     text = read_text(base, name, max_bytes=max_file_bytes() if max_bytes is None else max_bytes)
+    values = text.count(",") + text.count("[") + text.count("{")  # about the values it holds (counted in C)
+    cap = max_values()
+    if values > cap:
+        raise InvalidArtifact(f"{name} holds about {values} JSON values, more than the {cap} Ferry reads "
+                              f"(raise {MAX_JSON_VALUES_ENV} if a real run needs more)")
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:  # bad JSON, a 5000-digit number, nesting too deep

@@ -26,10 +26,11 @@ _CSI_SEQ = r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
 _ESC_SEQ = r"\x1b[\x20-\x2f]*[\x30-\x7e]?"
 _SEQUENCES = re.compile(f"{_STRING_SEQ}|{_CSI_SEQ}|{_ESC_SEQ}")
 _CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-# Always escaped: what opens code, emphasis, links, HTML or a table cell anywhere in a line. ``_``
-# only where it can open or close emphasis (not inside a word: GFM never emphasises ``snake_case``),
-# ``#`` only at the start (a heading), ``~`` only doubled (strikethrough).
-_MD_SPECIAL = re.compile(r"([\\`*\[\]|<>])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|^#|~~")
+# Always escaped: what opens code, emphasis, links, HTML, an entity (&rlm; would render a bidi mark)
+# or a table cell anywhere in a line. ``_`` only where it can open or close emphasis (not inside a
+# word: GFM never emphasises ``snake_case``), ``#`` only at the start (a heading), ``~`` only doubled
+# (strikethrough).
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|<>&])|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|^#|~~")
 
 
 def terminal(text: str) -> str:

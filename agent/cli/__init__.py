@@ -121,9 +121,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _TerminalSafeFormatter(logging.Formatter):
+    """Log lines as text a terminal shows literally: many quote what a sandboxed run chose (a refused
+    artifact's name, a probe key, a malformed log line), which may hold escape sequences."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from tools.textsafe import terminal
+
+        return terminal(super().format(record))
+
+
 def _configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_TerminalSafeFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 def main(argv: list[str] | None = None) -> int:

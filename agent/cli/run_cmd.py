@@ -79,8 +79,28 @@ def _render(result) -> str:
     return terminal("\n".join(lines))
 
 
+def _artifacts_dir(value: str, repo: str):  # noqa: ANN202 - a pathlib.Path
+    """``--artifacts``: a directory Ferry may write, outside the repository, and not one of the user's
+    holding what each run replaces (``child/``, ``collected/``, ``result.json``...)."""
+    from pathlib import Path
+
+    from agent.cli import CliError, output_dir
+    from tools.runner.api import foreign_entries
+
+    path = output_dir(value, "--artifacts")
+    src = Path(repo).expanduser().resolve()
+    if path == src or src in path.parents:
+        raise CliError(f"--artifacts {value}: {path} is inside the repository (the next run's copy would hold this "
+                       "run's outputs); choose a directory outside it, e.g. --artifacts ./ferry-run")
+    clash = foreign_entries(path)
+    if clash:
+        raise CliError(f"--artifacts {value}: {path} already holds {', '.join(clash)}, which no Ferry run made there "
+                       "and each run replaces; choose a new or empty directory")
+    return path
+
+
 def run(args: argparse.Namespace) -> int:
-    from agent.cli import CliError, disk_limit, output_dir, sandbox_settings
+    from agent.cli import CliError, disk_limit, sandbox_settings
 
     if args.check:
         from agent.cli import doctor_cmd
@@ -119,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         limits.memory_bytes = int(args.memory_gb * 1024**3)
     limits.disk_bytes = disk_limit(args.disk_limit)
     env = sandbox_settings(args.env, "--env")
-    artifacts = output_dir(args.artifacts, "--artifacts") if args.artifacts else None
+    artifacts = _artifacts_dir(args.artifacts, args.path) if args.artifacts else None
     req = RunRequest(path=args.path, command=cmd, device=args.device, redirect_cuda=args.redirect_cuda,
                      probe=args.probe, profile=args.profile, seed=args.seed, timeout_s=args.timeout,
                      env=env, artifacts_dir=artifacts, keep_workspace=args.keep_workspace,

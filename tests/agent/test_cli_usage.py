@@ -105,3 +105,31 @@ def test_doctor_reports_the_disk_cap_and_the_resource_control(tmp_path):
     assert "disk cap per run: " in r.stdout and f"resource control: {report['resource_control']['level']}" in r.stdout
     r = _ferry("doctor", env={"FERRY_DISK_LIMIT": "x"})
     assert r.returncode == 1 and "FERRY_DISK_LIMIT='x'" in r.stdout
+
+
+def test_run_artifacts_must_not_be_a_users_directory_or_inside_the_repo(tmp_path):
+    """`ferry run --artifacts DIR` removed DIR/child and DIR/collected and overwrote DIR/result.json
+    whatever they were: a directory of the user's (their repository, `.`) lost them."""
+    repo = tmp_path / "repo"
+    (repo / "collected").mkdir(parents=True)
+    (repo / "collected" / "data.csv").write_text("the user's data\n")
+    (repo / "child").mkdir()
+    (repo / "child" / "notes.txt").write_text("keep me\n")
+    (repo / "prog.py").write_text("print('hi')\n")
+    r = _ferry("run", str(repo), "--device", "cpu", "--artifacts", str(repo), "--", "python", "prog.py")
+    assert r.returncode == 2 and "--artifacts" in r.stderr and "inside the repository" in r.stderr, r.stderr
+    mine = tmp_path / "mine"
+    (mine / "collected").mkdir(parents=True)
+    (mine / "collected" / "data.csv").write_text("the user's data\n")
+    (mine / "result.json").write_text("{}\n")
+    r = _ferry("run", str(repo), "--device", "cpu", "--artifacts", str(mine), "--", "python", "prog.py")
+    assert r.returncode == 2 and "already holds collected, result.json" in r.stderr, r.stderr
+    assert (repo / "collected" / "data.csv").read_text() == "the user's data\n"
+    assert (repo / "child" / "notes.txt").read_text() == "keep me\n"
+    assert (mine / "collected" / "data.csv").read_text() == "the user's data\n" and (mine / "result.json").read_text() == "{}\n"
+    # a directory Ferry's runs use is reused, run after run
+    art = tmp_path / "art"
+    for _ in range(2):
+        r = _ferry("run", str(repo), "--device", "cpu", "--artifacts", str(art), "--", "python", "prog.py")
+        assert r.returncode == 0 and "status: ok" in r.stdout, r.stderr[-2000:]
+    assert (art / "stdout.txt").read_text() == "hi\n"

@@ -131,3 +131,81 @@ def test_sqlite_row_of_a_reused_pid_is_stale(tmp_path, monkeypatch):
         c.execute(f"UPDATE {locks.TABLE} SET heartbeat = ? WHERE migration_id = 'm2'", (now - locks.STALE_AFTER_S - 1,))
     with migration_lock(sdir, "m2"):
         pass
+
+
+# A holder whose heartbeat is quick, so that the test sees it take its lock back after a restart.
+QUICK_HOLDER = HOLDER.replace("from agent.locks import migration_lock",
+                              "from agent import locks\nfrom agent.locks import migration_lock\nlocks.HEARTBEAT_S = 0.3")
+
+
+def test_a_postgres_restart_does_not_let_a_second_owner_in(tmp_path, postgres_server, pg_url, monkeypatch):
+    """The advisory lock dies with its connection, so a server restart released it while its holder
+    went on driving the migration: a second `ferry resume` got in at once. The holder's row (still
+    there, naming a live process) refuses it, and the holder takes its lock back."""
+    monkeypatch.setenv(URL_ENV, pg_url)
+    sdir = tmp_path / "state"
+    sdir.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", QUICK_HOLDER, str(sdir), "m1"], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, URL_ENV: pg_url})
+    try:
+        assert holder.stdout.readline().strip() == "held", holder.stderr.read()
+        time.sleep(1.0)  # the throwaway server commits asynchronously: let its WAL writer flush the row
+        postgres_server.crash()
+        postgres_server.restart()
+        with pytest.raises(MigrationLocked) as info:
+            with migration_lock(sdir, "m1"):
+                pytest.fail("a second owner got the lock while its holder still runs")
+        assert info.value.holder is not None and info.value.holder.pid == holder.pid
+        seen = lock_holder(sdir, "m1")
+        assert seen is not None and seen.pid == holder.pid
+        deadline = time.monotonic() + 20  # the holder's heartbeat takes the advisory lock back
+        while time.monotonic() < deadline:
+            with __import__("psycopg").connect(pg_url, autocommit=True) as c:
+                if c.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted").fetchone()[0]:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the holder did not take its lock back after the restart")
+        assert holder.poll() is None
+    finally:
+        _kill_9(holder)
+    deadline = time.monotonic() + 20
+    while lock_holder(sdir, "m1") is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with migration_lock(sdir, "m1"):  # the holder is gone: not blocked
+        assert lock_holder(sdir, "m1").pid == os.getpid()
+
+
+def _other_pid_namespace(argv: list[str]) -> list[str]:
+    """``argv`` as a process of a new pid namespace (as in another container on this machine: same
+    host name and boot id, its own pids), killed when the returned process is."""
+    return ["unshare", "--pid", "--mount-proc", "--kill-child", *argv]
+
+
+def _can_make_pid_namespaces() -> bool:
+    try:
+        return subprocess.run(_other_pid_namespace(["true"]), capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.skipif(not _can_make_pid_namespaces(), reason="cannot make pid namespaces here (unshare --pid)")
+def test_a_holder_in_another_pid_namespace_is_not_taken_for_gone(tmp_path, monkeypatch):
+    """Same host name, same boot id, another pid namespace (a container sharing the state dir, with
+    host networking): its pid, looked up in this /proc, named another process or none, so its live
+    lock was taken over and two processes drove the migration."""
+    monkeypatch.delenv(URL_ENV, raising=False)
+    sdir = tmp_path / "state"
+    sdir.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != URL_ENV}
+    holder = subprocess.Popen(_other_pid_namespace([sys.executable, "-c", HOLDER, str(sdir), "m1"]), cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held", holder.stderr.read()
+        with pytest.raises(MigrationLocked) as info:
+            with migration_lock(sdir, "m1"):
+                pytest.fail("a live holder in another pid namespace lost its lock")
+        assert f"on host {socket.gethostname()}" in str(info.value)
+        assert lock_holder(sdir, "m1") is not None
+    finally:
+        _kill_9(holder)

@@ -154,6 +154,30 @@ def test_swapped_directories_a_fifo_and_a_sparse_file_are_refused_under_ferry_ru
     _no_secret_anywhere(tmp_path, res.model_dump_json())
 
 
+def test_artifact_dirs_replaced_by_files_are_refused_not_a_crash(tmp_path: Path):
+    """A run that leaves a file where its probe/ and profile/ dirs were: the host made its empty
+    copy dir under that name and crashed (FileExistsError, a traceback and failed_internal)."""
+    src = tmp_path / "repo"
+    src.mkdir()
+    (src / "swap.py").write_text("import os, shutil\n"
+                                 "for var in ('FERRY_PROBE_DIR', 'FERRY_PROFILE_DIR'):\n"
+                                 "    shutil.rmtree(os.environ[var])\n"
+                                 "    open(os.environ[var], 'w').write('not a dir')\n"
+                                 "os._exit(0)\n")
+    art = tmp_path / "art"
+    res = run(RunRequest(path=src, command="python swap.py", device="cpu", probe=True, profile=True, timeout_s=120,
+                         artifacts_dir=art))
+    assert res.status == "ok", res.stderr_tail
+    refused = _refused(res)
+    assert refused["probe"].startswith("not a directory") and refused["profile"].startswith("not a directory")
+    assert res.probe_dir == art / "collected" / "probe" and res.probe_dir.is_dir()
+    assert res.profile_dir.is_dir() and not any(res.profile_dir.iterdir())
+    with pytest.raises(DumpError, match="not a probe dump"):
+        ProbeDump(res.probe_dir)
+    saved = json.loads((art / "result.json").read_text())
+    assert {"probe", "profile"} <= {r["path"] for r in saved["artifacts_refused"]}
+
+
 def test_ferry_run_prints_the_refusals_and_escapes_program_text(repo: Path, tmp_path: Path, host):
     (repo / "noisy.py").write_text(
         "import os, re\n"
@@ -168,6 +192,24 @@ def test_ferry_run_prints_the_refusals_and_escapes_program_text(repo: Path, tmp_
     assert "refused artifacts (1, not read" in text and "  junit.xml: symlink" in text
     assert "title   done" in text and "boom  end" in text
     assert "\x1b" not in text and "\x07" not in text and SECRET not in text
+
+
+def test_log_lines_quoting_run_chosen_names_reach_the_terminal_escaped(tmp_path: Path):
+    """The result text was escaped, but the warnings logged on the way (a refused artifact's name,
+    chosen by the run) went to stderr as they were: OSC 52 and a screen clear reached the terminal."""
+    src = tmp_path / "repo"
+    src.mkdir()
+    (src / "names.py").write_text(
+        "import os, re\n"
+        "junit = re.search(r'--junit-xml=(\\S+)', os.environ['PYTEST_ADDOPTS']).group(1)\n"
+        "os.symlink('/etc/shadow', os.path.join(os.path.dirname(junit), 'x\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2Jy'))\n")
+    out = subprocess.run([sys.executable, "-m", "agent.cli", "run", str(src), "--device", "cpu", "--artifacts",
+                          str(tmp_path / "art"), "--", "python", "names.py"], capture_output=True, timeout=120)
+    err = out.stderr.decode()
+    assert out.returncode == 0, err[-2000:]
+    assert "run artifact xy refused: symlink" in err  # still told, without the sequences
+    assert "\x1b" not in err and "\x07" not in err
+    assert "\x1b" not in out.stdout.decode()
 
 
 def test_links_planted_by_both_runs_of_ferry_check_are_refused(repo: Path, tmp_path: Path, host):

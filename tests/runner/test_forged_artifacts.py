@@ -96,6 +96,29 @@ def test_bad_json_and_huge_numbers_are_clear_errors(tmp_path: Path):
             build_profile_report(d, tmp_path)
 
 
+def test_a_profile_with_a_flood_of_distinct_events_is_read_in_linear_time(tmp_path: Path):
+    """The run chooses how many events profile.json holds (millions fit in the file cap): merging
+    graph breaks and matching fallback ops to sync sites must not scan what was seen before (25 000
+    distinct graph breaks took over a minute that way), and the report lists the most urgent only."""
+    import time
+
+    n = 25_000
+    doc = _profile_doc(
+        dynamo={"counters": {}, "events": [{"kind": "graph_break", "message": f"break {i}"} for i in range(n)]},
+        syncs=[{"category": "d2h_sync", "kind": f"op{i}", "file": "a.py", "line": i, "count": 1} for i in range(2000)],
+        tpx={"ops": [{"op": f"aten::op{i}", "count": 1, "time_s": 0.001, "fallback_calls": 1} for i in range(2000)],
+             "fallback_ops": [f"aten::other{i}" for i in range(2000)]})
+    d = _write_profile(tmp_path / "p", doc)
+    t0 = time.monotonic()
+    report = build_profile_report(d, tmp_path)
+    took = time.monotonic() - t0
+    assert took < 20, f"build_profile_report took {took:.0f} s for {n} graph breaks"
+    assert sum(g.count for g in report.graph_breaks) == n and len(report.graph_breaks) == n
+    assert len(report.findings) == 200  # tools.profile.report.MAX_FINDINGS
+    assert any("more findings of lower rank are left out" in note for note in report.notes)
+    assert Path(report.markdown_path).stat().st_size < 1024**2
+
+
 def test_profile_md_goes_where_asked_and_never_through_a_planted_link(tmp_path: Path, secret: Path):
     d = _write_profile(tmp_path / "p", _profile_doc())
     (d / "profile.md").symlink_to(secret)
@@ -145,6 +168,18 @@ def test_text_escaping_helpers():
     assert html('<a href="x">&') == "&lt;a href=&quot;x&quot;&gt;&amp;"
 
 
+def test_markdown_entities_in_run_text_render_literally():
+    """md_inline left '&' alone: a named entity in a run's text (&rlm;, &NewLine;) rendered as the
+    bidi mark or line break that terminal() had stripped from the raw characters."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark")
+    for text in ("a&rlm;b", "x&lrm;&NewLine;y", "&ZeroWidthSpace;&amp;"):
+        rendered = md.render(md_inline(text))
+        assert not re.search("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\n]", rendered.strip()), rendered
+        assert rendered.strip() == f"<p>{html(text)}</p>"  # shown as written
+
+
 def _dump(tmp_path: Path, name: str, scale: float = 1.0, cls: type = torch.nn.Linear) -> Path:
     d = tmp_path / name
     lin = cls(3, 2)
@@ -179,6 +214,34 @@ def test_a_forged_probe_index_is_a_clear_error(tmp_path: Path, change, needle: s
     assert "index.json is not what Ferry writes" in str(exc.value) and needle in str(exc.value)
 
 
+def test_json_with_millions_of_values_is_refused_before_parsing(tmp_path: Path, monkeypatch):
+    """Parsed and validated, each small JSON value costs the host about a kilobyte: 14 MiB of tiny
+    probe events took 700 MB and some seconds, and the 256 MiB file cap let a run's index.json or
+    profile.json take some 13 GB of host memory."""
+    import time
+
+    events = ",".join('{"seq":%d,"kind":"x"}' % i for i in range(700_000))  # 2.1 million values
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "index.json").write_text('{"format": "ferry-probe/1", "events": [' + events + "]}")
+    t0 = time.monotonic()
+    with pytest.raises(DumpError, match=r"index.json holds about 2100\d+ JSON values, more than the 2000000"):
+        ProbeDump(probe)
+    assert time.monotonic() - t0 < 5  # refused from a count, not after parsing
+    d = _write_profile(tmp_path / "p", _profile_doc())
+    (d / "profile.json").write_text('{"ops": [' + ",".join(["1"] * 2_100_000) + "]}")
+    with pytest.raises(ProfileError, match="FERRY_ARTIFACT_MAX_JSON_VALUES"):
+        build_profile_report(d, tmp_path)
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "index.json").write_text('{"format": "ferry-probe/1", "events": [' + events[:2000].rsplit(",{", 1)[0] + "]}")
+    monkeypatch.setenv("FERRY_ARTIFACT_MAX_JSON_VALUES", "50")
+    with pytest.raises(DumpError, match="more than the 50 Ferry reads"):
+        ProbeDump(small)
+    monkeypatch.setenv("FERRY_ARTIFACT_MAX_JSON_VALUES", "1e4")  # raised for a real run that needs more
+    assert len(ProbeDump(small).events) > 50
+
+
 def test_forged_tensor_data_is_not_compared(tmp_path: Path, secret: Path):
     ref, tgt = _dump(tmp_path, "ref"), _dump(tmp_path, "tgt", scale=2.0)
     chunk = next(tgt.glob("chunk_*.pt"))
@@ -196,6 +259,43 @@ def test_forged_tensor_data_is_not_compared(tmp_path: Path, secret: Path):
             ProbeDump(ref)._chunk(name)
 
 
+def test_a_bad_chunk_named_by_many_keys_is_read_once(tmp_path: Path):
+    """A chunk that fails to load was read, checked and unpickled again for every key naming it (and
+    warned about each time): a few thousand keys on one large forged chunk kept the host busy for
+    as long as the run liked."""
+    import logging
+    import time
+    import zipfile
+
+    class Count(logging.Handler):  # counts only: a kept record would keep its exception's frames alive
+        seen = 0
+
+        def emit(self, record: logging.LogRecord) -> None:
+            Count.seen += 1
+
+    ref, tgt = _dump(tmp_path, "ref"), _dump(tmp_path, "tgt")
+    n = 3000
+    for d in (ref, tgt):
+        with zipfile.ZipFile(d / "bad.pt", "w", compression=zipfile.ZIP_STORED) as zf:
+            zf.writestr("archive/data.pkl", b"\x00" * (4 * 1024**2))  # stored, passes the archive check
+        extra = [{"seq": 1000 + i, "kind": "record", "key": f"r{i}", "shape": [2], "dtype": "float32",
+                  "chunk": "bad.pt"} for i in range(n)]
+        _rewrite_index(d, lambda ix: ix["events"].extend(extra))
+    counter = Count(logging.WARNING)
+    dump_log = logging.getLogger("tools.probe.dump")
+    dump_log.addHandler(counter)
+    try:
+        t0 = time.monotonic()
+        report = compare_dumps(ref, tgt)
+        took = time.monotonic() - t0
+    finally:
+        dump_log.removeHandler(counter)
+    assert took < 10, f"compare_dumps took {took:.0f} s"
+    recs = [t for t in report.tensors if t.key.startswith("r")]
+    assert len(recs) == n and all(t.verdict == "skipped" for t in recs)
+    assert Count.seen <= 2 * 21, Count.seen
+
+
 def test_a_tensor_that_does_not_match_its_index_entry_is_not_compared(tmp_path: Path):
     ref, tgt = _dump(tmp_path, "ref"), _dump(tmp_path, "tgt")
     _rewrite_index(tgt, lambda ix: [e.update(shape=[7]) for e in ix["events"] if e.get("kind") == "module_output"])
@@ -203,6 +303,29 @@ def test_a_tensor_that_does_not_match_its_index_entry_is_not_compared(tmp_path: 
     report = compare_dumps(ref, tgt)
     outs = [t for t in report.tensors if t.kind == "module_output"]
     assert outs and all(t.verdict == "skipped" for t in outs)
+
+
+def test_a_target_dump_naming_a_flood_of_ops_is_localised_in_linear_time(tmp_path: Path):
+    """module_ops in the target's index.json is the run's: the ops of the diverging module were
+    de-duplicated by scanning the list kept so far (30 000 names: 6 s; 100 000: over a minute)."""
+    import time
+
+    class Tripled(torch.nn.Linear):  # same name and weights, a different computation: outputs diverge
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return super().forward(x) * 3
+
+    Tripled.__name__ = "Linear"
+    ref, tgt = _dump(tmp_path, "ref"), _dump(tmp_path, "tgt", cls=Tripled)
+    n = 100_000
+    _rewrite_index(tgt, lambda ix: [names.extend(f"aten::op{i}" for i in range(n)) for names in ix["module_ops"].values()])
+    _rewrite_index(tgt, lambda ix: ix["meta"].setdefault("tpx", {}).update(fallback_ops=[f"aten::op{i}" for i in range(n)]))
+    t0 = time.monotonic()
+    report = compare_dumps(ref, tgt)
+    took = time.monotonic() - t0
+    assert took < 15, f"compare_dumps took {took:.0f} s for {n} op names"
+    div = report.first_divergence
+    assert div is not None and div.likely_cause == "cpu_fallback"  # attributed with every op the module named
+    assert len(div.ops) <= 200 and len(div.explanation) < 2000
 
 
 def test_hostile_module_names_are_escaped_in_the_parity_report(tmp_path: Path):
@@ -249,6 +372,42 @@ def test_junit_xml_with_a_dtd_is_refused(tmp_path: Path, secret: Path):
     assert parse_junit_xml(tmp_path / "missing.xml") == []
 
 
+def test_a_junit_xml_of_millions_of_elements_is_refused_not_built(tmp_path: Path):
+    """ElementTree built the whole tree of the run's junit XML: 32 MiB of empty elements (within the
+    size cap) took some 800 MB on the host, nested as deep as much. Measured in a fresh process."""
+    import subprocess
+    import sys
+
+    flat = tmp_path / "flat.xml"
+    flat.write_bytes(b"<testsuite>" + b"<t/>" * (6 * 1024**2) + b"</testsuite>")
+    deep = tmp_path / "deep.xml"
+    deep.write_bytes(b"<a>" * 2_000_000 + b"</a>" * 2_000_000)
+    real = tmp_path / "real.xml"  # 50 000 test cases, each failed with a message: still read
+    real.write_bytes(b"<testsuites><testsuite>" + b"".join(
+        b'<testcase classname="tests.t" name="test_%d" time="0.1"><failure message="boom"/></testcase>' % i
+        for i in range(50_000)) + b"</testsuite></testsuites>")
+    code = ("import resource, sys\n"
+            "from pathlib import Path\n"
+            "from tools.trace.pytest_out import JunitRefused, read_junit_xml\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "for name in sys.argv[1:3]:\n"
+            "    try:\n"
+            "        read_junit_xml(Path(name))\n"
+            "    except JunitRefused as exc:\n"
+            "        print('refused:', exc)\n"
+            "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n"
+            "cases = read_junit_xml(Path(sys.argv[3]))\n"
+            "print(len(cases), cases[-1].outcome, cases[-1].message)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(flat), str(deep), str(real)], capture_output=True,
+                         text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-2000:]
+    flat_refused, deep_refused, grew_mib, real_read = out.stdout.splitlines()
+    assert flat_refused.startswith("refused: the junit XML holds 6291458 tags, more than")
+    assert deep_refused.startswith("refused: the junit XML holds 4000000 tags")
+    assert int(grew_mib) < 200, f"reading the forged junit XML took {grew_mib} MiB more"
+    assert real_read == "50000 failed boom"
+
+
 def test_redirect_log_lines_are_validated_and_a_link_is_refused(tmp_path: Path, secret: Path):
     log = tmp_path / "redirect.jsonl"
     good = {"event": "site", "file": "a.py", "line": 3, "api": "Tensor.cuda", "mapped_to": "cpu", "count": 2, "pid": 1}
@@ -259,3 +418,17 @@ def test_redirect_log_lines_are_validated_and_a_link_is_refused(tmp_path: Path, 
     (tmp_path / "link.jsonl").symlink_to(secret)
     with pytest.raises(RedirectLogError, match="was not read: symlink"):
         load_redirect_log(tmp_path / "link.jsonl")
+
+
+def test_a_redirect_log_of_junk_lines_is_not_a_flood_of_warnings(tmp_path: Path, caplog):
+    """Each malformed line was one warning: a 64 MiB log of junk lines is tens of millions of them."""
+    import logging
+
+    log = tmp_path / "redirect.jsonl"
+    good = {"event": "site", "file": "a.py", "line": 3, "api": "Tensor.cuda", "mapped_to": "cpu", "count": 2, "pid": 1}
+    log.write_text("x\n" * 100_000 + json.dumps(good) + "\n")
+    caplog.set_level(logging.WARNING, logger="tools.redirect.log")
+    (rec,) = load_redirect_log(log)
+    assert rec.count == 2
+    assert len(caplog.records) <= 21
+    assert "100000 malformed redirect log lines skipped in all" in caplog.records[-1].getMessage()

@@ -43,7 +43,7 @@ def repo(tmp_path: Path) -> Path:
     return src
 
 
-def _run(repo: Path, command: str, tmp_path: Path, disk: int | None = CAP, **kw):
+def _run(repo: Path, command: str | list[str], tmp_path: Path, disk: int | None = CAP, **kw):
     limits = RunLimits(disk_bytes=disk, file_size_bytes=1024**3)
     return run(RunRequest(path=repo, command=command, device="cpu", artifacts_dir=tmp_path / "art", timeout_s=60,
                           limits=limits, **kw))
@@ -100,4 +100,55 @@ def test_a_repository_larger_than_the_cap_is_a_clear_error(repo: Path, tmp_path:
     (repo / "weights.bin").write_bytes(b"w" * (3 * 1024**2))
     with pytest.raises(RunnerInputError, match="does not fit in the run's 2 MiB disk cap"):
         _run(repo, "true", tmp_path, disk=2 * 1024**2)
+    assert _own_spaces() == []
+
+
+def test_an_interrupted_run_leaves_nothing_on_the_host_disk(repo: Path, tmp_path: Path):
+    """Ctrl-C (or any exception) during a run: the space was closed with its default, which copies
+    what the run wrote in its artifacts dir back onto the host disk with cp -a (up to the whole
+    disk cap, links and owners as the run left them); nobody reads it after an interruption."""
+    import _thread
+    import threading
+    import time
+
+    child = tmp_path / "art" / "child"
+    stop = threading.Event()
+
+    def interrupt_once_written() -> None:
+        while not stop.is_set():
+            try:
+                if (child / "big.bin").stat().st_size >= 20 * 1024**2:
+                    _thread.interrupt_main()  # KeyboardInterrupt in the test's thread, inside run()
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=interrupt_once_written, daemon=True)
+    watcher.start()
+    script = f"ln -s /etc/shadow $FERRY_PROBE_DIR/../link && {_fill('$FERRY_PROBE_DIR/../big.bin', 24)} && sleep 60"
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _run(repo, script, tmp_path, probe=True)
+    finally:
+        stop.set()
+        watcher.join(timeout=5)
+    assert _own_spaces() == []  # unmounted on the way out
+    left = [p.name for p in child.iterdir()] if child.exists() else []
+    assert "big.bin" not in left and "link" not in left, left
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the run drops to a throw-away uid only when Ferry is root")
+@pytest.mark.parametrize("isolation", ["unshare", "rlimits"])
+def test_the_fallback_levels_run_a_script_that_writes_its_artifacts(repo: Path, tmp_path: Path, isolation: str):
+    """At the unshare/rlimits levels the run has the host's filesystem and a throw-away uid: its
+    workspace (in a 0700 dir of root's) and its artifacts dir (under a 0700 temp dir, or ~/.ferry)
+    were out of its reach by path, so `python prog.py` failed with Permission denied before any of it
+    ran, and nothing it meant to write in its probe dir could be."""
+    (repo / "prog.py").write_text("import os\nopen(os.path.join(os.environ['FERRY_PROBE_DIR'], 'r.txt'), 'w')"
+                                  ".write('rec')\nprint('ran')\n")
+    res = _run(repo, ["python", "prog.py"], tmp_path, probe=True, isolation=isolation)
+    assert res.status == "ok" and "ran" in res.stdout_tail, res.stderr_tail
+    assert res.isolation == isolation
+    assert res.probe_dir is not None and (res.probe_dir / "r.txt").read_text() == "rec"
     assert _own_spaces() == []

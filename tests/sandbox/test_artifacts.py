@@ -167,6 +167,35 @@ def test_the_total_and_the_file_count_are_capped(tmp_path: Path):
     assert len(many.accepted) <= 2 and "too many files: more than 2" in _refusals(many)["."]
 
 
+def test_a_flood_of_refusals_is_summed_up_not_listed_one_by_one(tmp_path: Path, caplog):
+    """Every refused entry was kept and logged with its full path: a run leaving thousands of links
+    under 255-byte names 15 levels deep made megabytes of warnings, result.json and migration state."""
+    import logging
+
+    src = tmp_path / "child"
+    src.mkdir()
+    fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
+    for i in range(15):  # past PATH_MAX in all: made as the run can, relative to each directory
+        name = f"{i:02d}" + "d" * 250
+        os.mkdir(name, dir_fd=fd)
+        fd, parent = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+        os.close(parent)
+    for i in range(600):
+        os.symlink("/etc/shadow", f"{i:04d}" + "l" * 250, dir_fd=fd)
+    os.close(fd)
+    (src / "ok.txt").write_text("kept")
+    caplog.set_level(logging.WARNING, logger="sandbox.artifacts")
+    got = collect(src, tmp_path / "collected", max_files=10_000)
+    assert got.accepted == ["ok.txt"]
+    assert len(got.refused) <= 101
+    assert got.refused[0].reason == "symlink" and len(got.refused[0].path) <= 310
+    assert got.refused[-1].path == "..." and got.refused[-1].reason.startswith("500 more entries refused")
+    assert sum(len(r.path) + len(r.reason) for r in got.refused) < 64 * 1024
+    assert len(caplog.records) <= 25 and sum(len(r.getMessage()) for r in caplog.records) < 16 * 1024
+    capped = collect(src, tmp_path / "capped", max_files=300)  # the cap that stopped the walk is always named
+    assert any(r.reason.startswith("too many files: more than 300") for r in capped.refused)
+
+
 def test_other_odd_names_and_paths_are_refused(src: Path, tmp_path: Path):
     os.close(os.open(os.path.join(os.fsencode(src), b"bad-\xff-name"), os.O_CREAT | os.O_WRONLY, 0o600))
     deep = src

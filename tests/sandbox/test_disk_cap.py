@@ -191,6 +191,55 @@ def test_a_stale_space_of_a_killed_ferry_is_unmounted(tmp_path: Path):
     assert str(root) not in mounted and str(out) not in mounted and not root.exists() and not bare.exists()
 
 
+def _can_make_pid_namespaces() -> bool:
+    try:
+        return subprocess.run(["unshare", "--pid", "--mount-proc", "--kill-child", "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.skipif(not _can_make_pid_namespaces(), reason="cannot make pid namespaces here (unshare --pid)")
+def test_a_live_space_of_a_ferry_in_another_pid_namespace_is_not_swept(tmp_path: Path, monkeypatch):
+    """A Ferry in another pid (and mount) namespace sharing the workspace root: its mount is not in
+    this mountinfo, so its mount point looked like an empty directory of an ended Ferry, and the
+    sweep's rmdir of it detached the live space where that Ferry runs (the kernel allows removing a
+    mount point of another mount namespace)."""
+    monkeypatch.setenv("FERRY_WORKSPACE_ROOT", str(tmp_path / "root"))
+    (tmp_path / "root").mkdir()
+    # The other Ferry mounts its space without a sweep of its own (open_run_space sweeps).
+    code = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+        from pathlib import Path
+        from sandbox import runspace
+        point = runspace._mount_tmpfs(Path({str(tmp_path / "root")!r}), 16 << 20)
+        (point / "marker").write_text("live")
+        print(point, flush=True)
+        sys.stdin.readline()
+        print("intact" if (point / "marker").exists() else "gone", flush=True)
+        runspace._unmount(point)
+        os.rmdir(point)
+    """)
+    other = subprocess.Popen(["unshare", "--pid", "--mount-proc", "--kill-child", sys.executable, "-c", code],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        point = Path(other.stdout.readline().strip())
+        assert point.is_dir() and not any(point.iterdir()), other.stderr.read()  # empty from here
+        from sandbox.runspace import sweep_stale
+
+        sweep_stale()
+        assert point.is_dir()
+        other.stdin.write("\n")
+        other.stdin.flush()
+        assert other.stdout.readline().strip() == "intact", other.stderr.read()
+        other.wait(timeout=30)
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait(timeout=30)
+
+
 def test_a_ferry_exiting_mid_run_leaves_no_mount_and_no_cgroup(tmp_path: Path, repo: Path):
     # The run goes on on a daemon thread (as an abandoned background run does) when Ferry exits:
     # its space and its cgroup are released at exit, its processes end.

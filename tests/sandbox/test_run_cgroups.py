@@ -159,6 +159,57 @@ def test_a_stale_cgroup_of_a_killed_ferry_is_removed(tmp_path: Path):
     assert not is_alive(left["sleeper"])
 
 
+def _can_make_pid_namespaces() -> bool:
+    try:
+        return subprocess.run(["unshare", "--pid", "--mount-proc", "--kill-child", "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@requires_cgroups
+@pytest.mark.skipif(not _can_make_pid_namespaces(), reason="cannot make pid namespaces here (unshare --pid)")
+def test_a_live_run_of_a_ferry_in_another_pid_namespace_is_not_swept():
+    """A Ferry in another pid namespace shares the cgroup tree (another container, a sandbox): its
+    pid, looked up in this /proc, names another process or none, so the sweep killed its live run
+    and removed its cgroup."""
+    # The other Ferry makes its cgroup without a sweep of its own (detect_control sweeps).
+    code = textwrap.dedent(f"""
+        import json, subprocess, sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+        from sandbox import cgroups
+        bases = cgroups._try_v2(cgroups._mounts(), cgroups._own_paths())[0] or \
+            cgroups._try_v1(cgroups._mounts(), cgroups._own_paths())[0]
+        info = cgroups.ControlInfo("cgroup1", (), tuple((c, str(p)) for c, p in bases))
+        cg = cgroups.RunCgroup.create(info, 64 << 20, 16)
+        sleeper = subprocess.Popen([*cg.wrapper(), "sleep", "60"], stdout=subprocess.DEVNULL)
+        while not open(cg.procs_files[0]).read().split():
+            pass
+        print(json.dumps([str(d) for d in cg.dirs]), flush=True)
+        sys.stdin.readline()
+        print("alive" if sleeper.poll() is None else "killed", flush=True)
+        cg.remove()
+    """)
+    other = subprocess.Popen(["unshare", "--pid", "--mount-proc", "--kill-child", sys.executable, "-c", code],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        dirs = [Path(d) for d in json.loads(other.stdout.readline() or "null")]
+        assert all(d.is_dir() for d in dirs)
+        from sandbox.cgroups import sweep_stale
+
+        removed = sweep_stale()
+        assert not {str(d) for d in dirs} & set(removed)
+        assert all(d.is_dir() for d in dirs)
+        other.stdin.write("\n")
+        other.stdin.flush()
+        assert other.stdout.readline().strip() == "alive", other.stderr.read()
+        other.wait(timeout=30)
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait(timeout=30)
+
+
 def _unified_base() -> Path | None:
     own = dict(line.split(":", 2)[1:] for line in Path("/proc/self/cgroup").read_text().splitlines())
     for line in Path("/proc/self/mountinfo").read_text().splitlines():

@@ -33,6 +33,7 @@ REDUCTION_MODULES = {"LayerNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "
 REDUCED_MATMUL = {"medium", "high", "bf16", "bfloat16", "tf32", "reduced", "fast"}
 # A max relative error this small on a reduction-heavy module is what summation order changes give.
 REDUCTION_NOISE_COSINE = 0.9999
+MAX_DIVERGENCE_OPS = 200
 
 
 def _op_base(name: str) -> str:
@@ -65,20 +66,19 @@ def fallback_ops(meta: dict[str, Any]) -> set[str]:
 
 def _module_ops(dump: ProbeDump, module: str) -> list[str]:
     """Torch functions called directly in ``module`` or in modules nested under it."""
-    ops: list[str] = []
+    ops: dict[str, None] = {}  # first-seen order; the dump (a run's) may name any number of ops
     for path, names in dump.module_ops.items():
         if path == module or path.startswith(module + "."):
-            for n in names:
-                if n not in ops:
-                    ops.append(n)
-    return ops
+            ops.update(dict.fromkeys(names))
+    return list(ops)
 
 
 def attribute(div_module: str, module_class: str | None, output: TensorComparison, tgt: ProbeDump,
               inputs_verdict: str) -> tuple[str, str, list[str]]:
     """(likely_cause, explanation, ops) for the module where drift was born."""
-    ops = _module_ops(tgt, div_module)
-    bases = {_op_base(o) for o in ops}
+    every_op = _module_ops(tgt, div_module)
+    bases = {_op_base(o) for o in every_op}
+    ops = every_op[:MAX_DIVERGENCE_OPS]  # what the divergence lists (the attribution used them all)
     classes = {c for p, c in tgt.module_classes.items() if p == div_module or p.startswith(div_module + ".")}
     if module_class:
         classes.add(module_class)
@@ -88,7 +88,9 @@ def attribute(div_module: str, module_class: str | None, output: TensorCompariso
                 "or keep that computation on CPU", ops)
     fb = fallback_ops(tgt.meta) & bases
     if fb:
-        return ("cpu_fallback", f"op(s) {', '.join(sorted(fb))} ran as CPU fallbacks on the target inside this module; "
+        named = sorted(fb)[:20]
+        more = f" and {len(fb) - len(named)} more" if len(fb) > len(named) else ""
+        return ("cpu_fallback", f"op(s) {', '.join(named)}{more} ran as CPU fallbacks on the target inside this module; "
                 "a fallback computes with a different kernel (and costs a round trip)", ops)
     has_matmul = bool(bases & MATMUL_OPS) or bool(classes & MATMUL_MODULES)
     precision = matmul_precision(tgt.meta, output.target_device)

@@ -25,6 +25,7 @@ from tools.probe.recorder import FORMAT, INDEX_NAME
 logger = logging.getLogger(__name__)
 
 MAX_CHUNK_ENTRIES = 100_000
+MAX_WARNINGS = 20  # per dump: the index (the run's) may name any number of keys that are not usable
 
 
 class DumpError(ValueError):
@@ -65,35 +66,54 @@ class ProbeDump:
             index = validate(ProbeIndex, doc, INDEX_NAME)
         except InvalidArtifact as exc:
             raise DumpError(f"{self.path / INDEX_NAME}: {exc}") from None
+        del doc  # validated: the parsed copy need not stay alongside the model and the dicts below
         self.meta: dict[str, Any] = index.meta_dict()
         self.events: list[dict[str, Any]] = index.event_dicts()
         self.scalars: dict[str, list[float]] = index.scalars
         self.module_ops: dict[str, list[str]] = index.module_ops
         self.module_classes: dict[str, str] = index.module_classes
         self._chunks: dict[str, dict[str, torch.Tensor]] = {}
+        self._bad_chunks: dict[str, str] = {}  # read once: a chunk that failed is not read again per key
+        self._warned = 0
+
+    def _warn(self, msg: str, *args: object) -> None:
+        self._warned += 1
+        if self._warned <= MAX_WARNINGS:
+            logger.warning("probe dump %s: " + msg, self.path, *args)
+        elif self._warned == MAX_WARNINGS + 1:
+            logger.warning("probe dump %s: more tensors are not usable; not warning about each", self.path)
 
     @cached_property
     def tensor_events(self) -> dict[str, dict[str, Any]]:
         return {e["key"]: e for e in self.events if e.get("kind") in ("module_input", "module_output", "record")}
 
     def _chunk(self, name: str) -> dict[str, torch.Tensor]:
+        if name in self._bad_chunks:
+            raise DumpError(self._bad_chunks[name])
         if name not in self._chunks:
             try:
-                data = read_bytes(self.path, name, max_bytes=max_file_bytes())
-            except ArtifactMissing:
-                raise DumpError(f"{self.path / name} is missing (the run may have been killed before it was written)") from None
-            except ArtifactRefused as exc:
-                raise DumpError(f"{self.path}: {name} was not read: {exc.reason}") from None
-            _check_archive(data, name)
-            try:
-                loaded = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-            except Exception as exc:  # noqa: BLE001 - any unpickling failure of a forged chunk
-                raise DumpError(f"{self.path / name} cannot be loaded: {type(exc).__name__}: {str(exc)[:200]}") from None
-            if not isinstance(loaded, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
-                                                       for k, v in loaded.items()):
-                raise DumpError(f"{self.path / name} does not hold a mapping of tensor keys to tensors")
-            self._chunks[name] = loaded
+                self._chunks[name] = self._load_chunk(name)
+            except DumpError as exc:
+                self._bad_chunks[name] = str(exc)  # the message only: the traceback holds the chunk's bytes
+                raise
         return self._chunks[name]
+
+    def _load_chunk(self, name: str) -> dict[str, torch.Tensor]:
+        try:
+            data = read_bytes(self.path, name, max_bytes=max_file_bytes())
+        except ArtifactMissing:
+            raise DumpError(f"{self.path / name} is missing (the run may have been killed before it was written)") from None
+        except ArtifactRefused as exc:
+            raise DumpError(f"{self.path}: {name} was not read: {exc.reason}") from None
+        _check_archive(data, name)
+        try:
+            loaded = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure of a forged chunk
+            raise DumpError(f"{self.path / name} cannot be loaded: {type(exc).__name__}: {str(exc)[:200]}") from None
+        if not isinstance(loaded, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                                   for k, v in loaded.items()):
+            raise DumpError(f"{self.path / name} does not hold a mapping of tensor keys to tensors")
+        return loaded
 
     def tensor(self, key: str, _depth: int = 0) -> torch.Tensor | None:
         """The recorded tensor for ``key``; ``None`` when it was skipped (budget, layout) or its data
@@ -103,7 +123,7 @@ class ProbeDump:
             raise KeyError(key)
         if "same_as" in event and _depth < 64:
             if event["same_as"] not in self.tensor_events:
-                logger.warning("probe dump %s: %s refers to %s, which is not recorded", self.path, key, event["same_as"])
+                self._warn("%s refers to %s, which is not recorded", key, event["same_as"])
                 return None
             return self.tensor(event["same_as"], _depth + 1)
         chunk = event.get("chunk")
@@ -112,12 +132,12 @@ class ProbeDump:
         try:
             t = self._chunk(chunk).get(key)
         except DumpError as exc:
-            logger.warning("probe dump %s: %s: %s", self.path, key, exc)
+            self._warn("%s: %s", key, exc)
             return None
         if t is not None and (list(t.shape) != event.get("shape")
                               or str(t.dtype).removeprefix("torch.") != event.get("dtype")):
-            logger.warning("probe dump %s: %s holds a %s %s tensor, the index says %s %s", self.path, key,
-                           str(t.dtype).removeprefix("torch."), list(t.shape), event.get("dtype"), event.get("shape"))
+            self._warn("%s holds a %s %s tensor, the index says %s %s", key, str(t.dtype).removeprefix("torch."),
+                       list(t.shape), event.get("dtype"), event.get("shape"))
             return None
         return t
 

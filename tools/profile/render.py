@@ -13,6 +13,8 @@ from tools.textsafe import md_code, md_inline
 
 logger = logging.getLogger(__name__)
 
+MAX_SYNC_ROWS = 200  # rows of the syncs table, fallback ops named (a forged profile can name millions)
+
 
 def _ms(us: float) -> str:
     return f"{us / 1000:.2f} ms"
@@ -29,8 +31,10 @@ def render_markdown(r: ProfileReport) -> str:
     lines.append(f"- device-to-host syncs: {r.d2h_syncs_total}")
     if r.h2d_copies_per_step is not None:
         lines.append(f"- host-to-device copies per step: {r.h2d_copies_per_step:.1f}")
+    shown = list(r.fallback_ops.items())[:MAX_SYNC_ROWS]
+    more = f", {len(r.fallback_ops) - len(shown)} more" if len(r.fallback_ops) > len(shown) else ""
     lines.append(f"- time in CPU-fallback ops: {_ms(r.fallback_time_us)}"
-                 + (f" ({', '.join(f'{md_inline(k)} x{v}' for k, v in r.fallback_ops.items())})" if r.fallback_ops else ""))
+                 + (f" ({', '.join(f'{md_inline(k)} x{v}' for k, v in shown)}{more})" if r.fallback_ops else ""))
     lines.append(f"- graph breaks: {sum(g.count for g in r.graph_breaks)}, recompiles: {sum(x.count for x in r.recompiles)}")
     if r.trace_path:
         lines.append(f"- Chrome/Perfetto trace: {md_code(r.trace_path)} (open in https://ui.perfetto.dev)")
@@ -53,9 +57,11 @@ def render_markdown(r: ProfileReport) -> str:
             lines.append(f"| {md_code(o.op, table=True)} | {o.count} | {_ms(o.time_us)} | {where} |")
     if r.syncs:
         lines += ["", "## Syncs and copies by source line", "", "| kind | line | count | code |", "|---|---|---:|---|"]
-        for s in r.syncs:
+        for s in r.syncs[:MAX_SYNC_ROWS]:
             lines.append(f"| {s.category}:{md_inline(s.kind)} | {md_code(_loc(s.file, s.line), table=True)} | {s.count} | "
                          f"{md_code(s.source, table=True)} |")
+        if len(r.syncs) > MAX_SYNC_ROWS:
+            lines.append(f"| ... {len(r.syncs) - MAX_SYNC_ROWS} more | | | |")
     for note in r.notes:
         lines += ["", f"> {md_inline(note)}"]
     return "\n".join(lines) + "\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 from sandbox.artifacts import ArtifactMissing, ArtifactRefused, is_regular_file, write_text
 from tools.artifact_json import InvalidArtifact, load_json, validate
 from tools.profile.child import PROFILE_JSON
-from tools.profile.models import CompileEvent, Finding, OpRow, ProfileReport
+from tools.profile.models import CompileEvent, Finding, OpRow, ProfileReport, SyncSite
 from tools.profile.profile_doc import ProfileDoc
 from tools.profile.suggestions import (
     DATA_DEPENDENT_SUGGESTIONS, DEFAULT_FALLBACK, GRAPH_BREAK_HINTS, H2D_SUGGESTION, RECOMPILE_SUGGESTION,
@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 
 TOP_N = 15
 REPORT_MD = "profile.md"
+MAX_FINDINGS = 200  # the most urgent ones; a real profile has a few dozen, a forged one any number
 
 
 class ProfileError(ValueError):
@@ -64,17 +65,21 @@ def _compile_events(doc: ProfileDoc, root: Path) -> tuple[list[CompileEvent], li
     dyn = doc.dynamo
     breaks: list[CompileEvent] = []
     recompiles: list[CompileEvent] = []
+    # Events of the same site and reason are merged through a dict: the run chooses how many events
+    # there are (millions fit in the file cap), so no step here may scan the ones seen so far.
+    seen: dict[tuple[str, str | None, int | None, str], CompileEvent] = {}
     for e in dyn.events:
         # innermost user frame: the last location inside the repo (tracebacks list outer frames first)
         user = [(rel, line) for f, line in e.locations if (rel := _relative(f, root))]
         loc = user[-1] if user else (None, None)
         reason = e.message.strip()
-        target = breaks if e.kind == "graph_break" else recompiles
-        same = next((x for x in target if x.file == loc[0] and x.line == loc[1] and x.reason == reason), None)
+        key = (e.kind, loc[0], loc[1], reason)
+        same = seen.get(key)
         if same:
             same.count += 1
         else:
-            target.append(CompileEvent(kind=e.kind, reason=reason, file=loc[0], line=loc[1]))
+            seen[key] = CompileEvent(kind=e.kind, reason=reason, file=loc[0], line=loc[1])
+            (breaks if e.kind == "graph_break" else recompiles).append(seen[key])
     if not breaks:
         for reason, n in (dyn.counters.get("graph_break") or {}).items():
             breaks.append(CompileEvent(kind="graph_break", reason=reason, count=n))
@@ -100,9 +105,12 @@ def _findings(report: ProfileReport, steps: int | None) -> list[Finding]:
             out.append(Finding(kind="h2d_copy", severity=sev, title=f"host-to-device copy: {s.kind}",
                                suggestion=H2D_SUGGESTION.format(n=s.count, where=where, per_step=per_step),
                                file=s.file, line=s.line, source=s.source, count=s.count))
+    first_sync: dict[str, SyncSite] = {}
+    for s in report.syncs:
+        first_sync.setdefault(s.kind, s)
     for op, n in sorted(report.fallback_ops.items(), key=lambda kv: -kv[1]):
         base = op.split("::")[-1].split(".")[0]
-        site = next((s for s in report.syncs if s.kind == base), None)
+        site = first_sync.get(base)
         hint = DATA_DEPENDENT_SUGGESTIONS.get(base, DEFAULT_FALLBACK)
         out.append(Finding(kind="cpu_fallback", severity="high" if n >= 10 else "medium",
                            title=f"CPU fallback: {op} ({n} calls)",
@@ -160,8 +168,11 @@ def build_profile_report(profile_dir: Path | str, repo_root: Path | str, report_
     tpx = doc.tpx
     tpx_ops = tpx.ops if tpx is not None else []
     fb_ops = {o.op: o.fallback_calls for o in tpx_ops if o.fallback_calls}
+    first_count: dict[str, int] = {}
+    for o in tpx_ops:
+        first_count.setdefault(o.op, o.count)
     for name in (tpx.fallback_ops if tpx is not None else []):
-        fb_ops.setdefault(name, next((o.count for o in tpx_ops if o.op == name), 0))
+        fb_ops.setdefault(name, first_count.get(name, 0))
     report.fallback_ops = fb_ops
     report.fallback_time_us = sum(o.time_s * 1e6 for o in tpx_ops if o.op in fb_ops)
     report.syncs = list(doc.syncs)
@@ -172,7 +183,11 @@ def build_profile_report(profile_dir: Path | str, repo_root: Path | str, report_
         window_copies = doc.tpx_window.h2d_copies if doc.tpx_window is not None else 0
         report.h2d_copies_per_step = max(h2d_window, int(window_copies or 0)) / steps
     report.graph_breaks, report.recompiles = _compile_events(doc, root)
-    report.findings = _findings(report, steps)
+    findings = _findings(report, steps)
+    report.findings = findings[:MAX_FINDINGS]
+    if len(findings) > MAX_FINDINGS:
+        report.notes.append(f"{len(findings) - MAX_FINDINGS} more findings of lower rank are left out "
+                            f"(the {MAX_FINDINGS} most urgent are listed)")
     if doc.trace:
         if is_regular_file(profile_dir, doc.trace):
             report.trace_path = str(profile_dir / doc.trace)

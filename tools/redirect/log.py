@@ -18,6 +18,7 @@ from sandbox.artifacts import ArtifactMissing, ArtifactRefused, read_text
 logger = logging.getLogger(__name__)
 
 LOG_MAX_BYTES = 64 * 1024**2
+MAX_WARNED_LINES = 20  # malformed lines warned about one by one; the rest are counted
 Count = Annotated[StrictInt, Field(ge=0, le=2**53)]
 
 
@@ -65,17 +66,23 @@ def load_redirect_log(path: Path | str) -> list[RedirectRecord]:
     except ArtifactRefused as exc:
         raise RedirectLogError(f"redirect log {path} was not read: {exc.reason}") from None
     per_proc: dict[tuple, dict] = {}
+    malformed = 0
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             e = _LogLine.model_validate(json.loads(line))
         except (ValueError, RecursionError, ValidationError) as exc:
-            logger.warning("%s:%d: skipping malformed redirect log line (%s)", path, n, str(exc).splitlines()[0][:200])
+            malformed += 1
+            if malformed <= MAX_WARNED_LINES:  # the run chooses how many: millions fit in the cap
+                logger.warning("%s:%d: skipping malformed redirect log line (%s)", path, n,
+                               str(exc).splitlines()[0][:200])
             continue
         key = (e.file, e.line, e.api, e.mapped_to)
         slot = per_proc.setdefault((key, e.pid), {"count": 0, "function": e.function})
         slot["count"] = max(slot["count"], e.count)
+    if malformed > MAX_WARNED_LINES:
+        logger.warning("%s: %d malformed redirect log lines skipped in all", path, malformed)
     merged: dict[tuple, RedirectRecord] = {}
     for (key, _pid), slot in per_proc.items():
         rec = merged.get(key)

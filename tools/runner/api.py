@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from sandbox import Limits, SandboxUnavailable, Workspace, WorkspaceError, create_workspace, run_in_sandbox
 from sandbox.artifacts import ArtifactLimits, ArtifactRefused, Collected, Refusal, collect
-from sandbox.isolation import ferry_root
+from sandbox.isolation import choose, ferry_root
 from sandbox.limits import disk_limit_from_env, format_size
 from sandbox.runspace import RunSpace, open_run_space
 from tools.runner.env import child_env, child_path_env
@@ -25,10 +26,31 @@ logger = logging.getLogger(__name__)
 
 TAIL_CHARS = 20_000
 COLLECTED_DIR = "collected"  # ARTIFACTS/collected: the host-owned copy of what the run left in child/
+ARTIFACTS_MARKER = ".ferry-artifacts"  # written into every artifacts dir a run used
+REPLACED_ENTRIES = ("child", COLLECTED_DIR, "stdout.txt", "stderr.txt", "result.json")  # each run replaces these
 
 
 class RunnerInputError(ValueError):
     """The request cannot be run as given (missing repo, bad artifacts dir)."""
+
+
+def foreign_entries(artifacts: Path | str) -> list[str]:
+    """What a run would replace in the existing directory ``artifacts`` although no run of Ferry made
+    it (``child/``, ``collected/``, ``stdout.txt``...): a directory of the user's given as the artifacts
+    dir. Empty for a new or empty directory and for one a run used before (its marker file)."""
+    path = Path(artifacts)
+    if not path.is_dir() or (path / ARTIFACTS_MARKER).exists():
+        return []
+    return [name for name in REPLACED_ENTRIES if os.path.lexists(path / name)]
+
+
+def _level(req: RunRequest) -> str | None:
+    """The isolation level the run will get (None when the one asked for is not available: the
+    sandbox then says so as the run's result)."""
+    try:
+        return choose(None if req.isolation in (None, "auto") else req.isolation).level
+    except SandboxUnavailable:
+        return None
 
 
 def _limits(req: RunRequest) -> Limits:
@@ -117,11 +139,17 @@ def _collect_outputs(out: Path, artifacts: Path, limits: ArtifactLimits, source:
     return got
 
 
-def _host_dir(collected: Collected, name: str) -> Path:
-    """``collected.dest/name``, made (empty) when the run's own was refused or never written."""
+def _host_dir(collected: Collected, name: str, refused: list[RefusedArtifact]) -> Path:
+    """``collected.dest/name``, made (empty) when the run's own was refused or never written, or
+    when the run left a file under that name instead of the directory (refused, its copy removed)."""
     path = collected.dest / name
-    if not path.is_dir():  # the copy holds no links: collect never makes one
-        path.mkdir(mode=0o700)
+    if path.is_dir():  # the copy holds no links: collect never makes one
+        return path
+    if path.exists():
+        path.unlink()
+        collected.accepted = [p for p in collected.accepted if p != name]
+        refused.append(RefusedArtifact(path=name, reason="not a directory (the run replaced it with a file)"))
+    path.mkdir(mode=0o700)
     return path
 
 
@@ -154,6 +182,10 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
         raise RunnerInputError(f"cannot create artifacts dir {artifacts}: {exc}") from exc
     artifacts = artifacts.resolve()
     try:
+        (artifacts / ARTIFACTS_MARKER).touch()
+    except OSError as exc:
+        raise RunnerInputError(f"cannot write into the artifacts dir {artifacts}: {exc.strerror}") from exc
+    try:
         artifact_limits = ArtifactLimits.from_env()
     except ValueError as exc:
         raise RunnerInputError(str(exc)) from exc
@@ -163,7 +195,10 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
     try:
         return _run_in_space(req, cancel, command, limits, src, artifacts, space, artifact_limits)
     finally:
-        space.close()
+        # Never copied back: a finished run's files were read in place (sandbox.artifacts.collect);
+        # after an exception or Ctrl-C nobody reads them, and a copy would put up to the whole disk
+        # cap of the run's files (links, owners as it left them) on the host disk.
+        space.close(copy=False)
 
 
 def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list[str], limits: Limits, src: Path,
@@ -173,15 +208,20 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
         shutil.rmtree(out)
     out.mkdir()
     space.bind_into(out)  # the child's writes under out/ count against the cap too
-    redirect_log = out / "redirect.jsonl" if req.redirect_cuda else None
-    probe_dir = out / "probe" if req.probe else None
-    profile_dir = out / "profile" if req.profile else None
+    # Where the child finds out/: the same path under bubblewrap (bound there); at the weaker levels,
+    # which show the host's filesystem to a run with a throw-away uid, the space's own dir (the path
+    # to ARTIFACTS, a 0700 temp dir or ~/.ferry, is closed to that uid).
+    seen = out if _level(req) == "bwrap" else (space.bound(out) or out)
+    redirect_log = seen / "redirect.jsonl" if req.redirect_cuda else None
+    probe_dir = seen / "probe" if req.probe else None
+    profile_dir = seen / "profile" if req.profile else None
     for d in (probe_dir, profile_dir):
         if d is not None:
             d.mkdir()
-    junit = out / "junit.xml"
+    junit = seen / "junit.xml"
 
     ws = _workspace(src, space, artifacts if req.keep_workspace else None)
+    os.chmod(ws.container, 0o711)  # its uid reaches the copy by path at the weaker levels; nobody lists it
     kept = ws.path
     if req.keep_workspace and space.mounted:  # copied out of the space when the run is over
         kept = Path(tempfile.mkdtemp(prefix="ferry-ws-", dir=artifacts)) / ws.path.name
@@ -228,6 +268,8 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
                                    "FERRY_SANDBOX_ISOLATION=unshare selects the weaker fallback explicitly.",
                              **base)
         refused = [RefusedArtifact(path=r.path, reason=r.reason) for r in collected.refused]
+        probe_host = _host_dir(collected, "probe", refused) if probe_dir is not None else None
+        profile_host = _host_dir(collected, "profile", refused) if profile_dir is not None else None
         junit_path, junit_tests = _junit(collected, refused)
         trace = None
         if status not in ("ok", "cancelled") or junit_path is not None:
@@ -253,8 +295,8 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
             trace=trace,
             signal=res.signal,
             limit_hit=res.limit_hit,
-            probe_dir=_host_dir(collected, "probe") if probe_dir is not None else None,
-            profile_dir=_host_dir(collected, "profile") if profile_dir is not None else None,
+            probe_dir=probe_host,
+            profile_dir=profile_host,
             redirect_log_path=(collected.dest / "redirect.jsonl"
                                if redirect_log is not None and collected.has("redirect.jsonl") else None),
             junit_xml=junit_path,

@@ -2,8 +2,9 @@
 
 The junit XML is written by the sandboxed run (pytest there, or anything the program put under
 its name): it is read through sandbox.artifacts (no links, a regular file, at most
-``JUNIT_MAX_BYTES``), a DOCTYPE or ENTITY declaration is refused before ElementTree sees it (no
-entity expansion), and at most ``MAX_TESTCASES`` outcomes are kept.
+``JUNIT_MAX_BYTES``, at most ``MAX_TAGS`` tags: the tree's memory is bounded), a DOCTYPE or ENTITY
+declaration is refused before ElementTree sees it (no entity expansion), and at most
+``MAX_TESTCASES`` outcomes are kept.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 JUNIT_MAX_BYTES = 32 * 1024**2
 MAX_TESTCASES = 50_000
+MAX_TAGS = 2_000_000  # 50 000 test cases with a failure each are some 300 000
 
 
 class JunitRefused(ValueError):
@@ -109,6 +111,9 @@ def read_junit_xml(path: Path) -> list[TestOutcome]:
     except ArtifactRefused as exc:
         raise JunitRefused(f"the junit XML was not read: {exc.reason}") from None
     _refuse_declarations(data)
+    tags = data.count(b"<")  # an upper bound of the elements (markup, comments, CDATA): counted in C
+    if tags > MAX_TAGS:  # a tree costs ~100 bytes an element: 32 MiB of empty ones took some 800 MB
+        raise JunitRefused(f"the junit XML holds {tags} tags, more than the {MAX_TAGS} of a large real report")
     try:
         root = ET.fromstring(data)
     except ET.ParseError as exc:
