@@ -16,9 +16,13 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import ToolUnavailable
+
+if TYPE_CHECKING:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
 
 logger = logging.getLogger(__name__)
 
@@ -95,11 +99,9 @@ def _postgres_saver(url: str) -> Iterator[Any]:
             f"{DATABASE_URL_ENV} to keep checkpoints in SQLite under the state dir") from exc
     where = redact_url(url)
     try:
-        extra = {} if "connect_timeout" in psycopg.conninfo.conninfo_to_dict(url) else {
-            "connect_timeout": PG_CONNECT_TIMEOUT_S}
         # The options PostgresSaver relies on: autocommit (each write is durable at once),
         # no server-side prepared statements (safe behind poolers), rows as dicts.
-        conn = psycopg.Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row, **extra)
+        conn = psycopg.Connection.connect(pg_conninfo(url), autocommit=True, prepare_threshold=0, row_factory=dict_row)
     except psycopg.Error as exc:
         raise ToolUnavailable(
             f"cannot connect to the Postgres database {where} named by {DATABASE_URL_ENV}: {one_line(exc)}; "
@@ -117,13 +119,13 @@ def _postgres_saver(url: str) -> Iterator[Any]:
         yield saver
 
 
-def _setup_postgres(saver: Any, conn: Any) -> None:
+def _setup_postgres(saver: PostgresSaver, conn: psycopg.Connection[dict[str, Any]]) -> None:
     """``saver.setup()`` under an advisory lock: PostgresSaver's setup is not safe when two
     processes run it at once (duplicate table types, duplicate migration versions)."""
     deadline = time.monotonic() + PG_SETUP_WAIT_S
     # try-lock in a loop rather than a blocking lock: a session blocked inside a statement would
     # hold a snapshot that the holder's CREATE INDEX CONCURRENTLY waits for (a deadlock).
-    while not conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (PG_SETUP_LOCK_KEY,)).fetchone()["ok"]:
+    while not (conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (PG_SETUP_LOCK_KEY,)).fetchone() or {}).get("ok"):
         if time.monotonic() > deadline:
             raise ToolUnavailable(
                 f"another process has been creating Ferry's checkpoint tables for {PG_SETUP_WAIT_S:.0f} s; "
@@ -133,6 +135,14 @@ def _setup_postgres(saver: Any, conn: Any) -> None:
         saver.setup()
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (PG_SETUP_LOCK_KEY,))
+
+
+def pg_conninfo(url: str) -> str:
+    """The connection string for ``url``, with Ferry's connect timeout unless the URL sets one."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    return url if "connect_timeout" in conninfo_to_dict(url) else make_conninfo(url,
+                                                                                connect_timeout=PG_CONNECT_TIMEOUT_S)
 
 
 def one_line(exc: BaseException) -> str:

@@ -28,11 +28,17 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from agent.checkpoints import PG_CONNECT_TIMEOUT_S, SQLITE_FILE, database_url, describe_store, one_line, redact_url
+from agent.checkpoints import SQLITE_FILE, database_url, describe_store, one_line, pg_conninfo, redact_url
+
+if TYPE_CHECKING:
+    import psycopg
+
+    PgConnection = psycopg.Connection[tuple[Any, ...]]
 
 
 logger = logging.getLogger(__name__)
@@ -114,7 +120,7 @@ def holder_alive(holder: LockHolder, now: float | None = None) -> bool:
     return ((now or time.time()) - holder.heartbeat) < STALE_AFTER_S
 
 
-def _row_holder(row: tuple) -> LockHolder:
+def _row_holder(row: tuple[Any, ...]) -> LockHolder:
     mid, _token, pid, host, boot, start, since, beat = row
     return LockHolder(migration_id=mid, pid=int(pid), host=host, since=float(since), boot_id=boot,
                       proc_start=start, heartbeat=float(beat))
@@ -126,7 +132,7 @@ _COLUMNS = "migration_id, token, pid, host, boot_id, proc_start, since, heartbea
 class _Heartbeat(threading.Thread):
     """Refreshes the lock row's heartbeat until stopped (for holders on other machines to judge)."""
 
-    def __init__(self, beat) -> None:  # noqa: ANN001 - a callable taking no argument
+    def __init__(self, beat: Callable[[], object]) -> None:
         super().__init__(name="ferry-lock-heartbeat", daemon=True)
         self._beat = beat
         self._stop_event = threading.Event()
@@ -135,7 +141,7 @@ class _Heartbeat(threading.Thread):
         while not self._stop_event.wait(HEARTBEAT_S):
             try:
                 self._beat()
-            except Exception:  # noqa: BLE001 - a missed beat only makes the lock look older
+            except Exception:
                 logger.debug("lock heartbeat failed", exc_info=True)
 
     def stop(self) -> None:
@@ -209,21 +215,28 @@ def _pg_key(migration_id: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def _pg_holder_row(conn, migration_id: str) -> LockHolder | None:  # noqa: ANN001 - a psycopg connection
+def _pg_holder_row(conn: PgConnection, migration_id: str) -> LockHolder | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM {TABLE} WHERE migration_id = %s", (migration_id,)).fetchone()
     if row is None:
         return None
     return _row_holder(tuple(row.values()) if isinstance(row, dict) else tuple(row))
 
 
-def _pg_connect(url: str, migration_id: str, store: str):  # noqa: ANN202 - a psycopg connection
+def _scalar(conn: PgConnection, query: str, params: tuple[Any, ...]) -> Any:
+    """The one value a one-row query returns."""
+    row = conn.execute(query, params).fetchone()
+    if row is None:
+        raise RuntimeError(f"the database returned no row for {query!r}")
+    return row[0]
+
+
+def _pg_connect(url: str, migration_id: str, store: str) -> PgConnection:
     import psycopg
 
     from agent.errors import ToolUnavailable
 
-    extra = {} if "connect_timeout" in psycopg.conninfo.conninfo_to_dict(url) else {"connect_timeout": PG_CONNECT_TIMEOUT_S}
     try:
-        conn = psycopg.Connection.connect(url, autocommit=True, prepare_threshold=0, **extra)
+        conn = psycopg.Connection.connect(pg_conninfo(url), autocommit=True, prepare_threshold=0)
         conn.execute(_SCHEMA)
     except psycopg.Error as exc:
         raise ToolUnavailable(f"cannot take the lock of migration {migration_id} in {store}: {one_line(exc)}; "
@@ -234,7 +247,7 @@ def _pg_connect(url: str, migration_id: str, store: str):  # noqa: ANN202 - a ps
 class _PgHold:
     """A held Postgres lock: its connection (replaced when the server restarted) and its row."""
 
-    def __init__(self, url: str, migration_id: str, store: str, conn) -> None:  # noqa: ANN001
+    def __init__(self, url: str, migration_id: str, store: str, conn: PgConnection) -> None:
         self.url, self.migration_id, self.store = url, migration_id, store
         self.key = _pg_key(migration_id)
         self.token = uuid.uuid4().hex
@@ -266,7 +279,7 @@ class _PgHold:
                 logger.info("the connection holding the lock of migration %s is gone; taking the lock again",
                             self.migration_id)
             conn = _pg_connect(self.url, self.migration_id, self.store)
-            if not conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()[0]:
+            if not _scalar(conn, "SELECT pg_try_advisory_lock(%s)", (self.key,)):
                 conn.close()
                 logger.error("migration %s: another process took its lock while the database was away; two "
                              "processes may be driving it now", self.migration_id)
@@ -296,7 +309,7 @@ def _pg_lock(url: str, migration_id: str, store: str) -> Iterator[None]:
     conn = _pg_connect(url, migration_id, store)
     hold = _PgHold(url, migration_id, store, conn)
     try:
-        if not conn.execute("SELECT pg_try_advisory_lock(%s)", (hold.key,)).fetchone()[0]:
+        if not _scalar(conn, "SELECT pg_try_advisory_lock(%s)", (hold.key,)):
             raise MigrationLocked(migration_id, _pg_holder_row(conn, migration_id), store)
         # The advisory lock is free, yet a row may name a holder that still runs: the server restarted
         # under it (the lock died with its connection; the holder takes it back at its next beat).
@@ -323,12 +336,10 @@ def _pg_lock(url: str, migration_id: str, store: str) -> Iterator[None]:
 def _pg_holder(url: str, migration_id: str) -> LockHolder | None:
     import psycopg
 
-
     from agent.errors import ToolUnavailable
 
     try:
-        conn = psycopg.Connection.connect(url, autocommit=True, prepare_threshold=0,
-                                          connect_timeout=PG_CONNECT_TIMEOUT_S)
+        conn = psycopg.Connection.connect(pg_conninfo(url), autocommit=True, prepare_threshold=0)
         conn.execute(_SCHEMA)
     except psycopg.Error as exc:
         raise ToolUnavailable(f"cannot read the lock of migration {migration_id} in the Postgres database "
@@ -338,9 +349,8 @@ def _pg_holder(url: str, migration_id: str) -> LockHolder | None:
         # Read pg_locks rather than try the lock: a try that succeeded for an instant would refuse a
         # real owner starting at that instant. A bigint key is held as (classid, objid), objsubid 1.
         key = _pg_key(migration_id) & 0xFFFFFFFFFFFFFFFF
-        held = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
-                            "AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
-                            (key >> 32, key & 0xFFFFFFFF)).fetchone()[0]
+        held = _scalar(conn, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+                       "AND classid = %s::bigint::oid AND objid = %s::bigint::oid", (key >> 32, key & 0xFFFFFFFF))
         row = _pg_holder_row(conn, migration_id)
         if not held:  # after a server restart, until the holder takes its lock back: its row says it runs
             return row if row is not None and holder_alive(row) else None

@@ -38,7 +38,8 @@ def materialise(source: Path, workspace: Path | None, files: dict[str, str], roo
     """Return a workspace directory whose source files equal ``source`` overlaid with ``files``."""
     if workspace is None or not Path(workspace).is_dir():
         if workspace is not None:
-            logger.warning("workspace %s is gone; re-creating it from %s and %d edited files", workspace, source, len(files))
+            logger.warning("workspace %s is gone; re-creating it from %s and %d edited files", workspace, source,
+                           len(files))
         workspace = toolbox.create_workspace(source, root)
     workspace = Path(workspace)
     expected: dict[str, str | None] = {rel: read_text(source / rel) for rel in list_source_files(source)}

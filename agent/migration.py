@@ -11,12 +11,15 @@ from langgraph.types import Command
 
 from agent import early
 from agent.checkpoints import checkpointer, describe_store, migration_ids, one_line
-from agent.early import new_migration_id  # noqa: F401  (part of this module's API)
+from agent.early import new_migration_id
 from agent.errors import ToolUnavailable
-from agent.graph import MigrationContext, ProgressFn, build_graph, drive, snapshot, state_dir
-from agent.locks import MigrationLocked, migration_lock  # noqa: F401  (MigrationLocked: part of this API)
+from agent.graph import MigrationContext, ProgressFn, build_graph, drive, snapshot
+from agent.locks import MigrationLocked, migration_lock
+from agent.materialise import state_dir
 from agent.runs import RunScheduler
 from agent.state import MigrationOptions, dump
+
+__all__ = ["MigrationLocked", "UnknownMigration", "initial_state", "list_migrations", "load", "resume", "start"]
 
 logger = logging.getLogger(__name__)
 

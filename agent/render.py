@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import re
 
-from agent.records import (EditSummary, LLMUsage, MigrationRecord, ParityOutcome, ProfileOutcome, ReviewItem)
-from agent.state import (State, edits_of, options_of, parity_of, plan_of, profile_of, runs_of, status_of, steps_of)
+from agent.records import EditSummary, LLMUsage, MigrationRecord, ParityOutcome, ProfileOutcome, ReviewItem
+from agent.state import State, edits_of, options_of, parity_of, plan_of, profile_of, runs_of, status_of, steps_of
 from tools.parity.models import ParityReport, TensorComparison
 from tools.patch import FileChange
 from tools.profile.models import ProfileReport
@@ -187,7 +187,8 @@ def pr_markdown(state: State, result: MigrationRecord, branch: str | None, base:
     lines += ["", f"**Status:** {status} — {md_inline(result.summary or '', keep_code=True)}", "",
               f"Iterations: {result.iterations}, runs: {result.runs}, LLM calls: {result.llm.calls}.", "",
               "## Changed files", ""]
-    lines += [f"- {md_code(f.path)} ({f.change}, +{f.added_lines} -{f.removed_lines})" for f in result.patch_files] or ["None."]
+    lines += [f"- {md_code(f.path)} ({f.change}, +{f.added_lines} -{f.removed_lines})"
+              for f in result.patch_files] or ["None."]
     lines += ["", "## Edits", ""]
     lines += [f"- {md_code(e.rule)} ({e.kind}) {', '.join(md_code(p) for p in e.files)}: "
               f"{md_inline(e.reason, keep_code=True)}" for e in result.edits] or ["None."]

@@ -180,7 +180,7 @@ class RunScheduler:
                 for name in modules:
                     try:
                         importlib.import_module(name)
-                    except Exception as exc:  # noqa: BLE001 - the node that needs it reports it properly
+                    except Exception as exc:
                         logger.debug("prewarm import of %s failed: %s", name, exc)
 
             self._prewarm = threading.Thread(target=work, name="ferry-prewarm", daemon=True)

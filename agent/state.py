@@ -167,7 +167,7 @@ def status_of(state: State) -> Status | None:
     status = state.get("status")
     if status is not None and status not in STATUSES:
         raise ValueError(f"the state holds an unknown status {status!r}; expected one of {', '.join(STATUSES)}")
-    return status  # type: ignore[no-any-return]  # checked against STATUSES just above
+    return status  # checked against STATUSES just above
 
 
 def llm_option(state: State) -> bool:

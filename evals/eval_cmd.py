@@ -16,10 +16,13 @@ HELP = "migrate every sample repo of a suite (default evals/repos) and tabulate 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("suite", metavar="SUITE_DIR", nargs="?", help="directory of */eval.json cases (default evals/repos)")
+    parser.add_argument("suite", metavar="SUITE_DIR", nargs="?",
+                        help="directory of */eval.json cases (default evals/repos)")
     parser.add_argument("--jobs", type=int, default=1, help="cases migrated in parallel (default 1)")
-    parser.add_argument("--policy", choices=("offline", "llm"), default="offline", help="fixing policy (default offline)")
-    parser.add_argument("--out", metavar="DIR", default="ferry-eval", help="where each case's outputs go (default ./ferry-eval)")
+    parser.add_argument("--policy", choices=("offline", "llm"), default="offline",
+                        help="fixing policy (default offline)")
+    parser.add_argument("--out", metavar="DIR", default="ferry-eval",
+                        help="where each case's outputs go (default ./ferry-eval)")
     parser.add_argument("--case", action="append", metavar="NAME", help="run only this case (repeatable)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per case (default 1800)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

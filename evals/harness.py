@@ -84,13 +84,15 @@ def run_case(case: EvalCase, out_root: Path, policy: Literal["offline", "llm"], 
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return EvalOutcome(name=case.name, expected=case.expected_status, status="failed_timeout", passed=False,
-                           wall_s=time.monotonic() - t0, summary=f"the migration exceeded {timeout_s:.0f}s", out_dir=str(out))
+                           wall_s=time.monotonic() - t0, summary=f"the migration exceeded {timeout_s:.0f}s",
+                           out_dir=str(out))
     wall = time.monotonic() - t0
     (out / "migrate.stderr.txt").write_text(proc.stderr, encoding="utf-8")
     result_path = out / "result.json"
     if not result_path.exists():
         return EvalOutcome(name=case.name, expected=case.expected_status, status="failed_internal", passed=False,
-                           wall_s=wall, summary=f"no result.json (exit {proc.returncode}): {proc.stderr[-500:]}", out_dir=str(out))
+                           wall_s=wall, summary=f"no result.json (exit {proc.returncode}): {proc.stderr[-500:]}",
+                           out_dir=str(out))
     try:
         res = MigrationRecord.model_validate_json(result_path.read_text(encoding="utf-8"))
     except ValidationError as exc:

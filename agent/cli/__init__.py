@@ -13,6 +13,7 @@ import argparse
 import importlib
 import logging
 import sys
+from pathlib import Path
 from types import ModuleType
 
 EXIT_OK = 0
@@ -54,7 +55,7 @@ def sandbox_settings(items: list[str], flag: str) -> dict[str, str]:
     return env
 
 
-def output_dir(value: object, flag: str):  # noqa: ANN201 - a pathlib.Path
+def output_dir(value: object, flag: str) -> Path:
     """``value`` as a directory Ferry may create and write (``agent.outpaths``), else a usage error."""
     from agent.outpaths import OutputPathError, check_output_dir
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 NAME = "doctor"
 HELP = "show the sandbox isolation level in force (and why), and torch / tpx status"
@@ -13,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def collect() -> dict:
+def collect() -> dict[str, Any]:
     """The facts ``ferry doctor`` (and ``ferry run --check``) report."""
     import os
     import shutil
@@ -30,9 +31,9 @@ def collect() -> dict:
     if forced:
         try:
             in_force = choose(forced)
-        except Exception as exc:  # noqa: BLE001 - reported, not raised
+        except Exception as exc:
             error = str(exc)
-    report: dict = {
+    report: dict[str, Any] = {
         "isolation": {
             "level": in_force.level,
             "available": list(info.available),
@@ -72,7 +73,7 @@ def collect() -> dict:
     return report
 
 
-def disk_check(level: str) -> dict:
+def disk_check(level: str) -> dict[str, Any]:
     """How each run's writes are capped here: one tmpfs in all where Ferry may mount, else per area."""
     from sandbox.limits import Limits, disk_limit_from_env
     from sandbox.runspace import describe_disk_cap, mount_support
@@ -88,7 +89,7 @@ def disk_check(level: str) -> dict:
             "describe": describe_disk_cap(mounted, why or None, level, limits), "reason": why or None, "error": error}
 
 
-def resource_check() -> dict:
+def resource_check() -> dict[str, Any]:
     """Whether memory and processes are capped for a whole run (cgroups) or per process (rlimits)."""
     from sandbox.cgroups import describe_limits, detect_control
     from sandbox.limits import Limits
@@ -99,7 +100,7 @@ def resource_check() -> dict:
             "describe": describe_limits(info.level, limits.run_memory_bytes, limits.run_processes)}
 
 
-def warm_check(level: str) -> dict:
+def warm_check(level: str) -> dict[str, Any]:
     """Start a warm interpreter (nothing preloaded) and fork one sandboxed run from it: whether
     warm starts work on this machine, and why not when they do not."""
     import os
@@ -116,7 +117,8 @@ def warm_check(level: str) -> dict:
     if not enabled():
         return {"enabled": False, "works": False, "reason": f"turned off by {WARM_ENV}={os.environ.get(WARM_ENV)}"}
     if level != "bwrap":
-        return {"enabled": True, "works": False, "reason": f"warm starts need bubblewrap; isolation in force is {level}"}
+        return {"enabled": True, "works": False,
+                "reason": f"warm starts need bubblewrap; isolation in force is {level}"}
     path = child_path_env()
     server = WarmServer(scrubbed_env(dict(os.environ), {}, path=path), [], dynamic_keys=frozenset({RUN_MARKER_ENV}))
     try:
@@ -133,12 +135,15 @@ def warm_check(level: str) -> dict:
     return {"enabled": True, "works": works, "reason": reason}
 
 
-def render(report: dict) -> str:
+def render(report: dict[str, Any]) -> str:
     iso = report["isolation"]
-    lines = [f"sandbox isolation: {iso['level']}" + (" (strongest)" if iso["level"] == "bwrap" else " (WEAKER FALLBACK)")]
+    strength = " (strongest)" if iso["level"] == "bwrap" else " (WEAKER FALLBACK)"
+    lines = [f"sandbox isolation: {iso['level']}{strength}"]
     if iso["level"] == "bwrap":
-        lines.append("  bubblewrap: no network, read-only system/Python/Ferry, only the workspace and a private /tmp writable,")
-        lines.append("  pid/ipc/uts namespaces, new session, rlimits, whole-tree kill" + (", child runs under a throw-away uid" if iso["drops_uid"] else ""))
+        lines.append("  bubblewrap: no network, read-only system/Python/Ferry, only the workspace and a private /tmp "
+                     "writable,")
+        uid = ", child runs under a throw-away uid" if iso["drops_uid"] else ""
+        lines.append(f"  pid/ipc/uts namespaces, new session, rlimits, whole-tree kill{uid}")
     lines.append(f"  available levels: {', '.join(iso['available'])}")
     for reason in iso["reasons"]:
         lines.append(f"  - {reason}")
@@ -148,12 +153,14 @@ def render(report: dict) -> str:
         lines.append(f"  error: {iso['error']}")
     disk = report.get("disk") or {}
     if disk:
-        lines.append(f"disk cap per run: {disk['describe']}" + (" (WEAKER: per area)" if disk["mode"] != "tmpfs" else ""))
+        weaker = " (WEAKER: per area)" if disk["mode"] != "tmpfs" else ""
+        lines.append(f"disk cap per run: {disk['describe']}{weaker}")
         if disk.get("error"):
             lines.append(f"  error: {disk['error']}")
     control = report.get("resource_control") or {}
     if control:
-        lines.append(f"resource control: {control['describe']}" + (" (WEAKER)" if control["level"] == "rlimits" else ""))
+        weaker = " (WEAKER)" if control["level"] == "rlimits" else ""
+        lines.append(f"resource control: {control['describe']}{weaker}")
         for reason in control.get("reasons") or []:
             lines.append(f"  - {reason}")
     warm = report.get("warm_start") or {}
@@ -165,14 +172,17 @@ def render(report: dict) -> str:
     if (report.get("disk") or {}).get("mode") == "tmpfs":
         lines.append(f"workspace copies: plain copies into each run's tmpfs under {ws['root']}")
     else:
-        lines.append(f"workspace copies: {ws['root']} ({'copy-on-write reflinks' if ws['copy_on_write'] else 'plain copies: this filesystem has no reflinks'})")
+        how = "copy-on-write reflinks" if ws["copy_on_write"] else "plain copies: this filesystem has no reflinks"
+        lines.append(f"workspace copies: {ws['root']} ({how})")
     t = report.get("torch", {})
     if "error" in t:
         lines.append(f"torch: ERROR {t['error']}")
     else:
         lines.append(f"torch: {t.get('torch')}")
-        lines.append("tpx: available" + (f" ({t.get('tpx_device_count')} device)" if t.get("tpx") else "") if t.get("tpx")
-                     else f"tpx: NOT available ({t.get('tpx_error', 'backend did not register tpx')})")
+        if t.get("tpx"):
+            lines.append(f"tpx: available ({t.get('tpx_device_count')} device)")
+        else:
+            lines.append(f"tpx: NOT available ({t.get('tpx_error', 'backend did not register tpx')})")
     return "\n".join(lines)
 
 

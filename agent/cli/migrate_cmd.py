@@ -6,10 +6,14 @@ import argparse
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.cli import DISK_LIMIT_HELP
 
 logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from agent.state import MigrationOptions
 
 NAME = "migrate"
 HELP = "migrate a repository from CUDA to tpx: codemods, runs, fixes, parity, profile, patch + report"
@@ -17,17 +21,21 @@ HELP = "migrate a repository from CUDA to tpx: codemods, runs, fixes, parity, pr
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="PATH", help="the repository to migrate (never modified unless --apply)")
-    parser.add_argument("--run", required=True, metavar="CMD", help='the command that runs it, e.g. "python train.py --steps 10"')
+    parser.add_argument("--run", required=True, metavar="CMD",
+                        help='the command that runs it, e.g. "python train.py --steps 10"')
     parser.add_argument("--test", metavar="CMD", help='the test command, e.g. "python -m pytest -q tests"')
     parser.add_argument("--out", metavar="DIR", help="write ferry.patch, report.md and result.json here")
     parser.add_argument("--llm", action="store_true",
-                        help="let a model fix what the offline rules cannot (FERRY_LLM_BASE_URL, FERRY_LLM_MODEL, an API key)")
+                        help="let a model fix what the offline rules cannot (FERRY_LLM_BASE_URL, FERRY_LLM_MODEL, "
+                             "an API key)")
     parser.add_argument("--offline", action="store_true", help="never use a model, even if FERRY_LLM_* is configured")
-    parser.add_argument("--approve", action="store_true", help="ask before applying any edit that is not a catalogue codemod")
+    parser.add_argument("--approve", action="store_true",
+                        help="ask before applying any edit that is not a catalogue codemod")
     parser.add_argument("--apply", action="store_true", help="apply the patch to PATH after a successful migration")
     parser.add_argument("--device", choices=("accelerator", "tpx"), default="accelerator",
                         help="codemod target: device-generic code (default) or tpx pinned")
-    parser.add_argument("--max-iterations", type=int, default=8, help="fix/verify rounds before failed_budget (default 8)")
+    parser.add_argument("--max-iterations", type=int, default=8,
+                        help="fix/verify rounds before failed_budget (default 8)")
     parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds per run (default 600)")
     parser.add_argument("--seed", type=int, default=0, help="seed for the reference and target runs")
     parser.add_argument("--disk-limit", default=None, metavar="SIZE", help=DISK_LIMIT_HELP.replace("a run", "each run"))
@@ -41,10 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print result.json on stdout (no progress display)")
 
 
-def build_options(args: argparse.Namespace):
+def build_options(args: argparse.Namespace) -> MigrationOptions:
     from agent.cli import CliError, disk_limit, output_dir
-    from agent.materialise import DEFAULT_STATE_DIR, state_dir
     from agent.llm.config import configured
+    from agent.materialise import DEFAULT_STATE_DIR, state_dir
     from agent.state import MigrationOptions
 
     src = Path(args.path).expanduser()
@@ -60,7 +68,8 @@ def build_options(args: argparse.Namespace):
     if args.llm and args.offline:
         raise CliError("--llm and --offline contradict each other; pick one")
     if use_llm and not (args.llm_model or os.environ.get("FERRY_LLM_MODEL")):
-        raise CliError("--llm needs a model: set FERRY_LLM_MODEL (and FERRY_LLM_BASE_URL for a non-OpenAI server) or pass --llm-model")
+        raise CliError("--llm needs a model: set FERRY_LLM_MODEL (and FERRY_LLM_BASE_URL for a non-OpenAI server) "
+                       "or pass --llm-model")
     out = str(output_dir(args.out, "--out")) if args.out else None
     if out and Path(out).resolve() == src.resolve():
         raise CliError("--out must not be the repository itself; choose another directory")
@@ -79,11 +88,11 @@ def build_options(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from agent import early
     from agent.cli import CliError
     from agent.cli.approval import drive_interactively
-    from agent.errors import FerryAgentError
     from agent.cli.progress import Progress, exit_code, print_result
-    from agent import early
+    from agent.errors import FerryAgentError
     from agent.runs import RunScheduler
 
     opts = build_options(args)

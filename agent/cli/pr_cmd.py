@@ -70,9 +70,10 @@ def run(args: argparse.Namespace) -> int:
 
     from agent.cli import CliError, output_dir
     from agent.cli.progress import Progress, exit_code
+    from agent.early import new_migration_id
     from agent.llm.config import configured
     from agent.materialise import DEFAULT_STATE_DIR, state_dir
-    from agent.migration import new_migration_id, start
+    from agent.migration import start
     from agent.records import MigrationRecord
     from agent.render import pr_markdown
     from agent.state import MigrationOptions, outputs_of

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.state import outputs_of, runs_of, steps_of
+
+if TYPE_CHECKING:
+    from rich.status import Status
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +27,8 @@ def plain(text: Any) -> str:
 NEXT_LABEL = {
     "ingest": "reference run (original code, CUDA -> CPU)", "reference_run": "scanning",
     "scan": "planning", "plan": "applying codemods", "rewrite": "target run on tpx",
-    "target_run": "checking the result", "tests": "profiling", "diagnose": "fixing", "llm_fix": "applying the model's edit",
+    "target_run": "checking the result", "tests": "profiling", "diagnose": "fixing",
+    "llm_fix": "applying the model's edit",
     "apply_fix": "target run on tpx", "parity": "tests / profiling", "profile": "writing the report",
 }
 
@@ -37,9 +41,9 @@ class Progress:
 
         self.console = Console(stderr=True, highlight=False)
         self.enabled = enabled
-        self._status = None
+        self._status: Status | None = None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self.enabled:
             self._status = self.console.status("ingesting the repository")
             self._status.__enter__()
@@ -65,7 +69,8 @@ class Progress:
 def print_interrupts(state: dict[str, Any], as_json: bool) -> None:
     mid = state.get("migration_id")
     if as_json:
-        print(json.dumps({"migration_id": mid, "status": "awaiting_approval", "interrupts": state["interrupts"]}, indent=2))
+        print(json.dumps({"migration_id": mid, "status": "awaiting_approval", "interrupts": state["interrupts"]},
+                         indent=2))
         return
     from rich.console import Console
     from rich.syntax import Syntax
@@ -74,7 +79,8 @@ def print_interrupts(state: dict[str, Any], as_json: bool) -> None:
 
     console = Console()
     for q in state["interrupts"]:
-        console.print(f"[bold yellow]Approval needed[/bold yellow] for {plain(q.get('rule'))} at {plain(q.get('site'))} "
+        console.print(f"[bold yellow]Approval needed[/bold yellow] for {plain(q.get('rule'))} "
+                      f"at {plain(q.get('site'))} "
                       f"({plain(q.get('kind'))})")
         console.print(f"reason: {plain(q.get('reason'))}")
         console.print(Syntax(terminal(q.get("diff") or ""), "diff"))
@@ -102,7 +108,9 @@ def print_result(state: dict[str, Any], as_json: bool) -> None:
     t.add_row("summary", plain(state.get("summary") or ""))
     t.add_row("iterations", str(state.get("iteration") or 0))
     t.add_row("runs", str(len(runs_of(state))))
-    t.add_row("LLM calls / tokens", f"{int(usage.get('calls', 0))} / {int(usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0))}")
+    t.add_row("LLM calls / tokens",
+              f"{int(usage.get('calls', 0))} / "
+              f"{int(usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0))}")
     t.add_row("wall time", f"{float(state.get('elapsed_s') or 0):.1f}s")
     for k, v in (outputs.model_dump() if outputs is not None else {}).items():
         t.add_row(k, plain(v))

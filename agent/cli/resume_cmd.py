@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -19,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--approve", action="store_true", help="approve the pending edit")
     group.add_argument("--reject", action="store_true", help="reject the pending edit (the migration stops: rejected)")
-    group.add_argument("--edit", action="append", metavar="PATH=FILE", help="replace the pending edit by your own text for PATH")
+    group.add_argument("--edit", action="append", metavar="PATH=FILE",
+                       help="replace the pending edit by your own text for PATH")
     parser.add_argument("--list", action="store_true", help="list the migrations in the state dir")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -31,11 +33,9 @@ def run(args: argparse.Namespace) -> int:
     from agent.cli.approval import drive_interactively, parse_edits
     from agent.cli.progress import Progress, exit_code, print_result
     from agent.errors import FerryAgentError
-    from agent.materialise import state_dir
+    from agent.materialise import DEFAULT_STATE_DIR, state_dir
     from agent.migration import UnknownMigration, list_migrations, resume
     from agent.runs import RunScheduler
-
-    from agent.materialise import DEFAULT_STATE_DIR
 
     sdir = str(state_dir(output_dir(args.state_dir or DEFAULT_STATE_DIR, "--state-dir")))
     if args.list:
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.migration_id:
         raise CliError("give the migration ID to resume (ferry resume --list shows them)")
     runs = RunScheduler()
-    answer = None
+    answer: dict[str, Any] | None = None
     if args.approve:
         answer = {"action": "approve"}
     elif args.reject:

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from agent.cli import DISK_LIMIT_HELP
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tools.runner.models import RunResult
 
 NAME = "run"
 HELP = "run a command in the sandbox on a copy of the repo (tpx or cpu, optional CUDA redirect)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", nargs="?", help="repository folder (a private copy is run; the original is never written)")
+    parser.add_argument("path", nargs="?",
+                        help="repository folder (a private copy is run; the original is never written)")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after `--` (e.g. -- python train.py)")
     _add_options(parser)
 
@@ -25,27 +32,31 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="collect a tpx profile (issue-5 profiler)")
     parser.add_argument("--seed", type=int, default=0, help="FERRY_SEED for random, numpy and torch (default 0)")
     parser.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit in seconds (default 600)")
-    parser.add_argument("--memory-gb", type=float, default=None, help="address-space limit per process, GiB (default 16)")
+    parser.add_argument("--memory-gb", type=float, default=None,
+                        help="address-space limit per process, GiB (default 16)")
     parser.add_argument("--disk-limit", default=None, metavar="SIZE", help=DISK_LIMIT_HELP)
     parser.add_argument("--isolation", choices=("auto", "bwrap", "unshare", "rlimits"), default=None,
                         help="force an isolation level (default: the strongest available)")
     parser.add_argument("--artifacts", default=None, help="folder for logs, result.json, probe/profile output")
-    parser.add_argument("--keep-workspace", action="store_true", help="keep the copy that ran under the artifacts folder")
+    parser.add_argument("--keep-workspace", action="store_true",
+                        help="keep the copy that ran under the artifacts folder")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                         help="extra FERRY_*/TPX_* variable for the child (repeatable)")
     parser.add_argument("--check", action="store_true", help="only report the isolation level and torch/tpx status")
     parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
 
 
-def _render(result) -> str:
+def _render(result: RunResult) -> str:
     """The readable result. Most of it (output tails, messages, test names, file names) is the
     program's own text: the whole is passed through tools.textsafe.terminal before printing."""
     from tools.textsafe import terminal
 
     lines = [f"status: {result.status} (exit {result.exit_code if result.exit_code is not None else '-'}"
              + (f", signal {result.signal}" if result.signal else "") + f") in {result.duration_s:.2f}s",
-             f"isolation: {result.isolation}" + (f" ({'; '.join(result.isolation_reasons)})" if result.isolation_reasons else ""),
-             f"device: {result.device}" + (f", CUDA redirected to {result.redirect_cuda}" if result.redirect_cuda else "")]
+             f"isolation: {result.isolation}"
+             + (f" ({'; '.join(result.isolation_reasons)})" if result.isolation_reasons else ""),
+             f"device: {result.device}"
+             + (f", CUDA redirected to {result.redirect_cuda}" if result.redirect_cuda else "")]
     if result.disk_cap:
         lines.append(f"disk cap: {result.disk_cap}")
     if result.resource_control:
@@ -79,7 +90,7 @@ def _render(result) -> str:
     return terminal("\n".join(lines))
 
 
-def _artifacts_dir(value: str, repo: str):  # noqa: ANN202 - a pathlib.Path
+def _artifacts_dir(value: str, repo: str) -> Path:
     """``--artifacts``: a directory Ferry may write, outside the repository, and not one of the user's
     holding what each run replaces (``child/``, ``collected/``, ``result.json``...)."""
     from pathlib import Path
@@ -129,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise CliError(f"--timeout must be positive, got {args.timeout}")
 
-    from tools.runner.api import RunnerInputError, run as run_tool
+    from tools.runner.api import RunnerInputError
+    from tools.runner.api import run as run_tool
     from tools.runner.models import RunLimits, RunRequest
 
     limits = RunLimits()

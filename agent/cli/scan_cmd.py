@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def add_selection_arguments(parser: argparse.ArgumentParser, rules_verb: str, fi
     parser.add_argument("--no-gitignore", action="store_true", help=f"also {files_verb} files .gitignore excludes")
 
 
-def selection(args: argparse.Namespace) -> dict:
+def selection(args: argparse.Namespace) -> dict[str, Any]:
     """The checked shared options as ``ScanRequest``/``RewriteRequest`` fields (``CliError`` when out of range)."""
     from agent.cli import CliError
 

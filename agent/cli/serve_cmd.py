@@ -25,9 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check_store(state_dir: str) -> None:
     """Open the checkpoint store once, so a bad FERRY_DATABASE_URL or state dir fails here, not per request."""
+    from agent.checkpoints import checkpointer
     from agent.cli import CliError
     from agent.errors import FerryAgentError
-    from agent.checkpoints import checkpointer
 
     try:
         with checkpointer(Path(state_dir)):

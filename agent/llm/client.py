@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel
 
 from agent.errors import BudgetExhausted, LLMFailure
 from agent.llm.config import LLMConfig
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +40,8 @@ class ChatClient:
     across the whole migration (and across ``ferry resume``).
     """
 
-    def __init__(self, cfg: LLMConfig, spent: dict[str, float] | None = None, *, sleep=time.sleep) -> None:
+    def __init__(self, cfg: LLMConfig, spent: dict[str, float] | None = None, *,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         import openai
 
         self.cfg = cfg
@@ -54,7 +59,8 @@ class ChatClient:
         if self.prior_calls + self.usage.calls >= self.cfg.max_calls:
             raise BudgetExhausted(f"LLM call budget exhausted ({self.cfg.max_calls} calls)")
         if self.prior_tokens + self.usage.tokens >= self.cfg.max_tokens:
-            raise BudgetExhausted(f"LLM token budget exhausted ({self.prior_tokens + self.usage.tokens} of {self.cfg.max_tokens} tokens)")
+            raise BudgetExhausted(f"LLM token budget exhausted ({self.prior_tokens + self.usage.tokens} of "
+                                  f"{self.cfg.max_tokens} tokens)")
         if time.monotonic() - self.started >= self.cfg.max_wall_s:
             raise BudgetExhausted(f"LLM wall-time budget exhausted ({self.cfg.max_wall_s:.0f}s)")
 
@@ -66,8 +72,9 @@ class ChatClient:
             self._check_budget()
             try:
                 self.usage.calls += 1
-                resp = self._client.chat.completions.create(
-                    model=self.cfg.model, messages=messages, tools=tools, tool_choice="auto", temperature=0,
+                resp = self._client.chat.completions.create(  # messages and tools are built as plain JSON
+                    model=self.cfg.model, messages=cast("list[ChatCompletionMessageParam]", messages),
+                    tools=cast("list[ChatCompletionToolParam]", tools), tool_choice="auto", temperature=0,
                 )
             except (oa.APITimeoutError, oa.RateLimitError, oa.InternalServerError, oa.APIConnectionError) as exc:
                 attempt += 1
@@ -86,7 +93,8 @@ class ChatClient:
                 self._sleep(delay)
                 continue
             except oa.APIStatusError as exc:
-                raise LLMFailure(f"the model server refused the request: HTTP {exc.status_code}: {exc.message}") from exc
+                raise LLMFailure(f"the model server refused the request: HTTP {exc.status_code}: "
+                                 f"{exc.message}") from exc
             usage = getattr(resp, "usage", None)
             if usage is not None:
                 self.usage.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)

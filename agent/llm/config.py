@@ -35,7 +35,8 @@ def configured() -> bool:
     return bool(os.environ.get(BASE_URL_ENV) and os.environ.get(MODEL_ENV) and any(os.environ.get(k) for k in KEY_ENVS))
 
 
-def from_env(*, model: str | None = None, base_url: str | None = None, **budgets: float) -> LLMConfig:
+def from_env(*, model: str | None = None, base_url: str | None = None, max_calls: int | None = None,
+             max_tokens: int | None = None, max_wall_s: float | None = None) -> LLMConfig:
     model = model or os.environ.get(MODEL_ENV)
     base_url = base_url or os.environ.get(BASE_URL_ENV) or None
     key = next((os.environ[k] for k in KEY_ENVS if os.environ.get(k)), None)
@@ -46,4 +47,6 @@ def from_env(*, model: str | None = None, base_url: str | None = None, **budgets
             key = "unused"  # local OpenAI-compatible servers (vLLM, Ollama) accept any key
         else:
             raise LLMFailure(f"--llm needs an API key: set {KEY_ENVS[0]} or {KEY_ENVS[1]}")
-    return LLMConfig(model=model, base_url=base_url, api_key=key, **{k: v for k, v in budgets.items() if v is not None})
+    cfg = LLMConfig(model=model, base_url=base_url, api_key=key)
+    return cfg.model_copy(update={k: v for k, v in (("max_calls", max_calls), ("max_tokens", max_tokens),
+                                                    ("max_wall_s", max_wall_s)) if v is not None})

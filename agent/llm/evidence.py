@@ -106,7 +106,8 @@ def source_snippets(div: Divergence, files: list[str], text_of: TextOf) -> list[
                     break
                 if rx.search(line) and not line.lstrip().startswith("#"):
                     lo, hi = max(1, i - SITE_CONTEXT), min(len(lines), i + SITE_CONTEXT)
-                    what = "construction or call" if not module.startswith("scalar:") else "where it is computed or printed"
+                    scalar = module.startswith("scalar:")
+                    what = "where it is computed or printed" if scalar else "construction or call"
                     out.append((rel, f"--- {rel}:{i}: {what} of {name!r} ---\n{_numbered(lines, lo, hi, {i})}"))
                     sites += 1
     return out

@@ -80,7 +80,7 @@ def run_fixer(client: ChatClient, session: EditSession, diag: Diagnosis, tried: 
                                       {"role": "user", "content": _context(session, diag, tried)}]
     tools = tool_schemas()
     malformed = 0
-    for turn in range(client.cfg.max_turns):
+    for _turn in range(client.cfg.max_turns):
         msg = client.chat(messages, tools)
         messages.append(_message_dict(msg))
         calls = getattr(msg, "tool_calls", None) or []
@@ -90,7 +90,8 @@ def run_fixer(client: ChatClient, session: EditSession, diag: Diagnosis, tried: 
             malformed += 1
             if malformed > client.cfg.max_malformed:
                 raise NeedsHuman(f"the model stopped without an edit: {(msg.content or '')[:400]}")
-            messages.append({"role": "user", "content": "Use the tools: make an edit with apply_edit or apply_diff, then call finish."})
+            messages.append({"role": "user",
+                             "content": "Use the tools: make an edit with apply_edit or apply_diff, then call finish."})
             continue
         for tc in calls:
             name = tc.function.name
@@ -100,7 +101,8 @@ def run_fixer(client: ChatClient, session: EditSession, diag: Diagnosis, tried: 
                 malformed += 1
                 logger.info("tool call %s rejected: %s", name, exc)
                 if malformed > client.cfg.max_malformed:
-                    raise LLMFailure(f"the model made {malformed} malformed or rejected tool calls; last: {exc}") from exc
+                    raise LLMFailure(f"the model made {malformed} malformed or rejected tool calls; "
+                                     f"last: {exc}") from exc
                 result = json.dumps({"error": str(exc)})
             messages.append({"role": "tool", "tool_call_id": tc.id, "content": result})
             if session.finished is not None:

@@ -12,8 +12,9 @@ import logging
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -21,8 +22,8 @@ from agent import toolbox
 from agent.errors import EditRejected, FerryAgentError, ToolCallError
 from agent.policy.edits import check_parses
 from agent.runs import RunScheduler
-from tools.runner.models import RunResult
 from tools.patch import file_diff, list_source_files
+from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
 
@@ -206,7 +207,8 @@ class EditSession:
                 (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
                 (tmp / rel).write_text(self.text(rel), encoding="utf-8")
             diff = a.diff if a.diff.endswith("\n") else a.diff + "\n"
-            proc = subprocess.run(["git", "apply", "--recount", "-"], cwd=tmp, input=diff, text=True, capture_output=True)
+            proc = subprocess.run(["git", "apply", "--recount", "-"], cwd=tmp, input=diff, text=True,
+                                  capture_output=True)
             if proc.returncode != 0:
                 raise EditRejected(f"the diff does not apply: {proc.stderr.strip()}")
             new = {rel: (tmp / rel).read_text(encoding="utf-8") for rel in touched}
@@ -292,6 +294,7 @@ class EditSession:
         try:
             parsed = model.model_validate(args)
         except ValidationError as exc:
-            raise ToolCallError(f"arguments of {name} do not match its schema: {exc.errors(include_url=False)}") from exc
-        out = getattr(self, name)(parsed)
+            raise ToolCallError(f"arguments of {name} do not match its schema: "
+                                f"{exc.errors(include_url=False)}") from exc
+        out: str = getattr(self, name)(parsed)  # TOOL_MODELS' keys name this class's tool methods
         return out if len(out) <= MAX_RESULT_CHARS else out[:MAX_RESULT_CHARS] + "\n... (truncated)"

@@ -5,8 +5,15 @@ from __future__ import annotations
 import logging
 
 from agent.errors import Status
-from agent.nodes.common import (SUMMARY, Update, check_iteration_budget, diagnosis_from_run, ensure_workspace,
-                                fix_context, step)
+from agent.nodes.common import (
+    SUMMARY,
+    Update,
+    check_iteration_budget,
+    diagnosis_from_run,
+    ensure_workspace,
+    fix_context,
+    step,
+)
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
 from agent.runs import RunScheduler
@@ -20,7 +27,8 @@ TERMINAL_RUN_STATUS: dict[str, Status] = {"timeout": "failed_timeout", "sandbox_
 def no_rule_summary(diag: Diagnosis, tried: list[str], llm: bool) -> str:
     what = f"{diag.phase} failed: {diag.kind} at {diag.where()}: {diag.exc_type} {diag.first_line}".strip()
     done = f" Rules already applied: {', '.join(tried)}." if tried else ""
-    nxt = " The model could not fix it either." if llm else " No offline rule applies; run again with --llm or fix it by hand."
+    nxt = (" The model could not fix it either." if llm else
+           " No offline rule applies; run again with --llm or fix it by hand.")
     return what + "." + done + nxt
 
 
@@ -51,5 +59,6 @@ def diagnose(state: MigrationState, runs: RunScheduler) -> Update:
         update["proposal"] = None
         if not opts.llm:
             update.update({"status": "needs_llm", "summary": no_rule_summary(diag, ctx.tried, False)})
-        update[SUMMARY] = f"{diag.kind} at {diag.where()} -> no offline rule" + ("; asking the model" if opts.llm else "")
+        asking = "; asking the model" if opts.llm else ""
+        update[SUMMARY] = f"{diag.kind} at {diag.where()} -> no offline rule{asking}"
     return update

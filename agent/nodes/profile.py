@@ -55,10 +55,11 @@ def _report(pdir: Path, ws: Path, runs: RunScheduler, update: Update) -> Update:
         report = toolbox.profile_report(pdir, ws)
     except ToolUnavailable:
         raise
-    except Exception as exc:  # noqa: BLE001 - a profiler bug must not undo a verified migration; it is reported
+    except Exception as exc:
         logger.exception("building the profile report failed")
         msg = f"the profile report could not be built: {type(exc).__name__}: {exc}"
         update.update({"profile": None, "profile_error": msg, SUMMARY: msg})
         return update
-    update.update({"profile": dump(report), "profile_error": None, SUMMARY: f"{len(report.findings)} profiler findings"})
+    update.update({"profile": dump(report), "profile_error": None,
+                   SUMMARY: f"{len(report.findings)} profiler findings"})
     return update

@@ -76,7 +76,8 @@ def cancel_reference(state: MigrationState, runs: RunScheduler) -> Update:
 
 def settle_reference(state: MigrationState, run: RunResult) -> Update:
     opts = options_of(state)
-    update: Update = {"reference": dump(run), "reference_pending": False, "runs": [dump(RunRecord.of("reference", run))]}
+    update: Update = {"reference": dump(run), "reference_pending": False, "runs": [dump(RunRecord.of("reference",
+                                                                                                     run))]}
     if run.ok:
         update[SUMMARY] = f"ok in {run.duration_s:.1f}s (CUDA redirected to CPU)"
         return update
@@ -86,7 +87,8 @@ def settle_reference(state: MigrationState, run: RunResult) -> Update:
         err = RunTimedOut(f"the reference run (original code on CPU) timed out after {opts.run_timeout_s:.0f}s; "
                           "pass a shorter --run command or a larger --run-timeout")
     elif run.status == "sandbox_error":
-        err = SandboxFailure(f"the sandbox could not run the reference command: {(run.error or run.stderr_tail)[-500:]}")
+        why = (run.error or run.stderr_tail)[-500:]
+        err = SandboxFailure(f"the sandbox could not run the reference command: {why}")
     else:
         err = NeedsHuman(
             f"the original code does not run with CUDA redirected to CPU ({diag.kind} at {diag.where()}: "

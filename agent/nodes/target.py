@@ -82,5 +82,6 @@ def tests(state: MigrationState, runs: RunScheduler) -> Update:
     if run is None:
         run = _run_tests(state, ws, adir, None)
     update: Update = {"runs": [dump(RunRecord.of("tests", run))], "last_run": dump(run), "last_phase": "test"}
-    update[SUMMARY] = (f"tests pass in {run.duration_s:.1f}s{where}" if run.ok else f"tests failed ({run.status}){where}")
+    update[SUMMARY] = (f"tests pass in {run.duration_s:.1f}s{where}" if run.ok
+                       else f"tests failed ({run.status}){where}")
     return update

@@ -6,9 +6,10 @@ import logging
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, HTTPException, Request, status
 
@@ -30,7 +31,7 @@ class Jobs:
     """Migrations running in the background (the graph itself keeps all state in the checkpointer)."""
 
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(max_workers=2))
-    futures: dict[str, Future] = field(default_factory=dict)
+    futures: dict[str, Future[Any]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     runs: RunScheduler = field(default_factory=RunScheduler)  # the background runs of every migration here
@@ -59,11 +60,13 @@ class Jobs:
 
 
 def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
+    settings: Settings = request.app.state.settings
+    return settings
 
 
 def get_jobs(request: Request) -> Jobs:
-    return request.app.state.jobs
+    jobs: Jobs = request.app.state.jobs
+    return jobs
 
 
 def require_token(settings: Annotated[Settings, Depends(get_settings)],

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, status
 from fastapi.exceptions import RequestValidationError
 
-from agent.locks import lock_holder
-from agent.migration import UnknownMigration, load, new_migration_id, resume, start
-from agent.service.deps import Authorized, JobsDep, SettingsDep
-from agent.service.schemas import (Decision, ErrorDetail, MigrationCreate, MigrationCreated, MigrationResult,
-                                   MigrationStatus)
 from agent import records
+from agent.early import new_migration_id
+from agent.locks import lock_holder
+from agent.migration import UnknownMigration, load, resume, start
+from agent.service.deps import Authorized, JobsDep, SettingsDep
+from agent.service.schemas import (
+    Decision,
+    ErrorDetail,
+    MigrationCreate,
+    MigrationCreated,
+    MigrationResult,
+    MigrationStatus,
+    State,
+)
 from agent.state import MigrationOptions, outputs_of, runs_of, status_of, steps_of
 
 logger = logging.getLogger(__name__)
@@ -21,8 +30,10 @@ logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/migrations", dependencies=[Authorized], tags=["migrations"],
                    responses={401: {"model": ErrorDetail, "description": "missing or wrong bearer token"}})
 
-NOT_FOUND = {404: {"model": ErrorDetail, "description": "no migration with this id in the server's state dir"}}
-CONFLICT = {409: {"model": ErrorDetail, "description": "the migration is not in a state that allows this"}}
+Responses = dict[int | str, dict[str, Any]]
+NOT_FOUND: Responses = {404: {"model": ErrorDetail,
+                              "description": "no migration with this id in the server's state dir"}}
+CONFLICT: Responses = {409: {"model": ErrorDetail, "description": "the migration is not in a state that allows this"}}
 
 
 def _status(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
@@ -39,6 +50,7 @@ def _status(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
         if mid in jobs.errors:  # it failed before writing its first checkpoint
             return MigrationStatus(id=mid, state="failed", error=jobs.errors[mid])
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no migration {mid}") from None
+    state: State
     if running:
         state = "running"
     elif st["interrupts"]:

@@ -105,7 +105,7 @@ class Decision(BaseModel):
     files: dict[str, str] | None = Field(default=None, description="for action=edit only: repo path -> new text")
 
     @model_validator(mode="after")
-    def _files_match_action(self) -> "Decision":
+    def _files_match_action(self) -> Decision:
         if self.action == "edit":
             if not self.files:
                 raise ValueError("action=edit needs files: {repo path: new text}")
