@@ -8,23 +8,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from tools.codemods.base import DeviceMode
 from tools.codemods.nodes import code, cuda_device_string, dotted
+from tools.codemods.targets import DEVICE_EXPRESSIONS, DeviceMode, device_expression
 
 logger = logging.getLogger(__name__)
 
-#: what the device variable is set to, per ``--device`` choice
-DEVICE_EXPRESSIONS: dict[str, str] = {
-    "accelerator": 'torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")',
-    "tpx": 'torch.device("tpx")',
-}
 DEFAULT_NAME = "device"
 FALLBACK_NAME = "ferry_device"
 _WS = re.compile(r"\s+")
-
-
-def device_expression(mode: DeviceMode) -> str:
-    return DEVICE_EXPRESSIONS[mode]
 
 
 @dataclass
