@@ -11,8 +11,8 @@ from pydantic import BaseModel, Field
 
 from agent.errors import Status
 from agent.materialise import current_text
+from tools.codemods.fixes import FixResult, syntax_error
 from tools.parity.models import ParityReport
-from agent.policy.edits import parse
 from tools.patch import file_diff
 
 logger = logging.getLogger(__name__)
@@ -120,13 +120,23 @@ def make_proposal(ctx: FixContext, *, rule: str, kind: EditKind, reason: str, si
     return Proposal(rule=rule, kind=kind, reason=reason, site=site, files=changed, diff="".join(diffs))
 
 
+def new_text(result: FixResult | None) -> str | None:
+    """The text a fix (``tools.codemods.fixes``) produced, or None when it changed nothing; its
+    warnings are logged."""
+    if result is None:
+        return None
+    for warning in result.warnings:
+        logger.info("fix: %s", warning)
+    return result.source if result.changed else None
+
+
 def first_site_fix(ctx: FixContext, diag: Diagnosis, *, rule: str, fix: Callable[[Frame, str], str | None],
                    reason: Callable[[str], str]) -> Proposal | None:
     """A policy proposal for the first untried site of ``diag`` (deepest first) where ``fix(frame, text)``
     gives a changed file that still parses; ``reason(site)`` says why. None when no site can be fixed."""
     for frame, site, text in ctx.untried_sites(rule, diag):
         new = fix(frame, text)
-        if new is None or new == text or parse(new, frame.file) is None:
+        if new is None or new == text or syntax_error(new, frame.file) is not None:
             continue
         return make_proposal(ctx, rule=rule, kind="policy", site=site, new_files={frame.file: new},
                              reason=reason(site))

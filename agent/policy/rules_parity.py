@@ -1,11 +1,14 @@
-"""Parity failure caused by bf16 matmuls -> ``torch.set_float32_matmul_precision("highest")`` at the entry."""
+"""Parity failure caused by bf16 matmuls -> ``torch.set_float32_matmul_precision("highest")`` at the entry.
+
+The edit is :mod:`tools.codemods.fixes` FIX007 (``statement_after_imports``).
+"""
 
 from __future__ import annotations
 
 import logging
 
-from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal
-from agent.policy import edits
+from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal, new_text
+from tools.codemods.fixes import statement_after_imports
 from tools.parity.models import ParityReport
 
 logger = logging.getLogger(__name__)
@@ -32,10 +35,9 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     text = ctx.text(ctx.entry_file)
     if text is None or "set_float32_matmul_precision(\"highest\")" in text:
         return None
-    tree = edits.parse(text, ctx.entry_file)
-    if tree is None or not edits.imports_torch_as_torch(tree):
+    new = new_text(statement_after_imports(text, LINE, filename=ctx.entry_file))
+    if new is None:
         return None
-    new = edits.insert_after_line(text, edits.top_import_end(tree), LINE)
     return make_proposal(
         ctx, rule=RULE, kind="policy", site=site, new_files={ctx.entry_file: new},
         reason=("parity failed and the divergence points at matmul precision: tpx runs float32 matmuls with "

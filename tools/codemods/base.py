@@ -20,6 +20,7 @@ import libcst as cst
 from libcst.metadata import ScopeProvider
 
 from tools.codemods.nodes import cuda_device_string, expr
+from tools.codemods.targets import DeviceMode, device_expression  # DeviceMode: re-exported for the rules
 
 logger = logging.getLogger(__name__)
 _VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
@@ -37,14 +38,7 @@ def _last_components(names: Collection[str]) -> frozenset[str]:
     return entry[1]
 _TORCH_RE = re.compile(r"(?<![\w.])torch\.")
 
-
-def device_expression_text(mode: str) -> str:
-    from tools.codemods.device import device_expression
-
-    return device_expression(mode)  # type: ignore[arg-type]
-
 Category = Literal["auto", "review", "unsupported"]
-DeviceMode = Literal["accelerator", "tpx"]
 Transform = Callable[[cst.CSTNode], cst.CSTNode]
 
 #: target devices a CUDA idiom blocks when left in place.
@@ -218,8 +212,6 @@ class Rule(cst.BatchableCSTVisitor):
     def device_ref(self, node: cst.CSTNode) -> str:
         """Text that stands for the target device at ``node``: the module's device variable,
         or the device expression itself where ``node`` defines (or shadows) that variable."""
-        from tools.codemods.device import device_expression
-
         if node is self.ctx.device_definition_value:
             self.ctx.definition_used = True
             return self.torch_text(device_expression(self.ctx.device_mode))

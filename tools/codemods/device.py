@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import libcst as cst
 
-from tools.codemods.base import DeviceMode
-from tools.codemods.nodes import code, cuda_device_string, dotted
+from tools.codemods.nodes import code, cuda_device_string, dotted, header_length
+from tools.codemods.targets import DEVICE_EXPRESSIONS, DeviceMode, device_expression
 
 logger = logging.getLogger(__name__)
 
-#: what the device variable is set to, per ``--device`` choice
-DEVICE_EXPRESSIONS: dict[str, str] = {
-    "accelerator": 'torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")',
-    "tpx": 'torch.device("tpx")',
-}
 DEFAULT_NAME = "device"
 FALLBACK_NAME = "ferry_device"
 _WS = re.compile(r"\s+")
-
-
-def device_expression(mode: DeviceMode) -> str:
-    return DEVICE_EXPRESSIONS[mode]
 
 
 @dataclass
@@ -109,22 +101,28 @@ def find_device_variable(module: cst.Module, mode: DeviceMode) -> DeviceInfo:
     return DeviceInfo(name)
 
 
-def _is_header(stmt: cst.CSTNode, index: int) -> bool:
-    if isinstance(stmt, cst.SimpleStatementLine):
-        if all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
-            return True
-        if index == 0 and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
-                and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
-            return True
-    return False
+def usable_device_variable(module: cst.Module, mode: DeviceMode, local_names: Collection[str] = ()) -> str | None:
+    """The device variable that code added at a site can name, or None when there is none to use.
+
+    ``local_names`` are the names bound where the site is (the enclosing function's assignments and
+    parameters). A ``device`` bound there comes first; then the module's device variable as
+    :func:`find_device_variable` finds it when the module defines it (Ferry's definition, under any
+    name) and the site does not rebind that name; then a module-level ``device = ...`` of the user's.
+    """
+    if DEFAULT_NAME in local_names:
+        return DEFAULT_NAME
+    info = find_device_variable(module, mode)
+    if info.defined and info.name not in local_names:
+        return info.name
+    if any(isinstance(t, cst.Name) and t.value == DEFAULT_NAME for t, _ in _module_assignments(module)):
+        return DEFAULT_NAME
+    return None
 
 
 def insert_device_definition(module: cst.Module, name: str, mode: DeviceMode,
                              alias: str = "torch") -> cst.Module:
     """Insert ``NAME = <device expression>`` right after the leading docstring/import block."""
-    index = 0
-    while index < len(module.body) and _is_header(module.body[index], index):
-        index += 1
+    index = header_length(module)
     text = device_expression(mode)
     if alias != "torch":
         text = text.replace("torch.", alias + ".")

@@ -142,3 +142,97 @@ def dotted(node: cst.CSTNode) -> str | None:
         base = dotted(node.value)
         return f"{base}.{node.attr.value}" if base else None
     return None
+
+
+def _is_import_line(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
+
+
+def _is_docstring(stmt: cst.CSTNode) -> bool:
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
+
+
+def _is_try_import(stmt: cst.CSTNode) -> bool:
+    """``try: import x`` / ``except ImportError: ...``: its body only imports."""
+    return isinstance(stmt, cst.Try) and all(_is_import_line(s) for s in stmt.body.body)
+
+
+def header_length(module: cst.Module, *, try_imports: bool = False) -> int:
+    """How many leading statements of ``module`` are its docstring and import block (what generated
+    statements go after); ``try_imports`` counts ``try:`` blocks that only import as imports too."""
+    index = 0
+    body = module.body
+    while index < len(body) and (_is_import_line(body[index]) or (index == 0 and _is_docstring(body[index]))
+                                 or (try_imports and _is_try_import(body[index]))):
+        index += 1
+    return index
+
+
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.List, cst.Dict, cst.Set, cst.ListComp,
+          cst.SetComp, cst.DictComp, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+def atom(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``node`` usable as the receiver of an attribute (``a + b`` -> ``(a + b)``; names, calls,
+    subscripts and displays as they are)."""
+    if isinstance(node, _ATOMS) or node.lpar:
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def method_call(receiver: cst.BaseExpression, method: str, args: Sequence[cst.Arg] = ()) -> cst.Call:
+    """``receiver.method(args)``, the receiver parenthesised where it needs it."""
+    return cst.Call(func=cst.Attribute(value=atom(receiver), attr=cst.Name(method)), args=list(args))
+
+
+def _arg_indent(call: cst.Call) -> cst.SimpleWhitespace | None:
+    """The indentation of a call's argument lines when its arguments start lines (one per line after
+    the opening parenthesis, or hanging after the first), else None."""
+    lead = call.whitespace_before_args
+    if isinstance(lead, cst.ParenthesizedWhitespace):
+        return lead.last_line
+    for arg in reversed(call.args[:-1]):
+        ws = arg.comma.whitespace_after if isinstance(arg.comma, cst.Comma) else None
+        if isinstance(ws, cst.ParenthesizedWhitespace):
+            return ws.last_line
+    return None
+
+
+def add_kwarg(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
+    """``call`` with ``keyword=value`` after its last argument, laid out like the call: where the last
+    argument ends its line (arguments one per line, the closing parenthesis on its own line) the new
+    one gets a line of its own, indented like the others, and comments and the trailing comma stay
+    where they were; on one line it follows ``, `` (a trailing comma of a one-line call is dropped)."""
+    new = cst.Arg(value=value, keyword=cst.Name(keyword),
+                  equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                        whitespace_after=cst.SimpleWhitespace("")))
+    args = list(call.args)
+    if not args:
+        return call.with_changes(args=[new])
+    last = args[-1]
+    trailing = isinstance(last.comma, cst.Comma)
+    after = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else last.whitespace_after_arg
+    comma = last.comma if isinstance(last.comma, cst.Comma) else cst.Comma()
+    indent = _arg_indent(call)
+    if isinstance(after, cst.ParenthesizedWhitespace) and indent is not None:
+        # the last argument keeps its line end (comment, blank lines); the new one starts the next line
+        closing = cst.ParenthesizedWhitespace(first_line=cst.TrailingWhitespace(), indent=after.indent,
+                                              last_line=after.last_line)
+        args[-1] = last.with_changes(comma=comma.with_changes(whitespace_after=after.with_changes(last_line=indent)),
+                                     whitespace_after_arg=cst.SimpleWhitespace(""))
+        new = (new.with_changes(comma=cst.Comma(whitespace_after=closing)) if trailing
+               else new.with_changes(whitespace_after_arg=closing))
+    elif isinstance(after, cst.ParenthesizedWhitespace):
+        # f(a,  # note\n): the new argument goes before what ends the line
+        args[-1] = last.with_changes(comma=comma.with_changes(whitespace_after=cst.SimpleWhitespace(" ")),
+                                     whitespace_after_arg=cst.SimpleWhitespace(""))
+        new = new.with_changes(comma=last.comma) if trailing else new.with_changes(whitespace_after_arg=after)
+    else:
+        args[-1] = last.with_changes(comma=comma.with_changes(whitespace_after=cst.SimpleWhitespace(" ")),
+                                     whitespace_after_arg=cst.SimpleWhitespace(""))
+        if not trailing:
+            new = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
+    return call.with_changes(args=[*args, new])

@@ -22,8 +22,9 @@ makes something a tensor:
 Anything else (loop counters, strings, ``loss.item()`` results, function parameters without
 evidence, ``x.shape``) is None, so prints of plain Python values are never reported. Tensors
 made on the host (a torch factory such as ``torch.zeros``/``arange``/``tensor`` without
-``device=``, ``torch.from_numpy``, and what is computed from them alone) are "host": printing
-them does not sync the device; ``.cuda()``/``.to(device)`` makes them device tensors.
+``device=``, ``torch.from_numpy``: ``tools.codemods.tables.TENSOR_FACTORIES``, and what is computed
+from them alone) are "host" (a ``*_like`` factory's is its input's kind): printing them does not
+sync the device; ``.cuda()``/``.to(device)`` makes them device tensors.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from typing import TYPE_CHECKING, Literal
 import libcst as cst
 from libcst.metadata import Assignment, ScopeProvider
 
+from tools.codemods.tables import LIKE_FACTORIES, TENSOR_FACTORIES
+
 if TYPE_CHECKING:
     from tools.codemods.base import Rule
 
@@ -42,10 +45,6 @@ logger = logging.getLogger(__name__)
 #: "tensor": a tensor that may live on the device; "host": one created on the CPU (a factory
 #: without ``device=``, ``from_numpy``) and not moved since: printing it does not sync the device
 Kind = Literal["tensor", "host", "module", "module_class"] | None
-_FACTORIES = frozenset({
-    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "range", "linspace",
-    "logspace", "eye", "tensor", "as_tensor", "from_numpy", "empty_strided", "scalar_tensor", "normal", "bernoulli",
-})
 _MOVES = frozenset({"cuda", "to"})
 
 _TENSOR_NAMESPACES = ("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.", "torch.nn.init.")
@@ -145,14 +144,13 @@ class TensorKinds:
         qname = self._torch_qname(func)
         if qname is not None:
             kind = _torch_call_kind(qname)
-            if kind == "tensor" and qname.count(".") == 1:
-                last = qname[len("torch."):]
-                if last in _FACTORIES and not any(a.keyword is not None and a.keyword.value == "device"
-                                                  for a in node.args):
+            if kind == "tensor" and qname in TENSOR_FACTORIES:
+                no_device = not any(a.keyword is not None and a.keyword.value == "device" for a in node.args)
+                if qname in LIKE_FACTORIES:
+                    if no_device and node.args and node.args[0].keyword is None:
+                        return self.kind(node.args[0].value, d) or "tensor"
+                elif no_device:
                     return "host"
-                if last.endswith("_like") and node.args and node.args[0].keyword is None \
-                        and not any(a.keyword is not None and a.keyword.value == "device" for a in node.args):
-                    return self.kind(node.args[0].value, d) or "tensor"
             return kind
         if isinstance(func, cst.Attribute):
             method = func.attr.value

@@ -1,0 +1,11 @@
+# fix: {"line": 11}
+import torch
+
+device = torch.device("tpx")
+
+
+def step(x):
+    m = torch.ones(
+        3,  # rows
+    )
+    return x * m

@@ -1,0 +1,9 @@
+# fix: {"line": 8}
+import torch
+
+
+def err(t):
+
+    # a form feed on the next line is whitespace to Python, not a line break
+    err = (t.double() - 1).abs()
+    return err

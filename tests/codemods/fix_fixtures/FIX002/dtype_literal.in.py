@@ -1,0 +1,6 @@
+# fix: {"line": 6}
+import torch
+
+
+def total(x):
+    print("torch.float64 total", x.to(dtype=torch.float64).sum())  # torch.float64 is 8 bytes

@@ -1,0 +1,6 @@
+# fix: {"line": 6, "op": "masked_select", "arg_count": 2}
+import torch
+
+
+def f(a, b, m):
+    return torch.masked_select(a + b, m > 0), (a - b).nonzero()

@@ -1,0 +1,6 @@
+# fix: {"line": 6, "op": "unique"}
+import torch as T
+
+
+def f(a):
+    return (T.unique(a.cpu())).to(a.device)

@@ -1,0 +1,9 @@
+# fix: {}
+import torch
+import torch.distributed as dist
+
+device = torch.device("tpx")
+
+
+def setup():
+    dist.init_process_group(backend=f"cpu:gloo,{device.type}:{torch.distributed.Backend.default_device_backend_map.get(device.type, 'gloo')}", init_method="file:///tmp/x", rank=0, world_size=1)

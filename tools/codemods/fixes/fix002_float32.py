@@ -1,0 +1,80 @@
+"""FIX002 (dtype.float32): float64 at a line (tpx has none) -> float32 there."""
+
+from __future__ import annotations
+
+import logging
+
+import libcst as cst
+
+from tools.codemods.fixes.base import Fix, FixResult, apply, nodes_of, torch_name
+from tools.codemods.nodes import add_kwarg, code, expr, kwarg, method_call, positional
+
+logger = logging.getLogger(__name__)
+
+FLOAT64 = frozenset({"torch.float64", "torch.double"})
+MOVE_METHODS = frozenset({"to", "cuda", "tpx"})
+HOST_CONSTRUCTORS = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"})
+
+
+class Float32(Fix):
+    ID = "FIX002"
+    NAME = "dtype.float32"
+    DESCRIPTION = ("float64 at a line -> float32 there: torch.float64/torch.double -> torch.float32 and .double() -> "
+                   ".float() on that line; else a float64 tensor moved to the device there is cast while moving "
+                   "(.to(dev) -> .to(dev, dtype=torch.float32), .cuda()/.tpx() -> .cuda().float()); else a tensor "
+                   "made from host data there is made float32 (torch.tensor/as_tensor(..., dtype=torch.float32), "
+                   "torch.from_numpy(...).float()). Only in modules that import torch.")
+
+    def __init__(self, line: int) -> None:
+        super().__init__()
+        self.line = line
+
+    def plan(self, module: cst.Module) -> None:
+        torch = torch_name(module)
+        if torch is None:
+            return
+        # 1. explicit float64 dtypes / .double() at the site
+        for node in nodes_of(module, cst.Attribute):
+            if self.span(node).line == self.line and self.qname_in(node, FLOAT64) is not None:
+                self.edit(node, lambda updated: updated.with_changes(attr=cst.Name("float32")))
+        for call in nodes_of(module, cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "double" and not call.args \
+                    and self.span(func.attr).line == self.line:
+                self.edit(func.attr, lambda updated: updated.with_changes(value="float"))
+        if self.sites:
+            return
+        float32 = f"{torch}.float32"
+        calls = self.calls_covering(module, self.line)
+        # 2. a host float64 tensor moved to the device: cast it while moving
+        for call in calls:
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value in MOVE_METHODS
+                    and self.span(call).line == self.line):
+                continue
+            if func.attr.value == "to":
+                if kwarg(call, "dtype") is None and not any(
+                        "dtype" in code(a.value) or "float" in code(a.value) for a in positional(call)):
+                    self.edit(call, lambda updated: add_kwarg(updated, "dtype", expr(float32)))
+                    return
+                continue
+            self.edit(call, lambda updated: method_call(updated, "float"))
+            return
+        # 3. a tensor made from host data at the site: make it float32
+        for call in calls:
+            name = self.qname_in(call.func, HOST_CONSTRUCTORS)
+            if name is None or self.span(call).line != self.line:
+                continue
+            if name != "torch.from_numpy" and kwarg(call, "dtype") is None:
+                self.edit(call, lambda updated: add_kwarg(updated, "dtype", expr(float32)))
+            else:
+                self.edit(call, lambda updated: method_call(updated, "float"))
+            return
+
+
+def float32_at(source: str, line: int, *, filename: str = "<source>") -> FixResult | None:
+    """float64 -> float32 at ``line``."""
+    return apply(Float32(line), source, filename)
+
+
+FIX = Float32
