@@ -7,4 +7,4 @@ diff) or into a verdict (a named status with a precise summary, e.g. tpx OOM nee
 from agent.policy.base import Diagnosis, FixContext, Proposal, Verdict
 from agent.policy.engine import RULES, propose
 
-__all__ = ["Diagnosis", "FixContext", "Proposal", "Verdict", "RULES", "propose"]
+__all__ = ["RULES", "Diagnosis", "FixContext", "Proposal", "Verdict", "propose"]

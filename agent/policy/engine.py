@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
-from agent.policy import (rules_cuda, rules_device, rules_distributed, rules_dtype, rules_ops, rules_parity,
-                          rules_verdicts)
+from agent.policy import (
+    rules_cuda,
+    rules_device,
+    rules_distributed,
+    rules_dtype,
+    rules_ops,
+    rules_parity,
+    rules_verdicts,
+)
 from agent.policy.base import Diagnosis, FixContext, Proposal, Verdict
 
 logger = logging.getLogger(__name__)

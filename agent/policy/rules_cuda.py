@@ -15,9 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from agent import toolbox
-from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal, new_text
-from tools.codemods.fixes import (ApiReplacement, Span, device_generic_api, replace_spans, source_lines,
-                                  span_text)
+from agent.policy.base import Diagnosis, EditKind, FixContext, Proposal, make_proposal, new_text
+from tools.codemods.fixes import ApiReplacement, Span, device_generic_api, replace_spans, source_lines, span_text
 from tools.scan.models import RewriteResult
 
 logger = logging.getLogger(__name__)
@@ -84,9 +83,12 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
             continue
         if diag.kind != "cuda_not_compiled" and not CUDA_AT_LINE.search(lines[frame.line - 1]):
             continue
-        result = toolbox.rewrite(ctx.workspace, device=ctx.device_mode, files=[frame.file], lines={frame.file: [frame.line]})
-        new = rewritten_texts(result, str(ctx.workspace)).get(frame.file)
-        kind, what = "codemod", "the catalogue codemod at that line"
+        result = toolbox.rewrite(ctx.workspace, device=ctx.device_mode, files=[frame.file],
+                                 lines={frame.file: [frame.line]})
+        new = rewritten_texts(result,
+                              str(ctx.workspace)).get(frame.file)
+        kind: EditKind = "codemod"
+        what = "the catalogue codemod at that line"
         if new is None:
             kind = "policy"
             reviewed = _review_rewrite(ctx, frame.file, frame.line, text)

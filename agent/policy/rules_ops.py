@@ -13,6 +13,7 @@ import json
 import logging
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from agent.policy.base import Diagnosis, FixContext, Proposal, first_site_fix, new_text
 from tools.codemods.fixes import host_fallback
@@ -24,7 +25,7 @@ KINDS = ("unsupported_op",)
 
 
 @lru_cache(maxsize=1)
-def fallback_table() -> dict[str, dict]:
+def fallback_table() -> dict[str, dict[str, Any]]:
     data = json.loads((Path(__file__).with_name("op_fallbacks.json")).read_text())
     return {k: v for k, v in data.items() if not k.startswith("_")}
 

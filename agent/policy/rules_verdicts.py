@@ -81,5 +81,6 @@ def collectives_unsupported(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
         status="needs_human",
         summary=(f"{group.lower()} cannot run {op} on {dev} tensors (at {diag.where()}) and no collective backend is "
                  f"registered for {dev}; distributed training on {dev} needs one (torch.distributed.Backend."
-                 f"register_backend with devices=['{dev}']), or keep the DDP model on the CPU. A decision for a person."),
+                 f"register_backend with devices=['{dev}']), or keep the DDP model on the CPU. A decision for a "
+                 "person."),
     )
