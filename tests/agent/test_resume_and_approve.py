@@ -71,6 +71,38 @@ def test_kill_9_then_resume_keeps_finished_steps_and_edits(tmp_path):
     assert ".float().sum()" in migrated
 
 
+@pytest.fixture(scope="module")
+def uninterrupted_patch(tmp_path_factory) -> str:
+    """The patch of the same migration run without interruption."""
+    tmp = tmp_path_factory.mktemp("plain")
+    res = _ferry("migrate", str(_repo(tmp)), "--run", "python prog.py", "--json", "--state-dir", str(tmp / "state"),
+                 "--out", str(tmp / "out"))
+    assert res.returncode == 0 and json.loads(res.stdout)["status"] == "migrated", res.stderr[-3000:]
+    return (tmp / "out" / "ferry.patch").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("node", ["ingest", "rewrite", "target_run", "await_reference", "diagnose"])
+def test_kill_9_after_each_node_then_resume_gives_the_same_patch(tmp_path, node, uninterrupted_patch):
+    """Killed with SIGKILL right after ``node`` was checkpointed (the next node mid-way), resumed:
+    the migration ends as an uninterrupted one, with the same patch, and no node is redone."""
+    repo = _repo(tmp_path)
+    sdir = tmp_path / "state"
+    mid = f"kill-{node}"
+    code = programs.migrate_then_kill_9(ROOT, repo, sdir, mid, tmp_path / "out", lambda: load(mid, sdir),
+                                        at_step=node)
+    assert code == -signal.SIGKILL
+    done_before = programs.steps(load(mid, sdir))
+    res = _ferry("resume", mid, "--state-dir", str(sdir), "--json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert json.loads(res.stdout)["status"] == "migrated"
+    assert (tmp_path / "out" / "ferry.patch").read_text() == uninterrupted_patch
+    steps = programs.steps(load(mid, sdir))
+    assert steps[:len(done_before)] == done_before  # what was checkpointed is kept, not redone
+    for once in ("ingest", "scan", "plan", "rewrite"):
+        assert steps.count(once) == 1, steps
+
+
 @pytest.mark.slow
 def test_approve_interrupts_before_policy_edit_then_resumes(tmp_path):
     repo = _repo(tmp_path)
