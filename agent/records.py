@@ -12,7 +12,6 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from agent.errors import Status
-from agent.policy.base import EditKind
 from tools.patch import FileChange
 from tools.runner.models import RefusedArtifact, RunResult
 
@@ -21,6 +20,7 @@ __all__ = ["Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord", "Ou
 
 logger = logging.getLogger(__name__)
 
+EditKind = Literal["codemod", "policy", "llm", "human"]
 RunRole = Literal["reference", "target", "tests", "profile"]
 RunPhase = Literal["run", "test"]
 

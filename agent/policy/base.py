@@ -11,13 +11,13 @@ from pydantic import BaseModel, Field
 
 from agent.errors import Status
 from agent.materialise import current_text
+from agent.records import EditKind
 from tools.codemods.fixes import FixResult, syntax_error
 from tools.parity.models import ParityReport
 from tools.patch import file_diff
 
 logger = logging.getLogger(__name__)
 
-EditKind = Literal["codemod", "policy", "llm", "human"]
 
 
 class Frame(BaseModel):

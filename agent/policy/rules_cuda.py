@@ -15,7 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from agent import toolbox
-from agent.policy.base import Diagnosis, EditKind, FixContext, Proposal, make_proposal, new_text
+from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal, new_text
+from agent.records import EditKind
 from tools.codemods.fixes import ApiReplacement, Span, device_generic_api, replace_spans, source_lines, span_text
 from tools.scan.models import RewriteResult
 
