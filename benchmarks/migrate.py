@@ -7,7 +7,7 @@ end to end; then the sample's own run command is timed once on the migrated code
 same sandbox (no probe, no profile) — the cost a user pays anyway — three times, the median kept
 (one run's time varies by a second on a shared machine). Both are measured side by side in this
 one process; the table shows the ratio and where the migration's time went. Runs go side by side
-inside a migration as ``agent.background`` decides (``FERRY_PARALLEL_RUNS=1`` measures them in order).
+inside a migration as the run scheduler (``agent.runs``) decides (``FERRY_PARALLEL_RUNS=1`` measures them in order).
 """
 
 from __future__ import annotations
