@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tools.codemods.base import Category
+from tools.redirect.tables import FACTORIES
 
 
 @dataclass(frozen=True)
@@ -383,18 +384,13 @@ DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloa
 TORCH_COMPILE = frozenset({"torch.compile"})
 CUDA_GRAPH_COMPILE_MODES = frozenset({"max-autotune", "reduce-overhead"})
 
-# Tensor factories: the one table the codemods (FRY050's host tensors, FRY051) and the offline fix
-# policy (agent.policy: device=/dtype= fixes through tools.codemods.fixes) use. Every name here takes a
-# ``device=`` keyword in torch 2.13 (tests/codemods/test_tables.py checks each against torch's
-# schemas); without one the tensor is created on the host (or, for ``*_like``, where its input is).
-DEVICE_FACTORIES = frozenset(f"torch.{n}" for n in (
-    "arange", "as_tensor", "asarray", "bartlett_window", "blackman_window", "empty", "empty_like",
-    "empty_permuted", "empty_strided", "eye", "from_file", "full", "full_like", "hamming_window",
-    "hann_window", "kaiser_window", "linspace", "logspace", "normal", "ones", "ones_like", "rand",
-    "rand_like", "randint", "randint_like", "randn", "randn_like", "randperm", "range",
-    "scalar_tensor", "sparse_bsc_tensor", "sparse_bsr_tensor", "sparse_compressed_tensor",
-    "sparse_coo_tensor", "sparse_csc_tensor", "sparse_csr_tensor", "tensor", "tril_indices",
-    "triu_indices", "zeros", "zeros_like"))
+# Tensor factories: the one table the codemods (FRY050's host tensors, FRY051), the offline fix
+# policy (agent.policy: device=/dtype= fixes through tools.codemods.fixes) and the runtime CUDA
+# redirect use; its names live in tools.redirect.tables.FACTORIES, which the sandboxed child imports
+# without libcst. Every name takes a ``device=`` keyword in torch 2.13 (tests/codemods/test_tables.py
+# checks each against torch's schemas); without one the tensor is created on the host (or, for
+# ``*_like``, where its input is).
+DEVICE_FACTORIES = frozenset(f"torch.{n}" for n in FACTORIES)  # the names are the runtime redirect's table
 #: the factories whose default device is their input's (``torch.zeros_like(x)`` is where ``x`` is)
 LIKE_FACTORIES = frozenset(n for n in DEVICE_FACTORIES if n.endswith("_like"))
 #: tensors made from host data that take no ``device=`` (always on the host)
