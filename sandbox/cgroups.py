@@ -15,7 +15,7 @@ a test cgroup:
 A run's first process enters its cgroup before it can fork: ``RunCgroup.wrapper()`` is a
 ``/bin/sh`` that writes its own pid into each ``cgroup.procs`` and execs the rest of the argv (run
 as root, before bubblewrap/setpriv). A warm start's forked process writes itself there before it
-joins the sandbox's namespaces (``sandbox.warm_exec``). At the end everything still in the cgroup is
+joins the sandbox's namespaces (``sandbox.warm.child``). At the end everything still in the cgroup is
 killed and the cgroup removed. Cgroups are named ``ferry-PID-STARTTIME-nPIDNS-RANDOM`` after their Ferry
 process: ``sweep_stale`` removes those whose Ferry has ended (killed with SIGKILL), never those named
 after another pid namespace (a Ferry there cannot be checked from here, and may be running).

@@ -21,8 +21,8 @@ from sandbox.limits import Limits, apply_rlimits, prlimit_prefix, rlimit_pairs, 
 from sandbox.procs import kill_run
 from sandbox.runspace import RunSpace, disk_cap_text
 from sandbox.supervise import TERM_GRACE_S, RunProcs, supervise
-from sandbox.warm import PLACEHOLDER, WarmProcess, WarmServer, WarmUnavailable, start_warm
-from sandbox.warm_cmd import PythonSpec
+from sandbox.warm.command import PythonSpec
+from sandbox.warm.server import PLACEHOLDER, WarmProcess, WarmServer, WarmUnavailable, start_warm
 
 logger = logging.getLogger(__name__)
 

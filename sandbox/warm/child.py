@@ -1,6 +1,6 @@
 """The forked side of a warm start: enter one run's sandbox, become its command, run it.
 
-``child_main`` runs in a process forked from the warm server (``sandbox.warm_server``): it joins
+``child_main`` runs in a process forked from the warm server (``sandbox.warm.serve``): it joins
 the run's cgroup(s) and the namespaces bubblewrap made for the run, forks once more (a pid
 namespace applies to children), reports the command's pid, waits for it and reports how it
 ended. The grandchild takes the run's stdout/stderr, session, rlimits, working directory, uid
@@ -33,7 +33,7 @@ import traceback
 import types
 import zipfile
 
-from sandbox.nsjoin import die_with_parent, drop_privileges, join_namespaces
+from sandbox.warm.nsjoin import die_with_parent, drop_privileges, join_namespaces
 
 _HERE = os.path.abspath(__file__)
 

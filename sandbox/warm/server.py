@@ -1,20 +1,6 @@
-"""Warm starts: a sandboxed Python run that skips the interpreter's heavy imports.
-
-A run's cost is often mostly ``import torch`` (about 2 s here) before the first line of the
-user's program does anything. A ``WarmServer`` is one interpreter, started with the runs'
-static environment, that imports those modules once (``preload``) and then forks for each run.
-
-Isolation is the cold run's, unchanged: bubblewrap still builds the run's sandbox (same mounts,
-namespaces, private /tmp, no network, limits), holding a placeholder shell; the forked process
-joins exactly those namespaces, forks once more into the run's pid namespace, takes the run's
-stdout/stderr, rlimits, uid, environment and working directory, gives up every capability and
-runs the invocation (``sandbox.warm_exec``). Killing the sandbox (timeout, cancel, Ctrl-C) kills
-the command with it: it lives in the sandbox's pid namespace.
-
-Only plain ``python`` invocations qualify (``sandbox.warm_cmd``) and only under bubblewrap;
-whatever goes wrong before the user's code starts (server not ready, namespaces refused,
-placeholder gone) falls back to the cold start, logged, never a failed run.
-"""
+"""The host side of warm starts: the ``WarmServer`` (one pre-imported interpreter, forked per
+run) and ``start_warm``, which starts the run's sandbox around a placeholder and forks the command
+into it (``WarmProcess``: the command seen as a ``subprocess.Popen``). See ``sandbox.warm``."""
 
 from __future__ import annotations
 
@@ -72,7 +58,7 @@ class WarmServer:
         self._log = tempfile.TemporaryFile(prefix="ferry-warm-", suffix=".log")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         root = str(ferry_root())
-        boot = ("import sys; r = sys.argv[3]; sys.path.insert(0, r); from sandbox import warm_server as w; "
+        boot = ("import sys; r = sys.argv[3]; sys.path.insert(0, r); from sandbox.warm import serve as w; "
                 "sys.path.remove(r); sys.exit(w.main(sys.argv[1:3]))")
         self._proc = subprocess.Popen(
             [self.python, "-c", boot, str(theirs.fileno()), ",".join(self.preload), root],
