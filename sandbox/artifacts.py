@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from sandbox.envvars import env_int
+
 logger = logging.getLogger(__name__)
 
 MAX_FILE_ENV = "FERRY_ARTIFACT_MAX_FILE_BYTES"
@@ -98,17 +100,8 @@ class ArtifactLimits:
 
 
 def _env_count(env: dict[str, str], key: str, default: int) -> int:
-    raw = (env.get(key) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(float(raw.replace("_", "")))
-    except ValueError:
-        value = -1
-    if value <= 0:
-        raise ValueError(f"{key}={raw!r} is not a positive whole number; give a count such as {default} "
-                         f"(or unset it for the default)")
-    return value
+    return env_int(key, default, env, minimum=1, expected="a positive whole number",
+                   hint=f"; give a count such as {default} (or unset it for the default)")
 
 
 @dataclass
