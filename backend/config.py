@@ -82,7 +82,7 @@ class TpxConfig:
     device_count: int = 1  # TPX_DEVICE_COUNT
     device_name: str = "tpx simulated accelerator (CPU)"
 
-    def validate(self) -> "TpxConfig":
+    def validate(self) -> TpxConfig:
         if self.matmul_precision not in MATMUL_PRECISIONS:
             raise ValueError(
                 f"matmul_precision must be one of {', '.join(MATMUL_PRECISIONS)}, got {self.matmul_precision!r}"
