@@ -6,6 +6,7 @@ import logging
 import resource
 import shutil
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from sandbox import envvars
 
@@ -43,7 +44,7 @@ class Limits:
         # bound, this one only stops a runaway that escaped the timer.
         return int(max(60.0, self.timeout_s * 8))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -122,7 +123,7 @@ def prlimit_prefix(pairs: list[tuple[int, int]]) -> list[str] | None:
     for res, value in pairs:
         soft, hard = soft_hard(res, value)
         argv.append(f"--{_PRLIMIT_NAMES[res]}={soft}:{hard}")
-    return argv + ["--"]
+    return [*argv, "--"]
 
 
 def apply_rlimits(pairs: list[tuple[int, int]]) -> None:

@@ -65,7 +65,7 @@ def serve(ctl: socket.socket, preload: list[str]) -> int:
     try:
         for name in preload:
             importlib.import_module(name)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         ctl.send(json.dumps({"error": f"preloading failed: {type(exc).__name__}: {exc}",
                              "traceback": traceback.format_exc()[-4000:]}).encode())
         return 1
