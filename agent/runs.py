@@ -32,6 +32,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from sandbox.envvars import EnvVarError, env_int
 from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
@@ -55,12 +56,13 @@ class _Job:
 def parallel_limit() -> int:
     """How many runs may go side by side: ``FERRY_PARALLEL_RUNS`` if set (1 turns side-by-side
     runs off), else this process's usable cores."""
-    raw = os.environ.get(PARALLEL_ENV, "").strip()
-    if raw:
-        try:
-            return max(1, int(raw))
-        except ValueError:
-            logger.warning("%s=%r is not a number; using the core count", PARALLEL_ENV, raw)
+    try:
+        wanted = env_int(PARALLEL_ENV, None, expected="a number")
+    except EnvVarError as exc:
+        logger.warning("%s; using the core count", exc)
+        wanted = None
+    if wanted is not None:
+        return max(1, wanted)
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

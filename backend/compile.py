@@ -182,12 +182,16 @@ def graph_touches_tpx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -
     for node in gm.graph.nodes:
         if any(t.device.type == DEVICE for t in _node_values(node)):
             return True
-        found = []
-        torch.fx.node.map_aggregate((node.args, node.kwargs),
-                                    lambda a: found.append(a) if _is_tpx_device(a) else None)
-        if found:
+        if _args_name_tpx(node):
             return True
     return False
+
+
+def _args_name_tpx(node: torch.fx.Node) -> bool:
+    """True if an argument of ``node`` (nested in lists, tuples, dicts) names the tpx device."""
+    found: list[Any] = []
+    torch.fx.node.map_aggregate((node.args, node.kwargs), lambda a: found.append(a) if _is_tpx_device(a) else None)
+    return bool(found)
 
 
 def _eager_only_reason(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> str | None:
@@ -264,7 +268,7 @@ def _cpu_fake(x: Any, fake_mode: Any) -> Any:
         if isinstance(offset, int) and offset == 0:
             out = torch.empty_strided(size, stride, dtype=x.dtype, device="cpu")
         else:
-            extent = offset + 1 + sum((s - 1) * st for s, st in zip(size, stride))
+            extent = offset + 1 + sum((s - 1) * st for s, st in zip(size, stride, strict=True))
             out = torch.empty(extent, dtype=x.dtype, device="cpu").as_strided(size, stride, offset)
     return out
 

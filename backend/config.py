@@ -33,6 +33,11 @@ DEFAULT_FALLBACK_OPS: frozenset[str] = frozenset(
 
 MATMUL_PRECISIONS = ("auto", "highest", "bf16")
 
+# The tpx backend reads its TPX_* settings itself rather than with Ferry's env helper
+# (sandbox.envvars): backend imports nothing of Ferry's (it is the device, loaded into user programs
+# by torch's autoload and inside every sandboxed tpx run), and sandbox, which imports the standard
+# library only, cannot use a reader of backend's either. Its spellings are its own: sizes in any
+# case with optional B/iB (16GiB, 512mb), yes/no flags that refuse other words.
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
           "tib": 1 << 40}
@@ -77,7 +82,7 @@ class TpxConfig:
     device_count: int = 1  # TPX_DEVICE_COUNT
     device_name: str = "tpx simulated accelerator (CPU)"
 
-    def validate(self) -> "TpxConfig":
+    def validate(self) -> TpxConfig:
         if self.matmul_precision not in MATMUL_PRECISIONS:
             raise ValueError(
                 f"matmul_precision must be one of {', '.join(MATMUL_PRECISIONS)}, got {self.matmul_precision!r}"

@@ -76,7 +76,7 @@ class OpResult:
     seconds: float = 0.0
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "OpResult":
+    def from_dict(cls, data: dict[str, Any]) -> OpResult:
         fields = dict(data)
         if fields.get("failure"):
             fields["failure"] = SampleFailure(**fields["failure"])
@@ -162,7 +162,7 @@ def _copy_tensor(x: torch.Tensor, device: str) -> torch.Tensor:
     try:
         base = x.new_empty(0).set_(x.untyped_storage(), 0, (n,), (1,))
         return base.to(device, copy=True).as_strided(x.size(), x.stride(), x.storage_offset())
-    except Exception:  # noqa: BLE001 - fall back to a compact copy
+    except Exception:  # fall back to a compact copy
         return x.to(device, copy=True)
 
 
@@ -225,7 +225,7 @@ def _compare(actual: Any, expected: Any, device: str, values: bool, on_device: b
     e_leaves, e_spec = pytree.tree_flatten(expected)
     if len(a_leaves) != len(e_leaves):
         raise AssertionError(f"output structure differs: {a_spec} vs {e_spec}")
-    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
+    for i, (a, e) in enumerate(zip(a_leaves, e_leaves, strict=True)):
         where = f"output {i}"
         if isinstance(e, torch.Tensor):
             if not isinstance(a, torch.Tensor):
@@ -246,7 +246,7 @@ def _compare(actual: Any, expected: Any, device: str, values: bool, on_device: b
                 a, e, rel_tol=1.3e-6, abs_tol=1e-5
             ):
                 raise AssertionError(f"{where}: {a!r} vs CPU {e!r}")
-        elif values and type(a) is not type(e) or (values and a != e):
+        elif (values and type(a) is not type(e)) or (values and a != e):
             raise AssertionError(f"{where}: {a!r} vs CPU {e!r}")
 
 
@@ -311,14 +311,14 @@ def _samples(op: Any, device: str, result: OpResult) -> tuple[list[Any], str]:
         return list(op.sample_inputs(device, torch.float32, requires_grad=False)), device
     except _OpTimeout:
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         note = f"samples made on CPU (making them on {device} failed: {type(exc).__name__}: {exc})"
         result.reason = note.splitlines()[0][:300]
     try:
         return list(op.sample_inputs("cpu", torch.float32, requires_grad=False)), "cpu"
     except _OpTimeout:
         raise
-    except Exception as exc:  # noqa: BLE001 - the OpInfo cannot build samples here at all
+    except Exception as exc:  # the OpInfo cannot build samples here at all
         result.reason = f"sample generation failed on CPU: {type(exc).__name__}: {exc}"[:300]
         return [], "cpu"
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from typing import ClassVar
 
 import torch
 
@@ -56,7 +57,7 @@ class _State:
     precision_mode = "auto"
     torch_precision_explicit_highest = False
     matmul_bf16 = True
-    warned: set[str] = set()
+    warned: ClassVar[set[str]] = set()  # the class is the state (S), never instantiated
 
 
 S = _State
@@ -127,8 +128,8 @@ def _mixed_error(dev) -> RuntimeError:
 
 # ---------------------------------------------------------------- per-op info cache
 class _OpInfo:
-    __slots__ = ("name", "full", "fallback", "mutable_out", "matmul", "sync", "mixed_ok", "call",
-                 "tensor_pos", "tensor_kw")
+    __slots__ = ("call", "fallback", "full", "matmul", "mixed_ok", "mutable_out", "name", "sync", "tensor_kw",
+                 "tensor_pos")
 
     def __init__(self, op) -> None:
         self.call = getattr(op, "_op", op)  # the C++ builtin: skips OpOverload.__call__

@@ -38,7 +38,6 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-
 # ------------------------------------------------------------------ models
 
 

@@ -67,7 +67,7 @@ def main() -> int:
     for r in rows:
         ratio = r["migrate_s"] / r["own_run_s"] if r["own_run_s"] else float("nan")
         kinds = ", ".join(f"{k} {v:.1f}s" for k, v in r["by_kind"].items())
-        print(f"{r['case']:22} {str(r['status']):14} {r['migrate_s']:9.1f} {r['own_run_s']:9.1f} {ratio:6.2f}  "
+        print(f"{r['case']:22} {r['status']!s:14} {r['migrate_s']:9.1f} {r['own_run_s']:9.1f} {ratio:6.2f}  "
               f"{r['runs']!s:>4} {r['iterations']!s:>5}  {kinds}")
     ratios = [r["migrate_s"] / r["own_run_s"] for r in rows if r["own_run_s"]]
     if ratios:

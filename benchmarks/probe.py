@@ -84,7 +84,8 @@ def main() -> int:
     print(f"probe overhead on {args.device}: transformer (3 layers, d=128), batch 16x32, {n} steps x "
           f"{args.repeats} repeats, 1 thread; defaults steps={DEFAULT_STEPS}, max_bytes={DEFAULT_MAX_BYTES >> 20} MiB")
     print(f"{'median step time (ms)':34}{'baseline':>10}{'probed':>10}{'ratio':>8}")
-    print(f"{'  recorded steps (0-' + str(k - 1) + ')':34}{br_step * 1e3:10.1f}{r_step * 1e3:10.1f}{r_step / br_step:8.2f}x")
+    recorded = f"  recorded steps (0-{k - 1})"
+    print(f"{recorded:34}{br_step * 1e3:10.1f}{r_step * 1e3:10.1f}{r_step / br_step:8.2f}x")
     print(f"{'  steps after the window':34}{ba_step * 1e3:10.1f}{a_step * 1e3:10.1f}{a_step / ba_step:8.2f}x")
     print(f"{'  whole run of ' + str(n) + ' steps':34}{'':20}{whole:8.2f}x   target < 1.3x: "
           f"{'met' if whole < 1.3 else 'NOT met'}")

@@ -104,19 +104,22 @@ def main() -> None:
                     fn()
                     times[i].append(time.perf_counter() - t)
             med = [statistics.median(ts) for ts in times]
-            diffs = [statistics.median([x - y for x, y in zip(times[i], times[0])]) for i in range(len(fns))]
+            diffs = [statistics.median([x - y for x, y in zip(ts, times[0], strict=True)]) for ts in times]
             return med, diffs
 
         rows = []
         plain_env = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-        for name, code, reps in (("python -c pass", "pass", args.reps), ("small torch script", TORCH_SCRIPT, max(3, args.reps // 3))):
+        programs = (("python -c pass", "pass", args.reps), ("small torch script", TORCH_SCRIPT, max(3, args.reps // 3)))
+        for name, code, reps in programs:
             med, diffs = interleaved([lambda c=code: direct([py, "-c", c], host_env),
                                       lambda c=code: sandboxed([py, "-c", c], plain_env),
                                       lambda c=code: sandboxed([py, "-c", c], boot_env)], reps)
             rows.append((name, med, diffs))
-        print(f"\n{'program':<22}{'unsandboxed':>14}{'sandboxed':>12}{'+bootstrap':>12}{'sandbox overhead':>19}{'total overhead':>17}")
+        print(f"\n{'program':<22}{'unsandboxed':>14}{'sandboxed':>12}{'+bootstrap':>12}{'sandbox overhead':>19}"
+              f"{'total overhead':>17}")
         for name, (a, b, c), (_, db, dc) in rows:
-            print(f"{name:<22}{a * 1e3:>11.1f} ms{b * 1e3:>9.1f} ms{c * 1e3:>9.1f} ms{db * 1e3:>16.1f} ms{dc * 1e3:>14.1f} ms")
+            print(f"{name:<22}{a * 1e3:>11.1f} ms{b * 1e3:>9.1f} ms{c * 1e3:>9.1f} ms{db * 1e3:>16.1f} ms"
+                  f"{dc * 1e3:>14.1f} ms")
         print("(overheads: median of per-repetition differences against the unsandboxed run)")
 
         repo = make_repo(tmp)
@@ -136,14 +139,16 @@ def main() -> None:
         t = time.perf_counter()
         shutil.copytree(repo, tmp / "plain", symlinks=True)
         plain = time.perf_counter() - t
-        print(f"\nworkspace copy of a {size / 2**20:.0f} MB repo (2000 files): {statistics.median(copies) * 1e3:.0f} ms "
+        print(f"\nworkspace copy of a {size / 2**20:.0f} MB repo (2000 files): "
+              f"{statistics.median(copies) * 1e3:.0f} ms "
               f"({method}); chown to the sandbox uid {statistics.median(chowns) * 1e3:.0f} ms; "
               f"shutil.copytree for comparison {plain * 1e3:.0f} ms")
 
         env = dict(os.environ, PYTHONPATH=str(ROOT), TORCH_DEVICE_BACKEND_AUTOLOAD="0")
         def per_op(strategy: str | None) -> float:
             e = dict(env, FERRY_REDIRECT_STRATEGY=strategy) if strategy else env
-            runs = [float(subprocess.run([py, "-c", OPS_SCRIPT], env=e, capture_output=True, text=True, check=True).stdout)
+            runs = [float(subprocess.run([py, "-c", OPS_SCRIPT], env=e, capture_output=True, text=True,
+                                         check=True).stdout)
                     for _ in range(3)]
             return statistics.median(runs)
 

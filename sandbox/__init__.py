@@ -11,8 +11,7 @@ from sandbox.execute import SandboxResult, WarmStart, run_in_sandbox
 from sandbox.isolation import IsolationInfo, SandboxUnavailable, choose, detect
 from sandbox.limits import Limits
 from sandbox.runspace import RunSpace, open_run_space
-from sandbox.warm import WarmServer
-from sandbox.warm_cmd import PythonSpec, python_spec
+from sandbox.warm import PythonSpec, WarmServer, python_spec
 from sandbox.workspace import Workspace, WorkspaceError, create_workspace
 
 __all__ = [

@@ -25,9 +25,11 @@ import logging
 import os
 import stat
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+
+from sandbox.envvars import env_int
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +89,7 @@ class ArtifactLimits:
     max_json_values: int = DEFAULT_MAX_JSON_VALUES
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> "ArtifactLimits":
+    def from_env(cls, env: dict[str, str] | None = None) -> ArtifactLimits:
         """The caps from ``FERRY_ARTIFACT_MAX_*`` on the host; a bad value is a ValueError
         naming the variable."""
         env = dict(os.environ if env is None else env)
@@ -98,17 +100,8 @@ class ArtifactLimits:
 
 
 def _env_count(env: dict[str, str], key: str, default: int) -> int:
-    raw = (env.get(key) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(float(raw.replace("_", "")))
-    except ValueError:
-        value = -1
-    if value <= 0:
-        raise ValueError(f"{key}={raw!r} is not a positive whole number; give a count such as {default} "
-                         f"(or unset it for the default)")
-    return value
+    return env_int(key, default, env, minimum=1, expected="a positive whole number",
+                   hint=f"; give a count such as {default} (or unset it for the default)")
 
 
 @dataclass
@@ -393,7 +386,8 @@ class _Walk:
         except (ArtifactRefused, OSError) as exc:
             os.close(out)
             os.unlink(name, dir_fd=dst_fd)
-            self.refuse(shown, exc.reason if isinstance(exc, ArtifactRefused) else f"could not be copied: {exc.strerror}")
+            why = exc.reason if isinstance(exc, ArtifactRefused) else f"could not be copied: {exc.strerror}"
+            self.refuse(shown, why)
             return
         os.close(out)
         self.out.accepted.append(shown)

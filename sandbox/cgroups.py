@@ -15,7 +15,7 @@ a test cgroup:
 A run's first process enters its cgroup before it can fork: ``RunCgroup.wrapper()`` is a
 ``/bin/sh`` that writes its own pid into each ``cgroup.procs`` and execs the rest of the argv (run
 as root, before bubblewrap/setpriv). A warm start's forked process writes itself there before it
-joins the sandbox's namespaces (``sandbox.warm_exec``). At the end everything still in the cgroup is
+joins the sandbox's namespaces (``sandbox.warm.child``). At the end everything still in the cgroup is
 killed and the cgroup removed. Cgroups are named ``ferry-PID-STARTTIME-nPIDNS-RANDOM`` after their Ferry
 process: ``sweep_stale`` removes those whose Ferry has ended (killed with SIGKILL), never those named
 after another pid namespace (a Ferry there cannot be checked from here, and may be running).
@@ -172,7 +172,8 @@ def _try_v1(mounts: list[tuple[str, str, str]], own: dict[str, str]) -> tuple[li
         if not points or ctl not in own:
             return None, f"cgroup1: no {ctl} hierarchy mounted"
         bases.append((ctl, Path(points[0]) / own[ctl].lstrip("/")))
-    why = _probe(bases, {"memory": ("memory.limit_in_bytes", "memory.oom_control"), "pids": ("pids.max", "pids.events")})
+    why = _probe(bases, {"memory": ("memory.limit_in_bytes", "memory.oom_control"),
+                         "pids": ("pids.max", "pids.events")})
     return (None, f"cgroup1: {why}") if why else (bases, "")
 
 
@@ -268,7 +269,7 @@ def sweep_stale(bases: list[tuple[str, Path]] | None = None) -> list[str]:
     return removed
 
 
-_live: set["RunCgroup"] = set()  # created and not removed yet: ended when Ferry exits
+_live: set[RunCgroup] = set()  # created and not removed yet: ended when Ferry exits
 _live_lock = threading.Lock()
 _ending = False  # set by the exit handler: no new cgroups (a daemon thread may still try one)
 
@@ -281,7 +282,7 @@ class RunCgroup:
         self.dirs = dirs
 
     @classmethod
-    def create(cls, info: ControlInfo, memory_bytes: int | None, processes: int | None) -> "RunCgroup":
+    def create(cls, info: ControlInfo, memory_bytes: int | None, processes: int | None) -> RunCgroup:
         """The run's cgroup(s) with their limits set; OSError when the kernel refuses (nothing left)."""
         name = f"{NAME_PREFIX}-{owner_token()}-{secrets.token_hex(4)}"
         made: list[Path] = []

@@ -21,7 +21,8 @@ ALLOWED_FROM_PARENT: tuple[str, ...] = (
 # Keys a caller may add explicitly (prefix match), unless they look like a secret.
 CALLER_PREFIXES: tuple[str, ...] = ("FERRY_", "TPX_")
 
-_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|_KEY)$|^(OPENAI|ANTHROPIC|AWS|GITHUB|GH)_", re.I)
+_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|_KEY)$"
+                     r"|^(OPENAI|ANTHROPIC|AWS|GITHUB|GH)_", re.I)
 
 
 def is_secret_name(name: str) -> bool:

@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,8 +22,8 @@ from sandbox.limits import Limits, apply_rlimits, prlimit_prefix, rlimit_pairs, 
 from sandbox.procs import kill_run
 from sandbox.runspace import RunSpace, disk_cap_text
 from sandbox.supervise import TERM_GRACE_S, RunProcs, supervise
-from sandbox.warm import PLACEHOLDER, WarmProcess, WarmServer, WarmUnavailable, start_warm
-from sandbox.warm_cmd import PythonSpec
+from sandbox.warm.command import PythonSpec
+from sandbox.warm.server import PLACEHOLDER, WarmProcess, WarmServer, WarmUnavailable, start_warm
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +106,8 @@ class WarmStart:
     spec: PythonSpec
 
 
-def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str], preexec) -> subprocess.Popen:
+def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str],
+                preexec: Callable[[], object] | None) -> subprocess.Popen[bytes]:
     try:
         return subprocess.Popen(
             argv,
@@ -123,8 +125,8 @@ def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str], pre
 
 
 def _start_warm(warm: WarmStart, command: list[str], sandbox_argv: list[str], workspace: Path,
-                child_env: dict[str, str], preexec, pairs, uid: int | None,
-                cancel: threading.Event | None, ready_timeout: float,
+                child_env: dict[str, str], preexec: Callable[[], object] | None, pairs: list[tuple[int, int]],
+                uid: int | None, cancel: threading.Event | None, ready_timeout: float,
                 cgroup: RunCgroup | None) -> tuple[WarmProcess | None, str | None]:
     """The started warm run, or None and why it starts cold (not waiting for a server still
     importing longer than ``ready_timeout``)."""
@@ -186,7 +188,7 @@ def run_in_sandbox(
     workspace = Path(workspace).resolve()
     writable = [Path(p).resolve() for p in (writable or [])]
     readable = [Path(p).resolve() for p in (readable or [])]
-    uid = None
+    uid: int | None = None
     if info.drops_uid:
         uid = owner_uid if owner_uid is not None else _pick_uid()
         if owner_uid is None:
@@ -196,16 +198,16 @@ def run_in_sandbox(
                 _chown_tree(p, uid)
     # Strays are found by the run's private uid; without one (Ferry not root) by an environment
     # marker. Under bwrap the pid namespace already takes every process down with the run.
-    marker = uuid.uuid4().hex
+    run_marker = uuid.uuid4().hex
     extra = dict(env or {})
-    extra[RUN_MARKER_ENV] = marker
-    if uid is not None:
-        marker = None
+    extra[RUN_MARKER_ENV] = run_marker
+    marker = run_marker if uid is None else None
     space_tmp = space.tmp if space is not None else None  # None: no mounted space
     space_shm = space.shm if space is not None else None
     # At the weaker levels /tmp is the host's: programs that honour TMPDIR/HOME write into the space.
     tmp = str(space_tmp) if space_tmp is not None and info.level != "bwrap" else "/tmp"
-    child_env = scrubbed_env(dict(os.environ), extra, path=path_env or "/usr/local/bin:/usr/bin:/bin", home=tmp, tmp=tmp)
+    child_env = scrubbed_env(dict(os.environ), extra, path=path_env or "/usr/local/bin:/usr/bin:/bin",
+                             home=tmp, tmp=tmp)
     disk_cap = disk_cap_text(space, info.level, limits)
 
     if info.level == "bwrap":
@@ -232,7 +234,8 @@ def run_in_sandbox(
 
 
 def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInfo, child_env: dict[str, str],
-         prefix: list[str], limiter: list[str] | None, preexec, pairs, uid: int | None, marker: str | None,
+         prefix: list[str], limiter: list[str] | None, preexec: Callable[[], object] | None,
+         pairs: list[tuple[int, int]], uid: int | None, marker: str | None,
          cancel: threading.Event | None, warm: WarmStart | None, cgroup: RunCgroup | None,
          space: RunSpace | None) -> SandboxResult:
     # The cgroup wrapper first: it runs as root and makes every later process of the run a member.
@@ -241,7 +244,7 @@ def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInf
     logger.debug("sandbox argv: %s", argv)
 
     t0 = time.monotonic()
-    proc = None
+    proc: WarmProcess | subprocess.Popen[bytes] | None = None
     warm_fallback: str | None = None
     if warm is not None and info.level == "bwrap":
         # Waiting for a server still importing is bounded by the run's own timeout, and the run's
@@ -262,7 +265,7 @@ def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInf
     if proc is None:
         proc = _start_cold(argv, workspace, child_env, preexec)
     else:
-        argv = sandbox_argv + ["<warm>", *command]
+        argv = [*sandbox_argv, "<warm>", *command]
     procs = RunProcs(proc.pid, uid, marker, getattr(proc, "command_pid", None),
                       frozenset(getattr(proc, "sandbox_pids", ())))
     try:
@@ -281,7 +284,8 @@ def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInf
         strays += len(leftover)
     duration = time.monotonic() - start
     for stream in (proc.stdout, proc.stderr):
-        stream.close()
+        if stream is not None:
+            stream.close()
 
     sig: int | None = None
     exit_code: int | None = rc

@@ -144,12 +144,12 @@ def bwrap_prefix(
 
     bound: list[Path] = []
     for root in python_roots() + [p.resolve() for p in readable]:
-        argv += parents(root) + ["--ro-bind", str(root), str(root)]
+        argv += [*parents(root), "--ro-bind", str(root), str(root)]
         bound.append(root)
     for p in [workspace, *writable]:
         rp = Path(p).resolve()
         # mounted after the read-only trees, so a workspace inside one of them is writable
-        argv += parents(rp) + ["--bind", str(rp), str(rp)]
+        argv += [*parents(rp), "--bind", str(rp), str(rp)]
         bound.append(rp)
     argv += ["--chdir", str(Path(workspace).resolve())]
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -195,8 +195,9 @@ def detect() -> IsolationInfo:
         reasons.append("bwrap not installed (apt-get install bubblewrap)")
     else:
         probe_dir = Path(os.environ.get("TMPDIR", "/tmp"))
-        argv = bwrap_prefix(workspace=probe_dir, writable=[], readable=[], uid=65534 if drops else None, tmp_bytes=16 * 1024**2)
-        ok, why = _try(argv + ["/bin/true"])
+        argv = bwrap_prefix(workspace=probe_dir, writable=[], readable=[], uid=65534 if drops else None,
+                            tmp_bytes=16 * 1024**2)
+        ok, why = _try([*argv, "/bin/true"])
         if ok:
             available.append("bwrap")
         else:
@@ -226,7 +227,8 @@ def choose(requested: str | None = None) -> IsolationInfo:
     if want not in LEVELS:
         raise SandboxUnavailable(f"unknown isolation level {want!r}; use one of auto, {', '.join(LEVELS)}")
     if want not in info.available:
-        raise SandboxUnavailable(f"isolation {want!r} is not available here: {'; '.join(info.reasons) or 'probe failed'}")
+        why = "; ".join(info.reasons) or "probe failed"
+        raise SandboxUnavailable(f"isolation {want!r} is not available here: {why}")
     reasons = info.reasons
     if want != info.level:
         reasons = (f"{want} chosen explicitly (best available: {info.level})", *reasons)

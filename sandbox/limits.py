@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
-import re
 import resource
 import shutil
-from dataclasses import dataclass, asdict
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sandbox import envvars
 
 logger = logging.getLogger(__name__)
 
@@ -15,8 +16,6 @@ GiB = 1024**3
 MiB = 1024**2
 DISK_LIMIT_ENV = "FERRY_DISK_LIMIT"  # the default disk cap of a run (``--disk-limit`` wins)
 MIN_DISK_BYTES = 1 * MiB
-_UNITS = {"": 1, "K": 1024, "M": MiB, "G": GiB, "T": 1024**4}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.I)
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class Limits:
         # bound, this one only stops a runaway that escaped the timer.
         return int(max(60.0, self.timeout_s * 8))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -59,12 +58,9 @@ def format_size(n: int) -> str:
 
 
 def parse_size(text: str) -> int:
-    """``512M``, ``4G``, ``4GiB``, ``1.5G`` or plain bytes (K/M/G/T are powers of 1024, ``B`` and
-    ``iB`` optional) as bytes; ValueError saying what is accepted otherwise."""
-    m = _SIZE.match(str(text))
-    if m is None:
-        raise ValueError(f"{text!r} is not a size: give bytes or a number with K, M, G or T (e.g. 512M, 4G, 4GiB)")
-    value = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    """A run's disk cap: ``512M``, ``4G``, ``4GiB``, ``1.5G`` or plain bytes (``sandbox.envvars.parse_size``),
+    at least 1M; ValueError saying what is accepted otherwise."""
+    value = envvars.parse_size(text)
     if value < MIN_DISK_BYTES:
         raise ValueError(f"{text!r} is too small: a run needs at least 1M")
     return value
@@ -73,13 +69,7 @@ def parse_size(text: str) -> int:
 def disk_limit_from_env() -> int | None:
     """The disk cap ``FERRY_DISK_LIMIT`` sets, or None when unset; ValueError naming the variable
     when its value is not a size."""
-    raw = os.environ.get(DISK_LIMIT_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        return parse_size(raw)
-    except ValueError as exc:
-        raise ValueError(f"{DISK_LIMIT_ENV}={raw!r}: {exc}") from None
+    return envvars.env_value(DISK_LIMIT_ENV, None, parse_size)
 
 
 def rlimit_pairs(limits: Limits) -> list[tuple[int, int]]:
@@ -133,7 +123,7 @@ def prlimit_prefix(pairs: list[tuple[int, int]]) -> list[str] | None:
     for res, value in pairs:
         soft, hard = soft_hard(res, value)
         argv.append(f"--{_PRLIMIT_NAMES[res]}={soft}:{hard}")
-    return argv + ["--"]
+    return [*argv, "--"]
 
 
 def apply_rlimits(pairs: list[tuple[int, int]]) -> None:

@@ -72,7 +72,7 @@ def owner_alive(pid: int, started: int, ns: int | None = None) -> bool:
     return is_alive(pid) and start_time(pid) == started
 
 
-def owner_alive_match(match: "re.Match[str]", first: int = 1) -> bool:
+def owner_alive_match(match: re.Match[str], first: int = 1) -> bool:
     """``owner_alive`` for a name matched with ``OWNER_PATTERN`` (its groups from ``first`` on)."""
     pid, started, ns = match.group(first, first + 1, first + 2)
     return owner_alive(int(pid), int(started), int(ns) if ns is not None else None)
@@ -93,9 +93,7 @@ def find_run_processes(uid: int | None, marker: str | None) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
-        if uid is not None and _proc_uid(entry) == uid:
-            found.append(int(entry))
-        elif mark is not None and _has_marker(entry, mark):
+        if (uid is not None and _proc_uid(entry) == uid) or (mark is not None and _has_marker(entry, mark)):
             found.append(int(entry))
     return found
 

@@ -5,9 +5,9 @@ flood of empty files stops too) on a fresh host directory. It holds the run's wo
 (``workspace_root``), ``tmp/`` and ``shm/`` (bubblewrap binds them on /tmp and /dev/shm instead of
 its own tmpfs mounts) and the child-writable artifacts dirs (``bind_into``: the space's dir is
 bind-mounted on the host dir for the run, so what the child writes there, at the host dir's path or
-at the space's own, ``bound``, counts against the cap, and is copied back into it afterwards). One cap covers them all, enforced by the kernel: a write
-past it fails with ENOSPC (SIGBUS for a page of a full /dev/shm mapping). ``full()`` tells, after
-the run, whether it ran out.
+at the space's own, ``bound``, counts against the cap, and is copied back into it afterwards). One
+cap covers them all, enforced by the kernel: a write past it fails with ENOSPC (SIGBUS for a page
+of a full /dev/shm mapping). ``full()`` tells, after the run, whether it ran out.
 
 The mount's source and its mount point are named ``ferry-space-PID-STARTTIME-nPIDNS-RANDOM`` after the
 Ferry process that made it, so a later Ferry unmounts what a Ferry killed with SIGKILL left behind
@@ -218,7 +218,7 @@ def _copy_tree(src: str, dest: Path) -> bool:
     return proc.returncode == 0
 
 
-_open_spaces: set["RunSpace"] = set()  # mounted and not closed yet: released when Ferry exits
+_open_spaces: set[RunSpace] = set()  # mounted and not closed yet: released when Ferry exits
 _open_lock = threading.Lock()
 _exiting = False  # set by the exit handler: no new mounts (a daemon thread may still try one)
 
@@ -327,16 +327,15 @@ class RunSpace:
         self.unbind(copy)
         with self._lock:
             root, self.root = self.root, None
-        if root is not None:
-            if _unmount(root):
-                try:
-                    os.rmdir(root)
-                except OSError as exc:
-                    logger.warning("cannot remove the run space's mount point %s: %s", root, exc.strerror)
+        if root is not None and _unmount(root):
+            try:
+                os.rmdir(root)
+            except OSError as exc:
+                logger.warning("cannot remove the run space's mount point %s: %s", root, exc.strerror)
         with _open_lock:
             _open_spaces.discard(self)
 
-    def __enter__(self) -> "RunSpace":
+    def __enter__(self) -> RunSpace:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -11,12 +11,33 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import IO, Protocol
 
 from sandbox.capture import CappedBuffer
 from sandbox.limits import Limits
 from sandbox.procs import find_run_processes, is_alive, kill_run, signal_run
 
 logger = logging.getLogger(__name__)
+
+
+class RunProcess(Protocol):
+    """A started run as the supervisor sees it: a cold start's ``subprocess.Popen`` or a warm start's
+    ``sandbox.warm.server.WarmProcess`` (which also has ``release()``, called once the command ends)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+    @property
+    def stderr(self) -> IO[bytes] | None: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+# returncode, stdout, stderr, timed out, limit hit, strays killed
+Supervised = tuple[int, CappedBuffer, CappedBuffer, bool, str | None, int]
 
 TERM_GRACE_S = 1.0  # SIGTERM, then SIGKILL after this long
 DRAIN_AFTER_EXIT_S = 2.0
@@ -34,18 +55,18 @@ class RunProcs:
     command_pid: int | None = None
     sandbox_pids: frozenset[int] = frozenset()  # bubblewrap's and a warm placeholder's: not strays
 
-    def _signal_command(self, proc, sig: int) -> None:
+    def _signal_command(self, proc: RunProcess, sig: int) -> None:
         if self.command_pid is not None and proc.returncode is None:
             try:
                 os.kill(self.command_pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def signal(self, proc, sig: int) -> None:
+    def signal(self, proc: RunProcess, sig: int) -> None:
         self._signal_command(proc, sig)
         signal_run(self.pgid, self.uid, self.marker, sig)
 
-    def kill(self, proc) -> int:
+    def kill(self, proc: RunProcess) -> int:
         self._signal_command(proc, signal.SIGKILL)
         return kill_run(self.pgid, self.uid, self.marker)
 
@@ -55,8 +76,8 @@ class RunProcs:
                 if p not in self.sandbox_pids and is_alive(p)]
 
 
-def supervise(proc, procs: RunProcs, limits: Limits, start: float, cancel: threading.Event | None,
-              watch: Callable[[], str | None] | None = None) -> tuple[int, CappedBuffer, CappedBuffer, bool, str | None, int]:
+def supervise(proc: RunProcess, procs: RunProcs, limits: Limits, start: float, cancel: threading.Event | None,
+              watch: Callable[[], str | None] | None = None) -> Supervised:
     """Collect the run's output until it ends, enforcing the timeout, the output cap, ``cancel``
     and ``watch`` (asked every ``WATCH_EVERY_S``: a limit named there ends the run like the output
     cap does); returns (returncode, stdout, stderr, timed out, limit hit, strays killed)."""
@@ -103,7 +124,7 @@ def supervise(proc, procs: RunProcs, limits: Limits, start: float, cancel: threa
             wait = max(0.0, min(wait, deadline - now))
         for key, _ in sel.select(timeout=wait):
             try:
-                chunk = os.read(key.fileobj.fileno(), 1 << 16)
+                chunk = os.read(key.fd, 1 << 16)
             except BlockingIOError:
                 continue
             if not chunk:
@@ -111,7 +132,8 @@ def supervise(proc, procs: RunProcs, limits: Limits, start: float, cancel: threa
                 open_streams -= 1
                 continue
             key.data.feed(chunk)
-            if limits.output_kill_bytes is not None and out.total + err.total > limits.output_kill_bytes and limit_hit is None:
+            kill_at = limits.output_kill_bytes
+            if kill_at is not None and out.total + err.total > kill_at and limit_hit is None:
                 limit_hit = "output"
     sel.close()
     try:

@@ -46,7 +46,7 @@ class Workspace:
     def cleanup(self) -> None:
         shutil.rmtree(self.container, ignore_errors=True)
 
-    def __enter__(self) -> "Workspace":
+    def __enter__(self) -> Workspace:
         return self
 
     def __exit__(self, *exc: object) -> None:

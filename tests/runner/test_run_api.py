@@ -90,6 +90,20 @@ def test_probe_and_profile_dirs_are_handed_to_the_child(repo: Path, tmp_path: Pa
     assert res.probe_dir.is_dir() and res.profile_dir.is_dir()
 
 
+def test_a_users_sandbox_package_is_the_one_a_probed_run_imports(tmp_path: Path):
+    """The probe and profile hooks read their FERRY_* settings with Ferry's ``sandbox.envvars``
+    inside the user's program: Ferry's ``sandbox`` must not be what the program's ``import sandbox``
+    then finds (as for Ferry's ``tools``)."""
+    src = tmp_path / "proj"
+    (src / "sandbox").mkdir(parents=True)
+    (src / "sandbox" / "__init__.py").write_text("WHO = 'user package'\n")
+    (src / "use.py").write_text("import sandbox\nprint(sandbox.WHO, sandbox.__file__)\n")
+    res = _run(src, "python use.py", tmp_path, probe=True, profile=True)
+    assert res.status == "ok", res.stderr_tail
+    assert "ferry bootstrap" not in res.stderr_tail  # both hooks installed
+    assert res.stdout_tail.startswith("user package ") and res.stdout_tail.strip().endswith("sandbox/__init__.py")
+
+
 def test_bad_input_is_a_clear_error(tmp_path: Path):
     with pytest.raises(RunnerInputError, match="not a directory"):
         run(RunRequest(path=tmp_path / "missing", command=["true"]))

@@ -251,7 +251,7 @@ def test_uncaught_exception_traceback_matches_cold(server, workspace):
     assert lines[0] == "Traceback (most recent call last):"
     assert lines[1].startswith(f'  File "{workspace.path / "boom.py"}", line ')
     assert lines[-1] == "ZeroDivisionError: division by zero"
-    assert "warm_exec" not in warm.stderr and "sandbox" not in warm.stderr.replace(str(workspace.path), "")
+    assert "warm/child.py" not in warm.stderr and "sandbox" not in warm.stderr.replace(str(workspace.path), "")
     assert warm.stderr == cold.stderr
 
 

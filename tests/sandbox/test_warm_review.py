@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import sandbox.warm
+import sandbox.warm.server
 from sandbox import WarmServer, WarmStart, python_spec, run_in_sandbox
 from sandbox.env import scrubbed_env
 from sandbox.execute import RUN_MARKER_ENV
@@ -145,7 +145,7 @@ def test_a_sandbox_gone_before_the_fork_joins_it_never_runs_the_command_outside(
     in the meantime, /proc/PID/ns did not exist, no namespace was joined, and the command ran
     in the host's namespaces (host files, network, pids) as a warm run that reported success.
     Now it starts cold, in a sandbox of its own."""
-    real = sandbox.warm.placeholder_pid
+    real = sandbox.warm.server.placeholder_pid
 
     def placeholder_then_gone(root: int, *args, **kwargs):
         pid, family = real(root, *args, **kwargs)
@@ -156,7 +156,7 @@ def test_a_sandbox_gone_before_the_fork_joins_it_never_runs_the_command_outside(
             time.sleep(0.005)
         return pid, family
 
-    monkeypatch.setattr(sandbox.warm, "placeholder_pid", placeholder_then_gone)
+    monkeypatch.setattr(sandbox.warm.server, "placeholder_pid", placeholder_then_gone)
     # In the host's /tmp, readable by anyone: a sandboxed command has a private /tmp.
     with tempfile.NamedTemporaryFile("w", dir="/tmp", prefix="ferry-review-host-", suffix=".txt") as secret:
         secret.write("HOST FILE")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
+from sandbox.envvars import EnvVarError, env_enabled, env_int
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_STEPS = 2
@@ -48,21 +50,12 @@ class ProbeConfig(BaseModel):
 
 
 def _env_int(env: dict[str, str], key: str, default: int) -> int:
-    raw = env.get(key)
-    if raw is None or raw == "":
-        return default
+    """A bad count is warned about, not an error: the probe runs inside the user's program."""
     try:
-        return int(float(raw.replace("_", "")))  # "1e8" and "100_000_000" both work
-    except ValueError:
-        logger.warning("%s=%r is not an integer; using %d", key, raw, default)
+        return env_int(key, default, env)
+    except EnvVarError as exc:
+        logger.warning("%s; using %d", exc, default)
         return default
-
-
-def _env_bool(env: dict[str, str], key: str, default: bool) -> bool:
-    raw = env.get(key)
-    if raw is None or raw == "":
-        return default
-    return raw.strip().lower() not in ("0", "false", "no", "off")
 
 
 def config_from_env(env: dict[str, str] | None = None) -> ProbeConfig | None:
@@ -76,7 +69,7 @@ def config_from_env(env: dict[str, str] | None = None) -> ProbeConfig | None:
         steps=_env_int(env, "FERRY_PROBE_STEPS", DEFAULT_STEPS),
         max_bytes=_env_int(env, "FERRY_PROBE_MAX_BYTES", DEFAULT_MAX_BYTES),
         scalar_pattern=env.get("FERRY_PROBE_SCALAR_PATTERN") or DEFAULT_SCALAR_PATTERN,
-        record_inputs=_env_bool(env, "FERRY_PROBE_INPUTS", True),
-        op_census=_env_bool(env, "FERRY_PROBE_OP_CENSUS", True),
-        capture_streams=_env_bool(env, "FERRY_PROBE_STREAMS", True),
+        record_inputs=env_enabled("FERRY_PROBE_INPUTS", env),
+        op_census=env_enabled("FERRY_PROBE_OP_CENSUS", env),
+        capture_streams=env_enabled("FERRY_PROBE_STREAMS", env),
     )

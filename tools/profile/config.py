@@ -8,6 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from sandbox.envvars import env_enabled, env_int
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_WARMUP = 1
@@ -23,14 +25,6 @@ class ProfileConfig(BaseModel):
     track_syncs: bool = True
 
 
-def _int(env: dict[str, str], key: str, default: int) -> int:
-    raw = env.get(key, "")
-    try:
-        return int(raw) if raw else default
-    except ValueError as exc:
-        raise ValueError(f"{key}={raw!r} is not an integer") from exc
-
-
 def config_from_env(env: dict[str, str] | None = None) -> ProfileConfig | None:
     env = dict(os.environ if env is None else env)
     out = env.get("FERRY_PROFILE_DIR")
@@ -39,8 +33,8 @@ def config_from_env(env: dict[str, str] | None = None) -> ProfileConfig | None:
     return ProfileConfig(
         out_dir=Path(out),
         repo_root=Path(env.get("FERRY_PROFILE_REPO_ROOT") or env.get("FERRY_WORKSPACE") or os.getcwd()),
-        warmup_steps=_int(env, "FERRY_PROFILE_WARMUP", DEFAULT_WARMUP),
-        steps=_int(env, "FERRY_PROFILE_STEPS", DEFAULT_STEPS),
-        trace=env.get("FERRY_PROFILE_TRACE", "1").lower() not in ("0", "false", "no", "off"),
-        track_syncs=env.get("FERRY_PROFILE_SYNCS", "1").lower() not in ("0", "false", "no", "off"),
+        warmup_steps=env_int("FERRY_PROFILE_WARMUP", DEFAULT_WARMUP, env),
+        steps=env_int("FERRY_PROFILE_STEPS", DEFAULT_STEPS, env),
+        trace=env_enabled("FERRY_PROFILE_TRACE", env),
+        track_syncs=env_enabled("FERRY_PROFILE_SYNCS", env),
     )

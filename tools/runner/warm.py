@@ -23,6 +23,7 @@ from pathlib import Path
 
 from sandbox import WarmServer, WarmStart, python_spec
 from sandbox.env import scrubbed_env
+from sandbox.envvars import env_enabled
 from sandbox.execute import RUN_MARKER_ENV
 from sandbox.isolation import SandboxUnavailable, choose
 from sandbox.warm import static_key
@@ -47,7 +48,7 @@ _lock = threading.Lock()
 
 
 def enabled() -> bool:
-    return os.environ.get(WARM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return env_enabled(WARM_ENV)
 
 
 def _key(env: dict[str, str]) -> tuple:

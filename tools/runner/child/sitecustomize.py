@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 FERRY_ROOT = os.environ.get("FERRY_ROOT", "")
 WARM_SERVER_ENV = "FERRY_WARM_SERVER"  # set in a warm server's own environment (tools.runner.warm)
-_OWN_PACKAGES = ("tools", "backend")
+_OWN_PACKAGES = ("tools", "sandbox", "backend")  # the tools' hooks read settings with sandbox.envvars
 
 
 def _say(msg):
@@ -23,6 +23,8 @@ def _say(msg):
 
 
 def _seed():
+    # Not sandbox.envvars: this runs at every interpreter start in the sandbox, before anything of
+    # Ferry's may be imported (and then only inside _ferry_namespace).
     try:
         return int(os.environ.get("FERRY_SEED", "0"))
     except ValueError:
@@ -32,7 +34,7 @@ def _seed():
 
 @contextmanager
 def _ferry_namespace(*packages):
-    """Import Ferry's own ``tools``/``backend`` even when the user's repo has packages of those
+    """Import Ferry's own ``tools``/``sandbox``/``backend`` even when the user's repo has packages of those
     names, and leave the user's versions (or nothing) in ``sys.modules`` afterwards."""
     packages = packages or _OWN_PACKAGES
 

@@ -1,9 +1,9 @@
 """The warm server: one interpreter that imported the heavy modules once and forks per run.
 
-Started by ``sandbox.warm.WarmServer`` with the runs' static environment, it imports the
+Started by ``sandbox.warm.server.WarmServer`` with the runs' static environment, it imports the
 ``preload`` modules, says ``{"ready": ...}`` on its control socket, then for every request
 (a JSON packet with the run's socket, stdout and stderr passed as file descriptors) forks a
-process that enters that run's sandbox (``sandbox.warm_exec.child_main``). It never runs user
+process that enters that run's sandbox (``sandbox.warm.child.child_main``). It never runs user
 code itself, holds no threads of its own, and exits when the control socket closes (Ferry
 ended) or its parent dies.
 """
@@ -55,7 +55,7 @@ def _wipe(buf: bytearray, size: int) -> None:
 
 
 def serve(ctl: socket.socket, preload: list[str]) -> int:
-    from sandbox.warm_exec import child_main
+    from sandbox.warm.child import child_main
 
     # Not PR_SET_PDEATHSIG: it fires when the *thread* that started the server ends, and Ferry
     # starts it from whichever thread needs it first (a graph node, a background job). The owner
@@ -65,7 +65,7 @@ def serve(ctl: socket.socket, preload: list[str]) -> int:
     try:
         for name in preload:
             importlib.import_module(name)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         ctl.send(json.dumps({"error": f"preloading failed: {type(exc).__name__}: {exc}",
                              "traceback": traceback.format_exc()[-4000:]}).encode())
         return 1

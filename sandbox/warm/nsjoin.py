@@ -48,7 +48,7 @@ def die_with_parent(sig: int) -> None:
     prctl(PR_SET_PDEATHSIG, sig)
 
 
-def _ident(fd_or_path) -> tuple[int, int]:
+def _ident(fd_or_path: int | str) -> tuple[int, int]:
     st = os.fstat(fd_or_path) if isinstance(fd_or_path, int) else os.stat(fd_or_path)
     return st.st_dev, st.st_ino
 
@@ -120,7 +120,8 @@ def drop_privileges(uid: int | None) -> None:
     """Become what a sandboxed command is: ``uid`` (when given), no supplementary groups, an
     empty capability bounding set and no capabilities, no new privileges on exec."""
     for cap in range(_LAST_CAP + 1):
-        if _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+        if _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                       ctypes.c_ulong(0)) != 0:
             if ctypes.get_errno() == errno.EINVAL:  # past the last capability this kernel knows
                 break
             _check(-1, f"dropping capability {cap} from the bounding set")

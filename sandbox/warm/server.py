@@ -1,20 +1,6 @@
-"""Warm starts: a sandboxed Python run that skips the interpreter's heavy imports.
-
-A run's cost is often mostly ``import torch`` (about 2 s here) before the first line of the
-user's program does anything. A ``WarmServer`` is one interpreter, started with the runs'
-static environment, that imports those modules once (``preload``) and then forks for each run.
-
-Isolation is the cold run's, unchanged: bubblewrap still builds the run's sandbox (same mounts,
-namespaces, private /tmp, no network, limits), holding a placeholder shell; the forked process
-joins exactly those namespaces, forks once more into the run's pid namespace, takes the run's
-stdout/stderr, rlimits, uid, environment and working directory, gives up every capability and
-runs the invocation (``sandbox.warm_exec``). Killing the sandbox (timeout, cancel, Ctrl-C) kills
-the command with it: it lives in the sandbox's pid namespace.
-
-Only plain ``python`` invocations qualify (``sandbox.warm_cmd``) and only under bubblewrap;
-whatever goes wrong before the user's code starts (server not ready, namespaces refused,
-placeholder gone) falls back to the cold start, logged, never a failed run.
-"""
+"""The host side of warm starts: the ``WarmServer`` (one pre-imported interpreter, forked per
+run) and ``start_warm``, which starts the run's sandbox around a placeholder and forks the command
+into it (``WarmProcess``: the command seen as a ``subprocess.Popen``). See ``sandbox.warm``."""
 
 from __future__ import annotations
 
@@ -29,7 +15,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
 
 from sandbox.procs import is_alive
 
@@ -63,16 +51,16 @@ class WarmServer:
         self.dynamic_keys = frozenset(dynamic_keys)
         self.python = python or sys.executable
         self._lock = threading.Lock()
-        self._ready: dict | None = None
+        self._ready: dict[str, Any] | None = None
         self._failed: str | None = None
         self._closed = False
         self._started_at = time.monotonic()
         # The server's own stdout/stderr (import warnings, a failed preload): an unnamed file, so
-        # nothing is left behind however Ferry ends.
-        self._log = tempfile.TemporaryFile(prefix="ferry-warm-", suffix=".log")
+        # nothing is left behind however Ferry ends. Open as long as the server is (close()).
+        self._log = tempfile.TemporaryFile(prefix="ferry-warm-", suffix=".log")  # noqa: SIM115
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         root = str(ferry_root())
-        boot = ("import sys; r = sys.argv[3]; sys.path.insert(0, r); from sandbox import warm_server as w; "
+        boot = ("import sys; r = sys.argv[3]; sys.path.insert(0, r); from sandbox.warm import serve as w; "
                 "sys.path.remove(r); sys.exit(w.main(sys.argv[1:3]))")
         self._proc = subprocess.Popen(
             [self.python, "-c", boot, str(theirs.fileno()), ",".join(self.preload), root],
@@ -131,7 +119,8 @@ class WarmServer:
     def busy(self) -> bool:
         """True while a run forked from this server may be in flight (the server has a child):
         closing the server now would kill that run."""
-        return self.alive() and any(is_alive(p) for p in _descendants(self._proc.pid))  # a waiter not yet reaped is a zombie
+        # a waiter not yet reaped is a zombie: not alive
+        return self.alive() and any(is_alive(p) for p in _descendants(self._proc.pid))
 
     @property
     def failure(self) -> str | None:
@@ -165,7 +154,7 @@ class WarmServer:
         read everything else when it started)."""
         return static_key(env, self.dynamic_keys) == static_key(self.env, self.dynamic_keys)
 
-    def spawn(self, request: dict, out_w: int, err_w: int) -> socket.socket:
+    def spawn(self, request: dict[str, Any], out_w: int, err_w: int) -> socket.socket:
         """Ask for a fork into the run described by ``request``; returns the run's socket."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -220,8 +209,8 @@ class WarmProcess:
     The sandbox ends at ``release()`` (the supervisor first counts what the command left running)
     or at ``wait()``."""
 
-    def __init__(self, placeholder: subprocess.Popen, conn: socket.socket, release_fd: int, stdout, stderr,
-                 command_pid: int, sandbox_pids: set[int]):
+    def __init__(self, placeholder: subprocess.Popen[bytes], conn: socket.socket, release_fd: int, stdout: IO[bytes],
+                 stderr: IO[bytes], command_pid: int, sandbox_pids: set[int]) -> None:
         self.placeholder = placeholder
         self.sandbox_pids = sandbox_pids
         self.pid = placeholder.pid
@@ -284,8 +273,8 @@ class WarmProcess:
         return self.returncode
 
 
-def start_warm(server: WarmServer, request: dict, argv: list[str], *, cwd: str, env: dict[str, str],
-               preexec_fn=None, cancel: threading.Event | None = None,
+def start_warm(server: WarmServer, request: dict[str, Any], argv: list[str], *, cwd: str, env: dict[str, str],
+               preexec_fn: Callable[[], object] | None = None, cancel: threading.Event | None = None,
                ready_timeout: float | None = None) -> WarmProcess:
     """Start the sandbox (``argv`` = its prefix + the placeholder) and fork the command into it.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import asdict, dataclass
+from typing import Any
 
 _SHELL_CHARS = set(";|&<>$`\\\"'(){}[]*?~!#\n\r\t") - {"'", '"', "\t"}
 _OPTIONS_OK = {"-u", "-B"}  # -B: no bytecode writes; the sandbox sets PYTHONDONTWRITEBYTECODE anyway
@@ -25,7 +26,7 @@ class PythonSpec:
     unbuffered: bool = False
     program: str = "python"  # the interpreter as the command named it (``python: can't open file ...``)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["args"] = list(self.args)
         return d

@@ -1,6 +1,6 @@
 """The forked side of a warm start: enter one run's sandbox, become its command, run it.
 
-``child_main`` runs in a process forked from the warm server (``sandbox.warm_server``): it joins
+``child_main`` runs in a process forked from the warm server (``sandbox.warm.serve``): it joins
 the run's cgroup(s) and the namespaces bubblewrap made for the run, forks once more (a pid
 namespace applies to children), reports the command's pid, waits for it and reports how it
 ended. The grandchild takes the run's stdout/stderr, session, rlimits, working directory, uid
@@ -32,13 +32,15 @@ import threading
 import traceback
 import types
 import zipfile
+from collections.abc import Callable
+from typing import Any
 
-from sandbox.nsjoin import die_with_parent, drop_privileges, join_namespaces
+from sandbox.warm.nsjoin import die_with_parent, drop_privileges, join_namespaces
 
 _HERE = os.path.abspath(__file__)
 
 
-def _send(sock: socket.socket, **msg) -> None:
+def _send(sock: socket.socket, **msg: object) -> None:
     try:
         sock.send(json.dumps(msg).encode())
     except OSError:
@@ -72,7 +74,7 @@ def child_main(request: bytes, sock: socket.socket, out_fd: int, err_fd: int, se
         _send(sock, started=pid)
         _, status = os.waitpid(pid, 0)
         _send(sock, exit=os.waitstatus_to_exitcode(status))
-    except BaseException as exc:  # noqa: BLE001  (reported, then this process ends)
+    except BaseException as exc:  # reported, then this process ends
         _send(sock, setup_error=f"{type(exc).__name__}: {exc}")
         code = 1
     os._exit(code)
@@ -90,7 +92,7 @@ def _join_cgroups(procs_files: list[str]) -> None:
             os.close(fd)
 
 
-def _command_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int, alive_r: int) -> None:
+def _command_main(req: dict[str, Any], sock: socket.socket, out_fd: int, err_fd: int, alive_r: int) -> None:
     # Die with the waiter from the first instant: a command that outlived it (its waiter killed,
     # or Ferry ending) would run on unsupervised. The pipe closes the window before the prctl.
     die_with_parent(signal.SIGKILL)
@@ -99,7 +101,7 @@ def _command_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int, aliv
     try:
         _become_command(req, out_fd, err_fd, alive_r)
         hook = _after_fork_hook(req.get("after_fork"))
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         _send(sock, setup_error=f"{type(exc).__name__}: {exc}")
         os._exit(1)
     _send(sock, running=True)
@@ -110,7 +112,7 @@ def _command_main(req: dict, sock: socket.socket, out_fd: int, err_fd: int, aliv
     _finish(code)
 
 
-def _become_command(req: dict, out_fd: int, err_fd: int, alive_r: int) -> None:
+def _become_command(req: dict[str, Any], out_fd: int, err_fd: int, alive_r: int) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(out_fd, 1)
@@ -134,7 +136,7 @@ def _become_command(req: dict, out_fd: int, err_fd: int, alive_r: int) -> None:
     os.environ.update(req["env"])
 
 
-def _after_fork_hook(ref: str | None):
+def _after_fork_hook(ref: str | None) -> Callable[[], object] | None:
     if not ref:
         return None
     mod_name, _, func = ref.partition(":")
@@ -149,7 +151,10 @@ def _after_fork_hook(ref: str | None):
             module = importlib.import_module(mod_name)
         finally:
             sys.path[:] = saved
-    return getattr(module, func)
+    hook: Callable[[], object] = getattr(module, func)
+    if not callable(hook):  # before user code: a setup error, so the run starts cold
+        raise TypeError(f"the after-fork hook {ref} is not callable")
+    return hook
 
 
 def _forget_server_modules() -> None:
@@ -161,7 +166,7 @@ def _forget_server_modules() -> None:
 class PythonInvocation:
     """``python [-u] SCRIPT|-m MODULE|-c CODE ARGS`` inside an already running interpreter."""
 
-    def __init__(self, spec: dict):
+    def __init__(self, spec: dict[str, Any]) -> None:
         self.kind = spec["kind"]
         self.target = spec["target"]
         self.args = list(spec["args"])
@@ -196,7 +201,7 @@ class PythonInvocation:
             if os.path.isdir(path) or zipfile.is_zipfile(path):  # runs its __main__ module, as python does
                 sys.path[0] = path
                 self._fresh_main(None)
-                runpy._run_module_as_main("__main__", alter_argv=False)
+                runpy._run_module_as_main("__main__", alter_argv=False)  # type: ignore[attr-defined]
                 return
             sys.path[0] = os.path.dirname(path)
             try:
@@ -211,7 +216,8 @@ class PythonInvocation:
             sys.argv = ["-m", *self.args]
             sys.path[0] = os.getcwd()
             self._fresh_main(None)  # not the server's own __main__ (its boot code's names)
-            runpy._run_module_as_main(self.target, alter_argv=True)  # what ``python -m`` calls
+            # what ``python -m`` calls (private, so not in the stubs)
+            runpy._run_module_as_main(self.target, alter_argv=True)  # type: ignore[attr-defined]
         else:
             sys.argv = ["-c", *self.args]
             sys.path[0] = ""
@@ -227,7 +233,7 @@ def _exit_code(exc: SystemExit) -> int:
         return code & 0xFF
     try:
         sys.stderr.write(f"{code}\n")
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     return 1
 
@@ -242,7 +248,7 @@ def _user_tb(tb: types.TracebackType | None) -> types.TracebackType | None:
 _UNHANDLED_SIGINT = -int(signal.SIGINT)  # never an exit status (those are 0..255)
 
 
-def _run_guarded(hook, invocation: PythonInvocation) -> int:
+def _run_guarded(hook: Callable[[], object] | None, invocation: PythonInvocation) -> int:
     try:
         if hook is not None:
             hook()
@@ -250,11 +256,11 @@ def _run_guarded(hook, invocation: PythonInvocation) -> int:
         return 0
     except SystemExit as exc:
         return _exit_code(exc)
-    except BaseException as exc:  # noqa: BLE001  (an uncaught exception of the user's program)
+    except BaseException as exc:  # an uncaught exception of the user's program
         exc.__traceback__ = _user_tb(exc.__traceback__)  # the default hook prints this one
         try:
             sys.excepthook(type(exc), exc, exc.__traceback__)
-        except Exception:  # noqa: BLE001
+        except Exception:
             traceback.print_exception(exc)
         # python shuts down (threads, atexit, flush) and only then dies by SIGINT
         return _UNHANDLED_SIGINT if isinstance(exc, KeyboardInterrupt) else 1
@@ -265,7 +271,7 @@ def _finish_streams() -> None:
         try:
             if stream is not None:
                 stream.flush()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
@@ -274,11 +280,11 @@ def _finish(code: int) -> None:
     handlers, flush the standard streams, exit."""
     try:
         threading._shutdown()  # type: ignore[attr-defined]
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         pass
     try:
         atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         pass
     flushed = _flush_std_files()
     _finalize_main()
@@ -299,13 +305,13 @@ def _flush_std_files() -> bool:
             if stream is None or getattr(stream, "closed", False):
                 continue
             stream.flush()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             ok = False
             if stream is sys.stdout:
                 try:
                     sys.stderr.write(f"Exception ignored in: {stream!r}\n")
                     traceback.print_exception(type(exc), exc, None)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
     return ok
 
@@ -326,5 +332,5 @@ def _finalize_main() -> None:
         import gc
 
         gc.collect()
-    except BaseException:  # noqa: BLE001  (a finalizer's error is printed by Python, as at shutdown)
+    except BaseException:  # a finalizer's error is printed by Python, as at shutdown
         pass
