@@ -103,3 +103,18 @@ def test_the_profile_refuses_a_bad_count(tmp_path: Path) -> None:
     assert cfg is not None and (cfg.steps, cfg.trace, cfg.track_syncs) == (5, False, True)
     with pytest.raises(ValueError, match=r"^FERRY_PROFILE_WARMUP='x' is not an integer$"):
         profile_config({**env, "FERRY_PROFILE_WARMUP": "x"})
+
+
+def test_the_probe_hooks_reader_does_not_import_the_whole_sandbox():
+    """The sandboxed child's probe/profile hooks import sandbox.envvars at every probed start: that
+    must not load the sandbox's runner machinery (execute, warm starts, cgroups)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, sandbox.envvars; "
+            "print(sorted(m for m in sys.modules if m.startswith('sandbox.') and m != 'sandbox.envvars'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
+    import sandbox
+
+    assert sandbox.run_in_sandbox.__module__ == "sandbox.execute"  # the package's names still resolve
