@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from sandbox.mountinfo import mounts
 from sandbox.procs import OWNER_PATTERN, is_alive, owner_alive_match, owner_token
 
 logger = logging.getLogger(__name__)
@@ -64,17 +65,8 @@ class ControlInfo:
 
 def _mounts() -> list[tuple[str, str, str]]:
     """(fstype, mount point, super options) of the cgroup filesystems mounted here."""
-    out: list[tuple[str, str, str]] = []
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        f, r = left.split(), right.split()
-        if len(f) >= 5 and len(r) >= 3 and r[0] in ("cgroup", "cgroup2") and f[3] == "/":
-            out.append((r[0], f[4], r[2]))
-    return out
+    return [(m.fstype, m.point, m.super_options) for m in mounts()
+            if m.fstype in ("cgroup", "cgroup2") and m.root == "/"]
 
 
 def _own_paths() -> dict[str, str]:

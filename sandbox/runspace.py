@@ -32,11 +32,11 @@ import secrets
 import stat
 import subprocess
 import threading
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from sandbox.limits import Limits, format_size
+from sandbox.mountinfo import mounts
 from sandbox.procs import OWNER_PATTERN, owner_alive_match, owner_token
 from sandbox.workspace import default_root
 
@@ -127,37 +127,11 @@ def mount_support() -> tuple[bool, str]:
     return True, ""
 
 
-@dataclass(frozen=True)
-class _Mount:
-    root: str  # the mounted directory inside its filesystem ("/" for the space itself, "/bind0" for a bind)
-    point: str
-    fstype: str
-    source: str
-
-
-def _unescape(text: str) -> str:
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
-
-
-def _mounts() -> list[_Mount]:
-    out: list[_Mount] = []
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        f, r = left.split(), right.split()
-        if len(f) >= 5 and len(r) >= 2:
-            out.append(_Mount(_unescape(f[3]), _unescape(f[4]), r[0], _unescape(r[1])))
-    return out
-
-
 def sweep_stale() -> list[str]:
     """Unmount the run spaces (and their binds) of Ferry processes that have ended; returns the
     mount points cleaned. Mounts of a running Ferry are never touched."""
     cleaned: list[str] = []
-    for m in reversed(_mounts()):  # binds (mounted later) before the space itself
+    for m in reversed(mounts()):  # binds (mounted later) before the space itself
         match = _NAME.match(m.source)
         if m.fstype != "tmpfs" or match is None or owner_alive_match(match):
             continue
