@@ -14,7 +14,6 @@ This module stays light (no LangGraph): importing it must not cost what it is me
 
 from __future__ import annotations
 
-import logging
 import secrets
 import threading
 import time
@@ -25,8 +24,6 @@ from agent.materialise import artifacts_root
 from agent.runs import RunScheduler, finished, parallel_limit
 from agent.state import MigrationOptions
 from tools.runner.models import RunResult
-
-logger = logging.getLogger(__name__)
 
 REFERENCE_LABEL = "reference"
 

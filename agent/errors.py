@@ -11,10 +11,7 @@ Two families:
 
 from __future__ import annotations
 
-import logging
 from typing import Literal, get_args
-
-logger = logging.getLogger(__name__)
 
 Status = Literal[
     "migrated",  # target run + tests pass on tpx, parity passes

@@ -19,7 +19,6 @@ context (:class:`MigrationContext`). Checkpoints: ``agent.checkpoints``.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,8 +41,6 @@ from agent.nodes.scan import scan
 from agent.nodes.target import target_run, tests
 from agent.runs import RunScheduler
 from agent.state import MigrationState
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,6 @@ from agent.runs import RunScheduler
 from agent.state import MigrationOptions, dump
 
 __all__ = ["MigrationLocked", "UnknownMigration", "initial_state", "list_migrations", "load", "resume", "start"]
-
-logger = logging.getLogger(__name__)
 
 
 class UnknownMigration(LookupError):

@@ -8,12 +8,9 @@ there by root is a classic link attack) are refused with a message that says wha
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 from pathlib import Path
-
-logger = logging.getLogger(__name__)
 
 # Trees Ferry never writes into (any depth).
 SYSTEM_TREES: tuple[str, ...] = (

@@ -6,7 +6,6 @@ readers there; nothing reads these dicts by key.
 
 from __future__ import annotations
 
-import logging
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -18,7 +17,6 @@ from tools.runner.models import RefusedArtifact, RunResult
 __all__ = ["Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord", "Outputs", "ParityOutcome", "Plan",
            "ProfileOutcome", "ReviewItem", "RunPhase", "RunRecord", "RunRole", "ScanDigest", "Step"]
 
-logger = logging.getLogger(__name__)
 
 EditKind = Literal["codemod", "policy", "llm", "human"]
 RunRole = Literal["reference", "target", "tests", "profile"]

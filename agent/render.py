@@ -9,7 +9,6 @@ chose (summaries quoting trace messages, probe keys, finding titles) is escaped 
 
 from __future__ import annotations
 
-import logging
 import re
 
 from agent.records import EditSummary, LLMUsage, MigrationRecord, ParityOutcome, ProfileOutcome, ReviewItem
@@ -18,8 +17,6 @@ from tools.parity.models import ParityReport, TensorComparison
 from tools.patch import FileChange
 from tools.profile.models import ProfileReport
 from tools.textsafe import md_code, md_inline
-
-logger = logging.getLogger(__name__)
 
 PARITY_ROWS = 30
 PROFILE_ROWS = 15

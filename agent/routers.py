@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Literal
 
 from agent.state import State, last_run, llm_option, options_of, parity_of
-
-logger = logging.getLogger(__name__)
 
 
 def after_ingest(state: State) -> Literal["reference_run", "report"]:

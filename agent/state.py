@@ -12,7 +12,6 @@ a workspace lost in a crash is rebuilt from the original repo plus ``files``.
 
 from __future__ import annotations
 
-import logging
 import operator
 from collections.abc import Mapping
 from typing import Annotated, Any, TypedDict, TypeVar
@@ -24,8 +23,6 @@ from agent.records import Edit, Outputs, Plan, RunPhase, RunRecord, ScanDigest, 
 from tools.parity.models import ParityReport
 from tools.profile.models import ProfileReport
 from tools.runner.models import RunResult
-
-logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 

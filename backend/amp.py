@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 
 from backend import _ext, kernels
-
-logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager

@@ -20,13 +20,9 @@ moves). Both load the C++ extension on first use.
 
 from __future__ import annotations
 
-import logging
-
 import torch
 
 from backend import _ext
-
-logger = logging.getLogger(__name__)
 
 
 def to_cpu(t: torch.Tensor) -> torch.Tensor:

@@ -6,13 +6,9 @@ device-to-host syncs are counted, and where casting to float64 on tpx is refused
 
 from __future__ import annotations
 
-import logging
-
 import torch
 
 from backend import kernels, stats
-
-logger = logging.getLogger(__name__)
 
 _perf_ns = kernels._perf_ns
 

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 from typing import Any
 
 import torch
 
 from backend import _ext, config, stats
-
-logger = logging.getLogger(__name__)
 
 Stream = torch.Stream
 Event = torch.Event

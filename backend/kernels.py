@@ -10,7 +10,6 @@ NotImplementedError in strict mode), bf16-input matmuls, mixed-device errors, st
 
 from __future__ import annotations
 
-import logging
 import time
 import warnings
 from typing import ClassVar
@@ -18,8 +17,6 @@ from typing import ClassVar
 import torch
 
 from backend import _ext, config, stats
-
-logger = logging.getLogger(__name__)
 
 Tensor = torch.Tensor
 _F64 = (torch.float64, torch.complex128)

@@ -8,13 +8,9 @@ the same cell equations computed with CPU ops on zero-copy aliases; the workspac
 
 from __future__ import annotations
 
-import logging
-
 import torch
 
 from backend import kernels, stats
-
-logger = logging.getLogger(__name__)
 
 
 def _c(t):

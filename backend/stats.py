@@ -6,10 +6,7 @@ Read them with ``torch.tpx.op_stats()`` / ``backend.stats.snapshot()``.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
-
-logger = logging.getLogger(__name__)
 
 # op name -> [calls, total_ns, cpu_fallback_calls]
 ops: dict[str, list[int]] = {}

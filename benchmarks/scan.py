@@ -178,12 +178,9 @@ def label_smoothing_loss(logits: torch.Tensor, target: torch.Tensor, eps: float 
 
 UTIL = '''"""Helpers {n}: configuration, logging and file handling (no torch)."""
 import json
-import logging
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass

@@ -7,9 +7,6 @@ so that the CLI in ``agent`` never imports ``evals``.
 from __future__ import annotations
 
 import argparse
-import logging
-
-logger = logging.getLogger(__name__)
 
 NAME = "eval"
 HELP = "migrate every sample repo of a suite (default evals/repos) and tabulate the statuses"

@@ -10,7 +10,6 @@ through the ``ferry.commands`` entry point: nothing in ``agent`` imports ``evals
 from __future__ import annotations
 
 import json
-import logging
 import subprocess
 import sys
 import time
@@ -21,8 +20,6 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from agent.records import MigrationRecord
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_SUITE = Path(__file__).resolve().parent / "repos"
 

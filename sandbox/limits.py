@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import resource
 import shutil
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from sandbox import envvars
-
-logger = logging.getLogger(__name__)
 
 GiB = 1024**3
 MiB = 1024**2

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import signal
 from pathlib import Path
-
-logger = logging.getLogger(__name__)
 
 
 def _proc_uid(pid: str) -> int | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import selectors
 import signal
@@ -16,8 +15,6 @@ from typing import IO, Protocol
 from sandbox.capture import CappedBuffer
 from sandbox.limits import Limits
 from sandbox.procs import find_run_processes, is_alive, kill_run, signal_run
-
-logger = logging.getLogger(__name__)
 
 
 class RunProcess(Protocol):

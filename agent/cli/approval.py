@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
 from agent.cli.progress import Progress, is_tty, print_interrupts
 from agent.runs import RunScheduler
-
-logger = logging.getLogger(__name__)
 
 
 def parse_edits(specs: list[str]) -> dict[str, str]:

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.cli import DISK_LIMIT_HELP
-
-logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from agent.state import MigrationOptions

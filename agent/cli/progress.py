@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -11,8 +10,6 @@ from agent.state import outputs_of, runs_of, steps_of
 
 if TYPE_CHECKING:
     from rich.status import Status
-
-logger = logging.getLogger(__name__)
 
 
 def plain(text: Any) -> str:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from typing import Any
-
-logger = logging.getLogger(__name__)
 
 NAME = "resume"
 HELP = "continue a migration from its last checkpoint (after a crash, or to answer an approval)"

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
 from agent.cli.scan_cmd import add_selection_arguments
-
-logger = logging.getLogger(__name__)
 
 NAME = "rewrite"
 HELP = "apply the auto-fix codemods to CUDA idioms (prints a unified diff; --write to change files)"

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 from pathlib import Path
 from typing import Any
-
-logger = logging.getLogger(__name__)
 
 NAME = "scan"
 HELP = ("find CUDA idioms in a repository (.py, notebooks; CUDA environment variables in shell/Docker/make/.env/"

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import os
 
 from pydantic import BaseModel, Field
 
 from agent.errors import LLMFailure
-
-logger = logging.getLogger(__name__)
 
 BASE_URL_ENV = "FERRY_LLM_BASE_URL"
 MODEL_ENV = "FERRY_LLM_MODEL"

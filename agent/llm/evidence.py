@@ -8,14 +8,11 @@ module is defined, constructed and called, when those can be found in the reposi
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable
 from typing import Any
 
 from tools.parity.models import Divergence, ParityReport, TensorComparison
-
-logger = logging.getLogger(__name__)
 
 TextOf = Callable[[str], "str | None"]
 MAX_CLASS_LINES = 60

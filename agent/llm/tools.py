@@ -8,7 +8,6 @@ a target run. ``run``/``check_parity``/``profile`` execute a scratch copy holdin
 from __future__ import annotations
 
 import json
-import logging
 import re
 import shutil
 import tempfile
@@ -24,8 +23,6 @@ from agent.policy.edits import check_parses
 from agent.runs import RunScheduler
 from tools.patch import file_diff, list_source_files
 from tools.runner.models import RunResult
-
-logger = logging.getLogger(__name__)
 
 MAX_READ_LINES = 200
 MAX_RESULT_CHARS = 6000

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,6 @@ from agent.records import Edit, EditKind
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, options_of
 from tools.patch import file_diff, read_text
-
-logger = logging.getLogger(__name__)
 
 
 def _decision(proposal: Proposal) -> dict[str, Any]:

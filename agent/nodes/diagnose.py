@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from agent.errors import Status
 from agent.nodes.common import (
     SUMMARY,
@@ -18,8 +16,6 @@ from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, last_run, options_of
-
-logger = logging.getLogger(__name__)
 
 TERMINAL_RUN_STATUS: dict[str, Status] = {"timeout": "failed_timeout", "sandbox_error": "failed_sandbox"}
 

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-
 from agent.errors import NeedsHuman
 from agent.nodes.common import SUMMARY, Update, ensure_workspace, source_of, step
 from agent.runs import RunScheduler
 from agent.state import MigrationState, options_of
 from tools.patch import list_source_files
-
-logger = logging.getLogger(__name__)
 
 
 @step("ingest")

@@ -8,7 +8,6 @@ the iteration and LLM budgets.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from agent import toolbox
@@ -19,8 +18,6 @@ from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, edits_of, options_of, parity_of, reference_of
 from tools.patch import file_diff, read_text
 from tools.runner.models import RunResult
-
-logger = logging.getLogger(__name__)
 
 
 def diagnosis_for_model(state: MigrationState) -> Diagnosis:

@@ -8,16 +8,12 @@ the report node says parity could not be shown (``partial``), never that it fail
 
 from __future__ import annotations
 
-import logging
-
 from agent import toolbox
 from agent.nodes.common import SUMMARY, Update, check_iteration_budget, ensure_workspace, fix_context, step
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, options_of, reference_of, target_ok_of
-
-logger = logging.getLogger(__name__)
 
 
 @step("parity")

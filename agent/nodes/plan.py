@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-
 from agent.nodes.common import SUMMARY, Update, entry_file, source_of, step
 from agent.records import Plan, ScanDigest
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, options_of, scan_of
 from tools.patch import list_source_files
-
-logger = logging.getLogger(__name__)
 
 AUTO = "auto"  # the scan's category of idioms the codemods rewrite (tools.scan.models.Category)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from agent import toolbox
 from agent.nodes.common import SUMMARY, Update, ensure_workspace, source_of, step
 from agent.policy.rules_cuda import rewritten_texts
@@ -11,8 +9,6 @@ from agent.records import Edit
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, edits_of, options_of
 from tools.patch import file_diff, read_text
-
-logger = logging.getLogger(__name__)
 
 
 @step("rewrite")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 
 from agent import toolbox
@@ -10,8 +9,6 @@ from agent.nodes.common import SUMMARY, Update, source_of, step
 from agent.records import ReviewItem, ScanDigest
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump
-
-logger = logging.getLogger(__name__)
 
 
 @step("scan")

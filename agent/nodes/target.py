@@ -10,7 +10,6 @@ since changed are cancelled. The reference run is joined by the next node, ``awa
 
 from __future__ import annotations
 
-import logging
 import threading
 from pathlib import Path
 
@@ -20,8 +19,6 @@ from agent.records import RunRecord
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, options_of
 from tools.runner.models import RunResult
-
-logger = logging.getLogger(__name__)
 
 
 def _tests_label(state: MigrationState) -> str:

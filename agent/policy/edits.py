@@ -3,12 +3,8 @@ edit tools. The policy's edits themselves are :mod:`tools.codemods.fixes` (libcs
 
 from __future__ import annotations
 
-import logging
-
 from agent.errors import EditRejected
 from tools.codemods.fixes import syntax_error
-
-logger = logging.getLogger(__name__)
 
 
 def check_parses(text: str, rel: str) -> None:

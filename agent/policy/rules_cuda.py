@@ -9,7 +9,6 @@ if none applies, the scanner's proposed rewrite for a *review* finding on that l
 from __future__ import annotations
 
 import json
-import logging
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -19,8 +18,6 @@ from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal, ne
 from agent.records import EditKind
 from tools.codemods.fixes import ApiReplacement, Span, device_generic_api, replace_spans, source_lines, span_text
 from tools.scan.models import RewriteResult
-
-logger = logging.getLogger(__name__)
 
 RULE = "residual_cuda_codemod"
 KINDS = ("cuda_not_compiled", "other", "ATen_cuda", "aten_cuda", "cuda_unmappable")

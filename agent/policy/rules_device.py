@@ -7,12 +7,8 @@ codemods find it (``tools.codemods.device``).
 
 from __future__ import annotations
 
-import logging
-
 from agent.policy.base import Diagnosis, FixContext, Proposal, first_site_fix, new_text
 from tools.codemods.fixes import add_factory_device
-
-logger = logging.getLogger(__name__)
 
 RULE = "add_missing_device"
 KINDS = ("mixed_devices",)

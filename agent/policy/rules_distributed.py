@@ -9,13 +9,10 @@ CUDA, gloo on tpx (whose memory is host memory) — so the code stays device-gen
 
 from __future__ import annotations
 
-import logging
 import re
 
 from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal
 from tools.codemods.fixes import per_device_backend
-
-logger = logging.getLogger(__name__)
 
 RULE = "per_device_process_group_backend"
 KINDS = ("other",)

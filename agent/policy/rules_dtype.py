@@ -5,12 +5,8 @@ The edit is :mod:`tools.codemods.fixes` FIX002 (``float32_at``).
 
 from __future__ import annotations
 
-import logging
-
 from agent.policy.base import Diagnosis, FixContext, Proposal, first_site_fix, new_text
 from tools.codemods.fixes import float32_at
-
-logger = logging.getLogger(__name__)
 
 RULE = "float64_to_float32"
 KINDS = ("tpx_float64",)

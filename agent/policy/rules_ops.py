@@ -10,15 +10,12 @@ arguments go to the host are ``op_fallbacks.json``.
 from __future__ import annotations
 
 import json
-import logging
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from agent.policy.base import Diagnosis, FixContext, Proposal, first_site_fix, new_text
 from tools.codemods.fixes import host_fallback
-
-logger = logging.getLogger(__name__)
 
 RULE = "unsupported_op_cpu_fallback"
 KINDS = ("unsupported_op",)

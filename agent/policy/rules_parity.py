@@ -5,13 +5,9 @@ The edit is :mod:`tools.codemods.fixes` FIX007 (``statement_after_imports``).
 
 from __future__ import annotations
 
-import logging
-
 from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal, new_text
 from tools.codemods.fixes import statement_after_imports
 from tools.parity.models import ParityReport
-
-logger = logging.getLogger(__name__)
 
 RULE = "matmul_precision_highest"
 KINDS = ("parity_failed",)

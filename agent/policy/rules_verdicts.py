@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 import re
 
 from agent.policy.base import Diagnosis, FixContext, Verdict
-
-logger = logging.getLogger(__name__)
 
 FIGURES = re.compile(r"(requested|allocated|capacity|free|reserved)[^0-9]{0,20}([0-9.]+\s*[KMGT]?i?B)", re.IGNORECASE)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,6 @@ from agent.service.schemas import (
     State,
 )
 from agent.state import MigrationOptions, outputs_of, runs_of, status_of, steps_of
-
-logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/migrations", dependencies=[Authorized], tags=["migrations"],
                    responses={401: {"model": ErrorDetail, "description": "missing or wrong bearer token"}})

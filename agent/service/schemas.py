@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from agent import records
-
-logger = logging.getLogger(__name__)
 
 State = Literal["running", "waiting_for_approval", "finished", "stopped", "failed"]
 
