@@ -1,4 +1,4 @@
-"""``ferry eval``: migrate the sample repositories and show a table of statuses.
+"""``ferry eval``: run an eval suite, regrade a run, or compare two runs.
 
 A command of the ``ferry`` CLI registered through the ``ferry.commands`` entry point (pyproject.toml),
 so that the CLI in ``agent`` never imports ``evals``.
@@ -7,53 +7,134 @@ so that the CLI in ``agent`` never imports ``evals``.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+from pathlib import Path
 
 NAME = "eval"
-HELP = "migrate every sample repo of a suite (default evals/repos) and tabulate the statuses"
+HELP = "migrate and grade every case of an eval suite (default: the synthetic suite), regrade or compare runs"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("suite", metavar="SUITE_DIR", nargs="?",
-                        help="directory of */eval.json cases (default evals/repos)")
-    parser.add_argument("--jobs", type=int, default=1, help="cases migrated in parallel (default 1)")
-    parser.add_argument("--policy", choices=("offline", "llm"), default="offline",
-                        help="fixing policy (default offline)")
-    parser.add_argument("--out", metavar="DIR", default="ferry-eval",
-                        help="where each case's outputs go (default ./ferry-eval)")
-    parser.add_argument("--case", action="append", metavar="NAME", help="run only this case (repeatable)")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per case (default 1800)")
+    parser.add_argument("suite", metavar="SUITE", nargs="?",
+                        help="synthetic (default: evals/suite), real (evals/real/manifest.toml), a directory of "
+                             "*/ferry-eval.toml cases or a manifest.toml of real cases")
+    parser.add_argument("--jobs", type=int, default=1, help="cases migrated side by side (default 1)")
+    parser.add_argument("--policy", choices=("offline", "llm"), default="offline", help="fixing policy (default offline)")
+    parser.add_argument("--out", metavar="DIR", default="ferry-eval", help="where the results go (default ./ferry-eval)")
+    parser.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")
+    parser.add_argument("--mirror", metavar="DIR", help="the real suite: a directory of clones of its repositories")
+    parser.add_argument("--ray", metavar="ADDRESS", help="run the cases as Ray tasks: a cluster address or 'local'")
+    parser.add_argument("--prices", metavar="FILE", help="model prices for the cost estimate (default evals/prices.toml)")
+    parser.add_argument("--regrade", metavar="DIR", help="grade the saved patches of the run in DIR again (no migration)")
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                        help="compare two runs (directories or results.jsonl); exit 1 when B is worse")
+    parser.add_argument("--validate", action="store_true",
+                        help="check each case's grading tests on the original code (f2p fail, p2p pass)")
+    parser.add_argument("--no-progress", action="store_true", help="no live display")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
     from agent.cli import CliError, output_dir
-    from evals.harness import DEFAULT_SUITE, SuiteError, run_suite
+    from evals.cases import SuiteError, load_suite
+    from evals.results import ResultsError, read_results
 
     if args.jobs < 1:
         raise CliError(f"--jobs must be at least 1, got {args.jobs}")
-    suite = Path(args.suite).expanduser() if args.suite else DEFAULT_SUITE
     try:
-        outcomes = run_suite(suite, output_dir(args.out, "--out"), jobs=args.jobs, policy=args.policy,
-                             timeout_s=args.timeout, only=args.case)
-    except SuiteError as exc:
+        if args.compare:
+            return _compare(args, read_results(Path(args.compare[0])), read_results(Path(args.compare[1])))
+        suite = load_suite(args.suite).select(args.case)
+    except (SuiteError, ResultsError) as exc:
         raise CliError(str(exc)) from exc
+    if args.validate:
+        return _validate(args, suite)
+    if args.regrade:
+        from evals.regrade import regrade
+
+        out = output_dir(args.out if args.out != "ferry-eval" else Path(args.regrade) / "regraded", "--out")
+        try:
+            results = regrade(Path(args.regrade), suite, out)
+        except ResultsError as exc:
+            raise CliError(str(exc)) from exc
+        return _finish(args, results, out, f"ferry eval --regrade {args.regrade}")
+    return _run(args, suite, output_dir(args.out, "--out"))
+
+
+def _run(args: argparse.Namespace, suite, out: Path) -> int:  # noqa: ANN001 - evals.cases.Suite
+    from agent.cli import CliError
+    from evals.harness import EvalError, run_suite
+    from evals.prices import Prices
+    from evals.progress import EvalProgress
+
+    try:
+        prices = Prices.load(Path(args.prices)) if args.prices else Prices.load()
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    model = os.environ.get("FERRY_LLM_MODEL") if args.policy == "llm" else None
+    mirror = Path(args.mirror).expanduser() if args.mirror else None
+    if mirror is not None and not mirror.is_dir():
+        raise CliError(f"--mirror {args.mirror} is not a directory of clones")
+    show = not (args.no_progress or args.json)
+    try:
+        with EvalProgress([c.name for c in suite.cases], enabled=show) as progress:
+            results = run_suite(suite, out, jobs=args.jobs, policy=args.policy, prices=prices, model=model,
+                                mirror=mirror, progress=progress, executor=args.ray)
+    except EvalError as exc:
+        raise CliError(str(exc)) from exc
+    except RuntimeError as exc:  # Ray unavailable or unreachable
+        from evals.ray_exec import RayUnavailable
+
+        if isinstance(exc, RayUnavailable):
+            raise CliError(str(exc)) from exc
+        raise
+    return _finish(args, results, out, f"ferry eval {suite.name} ({args.policy})")
+
+
+def _finish(args: argparse.Namespace, results, out: Path, title: str) -> int:  # noqa: ANN001
+    from evals.report import leaderboard, totals, write_reports
+
+    paths = write_reports(results, out, title)
     if args.json:
-        print(json.dumps([o.model_dump() for o in outcomes], indent=2))
+        print(json.dumps({"totals": totals(results), "results": [r.model_dump(mode="json") for r in results],
+                          **{k: str(v) for k, v in paths.items()}}, indent=2))
     else:
         from rich.console import Console
-        from rich.table import Table
+        from rich.markdown import Markdown
 
-        from agent.cli.progress import plain
+        Console().print(Markdown(leaderboard(results, title)))
+        print(f"results: {out / 'results.jsonl'}, {paths['leaderboard']}, {paths['report']}")
+    return 0 if all(r.as_expected for r in results) else 1
 
-        t = Table(title=f"ferry eval ({args.policy}) — {sum(o.passed for o in outcomes)}/{len(outcomes)} as expected")
-        for col in ("case", "status", "expected", "iter", "runs", "LLM calls", "wall s", "summary"):
-            t.add_column(col)
-        for o in outcomes:
-            colour = "green" if o.passed else "red"
-            t.add_row(o.name, f"[{colour}]{o.status}[/{colour}]", o.expected, str(o.iterations), str(o.runs),
-                      str(o.llm_calls), f"{o.wall_s:.1f}", plain(o.summary[:80]))
-        Console().print(t)
-    return 0 if all(o.passed for o in outcomes) else 1
+
+def _compare(args: argparse.Namespace, a, b) -> int:  # noqa: ANN001 - lists of CaseResult
+    from evals.compare import compare, render
+
+    cmp = compare(a, b)
+    if args.json:
+        print(json.dumps({"resolved_before": cmp.resolved_before, "resolved_after": cmp.resolved_after,
+                          "better": [c.name for c in cmp.better], "worse": [c.name for c in cmp.worse],
+                          "p2p_regressions": cmp.p2p_regressions, "regressed": cmp.regressed}, indent=2))
+    else:
+        print(render(cmp, args.compare[0], args.compare[1]))
+    return 1 if cmp.regressed else 0
+
+
+def _validate(args: argparse.Namespace, suite) -> int:  # noqa: ANN001
+    import tempfile
+
+    from evals.cases import SyntheticCase
+    from evals.grading import validate
+
+    problems: dict[str, list[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="ferry-validate-") as tmp:
+        for case in suite.cases:
+            if isinstance(case, SyntheticCase):
+                problems[case.name] = validate(case, Path(tmp) / case.name, timeout_s=case.timeout_s).problems()
+    if args.json:
+        print(json.dumps(problems, indent=2))
+    else:
+        for name, found in problems.items():
+            print(f"{name}: {'ok' if not found else '; '.join(found)}")
+    return 1 if any(problems.values()) else 0

@@ -1,117 +1,247 @@
-"""The eval harness: migrate every sample repository of a suite and tabulate the statuses.
+"""The eval harness: migrate each case of a suite, grade it, and record what it cost.
 
-A suite is a directory whose sub-directories each hold an ``eval.json`` manifest (run command,
-test command, expected status). Each case runs as its own ``ferry migrate --json`` subprocess
-with a private state dir, so cases are isolated and can run in parallel; its result.json is read
-back as ``agent.records.MigrationRecord``. ``ferry eval`` (``evals.eval_cmd``) plugs into the CLI
-through the ``ferry.commands`` entry point: nothing in ``agent`` imports ``evals``.
+Each case runs as its own ``ferry migrate --json`` subprocess with a private state dir (cases are
+isolated, can run side by side, and one that fails or hangs never stops the rest), then is graded
+(``evals.grading``: the hidden tests on a fresh copy with the patch applied; a real case by its
+run and parity). Results go to ``results.jsonl`` as each case finishes; ``evals.report`` turns them
+into a leaderboard and an HTML report, ``evals.compare`` compares two runs.
 """
 
 from __future__ import annotations
 
-import json
+import importlib.util
+import logging
+import os
+import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from agent.records import MigrationRecord
+from evals.cases import Case, RealCase, Suite, SyntheticCase, slug
+from evals.grading import GradingError, grade
+from evals.prices import Prices
+from evals.results import RESULTS_FILE, CaseResult, GradedTests, append_result
 
-DEFAULT_SUITE = Path(__file__).resolve().parent / "repos"
+logger = logging.getLogger(__name__)
 
-
-class SuiteError(ValueError):
-    """The suite directory or one of its manifests is unusable."""
-
-
-class EvalCase(BaseModel):
-    name: str
-    path: Path
-    run: str
-    test: str | None = None
-    expected_status: str = "migrated"
-    description: str = ""
-    idiom_groups: list[str] = Field(default_factory=list)
+Policy = Literal["offline", "llm"]
+ProgressFn = Callable[[str, str, str], None]  # (case, event: started|step|finished, detail)
 
 
-class EvalOutcome(BaseModel):
-    name: str
-    expected: str
-    status: str
-    passed: bool
-    wall_s: float
-    iterations: int = 0
-    runs: int = 0
-    llm_calls: int = 0
-    llm_tokens: int = 0
-    summary: str = ""
-    out_dir: str
+class EvalError(ValueError):
+    """The eval cannot run as asked (a missing mirror, an output dir that holds another run)."""
 
 
-def discover(suite: Path) -> list[EvalCase]:
-    if not suite.is_dir():
-        raise SuiteError(f"suite directory {suite} does not exist")
-    cases = []
-    for manifest in sorted(suite.glob("*/eval.json")):
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-            data.setdefault("name", manifest.parent.name)
-            cases.append(EvalCase(path=manifest.parent, **data))
-        except (json.JSONDecodeError, ValidationError, TypeError) as exc:
-            raise SuiteError(f"{manifest} is not a valid eval manifest: {exc}") from exc
-    if not cases:
-        raise SuiteError(f"{suite} holds no */eval.json manifests")
-    return cases
+def _ferry(args: list[str], timeout_s: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True,
+                          timeout=timeout_s, env={**os.environ, **(env or {})})
 
 
-def run_case(case: EvalCase, out_root: Path, policy: Literal["offline", "llm"], timeout_s: float) -> EvalOutcome:
-    out = out_root / case.name
-    out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "agent.cli", "migrate", str(case.path), "--run", case.run, "--json",
-           "--out", str(out), "--state-dir", str(out / "state"), "--id", f"eval-{case.name}-{int(time.time())}"]
+def _base(case: Case, suite: str, out: Path) -> dict[str, object]:
+    return {"suite": suite, "name": case.name, "kind": case.kind, "difficulty": case.difficulty,
+            "idiom_groups": case.idiom_groups, "expected_status": case.expected_status, "out_dir": str(out)}
+
+
+def migrate(case: Case, repo: Path, out: Path, policy: Policy) -> tuple[MigrationRecord | None, str, float]:
+    """``ferry migrate`` of ``repo`` into ``out``: its record (None when it wrote none), a reason when
+    it did not end normally, and its wall time."""
+    args = ["migrate", str(repo), "--run", case.run, "--json", "--out", str(out), "--state-dir", str(out / "state"),
+            "--id", f"eval-{slug(case.name)}", "--llm" if policy == "llm" else "--offline"]
     if case.test:
-        cmd += ["--test", case.test]
-    cmd += ["--llm"] if policy == "llm" else ["--offline"]
+        args += ["--test", case.test]
+    env = dict(case.env) if isinstance(case, RealCase) else {}
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        proc = _ferry(args, case.timeout_s, env)
     except subprocess.TimeoutExpired:
-        return EvalOutcome(name=case.name, expected=case.expected_status, status="failed_timeout", passed=False,
-                           wall_s=time.monotonic() - t0, summary=f"the migration exceeded {timeout_s:.0f}s",
-                           out_dir=str(out))
+        return None, f"the migration exceeded its {case.timeout_s:.0f} s timeout", time.monotonic() - t0
     wall = time.monotonic() - t0
     (out / "migrate.stderr.txt").write_text(proc.stderr, encoding="utf-8")
-    result_path = out / "result.json"
-    if not result_path.exists():
-        return EvalOutcome(name=case.name, expected=case.expected_status, status="failed_internal", passed=False,
-                           wall_s=wall, summary=f"no result.json (exit {proc.returncode}): {proc.stderr[-500:]}",
-                           out_dir=str(out))
     try:
-        res = MigrationRecord.model_validate_json(result_path.read_text(encoding="utf-8"))
-    except ValidationError as exc:
-        return EvalOutcome(name=case.name, expected=case.expected_status, status="failed_internal", passed=False,
-                           wall_s=wall, summary=f"result.json is not a migration result: {exc}", out_dir=str(out))
-    return EvalOutcome(
-        name=case.name, expected=case.expected_status, status=res.status, passed=res.status == case.expected_status,
-        wall_s=wall, iterations=res.iterations, runs=res.runs, llm_calls=res.llm.calls, llm_tokens=res.llm.total_tokens,
-        summary=res.summary or "", out_dir=str(out),
-    )
+        record = MigrationRecord.model_validate_json((out / "result.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, ValidationError) as exc:
+        why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+        return None, f"no migration result ({type(exc).__name__}): {why}", wall
+    return record, "", wall
 
 
-def run_suite(suite: Path, out_root: Path, *, jobs: int = 1, policy: Literal["offline", "llm"] = "offline",
-              timeout_s: float = 1800.0, only: list[str] | None = None) -> list[EvalOutcome]:
-    cases = discover(suite)
-    if only:
-        unknown = set(only) - {c.name for c in cases}
-        if unknown:
-            raise SuiteError(f"no such case(s) in {suite}: {', '.join(sorted(unknown))}")
-        cases = [c for c in cases if c.name in only]
+def _rules(record: MigrationRecord) -> list[str]:
+    fired: list[str] = []
+    for e in record.edits:
+        fired += [r for r in e.rule.split(",") if r] if e.kind == "codemod" else [e.rule]
+    return fired
+
+
+def _from_record(record: MigrationRecord, prices: Prices, model: str | None) -> dict[str, object]:
+    return {"status": record.status, "parity_passed": record.parity.passed, "iterations": record.iterations,
+            "runs": record.runs, "llm_calls": record.llm.calls, "prompt_tokens": record.llm.prompt_tokens,
+            "completion_tokens": record.llm.completion_tokens, "model": model if record.llm.calls else None,
+            "cost_usd": prices.cost(model, record.llm.prompt_tokens, record.llm.completion_tokens)
+            if record.llm.calls else 0.0, "rules_fired": _rules(record)}
+
+
+def grade_synthetic(case: SyntheticCase, record: MigrationRecord, out: Path) -> tuple[str, str, GradedTests, float | None]:
+    """(grade, reason, test outcomes, own run seconds) of a migrated synthetic case."""
+    patch = (out / "ferry.patch").read_text(encoding="utf-8")
+    try:
+        graded = grade(case, patch, out / "grading", timeout_s=case.timeout_s)
+    except GradingError as exc:
+        return "failed", f"{exc.reason}: {exc}", GradedTests(), None
+    tests = graded.tests
+    reasons = []
+    if not tests.f2p_ok:
+        reasons.append("fail-to-pass not passing: " + ", ".join(n for n, o in tests.fail_to_pass.items() if o != "passed"))
+    if not tests.p2p_ok:
+        reasons.append("pass-to-pass regressed: " + ", ".join(n for n, o in tests.pass_to_pass.items() if o != "passed"))
+    if record.parity.passed is not True:
+        reasons.append(f"parity {record.parity.verdict or 'not checked'}" +
+                       (f" ({record.parity.first_divergence})" if record.parity.first_divergence else ""))
+    if not graded.own_run_ok:
+        reasons.append("the migrated run command fails on tpx")
+    if not reasons:
+        return "resolved", "", tests, graded.own_run_s
+    some = any(o == "passed" for o in [*tests.fail_to_pass.values(), *tests.pass_to_pass.values()])
+    grade_ = "partial" if some or graded.own_run_ok else "failed"
+    return grade_, f"{record.status}: " + "; ".join(reasons), tests, graded.own_run_s
+
+
+def grade_real(record: MigrationRecord) -> tuple[str, str, float | None]:
+    """A real case is resolved when its migrated run passes on tpx and parity with the original passes."""
+    targets = [r for r in record.run_log if r.kind == "target"]
+    ran = bool(targets) and targets[-1].status == "ok" and targets[-1].exit_code == 0
+    own = targets[-1].duration_s if ran else None
+    if ran and record.parity.passed is True:
+        return "resolved", "", own
+    why = [] if ran else [f"the migrated run does not pass on tpx ({targets[-1].status if targets else 'never ran'})"]
+    if record.parity.passed is not True:
+        why.append(f"parity {record.parity.verdict or 'not checked'}")
+    return ("partial" if ran else "failed"), f"{record.status}: " + "; ".join(why), own
+
+
+def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Prices, model: str | None,
+             mirror: Path | None = None) -> CaseResult:
+    """Migrate and grade one case; never raises (a broken case is a failed result with its reason)."""
+    out = out_root / slug(case.name)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    base = _base(case, suite, out)
+    t0 = time.monotonic()
+    try:
+        if isinstance(case, RealCase):
+            from evals.real import prepare
+
+            repo = prepare(case, mirror, out / "checkout")
+        else:
+            repo = case.repo
+        record, why, wall = migrate(case, repo, out, policy)
+        if record is None:
+            status = "failed_timeout" if "timeout" in why else "failed_harness"
+            return CaseResult(**base, status=status, grade="failed", reason=why, wall_s=wall)  # type: ignore[arg-type]
+        fields = _from_record(record, prices, model)
+        if isinstance(case, SyntheticCase):
+            g, reason, tests, own = grade_synthetic(case, record, out)
+        else:
+            g, reason, own = grade_real(record)
+            tests = GradedTests()
+        return CaseResult(**base, **fields, grade=g, reason=reason, tests=tests, wall_s=round(wall, 3),  # type: ignore[arg-type]
+                          own_run_s=own, ratio=round(wall / own, 3) if own else None,
+                          patch=str(out / "ferry.patch"))
+    except Exception as exc:  # noqa: BLE001 - one broken case must not stop the others; it is recorded
+        logger.exception("case %s failed in the harness", case.name)
+        status = getattr(exc, "status", "failed_harness")
+        return CaseResult(**base, status=status, grade="failed", reason=f"{type(exc).__name__}: {exc}",  # type: ignore[arg-type]
+                          wall_s=round(time.monotonic() - t0, 3))
+
+
+def check_out_dir(out_root: Path) -> None:
+    """An output dir is new, empty, or a previous eval run's (its results are replaced)."""
+    if out_root.is_dir() and any(out_root.iterdir()) and not (out_root / RESULTS_FILE).exists():
+        raise EvalError(f"--out {out_root} is not empty and holds no {RESULTS_FILE}: give a new directory "
+                        "(an eval run replaces what a previous one wrote there)")
+
+
+def run_suite(suite: Suite, out_root: Path, *, jobs: int = 1, policy: Policy = "offline",
+              prices: Prices | None = None, model: str | None = None, mirror: Path | None = None,
+              progress: ProgressFn | None = None, executor: str | None = None) -> list[CaseResult]:
+    """Every case of ``suite``; ``results.jsonl`` grows a line as each finishes. ``executor``: None
+    for threads here (``jobs`` side by side), or a Ray address (``local`` starts one)."""
+    check_out_dir(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
+    results_file = out_root / RESULTS_FILE
+    results_file.write_text("", encoding="utf-8")
+    prices = prices or Prices.load()
+    if mirror is None and any(isinstance(c, RealCase) for c in suite.cases):
+        raise EvalError("the real suite needs --mirror DIR: a directory of clones of its repositories "
+                        "(see docs/evals.md)")
+
+    def done(result: CaseResult) -> None:
+        append_result(results_file, result)
+        if progress is not None:
+            progress(result.name, "finished", f"{result.grade} ({result.status})")
+
+    if executor:
+        from evals.ray_exec import run_on_ray
+
+        results = run_on_ray(executor, suite, out_root, policy, prices, model, mirror, done, jobs=jobs)
+    else:
+        results = _run_threads(suite, out_root, policy, prices, model, mirror, done, progress, jobs)
+    order = {c.name: i for i, c in enumerate(suite.cases)}
+    return sorted(results, key=lambda r: order.get(r.name, len(order)))
+
+
+def _run_threads(suite: Suite, out_root: Path, policy: Policy, prices: Prices, model: str | None,
+                 mirror: Path | None, done: Callable[[CaseResult], None], progress: ProgressFn | None,
+                 jobs: int) -> list[CaseResult]:
+    results: list[CaseResult] = []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        outcomes = list(pool.map(lambda c: run_case(c, out_root, policy, timeout_s), cases))
-    (out_root / "eval.json").write_text(json.dumps([o.model_dump() for o in outcomes], indent=2), encoding="utf-8")
-    return outcomes
+        pending: dict[Future[CaseResult], str] = {}
+        queue = list(suite.cases)
+        while queue or pending:
+            while queue and len(pending) < max(1, jobs):
+                case = queue.pop(0)
+                if progress is not None:
+                    progress(case.name, "started", "")
+                pending[pool.submit(run_case, case, suite.name, out_root, policy, prices, model, mirror)] = case.name
+            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED, timeout=1.0)
+            for fut in finished:
+                pending.pop(fut)
+                result = fut.result()  # run_case never raises
+                results.append(result)
+                done(result)
+            if progress is not None:
+                for name in pending.values():
+                    progress(name, "step", current_step(out_root, name))
+    return results
+
+
+def current_step(out_root: Path, name: str) -> str:
+    """The last step the case's migration checkpointed ('' before its first)."""
+    sdir = out_root / slug(name) / "state"
+    if not (sdir / "checkpoints.sqlite").exists():
+        return ""
+    try:
+        from agent.migration import UnknownMigration, load
+        from agent.state import steps_of
+
+        steps = steps_of(load(f"eval-{slug(name)}", sdir))
+    except (UnknownMigration, Exception):  # noqa: BLE001 - a display detail: the migration writes as we read
+        return ""
+    return steps[-1].node if steps else ""
+
+
+def packages_missing(packages: list[str]) -> list[str]:
+    """The ``pip-name[:module]`` entries whose module cannot be imported by Ferry's interpreter."""
+    missing = []
+    for spec in packages:
+        pip, _, module = spec.partition(":")
+        if importlib.util.find_spec(module or pip.replace("-", "_")) is None:
+            missing.append(pip)
+    return missing

@@ -1,0 +1,160 @@
+"""The eval harness end to end on a two-case suite (tests/evals/suite): real migrations, hidden
+grading tests on a fresh patched copy, results.jsonl, leaderboard and HTML report; regrade and
+compare on a recorded run (tests/evals/recorded); bad suites are clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evals.cases import SuiteError, load_suite
+from evals.compare import compare
+from evals.harness import run_suite
+from evals.prices import Prices
+from evals.regrade import regrade
+from evals.results import CaseResult, read_results
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+SUITE = HERE / "suite"
+RECORDED = HERE / "recorded"
+
+
+def _ferry(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """One real eval run of the two-case suite (both cases side by side), shared by the tests below."""
+    out = tmp_path_factory.mktemp("eval") / "run"
+    events: list[tuple[str, str]] = []
+    results = run_suite(load_suite(SUITE), out, jobs=2, progress=lambda n, e, d: events.append((n, e)))
+    assert [r.name for r in results] == ["tiny_placement", "tiny_unresolved"]
+    assert {e for _, e in events} >= {"started", "finished"}
+    return out
+
+
+def test_a_case_is_resolved_only_when_its_hidden_tests_pass_on_the_patched_copy(run_dir):
+    results = {r.name: r for r in read_results(run_dir)}
+    good, bad = results["tiny_placement"], results["tiny_unresolved"]
+    assert good.grade == "resolved" and good.status == "migrated" and good.parity_passed is True
+    assert good.tests.fail_to_pass == {"ferry_grading/test_device.py::test_the_model_trains_on_the_accelerator": "passed"}
+    assert set(good.tests.pass_to_pass.values()) == {"passed"}
+    assert good.own_run_s and good.ratio and good.ratio == pytest.approx(good.wall_s / good.own_run_s, rel=1e-2)
+    assert "FRY002" in good.rules_fired and good.llm_calls == 0 and good.cost_usd == 0.0
+    # the same migration, a hidden test no correct migration passes: not resolved, and said why
+    assert bad.status == "migrated" and bad.grade == "partial"
+    assert "fail-to-pass not passing" in bad.reason and "test_the_module_keeps_a_cuda_string" in bad.reason
+    # the agent never saw the grading tests: they are in no patch and in no migrated workspace
+    for r in (good, bad):
+        patch = Path(r.patch).read_text()
+        assert "ferry_grading" not in patch and "grading/" not in patch
+        assert not list((Path(r.out_dir) / "state").rglob("ferry_grading"))
+
+
+def test_the_reports_are_written_with_their_charts(run_dir):
+    from evals.report import write_reports
+
+    paths = write_reports(read_results(run_dir), run_dir, "t")
+    board = paths["leaderboard"].read_text()
+    assert "**1/2 resolved (50%)**" in board and "| `tiny_placement` | easy | **resolved** |" in board
+    page = paths["report"].read_text()
+    assert page.count("<img alt=") == 4 and page.count("data:image/png;base64,") == 4
+
+
+def test_regrade_grades_the_saved_patches_again_without_migrating(tmp_path):
+    run = tmp_path / "recorded"
+    shutil.copytree(RECORDED, run)
+    suite = load_suite(SUITE)
+    again = {r.name: r for r in regrade(run, suite, tmp_path / "regraded")}
+    before = {r.name: r for r in read_results(run)}
+    assert {n: r.grade for n, r in again.items()} == {n: r.grade for n, r in before.items()}
+    assert not list((tmp_path / "regraded").rglob("checkpoints.sqlite"))  # nothing was migrated
+    # grading follows the tests as they are now: break the good case's patch, regrade, it fails
+    (run / "tiny_placement" / "ferry.patch").write_text("not a patch\n")
+    broken = {r.name: r for r in regrade(run, suite, tmp_path / "regraded2")}
+    assert broken["tiny_placement"].grade == "failed" and "patch_does_not_apply" in broken["tiny_placement"].reason
+
+
+def test_compare_names_what_got_better_or_worse_and_gates_on_regressions(tmp_path):
+    a = read_results(RECORDED)
+    worse = [r.model_copy(update={"grade": "failed", "status": "needs_llm", "reason": "x"}) if r.name == "tiny_placement"
+             else r for r in a]
+    cmp = compare(a, worse)
+    assert [c.name for c in cmp.worse] == ["tiny_placement"] and cmp.regressed
+    assert cmp.resolved_before == 1 and cmp.resolved_after == 0
+    assert not compare(a, a).regressed
+    b = tmp_path / "b.jsonl"
+    b.write_text("".join(r.model_dump_json() + "\n" for r in worse))
+    res = _ferry("eval", "--compare", str(RECORDED), str(b))
+    assert res.returncode == 1 and "tiny_placement: resolved -> failed" in res.stdout, res.stdout + res.stderr
+    res = _ferry("eval", "--compare", str(RECORDED), str(RECORDED))
+    assert res.returncode == 0 and "1 better" not in res.stdout and "0 worse" in res.stdout
+
+
+def test_a_hanging_case_is_failed_timeout_and_does_not_stop_the_others(tmp_path):
+    suite = tmp_path / "suite"
+    shutil.copytree(SUITE / "tiny_placement", suite / "tiny_placement")
+    shutil.copytree(SUITE / "tiny_placement", suite / "hangs")
+    manifest = suite / "hangs" / "ferry-eval.toml"
+    manifest.write_text(manifest.read_text().replace('name = "tiny_placement"', 'name = "hangs"')
+                        .replace('timeout_s = 300', 'timeout_s = 8')
+                        .replace('run = "python train.py --steps 3"', 'run = "python -c \'import time; time.sleep(60)\'"'))
+    results = {r.name: r for r in run_suite(load_suite(suite), tmp_path / "out", jobs=2)}
+    assert results["hangs"].status == "failed_timeout" and results["hangs"].grade == "failed"
+    assert "8 s timeout" in results["hangs"].reason
+    assert results["tiny_placement"].grade == "resolved"
+
+
+def test_validate_finds_a_fail_to_pass_test_that_cannot_fail():
+    res = _ferry("eval", str(SUITE), "--validate")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "tiny_placement: ok" in res.stdout
+    assert "tiny_unresolved: fail-to-pass test ferry_grading/test_device.py::test_the_module_keeps_a_cuda_string " \
+           "passes on the original code: it cannot fail" in res.stdout
+
+
+def test_bad_suites_are_clear_errors(tmp_path):
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "ferry-eval.toml").write_text('name = "c"\nrun = "python x.py"\nexpected_status = "great"\n')
+    (tmp_path / "c" / "repo").mkdir()
+    with pytest.raises(SuiteError, match=r"expected_status: .*unknown status 'great'"):
+        load_suite(tmp_path)
+    (tmp_path / "c" / "ferry-eval.toml").write_text(
+        'name = "c"\nrun = "python x.py"\n[grading]\nfail_to_pass = ["ferry_grading/test_x.py::test_y"]\n')
+    with pytest.raises(SuiteError, match="no grading/ directory"):
+        load_suite(tmp_path)
+    res = _ferry("eval", str(tmp_path / "nothing-here"))
+    assert res.returncode == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
+    res = _ferry("eval", "--compare", str(tmp_path / "missing"), str(RECORDED))
+    assert res.returncode == 2 and "cannot read" in res.stderr
+
+
+def test_costs_come_from_the_price_table():
+    prices = Prices.load()
+    assert prices.cost("gpt-4o-mini", 1_000_000, 1_000_000) == pytest.approx(0.75)
+    assert prices.cost("an-unpriced-model", 10, 10) is None
+
+
+def test_results_lines_follow_the_schema(run_dir):
+    for line in (run_dir / "results.jsonl").read_text().splitlines():
+        CaseResult.model_validate(json.loads(line))
+
+
+def test_the_ray_path_gives_the_local_results(tmp_path, run_dir):
+    """Each case a task of a local Ray instance started here on loopback; the same grades as the
+    local run, recorded as each finishes."""
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+    results = {r.name: r for r in run_suite(load_suite(SUITE), tmp_path / "ray", jobs=2, executor="local")}
+    local = {r.name: r for r in read_results(run_dir)}
+    assert {n: (r.grade, r.status, r.tests) for n, r in results.items()} == \
+           {n: (r.grade, r.status, r.tests) for n, r in local.items()}
+    assert len((tmp_path / "ray" / "results.jsonl").read_text().splitlines()) == 2
