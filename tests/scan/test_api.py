@@ -157,7 +157,7 @@ def test_bad_requests(tmp_path):
     with pytest.raises(ScanInputError, match="unknown rule"):
         scan(ScanRequest(path=tmp_path, rules=["FRY999"]))
     _write(tmp_path, "a.txt", "cuda")
-    with pytest.raises(ScanInputError, match="not a .py"):
+    with pytest.raises(ScanInputError, match=r"not a \.py"):
         scan(ScanRequest(path=tmp_path / "a.txt"))
 
 
