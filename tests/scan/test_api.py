@@ -216,3 +216,21 @@ def test_a_builtin_name_called_like_a_logger_in_a_training_loop_does_not_lose_th
     assert [(f.rule_id, f.line) for f in report.findings if f.rule_id == "FRY002"] == [("FRY002", 3), ("FRY002", 6)]
     assert ("FRY050", 9) in {(f.rule_id, f.line) for f in report.findings}  # the f-string formats the tensor
 
+
+def test_a_sort_key_with_a_string_prefix_keeps_its_prefix_and_quotes(tmp_path):
+    """FRY042 took the literal's first character for its quote: u"cuda_time_total" became the name
+    udevice_time_totalu (a NameError when the program runs)."""
+    _write(tmp_path, "prof.py", textwrap.dedent('''\
+        import torch
+
+        with torch.profiler.profile() as prof:
+            torch.ones(2).cuda()
+        print(prof.key_averages().table(sort_by=u"cuda_time_total"))
+        print(prof.key_averages().table(sort_by=r'self_cuda_time_total'))
+        print(prof.key_averages().table(sort_by="cuda_time"))
+        '''))
+    (f,) = rewrite(RewriteRequest(path=tmp_path)).files
+    lines = [line for line in f.rewritten.splitlines() if "sort_by" in line]
+    assert lines == ['print(prof.key_averages().table(sort_by=u"device_time_total"))',
+                          "print(prof.key_averages().table(sort_by=r'self_device_time_total'))",
+                          'print(prof.key_averages().table(sort_by="device_time"))']
