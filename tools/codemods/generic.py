@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import Category, Rule
 from tools.codemods.nodes import code, expr
 from tools.codemods.tables import CallMapping, Report
 
@@ -28,7 +28,7 @@ def _in_import(node: cst.CSTNode, rule: Rule) -> bool:
 class CallMapRule(Rule):
     """Rewrites calls ``torch.cuda.X(args)`` to the mapped call, keeping the argument text."""
 
-    CATEGORY = "auto"
+    CATEGORY: ClassVar[Category] = "auto"
     CALLS: ClassVar[Mapping[str, CallMapping]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -78,7 +78,7 @@ class CallMapRule(Rule):
 class NameReportRule(Rule):
     """Reports uses of the qualified names in ``NAMES`` and imports of modules in ``MODULES``."""
 
-    CATEGORY = "review"
+    CATEGORY: ClassVar[Category] = "review"
     NAMES: ClassVar[Mapping[str, Report]] = {}
     MODULES: ClassVar[Mapping[str, Report]] = {}
 

@@ -31,6 +31,6 @@ def all_rules() -> tuple[type[Rule], ...]:
 
 def rule_by_id(rule_id: str) -> type[Rule]:
     for rule in all_rules():
-        if rule.ID == rule_id:
+        if rule_id == rule.ID:
             return rule
     raise KeyError(rule_id)

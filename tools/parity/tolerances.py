@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -76,6 +77,6 @@ def tolerances_for(dtype: str) -> Tolerances:
     )
 
 
-def tolerance_table() -> dict[str, dict]:
+def tolerance_table() -> dict[str, dict[str, Any]]:
     """All rows, for reports."""
     return {d: tolerances_for(d).model_dump() for d in ("float16", "bfloat16", "float32", "float64")}

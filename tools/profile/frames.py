@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import linecache
+import logging
 import os
 import sys
 import sysconfig
 from pathlib import Path
+from types import FrameType
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class FrameFinder:
         return ok
 
     def user_frame(self, skip: int = 2) -> tuple[str, int, str, str] | None:
-        frame = sys._getframe(skip)
+        frame: FrameType | None = sys._getframe(skip)
         while frame is not None:
             filename = frame.f_code.co_filename
             if self.is_user_file(filename):

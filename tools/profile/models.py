@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
@@ -43,9 +42,12 @@ class CompileEvent(BaseModel):
     count: int = 1
 
 
+Severity = Literal["high", "medium", "low"]
+
+
 class Finding(BaseModel):
     kind: Literal["host_sync", "h2d_copy", "cpu_fallback", "graph_break", "recompile", "hot_op"]
-    severity: Literal["high", "medium", "low"]
+    severity: Severity
     title: str
     suggestion: str
     file: str | None = None
