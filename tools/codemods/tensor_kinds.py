@@ -196,7 +196,7 @@ class TensorKinds:
         kinds = {self._binding_kind(a, d) for a in scope[node.value] if isinstance(a, Assignment)}
         for k in ("tensor", "module", "module_class", "host"):
             if k in kinds:
-                return k  # type: ignore[return-value]
+                return k
         return None
 
     def _binding_kind(self, assignment: Assignment, d: int) -> Kind:
@@ -293,7 +293,7 @@ def _torch_call_kind(qname: str) -> Kind:
         return "module"  # torch.nn.Linear(...), torch.nn.CrossEntropyLoss(...)
     if qname.startswith(_TENSOR_NAMESPACES):
         return "tensor"
-    if qname.count(".") != 1 or last[:1].isupper() and not last.endswith("Tensor"):
+    if qname.count(".") != 1 or (last[:1].isupper() and not last.endswith("Tensor")):
         return None  # torch.optim/utils/cuda/distributed..., torch.Generator, torch.Size...
     if last.endswith("Tensor"):
         return "tensor"

@@ -30,10 +30,10 @@ class DeviceGenericApi(Fix):
     ID = "FIX005"
     NAME = "cuda.device-generic-api"
     DESCRIPTION = ("A CUDA API called at a line (a key of the given table, e.g. torch.cuda.Event) -> its "
-                   "device-generic replacement (torch.Event) at every call of that API in the module, with device=<device> added "
-                   "where the table says so; <device> is the module's device variable (tools.codemods.device), else "
-                   "torch.accelerator.current_accelerator(). Names resolve through imports (import torch as T, from "
-                   "torch.cuda import Event); only in modules that import torch.")
+                   "device-generic replacement (torch.Event) at every call of that API in the module, with "
+                   "device=<device> added where the table says so; <device> is the module's device variable "
+                   "(tools.codemods.device), else torch.accelerator.current_accelerator(). Names resolve through "
+                   "imports (import torch as T, from torch.cuda import Event); only in modules that import torch.")
 
     def __init__(self, line: int, table: Mapping[str, ApiReplacement], mode: str = "accelerator") -> None:
         super().__init__()
