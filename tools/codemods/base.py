@@ -10,7 +10,6 @@ records :class:`Hit` objects (a finding, optionally with a transform for the nod
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -23,7 +22,6 @@ from tools.codemods.nodes import cuda_device_string, expr
 from tools.codemods.targets import DeviceMode as DeviceMode  # re-exported for the rules
 from tools.codemods.targets import device_expression
 
-logger = logging.getLogger(__name__)
 _VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
 _LAST_COMPONENTS: dict[int, tuple[Collection[str], frozenset[str]]] = {}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -11,8 +10,6 @@ import libcst as cst
 
 from tools.codemods.nodes import code, cuda_device_string, dotted, header_length
 from tools.codemods.targets import DEVICE_EXPRESSIONS, DeviceMode, device_expression
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_NAME = "device"
 FALLBACK_NAME = "ferry_device"

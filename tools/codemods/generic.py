@@ -5,7 +5,6 @@ A concrete rule module subclasses one of these and points it at its table in ``t
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -14,8 +13,6 @@ import libcst as cst
 from tools.codemods.base import Category, Rule
 from tools.codemods.nodes import code, expr
 from tools.codemods.tables import CallMapping, Report
-
-logger = logging.getLogger(__name__)
 
 
 def _in_import(node: cst.CSTNode, rule: Rule) -> bool:

@@ -7,7 +7,6 @@ name or an identifier-like string such as an ``__all__`` entry), which is conser
 
 from __future__ import annotations
 
-import logging
 import re
 
 import libcst as cst
@@ -16,7 +15,6 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from tools.codemods.nodes import code, string_value
 
-logger = logging.getLogger(__name__)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

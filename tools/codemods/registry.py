@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import logging
 import pkgutil
 from functools import lru_cache
 
 from tools.codemods.base import Rule
-
-logger = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=1)

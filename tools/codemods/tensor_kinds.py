@@ -29,7 +29,6 @@ sync the device; ``.cuda()``/``.to(device)`` makes them device tensors.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Literal
 
 import libcst as cst
@@ -40,7 +39,6 @@ from tools.codemods.tables import LIKE_FACTORIES, TENSOR_FACTORIES
 if TYPE_CHECKING:
     from tools.codemods.base import Rule
 
-logger = logging.getLogger(__name__)
 
 #: "tensor": a tensor that may live on the device; "host": one created on the CPU (a factory
 #: without ``device=``, ``from_numpy``) and not moved since: printing it does not sync the device

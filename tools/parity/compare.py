@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any, Literal, Required, TypedDict
 
@@ -14,8 +13,6 @@ from tools.parity.models import CompareOptions, Divergence, ModuleComparison, Pa
 from tools.parity.tolerances import SCALAR_DTYPE
 from tools.parity.verdicts import VERDICT_RANK, Verdict
 from tools.probe.dump import ProbeDump
-
-logger = logging.getLogger(__name__)
 
 TENSOR_KINDS = ("module_input", "module_output", "record")
 

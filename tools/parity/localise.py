@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from tools.parity.models import Divergence, LikelyCause, ModuleComparison, TensorComparison
 from tools.probe.dump import ProbeDump
-
-logger = logging.getLogger(__name__)
 
 MATMUL_MODULES = {
     "Linear", "LazyLinear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 
 import torch
@@ -10,7 +9,6 @@ import torch
 from tools.parity.tolerances import Tolerances, tolerances_for
 from tools.parity.verdicts import VERDICT_RANK, Judgement, TensorMetrics, Tier, Verdict  # noqa: F401  (re-exported)
 
-logger = logging.getLogger(__name__)
 
 def dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")

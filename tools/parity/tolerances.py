@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from pydantic import BaseModel
-
-logger = logging.getLogger(__name__)
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype.
 ASSERT_CLOSE = {

@@ -7,15 +7,12 @@ module marker without its module all end in one clear ``InvalidArtifact``.
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import Annotated, Any, Literal, Required, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tools.probe.recorder import FORMAT
-
-logger = logging.getLogger(__name__)
 
 Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 Count = Annotated[int, Field(ge=0, le=2**63 - 1)]

@@ -12,7 +12,6 @@ tensors pass a size threshold, and at exit), so a crash keeps everything flushed
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import threading
@@ -24,8 +23,6 @@ from typing import Any, Final
 import torch
 
 from tools.probe.config import ProbeConfig
-
-logger = logging.getLogger(__name__)
 
 FORMAT: Final = "ferry-probe/1"
 INDEX_NAME = "index.json"

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import linecache
-import logging
 import os
 import sys
 import sysconfig
 from pathlib import Path
 from types import FrameType
-
-logger = logging.getLogger(__name__)
 
 _OWN_DIRS = tuple(str(Path(__file__).resolve().parents[1] / d) + os.sep for d in ("profile", "probe"))
 _LIB_DIRS = tuple({sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "purelib", "platlib")})

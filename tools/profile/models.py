@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
-
-logger = logging.getLogger(__name__)
 
 # Counts and line numbers as read back from a run's profile.json: bounded, so a forged
 # 4000-digit number cannot overflow the report's arithmetic.

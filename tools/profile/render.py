@@ -6,12 +6,8 @@ where it lands (tools.textsafe), so a hostile name renders as text, not as Markd
 
 from __future__ import annotations
 
-import logging
-
 from tools.profile.models import ProfileReport
 from tools.textsafe import md_code, md_inline
-
-logger = logging.getLogger(__name__)
 
 MAX_SYNC_ROWS = 200  # rows of the syncs table, fallback ops named (a forged profile can name millions)
 

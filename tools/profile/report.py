@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
@@ -21,8 +20,6 @@ from tools.profile.suggestions import (
 )
 from tools.profile.syncs import DATA_DEPENDENT
 from tools.profile.tpx_stats import TpxStats
-
-logger = logging.getLogger(__name__)
 
 TOP_N = 15
 REPORT_MD = "profile.md"

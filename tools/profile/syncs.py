@@ -12,7 +12,6 @@ by the tpx op statistics, without a source line.
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 from collections.abc import Callable
 from typing import Any, TypedDict
@@ -20,8 +19,6 @@ from typing import Any, TypedDict
 import torch
 
 from tools.profile.frames import FrameFinder
-
-logger = logging.getLogger(__name__)
 
 # attribute on torch.Tensor -> sync kind
 TENSOR_SYNC_METHODS = {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import sys
 import time
 from types import SimpleNamespace
@@ -16,8 +15,6 @@ from tools.redirect.tables import LEGACY_TENSOR_TYPES, NVTX_FUNCTIONS
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable, Iterator
-
-logger = logging.getLogger(__name__)
 
 
 def _from_torch_internals(depth: int = 2) -> bool:

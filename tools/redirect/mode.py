@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -13,7 +12,6 @@ from tools.redirect.sites import Recorder
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable, Collection, Sequence
 
-logger = logging.getLogger(__name__)
 
 _TO_FUNCS = {torch._C.TensorBase.to, torch._C._nn._parse_to}
 _CUDA_METHOD = torch._C.TensorBase.cuda

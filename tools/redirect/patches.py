@@ -8,7 +8,6 @@ ops run at full speed (a TorchFunctionMode would sit in front of every op). ``to
 from __future__ import annotations
 
 import functools
-import logging
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -19,8 +18,6 @@ from tools.redirect.tables import FACTORIES, TENSOR_FACTORIES
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable
-
-logger = logging.getLogger(__name__)
 
 
 def _wrap_factory(fn: Callable[..., Any], api: str, target: torch.device, rec: Recorder) -> Callable[..., Any]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import logging
 import os
 import sys
 import threading
@@ -16,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from types import FrameType
 
-logger = logging.getLogger(__name__)
 
 _TORCH_DIR: str | None = None  # set lazily: the torch package directory
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tools.scan.models import FileNote
-
-logger = logging.getLogger(__name__)
 
 _MAGIC = re.compile(r"^(\s*)([%!?])")
 

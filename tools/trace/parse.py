@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
@@ -10,8 +9,6 @@ from tools.trace.models import ExceptionInfo, Frame, Signature, TestOutcome, Tra
 from tools.trace.pytest_out import parse_junit_xml, parse_pytest_output
 from tools.trace.python_tb import parse_blocks, worker_original
 from tools.trace.signatures import classify
-
-logger = logging.getLogger(__name__)
 
 # Exceptions that only report that something else failed elsewhere.
 WRAPPER_TYPES = ("CalledProcessError", "ProcessRaisedException", "ChildFailedError", "ProcessExitedException")

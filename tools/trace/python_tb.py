@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass, field
 
 from tools.trace.models import ExceptionInfo, Frame
-
-logger = logging.getLogger(__name__)
 
 TB_HEADER = re.compile(r"^(?P<indent>\s*)Traceback \(most recent call last\):\s*$")
 FRAME = re.compile(r'^(?P<indent>\s*)File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')

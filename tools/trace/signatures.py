@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 
 from tools.trace.models import Signature, SignatureKind
-
-logger = logging.getLogger(__name__)
 
 # Packages that only exist for NVIDIA GPUs (import fails on a CPU/tpx machine).
 CUDA_ONLY_PACKAGES: tuple[str, ...] = (

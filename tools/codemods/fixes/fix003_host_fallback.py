@@ -4,14 +4,11 @@ the result back."""
 from __future__ import annotations
 
 import functools
-import logging
 
 import libcst as cst
 
 from tools.codemods.fixes.base import Fix, FixResult, apply
 from tools.codemods.nodes import atom, method_call, positional
-
-logger = logging.getLogger(__name__)
 
 
 def _to_device_of(value: cst.BaseExpression, like: cst.BaseExpression) -> cst.Call:

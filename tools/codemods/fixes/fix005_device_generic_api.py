@@ -3,7 +3,6 @@ at every call of it in the module."""
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +13,6 @@ from tools.codemods.device import usable_device_variable
 from tools.codemods.fixes.base import Fix, FixResult, apply, nodes_of, torch_name
 from tools.codemods.nodes import add_kwarg, expr, kwarg
 
-logger = logging.getLogger(__name__)
 _TORCH_RE = re.compile(r"(?<![\w.])torch\.")
 
 

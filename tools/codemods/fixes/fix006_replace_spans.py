@@ -4,14 +4,11 @@ review findings) by the rewrites proposed for them."""
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Sequence
 
 import libcst as cst
 
 from tools.codemods.fixes.base import Fix, FixResult, Span, apply, nodes_of
-
-logger = logging.getLogger(__name__)
 
 
 def _replacement(new: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
