@@ -7,15 +7,12 @@ field, what was wrong), never a traceback, a KeyError or a path outside the run'
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from sandbox.artifacts import MAX_JSON_VALUES_ENV, ArtifactLimits, read_text
-
-logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 MAX_PROBLEMS = 3

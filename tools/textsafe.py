@@ -15,10 +15,7 @@ A run chooses every byte of what it prints and writes, so its text is escaped wh
 from __future__ import annotations
 
 import html as _html
-import logging
 import re
-
-logger = logging.getLogger(__name__)
 
 # ESC-introduced sequences (7-bit) and their 8-bit C1 forms.
 _STRING_SEQ = r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])(?:[^\x07\x1b\x9c]*)(?:\x07|\x1b\\|\x9c|$)"

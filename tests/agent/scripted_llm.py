@@ -17,7 +17,8 @@ def tool_call(name: str, arguments: Any, call_id: str = "call_1") -> dict[str, A
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
 
 
-def reply(*calls: dict[str, Any], content: str | None = None, prompt_tokens: int = 100, completion_tokens: int = 20) -> dict[str, Any]:
+def reply(*calls: dict[str, Any], content: str | None = None, prompt_tokens: int = 100,
+          completion_tokens: int = 20) -> dict[str, Any]:
     return {"kind": "reply", "calls": list(calls), "content": content,
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}
 
@@ -36,7 +37,7 @@ class ScriptedLLM:
             def log_message(self, *a: Any) -> None:  # keep test output quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 outer.requests.append({"path": self.path, "body": body, "auth": self.headers.get("authorization")})
@@ -47,7 +48,8 @@ class ScriptedLLM:
                 step = outer.script.pop(0)
                 if step["kind"] == "error":
                     headers = {"retry-after": str(step["retry_after"])} if step.get("retry_after") is not None else {}
-                    return self._send(step["status"], {"error": {"message": step["message"], "type": "scripted"}}, headers)
+                    return self._send(step["status"], {"error": {"message": step["message"], "type": "scripted"}},
+                                      headers)
                 message: dict[str, Any] = {"role": "assistant", "content": step["content"]}
                 if step["calls"]:
                     message["tool_calls"] = step["calls"]
@@ -78,7 +80,7 @@ class ScriptedLLM:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def __enter__(self) -> "ScriptedLLM":
+    def __enter__(self) -> ScriptedLLM:
         self.thread.start()
         return self
 

@@ -127,7 +127,7 @@ def test_a_migration_reads_nothing_its_runs_planted(tmp_path: Path):
 
 
 def test_a_planted_probe_index_ends_the_migration_partial_not_failed_internal(tmp_path: Path):
-    result, state, res, refused = _migrate(tmp_path, plant_index=True)
+    result, _state, res, refused = _migrate(tmp_path, plant_index=True)
     assert result["status"] == "partial", (result.get("summary"), res.stderr[-3000:])
     assert "parity cannot be proven" in result["summary"] and "artifacts_refused" in result["summary"]
     assert "probe/index.json: symlink" in refused["reference"] and "probe/index.json: symlink" in refused["target"]

@@ -66,7 +66,8 @@ def test_a_bad_disk_limit_is_a_usage_error(tmp_path, capsys, monkeypatch):
             in capsys.readouterr().err)
     assert main(["check", repo, "--run", "python x.py", "--disk-limit", "12"]) == 2
     assert "--disk-limit '12' is too small: a run needs at least 1M" in capsys.readouterr().err
-    assert main(["migrate", repo, "--run", "python x.py", "--disk-limit", "4Q", "--state-dir", str(tmp_path / "s")]) == 2
+    assert main(["migrate", repo, "--run", "python x.py", "--disk-limit", "4Q", "--state-dir",
+                 str(tmp_path / "s")]) == 2
     assert "--disk-limit '4Q' is not a size" in capsys.readouterr().err
     monkeypatch.setenv("FERRY_DISK_LIMIT", "huge")
     assert main(["run", repo, "--", "python", "x.py"]) == 2
@@ -126,7 +127,8 @@ def test_run_artifacts_must_not_be_a_users_directory_or_inside_the_repo(tmp_path
     assert r.returncode == 2 and "already holds collected, result.json" in r.stderr, r.stderr
     assert (repo / "collected" / "data.csv").read_text() == "the user's data\n"
     assert (repo / "child" / "notes.txt").read_text() == "keep me\n"
-    assert (mine / "collected" / "data.csv").read_text() == "the user's data\n" and (mine / "result.json").read_text() == "{}\n"
+    assert (mine / "collected" / "data.csv").read_text() == "the user's data\n"
+    assert (mine / "result.json").read_text() == "{}\n"
     # a directory Ferry's runs use is reused, run after run
     art = tmp_path / "art"
     for _ in range(2):

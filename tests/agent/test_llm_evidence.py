@@ -55,10 +55,12 @@ def _output(key: str, module: str | None, kind: str = "module_output") -> Tensor
 
 
 def _report(divergence: Divergence | None, scalars: list[TensorComparison] | None = None) -> ParityReport:
-    modules = [ModuleComparison(order=0, key="Net.blocks.0#0", module="Net.blocks.0", call=0, step=0, module_class="Gate",
-                                input_verdict="pass", output_verdict="fail", max_abs=2.5e-3, cosine=0.99999),
-               ModuleComparison(order=1, key="Net.blocks.1#0", module="Net.blocks.1", call=0, step=0, module_class="Gate",
-                                input_verdict="fail", output_verdict="fail", max_abs=4e-3, cosine=0.99998)]
+    modules = [ModuleComparison(order=0, key="Net.blocks.0#0", module="Net.blocks.0", call=0, step=0,
+                                module_class="Gate", input_verdict="pass", output_verdict="fail", max_abs=2.5e-3,
+                                cosine=0.99999),
+               ModuleComparison(order=1, key="Net.blocks.1#0", module="Net.blocks.1", call=0, step=0,
+                                module_class="Gate", input_verdict="fail", output_verdict="fail", max_abs=4e-3,
+                                cosine=0.99998)]
     return ParityReport(verdict="fail", summary="parity FAIL: 1 pass, 0 warn, 3 fail", ref_dir="/r", target_dir="/t",
                         counts={"pass": 1, "fail": 3}, first_divergence=divergence, modules=modules,
                         tensors=[], scalars=scalars or [], notes=["a note from compare"],
@@ -68,7 +70,8 @@ def _report(divergence: Divergence | None, scalars: list[TensorComparison] | Non
 
 def _divergence() -> Divergence:
     return Divergence(key="Net.blocks.0#0", module="Net.blocks.0", call=0, step=0, module_class="Gate", inputs="pass",
-                      likely_cause="computation", explanation="inputs pass but outputs differ well beyond precision effects",
+                      likely_cause="computation",
+                      explanation="inputs pass but outputs differ well beyond precision effects",
                       ops=["sigmoid", "mul", "half"], output=_output("Net.blocks.0#0:out", "Net.blocks.0"))
 
 
@@ -79,12 +82,14 @@ def test_module_divergence_shows_metrics_tolerances_source_and_the_migration_dif
     assert "probe key Net.blocks.0#0 = module Net.blocks.0 (class Gate, call 0, step 0); its inputs pass" in text
     assert "Likely cause: computation: inputs pass but outputs differ" in text
     assert "Torch functions called in it on the target: sigmoid, mul, half" in text
-    assert "max_abs 0.0025, max_rel 0.0012, cosine 0.99999" in text and "off by more than the pass tolerance 80%" in text
+    assert "max_abs 0.0025, max_rel 0.0012, cosine 0.99999" in text
+    assert "off by more than the pass tolerance 80%" in text
     assert "pass if at most 0.01% of elements are off by more than 0.01%" in text and "rtol 1.3e-06 atol 1e-05" in text
     assert "Net.blocks.1#0 (Gate, step 0): inputs fail" in text  # the calls that inherit the drift
     # the class body, marked at its definition line, and the ModuleList that constructs it ('blocks.0' -> 'blocks')
     assert "--- net.py:5-9: definition of Gate ---" in text and ">5: class Gate(nn.Module):" in text
-    assert " 7:         if x.device.type == device.type:" in text and "class Net" not in text.split("definition of Gate")[1].split("---")[0]
+    assert " 7:         if x.device.type == device.type:" in text
+    assert "class Net" not in text.split("definition of Gate")[1].split("---")[0]
     assert "construction or call of 'blocks'" in text and "self.blocks = nn.ModuleList([Gate(), Gate()])" in text
     assert "What the migration changed in net.py" in text and "-        if x.is_cuda:" in text
     assert "tpx matmul precision 'highest'" in text and "Note: a note from compare" in text
@@ -120,7 +125,8 @@ def test_fixer_sends_the_parity_evidence_and_the_edits_already_tried(tmp_path):
                      parity=_report(_divergence()),
                      earlier_edits=["matmul_precision_highest at net.py:1 (policy): bf16 matmuls"])
     edit = {"path": "net.py", "search": "if x.device.type == device.type:", "replace": 'if x.device.type == "cuda":'}
-    script = [scripted.reply(scripted.tool_call("apply_edit", edit), scripted.tool_call("finish", {"summary": "s"}, "c2"))]
+    script = [scripted.reply(scripted.tool_call("apply_edit", edit),
+                             scripted.tool_call("finish", {"summary": "s"}, "c2"))]
 
     def no_runs(*a):
         raise AssertionError("unexpected run")
@@ -136,4 +142,5 @@ def test_fixer_sends_the_parity_evidence_and_the_edits_already_tried(tmp_path):
     assert "-        if x.is_cuda:\n+        if x.device.type == device.type:" in prompt
     assert "Offline rules already applied: matmul_precision_highest@net.py:1" in prompt
     assert "- matmul_precision_highest at net.py:1 (policy): bf16 matmuls" in prompt
-    assert session.files["net.py"] == MIGRATED.replace("if x.device.type == device.type:", 'if x.device.type == "cuda":')
+    assert session.files["net.py"] == MIGRATED.replace("if x.device.type == device.type:",
+                                                       'if x.device.type == "cuda":')

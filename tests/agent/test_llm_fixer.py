@@ -67,7 +67,8 @@ def test_tool_calls_read_edit_finish(tmp_path):
     assert client.usage.calls == 3 and client.usage.prompt_tokens == 300 and client.usage.completion_tokens == 60
     first = server.requests[0]["body"]
     assert first["model"] == "scripted-model" and server.requests[0]["auth"] == "Bearer test-key"
-    assert {t["function"]["name"] for t in first["tools"]} >= {"read_file", "search_repo", "apply_edit", "apply_diff", "run", "scan", "check_parity", "profile"}
+    assert {t["function"]["name"] for t in first["tools"]} >= {"read_file", "search_repo", "apply_edit", "apply_diff",
+                                                               "run", "scan", "check_parity", "profile"}
     assert "float64_to_float32@m.py:5" in first["messages"][1]["content"]  # the model sees what rules tried
     # the tool result of read_file went back to the model with numbered lines
     tool_msgs = [m for m in server.requests[1]["body"]["messages"] if m["role"] == "tool"]
@@ -78,8 +79,10 @@ def test_malformed_call_goes_back_then_succeeds(tmp_path):
     repo = _repo(tmp_path)
     script = [
         scripted.reply(scripted.tool_call("apply_edit", "{not json")),
-        scripted.reply(scripted.tool_call("apply_edit", {"path": "m.py", "search": "x.double(", "replace": "x.float((("}, "c2")),
-        scripted.reply(scripted.tool_call("apply_edit", EDIT, "c3"), scripted.tool_call("finish", {"summary": "done"}, "c4")),
+        scripted.reply(scripted.tool_call("apply_edit", {"path": "m.py", "search": "x.double(",
+                                                         "replace": "x.float((("}, "c2")),
+        scripted.reply(scripted.tool_call("apply_edit", EDIT, "c3"),
+                       scripted.tool_call("finish", {"summary": "done"}, "c4")),
     ]
     with scripted.ScriptedLLM(script) as server:
         session = _session(repo)
@@ -132,7 +135,6 @@ def test_call_budget_exhaustion_is_failed_budget(tmp_path):
 
 
 def test_token_budget_counts_earlier_attempts(tmp_path):
-    repo = _repo(tmp_path)
     cfg = LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key="k", max_tokens=1000)
     client = ChatClient(cfg, {"calls": 2, "prompt_tokens": 900, "completion_tokens": 100})
     with pytest.raises(BudgetExhausted, match="token budget"):

@@ -61,7 +61,6 @@ def test_model_fixes_what_no_rule_can(tmp_path):
     llm_edits = [e for e in result["edits"] if e["kind"] == "llm"]
     assert len(llm_edits) == 1 and "create the table tensor on the device" in llm_edits[0]["reason"]
     # re-verified: a target run after the model's edit passed
-    kinds = [r["kind"] for r in result["run_log"]]
     targets = [r for r in result["run_log"] if r["kind"] == "target"]
     assert [r["status"] for r in targets] == ["failed", "ok"]
     first_prompt = server.requests[0]["body"]["messages"][1]["content"]

@@ -98,7 +98,8 @@ def test_model_fixes_a_parity_failure_no_rule_explains(tmp_path):
     _assert_parity_evidence(second)
     assert "Likely cause: computation" in first
     assert "Offline rules already applied: none" in first
-    assert "use a smaller epsilon" not in first and "llm at parity:Net.norm#0 (llm): model: use a smaller epsilon" in second
+    assert "use a smaller epsilon" not in first
+    assert "llm at parity:Net.norm#0 (llm): model: use a smaller epsilon" in second
     assert WRONG_LINE in second  # the source shown is the current one
     # the check_parity tool ran the edit and reported a pass back to the model
     tool_reply = server.requests[5]["body"]["messages"][-1]

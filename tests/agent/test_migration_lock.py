@@ -70,9 +70,8 @@ def test_second_owner_is_refused_at_once_naming_the_holder(tmp_path, store):
     holder = _start_holder(sdir, "m1", store)
     try:
         t0 = time.monotonic()
-        with pytest.raises(MigrationLocked) as info:
-            with migration_lock(sdir, "m1"):
-                pytest.fail("a second owner got the lock")
+        with pytest.raises(MigrationLocked) as info, migration_lock(sdir, "m1"):
+            pytest.fail("a second owner got the lock")
         assert time.monotonic() - t0 < 5, "refusal must be immediate, not a wait"
         msg = str(info.value)
         assert f"pid {holder.pid}" in msg and socket.gethostname() in msg and "since" in msg
@@ -124,9 +123,8 @@ def test_sqlite_row_of_a_reused_pid_is_stale(tmp_path, monkeypatch):
         c.execute(f"INSERT INTO {locks.TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                   ("m2", "t", 1, "elsewhere", "other-boot", "5", now, now))
     assert lock_holder(sdir, "m2").host == "elsewhere"
-    with pytest.raises(MigrationLocked, match="on host elsewhere"):
-        with migration_lock(sdir, "m2"):
-            pass
+    with pytest.raises(MigrationLocked, match="on host elsewhere"), migration_lock(sdir, "m2"):
+        pass
     with sqlite3.connect(sdir / "checkpoints.sqlite") as c:
         c.execute(f"UPDATE {locks.TABLE} SET heartbeat = ? WHERE migration_id = 'm2'", (now - locks.STALE_AFTER_S - 1,))
     with migration_lock(sdir, "m2"):
@@ -134,8 +132,9 @@ def test_sqlite_row_of_a_reused_pid_is_stale(tmp_path, monkeypatch):
 
 
 # A holder whose heartbeat is quick, so that the test sees it take its lock back after a restart.
-QUICK_HOLDER = HOLDER.replace("from agent.locks import migration_lock",
-                              "from agent import locks\nfrom agent.locks import migration_lock\nlocks.HEARTBEAT_S = 0.3")
+QUICK_HOLDER = HOLDER.replace(
+    "from agent.locks import migration_lock",
+    "from agent import locks\nfrom agent.locks import migration_lock\nlocks.HEARTBEAT_S = 0.3")
 
 
 def test_a_postgres_restart_does_not_let_a_second_owner_in(tmp_path, postgres_server, pg_url, monkeypatch):
@@ -152,9 +151,8 @@ def test_a_postgres_restart_does_not_let_a_second_owner_in(tmp_path, postgres_se
         time.sleep(1.0)  # the throwaway server commits asynchronously: let its WAL writer flush the row
         postgres_server.crash()
         postgres_server.restart()
-        with pytest.raises(MigrationLocked) as info:
-            with migration_lock(sdir, "m1"):
-                pytest.fail("a second owner got the lock while its holder still runs")
+        with pytest.raises(MigrationLocked) as info, migration_lock(sdir, "m1"):
+            pytest.fail("a second owner got the lock while its holder still runs")
         assert info.value.holder is not None and info.value.holder.pid == holder.pid
         seen = lock_holder(sdir, "m1")
         assert seen is not None and seen.pid == holder.pid
@@ -202,9 +200,8 @@ def test_a_holder_in_another_pid_namespace_is_not_taken_for_gone(tmp_path, monke
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert holder.stdout.readline().strip() == "held", holder.stderr.read()
-        with pytest.raises(MigrationLocked) as info:
-            with migration_lock(sdir, "m1"):
-                pytest.fail("a live holder in another pid namespace lost its lock")
+        with pytest.raises(MigrationLocked) as info, migration_lock(sdir, "m1"):
+            pytest.fail("a live holder in another pid namespace lost its lock")
         assert f"on host {socket.gethostname()}" in str(info.value)
         assert lock_holder(sdir, "m1") is not None
     finally:

@@ -26,7 +26,8 @@ def test_patch_applies_with_git_apply(tmp_path):
         "pkg/new.py": "NEW = True\n",
     }
     patch = build_patch(PatchRequest(original=repo, files=files))
-    assert {f.path: f.change for f in patch.files} == {"train.py": "modified", "pkg/m.py": "modified", "pkg/new.py": "added"}
+    assert {f.path: f.change for f in patch.files} == {"train.py": "modified", "pkg/m.py": "modified",
+                                                       "pkg/new.py": "added"}
     assert "\\ No newline at end of file" in patch.diff
     copy = tmp_path / "copy"
     shutil.copytree(repo, copy)

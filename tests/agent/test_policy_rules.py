@@ -21,7 +21,8 @@ def _ctx(tmp_path: Path, files: dict[str, str], **kw) -> FixContext:
 
 def _diag(kind: str, file: str, line: int, message: str = "", op: str | None = None, phase: str = "run") -> Diagnosis:
     return Diagnosis(phase=phase, kind=kind, op=op, exc_type="TypeError", message=message,
-                     frames=[Frame(file="train.py", line=1, function="<module>"), Frame(file=file, line=line, function="main")])
+                     frames=[Frame(file="train.py", line=1, function="<module>"),
+                             Frame(file=file, line=line, function="main")])
 
 
 def _new_line(p: Proposal, rel: str, line: int) -> str:
@@ -29,7 +30,8 @@ def _new_line(p: Proposal, rel: str, line: int) -> str:
 
 
 def test_float64_dtype_literal_becomes_float32(tmp_path):
-    src = "import torch\n\ndef main(device):\n    acc = torch.zeros((), dtype=torch.float64, device=device)\n    return acc\n"
+    src = ("import torch\n\ndef main(device):\n    acc = torch.zeros((), dtype=torch.float64, device=device)\n"
+           "    return acc\n")
     ctx = _ctx(tmp_path, {"m.py": src})
     p = propose(_diag("tpx_float64", "m.py", 4, "tpx has no float64"), ctx)
     assert isinstance(p, Proposal) and p.rule == "float64_to_float32" and p.kind == "policy"
@@ -181,7 +183,8 @@ def test_other_failure_without_cuda_at_the_line_is_not_a_residual_cuda_call(tmp_
 
 def test_process_group_without_device_backend_gets_one_per_device(tmp_path):
     train = ("import torch\nimport torch.distributed as dist\n\ndevice = torch.device('tpx')\n\n\ndef setup():\n"
-             "    dist.init_process_group(backend=torch.distributed.Backend.default_device_backend_map.get(device.type, 'gloo'),"
+             "    dist.init_process_group("
+             "backend=torch.distributed.Backend.default_device_backend_map.get(device.type, 'gloo'),"
              " init_method='file:///tmp/x', rank=0, world_size=1)\n")
     ctx = _ctx(tmp_path, {"train.py": train, "model.py": "import torch\n"})
     d = Diagnosis(phase="run", kind="other", exc_type="RuntimeError",
@@ -189,9 +192,11 @@ def test_process_group_without_device_backend_gets_one_per_device(tmp_path):
     p = propose(d, ctx)
     assert isinstance(p, Proposal) and p.rule == "per_device_process_group_backend" and p.site == "train.py:8"
     line = _new_line(p, "train.py", 8)
-    assert "backend=f\"cpu:gloo,{device.type}:{torch.distributed.Backend.default_device_backend_map.get(device.type, 'gloo')}\"" in line
+    assert ("backend=f\"cpu:gloo,{device.type}:"
+            "{torch.distributed.Backend.default_device_backend_map.get(device.type, 'gloo')}\"") in line
     ns = {"device": type("D", (), {"type": "tpx"})(), "torch": __import__("torch")}
-    assert eval(line.split("backend=")[1].split(", init_method")[0], ns) == "cpu:gloo,tpx:tpxgloo"  # tpx registers its collective backend
+    # tpx registers its collective backend
+    assert eval(line.split("backend=")[1].split(", init_method")[0], ns) == "cpu:gloo,tpx:tpxgloo"
 
 
 def test_collectives_on_a_device_without_backend_need_a_human(tmp_path):
@@ -215,7 +220,8 @@ def test_residual_table_rewrites_every_call_of_that_api_in_the_file(tmp_path):
 def test_residual_cuda_review_rewrite_takes_every_site_of_that_rule_in_the_file(tmp_path):
     """Two `.cuda(local_rank)` calls: the one that failed and one later in the loop would fail the
     same way one target run later, so one proposal rewrites both (and nothing else)."""
-    src = ("import torch\n\ndevice = torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')\n\n\n"
+    src = ("import torch\n\n"
+           "device = torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')\n\n\n"
            "def main(local_rank):\n    model = torch.nn.Linear(2, 2).cuda(local_rank)\n"
            "    for _ in range(2):\n        x = torch.randn(3, 2).cuda(local_rank)\n        model(x)\n"
            "    y = torch.ones(2)  # not CUDA: untouched\n    return model, y\n")

@@ -188,7 +188,7 @@ def test_setup_is_safe_when_processes_start_together(pg_url):
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0 and out.strip() == "ok", err[-2000:]
     from langgraph.checkpoint.postgres.base import MIGRATIONS
 
@@ -344,7 +344,8 @@ def test_service_answers_503_naming_the_store_while_postgres_is_down(tmp_path):
     try:
         url = server.create_database("svc")
         user, rest = url.split("://", 1)[1].split("@", 1)
-        url = f"postgresql://{user}:s3cret-pw@{rest}"  # the server trusts loopback: the password only has to stay hidden
+        # the server trusts loopback: the password only has to stay hidden
+        url = f"postgresql://{user}:s3cret-pw@{rest}"
         proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--json", "--state-dir",
                                  str(tmp_path / "state")], cwd=ROOT, env=_env(url), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)

@@ -83,7 +83,8 @@ def test_parity_failure_no_rule_explains_goes_to_the_model_only_with_llm():
     assert routers.after_parity({"parity": failed, "proposal": None, "options": _opts(llm=False)}) == "report"
     assert routers.after_parity({"parity": failed, "options": _opts(llm=True, test_command="pytest")}) == "llm_fix"
     # a rule's fix still comes first, and a decided status (partial, failed_budget) still ends it
-    assert routers.after_parity({"parity": failed, "proposal": {"rule": "r"}, "options": _opts(llm=True)}) == "apply_fix"
+    assert routers.after_parity({"parity": failed, "proposal": {"rule": "r"},
+                                 "options": _opts(llm=True)}) == "apply_fix"
     assert routers.after_parity({"parity": failed, "status": "failed_budget", "options": _opts(llm=True)}) == "report"
     assert ParityReport.model_validate(_parity("pass")).passed and not ParityReport.model_validate(failed).passed
 

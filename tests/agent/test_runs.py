@@ -90,7 +90,8 @@ def test_parallel_limit_follows_the_environment(monkeypatch, runs: RunScheduler)
     assert runs_mod.parallel_limit() >= 1  # falls back to the core count, with a warning
 
 
-def _migrate_with_tests(tmp_path: Path, program: str, tests: str, parallel: str, mid: str) -> tuple[Path, Path, dict, str]:
+def _migrate_with_tests(tmp_path: Path, program: str, tests: str, parallel: str,
+                        mid: str) -> tuple[Path, Path, dict, str]:
     """``ferry migrate`` of a repo holding ``prog.py`` and ``tests/test_a.py``, with
     FERRY_PARALLEL_RUNS=``parallel``; returns (repo, state dir, the JSON result, stderr)."""
     repo = tmp_path / "repo"
@@ -145,7 +146,8 @@ def test_tests_go_beside_the_target_run_and_stale_ones_are_dropped(tmp_path: Pat
     state = load("side", sdir)
     kinds = [r["kind"] for r in state["runs"]]
     assert kinds.count("tests") == 1 and kinds.count("target") == 2 and kinds.count("reference") == 1
-    assert all(r["status"] == "ok" for r in state["runs"] if r["kind"] != "target") and state["runs"][-1]["kind"] == "tests"
+    assert all(r["status"] == "ok" for r in state["runs"] if r["kind"] != "target")
+    assert state["runs"][-1]["kind"] == "tests"
     tests_step = [s for s in state["steps"] if s["node"] == "tests"][-1]["summary"]
     assert ("beside the target run" in tests_step) == (parallel == "4")
     if parallel == "4":  # the counted tests ran on the fixed code (iteration 1), beside its target run

@@ -135,15 +135,15 @@ def test_training_matches_eager(kind, tpx_config):
     for step in range(3):
         loss_e, loss_c = train_step(eager_model, opt_e), train_step(compiled, opt_c)
         torch.testing.assert_close(loss_c.cpu(), loss_e.cpu(), **TOL)
-        for (name, pe), pc in zip(eager_model.named_parameters(), comp_model.parameters()):
+        for (name, pe), pc in zip(eager_model.named_parameters(), comp_model.parameters(), strict=True):
             assert pc.grad is not None and pc.grad.device.type == DEV, name
             torch.testing.assert_close(pc.grad.cpu(), pe.grad.cpu(), rtol=1e-4, atol=1e-5,
                                        msg=lambda m, n=name, s=step: f"step {s} grad {n}: {m}")
-    for (name, pe), pc in zip(eager_model.named_parameters(), comp_model.parameters()):
+    for (name, pe), pc in zip(eager_model.named_parameters(), comp_model.parameters(), strict=True):
         torch.testing.assert_close(pc.detach().cpu(), pe.detach().cpu(), rtol=1e-4, atol=1e-5,
                                    msg=lambda m, n=name: f"param {n}: {m}")
     # buffers mutated inside the compiled graph (BatchNorm running stats) reach the tpx tensors
-    for (name, be), bc in zip(eager_model.named_buffers(), comp_model.buffers()):
+    for (name, be), bc in zip(eager_model.named_buffers(), comp_model.buffers(), strict=True):
         torch.testing.assert_close(bc.cpu(), be.cpu(), rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"buffer {n}: {m}")
 
 

@@ -160,6 +160,6 @@ def test_single_process_ddp_matches_cpu(single_group, tpx_config):
             o.zero_grad()
             loss.backward()
             o.step()
-    for p, q in zip(ddp.module.parameters(), ref.parameters()):
+    for p, q in zip(ddp.module.parameters(), ref.parameters(), strict=True):
         assert p.device.type == "tpx"
         assert torch.equal(p.detach().cpu(), q.detach())

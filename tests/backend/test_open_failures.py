@@ -132,8 +132,8 @@ def test_sdpa_selects_the_cpu_kernel_and_agrees_bitwise(case, fp32_matmuls):
     elif case == "float_mask":
         kw["attn_mask"] = torch.randn(3, 6, generator=g)
     choice = torch._fused_sdp_choice(q, k, v, **kw)
-    assert torch._fused_sdp_choice(q.to("tpx"), k.to("tpx"), v.to("tpx"),
-                                   **{n: (t.to("tpx") if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}) == choice
+    on_tpx = {n: (t.to("tpx") if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}
+    assert torch._fused_sdp_choice(q.to("tpx"), k.to("tpx"), v.to("tpx"), **on_tpx) == choice
     cpu_in = [t.clone().requires_grad_() for t in (q, k, v)]
     tpx_in = [t.to("tpx").requires_grad_() for t in (q, k, v)]
     tkw = {n: (t.to("tpx") if isinstance(t, torch.Tensor) else t) for n, t in kw.items()}
@@ -143,7 +143,7 @@ def test_sdpa_selects_the_cpu_kernel_and_agrees_bitwise(case, fp32_matmuls):
     gout = torch.randn(want.shape, generator=g)
     want.backward(gout)
     got.backward(gout.to("tpx"))
-    for c, t in zip(cpu_in, tpx_in):
+    for c, t in zip(cpu_in, tpx_in, strict=True):
         assert torch.equal(t.grad.cpu(), c.grad)
 
 

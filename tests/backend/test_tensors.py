@@ -26,7 +26,7 @@ def test_seeded_random_streams_match_cpu():
     cpu = (torch.randn(5), torch.rand(3), torch.randint(0, 10, (4,)))
     torch.manual_seed(123)
     dev = (torch.randn(5, device="tpx"), torch.rand(3, device="tpx"), torch.randint(0, 10, (4,), device="tpx"))
-    for c, d in zip(cpu, dev):
+    for c, d in zip(cpu, dev, strict=True):
         assert torch.equal(c, d.cpu())
 
 

@@ -26,7 +26,8 @@ class _SDPA(nn.Module):
 MODELS = {
     "linear": (lambda: nn.Linear(8, 4), lambda: torch.randn(5, 8)),
     "conv1d": (lambda: nn.Conv1d(3, 4, 3), lambda: torch.randn(2, 3, 10)),
-    "conv2d_bn": (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()), lambda: torch.randn(2, 3, 8, 8)),
+    "conv2d_bn": (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()),
+                  lambda: torch.randn(2, 3, 8, 8)),
     "layernorm": (lambda: nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8)), lambda: torch.randn(5, 8)),
     "embedding": (lambda: nn.Embedding(10, 4), lambda: torch.randint(0, 10, (3, 5))),
     "lstm": (lambda: nn.LSTM(4, 6, batch_first=True), lambda: torch.randn(2, 5, 4)),

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from tools.codemods.fixes import (ApiReplacement, FixResult, Span, add_factory_device, device_generic_api,
-                                  float32_at, host_fallback, per_device_backend, replace_spans,
-                                  statement_after_imports)
+from tools.codemods.fixes import (
+    ApiReplacement,
+    FixResult,
+    Span,
+    add_factory_device,
+    device_generic_api,
+    float32_at,
+    host_fallback,
+    per_device_backend,
+    replace_spans,
+    statement_after_imports,
+)
 
 FIXTURES = Path(__file__).parent / "fix_fixtures"
 _HEADER = re.compile(r"^# fix: (\{.*\})$")

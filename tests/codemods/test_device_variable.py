@@ -12,7 +12,8 @@ ACCEL = 'torch.accelerator.current_accelerator(check_available=True) or torch.de
 
 def test_inserted_after_imports_once():
     out = analyze('"""Doc."""\nimport torch\n\nx = torch.ones(1).cuda()\ny = torch.ones(1).cuda()\n').new_source
-    assert out == f'"""Doc."""\nimport torch\n\ndevice = {ACCEL}\n\nx = torch.ones(1).to(device)\ny = torch.ones(1).to(device)\n'
+    assert out == (f'"""Doc."""\nimport torch\n\ndevice = {ACCEL}\n\n'
+                   'x = torch.ones(1).to(device)\ny = torch.ones(1).to(device)\n')
 
 
 def test_name_falls_back_when_device_is_taken():

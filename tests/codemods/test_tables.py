@@ -40,7 +40,7 @@ def test_the_table_reconciles_both_old_lists_and_agrees_with_the_redirect():
                 "zeros_like", "ones_like", "randn_like", "rand_like", "as_tensor"}
     assert {f"torch.{n}" for n in policy | codemods} <= DEVICE_FACTORIES
     assert "torch.from_numpy" in TENSOR_FACTORIES - DEVICE_FACTORIES  # host data: no device= to add
-    assert LIKE_FACTORIES == {n for n in DEVICE_FACTORIES if n.endswith("_like")}
+    assert {n for n in DEVICE_FACTORIES if n.endswith("_like")} == LIKE_FACTORIES
     assert "torch.zeros_like" in LIKE_FACTORIES
     # the run-time redirect wraps the same factories (it cannot import libcst-side tables in the child)
     assert {f"torch.{n}" for n in REDIRECTED_FACTORIES} == DEVICE_FACTORIES

@@ -68,3 +68,19 @@ def test_check_rejects_bad_input(cuda_repo: Path, tmp_path: Path, capsys: pytest
     assert "only FERRY_* and TPX_*" in capsys.readouterr().err
     assert main(["check", str(cuda_repo), "--run", "  "]) == 2
     assert main(["check", str(cuda_repo), "--run", "python train.py", "--steps", "0"]) == 2
+
+
+def test_runs_that_never_started_are_named_in_the_note(cuda_repo: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that never started (a sandbox error) has no probe dump: the note says which run and
+    why, instead of the TypeError of a missing path (\"... not 'NoneType'\")."""
+    from tools.parity.check import check
+    from tools.parity.models import CheckRequest
+
+    monkeypatch.setenv("FERRY_SANDBOX_ISOLATION", "no-such-level")  # every run is a sandbox error
+    result = check(CheckRequest(path=cuda_repo, command="python train.py", out_dir=tmp_path / "out", profile=False))
+    assert result.status == "run_failed" and result.parity is None
+    assert result.reference.status == result.target.status == "sandbox_error"
+    assert [n for n in result.notes if n.startswith("no parity report")] == [
+        "no parity report: the reference run left no probe dump (status sandbox_error); "
+        "the target run left no probe dump (status sandbox_error)"]

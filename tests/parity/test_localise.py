@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from tests.parity.conftest import Model, train_probed
@@ -175,7 +173,8 @@ def test_fallback_op_inside_the_divergent_module_is_named(reference_dump: Path, 
     target = train_probed(tmp_path / "tgt", prepare=perturb)
     # the target's tpx op statistics say layer_norm ran as a CPU fallback (as backend/stats.py reports it)
     index = json.loads((target / "index.json").read_text())
-    index["meta"]["tpx"] = {"fallback_ops": ["aten::native_layer_norm", "aten::layer_norm"], "matmul_precision": "highest"}
+    index["meta"]["tpx"] = {"fallback_ops": ["aten::native_layer_norm", "aten::layer_norm"],
+                            "matmul_precision": "highest"}
     (target / "index.json").write_text(json.dumps(index))
     div = compare_dumps(reference_dump, target).first_divergence
     assert div is not None and div.module == "Model.blocks.0.norm"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.parity.conftest import train_probed, tpx_or_skip
+from tests.parity.conftest import tpx_or_skip, train_probed
 from tools.parity.compare import compare_dumps
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,8 @@ def _losses(text: str) -> list[str]:
 def cpu_run(tmp_path_factory):
     art = tmp_path_factory.mktemp("art")
     cmd = "python cuda_train.py && python plain_train.py cpu"
-    return run(RunRequest(path=SCRIPTS, command=cmd, device="cpu", redirect_cuda="cpu", artifacts_dir=art, timeout_s=300))
+    return run(RunRequest(path=SCRIPTS, command=cmd, device="cpu", redirect_cuda="cpu", artifacts_dir=art,
+                          timeout_s=300))
 
 
 def test_cuda_script_runs_unchanged_on_cpu(cpu_run):
@@ -96,7 +96,7 @@ def test_unmappable_features_fail_naming_the_call_site(tmp_path):
     assert res.status == "failed"
     rows = {line.split(" | ")[0]: line for line in res.stdout_tail.splitlines() if " | " in line}
     assert set(rows) == {"graph", "graphed", "ext", "load", "triton"}, res.stdout_tail
-    for label, row in rows.items():
+    for row in rows.values():
         assert "ferry redirect:" in row and "unmappable.py:" in row, row
     assert "RedirectUnsupportedError" in rows["graph"]
     assert "ModuleNotFoundError" in rows["triton"]
@@ -110,7 +110,8 @@ def test_unmappable_features_fail_naming_the_call_site(tmp_path):
 @pytest.mark.slow
 def test_redirect_to_tpx_runs_on_tpx(tmp_path):
     cmd = "python cuda_train.py && python plain_train.py tpx"
-    res = run(RunRequest(path=SCRIPTS, command=cmd, device="tpx", redirect_cuda="tpx", artifacts_dir=tmp_path, timeout_s=300))
+    res = run(RunRequest(path=SCRIPTS, command=cmd, device="tpx", redirect_cuda="tpx", artifacts_dir=tmp_path,
+                         timeout_s=300))
     assert res.status == "ok", res.stderr_tail[-3000:]
     assert "devices tpx tpx" in res.stdout_tail
     losses = _losses(res.stdout_tail)

@@ -109,7 +109,7 @@ def _command(mode: str, host: dict[str, Path], *extra: Path) -> str:
     return f"python plant.py {mode} " + " ".join(str(a) for a in args)
 
 
-def _refused(res) -> dict[str, str]:  # noqa: ANN001
+def _refused(res) -> dict[str, str]:
     return {r.path: r.reason for r in res.artifacts_refused}
 
 
@@ -128,7 +128,7 @@ def test_links_in_every_artifact_file_are_refused_under_ferry_run(repo: Path, tm
     # every reader the check and the migration use, on what the result hands them
     with pytest.raises(DumpError, match="not a probe dump"):
         ProbeDump(res.probe_dir)
-    with pytest.raises(ProfileError, match="holds no profile.json"):
+    with pytest.raises(ProfileError, match=r"holds no profile\.json"):
         build_profile_report(res.profile_dir, repo)
     assert _snapshot(host["dir"]) == before and not host["absent"].exists()
     _no_secret_anywhere(tmp_path, res.model_dump_json())
@@ -147,7 +147,7 @@ def test_swapped_directories_a_fifo_and_a_sparse_file_are_refused_under_ferry_ru
     assert refused["redirect.jsonl"].startswith("too large: 1073741824 bytes > cap")
     with pytest.raises(DumpError, match="not a probe dump"):
         ProbeDump(res.probe_dir)  # an empty host-made dir, not the host dir the link named
-    with pytest.raises(ProfileError, match="holds no profile.json"):
+    with pytest.raises(ProfileError, match=r"holds no profile\.json"):
         build_profile_report(res.profile_dir, repo)
     assert _snapshot(host["dir"]) == before
     assert not host["absent"].exists() and not Path(str(host["absent"]) + ".d").exists()

@@ -78,7 +78,8 @@ def test_original_untouched_and_workspace_kept_on_request(repo: Path, tmp_path: 
 
 
 def test_probe_and_profile_dirs_are_handed_to_the_child(repo: Path, tmp_path: Path):
-    res = _run(repo, ["python", "-c", "import os; print(os.environ['FERRY_PROBE_DIR'], os.environ['FERRY_PROFILE_DIR'])"],
+    res = _run(repo, ["python", "-c",
+                      "import os; print(os.environ['FERRY_PROBE_DIR'], os.environ['FERRY_PROFILE_DIR'])"],
                tmp_path, probe=True, profile=True)
     assert res.status == "ok", res.stderr_tail
     assert res.probe_dir is not None and res.profile_dir is not None
@@ -113,19 +114,20 @@ def test_bad_input_is_a_clear_error(tmp_path: Path):
 
 def test_cli_run_json_and_exit_codes(repo: Path, tmp_path: Path):
     ferry = [sys.executable, "-m", "agent.cli"]
-    ok = subprocess.run(ferry + ["run", str(repo), "--device", "cpu", "--json", "--", "python", "-c", "print(42)"],
+    ok = subprocess.run([*ferry, "run", str(repo), "--device", "cpu", "--json", "--", "python", "-c", "print(42)"],
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["stdout_tail"].strip() == "42"
-    bad = subprocess.run(ferry + ["run", str(repo), "--device", "cpu", "--", "python", "bad.py"],
+    bad = subprocess.run([*ferry, "run", str(repo), "--device", "cpu", "--", "python", "bad.py"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "signature: syntax_error" in bad.stdout
-    usage = subprocess.run(ferry + ["run", str(repo)], capture_output=True, text=True, timeout=60)
+    usage = subprocess.run([*ferry, "run", str(repo)], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and "no command given" in usage.stderr
 
 
 def test_cli_doctor_reports_isolation(tmp_path: Path):
-    out = subprocess.run([sys.executable, "-m", "agent.cli", "doctor", "--json"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "agent.cli", "doctor", "--json"], capture_output=True, text=True,
+                         timeout=300)
     report = json.loads(out.stdout)
     assert report["isolation"]["level"] in ("bwrap", "unshare", "rlimits")
     assert report["isolation"]["level"] == report["isolation"]["available"][0]
@@ -150,7 +152,8 @@ def test_pytest_run_reports_per_test_outcomes(tmp_path: Path):
     src = tmp_path / "proj"
     src.mkdir()
     (src / "test_m.py").write_text("def test_ok():\n    pass\n\n\ndef test_bad():\n    assert [1] == [2]\n")
-    res = run(RunRequest(path=src, command="python -m pytest -q", device="cpu", artifacts_dir=tmp_path / "a", timeout_s=120))
+    res = run(RunRequest(path=src, command="python -m pytest -q", device="cpu", artifacts_dir=tmp_path / "a",
+                         timeout_s=120))
     assert res.status == "failed" and res.junit_xml is not None
     assert res.trace is not None and res.trace.origin == "pytest"
     assert {t.nodeid.split("::")[-1]: t.outcome for t in res.trace.tests} == {"test_ok": "passed", "test_bad": "failed"}
@@ -162,7 +165,8 @@ def _one_passing_pytest_file(tmp_path: Path, name: str, source: str) -> None:
     src = tmp_path / "proj"
     src.mkdir()
     (src / name).write_text(source)
-    res = run(RunRequest(path=src, command="python -m pytest -q", device="cpu", artifacts_dir=tmp_path / "a", timeout_s=120))
+    res = run(RunRequest(path=src, command="python -m pytest -q", device="cpu", artifacts_dir=tmp_path / "a",
+                         timeout_s=120))
     assert res.status == "ok", res.stdout_tail + res.stderr_tail
     assert "1 passed" in res.stdout_tail
 

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from sandbox.artifacts import (
-    ArtifactLimits, ArtifactMissing, ArtifactRefused, collect, is_regular_file, read_bytes, read_text, write_text,
+    ArtifactLimits,
+    ArtifactMissing,
+    ArtifactRefused,
+    collect,
+    is_regular_file,
+    read_bytes,
+    read_text,
+    write_text,
 )
 
 SECRET = "root-only-secret-4f1c"
@@ -24,7 +31,7 @@ def host(tmp_path: Path) -> dict[str, Path]:
     secret.parent.mkdir()
     secret.write_text(SECRET + "\n")
     secret.chmod(0o600)
-    (tmp_path / "host" / "index.json").write_text('{"secret": "%s"}' % SECRET)
+    (tmp_path / "host" / "index.json").write_text(f'{{"secret": "{SECRET}"}}')
     return {"secret": secret, "dir": secret.parent, "absent": tmp_path / "host" / "must-not-exist.md"}
 
 
@@ -37,7 +44,7 @@ def src(tmp_path: Path) -> Path:
     return d
 
 
-def _refusals(got) -> dict[str, str]:  # noqa: ANN001
+def _refusals(got) -> dict[str, str]:
     return {r.path: r.reason for r in got.refused}
 
 
@@ -151,7 +158,8 @@ def test_a_huge_sparse_file_is_refused_without_being_read(src: Path, tmp_path: P
     assert read < 1 << 20, f"{read} bytes were read"
     assert time.monotonic() - t0 < 5
     reason = _refusals(got)["probe/chunk_00000.pt"]
-    assert reason.startswith(f"too large: {1 << 30} bytes > cap {64 << 20}") and "FERRY_ARTIFACT_MAX_FILE_BYTES" in reason
+    assert reason.startswith(f"too large: {1 << 30} bytes > cap {64 << 20}")
+    assert "FERRY_ARTIFACT_MAX_FILE_BYTES" in reason
     assert not (tmp_path / "collected" / "probe" / "chunk_00000.pt").exists()
 
 

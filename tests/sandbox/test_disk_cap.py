@@ -111,7 +111,7 @@ def test_filling_dev_shm_is_a_disk_quota(space, repo: Path):
 
 def test_the_cap_is_for_all_areas_together(space, repo: Path):
     # 40 MiB each fit on their own; together they are over 64 MiB
-    ws, res = _run(space, repo, _write("ws.bin", 40), _write("/tmp/t.bin", 40))
+    _ws, res = _run(space, repo, _write("ws.bin", 40), _write("/tmp/t.bin", 40))
     assert _written(res.stdout, "ws.bin") == 40
     assert _written(res.stdout, "/tmp/t.bin") < 40
     assert res.limit_hit == "disk_quota" and res.status == "killed"
@@ -119,7 +119,7 @@ def test_the_cap_is_for_all_areas_together(space, repo: Path):
 
 
 def test_a_run_within_the_cap_is_untouched(space, repo: Path):
-    ws, res = _run(space, repo, _write("ws.bin", 8), _write("/tmp/t.bin", 8),
+    _ws, res = _run(space, repo, _write("ws.bin", 8), _write("/tmp/t.bin", 8),
                    _write("/dev/shm/s.bin", 8))
     assert res.status == "ok" and res.limit_hit is None, res.stderr
     assert "/dev/shm/s.bin" in res.stdout

@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -209,8 +208,8 @@ def test_fallback_levels_are_reported_and_still_limit(run_py, level):
     res = run_py("while True: pass", isolation=level, timeout_s=2)
     assert res.isolation == level
     assert res.status == "timeout"
-    net = run_py("import socket\ntry:\n socket.create_connection(('1.1.1.1', 80), timeout=2); print('NET')\nexcept OSError: print('NONET')",
-                 isolation=level)
+    net = run_py("import socket\ntry:\n socket.create_connection(('1.1.1.1', 80), timeout=2); print('NET')\n"
+                 "except OSError: print('NONET')", isolation=level)
     if level == "unshare":
         assert "NONET" in net.stdout
 
@@ -225,7 +224,8 @@ def test_workspace_inside_a_read_only_tree_stays_writable(tmp_path: Path, repo: 
     ws = create_workspace(repo, root=ro / "nested" / "runs")
     try:
         res = run_in_sandbox(
-            [PY, "-c", f"open('mine.txt','w').write('ok')\ntry:\n    open({str(ro / 'evil.txt')!r},'w')\n    print('RO-BROKEN')\nexcept OSError:\n    print('RO-OK')"],
+            [PY, "-c", f"open('mine.txt','w').write('ok')\ntry:\n    open({str(ro / 'evil.txt')!r},'w')\n"
+                       "    print('RO-BROKEN')\nexcept OSError:\n    print('RO-OK')"],
             ws.path, limits=small_limits(), readable=[ro], path_env=VENV_PATH)
         assert res.status == "ok", res.stderr
         assert "RO-OK" in res.stdout and (ws.path / "mine.txt").read_text() == "ok"

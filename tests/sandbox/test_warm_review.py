@@ -7,9 +7,9 @@ import json
 import os
 import shlex
 import subprocess
-import threading
 import tempfile
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path

@@ -157,7 +157,7 @@ def test_bad_requests(tmp_path):
     with pytest.raises(ScanInputError, match="unknown rule"):
         scan(ScanRequest(path=tmp_path, rules=["FRY999"]))
     _write(tmp_path, "a.txt", "cuda")
-    with pytest.raises(ScanInputError, match="not a .py"):
+    with pytest.raises(ScanInputError, match=r"not a \.py"):
         scan(ScanRequest(path=tmp_path / "a.txt"))
 
 
@@ -195,3 +195,42 @@ def test_aliased_imports_are_resolved(tmp_path, src):
     _write(tmp_path, "m.py", src)
     findings = scan(ScanRequest(path=tmp_path)).findings
     assert findings and findings[0].category == "auto"
+
+
+def test_a_builtin_name_called_like_a_logger_in_a_training_loop_does_not_lose_the_file(tmp_path):
+    """FRY050 asks whether ``NAME.info(...)`` is a logger by the assignments of NAME; a builtin's has no
+    node, and the AttributeError made the whole file an internal error (no finding of it reported)."""
+    _write(tmp_path, "train.py", textwrap.dedent('''\
+        import torch
+
+        model = torch.nn.Linear(2, 2).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            loss = model(torch.ones(2).cuda()).sum()
+            loss.backward()
+            opt.step()
+            vars.info(f"loss {loss}")
+        '''))
+    report = scan(ScanRequest(path=tmp_path))
+    assert report.notes == []
+    assert [(f.rule_id, f.line) for f in report.findings if f.rule_id == "FRY002"] == [("FRY002", 3), ("FRY002", 6)]
+    assert ("FRY050", 9) in {(f.rule_id, f.line) for f in report.findings}  # the f-string formats the tensor
+
+
+def test_a_sort_key_with_a_string_prefix_keeps_its_prefix_and_quotes(tmp_path):
+    """FRY042 took the literal's first character for its quote: u"cuda_time_total" became the name
+    udevice_time_totalu (a NameError when the program runs)."""
+    _write(tmp_path, "prof.py", textwrap.dedent('''\
+        import torch
+
+        with torch.profiler.profile() as prof:
+            torch.ones(2).cuda()
+        print(prof.key_averages().table(sort_by=u"cuda_time_total"))
+        print(prof.key_averages().table(sort_by=r'self_cuda_time_total'))
+        print(prof.key_averages().table(sort_by="cuda_time"))
+        '''))
+    (f,) = rewrite(RewriteRequest(path=tmp_path)).files
+    lines = [line for line in f.rewritten.splitlines() if "sort_by" in line]
+    assert lines == ['print(prof.key_averages().table(sort_by=u"device_time_total"))',
+                          "print(prof.key_averages().table(sort_by=r'self_device_time_total'))",
+                          'print(prof.key_averages().table(sort_by="device_time"))']

@@ -10,7 +10,6 @@ records :class:`Hit` objects (a finding, optionally with a transform for the nod
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -20,9 +19,9 @@ import libcst as cst
 from libcst.metadata import ScopeProvider
 
 from tools.codemods.nodes import cuda_device_string, expr
-from tools.codemods.targets import DeviceMode, device_expression  # DeviceMode: re-exported for the rules
+from tools.codemods.targets import DeviceMode as DeviceMode  # re-exported for the rules
+from tools.codemods.targets import device_expression
 
-logger = logging.getLogger(__name__)
 _VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
 _LAST_COMPONENTS: dict[int, tuple[Collection[str], frozenset[str]]] = {}
 
@@ -127,7 +126,7 @@ class Rule(cst.BatchableCSTVisitor):
     # Only scopes are computed up front: qualified names are asked of the scope for the few nodes
     # whose spelling could match (QualifiedNameProvider would compute them for every node), parents
     # come from a lazily built map, positions are resolved by the engine only for files with findings.
-    METADATA_DEPENDENCIES = (ScopeProvider,)
+    METADATA_DEPENDENCIES: ClassVar[tuple[type[cst.BaseMetadataProvider[object]], ...]] = (ScopeProvider,)
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__()

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
 
 from tools.codemods.nodes import code, cuda_device_string, dotted, header_length
 from tools.codemods.targets import DEVICE_EXPRESSIONS, DeviceMode, device_expression
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_NAME = "device"
 FALLBACK_NAME = "ferry_device"
@@ -43,13 +40,14 @@ def is_cuda_device_value(node: cst.BaseExpression) -> bool:
         first = node.args[0].value
         if len(node.args) > 2 or (len(node.args) == 2 and code(node.args[1].value).strip() != "0"):
             return False  # torch.device("cuda", local_rank): a per-rank device, not the module's device
-        return cuda_device_string(first)[0] or isinstance(first, cst.IfExp) and is_cuda_device_value(first)
+        return cuda_device_string(first)[0] or (isinstance(first, cst.IfExp) and is_cuda_device_value(first))
     if isinstance(node, cst.IfExp):
         return is_cuda_device_value(node.body) and "is_available" in code(node.test)
     return False
 
 
-def _module_assignments(module: cst.Module):
+def _module_assignments(module: cst.Module) -> Iterator[tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]]:
+    """(target, value) of each single-target assignment at the module's top level."""
     for stmt in module.body:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:

@@ -70,7 +70,9 @@ class _Apply(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         return id(node) in self.path
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+    # libcst types on_leave as returning the node's own type; a rule's transform may replace a node with
+    # any other (a call by a name), which libcst accepts where the parent's field does
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         for h in self.by_node.get(id(original_node), ()):
             assert h.transform is not None
             try:
@@ -148,19 +150,21 @@ def _findings(wrapper: cst.MetadataWrapper, hits: list[Hit], lines: list[str], s
     return out
 
 
-def _imports_of(wrapper: cst.MetadataWrapper, hits: list[Hit]) -> list[cst.CSTNode]:
+def _imports_of(wrapper: cst.MetadataWrapper, hits: list[Hit]) -> list[cst.Import | cst.ImportFrom]:
     """Import statements that bind a name used inside the rewritten nodes."""
     scopes = wrapper.resolve(ScopeProvider)
-    found: dict[int, cst.CSTNode] = {}
+    found: dict[int, cst.Import | cst.ImportFrom] = {}
 
     class _Names(cst.CSTVisitor):
         def visit_Name(self, node: cst.Name) -> None:
             scope = scopes.get(node)
-            if scope is None:
+            if scope is None or node.value not in scope:
                 return
-            for assignment in scope[node.value] if node.value in scope else ():
+            for assignment in scope[node.value]:
                 if isinstance(assignment, ImportAssignment):
-                    imp = assignment.node
+                    imp = assignment.node  # an ImportAssignment's node is its import statement
+                    if not isinstance(imp, (cst.Import, cst.ImportFrom)):
+                        continue
                     if isinstance(imp, cst.ImportFrom) and (imp.relative or isinstance(imp.names, cst.ImportStar)):
                         continue  # relative imports cannot be resolved to a module; leave them alone
                     found[id(imp)] = imp
@@ -216,8 +220,9 @@ def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: s
         applied.extend(step.applied)
         inserted = inserted or step.inserted_device
         applied_ids = {id(h.node) for h in step.applied_hits}
+        # _findings gives one finding per hit, in the hits' order (unsorted)
         remaining = [f for f, h in zip(_findings(current, current_hits, new_source.splitlines(), sort=False),
-                                       current_hits)
+                                       current_hits, strict=True)
                      if id(h.node) not in applied_ids]
         remaining.sort(key=lambda f: (f.line, f.col, f.rule_id))
         new_source = step.source
@@ -262,7 +267,7 @@ def _apply_once(current: cst.MetadataWrapper, todo: list[Hit], info: DeviceInfo,
                 AddImportsVisitor.add_needed_import(context, mod, obj)
     if needs_device and alias is None:
         AddImportsVisitor.add_needed_import(context, "torch")
-    new_module = remove_unused(new_module, candidates)  # type: ignore[arg-type]
+    new_module = remove_unused(new_module, candidates)
     if context.scratch.get(AddImportsVisitor.CONTEXT_KEY):
         new_module = add_needed_imports(new_module, context)
     return _Step(new_module.code, [h.rule_id for h in applier.applied], applier.applied, warnings, inserted)

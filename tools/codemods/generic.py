@@ -5,17 +5,14 @@ A concrete rule module subclasses one of these and points it at its table in ``t
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import ClassVar
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import Category, Rule
 from tools.codemods.nodes import code, expr
 from tools.codemods.tables import CallMapping, Report
-
-logger = logging.getLogger(__name__)
 
 
 def _in_import(node: cst.CSTNode, rule: Rule) -> bool:
@@ -28,7 +25,7 @@ def _in_import(node: cst.CSTNode, rule: Rule) -> bool:
 class CallMapRule(Rule):
     """Rewrites calls ``torch.cuda.X(args)`` to the mapped call, keeping the argument text."""
 
-    CATEGORY = "auto"
+    CATEGORY: ClassVar[Category] = "auto"
     CALLS: ClassVar[Mapping[str, CallMapping]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -78,7 +75,7 @@ class CallMapRule(Rule):
 class NameReportRule(Rule):
     """Reports uses of the qualified names in ``NAMES`` and imports of modules in ``MODULES``."""
 
-    CATEGORY = "review"
+    CATEGORY: ClassVar[Category] = "review"
     NAMES: ClassVar[Mapping[str, Report]] = {}
     MODULES: ClassVar[Mapping[str, Report]] = {}
 

@@ -7,7 +7,6 @@ name or an identifier-like string such as an ``__all__`` entry), which is conser
 
 from __future__ import annotations
 
-import logging
 import re
 
 import libcst as cst
@@ -16,25 +15,30 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from tools.codemods.nodes import code, string_value
 
-logger = logging.getLogger(__name__)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _as_name(alias: cst.ImportAlias, default: str) -> str:
+    """The name ``import x as NAME`` binds (an import's ``as`` target is always a plain name)."""
+    if alias.asname is None:
+        return default
+    target = alias.asname.name
+    return target.value if isinstance(target, cst.Name) else code(target)
 
 
 def bound_names(stmt: cst.Import | cst.ImportFrom) -> list[tuple[str, str]]:
     """(imported dotted name, name bound in the module) for each alias."""
-    out = []
+    out: list[tuple[str, str]] = []
     if isinstance(stmt, cst.ImportFrom):
         if isinstance(stmt.names, cst.ImportStar):
             return []
         for alias in stmt.names:
             name = code(alias.name)
-            bound = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
-            out.append((name, bound))
+            out.append((name, _as_name(alias, name)))
     else:
         for alias in stmt.names:
             name = code(alias.name)
-            bound = alias.asname.name.value if alias.asname else name.split(".")[0]  # type: ignore[union-attr]
-            out.append((name, bound))
+            out.append((name, _as_name(alias, name.split(".")[0])))
     return out
 
 
@@ -68,11 +72,13 @@ class _Remove(cst.CSTTransformer):
         self.keys = keys  # code of candidate import statements
         self.unused = unused
 
-    def _filter(self, original: cst.Import | cst.ImportFrom, updated):  # type: ignore[no-untyped-def]
-        if code(original) not in self.keys or (isinstance(updated, cst.ImportFrom)
-                                               and isinstance(updated.names, cst.ImportStar)):
+    def _filter(self, original: cst.Import | cst.ImportFrom,
+                updated: cst.Import | cst.ImportFrom) -> cst.Import | cst.ImportFrom | cst.RemovalSentinel:
+        if code(original) not in self.keys or isinstance(updated.names, cst.ImportStar):
             return updated
-        kept = [a for a, (_, bound) in zip(updated.names, bound_names(updated)) if bound not in self.unused]
+        # bound_names has one entry per alias, in order
+        kept = [a for a, (_, bound) in zip(updated.names, bound_names(updated), strict=True)
+                if bound not in self.unused]
         if len(kept) == len(updated.names):
             return updated
         if not kept:
@@ -80,13 +86,17 @@ class _Remove(cst.CSTTransformer):
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return updated.with_changes(names=kept)
 
-    def leave_Import(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def leave_Import(self, original_node: cst.Import,
+                     updated_node: cst.Import) -> cst.Import | cst.ImportFrom | cst.RemovalSentinel:
         return self._filter(original_node, updated_node)
 
-    def leave_ImportFrom(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def leave_ImportFrom(self, original_node: cst.ImportFrom,
+                         updated_node: cst.ImportFrom) -> cst.Import | cst.ImportFrom | cst.RemovalSentinel:
         return self._filter(original_node, updated_node)
 
-    def leave_SimpleStatementLine(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def leave_SimpleStatementLine(
+            self, original_node: cst.SimpleStatementLine,
+            updated_node: cst.SimpleStatementLine) -> cst.SimpleStatementLine | cst.RemovalSentinel:
         if not updated_node.body:
             return cst.RemoveFromParent()
         return updated_node
@@ -104,7 +114,8 @@ def remove_unused(module: cst.Module, candidates: list[cst.Import | cst.ImportFr
 
 
 def _is_import_line(stmt: cst.BaseStatement) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], (cst.Import, cst.ImportFrom))
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], (cst.Import, cst.ImportFrom)))
 
 
 def _is_preamble(stmt: cst.BaseStatement) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 _TRAINING_CALLS = frozenset({"backward", "step", "zero_grad"})
@@ -33,7 +35,7 @@ class LoopTracker:
         return self._cache[key]
 
 
-def enclosing_loop(node: cst.CSTNode, parent_of) -> cst.CSTNode | None:  # type: ignore[no-untyped-def]
+def enclosing_loop(node: cst.CSTNode, parent_of: Callable[[cst.CSTNode], cst.CSTNode | None]) -> cst.CSTNode | None:
     """Nearest For/While around ``node`` within the same function, else None."""
     current = parent_of(node)
     while current is not None and not isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Module, cst.Lambda)):

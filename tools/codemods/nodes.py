@@ -88,11 +88,10 @@ def positional(call: cst.Call) -> list[cst.Arg]:
 
 
 def _fix_last_comma(args: list[cst.Arg]) -> list[cst.Arg]:
-    if args and not isinstance(args[-1].comma, cst.MaybeSentinel):
-        last = args[-1]
-        # keep a trailing comma only when the original call was laid out one arg per line
-        if "\n" not in code(last.comma):
-            args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    last = args[-1] if args else None
+    # keep a trailing comma only when the original call was laid out one arg per line
+    if last is not None and isinstance(last.comma, cst.Comma) and "\n" not in code(last.comma):
+        args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return args
 
 

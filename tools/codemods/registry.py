@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import logging
 import pkgutil
 from functools import lru_cache
 
 from tools.codemods.base import Rule
-
-logger = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=1)
@@ -31,6 +28,6 @@ def all_rules() -> tuple[type[Rule], ...]:
 
 def rule_by_id(rule_id: str) -> type[Rule]:
     for rule in all_rules():
-        if rule.ID == rule_id:
+        if rule_id == rule.ID:
             return rule
     raise KeyError(rule_id)

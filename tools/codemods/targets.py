@@ -6,10 +6,7 @@ search (:mod:`tools.codemods.device`), so neither imports the other for it.
 
 from __future__ import annotations
 
-import logging
 from typing import Literal
-
-logger = logging.getLogger(__name__)
 
 DeviceMode = Literal["accelerator", "tpx"]
 

@@ -29,7 +29,6 @@ sync the device; ``.cuda()``/``.to(device)`` makes them device tensors.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Literal
 
 import libcst as cst
@@ -40,7 +39,6 @@ from tools.codemods.tables import LIKE_FACTORIES, TENSOR_FACTORIES
 if TYPE_CHECKING:
     from tools.codemods.base import Rule
 
-logger = logging.getLogger(__name__)
 
 #: "tensor": a tensor that may live on the device; "host": one created on the CPU (a factory
 #: without ``device=``, ``from_numpy``) and not moved since: printing it does not sync the device
@@ -196,7 +194,7 @@ class TensorKinds:
         kinds = {self._binding_kind(a, d) for a in scope[node.value] if isinstance(a, Assignment)}
         for k in ("tensor", "module", "module_class", "host"):
             if k in kinds:
-                return k  # type: ignore[return-value]
+                return k
         return None
 
     def _binding_kind(self, assignment: Assignment, d: int) -> Kind:
@@ -293,7 +291,7 @@ def _torch_call_kind(qname: str) -> Kind:
         return "module"  # torch.nn.Linear(...), torch.nn.CrossEntropyLoss(...)
     if qname.startswith(_TENSOR_NAMESPACES):
         return "tensor"
-    if qname.count(".") != 1 or last[:1].isupper() and not last.endswith("Tensor"):
+    if qname.count(".") != 1 or (last[:1].isupper() and not last.endswith("Tensor")):
         return None  # torch.optim/utils/cuda/distributed..., torch.Generator, torch.Size...
     if last.endswith("Tensor"):
         return "tensor"

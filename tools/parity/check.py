@@ -9,12 +9,16 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 from tools.parity.compare import compare_dumps
 from tools.parity.models import CheckRequest, CheckResult, RunSummary
 from tools.parity.render import chart_png, markdown_report, summary_text
 from tools.probe.dump import DumpError
 from tools.textsafe import terminal
+
+if TYPE_CHECKING:  # imported when check() runs
+    from tools.runner.models import RunLimits, RunResult
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +27,18 @@ class CheckInputError(ValueError):
     """The check cannot run as asked (missing repository, unusable output dir)."""
 
 
-def _summary(role: str, res) -> RunSummary:  # noqa: ANN001 - tools.runner.models.RunResult
+class _BothRuns(TypedDict):
+    """What the reference and the target run's requests share."""
+
+    path: Path
+    command: str | list[str]
+    probe: bool
+    seed: int
+    timeout_s: float
+    limits: RunLimits
+
+
+def _summary(role: str, res: RunResult) -> RunSummary:
     return RunSummary(role=role, status=res.status, exit_code=res.exit_code, duration_s=res.duration_s,
                       probe_dir=str(res.probe_dir) if res.probe_dir else None,
                       profile_dir=str(res.profile_dir) if res.profile_dir else None,
@@ -48,8 +63,8 @@ def check(req: CheckRequest) -> CheckResult:
     probe_env = {"FERRY_PROBE_STEPS": str(req.steps), **req.env}
     # the profiled window starts after the probed steps, so probe copies do not skew the timings
     profile_env = {"FERRY_PROFILE_WARMUP": str(req.steps)}
-    common = dict(path=repo, command=req.command, probe=True, seed=req.seed, timeout_s=req.timeout_s,
-                  limits=RunLimits(disk_bytes=req.disk_limit_bytes))
+    common = _BothRuns(path=repo, command=req.command, probe=True, seed=req.seed, timeout_s=req.timeout_s,
+                       limits=RunLimits(disk_bytes=req.disk_limit_bytes))
     try:
         logger.info("check: reference run (cpu, CUDA redirected to cpu)")
         ref = run(RunRequest(**common, device="cpu", redirect_cuda="cpu", profile=False, env=probe_env,
@@ -68,10 +83,15 @@ def check(req: CheckRequest) -> CheckResult:
             kind = res.trace.signature.kind if res.trace is not None else res.status
             result.notes.append(f"the {role} run ended with status {res.status} (exit {res.exit_code}, {kind}); "
                                 "compared whatever its probe flushed before it ended")
-    try:
-        result.parity = compare_dumps(ref.probe_dir, tgt.probe_dir)
-    except (DumpError, TypeError) as exc:
-        result.notes.append(f"no parity report: {exc}")
+    no_dump = [f"the {role} run left no probe dump (status {res.status})"
+               for role, res in (("reference", ref), ("target", tgt)) if res.probe_dir is None]
+    if ref.probe_dir is None or tgt.probe_dir is None:  # it never started: a sandbox error
+        result.notes.append(f"no parity report: {'; '.join(no_dump)}")
+    else:
+        try:
+            result.parity = compare_dumps(ref.probe_dir, tgt.probe_dir)
+        except (DumpError, TypeError) as exc:
+            result.notes.append(f"no parity report: {exc}")
     if req.profile and tgt.profile_dir is not None:
         from tools.profile.report import ProfileError, build_profile_report
 
@@ -85,7 +105,8 @@ def check(req: CheckRequest) -> CheckResult:
             "run_failed" if not runs_ok else "fail")
         result.summary = result.parity.summary
         if result.parity.verdict == "skipped":
-            result.summary += " — nothing was compared: the program ran no nn.Module, printed no metric and recorded nothing"
+            result.summary += (" — nothing was compared: the program ran no nn.Module, printed no metric and "
+                               "recorded nothing")
         png = chart_png(result.parity, out / "parity.png")
         result.chart_png = str(png) if png else None
     else:
@@ -112,14 +133,17 @@ def result_text(result: CheckResult) -> str:
         lines.append("  " + result.summary)
     if result.profile is not None:
         top = result.profile.findings[:5]
-        lines.append(f"  profile: {len(result.profile.findings)} finding(s); d2h syncs {result.profile.d2h_syncs_total}, "
+        lines.append(f"  profile: {len(result.profile.findings)} finding(s); "
+                     f"d2h syncs {result.profile.d2h_syncs_total}, "
                      f"CPU-fallback time {result.profile.fallback_time_us / 1000:.1f} ms")
         for f in top:
             loc = f" at {f.file}:{f.line}" if f.file else ""
             lines.append(f"    [{f.severity}] {f.title}{loc}: {f.suggestion}")
     for n in result.notes:
         lines.append(f"  note: {n}")
-    lines.append(f"  reports: {result.report_md}, {result.report_json}" + (f", {result.chart_png}" if result.chart_png else ""))
+    chart = f", {result.chart_png}" if result.chart_png else ""
+    lines.append(f"  reports: {result.report_md}, {result.report_json}{chart}")
     if result.profile is not None and result.profile.markdown_path:
-        lines.append(f"  profile: {result.profile.markdown_path}" + (f", trace {result.profile.trace_path}" if result.profile.trace_path else ""))
+        trace = f", trace {result.profile.trace_path}" if result.profile.trace_path else ""
+        lines.append(f"  profile: {result.profile.markdown_path}{trace}")
     return terminal("\n".join(lines))

@@ -2,35 +2,49 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Required, TypedDict
 
 import torch
 
 from tools.parity.localise import first_divergence
-from tools.parity.metrics import VERDICT_RANK, judge
-from tools.parity.models import CompareOptions, ModuleComparison, ParityReport, TensorComparison
+from tools.parity.metrics import judge
+from tools.parity.models import CompareOptions, Divergence, ModuleComparison, ParityReport, TensorComparison
 from tools.parity.tolerances import SCALAR_DTYPE
+from tools.parity.verdicts import VERDICT_RANK, Verdict
 from tools.probe.dump import ProbeDump
-
-logger = logging.getLogger(__name__)
 
 TENSOR_KINDS = ("module_input", "module_output", "record")
 
 
-def worst(verdicts: list[str]) -> str:
+class _Described(TypedDict, total=False):
+    """What a TensorComparison says of the tensor itself, whatever its verdict."""
+
+    key: Required[str]
+    kind: Required[str]
+    module: str | None
+    call: int | None
+    leaf: str | None
+    step: int | None
+    ref_shape: list[int] | None
+    ref_dtype: str | None
+    target_shape: list[int] | None
+    target_dtype: str | None
+    target_device: str | None
+
+
+def worst(verdicts: list[Verdict]) -> Verdict | Literal["none"]:
     if not verdicts:
         return "none"
     return max(verdicts, key=lambda v: VERDICT_RANK.get(v, 0))
 
 
 def _resolve(dump: ProbeDump, key: str) -> str:
-    event = dump.tensor_events.get(key, {})
+    event = dump.tensor_events.get(key)
     seen = 0
-    while "same_as" in event and seen < 64:
+    while event is not None and "same_as" in event and seen < 64:
         key = event["same_as"]
-        event = dump.tensor_events.get(key, {})
+        event = dump.tensor_events.get(key)
         seen += 1
     return key
 
@@ -38,25 +52,29 @@ def _resolve(dump: ProbeDump, key: str) -> str:
 def _compare_tensor(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None, key: str,
                     cache: dict[tuple[str, str], TensorComparison]) -> TensorComparison:
     r_ev = ref.tensor_events[key]
-    base = {
+    base: _Described = {
         "key": key, "kind": r_ev.get("kind", "?"), "module": r_ev.get("module"), "call": r_ev.get("call"),
-        "leaf": r_ev.get("leaf"), "step": r_ev.get("step"), "ref_shape": r_ev.get("shape"), "ref_dtype": r_ev.get("dtype"),
+        "leaf": r_ev.get("leaf"), "step": r_ev.get("step"), "ref_shape": r_ev.get("shape"),
+        "ref_dtype": r_ev.get("dtype"),
     }
     t_ev = tgt.tensor_events.get(key)
     if t_ev is None:
         return TensorComparison(**base, verdict="fail", tier="missing",
                                 reason="not recorded in the target run: execution took a different path")
-    base.update(target_shape=t_ev.get("shape"), target_dtype=t_ev.get("dtype"), target_device=t_ev.get("device"))
+    base.update({"target_shape": t_ev.get("shape"), "target_dtype": t_ev.get("dtype"),
+                 "target_device": t_ev.get("device")})
     pair = (_resolve(ref, key), _resolve(tgt, key))
     if pair in cache:
         c = cache[pair]
         return TensorComparison(**{**c.model_dump(), **base})
     if base["ref_shape"] != base["target_shape"]:
         result = TensorComparison(**base, verdict="fail", tier="shape",
-                                  reason=f"shape mismatch: reference {base['ref_shape']} vs target {base['target_shape']}")
+                                  reason=f"shape mismatch: reference {base['ref_shape']} "
+                                         f"vs target {base['target_shape']}")
     elif base["ref_dtype"] != base["target_dtype"]:
         result = TensorComparison(**base, verdict="fail", tier="dtype",
-                                  reason=f"dtype mismatch: reference {base['ref_dtype']} vs target {base['target_dtype']}")
+                                  reason=f"dtype mismatch: reference {base['ref_dtype']} "
+                                         f"vs target {base['target_dtype']}")
     else:
         a, b = ref.tensor(key), tgt.tensor(key)
         if a is None or b is None:
@@ -78,13 +96,14 @@ def _compare_scalars(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None) -
     out: list[TensorComparison] = []
     for name, values in ref.scalars.items():
         key = f"scalar:{name}"
-        base = {"key": key, "kind": "scalar", "module": key, "ref_shape": [len(values)], "ref_dtype": SCALAR_DTYPE}
+        base: _Described = {"key": key, "kind": "scalar", "module": key, "ref_shape": [len(values)],
+                             "ref_dtype": SCALAR_DTYPE}
         if name not in tgt.scalars:
             out.append(TensorComparison(**base, verdict="fail", tier="missing",
                                         reason=f"the target run printed no '{name}' values"))
             continue
         t_values = tgt.scalars[name]
-        base.update(target_shape=[len(t_values)], target_dtype=SCALAR_DTYPE)
+        base.update({"target_shape": [len(t_values)], "target_dtype": SCALAR_DTYPE})
         a = torch.tensor(values, dtype=torch.float64)
         b = torch.tensor(t_values, dtype=torch.float64)
         g = torch.tensor(golden.scalars[name], dtype=torch.float64) if golden and name in golden.scalars else None
@@ -105,15 +124,15 @@ def _module_table(ref: ProbeDump, tensors: list[TensorComparison]) -> list[Modul
     rows: list[ModuleComparison] = []
     for i, marker in enumerate(ref.module_calls()):
         slot = by_call.get((marker["module"], marker["call"]), {"in": [], "out": []})
-        outs = [t for t in slot["out"] if t.metrics is not None]
+        outs = [t.metrics for t in slot["out"] if t.metrics is not None]
         rows.append(ModuleComparison(
             order=i, key=marker["key"], module=marker["module"], call=marker["call"], step=marker.get("step"),
             module_class=marker.get("class"),
             input_verdict=worst([t.verdict for t in slot["in"]]),
             output_verdict=worst([t.verdict for t in slot["out"]]),
-            max_abs=max((t.metrics.max_abs for t in outs), default=None),
-            max_rel=max((t.metrics.max_rel for t in outs), default=None),
-            cosine=min((t.metrics.cosine for t in outs), default=None),
+            max_abs=max((m.max_abs for m in outs), default=None),
+            max_rel=max((m.max_rel for m in outs), default=None),
+            cosine=min((m.cosine for m in outs), default=None),
         ))
     return rows
 
@@ -141,16 +160,16 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
             notes.append(f"{name} dump hit its byte budget: {dump.meta['dropped_events']} tensor(s) not recorded "
                          "(raise FERRY_PROBE_MAX_BYTES or lower FERRY_PROBE_STEPS)")
         if not dump.meta.get("closed"):
-            notes.append(f"{name} dump was not closed cleanly (the run crashed or was killed); compared what was flushed")
+            notes.append(f"{name} dump was not closed cleanly (the run crashed or was killed); "
+                         "compared what was flushed")
     if extra:
         notes.append(f"{len(extra)} tensor(s) recorded only in the target run")
     all_items = tensors + scalars
     counts = {v: sum(1 for t in all_items if t.verdict == v) for v in ("pass", "warn", "fail", "skipped")}
     counts["compared"] = len(all_items)
     counts["modules"] = len(modules)
-    verdict = worst([t.verdict for t in all_items]) if all_items else "skipped"
-    if verdict == "none":
-        verdict = "skipped"
+    worst_seen = worst([t.verdict for t in all_items])
+    verdict: Verdict = "skipped" if worst_seen == "none" else worst_seen
     divergence = first_divergence(modules, tensors, scalars, ref, tgt)
     first_warning = next((t for t in all_items if t.verdict == "warn"), None)
     summary = _summary(verdict, counts, divergence, first_warning)
@@ -170,7 +189,8 @@ def _meta_subset(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: meta[k] for k in keep if k in meta}
 
 
-def _summary(verdict: str, counts: dict[str, int], divergence, first_warning) -> str:  # noqa: ANN001
+def _summary(verdict: str, counts: dict[str, int], divergence: Divergence | None,
+             first_warning: TensorComparison | None) -> str:
     head = (f"parity {verdict.upper()}: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail, "
             f"{counts['skipped']} skipped of {counts['compared']} compared")
     if divergence is not None:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from tools.parity.models import Divergence, ModuleComparison, TensorComparison
+from tools.parity.models import Divergence, LikelyCause, ModuleComparison, TensorComparison
 from tools.probe.dump import ProbeDump
-
-logger = logging.getLogger(__name__)
 
 MATMUL_MODULES = {
     "Linear", "LazyLinear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
@@ -47,14 +44,14 @@ def _op_base(name: str) -> str:
 def matmul_precision(meta: dict[str, Any], device: str | None = None) -> str | None:
     """The effective matmul precision where the module ran: on tpx, tpx's own (effective) setting,
     then TPX_MATMUL_PRECISION; elsewhere torch.get_float32_matmul_precision()."""
-    on_tpx = device is None or device.startswith("tpx") or device.startswith("privateuseone")
+    on_tpx = device is None or device.startswith(("tpx", "privateuseone"))
     if on_tpx:
         tpx = meta.get("tpx") or {}
         if tpx.get("matmul_precision") and str(tpx["matmul_precision"]).lower() != "auto":
             return str(tpx["matmul_precision"]).lower()
         env = meta.get("final_env") or meta.get("env") or {}
         if env.get("TPX_MATMUL_PRECISION", "auto").lower() != "auto":
-            return env["TPX_MATMUL_PRECISION"].lower()
+            return str(env["TPX_MATMUL_PRECISION"]).lower()
     value = meta.get("final_matmul_precision") or meta.get("matmul_precision")
     return str(value).lower() if value else None
 
@@ -74,7 +71,7 @@ def _module_ops(dump: ProbeDump, module: str) -> list[str]:
 
 
 def attribute(div_module: str, module_class: str | None, output: TensorComparison, tgt: ProbeDump,
-              inputs_verdict: str) -> tuple[str, str, list[str]]:
+              inputs_verdict: str) -> tuple[LikelyCause, str, list[str]]:
     """(likely_cause, explanation, ops) for the module where drift was born."""
     every_op = _module_ops(tgt, div_module)
     bases = {_op_base(o) for o in every_op}
@@ -90,12 +87,13 @@ def attribute(div_module: str, module_class: str | None, output: TensorCompariso
     if fb:
         named = sorted(fb)[:20]
         more = f" and {len(fb) - len(named)} more" if len(fb) > len(named) else ""
-        return ("cpu_fallback", f"op(s) {', '.join(named)}{more} ran as CPU fallbacks on the target inside this module; "
-                "a fallback computes with a different kernel (and costs a round trip)", ops)
+        return ("cpu_fallback", f"op(s) {', '.join(named)}{more} ran as CPU fallbacks on the target inside this "
+                "module; a fallback computes with a different kernel (and costs a round trip)", ops)
     has_matmul = bool(bases & MATMUL_OPS) or bool(classes & MATMUL_MODULES)
     precision = matmul_precision(tgt.meta, output.target_device)
     if has_matmul and precision in REDUCED_MATMUL:
-        return ("matmul_precision", f"the module runs matmul-class ops ({', '.join(sorted((bases & MATMUL_OPS) or classes & MATMUL_MODULES))}) "
+        matmuls = ", ".join(sorted((bases & MATMUL_OPS) or classes & MATMUL_MODULES))
+        return ("matmul_precision", f"the module runs matmul-class ops ({matmuls}) "
                 f"and the target ran with reduced matmul precision '{precision}' (bf16/tf32 inputs); set "
                 "torch.set_float32_matmul_precision('highest') (or TPX_MATMUL_PRECISION=highest) to confirm", ops)
     cos = output.metrics.cosine if output.metrics else 0.0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 
 import torch
@@ -10,7 +9,6 @@ import torch
 from tools.parity.tolerances import Tolerances, tolerances_for
 from tools.parity.verdicts import VERDICT_RANK, Judgement, TensorMetrics, Tier, Verdict  # noqa: F401  (re-exported)
 
-logger = logging.getLogger(__name__)
 
 def dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")
@@ -88,7 +86,8 @@ def judge(ref: torch.Tensor, target: torch.Tensor, golden: torch.Tensor | None =
         return Judgement(verdict="fail", tier="shape",
                          reason=f"shape mismatch: reference {list(ref.shape)} vs target {list(target.shape)}")
     if ref_dtype != tgt_dtype:
-        return Judgement(verdict="fail", tier="dtype", reason=f"dtype mismatch: reference {ref_dtype} vs target {tgt_dtype}")
+        return Judgement(verdict="fail", tier="dtype",
+                         reason=f"dtype mismatch: reference {ref_dtype} vs target {tgt_dtype}")
     tol = tolerances_for(dtype or ref_dtype)
     m = compute_metrics(ref, target, tol, golden)
     if m.nonfinite_mismatch:
@@ -99,7 +98,8 @@ def judge(ref: torch.Tensor, target: torch.Tensor, golden: torch.Tensor | None =
                          reason=f"within assert_close defaults (rtol={tol.rtol:g}, atol={tol.atol:g})")
     if m.cosine > tol.cosine_min and m.max_abs < tol.cosine_max_abs:
         return Judgement(verdict="pass", tier="cosine", metrics=m, tolerances=tol,
-                         reason=f"cosine {m.cosine:.6f} > {tol.cosine_min} and max abs {m.max_abs:.3g} < {tol.cosine_max_abs:g}")
+                         reason=f"cosine {m.cosine:.6f} > {tol.cosine_min} and max abs {m.max_abs:.3g} "
+                                f"< {tol.cosine_max_abs:g}")
     tiered = _tiered(m, tol)
     if tiered is not None and tiered.verdict == "pass":
         return tiered
@@ -114,14 +114,16 @@ def judge(ref: torch.Tensor, target: torch.Tensor, golden: torch.Tensor | None =
 
 
 def _tiered(m: TensorMetrics, tol: Tolerances) -> Judgement | None:
-    if tol.tier_pass_rel is None or m.frac_over_pass_rel is None or m.frac_over_warn_rel is None:
+    if (tol.tier_pass_rel is None or tol.tier_pass_frac is None or tol.tier_warn_rel is None
+            or tol.tier_warn_frac is None or m.frac_over_pass_rel is None or m.frac_over_warn_rel is None):
         return None
-    detail = (f"{m.frac_over_pass_rel:.4%} of elements off by > {tol.tier_pass_rel:.2%} (pass limit {tol.tier_pass_frac:.2%}), "
+    detail = (f"{m.frac_over_pass_rel:.4%} of elements off by > {tol.tier_pass_rel:.2%} "
+              f"(pass limit {tol.tier_pass_frac:.2%}), "
               f"{m.frac_over_warn_rel:.4%} off by > {tol.tier_warn_rel:.2%} (warn limit {tol.tier_warn_frac:.2%}); "
               f"max rel {m.max_rel:.3g}, cosine {m.cosine:.6f}")
     if m.frac_over_pass_rel <= tol.tier_pass_frac:
         return Judgement(verdict="pass", tier="tiered", metrics=m, tolerances=tol, reason=detail)
-    verdict = "warn" if m.frac_over_warn_rel <= tol.tier_warn_frac else "fail"
+    verdict: Verdict = "warn" if m.frac_over_warn_rel <= tol.tier_warn_frac else "fail"
     return Judgement(verdict=verdict, tier="tiered", metrics=m, tolerances=tol, reason=detail)
 
 
@@ -129,7 +131,7 @@ def _ratio(m: TensorMetrics, tol: Tolerances) -> Judgement | None:
     if m.error_ratio is None:
         return None
     r = m.error_ratio
-    verdict = "pass" if r <= tol.ratio_pass else "warn" if r <= tol.ratio_warn else "fail"
+    verdict: Verdict = "pass" if r <= tol.ratio_pass else "warn" if r <= tol.ratio_warn else "fail"
     return Judgement(verdict=verdict, tier="error_ratio", metrics=m, tolerances=tol,
                      reason=f"error ratio ||target-golden||/||reference-golden|| = {r:.3g} "
                             f"(pass <= {tol.ratio_pass}, warn <= {tol.ratio_warn})")

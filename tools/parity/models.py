@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import logging
-
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tools.parity.verdicts import Tier, TensorMetrics, Verdict
 from tools.parity.tolerances import Tolerances
+from tools.parity.verdicts import TensorMetrics, Tier, Verdict
 from tools.profile.models import ProfileReport
-
-logger = logging.getLogger(__name__)
 
 LikelyCause = Literal[
     "matmul_precision", "reduction_order", "dtype", "cpu_fallback", "input_data", "computation", "unknown"

@@ -7,14 +7,11 @@ would otherwise parse it as mathtext).
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from tools.parity.models import CheckResult, ParityReport, TensorComparison
 from tools.parity.tolerances import tolerance_table
 from tools.textsafe import md_code, md_inline, terminal
-
-logger = logging.getLogger(__name__)
 
 VERDICT_COLOURS = {"pass": "#2e7d32", "warn": "#f9a825", "fail": "#c62828", "skipped": "#9e9e9e", "none": "#9e9e9e"}
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import logging
+from typing import Any
 
 from pydantic import BaseModel
-
-logger = logging.getLogger(__name__)
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype.
 ASSERT_CLOSE = {
@@ -76,6 +74,6 @@ def tolerances_for(dtype: str) -> Tolerances:
     )
 
 
-def tolerance_table() -> dict[str, dict]:
+def tolerance_table() -> dict[str, dict[str, Any]]:
     """All rows, for reports."""
     return {d: tolerances_for(d).model_dump() for d in ("float16", "bfloat16", "float32", "float64")}

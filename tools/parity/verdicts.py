@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Literal
 
 from pydantic import BaseModel
 
 from tools.parity.tolerances import Tolerances
-
-logger = logging.getLogger(__name__)
 
 Verdict = Literal["pass", "warn", "fail", "skipped"]
 Tier = Literal[

@@ -26,9 +26,10 @@ def record(name: str, value: Any) -> None:
     if not isinstance(value, torch.Tensor):
         try:
             value = torch.tensor(value)
-        except Exception:  # noqa: BLE001 - not a number: nothing to compare
+        except Exception:  # not a number: nothing to compare
             return
-    active.add_tensor(f"record:{name}#{call}", value, {"kind": "record", "module": f"record:{name}", "call": call, "leaf": "value"})
+    active.add_tensor(f"record:{name}#{call}", value,
+                      {"kind": "record", "module": f"record:{name}", "call": call, "leaf": "value"})
 
 
 def is_active() -> bool:

@@ -7,9 +7,10 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -32,7 +33,7 @@ class ProbeSession:
         self._tees: list[tuple[str, ScalarTee]] = []
         self.closed = False
 
-    def install(self) -> "ProbeSession":
+    def install(self) -> ProbeSession:
         if rec.active() is not None:
             raise RuntimeError("a probe is already active in this process")
         rec.set_active(self.recorder)
@@ -79,7 +80,7 @@ def _run_meta(final: bool = False) -> dict[str, Any]:
             stats = read_tpx_stats()
             if stats is not None:
                 meta["tpx"] = stats.model_dump()
-        except Exception:  # noqa: BLE001 - stats are a bonus
+        except Exception:  # stats are a bonus
             logger.debug("probe: tpx stats unavailable", exc_info=True)
     return {("final_" + k if final and k != "tpx" else k): v for k, v in meta.items()}
 

@@ -19,7 +19,7 @@ import torch
 
 from sandbox.artifacts import ArtifactMissing, ArtifactRefused, read_bytes
 from tools.artifact_json import InvalidArtifact, load_json, max_file_bytes, validate
-from tools.probe.index_model import ProbeIndex
+from tools.probe.index_model import ProbeEventDict, ProbeIndex
 from tools.probe.recorder import FORMAT, INDEX_NAME
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class ProbeDump:
             raise DumpError(f"{self.path / INDEX_NAME}: {exc}") from None
         del doc  # validated: the parsed copy need not stay alongside the model and the dicts below
         self.meta: dict[str, Any] = index.meta_dict()
-        self.events: list[dict[str, Any]] = index.event_dicts()
+        self.events: list[ProbeEventDict] = index.event_dicts()
         self.scalars: dict[str, list[float]] = index.scalars
         self.module_ops: dict[str, list[str]] = index.module_ops
         self.module_classes: dict[str, str] = index.module_classes
@@ -84,7 +84,7 @@ class ProbeDump:
             logger.warning("probe dump %s: more tensors are not usable; not warning about each", self.path)
 
     @cached_property
-    def tensor_events(self) -> dict[str, dict[str, Any]]:
+    def tensor_events(self) -> dict[str, ProbeEventDict]:
         return {e["key"]: e for e in self.events if e.get("kind") in ("module_input", "module_output", "record")}
 
     def _chunk(self, name: str) -> dict[str, torch.Tensor]:
@@ -102,13 +102,14 @@ class ProbeDump:
         try:
             data = read_bytes(self.path, name, max_bytes=max_file_bytes())
         except ArtifactMissing:
-            raise DumpError(f"{self.path / name} is missing (the run may have been killed before it was written)") from None
+            raise DumpError(f"{self.path / name} is missing (the run may have been killed before it was "
+                            "written)") from None
         except ArtifactRefused as exc:
             raise DumpError(f"{self.path}: {name} was not read: {exc.reason}") from None
         _check_archive(data, name)
         try:
             loaded = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-        except Exception as exc:  # noqa: BLE001 - any unpickling failure of a forged chunk
+        except Exception as exc:  # any unpickling failure of a forged chunk
             raise DumpError(f"{self.path / name} cannot be loaded: {type(exc).__name__}: {str(exc)[:200]}") from None
         if not isinstance(loaded, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
                                                    for k, v in loaded.items()):
@@ -141,6 +142,6 @@ class ProbeDump:
             return None
         return t
 
-    def module_calls(self) -> list[dict[str, Any]]:
+    def module_calls(self) -> list[ProbeEventDict]:
         """Module-call markers in completion order (innermost modules finish first)."""
         return [e for e in self.events if e.get("kind") == "module_end"]

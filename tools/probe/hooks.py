@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import torch
@@ -33,7 +34,7 @@ def tensor_leaves(tree: Any, prefix: str) -> list[tuple[str, torch.Tensor]]:
         return [(prefix, tree)]
     try:
         flat, _ = pytree.tree_flatten_with_path(tree)
-    except Exception:  # noqa: BLE001 - exotic containers: record nothing rather than fail
+    except Exception:  # exotic containers: record nothing rather than fail
         return []
     return [(prefix + pytree.keystr(path), leaf) for path, leaf in flat if isinstance(leaf, torch.Tensor)]
 
@@ -41,11 +42,12 @@ def tensor_leaves(tree: Any, prefix: str) -> list[tuple[str, torch.Tensor]]:
 class _OpCensus(TorchFunctionMode):
     """Notes which torch functions run directly inside each module (first step only)."""
 
-    def __init__(self, probe: "ModuleProbe") -> None:
+    def __init__(self, probe: ModuleProbe) -> None:
         super().__init__()
         self.probe = probe
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_function__(self, func: Callable[..., Any], types: Collection[type], args: Sequence[Any] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
         stack = self.probe.stack
         if stack and not self.probe.in_hook:
             name = getattr(func, "__name__", None) or str(func)
@@ -64,7 +66,7 @@ class ModuleProbe:
         self.recorder = recorder
         self.config = recorder.config
         self.stack: list[str] = []
-        self._root: weakref.ref | None = None
+        self._root: weakref.ref[torch.nn.Module] | None = None
         self._root_name = ""
         self._names: dict[int, str] = {}
         self._root_name_counts: dict[int, str] = {}
@@ -133,7 +135,7 @@ class ModuleProbe:
         return f"{self._root_name}.{name}" if name else self._root_name
 
     # ----------------------------------------------------------------- hooks
-    def _pre_hook(self, module: torch.nn.Module, args: tuple) -> None:
+    def _pre_hook(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self.finished or torch.compiler.is_compiling():
             return
         if not self.stack:
@@ -152,7 +154,7 @@ class ModuleProbe:
         if self.config.record_inputs:
             self._record_leaves(args, "in", "module_input", path, call)
 
-    def _post_hook(self, module: torch.nn.Module, args: tuple, output: Any) -> None:
+    def _post_hook(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self.finished or not self.stack or torch.compiler.is_compiling():
             return
         path = self.stack.pop()
@@ -191,15 +193,15 @@ class ModuleProbe:
     def _start_census(self) -> None:
         try:
             self._census = _OpCensus(self)
-            self._census.__enter__()
-        except Exception:  # noqa: BLE001
+            self._census.__enter__()  # type: ignore[no-untyped-call]  # untyped in torch
+        except Exception:
             logger.debug("probe: op census unavailable", exc_info=True)
             self._census = None
 
     def _stop_census(self) -> None:
         if self._census is not None:
             try:
-                self._census.__exit__(None, None, None)
-            except Exception:  # noqa: BLE001
+                self._census.__exit__(None, None, None)  # type: ignore[no-untyped-call]  # untyped in torch
+            except Exception:
                 logger.debug("probe: op census exit failed", exc_info=True)
             self._census = None

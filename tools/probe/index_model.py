@@ -7,15 +7,12 @@ module marker without its module all end in one clear ``InvalidArtifact``.
 
 from __future__ import annotations
 
-import logging
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Required, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tools.probe.recorder import FORMAT
-
-logger = logging.getLogger(__name__)
 
 Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
@@ -52,12 +49,21 @@ class ProbeEvent(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _kind_fields(self) -> "ProbeEvent":
+    def _kind_fields(self) -> ProbeEvent:
         if self.kind in TENSOR_KINDS and self.key is None:
             raise ValueError(f"a {self.kind} event needs its key")
         if self.kind == "module_end" and (self.key is None or self.module is None or self.call is None):
             raise ValueError("a module_end event needs key, module and call")
         return self
+
+
+# One validated event as the parity tools read it (``ProbeIndex.event_dicts``): the fields of
+# ProbeEvent that were written (``class`` under its own name), and whatever else the run added.
+ProbeEventDict = TypedDict("ProbeEventDict", {
+    "seq": Required[int], "kind": Required[str], "key": str, "module": str, "call": int, "step": int, "leaf": str,
+    "shape": list[int], "dtype": str, "device": str, "chunk": str, "same_as": str, "skipped": str, "nbytes": int,
+    "class": str,
+}, total=False)
 
 
 class ProbeTpxMeta(BaseModel):
@@ -93,9 +99,10 @@ class ProbeIndex(BaseModel):
     module_ops: dict[str, list[str]] = Field(default_factory=dict)
     module_classes: dict[str, str] = Field(default_factory=dict)
 
-    def event_dicts(self) -> list[dict[str, Any]]:
+    def event_dicts(self) -> list[ProbeEventDict]:
         """The events as the dicts the parity tools read (fields never written left out)."""
-        return [e.model_dump(by_alias=True, exclude_none=True) for e in self.events]
+        # the dump of a validated ProbeEvent has exactly ProbeEventDict's shape (and its extra keys)
+        return [cast(ProbeEventDict, e.model_dump(by_alias=True, exclude_none=True)) for e in self.events]
 
     def meta_dict(self) -> dict[str, Any]:
         return self.meta.model_dump(exclude_unset=True)

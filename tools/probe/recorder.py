@@ -12,22 +12,19 @@ tensors pass a size threshold, and at exit), so a crash keeps everything flushed
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import torch
 
 from tools.probe.config import ProbeConfig
 
-logger = logging.getLogger(__name__)
-
-FORMAT = "ferry-probe/1"
+FORMAT: Final = "ferry-probe/1"
 INDEX_NAME = "index.json"
 FLUSH_PENDING_BYTES = 8 * 1024 * 1024
 MAX_SCALAR_VALUES = 100_000
@@ -43,7 +40,7 @@ def _to_cpu_copy(t: torch.Tensor) -> torch.Tensor:
             from backend import bridge  # the tpx backend, only inside a tpx run
 
             return bridge.to_cpu(t).clone(memory_format=torch.contiguous_format)
-        except Exception:  # noqa: BLE001 - fall back to an ordinary copy
+        except Exception:  # fall back to an ordinary copy
             pass
     return t.to("cpu", copy=True).contiguous()
 
@@ -73,7 +70,7 @@ class Recorder:
         self._chunk = 0
         self._seq = 0
         self._lock = threading.RLock()
-        self._seen: dict[int, tuple[weakref.ref, int, str]] = {}
+        self._seen: dict[int, tuple[weakref.ref[torch.Tensor], int, str]] = {}
         self._explicit_calls: dict[str, int] = {}
         self.closed = False
 
@@ -114,7 +111,7 @@ class Recorder:
                 else:
                     try:
                         self._pending[key] = _to_cpu_copy(tensor)
-                    except Exception as exc:  # noqa: BLE001 - never break the user's run
+                    except Exception as exc:  # never break the user's run
                         event["skipped"] = f"copy failed: {type(exc).__name__}: {exc}"
                     else:
                         self._pending_bytes += nbytes

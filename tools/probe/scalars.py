@@ -42,7 +42,7 @@ class ScalarTee:
         written = self._stream.write(text)
         try:
             self._scan(text)
-        except Exception:  # noqa: BLE001 - never break the user's output
+        except Exception:  # never break the user's output
             logger.debug("probe: scalar scan failed", exc_info=True)
         return written
 

@@ -14,9 +14,10 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch.nn.modules import module as nn_module
@@ -59,7 +60,7 @@ class ProfileSession:
         return self.optimizer_steps if self.optimizer_steps else max(self.root_calls - 1, 0)
 
     # ---------------------------------------------------------------- install
-    def install(self) -> "ProfileSession":
+    def install(self) -> ProfileSession:
         reset_tpx_stats()
         self._handles = [
             nn_module.register_module_forward_pre_hook(self._pre),
@@ -102,8 +103,8 @@ class ProfileSession:
         activities = [torch.profiler.ProfilerActivity.CPU]
         try:
             self._prof = torch.profiler.profile(activities=activities, record_shapes=False, with_stack=False)
-            self._prof.__enter__()
-        except Exception:  # noqa: BLE001 - e.g. a profiler already running in the user's code
+            self._prof.__enter__()  # type: ignore[no-untyped-call]  # untyped in torch
+        except Exception:  # e.g. a profiler already running in the user's code
             logger.warning("profile: torch.profiler could not start; op table will come from tpx stats only",
                            exc_info=True)
             self._prof = None
@@ -123,11 +124,11 @@ class ProfileSession:
         if prof is None:
             return
         try:
-            prof.__exit__(None, None, None)
+            prof.__exit__(None, None, None)  # type: ignore[no-untyped-call]  # untyped in torch
             if self.config.trace:
                 prof.export_chrome_trace(str(self.out_dir / TRACE_JSON))
             self._ops = _op_table(prof)
-        except Exception:  # noqa: BLE001
+        except Exception:
             logger.warning("profile: could not read the torch.profiler window", exc_info=True)
 
     # ------------------------------------------------------------------ close
@@ -178,7 +179,8 @@ def _diff_stats(before: dict[str, Any] | None, after: dict[str, Any] | None) -> 
                "fallback_calls": o["fallback_calls"] - p.get("fallback_calls", 0)}
         if row["count"] > 0:
             ops.append(row)
-    out = {k: after.get(k, 0) - before.get(k, 0) for k in ("d2h_syncs", "h2d_copies", "d2h_copies", "bytes_h2d", "bytes_d2h")}
+    out = {k: after.get(k, 0) - before.get(k, 0)
+           for k in ("d2h_syncs", "h2d_copies", "d2h_copies", "bytes_h2d", "bytes_d2h")}
     out["ops"] = sorted(ops, key=lambda r: (-r["time_s"], -r["count"]))
     out["fallback_ops"] = sorted({r["op"] for r in ops if r["fallback_calls"]})
     return out

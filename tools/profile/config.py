@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from sandbox.envvars import env_enabled, env_int
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_WARMUP = 1
 DEFAULT_STEPS = 3

@@ -30,7 +30,7 @@ class _Collector(logging.Handler):
             return
         try:
             self.sink.append({"kind": self.kind, "message": record.getMessage()})
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
@@ -44,9 +44,9 @@ class DynamoWatch:
 
     def install(self) -> None:
         try:  # import first: creating the artifact loggers resets their propagation
-            import torch._dynamo.convert_frame  # noqa: F401
-            import torch._dynamo.exc  # noqa: F401
-            import torch._dynamo.guards  # noqa: F401
+            import torch._dynamo.convert_frame
+            import torch._dynamo.exc
+            import torch._dynamo.guards
             import torch._dynamo.symbolic_convert  # noqa: F401
             from torch._logging._internal import log_state
 
@@ -54,7 +54,7 @@ class DynamoWatch:
             if "recompiles" not in log_state.artifact_names:
                 log_state.artifact_names.add("recompiles")
                 self._enabled_artifact = True
-        except Exception:  # noqa: BLE001 - an older/newer torch: counters still work
+        except Exception:  # an older/newer torch: counters still work
             logger.debug("profile: dynamo logs unavailable", exc_info=True)
         for names, kind in ((GRAPH_BREAK_LOGGERS, "graph_break"), (RECOMPILE_LOGGERS, "recompile")):
             for name in names:
@@ -88,7 +88,7 @@ class DynamoWatch:
 
                 counters = {k: {str(r): int(n) for r, n in v.items()} for k, v in dyn.items()
                             if k in ("graph_break", "stats", "frames", "recompiles", "unimplemented")}
-            except Exception:  # noqa: BLE001
+            except Exception:
                 logger.debug("dynamo counters unavailable", exc_info=True)
         events = []
         seen: set[tuple[str, str]] = set()
@@ -98,6 +98,7 @@ class DynamoWatch:
             if key in seen:
                 continue
             seen.add(key)
-            locations = [(x.group("file"), int(x.group("line"))) for x in (*_AT.finditer(text), *_FILE_LINE.finditer(text))]
+            locations = [(x.group("file"), int(x.group("line")))
+                         for x in (*_AT.finditer(text), *_FILE_LINE.finditer(text))]
             events.append({"kind": m["kind"], "message": text[:2000], "locations": locations})
         return {"counters": counters, "events": events}

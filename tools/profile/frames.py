@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import linecache
 import os
 import sys
 import sysconfig
 from pathlib import Path
-
-logger = logging.getLogger(__name__)
+from types import FrameType
 
 _OWN_DIRS = tuple(str(Path(__file__).resolve().parents[1] / d) + os.sep for d in ("profile", "probe"))
 _LIB_DIRS = tuple({sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "purelib", "platlib")})
@@ -35,7 +33,7 @@ class FrameFinder:
         return ok
 
     def user_frame(self, skip: int = 2) -> tuple[str, int, str, str] | None:
-        frame = sys._getframe(skip)
+        frame: FrameType | None = sys._getframe(skip)
         while frame is not None:
             filename = frame.f_code.co_filename
             if self.is_user_file(filename):

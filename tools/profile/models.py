@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
-
-logger = logging.getLogger(__name__)
 
 # Counts and line numbers as read back from a run's profile.json: bounded, so a forged
 # 4000-digit number cannot overflow the report's arithmetic.
@@ -43,9 +39,12 @@ class CompileEvent(BaseModel):
     count: int = 1
 
 
+Severity = Literal["high", "medium", "low"]
+
+
 class Finding(BaseModel):
     kind: Literal["host_sync", "h2d_copy", "cpu_fallback", "graph_break", "recompile", "hot_op"]
-    severity: Literal["high", "medium", "low"]
+    severity: Severity
     title: str
     suggestion: str
     file: str | None = None

@@ -7,15 +7,12 @@ absurd or non-finite numbers and a ``trace`` that is not a plain file name in th
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tools.profile.models import SyncSite
 from tools.profile.tpx_stats import TpxStats
-
-logger = logging.getLogger(__name__)
 
 Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
 Step = Annotated[int, Field(ge=0, le=2**63 - 1)]

@@ -6,12 +6,8 @@ where it lands (tools.textsafe), so a hostile name renders as text, not as Markd
 
 from __future__ import annotations
 
-import logging
-
 from tools.profile.models import ProfileReport
 from tools.textsafe import md_code, md_inline
-
-logger = logging.getLogger(__name__)
 
 MAX_SYNC_ROWS = 200  # rows of the syncs table, fallback ops named (a forged profile can name millions)
 
@@ -35,7 +31,8 @@ def render_markdown(r: ProfileReport) -> str:
     more = f", {len(r.fallback_ops) - len(shown)} more" if len(r.fallback_ops) > len(shown) else ""
     lines.append(f"- time in CPU-fallback ops: {_ms(r.fallback_time_us)}"
                  + (f" ({', '.join(f'{md_inline(k)} x{v}' for k, v in shown)}{more})" if r.fallback_ops else ""))
-    lines.append(f"- graph breaks: {sum(g.count for g in r.graph_breaks)}, recompiles: {sum(x.count for x in r.recompiles)}")
+    lines.append(f"- graph breaks: {sum(g.count for g in r.graph_breaks)}, "
+                 f"recompiles: {sum(x.count for x in r.recompiles)}")
     if r.trace_path:
         lines.append(f"- Chrome/Perfetto trace: {md_code(r.trace_path)} (open in https://ui.perfetto.dev)")
     lines += ["", "## Findings", ""]
@@ -58,8 +55,8 @@ def render_markdown(r: ProfileReport) -> str:
     if r.syncs:
         lines += ["", "## Syncs and copies by source line", "", "| kind | line | count | code |", "|---|---|---:|---|"]
         for s in r.syncs[:MAX_SYNC_ROWS]:
-            lines.append(f"| {s.category}:{md_inline(s.kind)} | {md_code(_loc(s.file, s.line), table=True)} | {s.count} | "
-                         f"{md_code(s.source, table=True)} |")
+            lines.append(f"| {s.category}:{md_inline(s.kind)} | {md_code(_loc(s.file, s.line), table=True)} "
+                         f"| {s.count} | {md_code(s.source, table=True)} |")
         if len(r.syncs) > MAX_SYNC_ROWS:
             lines.append(f"| ... {len(r.syncs) - MAX_SYNC_ROWS} more | | | |")
     for note in r.notes:

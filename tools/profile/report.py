@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
 from sandbox.artifacts import ArtifactMissing, ArtifactRefused, is_regular_file, write_text
 from tools.artifact_json import InvalidArtifact, load_json, validate
 from tools.profile.child import PROFILE_JSON
-from tools.profile.models import CompileEvent, Finding, OpRow, ProfileReport, SyncSite
+from tools.profile.models import CompileEvent, Finding, OpRow, ProfileReport, Severity, SyncSite
 from tools.profile.profile_doc import ProfileDoc
 from tools.profile.suggestions import (
-    DATA_DEPENDENT_SUGGESTIONS, DEFAULT_FALLBACK, GRAPH_BREAK_HINTS, H2D_SUGGESTION, RECOMPILE_SUGGESTION,
+    DATA_DEPENDENT_SUGGESTIONS,
+    DEFAULT_FALLBACK,
+    GRAPH_BREAK_HINTS,
+    H2D_SUGGESTION,
+    RECOMPILE_SUGGESTION,
     SYNC_SUGGESTIONS,
 )
 from tools.profile.syncs import DATA_DEPENDENT
 from tools.profile.tpx_stats import TpxStats
-
-logger = logging.getLogger(__name__)
 
 TOP_N = 15
 REPORT_MD = "profile.md"
@@ -95,8 +96,9 @@ def _findings(report: ProfileReport, steps: int | None) -> list[Finding]:
                 hint = DATA_DEPENDENT_SUGGESTIONS.get(s.kind, DEFAULT_FALLBACK)
                 text = f"`{s.kind}` has a data-dependent output size and syncs ({s.count}x at {where}): {hint}."
             else:
-                text = SYNC_SUGGESTIONS.get(s.kind, "this call waits for the device ({n}x at {where}).").format(n=s.count, where=where)
-            sev = "high" if s.count >= 10 else "medium" if s.count >= 2 else "low"
+                text = SYNC_SUGGESTIONS.get(s.kind, "this call waits for the device ({n}x at {where}).").format(
+                    n=s.count, where=where)
+            sev: Severity = "high" if s.count >= 10 else "medium" if s.count >= 2 else "low"
             out.append(Finding(kind="host_sync", severity=sev, title=f"device-to-host sync: {s.kind}", suggestion=text,
                                file=s.file, line=s.line, source=s.source, count=s.count))
         else:
@@ -150,7 +152,8 @@ def _read_doc(profile_dir: Path) -> ProfileDoc:
         raise ProfileError(f"{profile_dir}: {exc}") from None
 
 
-def build_profile_report(profile_dir: Path | str, repo_root: Path | str, report_dir: Path | str | None = None) -> ProfileReport:
+def build_profile_report(profile_dir: Path | str, repo_root: Path | str,
+                         report_dir: Path | str | None = None) -> ProfileReport:
     """Read ``profile.json`` from ``profile_dir`` (through sandbox.artifacts: a run wrote it) and derive
     findings; writes ``profile.md`` into ``report_dir`` (default ``profile_dir``), a directory this
     user must own: the runner's host-owned copy of the run's profile dir, never the run's own."""

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
-logger = logging.getLogger(__name__)
-
 SYNC_SUGGESTIONS = {
     "item": "`.item()` waits for the device each time ({n}x at {where}). Keep the value on the device "
             "(e.g. `running = running + loss.detach()`) and call `.item()` once after the loop or every N steps.",

@@ -12,15 +12,13 @@ by the tpx op statistics, without a source line.
 from __future__ import annotations
 
 import functools
-import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 import torch
 
 from tools.profile.frames import FrameFinder
-
-logger = logging.getLogger(__name__)
 
 # attribute on torch.Tensor -> sync kind
 TENSOR_SYNC_METHODS = {
@@ -33,13 +31,28 @@ TENSOR_SYNC_METHODS = {
 DATA_DEPENDENT = {"nonzero", "unique", "masked_select", "argwhere", "bincount", "repeat_interleave"}
 
 _local = threading.local()
+Method = Callable[..., Any]  # a torch.Tensor method, original or wrapped
+
+
+class SyncSiteRow(TypedDict):
+    """One (category, kind, source line) as profile.json holds it (read back as models.SyncSite)."""
+
+    category: str  # d2h_sync | h2d_copy
+    kind: str
+    file: str
+    line: int
+    function: str
+    source: str
+    count: int
+    window_count: int  # of count, inside the profiled window
+    bytes: int
 
 
 def _is_device(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.device.type not in ("cpu", "meta")
 
 
-def _device_arg(args: tuple, kwargs: dict) -> torch.device | None:
+def _device_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | None:
     dev = kwargs.get("device")
     if dev is None:
         for a in args:
@@ -57,13 +70,13 @@ def _device_arg(args: tuple, kwargs: dict) -> torch.device | None:
         return None
 
 
-def _skip_in_dynamo(functions: list[Callable]) -> None:
+def _skip_in_dynamo(functions: list[Method]) -> None:
     """Tell dynamo never to compile the wrappers' frames (they run eagerly, as the originals would)."""
     try:
         from torch._dynamo.eval_frame import skip_code
-    except Exception:  # noqa: BLE001 - no dynamo, nothing to protect
+    except Exception:  # no dynamo, nothing to protect
         return
-    for code in {getattr(f, "__code__", None) for f in functions} - {None}:
+    for code in {c for f in functions if (c := getattr(f, "__code__", None)) is not None}:
         skip_code(code)
 
 
@@ -72,7 +85,7 @@ class SyncTracker:
 
     def __init__(self, finder: FrameFinder) -> None:
         self.finder = finder
-        self.sites: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+        self.sites: dict[tuple[str, str, str, int], SyncSiteRow] = {}
         self.in_window = False
         self._saved: list[tuple[Any, str, Any]] = []
 
@@ -91,7 +104,7 @@ class SyncTracker:
             site["window_count"] += 1
 
     # ------------------------------------------------------------- patching
-    def _wrap(self, owner: Any, name: str, make: Callable[[Callable], Callable]) -> None:
+    def _wrap(self, owner: Any, name: str, make: Callable[[Method], Method]) -> None:
         orig = getattr(owner, name, None)
         if orig is None:
             return
@@ -104,26 +117,27 @@ class SyncTracker:
         setattr(owner, name, wrapped)
         self._saved.append((owner, name, orig if own else None))
 
-    def _sync_method(self, kind: str) -> Callable[[Callable], Callable]:
+    def _sync_method(self, kind: str) -> Callable[[Method], Method]:
         tracker = self
 
-        def make(orig: Callable) -> Callable:
-            def method(self, *args, **kwargs):  # noqa: ANN001
+        def make(orig: Method) -> Method:
+            def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
                 if torch.compiler.is_compiling() or getattr(_local, "busy", False) or not _is_device(self):
                     return orig(self, *args, **kwargs)
                 _local.busy = True
                 try:
-                    tracker.note("d2h_sync", kind, self.numel() * self.element_size() if kind in ("cpu", "numpy", "tolist") else 0)
+                    copied = self.numel() * self.element_size() if kind in ("cpu", "numpy", "tolist") else 0
+                    tracker.note("d2h_sync", kind, copied)
                     return orig(self, *args, **kwargs)
                 finally:
                     _local.busy = False
             return method
         return make
 
-    def _to(self, orig: Callable) -> Callable:
+    def _to(self, orig: Method) -> Method:
         tracker = self
 
-        def to(self, *args, **kwargs):  # noqa: ANN001
+        def to(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             if torch.compiler.is_compiling() or getattr(_local, "busy", False):
                 return orig(self, *args, **kwargs)
             dev = _device_arg(args, kwargs)
@@ -155,5 +169,5 @@ class SyncTracker:
                 setattr(owner, name, orig)
         self._saved = []
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[SyncSiteRow]:
         return sorted(self.sites.values(), key=lambda s: (-s["count"], s["file"], s["line"]))

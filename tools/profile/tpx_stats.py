@@ -66,7 +66,7 @@ def read_tpx_stats() -> TpxStats | None:
         return None
     try:
         stats = normalise(mod.op_stats())
-    except Exception:  # noqa: BLE001 - stats are optional evidence
+    except Exception:  # stats are optional evidence
         logger.debug("torch.tpx.op_stats() failed", exc_info=True)
         stats = TpxStats()
     stats.matmul_precision = tpx_matmul_precision()
@@ -82,13 +82,13 @@ def tpx_matmul_precision() -> str | None:
         from backend import kernels
 
         return "bf16" if kernels.S.matmul_bf16 else "highest"
-    except Exception:  # noqa: BLE001 - other backend layouts: the configured value
+    except Exception:  # other backend layouts: the configured value
         pass
     try:
-        import backend
+        from backend import config as tpx_config  # what backend.get_config() returns
 
-        return str(backend.get_config().matmul_precision)
-    except Exception:  # noqa: BLE001
+        return str(tpx_config.get_config().matmul_precision)
+    except Exception:
         return None
 
 
@@ -97,5 +97,5 @@ def reset_tpx_stats() -> None:
         from backend import stats
 
         stats.reset()
-    except Exception:  # noqa: BLE001
+    except Exception:
         logger.debug("tpx stats reset unavailable", exc_info=True)

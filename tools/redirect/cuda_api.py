@@ -6,44 +6,46 @@ import contextlib
 import sys
 import time
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
 from tools.redirect.tables import LEGACY_TENSOR_TYPES, NVTX_FUNCTIONS
-import logging
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
+    from collections.abc import Callable, Iterator
 
 
 def _from_torch_internals(depth: int = 2) -> bool:
     """True when the caller is PyTorch itself (it must keep seeing the real answer)."""
-    name = sys._getframe(depth).f_globals.get("__name__", "")
+    name: str = sys._getframe(depth).f_globals.get("__name__", "")
     return name == "torch" or name.startswith("torch.")
 
 
 class _TimingEvent:
     """``torch.cuda.Event`` stand-in: records host time after synchronising the target."""
 
-    def __init__(self, sync, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+    def __init__(self, sync: Callable[[], None], enable_timing: bool = False, blocking: bool = False,
+                 interprocess: bool = False) -> None:
         self._sync = sync
         self.enable_timing = enable_timing
         self._t: float | None = None
 
-    def record(self, stream=None) -> None:
+    def record(self, stream: object = None) -> None:
         self._sync()
         self._t = time.perf_counter()
 
     def synchronize(self) -> None:
         self._sync()
 
-    def wait(self, stream=None) -> None:
+    def wait(self, stream: object = None) -> None:
         self._sync()
 
     def query(self) -> bool:
         return True
 
-    def elapsed_time(self, end: "_TimingEvent") -> float:
+    def elapsed_time(self, end: _TimingEvent) -> float:
         if self._t is None or end._t is None:
             raise RuntimeError("elapsed_time: both events must be recorded first")
         return (end._t - self._t) * 1000.0
@@ -52,7 +54,7 @@ class _TimingEvent:
 class _Stream:
     """``torch.cuda.Stream`` stand-in: work is ordered on the target, so waits are syncs."""
 
-    def __init__(self, sync, device=None, priority: int = 0, **_: object) -> None:
+    def __init__(self, sync: Callable[[], None], device: object = None, priority: int = 0, **_: object) -> None:
         self._sync = sync
         self.device = device
         self.priority = priority
@@ -60,13 +62,13 @@ class _Stream:
     def synchronize(self) -> None:
         self._sync()
 
-    def wait_stream(self, other) -> None:
+    def wait_stream(self, other: object) -> None:
         self._sync()
 
-    def wait_event(self, event) -> None:
+    def wait_event(self, event: object) -> None:
         self._sync()
 
-    def record_event(self, event=None):
+    def record_event(self, event: _TimingEvent | None = None) -> _TimingEvent:
         event = event or _TimingEvent(self._sync)
         event.record()
         return event
@@ -74,10 +76,10 @@ class _Stream:
     def query(self) -> bool:
         return True
 
-    def __enter__(self):
+    def __enter__(self) -> _Stream:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         return None
 
 
@@ -96,14 +98,17 @@ def _meminfo() -> tuple[int, int]:
 def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
     """name -> replacement for ``torch.cuda.<name>``."""
     dm = getattr(torch, target, None) if target != "cpu" else None
-    real = {name: getattr(torch.cuda, name, None) for name in ("is_available", "device_count", "is_initialized")}
+    # the real answers, for PyTorch's own calls (taken before the replacements are installed)
+    real_is_available: Callable[[], bool] = torch.cuda.is_available
+    real_device_count: Callable[[], int] = torch.cuda.device_count
+    real_is_initialized: Callable[[], bool] = torch.cuda.is_initialized  # untyped in torch
 
-    def sync(device=None) -> None:
+    def sync(device: object = None) -> None:
         if dm is not None and hasattr(dm, "synchronize"):
             dm.synchronize()
 
-    def logged(api: str, fn):
-        def wrapper(*args, **kwargs):
+    def logged(api: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             rec.record(f"torch.cuda.{api}", skip=3)
             return fn(*args, **kwargs)
 
@@ -111,7 +116,7 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
         wrapper.__qualname__ = f"cuda.{api}"
         return wrapper
 
-    def from_dm(name: str, default):
+    def from_dm(name: str, default: Callable[..., Any]) -> Callable[..., Any]:
         fn = getattr(dm, name, None) if dm is not None else None
         if fn is None:
             return default
@@ -119,61 +124,65 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
 
     def is_available() -> bool:
         if _from_torch_internals():
-            return bool(real["is_available"]())
+            return bool(real_is_available())
         rec.record("torch.cuda.is_available", skip=3)
         return True
 
     def device_count() -> int:
         if _from_torch_internals():
-            return int(real["device_count"]())
+            return int(real_device_count())
         rec.record("torch.cuda.device_count", skip=3)
         return 1
 
     def is_initialized() -> bool:
         if _from_torch_internals():
-            return bool(real["is_initialized"]())
+            return bool(real_is_initialized())
         return True
 
-    def props(device=None):
-        avail, total = _meminfo()
+    def props(device: object = None) -> Any:  # the target's own properties object, or a description
+        total = _meminfo()[1]
         if dm is not None and hasattr(dm, "get_device_properties"):
             try:
                 return dm.get_device_properties()
-            except Exception:  # noqa: BLE001 - fall back to the host description
+            except Exception:  # fall back to the host description
                 pass
         return SimpleNamespace(name=f"ferry-redirect:{target}", total_memory=total, major=8, minor=0,
                                multi_processor_count=torch.get_num_threads(), is_integrated=False,
                                is_multi_gpu_board=False, L2_cache_size=0, uuid="ferry-redirect")
 
     @contextlib.contextmanager
-    def device_ctx(device=None):
+    def device_ctx(device: object = None) -> Iterator[None]:
         yield
 
-    def stream_ctx(stream=None):
+    def stream_ctx(stream: object = None) -> contextlib.nullcontext[object]:
         return contextlib.nullcontext(stream)
 
-    def zero(*a, **k) -> int:
+    def zero(*a: object, **k: object) -> int:
         return 0
 
-    def noop(*a, **k) -> None:
+    def noop(*a: object, **k: object) -> None:
         return None
 
-    def mem_get_info(device=None):
+    def mem_get_info(device: object = None) -> tuple[int, int]:
         if dm is not None and hasattr(dm, "mem_get_info"):
-            return dm.mem_get_info()
+            free_total: tuple[int, int] = dm.mem_get_info()
+            return free_total
         return _meminfo()
 
-    def rng_state(device=None):
-        return dm.get_rng_state() if dm is not None and hasattr(dm, "get_rng_state") else torch.get_rng_state()
+    def rng_state(device: object = None) -> torch.Tensor:
+        if dm is not None and hasattr(dm, "get_rng_state"):
+            state: torch.Tensor = dm.get_rng_state()
+            return state
+        return torch.get_rng_state()
 
-    def set_rng_state(state, device=None) -> None:
+    def set_rng_state(state: torch.Tensor, device: object = None) -> None:
         if dm is not None and hasattr(dm, "set_rng_state"):
             dm.set_rng_state(state)
         else:
             torch.set_rng_state(state)
 
-    def seed_fn(api: str):
-        def seed(seed) -> None:
+    def seed_fn(api: str) -> Callable[[int], None]:
+        def seed(seed: int) -> None:
             # torch.manual_seed itself calls torch.cuda.manual_seed_all: nothing to add then.
             if _from_torch_internals():
                 return
@@ -183,18 +192,19 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
         seed.__name__ = api
         return seed
 
-    def unsupported(api: str, why: str):
-        def fail(*a, **k):
+    def unsupported(api: str, why: str) -> Callable[..., NoReturn]:
+        def fail(*a: object, **k: object) -> NoReturn:
             site = rec.site_text(skip=3)
             rec.record(f"torch.cuda.{api}", mapped_to="unsupported", skip=3)
-            raise RedirectUnsupportedError(f"ferry redirect: torch.cuda.{api} cannot run on {target} (called at {site}): {why}")
+            raise RedirectUnsupportedError(
+                f"ferry redirect: torch.cuda.{api} cannot run on {target} (called at {site}): {why}")
 
         return fail
 
-    def legacy(name: str, dtype_name: str):
+    def legacy(name: str, dtype_name: str) -> Callable[..., torch.Tensor]:
         dtype = getattr(torch, dtype_name)
 
-        def ctor(*args, **kwargs):
+        def ctor(*args: Any, **kwargs: Any) -> torch.Tensor:
             rec.record(f"torch.cuda.{name}", skip=3)
             kwargs.pop("device", None)
             if len(args) == 1 and not isinstance(args[0], int):
@@ -257,13 +267,13 @@ def patch_nvtx(rec: Recorder) -> None:
         if not hasattr(nvtx, name):
             continue
         if name == "range":
-            def rng(*a, **k):
+            def rng(*a: object, **k: object) -> contextlib.nullcontext[None]:
                 rec.record("torch.cuda.nvtx.range", skip=4)
                 return contextlib.nullcontext()
 
             setattr(nvtx, name, rng)
         else:
-            def marker(*a, _api=f"torch.cuda.nvtx.{name}", **k):
+            def marker(*a: object, _api: str = f"torch.cuda.nvtx.{name}", **k: object) -> int:
                 rec.record(_api, skip=3)
                 return 0
 

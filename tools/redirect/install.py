@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import importlib.abc
+import logging
 import os
 import sys
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import torch
 
@@ -13,27 +15,42 @@ from tools.redirect.cuda_api import build_cuda_api, patch_nvtx
 from tools.redirect.mode import CudaRedirectMode, is_cuda_device
 from tools.redirect.patches import install_patches
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
-import logging
+
+if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
+    from collections.abc import Callable, Sequence
+    from importlib.machinery import ModuleSpec
+    from types import FrameType, ModuleType
 
 logger = logging.getLogger(__name__)
 
 UNSUPPORTED_MODULES = {
-    "triton": "Triton kernels need an NVIDIA/AMD GPU; use the eager PyTorch path (or torch.compile with the target's backend)",
+    "triton": ("Triton kernels need an NVIDIA/AMD GPU; use the eager PyTorch path (or torch.compile with the "
+               "target's backend)"),
     "pycuda": "PyCUDA drives the NVIDIA driver directly; port the kernel to PyTorch ops",
     "cupy": "CuPy arrays live on NVIDIA GPUs; use torch tensors on the target device",
 }
 
 STRATEGY_ENV = "FERRY_REDIRECT_STRATEGY"  # patch (default, fast) | mode (TorchFunctionMode)
-_state: dict[str, object] = {}
+
+
+class _Installed(TypedDict, total=False):
+    """What this process installed (once)."""
+
+    recorder: Recorder
+    strategy: str
+    mode: CudaRedirectMode
+
+
+_state: _Installed = {}
 
 
 def _imported_by_library() -> bool:
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename.startswith(("<frozen", __file__)):
         frame = frame.f_back
     if frame is None:
         return False
-    name = frame.f_globals.get("__name__", "")
+    name: str = frame.f_globals.get("__name__", "")
     return name == "torch" or name.startswith(("torch.", "tools.", "backend"))
 
 
@@ -43,7 +60,8 @@ class _UnsupportedImportFinder(importlib.abc.MetaPathFinder):
     def __init__(self, rec: Recorder, target: str) -> None:
         self.rec, self.target = rec, target
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
         root = name.split(".")[0]
         if root not in UNSUPPORTED_MODULES or _imported_by_library():
             return None  # PyTorch probing for Triton just sees it missing, as without the redirect
@@ -61,26 +79,29 @@ def _patch_amp(target: str, rec: Recorder) -> None:
     orig_autocast = autocast_mode.autocast.__init__
 
     @functools.wraps(orig_autocast)
-    def autocast_init(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+    def autocast_init(self: autocast_mode.autocast, device_type: str, dtype: torch.dtype | None = None,
+                      enabled: bool = True, cache_enabled: bool | None = None) -> None:
         if device_type == "cuda":
             rec.record("autocast(cuda)", skip=3)
             device_type = target
             if dtype == torch.float16 and target == "cpu":
                 pass  # CPU autocast supports float16: keep what the code asked for
-        return orig_autocast(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        orig_autocast(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
-    autocast_mode.autocast.__init__ = autocast_init
+    # the redirect replaces torch's own methods on purpose (the sandboxed child's monkeypatching)
+    autocast_mode.autocast.__init__ = autocast_init  # type: ignore[method-assign]
 
     orig_scaler = grad_scaler.GradScaler.__init__
 
     @functools.wraps(orig_scaler)
-    def scaler_init(self, device="cuda", *args, **kwargs):
+    def scaler_init(self: grad_scaler.GradScaler, device: str = "cuda", *args: Any, **kwargs: Any) -> None:
         if device == "cuda":
             rec.record("GradScaler(cuda)", skip=3)
             device = target
-        return orig_scaler(self, device, *args, **kwargs)
+        orig_scaler(self, device, *args, **kwargs)
 
-    grad_scaler.GradScaler.__init__ = scaler_init
+    # torch's own method, replaced on purpose (the child's monkeypatching)
+    grad_scaler.GradScaler.__init__ = scaler_init  # type: ignore[method-assign]
 
 
 def _patch_distributed(target: str, rec: Recorder) -> None:
@@ -91,13 +112,13 @@ def _patch_distributed(target: str, rec: Recorder) -> None:
     orig = distributed_c10d.init_process_group
 
     @functools.wraps(orig)
-    def init_process_group(backend=None, *args, **kwargs):
+    def init_process_group(backend: str | None = None, *args: Any, **kwargs: Any) -> None:
         b = kwargs.pop("backend", backend)
         if isinstance(b, str) and "nccl" in b.lower():
             # gloo for CPU tensors; tpx tensors are routed to gloo too (tpx memory is host memory).
             b = "gloo" if target == "cpu" else f"cpu:gloo,{target}:gloo"
             rec.record("init_process_group(nccl)", mapped_to=b, skip=3)
-        return orig(b, *args, **kwargs)
+        orig(b, *args, **kwargs)
 
     distributed_c10d.init_process_group = init_process_group
     torch.distributed.init_process_group = init_process_group
@@ -107,22 +128,24 @@ def _patch_distributed(target: str, rec: Recorder) -> None:
     orig_ddp = ddp_mod.DistributedDataParallel.__init__
 
     @functools.wraps(orig_ddp)
-    def ddp_init(self, module, device_ids=None, output_device=None, *args, **kwargs):
+    def ddp_init(self: ddp_mod.DistributedDataParallel, module: torch.nn.Module, device_ids: object = None,
+                 output_device: object = None, *args: Any, **kwargs: Any) -> None:
         if device_ids is not None or output_device is not None:
             # CUDA ordinals mean "the GPU of this rank": on the target the module is a
             # single-device module, for which DDP wants no device_ids.
             rec.record("DistributedDataParallel(device_ids)", skip=3)
             device_ids, output_device = None, None
-        return orig_ddp(self, module, device_ids, output_device, *args, **kwargs)
+        orig_ddp(self, module, device_ids, output_device, *args, **kwargs)
 
-    ddp_mod.DistributedDataParallel.__init__ = ddp_init
+    # torch's own method, replaced on purpose (the child's monkeypatching)
+    ddp_mod.DistributedDataParallel.__init__ = ddp_init  # type: ignore[method-assign]
 
 
 def _patch_cpp_extension(target: str, rec: Recorder) -> None:
     from torch.utils import cpp_extension
 
-    def refuse(api: str):
-        def fail(*args, **kwargs):
+    def refuse(api: str) -> Callable[..., NoReturn]:
+        def fail(*args: object, **kwargs: object) -> NoReturn:
             site = rec.site_text(skip=3)
             rec.record(f"cpp_extension.{api}", mapped_to="unsupported", skip=3)
             raise RedirectUnsupportedError(
@@ -132,18 +155,19 @@ def _patch_cpp_extension(target: str, rec: Recorder) -> None:
 
         return fail
 
-    def cuda_sources(args, kwargs) -> bool:
+    def cuda_sources(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         sources = kwargs.get("sources", args[1] if len(args) > 1 else [])
         sources = [sources] if isinstance(sources, str) else list(sources or [])
         return bool(kwargs.get("with_cuda")) or any(str(s).endswith((".cu", ".cuh")) for s in sources)
 
-    orig_load, orig_inline = cpp_extension.load, cpp_extension.load_inline
+    orig_load: Callable[..., Any] = cpp_extension.load
+    orig_inline: Callable[..., Any] = cpp_extension.load_inline  # untyped in torch
     fail_load, fail_inline = refuse("load"), refuse("load_inline")
 
-    def load(*args, **kwargs):
+    def load(*args: Any, **kwargs: Any) -> Any:
         return fail_load(*args, **kwargs) if cuda_sources(args, kwargs) else orig_load(*args, **kwargs)
 
-    def load_inline(*args, **kwargs):
+    def load_inline(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("cuda_sources") or (len(args) > 2 and args[2]) or kwargs.get("with_cuda"):
             return fail_inline(*args, **kwargs)
         return orig_inline(*args, **kwargs)
@@ -152,28 +176,31 @@ def _patch_cpp_extension(target: str, rec: Recorder) -> None:
     cpp_extension.load, cpp_extension.load_inline = load, load_inline
 
 
-def _generator_class(target: str, rec: Recorder) -> type:
+def _generator_class(target: str, rec: Recorder) -> type[torch.Generator]:
     """``torch.Generator`` that maps a CUDA device; ``isinstance`` still accepts every
     generator (the default CPU generator included)."""
     orig = torch.Generator
     if getattr(orig, "_ferry_redirect", False):
         return orig
+    # A subclass whose metaclass derives from torch.Generator's own (a C type): the checker cannot
+    # follow a base class computed at run time.
+    meta: Any = type(orig)
 
-    class _Meta(type(orig)):
-        def __instancecheck__(cls, obj):
+    class _Meta(meta):  # type: ignore[misc]
+        def __instancecheck__(cls, obj: object) -> bool:
             return isinstance(obj, orig)
 
-        def __subclasscheck__(cls, sub):
+        def __subclasscheck__(cls, sub: type) -> bool:
             return issubclass(sub, orig)
 
-    class Generator(orig, metaclass=_Meta):
+    class Generator(torch.Generator, metaclass=_Meta):  # orig: torch's own class, not yet replaced
         _ferry_redirect = True
 
-        def __new__(cls, device="cpu"):
+        def __new__(cls, device: object = "cpu") -> Generator:
             if is_cuda_device(device, allow_int=True):
                 rec.record("torch.Generator(device=)", skip=2)
                 device = target
-            return orig.__new__(cls, device)
+            return orig.__new__(cls, device)  # type: ignore[call-arg]  # Generator.__new__ takes the device
 
     Generator.__doc__ = orig.__doc__
     return Generator
@@ -182,7 +209,7 @@ def _generator_class(target: str, rec: Recorder) -> type:
 def install(target: str, log_path: str | None = None, repo_root: str | None = None) -> Recorder:
     """Map CUDA onto ``target`` ("cpu" or "tpx") for the rest of this process. Idempotent."""
     if "recorder" in _state:
-        return _state["recorder"]  # type: ignore[return-value]
+        return _state["recorder"]
     if target not in ("cpu", "tpx"):
         raise ValueError(f"redirect target must be 'cpu' or 'tpx', got {target!r}")
     rec = Recorder(log_path, target, repo_root)
@@ -195,26 +222,27 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
     _patch_distributed(target, rec)
     _patch_cpp_extension(target, rec)
 
-    def module_cuda(self, device=None):
+    def module_cuda(self: torch.nn.Module, device: object = None) -> torch.nn.Module:
         rec.record("Module.cuda", skip=3)
         return self.to(torch.device(target))
 
-    torch.nn.Module.cuda = module_cuda
+    # torch's own method, replaced on purpose (the child's monkeypatching)
+    torch.nn.Module.cuda = module_cuda  # type: ignore[method-assign,assignment]
 
     orig_default = torch.set_default_device
 
-    def set_default_device(device):
+    def set_default_device(device: object) -> None:
         if is_cuda_device(device, allow_int=True):
             rec.record("torch.set_default_device", skip=3)
             device = target
-        return orig_default(device)
+        orig_default(device)  # type: ignore[arg-type]  # only CUDA values were replaced
 
     torch.set_default_device = set_default_device
 
     orig_load = torch.load
 
     @functools.wraps(orig_load)
-    def load(f, map_location=None, *args, **kwargs):
+    def load(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
         if map_location is None:
             # Tensors saved on CUDA come back on the target; CPU ones stay on the CPU.
             map_location = {f"cuda:{i}": target for i in range(16)} | {"cuda": target}
@@ -226,20 +254,20 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
         return orig_load(f, map_location, *args, **kwargs)
 
     torch.load = load
-    torch.Generator = _generator_class(target, rec)
+    torch.Generator = _generator_class(target, rec)  # type: ignore[misc]  # torch's class, replaced on purpose
     sys.meta_path.insert(0, _UnsupportedImportFinder(rec, target))
     strategy = os.environ.get(STRATEGY_ENV, "patch")
     if strategy == "mode":
         # Every torch call passes through the mode: also maps torch.device("cuda") objects and
         # device arguments of APIs not in the tables, at a per-op cost (benchmarks/sandbox.py).
         mode = CudaRedirectMode(target, rec)
-        mode.__enter__()
+        mode.__enter__()  # type: ignore[no-untyped-call]  # untyped in torch
         _state["mode"] = mode
     elif strategy == "patch":
         install_patches(target, rec)
     else:
         raise ValueError(f"{STRATEGY_ENV}={strategy!r}: use 'patch' (default) or 'mode'")
-    _state.update(recorder=rec, strategy=strategy)
+    _state["recorder"], _state["strategy"] = rec, strategy
     logger.debug("CUDA redirect installed: target=%s strategy=%s log=%s", target, strategy, log_path)
     return rec
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypedDict
 
 from pydantic import BaseModel, Field, StrictInt, StrictStr, ValidationError
 
@@ -20,6 +20,7 @@ logger = logging.getLogger(__name__)
 LOG_MAX_BYTES = 64 * 1024**2
 MAX_WARNED_LINES = 20  # malformed lines warned about one by one; the rest are counted
 Count = Annotated[StrictInt, Field(ge=0, le=2**53)]
+SiteKey = tuple[str, int, str, str]  # file, line, api, mapped_to
 
 
 class RedirectLogError(ValueError):
@@ -50,6 +51,13 @@ class _LogLine(BaseModel):
     count: Count = 1
 
 
+class _ProcessCount(TypedDict):
+    """What one process logged for one site: its largest count, and the function it was in."""
+
+    count: int
+    function: str | None
+
+
 def load_redirect_log(path: Path | str) -> list[RedirectRecord]:
     """Merge a JSON-lines redirect log into one record per (file, line, api, mapped_to).
 
@@ -65,7 +73,7 @@ def load_redirect_log(path: Path | str) -> list[RedirectRecord]:
         return []
     except ArtifactRefused as exc:
         raise RedirectLogError(f"redirect log {path} was not read: {exc.reason}") from None
-    per_proc: dict[tuple, dict] = {}
+    per_proc: dict[tuple[SiteKey, int], _ProcessCount] = {}
     malformed = 0
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -78,12 +86,12 @@ def load_redirect_log(path: Path | str) -> list[RedirectRecord]:
                 logger.warning("%s:%d: skipping malformed redirect log line (%s)", path, n,
                                str(exc).splitlines()[0][:200])
             continue
-        key = (e.file, e.line, e.api, e.mapped_to)
+        key: SiteKey = (e.file, e.line, e.api, e.mapped_to)
         slot = per_proc.setdefault((key, e.pid), {"count": 0, "function": e.function})
         slot["count"] = max(slot["count"], e.count)
     if malformed > MAX_WARNED_LINES:
         logger.warning("%s: %d malformed redirect log lines skipped in all", path, malformed)
-    merged: dict[tuple, RedirectRecord] = {}
+    merged: dict[SiteKey, RedirectRecord] = {}
     for (key, _pid), slot in per_proc.items():
         rec = merged.get(key)
         if rec is None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
 from torch.overrides import TorchFunctionMode
 
 from tools.redirect.sites import Recorder
-import logging
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
+    from collections.abc import Callable, Collection, Sequence
+
 
 _TO_FUNCS = {torch._C.TensorBase.to, torch._C._nn._parse_to}
 _CUDA_METHOD = torch._C.TensorBase.cuda
@@ -20,13 +23,11 @@ def is_cuda_device(dev: object, *, allow_int: bool = False) -> bool:
         return dev == "cuda" or dev.startswith("cuda:")
     if isinstance(dev, _DEVICE_TYPE):
         return dev.type == "cuda"
-    if allow_int and isinstance(dev, int) and not isinstance(dev, bool):
-        return True
-    return False
+    return allow_int and isinstance(dev, int) and not isinstance(dev, bool)
 
 
 def _name(func: object) -> str:
-    qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+    qual = str(getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func)))
     return qual.replace("_VariableFunctionsClass.", "torch.").replace("TensorBase.", "Tensor.")
 
 
@@ -39,7 +40,8 @@ class CudaRedirectMode(TorchFunctionMode):
         self.target_device = _DEVICE_TYPE(target)
         self.recorder = recorder
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func: Callable[..., Any], types: Collection[type], args: Sequence[Any] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         if func is _CUDA_METHOD:
             self.recorder.record("Tensor.cuda", skip=3)

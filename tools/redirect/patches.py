@@ -8,20 +8,21 @@ ops run at full speed (a TorchFunctionMode would sit in front of every op). ``to
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from tools.redirect.mode import is_cuda_device
 from tools.redirect.sites import Recorder
 from tools.redirect.tables import FACTORIES, TENSOR_FACTORIES
-import logging
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
+    from collections.abc import Callable
 
 
-def _wrap_factory(fn, api: str, target: torch.device, rec: Recorder):
+def _wrap_factory(fn: Callable[..., Any], api: str, target: torch.device, rec: Recorder) -> Callable[..., Any]:
     @functools.wraps(fn)
-    def factory(*args, **kwargs):
+    def factory(*args: Any, **kwargs: Any) -> Any:
         dev = kwargs.get("device")
         if dev is not None and is_cuda_device(dev, allow_int=True):
             kwargs["device"] = target
@@ -45,7 +46,7 @@ def install_patches(target: str, rec: Recorder) -> None:
     orig_to = torch.Tensor.to
 
     @functools.wraps(orig_to)
-    def to(self, *args, **kwargs):
+    def to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         if args and is_cuda_device(args[0], allow_int=True):
             args = (dev, *args[1:])
             rec.record("Tensor.to", skip=3)
@@ -54,23 +55,27 @@ def install_patches(target: str, rec: Recorder) -> None:
             rec.record("Tensor.to", skip=3)
         return orig_to(self, *args, **kwargs)
 
-    torch.Tensor.to = to
+    # The redirect replaces torch's own methods on purpose (the child's monkeypatching).
+    torch.Tensor.to = to  # type: ignore[method-assign,assignment]
 
-    def cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+    def cuda(self: torch.Tensor, device: object = None, non_blocking: bool = False,
+             memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
         rec.record("Tensor.cuda", skip=3)
         return orig_to(self, dev, non_blocking=non_blocking, memory_format=memory_format)
 
-    torch.Tensor.cuda = cuda
+    # torch's own method, replaced on purpose (the child's monkeypatching)
+    torch.Tensor.cuda = cuda  # type: ignore[method-assign,assignment]
 
     from torch.utils import _device
 
     orig_ctx = _device.DeviceContext.__init__
 
     @functools.wraps(orig_ctx)
-    def ctx_init(self, device):
+    def ctx_init(self: _device.DeviceContext, device: object) -> None:
         if is_cuda_device(device, allow_int=True):
             rec.record("with torch.device(cuda)", skip=4)
             device = dev
         orig_ctx(self, device)
 
-    _device.DeviceContext.__init__ = ctx_init
+    # torch's own method, replaced on purpose (the child's monkeypatching)
+    _device.DeviceContext.__init__ = ctx_init  # type: ignore[method-assign]

@@ -10,11 +10,13 @@ import json
 import os
 import sys
 import threading
-import logging
+from typing import TYPE_CHECKING, Any
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
+    from types import FrameType
 
-_TORCH_DIR = None  # set lazily: the torch package directory
+
+_TORCH_DIR: str | None = None  # set lazily: the torch package directory
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 _FERRY_ROOT = os.path.dirname(os.path.dirname(_OWN_DIR))
 _STDLIB = os.path.dirname(os.__file__)
@@ -24,16 +26,16 @@ def _torch_dir() -> str:
     global _TORCH_DIR
     if _TORCH_DIR is None:
         torch = sys.modules.get("torch")
-        _TORCH_DIR = os.path.dirname(torch.__file__) if torch is not None else "\0"
+        torch_file = getattr(torch, "__file__", None)
+        _TORCH_DIR = os.path.dirname(torch_file) if torch_file else "\0"
     return _TORCH_DIR
 
 
 def _is_library(filename: str) -> bool:
     return (
-        filename.startswith((_torch_dir(), _OWN_DIR, _STDLIB, "<frozen"))
+        filename.startswith((_torch_dir(), _OWN_DIR, _STDLIB, "<frozen", _FERRY_ROOT + "/tools/",
+                             _FERRY_ROOT + "/backend/"))
         or "/site-packages/" in filename
-        or filename.startswith(_FERRY_ROOT + "/tools/")
-        or filename.startswith(_FERRY_ROOT + "/backend/")
     )
 
 
@@ -52,7 +54,7 @@ class Recorder:
 
     def call_site(self, skip: int = 2) -> tuple[str, int, str]:
         """(file, line, function) of the innermost frame in user code."""
-        frame = sys._getframe(skip)
+        frame: FrameType | None = sys._getframe(skip)
         fallback = None
         while frame is not None:
             filename = frame.f_code.co_filename
@@ -77,12 +79,12 @@ class Recorder:
         if first:
             self._write([self._entry(key, "site")])
 
-    def _entry(self, key: tuple[str, int, str, str], event: str) -> dict:
+    def _entry(self, key: tuple[str, int, str, str], event: str) -> dict[str, Any]:
         file, line, api, mapped = key
         return {"event": event, "file": file, "line": line, "function": self.functions.get(key),
                 "api": api, "mapped_to": mapped, "count": self.counts[key], "pid": os.getpid()}
 
-    def _write(self, entries: list[dict]) -> None:
+    def _write(self, entries: list[dict[str, Any]]) -> None:
         if not self.log_path or not entries:
             return
         data = "".join(json.dumps(e) + "\n" for e in entries).encode()

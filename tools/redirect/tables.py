@@ -12,7 +12,9 @@ FACTORIES: tuple[str, ...] = (
 )
 
 # Tensor methods with a ``device=`` keyword.
-TENSOR_FACTORIES: tuple[str, ...] = ("new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros")
+TENSOR_FACTORIES: tuple[str, ...] = (
+    "new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros",
+)
 
 # Legacy typed constructors ``torch.cuda.<Name>(...)`` -> dtype name on the target device.
 LEGACY_TENSOR_TYPES: dict[str, str] = {

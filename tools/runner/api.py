@@ -9,14 +9,23 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import TypedDict
 
-from sandbox import Limits, SandboxUnavailable, Workspace, WorkspaceError, create_workspace, run_in_sandbox
+from sandbox import (
+    Limits,
+    SandboxResult,
+    SandboxUnavailable,
+    Workspace,
+    WorkspaceError,
+    create_workspace,
+    run_in_sandbox,
+)
 from sandbox.artifacts import ArtifactLimits, ArtifactRefused, Collected, Refusal, collect
 from sandbox.isolation import choose, ferry_root
 from sandbox.limits import disk_limit_from_env, format_size
 from sandbox.runspace import RunSpace, open_run_space
 from tools.runner.env import child_env, child_path_env
-from tools.runner.models import RefusedArtifact, RunRequest, RunResult
+from tools.runner.models import Device, RefusedArtifact, RunRequest, RunResult, RunStatus
 from tools.trace import Signature, Trace, parse_trace
 from tools.trace.models import TestOutcome
 from tools.trace.parse import signature_for_status
@@ -32,6 +41,23 @@ REPLACED_ENTRIES = ("child", COLLECTED_DIR, "stdout.txt", "stderr.txt", "result.
 
 class RunnerInputError(ValueError):
     """The request cannot be run as given (missing repo, bad artifacts dir)."""
+
+
+class _RunFacts(TypedDict):
+    """The fields every RunResult of one run shares, whichever way it ended."""
+
+    command: list[str]
+    device: Device
+    redirect_cuda: Device | None
+    seed: int
+    artifacts_dir: Path
+    workspace: Path | None
+    workspace_method: str
+
+
+# what a sandbox run's status means for the run (a sandbox_error never comes from a run that ran)
+_STATUSES: dict[str, RunStatus] = {"ok": "ok", "failed": "failed", "timeout": "timeout", "killed": "killed",
+                                   "cancelled": "cancelled"}
 
 
 def foreign_entries(artifacts: Path | str) -> list[str]:
@@ -86,8 +112,9 @@ def _workspace(src: Path, space: RunSpace, root: Path | None) -> Workspace:
         return create_workspace(src, root=space.workspace_root or root)
     except WorkspaceError as exc:
         if space.mounted and "No space left on device" in str(exc):
-            raise RunnerInputError(f"the repository does not fit in the run's {format_size(space.cap_bytes)} disk cap "
-                                   "(its copy counts against it); raise it with --disk-limit or FERRY_DISK_LIMIT") from exc
+            raise RunnerInputError(f"the repository does not fit in the run's {format_size(space.cap_bytes)} disk "
+                                   "cap (its copy counts against it); raise it with --disk-limit or "
+                                   "FERRY_DISK_LIMIT") from exc
         raise RunnerInputError(str(exc)) from exc
 
 
@@ -241,8 +268,9 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
         from tools.runner.warm import warm_start_for
 
         warm = warm_start_for(req.command, env)
-    base = dict(command=command, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
-                artifacts_dir=artifacts, workspace=kept if req.keep_workspace else None, workspace_method=ws.method)
+    base = _RunFacts(command=command, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
+                     artifacts_dir=artifacts, workspace=kept if req.keep_workspace else None,
+                     workspace_method=ws.method)
     try:
         res = run_in_sandbox(command, ws.path, limits=limits, env=env, writable=[out], readable=readable,
                              isolation=None if req.isolation in (None, "auto") else req.isolation,
@@ -256,7 +284,7 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
     try:
         # before anything parses what the run wrote
         collected = _collect_outputs(out, artifacts, artifact_limits, space.contents_of(out))
-        status = res.status
+        status = _status(res)
         setup = res.stderr.lstrip()
         if res.isolation == "bwrap" and res.exit_code == 1 and setup.startswith("bwrap:"):
             # bubblewrap itself failed before the command started (bad mount, namespaces refused)
@@ -307,6 +335,13 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
         return result
     finally:
         _finish_workspace(req, ws, kept, space)
+
+
+def _status(res: SandboxResult) -> RunStatus:
+    try:
+        return _STATUSES[res.status]
+    except KeyError:
+        raise RuntimeError(f"the sandbox reported an unknown run status {res.status!r}") from None
 
 
 def _finish_workspace(req: RunRequest, ws: Workspace, kept: Path, space: RunSpace) -> None:

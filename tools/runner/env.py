@@ -91,7 +91,8 @@ def child_env(
     ensure_bytecode()
     kept, dropped = filter_caller_env(caller_env)
     if dropped:
-        logger.warning("runner: not passing %s to the child (only FERRY_*/TPX_* keys, never secrets)", ", ".join(sorted(dropped)))
+        logger.warning("runner: not passing %s to the child (only FERRY_*/TPX_* keys, never secrets)",
+                       ", ".join(sorted(dropped)))
     env = dict(kept)
     env.update(
         {
@@ -117,5 +118,6 @@ def child_env(
     if profile_dir is not None:
         env["FERRY_PROFILE_DIR"] = str(profile_dir)
     if junit_xml is not None:
-        env["PYTEST_ADDOPTS"] = f"--junit-xml={junit_xml} -p no:cacheprovider {pytest_plugin_blocks(workspace)}".rstrip()
+        blocks = pytest_plugin_blocks(workspace)
+        env["PYTEST_ADDOPTS"] = f"--junit-xml={junit_xml} -p no:cacheprovider {blocks}".rstrip()
     return env

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 from tools.trace.models import Trace
 
 RunStatus = Literal["ok", "failed", "timeout", "killed", "sandbox_error", "cancelled"]
+Device = Literal["tpx", "cpu"]  # where a run computes (and where the CUDA redirect maps CUDA to)
 
 
 class RunLimits(BaseModel):
@@ -30,8 +31,8 @@ class RunLimits(BaseModel):
 class RunRequest(BaseModel):
     path: Path  # repository directory; always run on a private copy
     command: list[str] | str  # a str runs with /bin/sh -c
-    device: Literal["tpx", "cpu"] = "tpx"
-    redirect_cuda: Literal["tpx", "cpu"] | None = None
+    device: Device = "tpx"
+    redirect_cuda: Device | None = None
     probe: bool = False
     profile: bool = False
     seed: int = 0
@@ -83,8 +84,8 @@ class RunResult(BaseModel):
     trace: Trace | None = None
     signal: int | None = None
     limit_hit: str | None = None
-    device: Literal["tpx", "cpu"] = "tpx"
-    redirect_cuda: Literal["tpx", "cpu"] | None = None
+    device: Device = "tpx"
+    redirect_cuda: Device | None = None
     seed: int = 0
     probe_dir: Path | None = None
     profile_dir: Path | None = None

@@ -3,8 +3,9 @@
 ``prewarm(seed)`` starts, for the runs to come, one interpreter that has imported torch (and
 nothing device-specific); ``warm_start_for`` hands a run to it when the run is one it can take: a
 plain ``python``/console-script command and the same static environment (seed, caller
-variables). The CPU reference run and the tpx runs fork from the same interpreter. Everything else, and every run when nothing was prewarmed, starts
-cold as before. ``FERRY_WARM_RUNS=0`` turns warm starts off.
+variables). The CPU reference run and the tpx runs fork from the same interpreter. Everything
+else, and every run when nothing was prewarmed, starts cold as before. ``FERRY_WARM_RUNS=0``
+turns warm starts off.
 
 Per run, the forked interpreter gets the run's environment and calls the bootstrap's
 ``ferry_after_fork``: loads the run's device backend (tpx), seeds again and installs the CUDA
@@ -43,7 +44,8 @@ PER_RUN_KEYS = frozenset({RUN_MARKER_ENV, WARM_SERVER_ENV, "FERRY_DEVICE", "TORC
                           "FERRY_PROFILE_DIR", "FERRY_WORKSPACE", "PYTEST_ADDOPTS"})
 MAX_SERVERS = 4  # kinds of run (seed, caller variables) kept warm at once
 
-_servers: dict[tuple, WarmServer] = {}
+EnvKey = tuple[tuple[str, str], ...]  # a server's static environment (sandbox.warm.static_key)
+_servers: dict[EnvKey, WarmServer] = {}
 _lock = threading.Lock()
 
 
@@ -51,7 +53,7 @@ def enabled() -> bool:
     return env_enabled(WARM_ENV)
 
 
-def _key(env: dict[str, str]) -> tuple:
+def _key(env: dict[str, str]) -> EnvKey:
     return static_key(env, PER_RUN_KEYS)
 
 

@@ -18,13 +18,15 @@ from tools.codemods.prefilter import may_contain_idioms
 from tools.codemods.registry import rule_by_id
 from tools.scan.envfiles import RULE_ID as ENV_RULE_ID
 from tools.scan.envfiles import env_file_kind, scan_text
-from tools.scan.models import FileNote, Finding
+from tools.scan.models import Device, FileNote, Finding
 from tools.scan.sources import Unit, cell_source, load
 
 logger = logging.getLogger(__name__)
 
 _CACHE_SIZE = 512
-_outcomes: OrderedDict[tuple, ModuleOutcome] = OrderedDict()
+# (source digest, rewrite, device, rules, lines, device variable defined earlier): what an analysis depends on
+_OutcomeKey = tuple[str, bool, str, tuple[str, ...] | None, tuple[int, ...] | None, tuple[str, str] | None]
+_outcomes: OrderedDict[_OutcomeKey, ModuleOutcome] = OrderedDict()
 _modules: OrderedDict[str, cst.Module] = OrderedDict()
 
 
@@ -35,7 +37,7 @@ class FileJob:
     max_bytes: int
     rules: tuple[str, ...] | None = None
     rewrite: bool = False
-    device: str = "accelerator"
+    device: Device = "accelerator"
     lines: tuple[int, ...] | None = None
 
 
@@ -68,12 +70,12 @@ def _parse(text: str, digest: str) -> cst.Module:
 
 def _analyze_cached(text: str, job: FileJob, defined_as: tuple[str, str] | None = None) -> ModuleOutcome:
     digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
-    key = (digest, job.rewrite, job.device, job.rules, job.lines, defined_as)
+    key: _OutcomeKey = (digest, job.rewrite, job.device, job.rules, job.lines, defined_as)
     hit = _outcomes.get(key)
     if hit is not None:
         _outcomes.move_to_end(key)
         return hit
-    outcome = analyze(text, device_mode=job.device,  # type: ignore[arg-type]
+    outcome = analyze(text, device_mode=job.device,
                       rule_ids=set(job.rules) if job.rules else None,
                       lines=set(job.lines) if job.lines is not None else None,
                       rewrite=job.rewrite, module=_parse(text, digest), device_defined_as=defined_as)
@@ -95,7 +97,9 @@ def _finding(raw: RawFinding, rel: str, cell: int | None) -> Finding:
 
 def _restore_magics(original: str, neutral: str, rewritten: str) -> str:
     """Turn the magics we commented out back into magics in the rewritten cell."""
-    pairs = [(n, o) for o, n in zip(original.splitlines(keepends=True), neutral.splitlines(keepends=True)) if o != n]
+    # neutral is original with some lines commented out, line for line (sources._neutralise_magics)
+    pairs = [(n, o) for o, n in zip(original.splitlines(keepends=True), neutral.splitlines(keepends=True),
+                                    strict=True) if o != n]
     out = rewritten.splitlines(keepends=True)
     for n, o in pairs:
         for i, line in enumerate(out):

@@ -16,8 +16,7 @@ from pathlib import Path
 from tools.codemods.registry import all_rules
 from tools.scan.analysis import FileJob, FileOutcome, process
 from tools.scan.diffs import unified_diff
-from tools.scan.models import (FileNote, FileRewrite, RewriteRequest, RewriteResult, ScanReport, ScanRequest,
-                               ScanSummary)
+from tools.scan.models import FileNote, FileRewrite, RewriteRequest, RewriteResult, ScanReport, ScanRequest, ScanSummary
 from tools.scan.walker import discover, scannable
 
 logger = logging.getLogger(__name__)

@@ -13,15 +13,12 @@ a whole word: ``export CUDA_VISIBLE_DEVICES=0``, ``ENV NCCL_DEBUG=INFO``, ``$CUD
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tools.codemods.base import ALL_TARGETS
 from tools.codemods.tables import cuda_env_var
-
-logger = logging.getLogger(__name__)
 
 RULE_ID = "FRY017"
 KIND_LABELS = {"shell": "shell script", "dockerfile": "Dockerfile", "makefile": "Makefile",

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from tools.codemods.registry import all_rules
 from tools.scan.models import ScanReport
-
-logger = logging.getLogger(__name__)
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"auto": "warning", "review": "warning", "unsupported": "error"}

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tools.scan.models import FileNote
-
-logger = logging.getLogger(__name__)
 
 _MAGIC = re.compile(r"^(\s*)([%!?])")
 
@@ -28,7 +26,7 @@ class Loaded:
     units: list[Unit]
     raw_text: str | None = None
     note: FileNote | None = None
-    notebook: dict | None = None
+    notebook: dict[str, Any] | None = None  # the notebook's JSON, as written
 
 
 def _neutralise_magics(source: str) -> str | None:
@@ -43,7 +41,7 @@ def _neutralise_magics(source: str) -> str | None:
     return "".join(out)
 
 
-def cell_source(cell: dict) -> str:
+def cell_source(cell: dict[str, Any]) -> str:
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else str(src)
 

@@ -48,9 +48,12 @@ class Signature(BaseModel):
         return f"{self.kind}:{self.op}" if self.op else self.kind
 
 
+Outcome = Literal["passed", "failed", "error", "skipped"]
+
+
 class TestOutcome(BaseModel):
     nodeid: str
-    outcome: Literal["passed", "failed", "error", "skipped"]
+    outcome: Outcome
     message: str | None = None
     file: str | None = None
     line: int | None = None

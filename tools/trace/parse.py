@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
@@ -10,8 +9,6 @@ from tools.trace.models import ExceptionInfo, Frame, Signature, TestOutcome, Tra
 from tools.trace.pytest_out import parse_junit_xml, parse_pytest_output
 from tools.trace.python_tb import parse_blocks, worker_original
 from tools.trace.signatures import classify
-
-logger = logging.getLogger(__name__)
 
 # Exceptions that only report that something else failed elsewhere.
 WRAPPER_TYPES = ("CalledProcessError", "ProcessRaisedException", "ChildFailedError", "ProcessExitedException")
@@ -36,12 +33,14 @@ def _user_frame(frame: Frame, roots: list[str], library_roots: list[str]) -> Fra
     return frame
 
 
-def _trace_from(primary: ExceptionInfo, chain: list[ExceptionInfo], roots: list[str], library_roots: list[str], *, wrapped_by: str | None = None) -> Trace:
+def _trace_from(primary: ExceptionInfo, chain: list[ExceptionInfo], roots: list[str], library_roots: list[str], *,
+                wrapped_by: str | None = None) -> Trace:
     frames = [_user_frame(f, roots, library_roots) for f in primary.frames]
     user = [f for f in frames if f.user]
     extra = [(c.exc_type, c.message) for c in reversed(chain)]
     signature = classify(primary.exc_type, primary.message, extra)
-    chain_out = [c.model_copy(update={"frames": [_user_frame(f, roots, library_roots) for f in c.frames]}) for c in chain]
+    chain_out = [c.model_copy(update={"frames": [_user_frame(f, roots, library_roots) for f in c.frames]})
+                 for c in chain]
     return Trace(
         exc_type=primary.exc_type,
         message=primary.message,
@@ -94,12 +93,12 @@ def parse_trace(
         primary, chain, wrapped_by = last[-1], last[:-1], None
         inner = worker_original(primary)
         if inner is not None:
-            chain, wrapped_by, primary = chain + [primary], primary.exc_type, inner
+            chain, wrapped_by, primary = [*chain, primary], primary.exc_type, inner
         elif not is_pytest and primary.exc_type.rsplit(".", 1)[-1] in WRAPPER_TYPES and len(chains) > 1:
             # A subprocess failed: its own traceback (printed earlier) is the real failure.
             sub = chains[-2]
             wrapped_by = primary.exc_type
-            chain = sub[:-1] + [primary]
+            chain = [*sub[:-1], primary]
             primary = sub[-1].model_copy(update={"origin": "subprocess"})
         trace = _trace_from(primary, chain, roots, libs, wrapped_by=wrapped_by)
         if is_pytest:

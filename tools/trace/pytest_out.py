@@ -12,18 +12,20 @@ from __future__ import annotations
 import logging
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 from xml.parsers import expat
 
 from sandbox.artifacts import ArtifactMissing, ArtifactRefused, read_bytes
-from tools.trace.models import Frame, TestOutcome, Trace
+from tools.trace.models import Frame, Outcome, TestOutcome, Trace
 
 logger = logging.getLogger(__name__)
 
 JUNIT_MAX_BYTES = 32 * 1024**2
 MAX_TESTCASES = 50_000
 MAX_TAGS = 2_000_000  # 50 000 test cases with a failure each are some 300 000
+# a <testcase>'s child element -> its outcome (no such child: passed)
+_OUTCOME_OF_TAG: dict[str, Outcome] = {"failure": "failed", "error": "error", "skipped": "skipped"}
 
 
 class JunitRefused(ValueError):
@@ -36,14 +38,16 @@ EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Failure|Inte
 SUMMARY = re.compile(r"^(?P<outcome>FAILED|ERROR) (?P<nodeid>\S+)(?: - (?P<msg>.*))?$")
 
 
-def parse_pytest_output(text: str, roots: list[str], build: Callable[[str, str, list[Frame], list[str]], Trace]) -> Trace | None:
+def parse_pytest_output(text: str, roots: list[str],
+                        build: Callable[[str, str, list[Frame], list[str]], Trace]) -> Trace | None:
     """The first failing test's exception, from pytest's long/short traceback output."""
     lines = text.splitlines()
     tests: list[TestOutcome] = []
     for line in lines:
         m = SUMMARY.match(line.strip())
         if m:
-            tests.append(TestOutcome(nodeid=m["nodeid"], outcome="failed" if m["outcome"] == "FAILED" else "error", message=m["msg"]))
+            tests.append(TestOutcome(nodeid=m["nodeid"], outcome="failed" if m["outcome"] == "FAILED" else "error",
+                                     message=m["msg"]))
     first: Trace | None = None
     i, n = 0, len(lines)
     while i < n and first is None:
@@ -126,10 +130,11 @@ def read_junit_xml(path: Path) -> list[TestOutcome]:
         classname, name = case.get("classname", ""), case.get("name", "")
         file = case.get("file")
         nodeid = f"{file}::{name}" if file else (f"{classname.replace('.', '/')}.py::{name}" if classname else name)
-        outcome, message = "passed", None
+        outcome: Outcome = "passed"
+        message: str | None = None
         for child in case:
-            if child.tag in ("failure", "error", "skipped"):
-                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
+            if child.tag in _OUTCOME_OF_TAG:
+                outcome = _OUTCOME_OF_TAG[child.tag]
                 message = (child.get("message") or (child.text or "").strip())[:500] or None
                 break
         line = case.get("line")

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass, field
 
 from tools.trace.models import ExceptionInfo, Frame
 
-logger = logging.getLogger(__name__)
-
 TB_HEADER = re.compile(r"^(?P<indent>\s*)Traceback \(most recent call last\):\s*$")
 FRAME = re.compile(r'^(?P<indent>\s*)File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
-EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Timeout|Exceeded|Iteration|Raised\w*|[A-Z]\w*))(?::\s?(?P<msg>.*))?$")
+EXC_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Timeout|Exceeded"
+                      r"|Iteration|Raised\w*|[A-Z]\w*))(?::\s?(?P<msg>.*))?$")
 CAUSE = "The above exception was the direct cause of the following exception:"
 CONTEXT = "During handling of the above exception, another exception occurred:"
 CARET = re.compile(r"^\s*[\^~\-]+\s*$")
@@ -44,7 +42,8 @@ def _parse_frames(lines: list[str], i: int) -> tuple[list[Frame], int]:
         indent = len(m["indent"])
         i += 1
         # Source line, caret lines, and (3.11+) locals are indented deeper than "File".
-        while i < n and lines[i].strip() and (len(lines[i]) - len(lines[i].lstrip())) > indent and not FRAME.match(lines[i]):
+        while (i < n and lines[i].strip() and (len(lines[i]) - len(lines[i].lstrip())) > indent
+               and not FRAME.match(lines[i])):
             if frame.source is None and not CARET.match(lines[i]):
                 frame.source = lines[i].strip()
             i += 1
@@ -106,7 +105,8 @@ def parse_blocks(text: str) -> list[tuple[ExceptionInfo, str | None]]:
             start = i
             frames, j = _parse_frames(lines, i + 1 if header else i)
             parsed = _parse_exception_line(lines, j)
-            if parsed is None or (not header and not parsed[0].endswith(("SyntaxError", "IndentationError", "TabError"))):
+            is_syntax = parsed is not None and parsed[0].endswith(("SyntaxError", "IndentationError", "TabError"))
+            if parsed is None or (not header and not is_syntax):
                 i = max(j, i + 1)
                 continue
             exc_type, message, k = parsed

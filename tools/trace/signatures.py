@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 
-from tools.trace.models import Signature
-
-logger = logging.getLogger(__name__)
+from tools.trace.models import Signature, SignatureKind
 
 # Packages that only exist for NVIDIA GPUs (import fails on a CPU/tpx machine).
 CUDA_ONLY_PACKAGES: tuple[str, ...] = (
@@ -20,7 +17,7 @@ CUDA_ONLY_PACKAGES: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class Rule:
-    kind: str
+    kind: SignatureKind
     pattern: str  # regex on "ExcType: message"
     op_group: str | None = None  # named group holding the op / package
     detail: str = ""
@@ -38,11 +35,14 @@ RULES: tuple[Rule, ...] = (
          "tpx simulated device memory exhausted"),
     Rule("tpx_float64", r"(?i)(float64|double).*\btpx\b|\btpx\b.*(float64|double)", None,
          "tpx has no float64"),
-    Rule("unsupported_op", r"aten::(?P<op>[\w.]+)'? is not (?:currently )?(?:supported|implemented)[^\n]*\b(?:tpx|PrivateUse1)", "op",
+    Rule("unsupported_op",
+         r"aten::(?P<op>[\w.]+)'? is not (?:currently )?(?:supported|implemented)[^\n]*\b(?:tpx|PrivateUse1)", "op",
          "op not supported by the tpx backend"),
-    Rule("unsupported_op", r"Could not run '(?:aten::)?(?P<op>[\w.]+)' with arguments from the '(?:PrivateUse1|tpx)' backend", "op",
+    Rule("unsupported_op",
+         r"Could not run '(?:aten::)?(?P<op>[\w.]+)' with arguments from the '(?:PrivateUse1|tpx)' backend", "op",
          "op has no kernel for the tpx backend"),
-    Rule("unsupported_op", r"operator '(?:aten::)?(?P<op>[\w.]+)' is not currently implemented for the (?:tpx|PrivateUse1)", "op",
+    Rule("unsupported_op",
+         r"operator '(?:aten::)?(?P<op>[\w.]+)' is not currently implemented for the (?:tpx|PrivateUse1)", "op",
          "op has no kernel for the tpx backend"),
     Rule("unsupported_op", r"^NotImplementedError: [^\n]*\b(?:tpx|PrivateUse1)\b[^\n]*?aten::(?P<op>[\w.]+)", "op",
          "op not supported by the tpx backend"),

@@ -144,7 +144,7 @@ class Fix(cst.CSTTransformer):
         self.plan(node)
         return bool(self._edits)
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def, override]
+    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
         updated_node = super().on_leave(original_node, updated_node)
         entry = self._edits.get(id(original_node))
         if entry is not None and entry[0] is original_node:
@@ -266,7 +266,7 @@ def source_lines(source: str) -> list[str]:
     ``\n`` ends a line (``str.splitlines`` also splits at form feeds and other separators)."""
     lines = source.split("\n")
     out = [line + "\n" for line in lines[:-1]]
-    return out + [lines[-1]] if lines[-1] else out
+    return [*out, lines[-1]] if lines[-1] else out
 
 
 def span_text(source: str, span: Span) -> str:

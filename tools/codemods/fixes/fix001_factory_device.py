@@ -3,16 +3,12 @@ host tensor."""
 
 from __future__ import annotations
 
-import logging
-
 import libcst as cst
 
 from tools.codemods.device import usable_device_variable
 from tools.codemods.fixes.base import Fix, FixResult, apply, bound_values, names_in, nodes_of
 from tools.codemods.nodes import add_kwarg, expr, kwarg
 from tools.codemods.tables import DEVICE_FACTORIES
-
-logger = logging.getLogger(__name__)
 
 #: names that are never "the other operand" whose device the tensor should be created on
 _NOT_TENSORS = frozenset({"torch", "self", "nn", "F", "np"})

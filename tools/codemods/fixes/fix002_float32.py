@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-
 import libcst as cst
 
 from tools.codemods.fixes.base import Fix, FixResult, apply, nodes_of, torch_name
 from tools.codemods.nodes import add_kwarg, code, expr, kwarg, method_call, positional
-
-logger = logging.getLogger(__name__)
 
 FLOAT64 = frozenset({"torch.float64", "torch.double"})
 MOVE_METHODS = frozenset({"to", "cuda", "tpx"})

@@ -3,14 +3,12 @@ the result back."""
 
 from __future__ import annotations
 
-import logging
+import functools
 
 import libcst as cst
 
 from tools.codemods.fixes.base import Fix, FixResult, apply
 from tools.codemods.nodes import atom, method_call, positional
-
-logger = logging.getLogger(__name__)
 
 
 def _to_device_of(value: cst.BaseExpression, like: cst.BaseExpression) -> cst.Call:
@@ -22,9 +20,9 @@ class HostFallback(Fix):
     ID = "FIX003"
     NAME = "ops.host-fallback"
     DESCRIPTION = ("An op the device refuses (strict mode) at a line -> the same op on the host, the result moved "
-                   "back: x.op(...) -> x.cpu().op(...).to(x.device); torch.op(a, b, ...) -> (torch.op(a.cpu(), ...)).to("
-                   "a.device) with the op's leading tensor arguments on the host (the innermost such call covering "
-                   "the line; operands that are expressions are parenthesised).")
+                   "back: x.op(...) -> x.cpu().op(...).to(x.device); torch.op(a, b, ...) -> "
+                   "(torch.op(a.cpu(), ...)).to(a.device) with the op's leading tensor arguments on the host (the "
+                   "innermost such call covering the line; operands that are expressions are parenthesised).")
 
     def __init__(self, line: int, op: str, arg_count: int = 1) -> None:
         super().__init__()
@@ -45,22 +43,30 @@ class HostFallback(Fix):
                 first = args[0].value
                 moved = {id(a) for a in args[: min(self.arg_count, len(args))]}
 
-                def host(updated: cst.Call, first: cst.BaseExpression = first, moved: set[int] = moved,
-                         originals: list[cst.Arg] = list(call.args)) -> cst.BaseExpression:
-                    new_args = [a.with_changes(value=method_call(a.value, "cpu")) if id(o) in moved else a
-                                for a, o in zip(updated.args, originals)]
-                    inner = updated.with_changes(args=new_args)
-                    if not inner.lpar:
-                        inner = inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-                    return _to_device_of(inner, first)
-
-                self.edit(call, host)
+                self.edit(call, functools.partial(_on_host_call, first, moved, tuple(call.args)))
                 return
             receiver = func.value  # x.op(...): x.cpu().op(...).to(x.device)
-            self.edit(call, lambda updated, receiver=receiver: _to_device_of(
-                updated.with_changes(func=updated.func.with_changes(value=method_call(updated.func.value, "cpu"))),
-                receiver))
+            self.edit(call, functools.partial(_on_host_method, receiver))
             return
+
+
+def _on_host_call(first: cst.BaseExpression, moved: set[int], originals: tuple[cst.Arg, ...],
+                  updated: cst.Call) -> cst.BaseExpression:
+    """``torch.op(a, b, ...)`` -> ``(torch.op(a.cpu(), ...)).to(a.device)`` (the arguments in ``moved``,
+    by the identity of the original call's, on the host)."""
+    new_args = [a.with_changes(value=method_call(a.value, "cpu")) if id(o) in moved else a
+                for a, o in zip(updated.args, originals, strict=True)]
+    inner = updated.with_changes(args=new_args)
+    if not inner.lpar:
+        inner = inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return _to_device_of(inner, first)
+
+
+def _on_host_method(receiver: cst.BaseExpression, updated: cst.Call) -> cst.BaseExpression:
+    """``x.op(...)`` -> ``x.cpu().op(...).to(x.device)``."""
+    assert isinstance(updated.func, cst.Attribute)
+    on_host = updated.with_changes(func=updated.func.with_changes(value=method_call(updated.func.value, "cpu")))
+    return _to_device_of(on_host, receiver)
 
 
 def host_fallback(source: str, line: int, op: str, *, arg_count: int = 1,

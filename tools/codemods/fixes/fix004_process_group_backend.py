@@ -3,15 +3,11 @@ per device type at ``init_process_group``."""
 
 from __future__ import annotations
 
-import logging
-
 import libcst as cst
 
 from tools.codemods.device import usable_device_variable
 from tools.codemods.fixes.base import Fix, FixResult, apply, nodes_of, torch_name
 from tools.codemods.nodes import add_kwarg, code, dotted, expr, kwarg, positional
-
-logger = logging.getLogger(__name__)
 
 #: what an already fixed backend argument starts with
 FIXED_MARK = "cpu:gloo,"

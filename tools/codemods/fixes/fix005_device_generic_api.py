@@ -3,7 +3,6 @@ at every call of it in the module."""
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +13,6 @@ from tools.codemods.device import usable_device_variable
 from tools.codemods.fixes.base import Fix, FixResult, apply, nodes_of, torch_name
 from tools.codemods.nodes import add_kwarg, expr, kwarg
 
-logger = logging.getLogger(__name__)
 _TORCH_RE = re.compile(r"(?<![\w.])torch\.")
 
 
@@ -30,10 +28,10 @@ class DeviceGenericApi(Fix):
     ID = "FIX005"
     NAME = "cuda.device-generic-api"
     DESCRIPTION = ("A CUDA API called at a line (a key of the given table, e.g. torch.cuda.Event) -> its "
-                   "device-generic replacement (torch.Event) at every call of that API in the module, with device=<device> added "
-                   "where the table says so; <device> is the module's device variable (tools.codemods.device), else "
-                   "torch.accelerator.current_accelerator(). Names resolve through imports (import torch as T, from "
-                   "torch.cuda import Event); only in modules that import torch.")
+                   "device-generic replacement (torch.Event) at every call of that API in the module, with "
+                   "device=<device> added where the table says so; <device> is the module's device variable "
+                   "(tools.codemods.device), else torch.accelerator.current_accelerator(). Names resolve through "
+                   "imports (import torch as T, from torch.cuda import Event); only in modules that import torch.")
 
     def __init__(self, line: int, table: Mapping[str, ApiReplacement], mode: str = "accelerator") -> None:
         super().__init__()

@@ -3,14 +3,17 @@ review findings) by the rewrites proposed for them."""
 
 from __future__ import annotations
 
-import logging
+import functools
 from collections.abc import Sequence
 
 import libcst as cst
 
 from tools.codemods.fixes.base import Fix, FixResult, Span, apply, nodes_of
 
-logger = logging.getLogger(__name__)
+
+def _replacement(new: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
+    """The edit of a replaced span: the new expression, whatever the node became meanwhile."""
+    return new
 
 
 class ReplaceSpans(Fix):
@@ -46,7 +49,7 @@ class ReplaceSpans(Fix):
                 continue
             # the replaced node's own parentheses stay
             new = new.with_changes(lpar=node.lpar, rpar=node.rpar) if not new.lpar else new
-            self.edit(node, lambda updated, new=new: new)
+            self.edit(node, functools.partial(_replacement, new))
             taken.append(span)
 
 

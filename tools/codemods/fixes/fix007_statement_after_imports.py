@@ -3,7 +3,6 @@ leading docstring and imports."""
 
 from __future__ import annotations
 
-import logging
 import re
 
 import libcst as cst
@@ -12,7 +11,6 @@ from tools.codemods.device import torch_alias
 from tools.codemods.fixes.base import Fix, FixResult, Span, apply
 from tools.codemods.nodes import header_length
 
-logger = logging.getLogger(__name__)
 _TORCH_RE = re.compile(r"(?<![\w.])torch\.")
 
 

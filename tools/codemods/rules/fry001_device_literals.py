@@ -6,9 +6,7 @@ import libcst as cst
 
 from tools.codemods.base import Rule
 from tools.codemods.nodes import cuda_device_string, expr, int_value, positional
-from tools.codemods.tables import (DEVICE_OBJECT, DEVICE_TYPE_CALLS, INIT_PROCESS_GROUP,
-                                   SET_DEFAULT_DEVICE)
-
+from tools.codemods.tables import DEVICE_OBJECT, DEVICE_TYPE_CALLS, INIT_PROCESS_GROUP, SET_DEFAULT_DEVICE
 
 #: calls whose "cuda" argument other rules handle
 _OTHER_RULES_CALLS = DEVICE_OBJECT | DEVICE_TYPE_CALLS | SET_DEFAULT_DEVICE | INIT_PROCESS_GROUP

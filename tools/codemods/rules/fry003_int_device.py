@@ -15,7 +15,8 @@ _RANK_NAME = re.compile(r"(^|_)(local_rank|rank|gpu|gpu_id|gpu_idx|device_id|cud
 class IntDevice(Rule):
     ID = "FRY003"
     NAME = "placement.int-device"
-    DESCRIPTION = ".to(0) / .to(device=0) (an integer means a CUDA ordinal) -> .to(device); .to(local_rank)-style ordinals -> review."
+    DESCRIPTION = (".to(0) / .to(device=0) (an integer means a CUDA ordinal) -> .to(device); .to(local_rank)-style "
+                   "ordinals -> review.")
     CATEGORY = "auto"
     ENTRIES = (3,)
     # purely syntactic: no scopes or qualified names needed, which keeps torch files without CUDA cheap

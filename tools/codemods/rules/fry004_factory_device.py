@@ -1,15 +1,19 @@
-"""FRY004 (placement.factory-device): device="cuda" in factories and set_default_device("cuda") -> the device variable."""
+"""FRY004 (placement.factory-device): device="cuda" in factories and set_default_device("cuda") -> the
+device variable."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import Rule, Transform
 from tools.codemods.nodes import cuda_device_string, expr, positional
 from tools.codemods.tables import DEVICE_OBJECT, DEVICE_TYPE_CALLS, SET_DEFAULT_DEVICE
 
-
 _SKIP = DEVICE_TYPE_CALLS | DEVICE_OBJECT
+
+
+def _replace_with(text: str) -> Transform:
+    return lambda updated: expr(text)
 
 
 class FactoryDevice(Rule):
@@ -36,7 +40,7 @@ class FactoryDevice(Rule):
                 continue
             ref = self.device_ref(arg.value)
             self.hit(arg.value, 'device="cuda" creates the tensor on CUDA', category="auto", suggestion=ref,
-                     needs_device=True, transform=lambda updated, r=ref: expr(r))
+                     needs_device=True, transform=_replace_with(ref))
 
 
 RULE = FactoryDevice

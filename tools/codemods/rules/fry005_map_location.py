@@ -1,4 +1,5 @@
-"""FRY005 (placement.map-location): torch.load(..., map_location="cuda" | lambda storage, loc: storage.cuda()) -> device."""
+"""FRY005 (placement.map-location): torch.load(..., map_location="cuda" | lambda storage, loc:
+storage.cuda()) -> device."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def _is_cuda_lambda(node: cst.BaseExpression) -> bool:
 class MapLocation(Rule):
     ID = "FRY005"
     NAME = "placement.map-location"
-    DESCRIPTION = 'torch.load(map_location="cuda") or map_location=lambda storage, loc: storage.cuda() -> map_location=device.'
+    DESCRIPTION = ('torch.load(map_location="cuda") or map_location=lambda storage, loc: storage.cuda() -> '
+                   'map_location=device.')
     CATEGORY = "auto"
     ENTRIES = (5,)
 

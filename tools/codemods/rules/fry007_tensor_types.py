@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
-from tools.codemods.nodes import args_then, code, expr, positional, string_value
+from tools.codemods.base import Rule, RuleContext
+from tools.codemods.nodes import args_then, code, expr, string_value
 from tools.codemods.tables import TENSOR_TYPES
 
 _TYPE_STRINGS = {name: dtype for name, dtype in TENSOR_TYPES.items()}
@@ -21,7 +21,7 @@ class TensorTypes(Rule):
     CATEGORY = "auto"
     ENTRIES = (7,)
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self._handled: set[int] = set()
 

@@ -1,4 +1,5 @@
-"""FRY008 (placement.device-selection): "cuda" if torch.cuda.is_available() else "cpu" -> accelerator-aware selection."""
+"""FRY008 (placement.device-selection): "cuda" if torch.cuda.is_available() else "cpu" ->
+accelerator-aware selection."""
 
 from __future__ import annotations
 

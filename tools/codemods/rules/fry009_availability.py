@@ -1,4 +1,5 @@
-"""FRY009 (runtime.availability): torch.cuda.is_available()/device_count() -> torch.accelerator.is_available()/device_count()."""
+"""FRY009 (runtime.availability): torch.cuda.is_available()/device_count() ->
+torch.accelerator.is_available()/device_count()."""
 
 from __future__ import annotations
 

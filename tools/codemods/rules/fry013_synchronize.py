@@ -1,4 +1,6 @@
-"""FRY013 (runtime.synchronize): torch.cuda.synchronize() -> torch.get_device_module(device).synchronize() (works on CPU too, unlike torch.accelerator.synchronize())."""
+"""FRY013 (runtime.synchronize): torch.cuda.synchronize() ->
+torch.get_device_module(device).synchronize() (works on CPU too, unlike
+torch.accelerator.synchronize())."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from tools.codemods.tables import SYNC_CALLS
 class Synchronize(CallMapRule):
     ID = "FRY013"
     NAME = "runtime.synchronize"
-    DESCRIPTION = "torch.cuda.synchronize() -> torch.get_device_module(device).synchronize() (works on CPU too, unlike torch.accelerator.synchronize())."
+    DESCRIPTION = ("torch.cuda.synchronize() -> torch.get_device_module(device).synchronize() (works on CPU too, "
+                   "unlike torch.accelerator.synchronize()).")
     CATEGORY = "auto"
     ENTRIES = (13,)
     CALLS = SYNC_CALLS

@@ -38,8 +38,7 @@ class CudaEnv(Rule):
             return
         if isinstance(self.parent(node), cst.Expr):
             return  # a docstring or bare string statement documents, it sets nothing
-        found = {m.group(1): cuda_env_var(m.group(1)) for m in _SETS.finditer(value)}
-        found = {k: v for k, v in found.items() if v is not None}
+        found = {m.group(1): var for m in _SETS.finditer(value) if (var := cuda_env_var(m.group(1))) is not None}
         if found:
             what = "; ".join(f"{k} {v.reason}" for k, v in found.items())
             self.hit(node, f"a command string sets {', '.join(found)}: {what}; no effect on tpx/CPU",

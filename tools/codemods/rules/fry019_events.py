@@ -21,9 +21,12 @@ So:
 
 from __future__ import annotations
 
+from functools import partial
+
 import libcst as cst
 from libcst.metadata import Assignment, ImportAssignment, ScopeProvider
 
+from tools.codemods.base import RuleContext, Transform
 from tools.codemods.generic import CallMapRule
 from tools.codemods.nodes import bool_value, expr
 from tools.codemods.tables import EVENT_CALLS
@@ -51,7 +54,7 @@ class Events(CallMapRule):
     CALLS = EVENT_CALLS
     METADATA_DEPENDENCIES = (ScopeProvider,)
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self._safe: dict[int, bool] = {}
 
@@ -164,7 +167,8 @@ class Events(CallMapRule):
         if len(bound) != 1 or not isinstance(bound[0], Assignment) or not isinstance(bound[0].node, cst.Name):
             raise _Unsafe(f"`{node.value}` is not a single timing event")
         target = bound[0].node
-        assign = self.parent(self.parent(target))
+        assign_target = self.parent(target)
+        assign = self.parent(assign_target) if assign_target is not None else None
         value = assign.value if isinstance(assign, cst.Assign) else None
         if not (isinstance(value, cst.Call) and self.qname_in(value.func, self.CALLS) and self._timing_call(value)):
             raise _Unsafe(f"`{node.value}` is not a torch.cuda.Event(enable_timing=True)")
@@ -173,34 +177,46 @@ class Events(CallMapRule):
         return node.value
 
     # -- rewrite -------------------------------------------------------------------------
-    def _rewrite_pair(self, node: cst.Call, assignment: Assignment, sites) -> None:  # type: ignore[no-untyped-def]
+    def _rewrite_pair(self, node: cst.Call, assignment: Assignment,
+                      sites: list[tuple[str, cst.CSTNode, object]]) -> None:
         name = assignment.name
         clock = "time.perf_counter()"
         imports = (("time", None),)
         self.hit(node, f"{name}: {_NO_CPU_EVENTS}; timed on the host instead", category="auto",
-                 suggestion=clock, transform=lambda updated: expr(clock), add_imports=imports)
+                 suggestion=clock, transform=_replace_with(clock), add_imports=imports)
         for kind, site, extra in sites:
             sync = self.torch_text(f"torch.get_device_module({self.device_ref(site)}).synchronize()")
             if kind == "record":
                 self.hit(site, f"{name}.record(): device synchronize, then read the host clock", category="auto",
                          suggestion=f"{sync}; {name} = {clock}", needs_device=True, add_imports=imports,
-                         transform=lambda updated, s=sync: _record(updated, s, name, clock))
+                         transform=partial(_record, sync=sync, name=name, clock=clock))
             elif kind == "sync":
                 self.hit(site, f"{name}.synchronize(): the device synchronize", category="auto", suggestion=sync,
-                         needs_device=True, transform=lambda updated, s=sync: expr(s).with_changes(
-                             lpar=updated.lpar, rpar=updated.rpar))  # type: ignore[attr-defined]
+                         needs_device=True, transform=partial(_synchronize, sync=sync))
             else:
                 text = f"({extra} - {name}) * 1000"
                 if isinstance(self.parent(site), _NEEDS_PARENS):
                     text = f"({text})"
                 self.hit(site, f"{name}.elapsed_time({extra}): milliseconds between the two host clock reads",
-                         category="auto", suggestion=text, transform=lambda updated, t=text: expr(t))
+                         category="auto", suggestion=text, transform=_replace_with(text))
+
+
+def _replace_with(text: str) -> Transform:
+    return lambda updated: expr(text)
+
+
+def _synchronize(updated: cst.CSTNode, sync: str) -> cst.CSTNode:
+    """``e.synchronize()`` -> the device synchronize call (in the same parentheses)."""
+    assert isinstance(updated, cst.Call)
+    return expr(sync).with_changes(lpar=updated.lpar, rpar=updated.rpar)
 
 
 def _record(updated: cst.CSTNode, sync: str, name: str, clock: str) -> cst.CSTNode:
     assert isinstance(updated, cst.SimpleStatementLine)
     first = cst.parse_statement(f"{sync}\n").with_changes(leading_lines=updated.leading_lines)
     second = cst.parse_statement(f"{name} = {clock}\n").with_changes(trailing_whitespace=updated.trailing_whitespace)
+    # two statements for one line: the engine hands the sentinel on to libcst, which splices them (the
+    # rules' Transform type, tools/codemods/base.py, names only a node)
     return cst.FlattenSentinel([first, second])  # type: ignore[return-value]
 
 

@@ -1,4 +1,5 @@
-"""FRY024 (amp.autocast): torch.cuda.amp.autocast(...) / torch.autocast("cuda") -> torch.autocast(device_type=device.type, ...)."""
+"""FRY024 (amp.autocast): torch.cuda.amp.autocast(...) / torch.autocast("cuda") ->
+torch.autocast(device_type=device.type, ...)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ from tools.codemods.tables import GRADSCALER_CUDA, GRADSCALER_GENERIC
 class GradScaler(Rule):
     ID = "FRY025"
     NAME = "amp.grad-scaler"
-    DESCRIPTION = 'torch.cuda.amp.GradScaler(...) and torch.amp.GradScaler("cuda") -> torch.amp.GradScaler(device.type, ...).'
+    DESCRIPTION = ('torch.cuda.amp.GradScaler(...) and torch.amp.GradScaler("cuda") -> '
+                   'torch.amp.GradScaler(device.type, ...).')
     CATEGORY = "auto"
     ENTRIES = (25,)
 

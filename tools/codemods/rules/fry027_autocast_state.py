@@ -1,4 +1,5 @@
-"""FRY027 (amp.autocast-state): torch.is_autocast_enabled() without a device, get_autocast_gpu_dtype() -> device-typed forms."""
+"""FRY027 (amp.autocast-state): torch.is_autocast_enabled() without a device, get_autocast_gpu_dtype()
+-> device-typed forms."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import libcst as cst
 
 from tools.codemods.generic import CallMapRule
 from tools.codemods.tables import AUTOCAST_STATE_CALLS
-
 
 _IS_ENABLED = frozenset({"torch.is_autocast_enabled"})
 

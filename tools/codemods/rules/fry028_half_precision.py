@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 import libcst as cst
 
 from tools.codemods.generic import NameReportRule
@@ -18,7 +21,7 @@ class HalfPrecision(NameReportRule):
     CATEGORY = "review"
     ENTRIES = (28,)
     CONTEXTUAL = True
-    NAMES = {name: _MSG for name in HALF_DTYPES}
+    NAMES: ClassVar[Mapping[str, Report]] = {name: _MSG for name in HALF_DTYPES}
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "half" and not node.args:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import Rule, RuleContext
 from tools.codemods.nodes import cuda_device_string, expr, int_value, kwarg, positional
 from tools.codemods.tables import DEVICE_OBJECT, DOUBLE_DTYPES
 
@@ -19,7 +19,7 @@ class Float64(Rule):
     ENTRIES = (29,)
     CONTEXTUAL = True
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self._handled: set[int] = set()
 
@@ -59,9 +59,7 @@ class Float64(Rule):
             grand = self.parent(parent) if isinstance(parent, cst.Attribute) else None
             if self._moves_to_device(func.value) or (isinstance(grand, cst.Call) and self._moves_to_device(grand)):
                 self.hit(node, ".double() on a device tensor (tpx has no float64)", category="auto",
-                         suggestion=".float()",
-                         transform=lambda updated: updated.with_changes(  # type: ignore[attr-defined]
-                             func=updated.func.with_changes(attr=cst.Name("float"))))  # type: ignore[attr-defined]
+                         suggestion=".float()", transform=_float_call)
             else:
                 self.hit(node, ".double(): float64 is unavailable on tpx", category="review",
                          suggestion=".float() if this tensor lives on the device; keep it on CPU-only tensors")
@@ -75,6 +73,12 @@ class Float64(Rule):
 
     def leave_Attribute(self, original_node: cst.Attribute) -> None:
         self._reference(original_node)
+
+
+def _float_call(updated: cst.CSTNode) -> cst.CSTNode:
+    """``x.double()`` -> ``x.float()``."""
+    assert isinstance(updated, cst.Call) and isinstance(updated.func, cst.Attribute)
+    return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("float")))
 
 
 RULE = Float64

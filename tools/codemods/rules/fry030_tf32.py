@@ -1,10 +1,11 @@
-"""FRY030 (dtype.tf32): torch.backends.cuda.matmul.allow_tf32 / cudnn.allow_tf32 = B -> torch.set_float32_matmul_precision(...)."""
+"""FRY030 (dtype.tf32): torch.backends.cuda.matmul.allow_tf32 / cudnn.allow_tf32 = B ->
+torch.set_float32_matmul_precision(...)."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import Rule, RuleContext, Transform
 from tools.codemods.nodes import bool_value, expr
 from tools.codemods.tables import TF32_FLAGS
 
@@ -17,7 +18,7 @@ class Tf32(Rule):
     CATEGORY = "auto"
     ENTRIES = (30,)
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self._handled: set[int] = set()
 
@@ -36,7 +37,7 @@ class Tf32(Rule):
             return
         call = self.torch_text(f'torch.set_float32_matmul_precision("{"high" if value else "highest"}")')
         self.hit(node, f"{name} only affects NVIDIA TF32 units", category="auto", suggestion=call,
-                 transform=lambda updated: cst.Expr(value=expr(call), semicolon=updated.semicolon))  # type: ignore[attr-defined]
+                 transform=_statement(call))
 
     def leave_Attribute(self, original_node: cst.Attribute) -> None:
         if id(original_node) in self._handled or not self.is_outermost_attribute(original_node):
@@ -45,6 +46,15 @@ class Tf32(Rule):
         if name is not None:
             self.hit(original_node, f"{name} is CUDA-only", category="review",
                      suggestion='torch.get_float32_matmul_precision() != "highest"')
+
+
+def _statement(text: str) -> Transform:
+    """The flag assignment replaced by the expression statement ``text`` (its semicolon kept)."""
+    def transform(updated: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(updated, cst.Assign)
+        return cst.Expr(value=expr(text), semicolon=updated.semicolon)
+
+    return transform
 
 
 RULE = Tf32

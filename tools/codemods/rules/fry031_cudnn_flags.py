@@ -1,4 +1,5 @@
-"""FRY031 (dtype.cudnn-flags): torch.backends.cudnn.benchmark/deterministic/enabled -> review (drop or guard; use_deterministic_algorithms for determinism)."""
+"""FRY031 (dtype.cudnn-flags): torch.backends.cudnn.benchmark/deterministic/enabled -> review (drop or
+guard; use_deterministic_algorithms for determinism)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from tools.codemods.tables import CUDNN_FLAG_NAMES
 class CudnnFlags(NameReportRule):
     ID = "FRY031"
     NAME = "dtype.cudnn-flags"
-    DESCRIPTION = "torch.backends.cudnn.benchmark/deterministic/enabled -> review (drop or guard; use_deterministic_algorithms for determinism)."
+    DESCRIPTION = ("torch.backends.cudnn.benchmark/deterministic/enabled -> review (drop or guard; "
+                   "use_deterministic_algorithms for determinism).")
     CATEGORY = "review"
     ENTRIES = (31,)
     NAMES = CUDNN_FLAG_NAMES

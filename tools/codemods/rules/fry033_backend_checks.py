@@ -8,7 +8,6 @@ from tools.codemods.base import Rule
 from tools.codemods.nodes import string_value
 from tools.codemods.tables import INIT_PROCESS_GROUP, NEW_GROUP
 
-
 _GROUP_CALLS = INIT_PROCESS_GROUP | NEW_GROUP
 
 

@@ -20,7 +20,12 @@ class BarrierDeviceIds(Rule):
         if self.qname_in(node.func, BARRIER) is None or kwarg(node, "device_ids") is None:
             return
         self.hit(node, "barrier(device_ids=...) is only valid with NCCL", category="auto",
-                 suggestion="dist.barrier()", transform=lambda updated: without_kwargs(updated, {"device_ids"}))  # type: ignore[arg-type]
+                 suggestion="dist.barrier()", transform=_without_device_ids)
+
+
+def _without_device_ids(updated: cst.CSTNode) -> cst.CSTNode:
+    assert isinstance(updated, cst.Call)
+    return without_kwargs(updated, {"device_ids"})
 
 
 RULE = BarrierDeviceIds

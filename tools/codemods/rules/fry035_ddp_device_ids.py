@@ -28,7 +28,12 @@ class DdpDeviceIds(Rule):
             return
         self.hit(node, "device_ids/output_device name CUDA ordinals", category="auto",
                  suggestion="DistributedDataParallel(model)",
-                 transform=lambda updated: without_kwargs(updated, {"device_ids", "output_device"}))  # type: ignore[arg-type]
+                 transform=_without_device_ids)
+
+
+def _without_device_ids(updated: cst.CSTNode) -> cst.CSTNode:
+    assert isinstance(updated, cst.Call)
+    return without_kwargs(updated, {"device_ids", "output_device"})
 
 
 RULE = DdpDeviceIds

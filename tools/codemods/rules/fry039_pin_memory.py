@@ -12,7 +12,8 @@ from tools.codemods.tables import DATALOADER
 class PinMemory(Rule):
     ID = "FRY039"
     NAME = "data.pin-memory"
-    DESCRIPTION = "DataLoader(pin_memory=True) -> review: pinned memory targets CUDA; use pin_memory_device or drop it on tpx."
+    DESCRIPTION = ("DataLoader(pin_memory=True) -> review: pinned memory targets CUDA; use pin_memory_device or drop "
+                   "it on tpx.")
     CATEGORY = "review"
     ENTRIES = (39,)
 

@@ -39,11 +39,11 @@ class ProfilerActivity(Rule):
         if self.ctx.device_mode == "tpx":
             self.hit(node, "ProfilerActivity.CUDA records nothing on tpx", category="auto",
                      suggestion="ProfilerActivity.PrivateUse1",
-                     transform=lambda updated: updated.with_changes(attr=cst.Name("PrivateUse1")))  # type: ignore[attr-defined]
+                     transform=lambda updated: updated.with_changes(attr=cst.Name("PrivateUse1")))
             return
         element = self.parent(node)
         literal = self.parent(element) if isinstance(element, cst.Element) and element.value is node else None
-        if not isinstance(literal, _LITERALS):
+        if not isinstance(element, cst.Element) or not isinstance(literal, _LITERALS):
             self.hit(node, "ProfilerActivity.CUDA records nothing off CUDA; outside an activity list/tuple/set the "
                            "device's activity cannot be substituted safely (on CPU it is ProfilerActivity.CPU, and "
                            "the profiler raises ValueError for an activity given twice)", category="review",
@@ -75,13 +75,15 @@ class ProfilerActivity(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         arg = kwarg(node, "sort_by")
-        value = string_value(arg.value) if arg is not None else None
-        if arg is None or value not in PROFILER_SORT_KEYS:
+        literal = arg.value if arg is not None else None
+        value = string_value(literal)
+        if not isinstance(literal, cst.SimpleString) or value not in PROFILER_SORT_KEYS:
             return
         new = PROFILER_SORT_KEYS[value]
-        quote = arg.value.value[0]  # type: ignore[attr-defined]
-        self.hit(arg.value, f'sort_by="{value}" is a CUDA-only key', category="auto", suggestion=f'"{new}"',
-                 transform=lambda updated: expr(f"{quote}{new}{quote}"))
+        # the literal's own prefix (u, r) and quotes; the new key is plain letters and underscores
+        text = f"{literal.prefix}{literal.quote}{new}{literal.quote}"
+        self.hit(literal, f'sort_by="{value}" is a CUDA-only key', category="auto", suggestion=f'"{new}"',
+                 transform=lambda updated: expr(text))
 
 
 RULE = ProfilerActivity

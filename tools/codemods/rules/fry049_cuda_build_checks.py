@@ -1,9 +1,11 @@
-"""FRY049 (runtime.cuda-build): `import torch.cuda`, torch.version.cuda, cudnn.version() and unmapped torch.cuda APIs -> review."""
+"""FRY049 (runtime.cuda-build): `import torch.cuda`, torch.version.cuda, cudnn.version() and unmapped
+torch.cuda APIs -> review."""
 
 from __future__ import annotations
 
 import libcst as cst
 
+from tools.codemods.base import RuleContext
 from tools.codemods.generic import NameReportRule, _in_import
 from tools.codemods.nodes import code
 from tools.codemods.tables import CUDA_VERSION_NAMES, KNOWN_CUDA_NAMES
@@ -23,7 +25,7 @@ class CudaBuildChecks(NameReportRule):
             self.hit(node, "`import torch.cuda` only matters for its CUDA side effects",
                      suggestion="import torch (use torch.accelerator APIs)")
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self._cuda_bound: set[str] = set()  # names bound by `from torch.cuda... import x`
 

@@ -4,9 +4,9 @@ logging, f-strings, str.format, %) inside training loops -> reported (profiler t
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import ScopeProvider
+from libcst.metadata import Assignment, ScopeProvider
 
-from tools.codemods.base import Rule
+from tools.codemods.base import Rule, RuleContext
 from tools.codemods.loops import LoopTracker, enclosing_loop
 from tools.codemods.nodes import code
 from tools.codemods.tables import LOG_METHODS, SYNC_METHODS, TEXT_BUILTINS
@@ -28,7 +28,7 @@ class HostSyncs(Rule):
     CONTEXTUAL = True
     METADATA_DEPENDENCIES = (ScopeProvider,)
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self._loops = LoopTracker()
         self._kinds = TensorKinds(self)
@@ -80,6 +80,8 @@ class HostSyncs(Rule):
         if scope is None or node.value not in scope:
             return False
         for assignment in scope[node.value]:
+            if not isinstance(assignment, Assignment):
+                continue  # a builtin: no node of its own, not a getLogger(...) result
             parent = self.parent(assignment.node) if isinstance(assignment.node, cst.Name) else None
             assign = self.parent(parent) if isinstance(parent, cst.AssignTarget) else None
             value = getattr(assign, "value", None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import Rule, RuleContext
 from tools.codemods.loops import LoopTracker, enclosing_loop
 from tools.codemods.nodes import kwarg
 from tools.codemods.tables import TENSOR_FACTORIES
@@ -19,7 +19,7 @@ class PerStepTransfer(Rule):
     ENTRIES = (51,)
     CONTEXTUAL = True
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self._loops = LoopTracker()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import Rule, RuleContext
 from tools.codemods.tables import SYNC_METHODS, TORCH_COMPILE
 
 
@@ -27,7 +27,7 @@ class GraphBreaks(Rule):
     ENTRIES = (52,)
     CONTEXTUAL = True
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self._compiled_depth = 0
 

@@ -13,16 +13,24 @@ import os
 import sys
 from contextlib import contextmanager
 
+# Only the checker sees these imports (a constant it reads as true): this module runs at every
+# start-up of the user's interpreter and imports nothing it does not need, typing included.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+
 FERRY_ROOT = os.environ.get("FERRY_ROOT", "")
 WARM_SERVER_ENV = "FERRY_WARM_SERVER"  # set in a warm server's own environment (tools.runner.warm)
 _OWN_PACKAGES = ("tools", "sandbox", "backend")  # the tools' hooks read settings with sandbox.envvars
 
 
-def _say(msg):
+def _say(msg: str) -> None:
     sys.stderr.write(f"ferry bootstrap: {msg}\n")
 
 
-def _seed():
+def _seed() -> int:
     # Not sandbox.envvars: this runs at every interpreter start in the sandbox, before anything of
     # Ferry's may be imported (and then only inside _ferry_namespace).
     try:
@@ -33,12 +41,12 @@ def _seed():
 
 
 @contextmanager
-def _ferry_namespace(*packages):
+def _ferry_namespace(*packages: str) -> "Iterator[None]":
     """Import Ferry's own ``tools``/``sandbox``/``backend`` even when the user's repo has packages of those
     names, and leave the user's versions (or nothing) in ``sys.modules`` afterwards."""
     packages = packages or _OWN_PACKAGES
 
-    def ours(name):
+    def ours(name: str) -> bool:
         return any(name == p or name.startswith(p + ".") for p in packages)
 
     saved = {k: sys.modules.pop(k) for k in list(sys.modules) if ours(k)}
@@ -62,10 +70,11 @@ class _PostImportFinder:
     """Runs ``hook(module)`` right after selected modules finish importing (a meta path finder;
     not derived from importlib.abc, whose import alone costs more than this whole bootstrap)."""
 
-    def __init__(self):
-        self.hooks = {}
+    def __init__(self) -> None:
+        self.hooks: dict[str, Callable[[ModuleType], None]] = {}
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: "Sequence[str] | None" = None,
+                  target: "ModuleType | None" = None) -> "ModuleSpec | None":
         hook = self.hooks.get(name)
         if hook is None:
             return None
@@ -83,32 +92,34 @@ class _PostImportFinder:
         del self.hooks[name]
         original = loader.exec_module
 
-        def exec_module(module):
+        def exec_module(module: "ModuleType") -> None:
             original(module)
             hook(module)
 
-        loader.exec_module = exec_module
+        # the loader's own method, replaced on this instance only: the hook runs once the module's
+        # code has run
+        loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 
-def _load_device(torch):
+def _load_device(torch: "ModuleType") -> None:
     device = os.environ.get("FERRY_DEVICE", "cpu")
     if device == "tpx" and not hasattr(torch, "tpx"):
         try:
             with _ferry_namespace("backend"):
                 import backend  # noqa: F401  (registers the tpx PrivateUse1 device)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             _say(f"tpx backend could not be loaded ({type(exc).__name__}: {exc}); running without it")
 
 
-def _on_torch(torch):
+def _on_torch(torch: "ModuleType") -> None:
     _load_device(torch)
     torch.manual_seed(_seed())
     if not os.environ.get(WARM_SERVER_ENV):  # a warm server installs it per run, after the fork
         _install_redirect()
 
 
-def _install_redirect():
+def _install_redirect() -> None:
     if os.environ.get("FERRY_REDIRECT_CUDA"):
         with _ferry_namespace("tools"):
             from tools.redirect.install import install_from_env
@@ -116,14 +127,14 @@ def _install_redirect():
             install_from_env()
 
 
-def _on_numpy(np):
+def _on_numpy(np: "ModuleType") -> None:
     try:
         np.random.seed(_seed() % (2**32))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         _say(f"could not seed numpy: {exc}")
 
 
-def _install_tool(module_name, env_name):
+def _install_tool(module_name: str, env_name: str) -> None:
     if not os.environ.get(env_name):
         return
     import importlib
@@ -136,15 +147,15 @@ def _install_tool(module_name, env_name):
             return
         try:
             module.install_from_env()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             _say(f"{module_name}.install_from_env() failed: {type(exc).__name__}: {exc}")
 
 
-def _on_random(random):
+def _on_random(random: "ModuleType") -> None:
     random.seed(_seed())
 
 
-def _install_tools():
+def _install_tools() -> None:
     if os.environ.get("FERRY_PROBE_DIR") or os.environ.get("FERRY_PROFILE_DIR"):
         import torch  # noqa: F401  (runs _on_torch first: backend, seed, redirect)
 
@@ -152,10 +163,11 @@ def _install_tools():
         _install_tool("tools.profile.child", "FERRY_PROFILE_DIR")
 
 
-_HOOKS = (("random", _on_random), ("torch", _on_torch), ("numpy", _on_numpy))
+_HOOKS: "tuple[tuple[str, Callable[[ModuleType], None]], ...]" = (
+    ("random", _on_random), ("torch", _on_torch), ("numpy", _on_numpy))
 
 
-def _main():
+def _main() -> None:
     finder = _PostImportFinder()
     for name, hook in _HOOKS:
         if name in sys.modules:
@@ -166,7 +178,7 @@ def _main():
     _install_tools()
 
 
-def ferry_after_fork():
+def ferry_after_fork() -> None:
     """A warm start (``sandbox.warm``): this interpreter imported torch (on the CPU, nothing
     device-specific) before the run existed and was just forked into it with the run's environment
     (which has no ``FERRY_WARM_SERVER``). Run the hooks of the modules already imported, as ``_main``
