@@ -72,6 +72,7 @@ def render(cmp: Comparison, label_a: str, label_b: str) -> str:
              f"{len(cmp.p2p_regressions)} pass-to-pass regressions"]
     for c in cmp.changes:
         if c.kind != "same" or c.detail:
-            lines.append(f"  {c.kind:8} {c.name}: {c.before or '-'} -> {c.after or '-'}" + (f" ({c.detail})" if c.detail else ""))
+            detail = f" ({c.detail})" if c.detail else ""
+            lines.append(f"  {c.kind:8} {c.name}: {c.before or '-'} -> {c.after or '-'}{detail}")
     lines += [f"  p2p regression {r}" for r in cmp.p2p_regressions]
     return "\n".join(lines)

@@ -10,6 +10,11 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evals.cases import Suite
+    from evals.results import CaseResult
 
 NAME = "eval"
 HELP = "migrate and grade every case of an eval suite (default: the synthetic suite), regrade or compare runs"
@@ -20,13 +25,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="synthetic (default: evals/suite), real (evals/real/manifest.toml), a directory of "
                              "*/ferry-eval.toml cases or a manifest.toml of real cases")
     parser.add_argument("--jobs", type=int, default=1, help="cases migrated side by side (default 1)")
-    parser.add_argument("--policy", choices=("offline", "llm"), default="offline", help="fixing policy (default offline)")
-    parser.add_argument("--out", metavar="DIR", default="ferry-eval", help="where the results go (default ./ferry-eval)")
+    parser.add_argument("--policy", choices=("offline", "llm"), default="offline",
+                        help="fixing policy (default offline)")
+    parser.add_argument("--out", metavar="DIR", default="ferry-eval",
+                        help="where the results go (default ./ferry-eval)")
     parser.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")
     parser.add_argument("--mirror", metavar="DIR", help="the real suite: a directory of clones of its repositories")
     parser.add_argument("--ray", metavar="ADDRESS", help="run the cases as Ray tasks: a cluster address or 'local'")
-    parser.add_argument("--prices", metavar="FILE", help="model prices for the cost estimate (default evals/prices.toml)")
-    parser.add_argument("--regrade", metavar="DIR", help="grade the saved patches of the run in DIR again (no migration)")
+    parser.add_argument("--prices", metavar="FILE",
+                        help="model prices for the cost estimate (default evals/prices.toml)")
+    parser.add_argument("--regrade", metavar="DIR",
+                        help="grade the saved patches of the run in DIR again (no migration)")
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
                         help="compare two runs (directories or results.jsonl); exit 1 when B is worse")
     parser.add_argument("--validate", action="store_true",
@@ -62,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     return _run(args, suite, output_dir(args.out, "--out"))
 
 
-def _run(args: argparse.Namespace, suite, out: Path) -> int:  # noqa: ANN001 - evals.cases.Suite
+def _run(args: argparse.Namespace, suite: Suite, out: Path) -> int:
     from agent.cli import CliError
     from evals.harness import EvalError, run_suite
     from evals.prices import Prices
@@ -92,7 +101,7 @@ def _run(args: argparse.Namespace, suite, out: Path) -> int:  # noqa: ANN001 - e
     return _finish(args, results, out, f"ferry eval {suite.name} ({args.policy})")
 
 
-def _finish(args: argparse.Namespace, results, out: Path, title: str) -> int:  # noqa: ANN001
+def _finish(args: argparse.Namespace, results: list[CaseResult], out: Path, title: str) -> int:
     from evals.report import leaderboard, totals, write_reports
 
     paths = write_reports(results, out, title)
@@ -108,7 +117,7 @@ def _finish(args: argparse.Namespace, results, out: Path, title: str) -> int:  #
     return 0 if all(r.as_expected for r in results) else 1
 
 
-def _compare(args: argparse.Namespace, a, b) -> int:  # noqa: ANN001 - lists of CaseResult
+def _compare(args: argparse.Namespace, a: list[CaseResult], b: list[CaseResult]) -> int:
     from evals.compare import compare, render
 
     cmp = compare(a, b)
@@ -121,7 +130,7 @@ def _compare(args: argparse.Namespace, a, b) -> int:  # noqa: ANN001 - lists of 
     return 1 if cmp.regressed else 0
 
 
-def _validate(args: argparse.Namespace, suite) -> int:  # noqa: ANN001
+def _validate(args: argparse.Namespace, suite: Suite) -> int:
     import tempfile
 
     from evals.cases import SyntheticCase

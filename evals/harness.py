@@ -87,7 +87,8 @@ def _from_record(record: MigrationRecord, prices: Prices, model: str | None) -> 
             if record.llm.calls else 0.0, "rules_fired": _rules(record)}
 
 
-def grade_synthetic(case: SyntheticCase, record: MigrationRecord, out: Path) -> tuple[str, str, GradedTests, float | None]:
+def grade_synthetic(case: SyntheticCase, record: MigrationRecord, out: Path) -> tuple[str, str, GradedTests,
+                                                                                      float | None]:
     """(grade, reason, test outcomes, own run seconds) of a migrated synthetic case."""
     patch = (out / "ferry.patch").read_text(encoding="utf-8")
     try:
@@ -97,9 +98,11 @@ def grade_synthetic(case: SyntheticCase, record: MigrationRecord, out: Path) -> 
     tests = graded.tests
     reasons = []
     if not tests.f2p_ok:
-        reasons.append("fail-to-pass not passing: " + ", ".join(n for n, o in tests.fail_to_pass.items() if o != "passed"))
+        reasons.append("fail-to-pass not passing: " + ", ".join(n for n,
+                                                                o in tests.fail_to_pass.items() if o != "passed"))
     if not tests.p2p_ok:
-        reasons.append("pass-to-pass regressed: " + ", ".join(n for n, o in tests.pass_to_pass.items() if o != "passed"))
+        reasons.append("pass-to-pass regressed: " + ", ".join(n for n,
+                                                              o in tests.pass_to_pass.items() if o != "passed"))
     if record.parity.passed is not True:
         reasons.append(f"parity {record.parity.verdict or 'not checked'}" +
                        (f" ({record.parity.first_divergence})" if record.parity.first_divergence else ""))
@@ -154,7 +157,7 @@ def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Pri
         return CaseResult(**base, **fields, grade=g, reason=reason, tests=tests, wall_s=round(wall, 3),  # type: ignore[arg-type]
                           own_run_s=own, ratio=round(wall / own, 3) if own else None,
                           patch=str(out / "ferry.patch"))
-    except Exception as exc:  # noqa: BLE001 - one broken case must not stop the others; it is recorded
+    except Exception as exc:
         logger.exception("case %s failed in the harness", case.name)
         status = getattr(exc, "status", "failed_harness")
         return CaseResult(**base, status=status, grade="failed", reason=f"{type(exc).__name__}: {exc}",  # type: ignore[arg-type]
@@ -232,7 +235,7 @@ def current_step(out_root: Path, name: str) -> str:
         from agent.state import steps_of
 
         steps = steps_of(load(f"eval-{slug(name)}", sdir))
-    except (UnknownMigration, Exception):  # noqa: BLE001 - a display detail: the migration writes as we read
+    except (UnknownMigration, Exception):
         return ""
     return steps[-1].node if steps else ""
 

@@ -24,7 +24,8 @@ class Prices(BaseModel):
         try:
             return cls.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
         except (OSError, tomllib.TOMLDecodeError, ValidationError) as exc:
-            raise ValueError(f"cannot read model prices from {path}: {exc}; see evals/prices.toml for the format") from exc
+            raise ValueError(f"cannot read model prices from {path}: {exc}; see evals/prices.toml for the "
+                             "format") from exc
 
     def cost(self, model: str | None, prompt_tokens: int, completion_tokens: int) -> float | None:
         """US dollars for the tokens, or None when the model has no price here."""

@@ -55,7 +55,7 @@ def run_on_ray(address: str, suite: Suite, out_root: Path, policy: str, prices: 
                 ray.init(num_cpus=max(1, jobs), include_dashboard=False, log_to_driver=False)
             else:
                 ray.init(address=address, log_to_driver=False)
-    except Exception as exc:  # noqa: BLE001 - any failure to reach the cluster is one clear message
+    except Exception as exc:
         raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc}") from exc
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(_task)
@@ -69,7 +69,7 @@ def run_on_ray(address: str, suite: Suite, out_root: Path, policy: str, prices: 
             for ref in ready:
                 try:
                     result = CaseResult.model_validate_json(ray.get(ref))
-                except Exception as exc:  # noqa: BLE001 - a task that died is a failed case, not a failed run
+                except Exception as exc:
                     from evals.harness import _base
 
                     name = refs[ref]

@@ -46,14 +46,15 @@ def _pct(part: int, whole: int) -> str:
 def leaderboard(results: list[CaseResult], title: str = "Ferry eval") -> str:
     t = totals(results)
     cases, resolved = int(t["cases"] or 0), int(t["resolved"] or 0)
+    ratio = f"{t['median_ratio']}x" if t["median_ratio"] is not None else "-"
+    cost = f"${t['cost_usd']:.4f}" if t["cost_usd"] is not None else "n/a"
     lines = [f"# {md_inline(title)}", "",
-             f"**{resolved}/{cases} resolved ({_pct(resolved, cases)})**, {t['partial']} partial, {t['failed']} failed; "
-             f"{t['as_expected']}/{cases} ended with their expected status; {t['p2p_regressions']} pass-to-pass "
-             f"regressions; median migration / own run: {t['median_ratio'] if t['median_ratio'] is not None else '-'}x; "
-             f"LLM calls {t['llm_calls']}, tokens {t['tokens']}, cost "
-             f"{'$' + format(t['cost_usd'], '.4f') if t['cost_usd'] is not None else 'n/a'}; wall {t['wall_s']} s.", "",
-             "| case | difficulty | grade | status (expected) | f2p | p2p | parity | iter | runs | LLM calls | wall s | "
-             "ratio | reason |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"**{resolved}/{cases} resolved ({_pct(resolved, cases)})**, {t['partial']} partial, "
+             f"{t['failed']} failed; {t['as_expected']}/{cases} ended with their expected status; "
+             f"{t['p2p_regressions']} pass-to-pass regressions; median migration / own run: {ratio}; "
+             f"LLM calls {t['llm_calls']}, tokens {t['tokens']}, cost {cost}; wall {t['wall_s']} s.", "",
+             "| case | difficulty | grade | status (expected) | f2p | p2p | parity | iter | runs | LLM calls "
+             "| wall s | ratio | reason |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         f2p = f"{sum(o == 'passed' for o in r.tests.fail_to_pass.values())}/{len(r.tests.fail_to_pass)}"
         p2p = f"{sum(o == 'passed' for o in r.tests.pass_to_pass.values())}/{len(r.tests.pass_to_pass)}"

@@ -46,7 +46,8 @@ def test_a_case_is_resolved_only_when_its_hidden_tests_pass_on_the_patched_copy(
     results = {r.name: r for r in read_results(run_dir)}
     good, bad = results["tiny_placement"], results["tiny_unresolved"]
     assert good.grade == "resolved" and good.status == "migrated" and good.parity_passed is True
-    assert good.tests.fail_to_pass == {"ferry_grading/test_device.py::test_the_model_trains_on_the_accelerator": "passed"}
+    f2p = "ferry_grading/test_device.py::test_the_model_trains_on_the_accelerator"
+    assert good.tests.fail_to_pass == {f2p: "passed"}
     assert set(good.tests.pass_to_pass.values()) == {"passed"}
     assert good.own_run_s and good.ratio and good.ratio == pytest.approx(good.wall_s / good.own_run_s, rel=1e-2)
     assert "FRY002" in good.rules_fired and good.llm_calls == 0 and good.cost_usd == 0.0
@@ -86,7 +87,8 @@ def test_regrade_grades_the_saved_patches_again_without_migrating(tmp_path):
 
 def test_compare_names_what_got_better_or_worse_and_gates_on_regressions(tmp_path):
     a = read_results(RECORDED)
-    worse = [r.model_copy(update={"grade": "failed", "status": "needs_llm", "reason": "x"}) if r.name == "tiny_placement"
+    worse = [r.model_copy(update={"grade": "failed", "status": "needs_llm",
+                                  "reason": "x"}) if r.name == "tiny_placement"
              else r for r in a]
     cmp = compare(a, worse)
     assert [c.name for c in cmp.worse] == ["tiny_placement"] and cmp.regressed
@@ -107,7 +109,8 @@ def test_a_hanging_case_is_failed_timeout_and_does_not_stop_the_others(tmp_path)
     manifest = suite / "hangs" / "ferry-eval.toml"
     manifest.write_text(manifest.read_text().replace('name = "tiny_placement"', 'name = "hangs"')
                         .replace('timeout_s = 300', 'timeout_s = 8')
-                        .replace('run = "python train.py --steps 3"', 'run = "python -c \'import time; time.sleep(60)\'"'))
+                        .replace('run = "python train.py --steps 3"',
+                                 'run = "python -c \'import time; time.sleep(60)\'"'))
     results = {r.name: r for r in run_suite(load_suite(suite), tmp_path / "out", jobs=2)}
     assert results["hangs"].status == "failed_timeout" and results["hangs"].grade == "failed"
     assert "8 s timeout" in results["hangs"].reason

@@ -1,5 +1,4 @@
 import torch
-
 import train
 
 ACCEL = torch.accelerator.current_accelerator() or torch.device("cpu")
