@@ -72,7 +72,7 @@ def test_zeros_like_fixture_runs_on_tpx_after_the_policy_edit(tmp_path):
 
     failed = go("tpx", "before")
     assert failed.status == "failed" and failed.trace is not None, failed.stderr_tail
-    diag = diagnosis_from_run(failed.model_dump(mode="json"), "run", ["train.py"])
+    diag = diagnosis_from_run(failed, "run", ["train.py"])
     assert diag.kind == "mixed_devices" and diag.where() == "train.py:11"
     p = propose(diag, FixContext(source=repo, known_files=["train.py"], entry_file="train.py"))
     assert isinstance(p, Proposal) and p.rule == "add_missing_device" and p.site == "train.py:11"
