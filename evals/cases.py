@@ -26,6 +26,10 @@ REAL_DATA_DIR = EVALS_DIR / "real" / "data"
 GRADING_DIRNAME = "ferry_grading"  # where the hidden tests land inside the patched repo
 
 Difficulty = Literal["easy", "medium", "hard"]
+# The sections of docs' CUDA idiom catalogue (CUDA_IDIOMS.md), as cases name them.
+IDIOM_GROUPS = ("placement", "runtime-queries", "memory", "streams-events-graphs", "rng", "amp-and-dtypes",
+                "distributed", "data-compile-profiling", "kernels-and-third-party", "performance-idioms",
+                "seen-in-real-repositories")
 NodeId = Annotated[str, Field(min_length=1, pattern=r"^[^\s].*::.+$")]
 
 
@@ -56,6 +60,14 @@ class CaseSpec(BaseModel):
     expected_status: Status = "migrated"
     timeout_s: float = Field(default=900.0, gt=0)
     notes: str = ""
+
+    @field_validator("idiom_groups")
+    @classmethod
+    def _known_groups(cls, value: list[str]) -> list[str]:
+        bad = [g for g in value if g not in IDIOM_GROUPS]
+        if bad:
+            raise ValueError(f"unknown idiom group(s) {', '.join(bad)}; one of {', '.join(IDIOM_GROUPS)}")
+        return value
 
     @field_validator("expected_status", mode="before")
     @classmethod

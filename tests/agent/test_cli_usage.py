@@ -38,7 +38,7 @@ def test_postgres_without_the_extra_is_a_clear_error(tmp_path):
 
 def test_eval_and_resume_usage_errors(tmp_path):
     r = _ferry("eval", str(tmp_path))
-    assert r.returncode == 2 and "holds no */eval.json" in r.stderr
+    assert r.returncode == 2 and "holds no */ferry-eval.toml cases" in r.stderr
     r = _ferry("resume", "--state-dir", str(tmp_path))
     assert r.returncode == 2 and "give the migration ID" in r.stderr
     r = _ferry("resume", "--list", "--state-dir", str(tmp_path), "--json")

@@ -20,7 +20,7 @@ from tools.parity.models import CheckRequest
 from tools.textsafe import md_inline
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = ROOT / "evals" / "repos" / "placement_mlp"
+SAMPLE = ROOT / "tests" / "fixtures" / "placement_mlp"
 
 
 @pytest.fixture(scope="module")

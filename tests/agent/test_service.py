@@ -226,7 +226,7 @@ def test_serve_refuses_bad_setups_with_a_clear_error(tmp_path, monkeypatch, caps
 @pytest.mark.slow
 def test_create_wait_approve_result_for_an_eval_repo(server, tmp_path):
     repo = tmp_path / "placement_mlp"
-    shutil.copytree(ROOT / "evals" / "repos" / "placement_mlp", repo, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "tests" / "fixtures" / "placement_mlp", repo, ignore=shutil.ignore_patterns("__pycache__"))
     before = _tree(repo)
     c = server.client
     r = c.post("/migrations", json={"path": str(repo), "run": "python train.py --steps 2", "approve": True,

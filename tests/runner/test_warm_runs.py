@@ -18,7 +18,7 @@ from tools.runner.models import RunRequest
 
 pytestmark = pytest.mark.skipif("bwrap" not in detect().available, reason="warm runs need bubblewrap")
 
-PLACEMENT = Path(__file__).resolve().parents[2] / "evals" / "repos" / "placement_mlp"
+PLACEMENT = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "placement_mlp"
 
 
 @pytest.fixture(scope="module")
