@@ -54,6 +54,8 @@ def test_a_commit_with_absent_blobs_is_checked_out_without_them(mirror: tuple[Pa
     assert (work / "data" / "weird1.txt").is_file()
     assert not (work / "data" / "big.txt").exists()
     assert not (work / "data" / "we ird[1].txt").exists()
+    # the index agrees with the work tree (a plain checkout leaves them as deletions: ' D data/big.txt')
+    assert _git("status", "--porcelain", cwd=work) == ""
 
 
 def test_an_unknown_commit_is_a_clear_error(mirror: tuple[Path, str], tmp_path: Path) -> None:
