@@ -116,16 +116,24 @@ def grade_synthetic(case: SyntheticCase, record: MigrationRecord, out: Path) -> 
 
 
 def grade_real(record: MigrationRecord) -> tuple[str, str, float | None]:
-    """A real case is resolved when its migrated run passes on tpx and parity with the original passes."""
+    """A real case is resolved when its migrated run passes on tpx and parity with the original passes.
+    The reason of one that is not says which failed, whether the original itself failed on CPU (then
+    nothing could be compared), and ends with the migration's own summary (the failure's signature
+    and line)."""
     targets = [r for r in record.run_log if r.kind == "target"]
+    references = [r for r in record.run_log if r.kind == "reference"]
     ran = bool(targets) and targets[-1].status == "ok" and targets[-1].exit_code == 0
     own = targets[-1].duration_s if ran else None
     if ran and record.parity.passed is True:
         return "resolved", "", own
     why = [] if ran else [f"the migrated run does not pass on tpx ({targets[-1].status if targets else 'never ran'})"]
+    if references and references[-1].status != "ok":
+        why.append(f"the original does not run on CPU with CUDA redirected ({references[-1].status})")
     if record.parity.passed is not True:
-        why.append(f"parity {record.parity.verdict or 'not checked'}")
-    return ("partial" if ran else "failed"), f"{record.status}: " + "; ".join(why), own
+        why.append(f"parity {record.parity.verdict or 'not checked'}" +
+                   (f" (first divergence {record.parity.first_divergence})" if record.parity.first_divergence else ""))
+    summary = f" -- {record.summary}" if record.summary else ""
+    return ("partial" if ran else "failed"), f"{record.status}: " + "; ".join(why) + summary, own
 
 
 def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Prices, model: str | None,

@@ -4,6 +4,11 @@ Nothing of their code is in this repository. ``prepare`` finds the repository in
 clone or a bare git directory, named ``owner+name`` as the search tool's ``fetch`` writes it, or
 ``owner/name``), checks the pinned commit out into the case's work directory, checks the packages
 it needs, and runs the data script of ours that writes what it would download.
+
+A mirror may lack some blobs: the search tool's ``fetch`` leaves a repository's largest files out
+(``git ls-tree -l`` shows their size as ``BAD``), and a plain checkout of such a commit fails on the
+first one. Those paths are left out of the checkout (a sparse checkout of everything else) and named
+in the log; where the case needs one, its data script writes a synthetic stand-in.
 """
 
 from __future__ import annotations
@@ -37,11 +42,48 @@ def find_clone(mirror: Path, repo: str) -> Path:
                         "there first (docs/evals.md)")
 
 
-def _git(*args: str, cwd: Path | None = None) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+def _git(*args: str, cwd: Path | None = None, stdin: str | None = None) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, input=stdin)
     if proc.returncode != 0:
         raise RealCaseError(f"git {' '.join(args)} failed: {proc.stderr.strip()[-500:]}")
     return proc.stdout.strip()
+
+
+def absent_files(work: Path, commit: str) -> list[str]:
+    """The paths of ``commit`` whose blobs the clone at ``work`` does not hold (left out by the fetch)."""
+    listing = _git("ls-tree", "-r", "-z", "--full-tree", commit, cwd=work)
+    blobs: dict[str, list[str]] = {}
+    for entry in listing.split("\0"):
+        meta, sep, path = entry.partition("\t")
+        fields = meta.split()
+        if sep and len(fields) == 3 and fields[1] == "blob":
+            blobs.setdefault(fields[2], []).append(path)
+    if not blobs:
+        return []
+    checked = _git("cat-file", "--batch-check=%(objectname) %(objecttype)", cwd=work, stdin="\n".join(blobs) + "\n")
+    missing = [line.split()[0] for line in checked.splitlines() if line.endswith(" missing")]
+    return sorted(p for oid in missing for p in blobs.get(oid, []))
+
+
+_GLOB_SPECIALS = "\\*?[!# "
+
+
+def _literal_pattern(path: str) -> str:
+    """A gitignore-style pattern matching exactly ``path`` from the top (specials escaped)."""
+    return "/" + "".join("\\" + c if c in _GLOB_SPECIALS else c for c in path)
+
+
+def checkout(clone: Path, commit: str, work: Path) -> list[str]:
+    """Check ``commit`` out of ``clone`` into ``work``; the paths left out because the clone lacks them."""
+    _git("clone", "--quiet", "--no-checkout", "--shared", str(clone), str(work))
+    absent = absent_files(work, commit)
+    if absent:
+        logger.warning("the mirror's %s lacks %d file(s) of %s, left out of the checkout: %s", clone, len(absent),
+                       commit[:12], ", ".join(absent))
+        _git("sparse-checkout", "set", "--no-cone", "--stdin", cwd=work,
+             stdin="\n".join(["/*", *("!" + _literal_pattern(p) for p in absent)]) + "\n")
+    _git("-c", "advice.detachedHead=false", "checkout", "--quiet", commit, cwd=work)
+    return absent
 
 
 def prepare(case: RealCase, mirror: Path | None, work: Path) -> Path:
@@ -56,8 +98,7 @@ def prepare(case: RealCase, mirror: Path | None, work: Path) -> Path:
                             f"{Path(sys.executable).parent / 'pip'} install {' '.join(missing)}",
                             status="failed_environment")
     clone = find_clone(mirror, case.repo_name)
-    _git("clone", "--quiet", "--no-checkout", "--shared", str(clone), str(work))
-    _git("-c", "advice.detachedHead=false", "checkout", "--quiet", case.commit, cwd=work)
+    checkout(clone, case.commit, work)
     if case.data_script is not None:
         proc = subprocess.run([sys.executable, str(case.data_script)], cwd=work, capture_output=True, text=True,
                               timeout=600)

@@ -1,0 +1,47 @@
+"""Grading of a real case from its migration record: resolved only when the migrated run passes
+on tpx and parity passes; otherwise the reason names what failed, including an original that does
+not run on CPU, and carries the migration's own summary (the failure's signature and line)."""
+
+from __future__ import annotations
+
+from agent.records import MigrationRecord
+from evals.harness import grade_real
+
+
+def _run(kind: str, status: str, exit_code: int, duration_s: float = 2.0) -> dict[str, object]:
+    return {"kind": kind, "command": ["/bin/sh", "-c", "python train.py"], "status": status,
+            "exit_code": exit_code, "duration_s": duration_s, "isolation": "bwrap"}
+
+
+def _record(status: str, runs: list[dict[str, object]], parity: dict[str, object] | None = None,
+            summary: str | None = None) -> MigrationRecord:
+    return MigrationRecord.model_validate({"migration_id": "eval-x", "status": status, "source": "/r",
+                                           "run_command": "python train.py", "run_log": runs,
+                                           "parity": parity or {}, "summary": summary})
+
+
+def test_a_passing_run_with_passing_parity_is_resolved() -> None:
+    rec = _record("migrated", [_run("reference", "ok", 0), _run("target", "ok", 0, 4.5)],
+                  {"verdict": "pass", "passed": True})
+    assert grade_real(rec) == ("resolved", "", 4.5)
+
+
+def test_an_original_that_fails_on_cpu_is_named_with_the_migrations_summary() -> None:
+    summary = ("the original code does not run with CUDA redirected to CPU (other at train.py:128: RuntimeError "
+               "Cannot access accelerator device when none is available.)")
+    rec = _record("needs_human", [_run("target", "failed", 1), _run("reference", "failed", 1)], summary=summary)
+    grade, reason, own = grade_real(rec)
+    assert (grade, own) == ("failed", None)
+    assert reason.startswith("needs_human: the migrated run does not pass on tpx (failed); "
+                             "the original does not run on CPU with CUDA redirected (failed); parity not checked")
+    assert reason.endswith(summary)
+
+
+def test_a_parity_failure_names_its_first_divergence() -> None:
+    rec = _record("partial", [_run("reference", "ok", 0), _run("target", "ok", 0, 3.0)],
+                  {"verdict": "fail", "passed": False, "first_divergence": "RNNLM.lstm#0"},
+                  summary="the migrated code runs on tpx but parity fails")
+    grade, reason, own = grade_real(rec)
+    assert (grade, own) == ("partial", 3.0)
+    assert reason == ("partial: parity fail (first divergence RNNLM.lstm#0) -- the migrated code runs on tpx but "
+                      "parity fails")
