@@ -4,10 +4,11 @@
 
 For each case of the synthetic eval suite (default: a few of different kinds; `all` for every
 one): ``ferry migrate`` (offline policy, subprocess, fresh state dir) is timed end to end; then
-the case's own run command is timed on the migrated code on tpx in the same sandbox (no probe, no profile) — the cost a user pays anyway — three times, the median kept
-(one run's time varies by a second on a shared machine). Both are measured side by side in this
-one process; the table shows the ratio and where the migration's time went. Runs go side by side
-inside a migration as the run scheduler (``agent.runs``) decides (``FERRY_PARALLEL_RUNS=1`` measures them in order).
+the case's own run command is timed on the migrated code on tpx in the same sandbox (no probe,
+no profile), the cost a user pays anyway, three times, the median kept (one run's time varies by
+a second on a shared machine). Both are measured side by side in this one process; the table
+shows the ratio and where the migration's time went. Runs go side by side inside a migration as
+the run scheduler (``agent.runs``) decides (``FERRY_PARALLEL_RUNS=1`` measures them in order).
 """
 
 from __future__ import annotations
