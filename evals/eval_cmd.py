@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -112,7 +113,11 @@ def _finish(args: argparse.Namespace, results: list[CaseResult], out: Path, titl
         from rich.console import Console
         from rich.markdown import Markdown
 
-        Console().print(Markdown(leaderboard(results, title)))
+        board = leaderboard(results, title)
+        if sys.stdout.isatty():
+            Console().print(Markdown(board))
+        else:  # a log or a pipe: the Markdown itself, not a table squeezed into 80 columns
+            print(board)
         print(f"results: {out / 'results.jsonl'}, {paths['leaderboard']}, {paths['report']}")
     return 0 if all(r.as_expected for r in results) else 1
 
