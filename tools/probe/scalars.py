@@ -11,6 +11,11 @@ from tools.probe.recorder import Recorder
 
 logger = logging.getLogger(__name__)
 
+# A "name" that is a file location: a warning's or traceback's "/ws/.../train.py:30: UserWarning" would
+# read as a scalar named by the path (a run-specific sandbox path that can hold "f1", "kl", "auc"...)
+# with the line number as its value, and differ between any two runs.
+_PATHLIKE = re.compile(r"^(?:/|\.\.?/|~/)|\.(?:py|pyc|pyx|ipynb|so|cpp|cc|cu|c|h)$", re.IGNORECASE)
+
 
 def parse_scalars(line: str, pattern: re.Pattern[str]) -> list[tuple[str, float]]:
     """Every (name, value) the pattern finds in one line of output."""
@@ -24,8 +29,10 @@ def parse_scalars(line: str, pattern: re.Pattern[str]) -> list[tuple[str, float]
             value = float(raw)
         except ValueError:
             continue
-        name = groups.get("name") or "scalar"
-        found.append((name.strip(), value if not math.isnan(value) else float("nan")))
+        name = (groups.get("name") or "scalar").strip()
+        if _PATHLIKE.search(name):
+            continue
+        found.append((name, value if not math.isnan(value) else float("nan")))
     return found
 
 
