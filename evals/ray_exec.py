@@ -9,6 +9,7 @@ keeps what finished if it is stopped.
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,27 @@ def _task(case_json: str, suite: str, out_root: str, policy: str, prices_json: s
     return result.model_dump_json()
 
 
+def _reachable(address: str, timeout_s: float = 10.0) -> None:
+    """Fail at once, with the reason, when nothing answers at HOST:PORT (ray.init would retry for
+    minutes). Ray's own schemes (``ray://``) are left to Ray."""
+    if "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise RayUnavailable(f"--ray {address!r} is not HOST:PORT (the cluster's GCS address), 'local' or 'auto'")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}; start it "
+                             "(ray start --head) or give its address, or use --ray local") from exc
+
+
 def run_on_ray(address: str, suite: Suite, out_root: Path, policy: str, prices: Prices, model: str | None,
                mirror: Path | None, done: Callable[[CaseResult], None], *, jobs: int = 1) -> list[CaseResult]:
     ray = _ray()
     started_here = not ray.is_initialized()
+    if started_here and address not in ("local", "auto"):
+        _reachable(address)
     try:
         if started_here:
             if address == "local":

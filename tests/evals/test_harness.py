@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -152,12 +153,58 @@ def test_results_lines_follow_the_schema(run_dir):
         CaseResult.model_validate(json.loads(line))
 
 
-def test_the_ray_path_gives_the_local_results(tmp_path, run_dir):
-    """Each case a task of a local Ray instance started here on loopback; the same grades as the
+def _ray_or_skip() -> None:
+    if os.environ.get("CI"):
+        import ray  # noqa: F401  (CI installs the dev extra, which has ray: never skipped there)
+    else:
+        pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def ray_head(monkeypatch):
+    """A Ray head node of its own on loopback (``ray start --head``), stopped after the test. Ray's
+    token authentication is off for it (a loopback cluster of the test's own); the driver (this
+    process) is told so too."""
+    _ray_or_skip()
+    ray_bin = Path(sys.executable).parent / "ray"
+    port = _free_port()
+    tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's unix sockets live under it
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": tmp, "RAY_AUTH_MODE": "disabled"}
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    start = subprocess.run([str(ray_bin), "start", "--head", f"--port={port}",
+                            "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
+                            f"--temp-dir={tmp}"], capture_output=True, text=True, timeout=180,
+                           env=env)
+    assert start.returncode == 0, start.stdout[-2000:] + start.stderr[-2000:]
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([str(ray_bin), "stop", "--force"], capture_output=True, text=True, timeout=120, env=env)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_the_ray_path_gives_the_local_results(tmp_path, run_dir, ray_head):
+    """Each case a task of a Ray cluster reached at its address on loopback; the same grades as the
     local run, recorded as each finishes."""
-    pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
-    results = {r.name: r for r in run_suite(load_suite(SUITE), tmp_path / "ray", jobs=2, executor="local")}
+    out = tmp_path / "ray"
+    results = {r.name: r for r in run_suite(load_suite(SUITE), out, jobs=2, executor=ray_head)}
     local = {r.name: r for r in read_results(run_dir)}
     assert {n: (r.grade, r.status, r.tests) for n, r in results.items()} == \
            {n: (r.grade, r.status, r.tests) for n, r in local.items()}
-    assert len((tmp_path / "ray" / "results.jsonl").read_text().splitlines()) == 2
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
+
+
+def test_an_unreachable_ray_cluster_is_a_clear_error(tmp_path):
+    _ray_or_skip()
+    res = _ferry("eval", str(SUITE), "--ray", f"127.0.0.1:{_free_port()}", "--out", str(tmp_path / "o"),
+                 "--no-progress", timeout=300)
+    assert res.returncode == 2 and "cannot reach the Ray cluster at 127.0.0.1:" in res.stderr, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
