@@ -25,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", metavar="SUITE", nargs="?",
                         help="synthetic (default: evals/suite), real (evals/real/manifest.toml), a directory of "
                              "*/ferry-eval.toml cases or a manifest.toml of real cases")
+    parser.add_argument("--suite", dest="suite_opt", metavar="SUITE", help="the same as the SUITE argument")
     parser.add_argument("--jobs", type=int, default=1, help="cases migrated side by side (default 1)")
     parser.add_argument("--policy", choices=("offline", "llm"), default="offline",
                         help="fixing policy (default offline)")
@@ -52,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise CliError(f"--jobs must be at least 1, got {args.jobs}")
+    if args.suite_opt is not None:
+        if args.suite is not None and args.suite != args.suite_opt:
+            raise CliError(f"two suites given: {args.suite} and --suite {args.suite_opt}; give one")
+        args.suite = args.suite_opt
     try:
         if args.compare:
             return _compare(args, read_results(Path(args.compare[0])), read_results(Path(args.compare[1])))

@@ -140,6 +140,10 @@ def test_bad_suites_are_clear_errors(tmp_path):
     assert res.returncode == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
     res = _ferry("eval", "--compare", str(tmp_path / "missing"), str(RECORDED))
     assert res.returncode == 2 and "cannot read" in res.stderr
+    res = _ferry("eval", "--suite", "real", "--out", str(tmp_path / "o"), "--no-progress")
+    assert res.returncode == 2 and "the real suite needs --mirror DIR" in res.stderr, res.stderr
+    res = _ferry("eval", "synthetic", "--suite", "real", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "two suites given" in res.stderr, res.stderr
 
 
 def test_costs_come_from_the_price_table():
