@@ -179,19 +179,28 @@ def ray_head(monkeypatch):
     process) is told so too."""
     _ray_or_skip()
     ray_bin = Path(sys.executable).parent / "ray"
-    port = _free_port()
     tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's unix sockets live under it
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": tmp, "RAY_AUTH_MODE": "disabled"}
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    start = subprocess.run([str(ray_bin), "start", "--head", f"--port={port}",
-                            "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
-                            f"--temp-dir={tmp}"], capture_output=True, text=True, timeout=180,
-                           env=env)
-    assert start.returncode == 0, start.stdout[-2000:] + start.stderr[-2000:]
+
+    def stop() -> None:
+        subprocess.run([str(ray_bin), "stop", "--force"], capture_output=True, text=True, timeout=120, env=env)
+
     try:
+        # On a loaded 2-core machine the raylet can miss its 60 s to reach the GCS: one more try
+        # from scratch before the test gives up (saying why).
+        for _attempt in (1, 2):
+            port = _free_port()
+            start = subprocess.run([str(ray_bin), "start", "--head", f"--port={port}", "--num-cpus=2",
+                                    "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={tmp}"],
+                                   capture_output=True, text=True, timeout=300, env=env)
+            if start.returncode == 0:
+                break
+            stop()
+        assert start.returncode == 0, f"ray start failed twice: {start.stdout[-2000:]}{start.stderr[-2000:]}"
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([str(ray_bin), "stop", "--force"], capture_output=True, text=True, timeout=120, env=env)
+        stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
