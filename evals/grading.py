@@ -13,6 +13,7 @@ original code and its pass-to-pass tests pass on the original (CUDA redirected t
 from __future__ import annotations
 
 import logging
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -80,18 +81,12 @@ def run_tests(repo: Path, nodes: list[str], artifacts: Path, *, device: str, red
     if not nodes:
         return {}, RunResult(command=[], exit_code=0, status="ok", duration_s=0.0, stdout_tail="", stderr_tail="",
                              isolation="none")
-    cmd = f"{PYTEST} " + " ".join(_quote(n) for n in nodes)
+    cmd = f"{PYTEST} " + " ".join(shlex.quote(n) for n in nodes)
     res = run(RunRequest(path=repo, command=cmd, device=device, redirect_cuda=redirect_cuda,  # type: ignore[arg-type]
                          timeout_s=timeout_s, artifacts_dir=artifacts))
     if res.status == "sandbox_error":
         raise GradingError("sandbox_error", res.error or "the sandbox could not run the grading tests")
     return _outcomes(res, nodes), res
-
-
-def _quote(node: str) -> str:
-    import shlex
-
-    return shlex.quote(node)
 
 
 def grade(case: SyntheticCase, patch: str, work: Path, *, timeout_s: float) -> Graded:

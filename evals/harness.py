@@ -44,6 +44,11 @@ def _ferry(args: list[str], timeout_s: float, env: dict[str, str] | None = None)
                           timeout=timeout_s, env={**os.environ, **(env or {})})
 
 
+def migration_id(name: str) -> str:
+    """The id a case's migration runs under (its own state dir holds only it)."""
+    return f"eval-{slug(name)}"
+
+
 def _base(case: Case, suite: str, out: Path) -> dict[str, object]:
     return {"suite": suite, "name": case.name, "kind": case.kind, "difficulty": case.difficulty,
             "idiom_groups": case.idiom_groups, "expected_status": case.expected_status, "out_dir": str(out)}
@@ -53,7 +58,7 @@ def migrate(case: Case, repo: Path, out: Path, policy: Policy) -> tuple[Migratio
     """``ferry migrate`` of ``repo`` into ``out``: its record (None when it wrote none), a reason when
     it did not end normally, and its wall time."""
     args = ["migrate", str(repo), "--run", case.run, "--json", "--out", str(out), "--state-dir", str(out / "state"),
-            "--id", f"eval-{slug(case.name)}", "--llm" if policy == "llm" else "--offline"]
+            "--id", migration_id(case.name), "--llm" if policy == "llm" else "--offline"]
     if case.test:
         args += ["--test", case.test]
     env = dict(case.env) if isinstance(case, RealCase) else {}
@@ -239,11 +244,11 @@ def current_step(out_root: Path, name: str) -> str:
     if not (sdir / "checkpoints.sqlite").exists():
         return ""
     try:
-        from agent.migration import UnknownMigration, load
+        from agent.migration import load
         from agent.state import steps_of
 
-        steps = steps_of(load(f"eval-{slug(name)}", sdir))
-    except (UnknownMigration, Exception):
+        steps = steps_of(load(migration_id(name), sdir))
+    except Exception:  # not written yet, or mid-write: the display just shows no step
         return ""
     return steps[-1].node if steps else ""
 
