@@ -23,6 +23,7 @@ Status = Literal[
     "failed_timeout",  # a run hit its wall-clock limit
     "failed_sandbox",  # the sandbox could not run the command at all
     "failed_tool_unavailable",  # a tool the graph needs is not installed / importable
+    "failed_environment",  # the user's code needs a package the runs' interpreter lacks (named, with the fix)
     "failed_llm",  # the model server failed after retries, or the model kept misbehaving
     "failed_output",  # the migration ended but its patch/report could not be written where asked
     "failed_internal",  # a bug in Ferry itself (an exception the graph did not expect)
@@ -97,6 +98,13 @@ class LLMFailure(TerminalError):
     """The model server kept failing (after retries) or is not configured."""
 
     status: Status = "failed_llm"
+
+
+class EnvironmentMissing(TerminalError):
+    """The program needs something its runs' interpreter does not have (a package): not the code's
+    fault and nothing a fix of the code can mend."""
+
+    status: Status = "failed_environment"
 
 
 class NeedsHuman(TerminalError):

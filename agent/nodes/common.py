@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
+from agent.entry import entry_file
 from agent.errors import BudgetExhausted, FerryAgentError
 from agent.materialise import artifacts_root, materialise, workspaces_root
 from agent.policy.base import Diagnosis, FixContext, Frame
@@ -85,24 +85,6 @@ def ensure_workspace(state: MigrationState) -> Path:
 def artifacts_dir(state: MigrationState, label: str) -> Path:
     opts = options_of(state)
     return artifacts_root(opts.state_dir, state["migration_id"]) / label
-
-
-def entry_file(command: str, known: list[str]) -> str | None:
-    """The script a run command starts (``python train.py`` -> ``train.py``)."""
-    try:
-        tokens = shlex.split(command)
-    except ValueError:
-        return None
-    for i, tok in enumerate(tokens):
-        if tok.endswith(".py") and tok.lstrip("./") in known:
-            return tok.lstrip("./") if not tok.startswith("../") else None
-        if tok == "-m" and i + 1 < len(tokens):
-            mod = tokens[i + 1].replace(".", "/")
-            for cand in (f"{mod}.py", f"{mod}/__main__.py"):
-                if cand in known:
-                    return cand
-            return None
-    return None
 
 
 def relative_to_repo(path: str, known: list[str]) -> str | None:

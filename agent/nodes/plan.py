@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from agent.nodes.common import SUMMARY, Update, entry_file, source_of, step
+from agent.entry import entry_file
+from agent.nodes.common import SUMMARY, Update, source_of, step
 from agent.records import Plan, ScanDigest
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, options_of, scan_of

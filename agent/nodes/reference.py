@@ -14,7 +14,8 @@ import threading
 from pathlib import Path
 
 from agent import early
-from agent.errors import FerryAgentError, NeedsHuman, RunTimedOut, SandboxFailure
+from agent.environment import missing_module
+from agent.errors import EnvironmentMissing, FerryAgentError, NeedsHuman, RunTimedOut, SandboxFailure
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, diagnosis_from_run, source_of, step
 from agent.records import RunRecord
 from agent.runs import RunScheduler, finished
@@ -81,9 +82,13 @@ def settle_reference(state: MigrationState, run: RunResult) -> Update:
     if run.ok:
         update[SUMMARY] = f"ok in {run.duration_s:.1f}s (CUDA redirected to CPU)"
         return update
-    diag = diagnosis_from_run(run, "run", list_source_files(source_of(state)))
+    known = list_source_files(source_of(state))
+    diag = diagnosis_from_run(run, "run", known)
+    missing = missing_module(diag, known)
     err: FerryAgentError
-    if run.status == "timeout":
+    if missing is not None:
+        err = EnvironmentMissing(missing.message())
+    elif run.status == "timeout":
         err = RunTimedOut(f"the reference run (original code on CPU) timed out after {opts.run_timeout_s:.0f}s; "
                           "pass a shorter --run command or a larger --run-timeout")
     elif run.status == "sandbox_error":
