@@ -148,3 +148,26 @@ def test_distributed_dataloader_and_generator_idioms_on_cpu(tmp_path):
     assert "torch.Generator(device=)" in apis
     # batch.cuda() runs in the main process on batches the two workers produced.
     assert apis["Tensor.cuda"].count == 2
+
+
+def _redirected(tmp_path, script: str):
+    res = run(RunRequest(path=SCRIPTS, command=["python", script], device="cpu", redirect_cuda="cpu",
+                         artifacts_dir=tmp_path, timeout_s=120))
+    assert res.status == "ok", res.stderr_tail[-3000:]
+    return res, load_redirect_log(res.redirect_log_path)
+
+
+def _script_line(script: str, snippet: str) -> int:
+    lines = (SCRIPTS / script).read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if snippet in text)
+
+
+def test_pinned_host_memory_is_a_plain_copy_on_cpu(tmp_path):
+    res, records = _redirected(tmp_path, "pinned.py")
+    out = res.stdout_tail
+    assert "batch cpu [[0, 1, 2, 3], [5, 6, 7, 8], [10, 11, 12, 13]]" in out
+    assert "source [1.0, 1.0, 1.0] pinned [2.0, 2.0, 2.0]" in out
+    assert "buffer (2, 3)" in out
+    sites = {(r.api, r.line) for r in records}
+    assert ("Tensor.pin_memory", _script_line("pinned.py", "x.pin_memory()")) in sites
+    assert ("torch.empty(pin_memory=)", _script_line("pinned.py", "pin_memory=True")) in sites

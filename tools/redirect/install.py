@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 import torch
 
 from tools.redirect.cuda_api import build_cuda_api, patch_nvtx
+from tools.redirect.methods import patch_methods
 from tools.redirect.mode import CudaRedirectMode, is_cuda_device
 from tools.redirect.patches import install_patches
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
@@ -221,6 +222,7 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
     _patch_amp(target, rec)
     _patch_distributed(target, rec)
     _patch_cpp_extension(target, rec)
+    patch_methods(target, rec)
 
     def module_cuda(self: torch.nn.Module, device: object = None) -> torch.nn.Module:
         rec.record("Module.cuda", skip=3)

@@ -1,0 +1,29 @@
+"""Tensor and Storage methods that only make sense on CUDA, mapped for the target device.
+
+``pin_memory`` (page-locked host memory for fast copies to a GPU), ``record_stream`` (the
+caching allocator's cross-stream bookkeeping) and ``Storage.cuda`` (``torch.load``'s
+``map_location=lambda storage, loc: storage.cuda()``). Each mapping is recorded in the log.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tools.redirect.sites import Recorder
+
+
+def _patch_pin_memory(rec: Recorder) -> None:
+    def pin_memory(self: torch.Tensor, device: object = None) -> torch.Tensor:
+        # Pinned memory only speeds up host->GPU copies; the target reads host memory as it is.
+        # A copy, as pin_memory() of an unpinned tensor is (writes to it must not reach the source).
+        rec.record("Tensor.pin_memory", skip=3)
+        return self.clone(memory_format=torch.contiguous_format)
+
+    pin_memory.__doc__ = torch.Tensor.pin_memory.__doc__
+    # torch's own method, replaced on purpose (the child's monkeypatching)
+    torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign,assignment]
+
+
+def patch_methods(target: str, rec: Recorder) -> None:
+    """Install the method mappings (both strategies)."""
+    _patch_pin_memory(rec)
