@@ -171,3 +171,14 @@ def test_pinned_host_memory_is_a_plain_copy_on_cpu(tmp_path):
     sites = {(r.api, r.line) for r in records}
     assert ("Tensor.pin_memory", _script_line("pinned.py", "x.pin_memory()")) in sites
     assert ("torch.empty(pin_memory=)", _script_line("pinned.py", "pin_memory=True")) in sites
+
+
+def test_storage_cuda_in_a_map_location_loads_on_cpu(tmp_path):
+    res, records = _redirected(tmp_path, "storage_cuda.py")
+    assert "loaded cpu [0.0, 1.0, 2.0, 3.0] 7" in res.stdout_tail
+    assert "typed cpu [0.0, 1.0, 2.0]" in res.stdout_tail
+    load_line = _script_line("storage_cuda.py", "storage.cuda()")
+    counts = {(r.api, r.line): r.count for r in records}
+    assert counts[("Storage.cuda", load_line)] == 2  # once per saved storage
+    assert ("Storage.cuda", _script_line("storage_cuda.py", "typed =")) in counts
+    assert not (SCRIPTS / "best.pt").exists()

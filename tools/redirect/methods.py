@@ -7,6 +7,8 @@ caching allocator's cross-stream bookkeeping) and ``Storage.cuda`` (``torch.load
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from tools.redirect.sites import Recorder
@@ -24,6 +26,24 @@ def _patch_pin_memory(rec: Recorder) -> None:
     torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign,assignment]
 
 
+def _patch_storage_cuda(target: str, rec: Recorder) -> None:
+    dev = torch.device(target)
+
+    def untyped_cuda(self: torch.UntypedStorage, device: object = None, non_blocking: bool = False) -> Any:
+        rec.record("Storage.cuda", skip=3)
+        return self.to(device=dev, non_blocking=non_blocking)
+
+    def typed_cuda(self: torch.TypedStorage, device: object = None, non_blocking: bool = False) -> Any:
+        rec.record("Storage.cuda", skip=3)
+        return self.to(device=dev, non_blocking=non_blocking)
+
+    # torch's own methods, replaced on purpose (the child's monkeypatching); UntypedStorage
+    # inherits ``cuda`` from _StorageBase.
+    torch.storage._StorageBase.cuda = untyped_cuda  # type: ignore[method-assign,assignment]
+    torch.storage.TypedStorage.cuda = typed_cuda  # type: ignore[method-assign,assignment]
+
+
 def patch_methods(target: str, rec: Recorder) -> None:
     """Install the method mappings (both strategies)."""
     _patch_pin_memory(rec)
+    _patch_storage_cuda(target, rec)
