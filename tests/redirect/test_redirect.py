@@ -182,3 +182,11 @@ def test_storage_cuda_in_a_map_location_loads_on_cpu(tmp_path):
     assert counts[("Storage.cuda", load_line)] == 2  # once per saved storage
     assert ("Storage.cuda", _script_line("storage_cuda.py", "typed =")) in counts
     assert not (SCRIPTS / "best.pt").exists()
+
+
+def test_record_stream_accepts_the_redirect_streams(tmp_path):
+    res, records = _redirected(tmp_path, "record_stream.py")
+    assert "batch cpu 30.0" in res.stdout_tail
+    assert "refused RuntimeError" in res.stdout_tail
+    sites = {(r.api, r.line) for r in records}
+    assert ("Tensor.record_stream", _script_line("record_stream.py", "x.record_stream(torch.cuda")) in sites

@@ -7,11 +7,16 @@ caching allocator's cross-stream bookkeeping) and ``Storage.cuda`` (``torch.load
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from tools.redirect.cuda_api import _Stream
 from tools.redirect.sites import Recorder
+
+if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
+    from collections.abc import Callable
 
 
 def _patch_pin_memory(rec: Recorder) -> None:
@@ -24,6 +29,22 @@ def _patch_pin_memory(rec: Recorder) -> None:
     pin_memory.__doc__ = torch.Tensor.pin_memory.__doc__
     # torch's own method, replaced on purpose (the child's monkeypatching)
     torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign,assignment]
+
+
+def _patch_record_stream(rec: Recorder) -> None:
+    orig: Callable[..., None] = torch.Tensor.record_stream
+
+    @functools.wraps(orig)
+    def record_stream(self: torch.Tensor, stream: Any) -> None:
+        if isinstance(stream, _Stream):
+            # The redirect's streams are ordered on the target: no allocation can be reused
+            # while another stream still reads it, so there is nothing to record.
+            rec.record("Tensor.record_stream", skip=3)
+            return None
+        return orig(self, stream)
+
+    # torch's own method, replaced on purpose (the child's monkeypatching)
+    torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
 
 
 def _patch_storage_cuda(target: str, rec: Recorder) -> None:
@@ -46,4 +67,5 @@ def _patch_storage_cuda(target: str, rec: Recorder) -> None:
 def patch_methods(target: str, rec: Recorder) -> None:
     """Install the method mappings (both strategies)."""
     _patch_pin_memory(rec)
+    _patch_record_stream(rec)
     _patch_storage_cuda(target, rec)
