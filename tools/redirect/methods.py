@@ -44,7 +44,7 @@ def _patch_record_stream(rec: Recorder) -> None:
         return orig(self, stream)
 
     # torch's own method, replaced on purpose (the child's monkeypatching)
-    torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
+    torch.Tensor.record_stream = record_stream  # type: ignore[method-assign,assignment]
 
 
 def _patch_storage_cuda(target: str, rec: Recorder) -> None:
@@ -61,7 +61,7 @@ def _patch_storage_cuda(target: str, rec: Recorder) -> None:
     # torch's own methods, replaced on purpose (the child's monkeypatching); UntypedStorage
     # inherits ``cuda`` from _StorageBase.
     torch.storage._StorageBase.cuda = untyped_cuda  # type: ignore[method-assign,assignment]
-    torch.storage.TypedStorage.cuda = typed_cuda  # type: ignore[method-assign,assignment]
+    torch.storage.TypedStorage.cuda = typed_cuda  # type: ignore[method-assign]
 
 
 def patch_methods(target: str, rec: Recorder) -> None:
