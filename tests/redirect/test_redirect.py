@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -190,3 +191,22 @@ def test_record_stream_accepts_the_redirect_streams(tmp_path):
     assert "refused RuntimeError" in res.stdout_tail
     sites = {(r.api, r.line) for r in records}
     assert ("Tensor.record_stream", _script_line("record_stream.py", "x.record_stream(torch.cuda")) in sites
+
+
+def test_legacy_cuda_type_checks_and_constructors_answer_as_on_cuda(tmp_path):
+    res, records = _redirected(tmp_path, "legacy_types.py")
+    out = res.stdout_tail
+    assert "converted torch.float16 cpu torch.float64 cpu" in out
+    assert "names torch.FloatTensor torch.HalfTensor" in out  # printed: torch's own answer
+    assert "sizes (2, 3) (4,) (0,)" in out
+    assert "values torch.float32 [[1.0, 2.0], [3.0, 4.0]]" in out
+    assert "default torch.float64" in out
+    sites = {(r.api, r.line) for r in records}
+    line = functools.partial(_script_line, "legacy_types.py")
+    assert {
+        ("Tensor.type() == torch.cuda.FloatTensor", line('x.type() == "torch.cuda.FloatTensor"')),
+        ("Tensor.type(torch.cuda.*)", line("torch.cuda.HalfTensor)")),
+        ("Tensor.type(torch.cuda.*)", line("d = x.type(")),
+        ("torch.cuda.FloatTensor", line("torch.Size([2, 3])")),
+        ("torch.set_default_tensor_type", line("set_default_tensor_type")),
+    } <= sites, sorted(sites)

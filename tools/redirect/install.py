@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 import torch
 
 from tools.redirect.cuda_api import build_cuda_api, patch_nvtx
+from tools.redirect.legacy import legacy_types, patch_legacy_type_checks
 from tools.redirect.methods import patch_methods
 from tools.redirect.mode import CudaRedirectMode, is_cuda_device
 from tools.redirect.patches import install_patches
@@ -216,6 +217,9 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
     rec = Recorder(log_path, target, repo_root)
     for name, fn in build_cuda_api(target, rec).items():
         setattr(torch.cuda, name, fn)
+    for name, cls in legacy_types(target, rec).items():
+        setattr(torch.cuda, name, cls)
+    patch_legacy_type_checks(target, rec)
     patch_nvtx(rec)
     if hasattr(torch.cuda, "amp"):
         torch.cuda.amp.GradScaler  # noqa: B018 - resolve the lazy attribute before patching bases
