@@ -210,3 +210,21 @@ def test_legacy_cuda_type_checks_and_constructors_answer_as_on_cuda(tmp_path):
         ("torch.cuda.FloatTensor", line("torch.Size([2, 3])")),
         ("torch.set_default_tensor_type", line("set_default_tensor_type")),
     } <= sites, sorted(sites)
+
+
+def test_lstm_under_cuda_autocast_runs_in_float32_on_cpu(tmp_path):
+    res, records = _redirected(tmp_path, "lstm_amp.py")
+    out = res.stdout_tail
+    losses = _losses_amp(out)
+    assert len(losses) == 2 and losses[1] < losses[0], out
+    # the LSTM computes in float32 (what it changed); the rest of the autocast region is kept
+    assert out.count("lstm torch.float32 head torch.float16") == 2
+    assert "same as float32 True" in out
+    counts = {(r.api, r.line): r.count for r in records}
+    line = _script_line("lstm_amp.py", "out, (h, c) = lstm(")
+    assert counts[("autocast(cuda): nn.LSTM in float32", line)] == 2
+    assert ("autocast(cuda): nn.LSTM in float32", _script_line("lstm_amp.py", "plain, _")) not in counts
+
+
+def _losses_amp(text: str) -> list[float]:
+    return [float(v) for v in re.findall(r"^loss (\S+) lstm", text, re.M)]
