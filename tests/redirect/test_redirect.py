@@ -96,15 +96,15 @@ def test_unmappable_features_fail_naming_the_call_site(tmp_path):
                          artifacts_dir=tmp_path, timeout_s=300))
     assert res.status == "failed"
     rows = {line.split(" | ")[0]: line for line in res.stdout_tail.splitlines() if " | " in line}
-    assert set(rows) == {"graph", "graphed", "ext", "load", "triton"}, res.stdout_tail
+    assert set(rows) == {"graphed", "ext", "load", "triton"}, res.stdout_tail
     for row in rows.values():
         assert "ferry redirect:" in row and "unmappable.py:" in row, row
-    assert "RedirectUnsupportedError" in rows["graph"]
+    assert "RedirectUnsupportedError" in rows["graphed"]
     assert "ModuleNotFoundError" in rows["triton"]
-    # The final uncaught CUDAGraph() is classified for the fix policy.
+    # The final uncaught make_graphed_callables() is classified for the fix policy.
     assert res.trace is not None
     assert res.trace.signature.kind == "cuda_unmappable"
-    assert res.trace.signature.op == "torch.cuda.CUDAGraph"
+    assert res.trace.signature.op == "torch.cuda.make_graphed_callables"
     assert res.trace.location == f"unmappable.py:{len((SCRIPTS / 'unmappable.py').read_text().splitlines())}"
 
 
@@ -228,3 +228,18 @@ def test_lstm_under_cuda_autocast_runs_in_float32_on_cpu(tmp_path):
 
 def _losses_amp(text: str) -> list[float]:
     return [float(v) for v in re.findall(r"^loss (\S+) lstm", text, re.M)]
+
+
+def test_cuda_graph_replays_the_captured_step_as_eager_training_does(tmp_path):
+    res, records = _redirected(tmp_path, "cuda_graph.py")
+    out = res.stdout_tail
+    # capturing runs nothing (as on CUDA); each replay is one training step on the static tensors
+    assert "capture True params unchanged True capturing after False" in out
+    assert "same losses True same params True" in out, out
+    g_losses = re.search(r"^graph losses (.*)$", out, re.M)
+    assert g_losses is not None and len(set(g_losses.group(1).split())) == 6  # it trains: no stale loss
+    counts = {(r.api, r.line): r.count for r in records}
+    line = functools.partial(_script_line, "cuda_graph.py")
+    assert counts[("torch.cuda.CUDAGraph", line("g = torch.cuda.CUDAGraph()"))] == 1
+    assert counts[("torch.cuda.graph", line("with torch.cuda.graph(g)"))] == 1
+    assert counts[("CUDAGraph.replay", line("g.replay()"))] == 6

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
+from tools.redirect.graphs import graph_api
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
 from tools.redirect.tables import NVTX_FUNCTIONS
 
@@ -201,7 +202,8 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
 
         return fail
 
-    graph_why = "CUDA graphs have no equivalent; run the captured code eagerly (remove the capture or guard it)"
+    graph_why = ("graphed callables are not mapped; call the modules or functions themselves (CUDAGraph and "
+                 "torch.cuda.graph are)")
     api: dict[str, object] = {
         "is_available": is_available,
         "device_count": device_count,
@@ -237,8 +239,7 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
         "current_stream": logged("current_stream", lambda device=None: _Stream(sync)),
         "default_stream": logged("default_stream", lambda device=None: _Stream(sync)),
         "stream": logged("stream", stream_ctx),
-        "CUDAGraph": unsupported("CUDAGraph", graph_why),
-        "graph": unsupported("graph", graph_why),
+        **graph_api(rec),
         "make_graphed_callables": unsupported("make_graphed_callables", graph_why),
     }
     return api
