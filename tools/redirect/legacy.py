@@ -47,6 +47,9 @@ class _CudaTypeName(str):
 
     __hash__ = str.__hash__
 
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        return (str, (str(self),))  # pickled or copied: torch's plain answer
+
 
 class _LegacyCudaType(type):
     """Metaclass of the ``torch.cuda.<Name>Tensor`` stand-ins: calling one constructs (as the
