@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -95,15 +96,15 @@ def test_unmappable_features_fail_naming_the_call_site(tmp_path):
                          artifacts_dir=tmp_path, timeout_s=300))
     assert res.status == "failed"
     rows = {line.split(" | ")[0]: line for line in res.stdout_tail.splitlines() if " | " in line}
-    assert set(rows) == {"graph", "graphed", "ext", "load", "triton"}, res.stdout_tail
+    assert set(rows) == {"graphed", "ext", "load", "triton"}, res.stdout_tail
     for row in rows.values():
         assert "ferry redirect:" in row and "unmappable.py:" in row, row
-    assert "RedirectUnsupportedError" in rows["graph"]
+    assert "RedirectUnsupportedError" in rows["graphed"]
     assert "ModuleNotFoundError" in rows["triton"]
-    # The final uncaught CUDAGraph() is classified for the fix policy.
+    # The final uncaught make_graphed_callables() is classified for the fix policy.
     assert res.trace is not None
     assert res.trace.signature.kind == "cuda_unmappable"
-    assert res.trace.signature.op == "torch.cuda.CUDAGraph"
+    assert res.trace.signature.op == "torch.cuda.make_graphed_callables"
     assert res.trace.location == f"unmappable.py:{len((SCRIPTS / 'unmappable.py').read_text().splitlines())}"
 
 
@@ -148,3 +149,97 @@ def test_distributed_dataloader_and_generator_idioms_on_cpu(tmp_path):
     assert "torch.Generator(device=)" in apis
     # batch.cuda() runs in the main process on batches the two workers produced.
     assert apis["Tensor.cuda"].count == 2
+
+
+def _redirected(tmp_path, script: str):
+    res = run(RunRequest(path=SCRIPTS, command=["python", script], device="cpu", redirect_cuda="cpu",
+                         artifacts_dir=tmp_path, timeout_s=120))
+    assert res.status == "ok", res.stderr_tail[-3000:]
+    return res, load_redirect_log(res.redirect_log_path)
+
+
+def _script_line(script: str, snippet: str) -> int:
+    lines = (SCRIPTS / script).read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if snippet in text)
+
+
+def test_pinned_host_memory_is_a_plain_copy_on_cpu(tmp_path):
+    res, records = _redirected(tmp_path, "pinned.py")
+    out = res.stdout_tail
+    assert "batch cpu [[0, 1, 2, 3], [5, 6, 7, 8], [10, 11, 12, 13]]" in out
+    assert "source [1.0, 1.0, 1.0] pinned [2.0, 2.0, 2.0]" in out
+    assert "buffer (2, 3)" in out
+    sites = {(r.api, r.line) for r in records}
+    assert ("Tensor.pin_memory", _script_line("pinned.py", "x.pin_memory()")) in sites
+    assert ("torch.empty(pin_memory=)", _script_line("pinned.py", "pin_memory=True")) in sites
+
+
+def test_storage_cuda_in_a_map_location_loads_on_cpu(tmp_path):
+    res, records = _redirected(tmp_path, "storage_cuda.py")
+    assert "loaded cpu [0.0, 1.0, 2.0, 3.0] 7" in res.stdout_tail
+    assert "typed cpu [0.0, 1.0, 2.0]" in res.stdout_tail
+    load_line = _script_line("storage_cuda.py", "storage.cuda()")
+    counts = {(r.api, r.line): r.count for r in records}
+    assert counts[("Storage.cuda", load_line)] == 2  # once per saved storage
+    assert ("Storage.cuda", _script_line("storage_cuda.py", "typed =")) in counts
+    assert not (SCRIPTS / "best.pt").exists()
+
+
+def test_record_stream_accepts_the_redirect_streams(tmp_path):
+    res, records = _redirected(tmp_path, "record_stream.py")
+    assert "batch cpu 30.0" in res.stdout_tail
+    assert "refused RuntimeError" in res.stdout_tail
+    sites = {(r.api, r.line) for r in records}
+    assert ("Tensor.record_stream", _script_line("record_stream.py", "x.record_stream(torch.cuda")) in sites
+
+
+def test_legacy_cuda_type_checks_and_constructors_answer_as_on_cuda(tmp_path):
+    res, records = _redirected(tmp_path, "legacy_types.py")
+    out = res.stdout_tail
+    assert "converted torch.float16 cpu torch.float64 cpu" in out
+    assert "names torch.FloatTensor torch.HalfTensor" in out  # printed: torch's own answer
+    assert "sizes (2, 3) (4,) (0,)" in out
+    assert "values torch.float32 [[1.0, 2.0], [3.0, 4.0]]" in out
+    assert "default torch.float64" in out
+    sites = {(r.api, r.line) for r in records}
+    line = functools.partial(_script_line, "legacy_types.py")
+    assert {
+        ("Tensor.type() == torch.cuda.FloatTensor", line('x.type() == "torch.cuda.FloatTensor"')),
+        ("Tensor.type(torch.cuda.*)", line("torch.cuda.HalfTensor)")),
+        ("Tensor.type(torch.cuda.*)", line("d = x.type(")),
+        ("torch.cuda.FloatTensor", line("torch.Size([2, 3])")),
+        ("torch.set_default_tensor_type", line("set_default_tensor_type")),
+    } <= sites, sorted(sites)
+
+
+def test_lstm_under_cuda_autocast_runs_in_float32_on_cpu(tmp_path):
+    res, records = _redirected(tmp_path, "lstm_amp.py")
+    out = res.stdout_tail
+    losses = _losses_amp(out)
+    assert len(losses) == 2 and losses[1] < losses[0], out
+    # the LSTM computes in float32 (what it changed); the rest of the autocast region is kept
+    assert out.count("lstm torch.float32 head torch.float16") == 2
+    assert "same as float32 True" in out
+    counts = {(r.api, r.line): r.count for r in records}
+    line = _script_line("lstm_amp.py", "out, (h, c) = lstm(")
+    assert counts[("autocast(cuda): nn.LSTM in float32", line)] == 2
+    assert ("autocast(cuda): nn.LSTM in float32", _script_line("lstm_amp.py", "plain, _")) not in counts
+
+
+def _losses_amp(text: str) -> list[float]:
+    return [float(v) for v in re.findall(r"^loss (\S+) lstm", text, re.M)]
+
+
+def test_cuda_graph_replays_the_captured_step_as_eager_training_does(tmp_path):
+    res, records = _redirected(tmp_path, "cuda_graph.py")
+    out = res.stdout_tail
+    # capturing runs nothing (as on CUDA); each replay is one training step on the static tensors
+    assert "capture True params unchanged True capturing after False" in out
+    assert "same losses True same params True" in out, out
+    g_losses = re.search(r"^graph losses (.*)$", out, re.M)
+    assert g_losses is not None and len(set(g_losses.group(1).split())) == 6  # it trains: no stale loss
+    counts = {(r.api, r.line): r.count for r in records}
+    line = functools.partial(_script_line, "cuda_graph.py")
+    assert counts[("torch.cuda.CUDAGraph", line("g = torch.cuda.CUDAGraph()"))] == 1
+    assert counts[("torch.cuda.graph", line("with torch.cuda.graph(g)"))] == 1
+    assert counts[("CUDAGraph.replay", line("g.replay()"))] == 6

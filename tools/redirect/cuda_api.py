@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
+from tools.redirect.graphs import graph_api
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
-from tools.redirect.tables import LEGACY_TENSOR_TYPES, NVTX_FUNCTIONS
+from tools.redirect.tables import NVTX_FUNCTIONS
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable, Iterator
@@ -201,20 +202,8 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
 
         return fail
 
-    def legacy(name: str, dtype_name: str) -> Callable[..., torch.Tensor]:
-        dtype = getattr(torch, dtype_name)
-
-        def ctor(*args: Any, **kwargs: Any) -> torch.Tensor:
-            rec.record(f"torch.cuda.{name}", skip=3)
-            kwargs.pop("device", None)
-            if len(args) == 1 and not isinstance(args[0], int):
-                return torch.tensor(args[0], dtype=dtype, device=target)
-            return torch.empty(*args, dtype=dtype, device=target)
-
-        ctor.__name__ = name
-        return ctor
-
-    graph_why = "CUDA graphs have no equivalent; run the captured code eagerly (remove the capture or guard it)"
+    graph_why = ("graphed callables are not mapped; call the modules or functions themselves (CUDAGraph and "
+                 "torch.cuda.graph are)")
     api: dict[str, object] = {
         "is_available": is_available,
         "device_count": device_count,
@@ -250,11 +239,9 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
         "current_stream": logged("current_stream", lambda device=None: _Stream(sync)),
         "default_stream": logged("default_stream", lambda device=None: _Stream(sync)),
         "stream": logged("stream", stream_ctx),
-        "CUDAGraph": unsupported("CUDAGraph", graph_why),
-        "graph": unsupported("graph", graph_why),
+        **graph_api(rec),
         "make_graphed_callables": unsupported("make_graphed_callables", graph_why),
     }
-    api.update({name: legacy(name, dt) for name, dt in LEGACY_TENSOR_TYPES.items()})
     return api
 
 

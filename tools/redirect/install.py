@@ -7,11 +7,14 @@ import importlib.abc
 import logging
 import os
 import sys
+import threading
 from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import torch
 
 from tools.redirect.cuda_api import build_cuda_api, patch_nvtx
+from tools.redirect.legacy import legacy_types, patch_legacy_type_checks
+from tools.redirect.methods import patch_methods
 from tools.redirect.mode import CudaRedirectMode, is_cuda_device
 from tools.redirect.patches import install_patches
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
@@ -84,12 +87,15 @@ def _patch_amp(target: str, rec: Recorder) -> None:
         if device_type == "cuda":
             rec.record("autocast(cuda)", skip=3)
             device_type = target
+            self._ferry_from_cuda = True  # type: ignore[attr-defined]  # read by the LSTM mapping
             if dtype == torch.float16 and target == "cpu":
                 pass  # CPU autocast supports float16: keep what the code asked for
         orig_autocast(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     # the redirect replaces torch's own methods on purpose (the sandboxed child's monkeypatching)
     autocast_mode.autocast.__init__ = autocast_init  # type: ignore[method-assign]
+    if target == "cpu":
+        _keep_lstm_runnable(autocast_mode.autocast, rec)
 
     orig_scaler = grad_scaler.GradScaler.__init__
 
@@ -102,6 +108,54 @@ def _patch_amp(target: str, rec: Recorder) -> None:
 
     # torch's own method, replaced on purpose (the child's monkeypatching)
     grad_scaler.GradScaler.__init__ = scaler_init  # type: ignore[method-assign]
+
+
+def _to_float32(value: Any) -> Any:
+    """Floating tensors (also inside tuples and PackedSequences) as float32."""
+    if isinstance(value, torch.nn.utils.rnn.PackedSequence):
+        return value.float() if value.data.is_floating_point() else value
+    if isinstance(value, torch.Tensor):
+        return value.float() if value.is_floating_point() else value
+    if isinstance(value, tuple):
+        return tuple(_to_float32(v) for v in value)
+    return value
+
+
+def _keep_lstm_runnable(autocast_cls: type[Any], rec: Recorder) -> None:
+    """``nn.LSTM`` under a CUDA autocast mapped to the CPU runs in float32.
+
+    CPU autocast sends LSTM to oneDNN in float16/bfloat16, which has no such primitive ("could
+    not create a primitive descriptor for the LSTM forward propagation primitive"), so the
+    original could not run. Inside a redirected autocast the LSTM runs with autocast off on
+    float32 inputs and returns float32, as CPU autocast does for GRU and LSTMCell.
+    """
+    depth = threading.local()  # autocast state is per thread
+    orig_enter, orig_exit = autocast_cls.__enter__, autocast_cls.__exit__
+
+    def enter(self: Any) -> Any:
+        result = orig_enter(self)
+        if getattr(self, "_ferry_from_cuda", False):
+            depth.n = getattr(depth, "n", 0) + 1
+        return result
+
+    def exit_(self: Any, *exc: Any) -> Any:
+        if getattr(self, "_ferry_from_cuda", False):
+            depth.n = getattr(depth, "n", 1) - 1
+        return orig_exit(self, *exc)
+
+    autocast_cls.__enter__, autocast_cls.__exit__ = enter, exit_
+    orig_forward = torch.nn.LSTM.forward
+
+    @functools.wraps(orig_forward)
+    def forward(self: torch.nn.LSTM, input: Any, hx: Any = None) -> Any:
+        if getattr(depth, "n", 0) <= 0 or not torch.is_autocast_enabled("cpu"):
+            return orig_forward(self, input, hx)
+        rec.record("autocast(cuda): nn.LSTM in float32", skip=3)
+        with torch.autocast("cpu", enabled=False):
+            return orig_forward(self, _to_float32(input), _to_float32(hx))
+
+    # torch's own method, replaced on purpose (the child's monkeypatching)
+    torch.nn.LSTM.forward = forward  # type: ignore[method-assign]
 
 
 def _patch_distributed(target: str, rec: Recorder) -> None:
@@ -215,12 +269,16 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
     rec = Recorder(log_path, target, repo_root)
     for name, fn in build_cuda_api(target, rec).items():
         setattr(torch.cuda, name, fn)
+    for name, cls in legacy_types(target, rec).items():
+        setattr(torch.cuda, name, cls)
+    patch_legacy_type_checks(target, rec)
     patch_nvtx(rec)
     if hasattr(torch.cuda, "amp"):
         torch.cuda.amp.GradScaler  # noqa: B018 - resolve the lazy attribute before patching bases
     _patch_amp(target, rec)
     _patch_distributed(target, rec)
     _patch_cpp_extension(target, rec)
+    patch_methods(target, rec)
 
     def module_cuda(self: torch.nn.Module, device: object = None) -> torch.nn.Module:
         rec.record("Module.cuda", skip=3)

@@ -52,6 +52,10 @@ class CudaRedirectMode(TorchFunctionMode):
             kwargs = dict(kwargs)
             kwargs["device"] = self.target_device
             self.recorder.record(f"{_name(func)}(device=)", skip=3)
+        if kwargs.get("pin_memory"):  # pinned host memory is for copies to a GPU
+            kwargs = dict(kwargs)
+            kwargs["pin_memory"] = False
+            self.recorder.record(f"{_name(func)}(pin_memory=)", skip=3)
         if func is _DEVICE_TYPE:
             if args and is_cuda_device(args[0]):
                 self.recorder.record("torch.device", skip=3)

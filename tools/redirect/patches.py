@@ -27,6 +27,10 @@ def _wrap_factory(fn: Callable[..., Any], api: str, target: torch.device, rec: R
         if dev is not None and is_cuda_device(dev, allow_int=True):
             kwargs["device"] = target
             rec.record(api, skip=3)
+        if kwargs.get("pin_memory"):
+            # pinned host memory is for copies to a GPU; the target reads plain host memory
+            kwargs["pin_memory"] = False
+            rec.record(f"{api.removesuffix('(device=)')}(pin_memory=)", skip=3)
         return fn(*args, **kwargs)
 
     return factory

@@ -10,7 +10,6 @@ def try_it(label, fn):
         print(label, "|", type(exc).__name__, "|", exc)
 
 
-try_it("graph", lambda: torch.cuda.CUDAGraph())
 try_it("graphed", lambda: torch.cuda.make_graphed_callables(torch.nn.Linear(2, 2), (torch.randn(1, 2),)))
 
 
@@ -35,4 +34,4 @@ def triton():
 
 
 try_it("triton", triton)
-graph = torch.cuda.CUDAGraph()
+graphed = torch.cuda.make_graphed_callables(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
