@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.device import usable_device_variable
+from tools.codemods.device import find_device_variable, usable_device_variable
 from tools.codemods.fixes.base import Fix, FixResult, apply, nodes_of, torch_name
 from tools.codemods.nodes import add_kwarg, code, dotted, expr, kwarg, positional
 
@@ -41,7 +41,11 @@ class ProcessGroupBackend(Fix):
                      if (dotted(c.func) or "").split(".")[-1] == "init_process_group"), None)
         if call is None:
             return
-        value = expr(backend_expression(usable_device_variable(module, self.mode), torch))  # type: ignore[arg-type]
+        device = usable_device_variable(module, self.mode)  # type: ignore[arg-type]
+        info = find_device_variable(module, self.mode)  # type: ignore[arg-type]
+        if device is not None and info.name == device and info.is_string:
+            device = f"{torch}.device({device})"  # a device string (catalogue 53) has no .type
+        value = expr(backend_expression(device, torch))
         backend = kwarg(call, "backend")
         if backend is not None:
             if FIXED_MARK in code(backend.value):
