@@ -92,7 +92,10 @@ def test_device_type_of_a_string_device_goes_through_torch_device():
     ("t = 'cuda' not in self.device", 't = torch.device(self.device).type == "cpu"'),
     ("t = not device.startswith('cuda')", 't = not torch.device(device).type != "cpu"'),
     ("t = device.startswith('cuda') == flag", 't = (torch.device(device).type != "cpu") == flag'),
+    ("if device_type == 'cuda':\n    pass", 'if torch.device(device_type).type != "cpu":\n    pass'),
+    ("assert g['device_type'] != 'cuda'", "assert torch.device(g['device_type']).type == \"cpu\""),
     ("kind = 'cuda' if device.startswith('cuda') else 'cpu'", "kind = torch.device(device).type"),
+    ("kind = 'cuda' if args.device == 'cuda' else 'cpu'", "kind = torch.device(args.device).type"),
     ("kind = ('cuda' if 'cuda' in cfg.device else 'cpu')", "kind = (torch.device(cfg.device).type)"),
 ])
 def test_predicates_on_a_device_string_become_device_generic(line, expected):
@@ -101,11 +104,12 @@ def test_predicates_on_a_device_string_become_device_generic(line, expected):
 
 
 def test_the_rewritten_predicates_mean_not_the_cpu():
-    out = _rewrite("import torch\nuses_gpu = 'cuda' in device\nkind = 'cuda' if 'cuda' in device else 'cpu'\n")
+    out = _rewrite("import torch\nuses_gpu = 'cuda' in device\ndevice_type = 'cuda' if 'cuda' in device else 'cpu'\n"
+                   "on_gpu = device_type == 'cuda'\n")
     for device, uses_gpu, kind in (("cpu", False, "cpu"), ("tpx", True, "tpx"), ("cuda:1", True, "cuda")):
         scope: dict[str, object] = {"device": device}
         exec(out, scope)
-        assert (scope["uses_gpu"], scope["kind"]) == (uses_gpu, kind)
+        assert (scope["uses_gpu"], scope["device_type"], scope["on_gpu"]) == (uses_gpu, kind, uses_gpu)
 
 
 @pytest.mark.parametrize("line", [
@@ -113,6 +117,8 @@ def test_the_rewritten_predicates_mean_not_the_cpu():
     "t = names[0].startswith('cuda')",   # not a name that holds a device
     "t = 'cuda' in devices[0]",         # a subscript: what it holds is not known
     "t = 'cuda:0' in device",            # an index: not a test of the device's type
+    "t = x.device.type == 'cuda'",       # a tensor's device type: FRY001 reports it for review
+    "t = g['mode'] == 'cuda'",           # a key that does not say device
 ])
 def test_other_cuda_tests_are_not_rewritten_as_device_tests(line):
     assert analyze(f"import torch\n{line}\n").new_source == f"import torch\n{line}\n"

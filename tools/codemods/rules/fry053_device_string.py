@@ -2,7 +2,7 @@
 
 ``device = 'cuda'`` stays a string (FRY001 rewrites it to the accelerator's type name), so the code
 that tests it must stop asking for CUDA by name: ``'cuda' in device`` and ``device.startswith('cuda')``
-mean "not the CPU", and ``'cuda' if 'cuda' in device else 'cpu'`` is the device's type (catalogue 54:
+and ``device_type == 'cuda'`` mean "not the CPU", and ``'cuda' if 'cuda' in device else 'cpu'`` is the device's type (catalogue 54:
 ``device_type`` then keeps autocast on the accelerator and the nullcontext() on the CPU). A string
 choice on a user's condition, ``'cuda' if args.cuda else 'cpu'``, picks the accelerator's type name.
 """
@@ -19,8 +19,10 @@ from tools.codemods.nodes import code, cuda_device_string, string_value
 class DeviceString(Rule):
     ID = "FRY053"
     NAME = "placement.device-string"
-    DESCRIPTION = ("'cuda' in device / device.startswith('cuda') on a device string -> torch.device(device).type "
-                   "!= \"cpu\" ('cuda' not in device -> == \"cpu\"); device_type = 'cuda' if 'cuda' in device else "
+    DESCRIPTION = ("'cuda' in device / device.startswith('cuda') / device_type == 'cuda' on a device string (a "
+                   "name, attribute or string key that says device: device, args.device, g['device_type']; not "
+                   "x.device.type, FRY001) -> torch.device(device).type != \"cpu\" ('cuda' not in device, != 'cuda' "
+                   "-> == \"cpu\"); device_type = 'cuda' if 'cuda' in device else "
                    "'cpu' -> torch.device(device).type (catalogue 54: autocast stays on the accelerator); "
                    "'cuda' if <condition> else 'cpu' (not an availability test: FRY008) -> the accelerator's type "
                    "name if <condition> else 'cpu'. The device stays a string (catalogue 53).")
