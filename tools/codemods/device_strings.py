@@ -9,7 +9,6 @@ subjects whose name says they hold a device (``device``, ``args.device``, ``self
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
 
 import libcst as cst
 
@@ -50,7 +49,7 @@ def predicate_subject(node: cst.CSTNode) -> tuple[cst.BaseExpression, bool] | No
             return target.comparator, isinstance(target.operator, cst.NotIn)
         if (_bare_cuda(target.comparator) and isinstance(target.operator, (cst.Equal, cst.NotEqual))
                 and device_subject(node.left)):
-            return cast(cst.BaseExpression, node.left), isinstance(target.operator, cst.NotEqual)
+            return node.left, isinstance(target.operator, cst.NotEqual)
     if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "startswith"
             and len(node.args) == 1 and node.args[0].keyword is None and node.args[0].star == ""
             and _bare_cuda(node.args[0].value) and device_subject(node.func.value)):

@@ -1,9 +1,10 @@
 """FRY053 (placement.device-string): predicates on a device held as a string -> device-generic ones.
 
 ``device = 'cuda'`` stays a string (FRY001 rewrites it to the accelerator's type name), so the code
-that tests it must stop asking for CUDA by name: ``'cuda' in device`` and ``device.startswith('cuda')``
-and ``device_type == 'cuda'`` mean "not the CPU", and ``'cuda' if 'cuda' in device else 'cpu'`` is the device's type (catalogue 54:
-``device_type`` then keeps autocast on the accelerator and the nullcontext() on the CPU). A string
+that tests it must stop asking for CUDA by name: ``'cuda' in device``, ``device.startswith('cuda')``
+and ``device_type == 'cuda'`` mean "not the CPU", and ``'cuda' if 'cuda' in device else 'cpu'`` is the
+device's type (catalogue 54: ``device_type`` then keeps autocast on the accelerator and the
+nullcontext() on the CPU). A string
 choice on a user's condition, ``'cuda' if args.cuda else 'cpu'``, picks the accelerator's type name.
 """
 
