@@ -159,3 +159,11 @@ def test_a_local_cuda_device_of_the_same_name_is_still_named():
     src = 'import torch\n\ndef main():\n    device = torch.device("cuda")\n    return torch.ones(1).cuda()\n'
     out = _rewrite(src)
     assert "    return torch.ones(1).to(device)\n" in out and "ferry_device" not in out
+
+
+def test_a_local_device_string_is_not_taken_for_the_device_object():
+    src = ("import torch\n\n\ndef main():\n    device = 'cuda'\n    scaler = torch.cuda.amp.GradScaler()\n"
+           "    return torch.ones(1).to(device), scaler\n\n\nprint(type(main()[1]).__name__)\n")
+    out = _rewrite(src)
+    assert "    scaler = torch.amp.GradScaler(ferry_device.type)\n" in out  # not device.type on a str
+    assert f"    device = {STRING}\n" in out

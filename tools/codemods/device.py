@@ -158,13 +158,17 @@ def insert_device_definition(module: cst.Module, name: str, mode: DeviceMode,
 
 
 def _binds_a_cuda_device(assignment_node: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> bool:
-    """A local ``NAME = <cuda device>`` (rewritten to the device expression itself): naming NAME after it is safe."""
+    """A local ``NAME = <cuda device object>`` (rewritten to the device expression itself): naming NAME after
+    it is safe. A device *string* is not (it stays a string, and has no ``.type``)."""
     parent = parents.get(assignment_node)
+    value: cst.BaseExpression | None = None
     if isinstance(parent, cst.AssignTarget):
         parent = parents.get(parent)
-        return isinstance(parent, cst.Assign) and len(parent.targets) == 1 and is_cuda_device_value(parent.value)
-    return (isinstance(parent, cst.AnnAssign) and parent.target is assignment_node and parent.value is not None
-            and is_cuda_device_value(parent.value))
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            value = parent.value
+    elif isinstance(parent, cst.AnnAssign) and parent.target is assignment_node:
+        value = parent.value
+    return value is not None and is_cuda_device_value(value) and not is_cuda_device_string_value(value)
 
 
 def unsafe_scopes(scopes: Mapping[cst.CSTNode, Scope | None], parents: Mapping[cst.CSTNode, cst.CSTNode],
