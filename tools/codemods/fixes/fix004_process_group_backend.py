@@ -26,8 +26,8 @@ class ProcessGroupBackend(Fix):
     DESCRIPTION = ('The first init_process_group(...) call gets backend=f"cpu:gloo,{device.type}:{<the device\'s '
                    'default backend, else gloo>}" (its backend= value or first positional argument replaced, or the '
                    "keyword added): CPU tensors and the accelerator's each get a backend (nccl on CUDA, gloo on tpx). "
-                   "device is the module's device variable (tools.codemods.device; torch.device(device) when it holds a "
-                   "device string), else the current accelerator. "
+                   "device is the module's device variable (tools.codemods.device; torch.device(device) when it "
+                   "holds a device string), else the current accelerator. "
                    "Not applied when the backend already names one per device, or the module does not import torch.")
 
     def __init__(self, mode: str = "accelerator") -> None:
