@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import libcst as cst
-from libcst.metadata import ScopeProvider
+from libcst.metadata import ClassScope, GlobalScope, Scope, ScopeProvider
 
 from tools.codemods.nodes import cuda_device_string, expr
 from tools.codemods.targets import DeviceMode as DeviceMode  # re-exported for the rules
-from tools.codemods.targets import device_expression
+from tools.codemods.targets import device_expression, device_string_expression
 
 _VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
 _LAST_COMPONENTS: dict[int, tuple[Collection[str], frozenset[str]]] = {}
@@ -36,6 +36,13 @@ def _last_components(names: Collection[str]) -> frozenset[str]:
         _LAST_COMPONENTS[id(names)] = entry
     return entry[1]
 _TORCH_RE = re.compile(r"(?<![\w.])torch\.")
+
+#: parents in which any expression can stand without parentheses (a whole value, argument, statement)
+_LOOSE_PARENTS: tuple[type[cst.CSTNode], ...] = (
+    cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Arg, cst.Param, cst.Return, cst.Expr, cst.If, cst.While,
+    cst.Assert, cst.Element, cst.DictElement, cst.FormattedStringExpression)
+#: parents that also take a comparison unparenthesised (``a != b and c``, ``not a != b``, ``x if a != b else y``)
+_COMPARISON_PARENTS: tuple[type[cst.CSTNode], ...] = (*_LOOSE_PARENTS, cst.BooleanOperation, cst.IfExp)
 
 Category = Literal["auto", "review", "unsupported"]
 Transform = Callable[[cst.CSTNode], cst.CSTNode]
@@ -80,6 +87,11 @@ class RuleContext:
     torch_name: str | None = None
     #: the module being visited (the parent map is built from it on first use)
     module: cst.Module | None = None
+    #: the device variable holds a device string (``device = 'cuda'`` kept a string), not a torch.device
+    device_is_string: bool = False
+    #: function/class/comprehension scopes that bind ``device_name`` to something else (a parameter,
+    #: ``device = x.device``): naming the module's device variable there would mean the local one
+    unsafe_scopes: frozenset[Scope] = frozenset()
     #: child -> parent for every node of ``module``; built lazily by ``parent_of``
     parents: dict[cst.CSTNode, cst.CSTNode] | None = None
 
@@ -195,6 +207,10 @@ class Rule(cst.BatchableCSTVisitor):
         cat = category or (self.CATEGORY if transform is not None or self.CATEGORY != "auto" else "review")
         if transform is None and cat == "auto":
             cat = "review"
+        if cat == "auto" and needs_device and self.in_unsafe_scope(node):
+            cat = "review"
+            message = (f"{message}; left for review: `{self.dev}` is also bound here (a parameter or local "
+                       f"assignment), so the module's device variable cannot be named in this function")
         self.ctx.hits.append(Hit(self.ID, node, cat, message, suggestion,
                                  transform if cat == "auto" else None, blocks, needs_device,
                                  add_imports, remove_imports))
@@ -203,6 +219,21 @@ class Rule(cst.BatchableCSTVisitor):
         """Rewrites ``torch.`` in generated code to the module's own alias for torch."""
         alias = self.ctx.torch_name or "torch"
         return text if alias == "torch" else _TORCH_RE.sub(alias + ".", text)
+
+    def in_unsafe_scope(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` sits where ``device_name`` means a local binding of the user's (a parameter,
+        ``device = x.device``) rather than the module's device variable (libcst's scope analysis)."""
+        if not self.ctx.unsafe_scopes:
+            return False
+        scope = self.get_metadata(ScopeProvider, node, None)
+        own = True
+        while scope is not None and not isinstance(scope, GlobalScope):
+            # a class body's names are not visible in the functions defined inside it
+            if (own or not isinstance(scope, ClassScope)) and scope in self.ctx.unsafe_scopes:
+                return True
+            own = False
+            scope = scope.parent
+        return False
 
     @property
     def dev(self) -> str:
@@ -224,7 +255,42 @@ class Rule(cst.BatchableCSTVisitor):
 
     def device_type(self, node: cst.CSTNode) -> str:
         ref = self.device_ref(node)
+        if ref == self.dev and self.ctx.device_is_string:
+            return self.torch_text(f"torch.device({ref}).type")  # "tpx:0" or "cpu" alike
         return f"{ref}.type" if ref == self.dev else f"({ref}).type"
+
+    def device_string(self, node: cst.CSTNode, ordinal: int | None = None) -> str:
+        """Text of a *string* naming the target device, for a device string literal at ``node`` (CUDA_IDIOMS
+        53: a string stays a string): the accelerator's type name, with the index the original gave."""
+        if node is self.ctx.device_definition_value:
+            self.ctx.definition_used = True
+        return self.torch_text(device_string_expression(self.ctx.device_mode, ordinal))
+
+    def string_device_hit(self, node: cst.CSTNode, message: str, ordinal: int | None = None) -> None:
+        """An auto rewrite of a device string at ``node`` to :meth:`device_string` (parentheses kept)."""
+        self.replace_expression(node, message, self.device_string(node, ordinal))
+
+    def replace_expression(self, node: cst.CSTNode, message: str, text: str) -> None:
+        """An auto rewrite of ``node`` to the expression ``text``: its own parentheses are kept, and new ones
+        added where the parent would bind part of it otherwise (``A if c else "cpu"`` inside another
+        conditional, ``a != b`` inside a comparison)."""
+        new = expr(text)
+        parent = self.parent(node)
+        loose = _COMPARISON_PARENTS if isinstance(new, cst.Comparison) else _LOOSE_PARENTS
+        wrap = (isinstance(new, (cst.IfExp, cst.Comparison, cst.BinaryOperation, cst.BooleanOperation))
+                and not isinstance(parent, loose) and not getattr(node, "lpar", ()))
+        if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not) \
+                and isinstance(new, cst.Comparison):
+            wrap = False
+        shown = f"({text})" if wrap else text
+        imports: tuple[tuple[str, str | None], ...] = (("torch", None),) if "torch" in text else ()
+
+        def transform(updated: cst.CSTNode) -> cst.CSTNode:
+            if wrap:
+                return new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            return new.with_changes(lpar=getattr(updated, "lpar", ()), rpar=getattr(updated, "rpar", ()))
+
+        self.hit(node, message, category="auto", suggestion=shown, add_imports=imports, transform=transform)
 
     def cuda_device_type_arg(self, node: cst.CSTNode, arg: cst.Arg | None, message: str) -> None:
         """Where ``arg`` (the device-type argument of ``node``) is a "cuda"/"cuda:N" literal, an auto

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 import libcst as cst
+from libcst.metadata import GlobalScope, Scope
 
 from tools.codemods.nodes import code, cuda_device_string, dotted, header_length
-from tools.codemods.targets import DEVICE_EXPRESSIONS, DeviceMode, device_expression
+from tools.codemods.targets import DEVICE_EXPRESSIONS, DEVICE_STRING_EXPRESSIONS, DeviceMode, device_expression
 
 DEFAULT_NAME = "device"
 FALLBACK_NAME = "ferry_device"
@@ -23,6 +24,8 @@ class DeviceInfo:
     definition_value: cst.CSTNode | None = None
     definition_used: bool = False
     torch_name: str | None = None
+    #: the variable holds a device *string* ("cuda", the accelerator's type name), not a torch.device
+    is_string: bool = False
 
 
 def _norm(text: str) -> str:
@@ -30,6 +33,24 @@ def _norm(text: str) -> str:
 
 
 _CANONICAL = {_norm(v) for v in DEVICE_EXPRESSIONS.values()}
+_CANONICAL_STRING = {_norm(v) for v in DEVICE_STRING_EXPRESSIONS.values()}
+_ORDINAL_SUFFIX = re.compile(r'^\((.*)\)\+":\d+"$|^"tpx:\d+"$')
+
+
+def _is_string_definition(norm: str) -> bool:
+    """Ferry's string form of the device (``device_string_expression``), with or without an index."""
+    if norm in _CANONICAL_STRING:
+        return True
+    m = _ORDINAL_SUFFIX.match(norm)
+    return m is not None and (m.group(1) is None or m.group(1) in _CANONICAL_STRING)
+
+
+def is_cuda_device_string_value(node: cst.BaseExpression) -> bool:
+    """``"cuda"``/``"cuda:0"`` or ``"cuda" if torch.cuda.is_available() else "cpu"``: a device held as a string."""
+    if cuda_device_string(node)[0]:
+        return True
+    return (isinstance(node, cst.IfExp) and cuda_device_string(node.body)[0]
+            and isinstance(node.orelse, cst.SimpleString) and "is_available" in code(node.test))
 
 
 def is_cuda_device_value(node: cst.BaseExpression) -> bool:
@@ -57,7 +78,7 @@ def _module_assignments(module: cst.Module) -> Iterator[tuple[cst.BaseAssignTarg
                     yield small.target, small.value
 
 
-def _module_binds(module: cst.Module, name: str) -> bool:
+def module_binds(module: cst.Module, name: str) -> bool:
     for stmt in module.body:
         if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == name:
             return True
@@ -90,12 +111,16 @@ def torch_alias(module: cst.Module) -> str | None:
 def find_device_variable(module: cst.Module, mode: DeviceMode) -> DeviceInfo:
     alias = torch_alias(module) or "torch"
     for target, value in _module_assignments(module):
-        if isinstance(target, cst.Name) and _norm(code(value)).replace(alias + ".", "torch.") in _CANONICAL:
-            return DeviceInfo(target.value, defined=True)
+        if isinstance(target, cst.Name):
+            norm = _norm(code(value)).replace(alias + ".", "torch.")
+            if norm in _CANONICAL:
+                return DeviceInfo(target.value, defined=True)
+            if _is_string_definition(norm):
+                return DeviceInfo(target.value, defined=True, is_string=True)
     for target, value in _module_assignments(module):
         if isinstance(target, cst.Name) and is_cuda_device_value(value):
-            return DeviceInfo(target.value, definition_value=value)
-    name = DEFAULT_NAME if not _module_binds(module, DEFAULT_NAME) else FALLBACK_NAME
+            return DeviceInfo(target.value, definition_value=value, is_string=is_cuda_device_string_value(value))
+    name = DEFAULT_NAME if not module_binds(module, DEFAULT_NAME) else FALLBACK_NAME
     return DeviceInfo(name)
 
 
@@ -130,3 +155,35 @@ def insert_device_definition(module: cst.Module, name: str, mode: DeviceMode,
         stmt = stmt.with_changes(leading_lines=[cst.EmptyLine()])
     body.insert(index, stmt)
     return module.with_changes(body=body)
+
+
+def _binds_a_cuda_device(assignment_node: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> bool:
+    """A local ``NAME = <cuda device object>`` (rewritten to the device expression itself): naming NAME after
+    it is safe. A device *string* is not (it stays a string, and has no ``.type``)."""
+    parent = parents.get(assignment_node)
+    value: cst.BaseExpression | None = None
+    if isinstance(parent, cst.AssignTarget):
+        parent = parents.get(parent)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            value = parent.value
+    elif isinstance(parent, cst.AnnAssign) and parent.target is assignment_node:
+        value = parent.value
+    return value is not None and is_cuda_device_value(value) and not is_cuda_device_string_value(value)
+
+
+def unsafe_scopes(scopes: Mapping[cst.CSTNode, Scope | None], parents: Mapping[cst.CSTNode, cst.CSTNode],
+                  name: str) -> frozenset[Scope]:
+    """The non-module scopes (functions, lambdas, classes, comprehensions) that bind ``name`` to something
+    other than a CUDA device (a parameter, ``device = x.device``, a loop target): there ``name`` is
+    the local binding, and a reference to the module-level variable inserted or reused under that name
+    reads the local one (``UnboundLocalError`` before its assignment)."""
+    found: set[Scope] = set()
+    for scope in {s for s in scopes.values() if s is not None}:
+        if isinstance(scope, GlobalScope) or name not in scope.assignments:
+            continue
+        for assignment in scope.assignments[name]:
+            node = getattr(assignment, "node", None)
+            if node is None or not _binds_a_cuda_device(node, parents):
+                found.add(scope)
+                break
+    return frozenset(found)

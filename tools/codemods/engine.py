@@ -11,10 +11,18 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import ImportAssignment, PositionProvider, ScopeProvider
+from libcst.metadata import ImportAssignment, PositionProvider, Scope, ScopeProvider
 
 from tools.codemods.base import Category, DeviceMode, Hit, RuleContext, parent_map
-from tools.codemods.device import DeviceInfo, find_device_variable, insert_device_definition, torch_alias
+from tools.codemods.device import (
+    FALLBACK_NAME,
+    DeviceInfo,
+    find_device_variable,
+    insert_device_definition,
+    module_binds,
+    torch_alias,
+    unsafe_scopes,
+)
 from tools.codemods.imports import add_needed_imports, remove_unused
 from tools.codemods.nodes import code
 from tools.codemods.prefilter import active_rules
@@ -23,6 +31,9 @@ from tools.codemods.registry import all_rules
 logger = logging.getLogger(__name__)
 
 MAX_PASSES = 4
+
+#: a device variable defined elsewhere (an earlier notebook cell): (name, torch alias, holds a device string)
+DefinedDevice = tuple[str, str, bool]
 
 
 @dataclass
@@ -46,8 +57,8 @@ class ModuleOutcome:
     applied: list[str] = field(default_factory=list)
     remaining: list[RawFinding] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    #: the module's device variable after the rewrite, when it has one
-    device_variable: tuple[str, str] | None = None
+    #: the module's device variable after the rewrite, when it has one: (name, torch alias, holds a string)
+    device_variable: DefinedDevice | None = None
 
 
 class _Apply(cst.CSTTransformer):
@@ -94,7 +105,7 @@ def _alias_names(source: str) -> frozenset[str]:
 
 
 def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | None,
-              defined_elsewhere: tuple[str, str] | None = None, source: str | None = None
+              defined_elsewhere: DefinedDevice | None = None, source: str | None = None
               ) -> tuple[cst.MetadataWrapper, list[Hit], DeviceInfo]:
     # nodes are immutable and freshly parsed (or parsed from the cache), so no defensive deep copy
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
@@ -102,16 +113,18 @@ def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | 
     torch_name = torch_alias(wrapper.module)
     if defined_elsewhere is not None:
         if not info.defined and info.definition_value is None:
-            info = DeviceInfo(defined_elsewhere[0], defined=True)
+            info = DeviceInfo(defined_elsewhere[0], defined=True, is_string=defined_elsewhere[2])
         torch_name = torch_name or defined_elsewhere[1]
+    text = source if source is not None else wrapper.module.code
+    info, unsafe, parents = _scope_safe_name(wrapper, info, text)
     ctx = RuleContext(device_mode=device_mode, device_name=info.name,
                       device_definition_value=info.definition_value, torch_name=torch_name,
                       alias_names=_alias_names(wrapper.module.code if source is None else source),
-                      module=wrapper.module)
+                      module=wrapper.module, parents=parents,
+                      device_is_string=info.is_string, unsafe_scopes=unsafe)
     info.torch_name = ctx.torch_name
     # per-rule pre-filter: only rules whose trigger words occur in the text can fire; the
     # contextual ones run only once another rule has found something
-    text = source if source is not None else wrapper.module.code
     active = active_rules(text)
     first = [cls(ctx) for cls in all_rules()
              if not cls.CONTEXTUAL and cls.ID in active and (rule_ids is None or cls.ID in rule_ids)]
@@ -132,6 +145,34 @@ def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | 
             unique.append(h)
     info.definition_used = ctx.definition_used
     return wrapper, unique, info
+
+
+def _scope_safe_name(wrapper: cst.MetadataWrapper, info: DeviceInfo, text: str
+                     ) -> tuple[DeviceInfo, frozenset[Scope], dict[cst.CSTNode, cst.CSTNode] | None]:
+    """The device variable under a name no function rebinds (libcst scope analysis), and the scopes
+    where its name still means a local binding. A variable Ferry inserts moves to ``ferry_device``
+    when a function binds ``device`` itself (a parameter, ``device = x.device``); a user's variable
+    keeps its name, and the rules leave the sites in those scopes for review. Also returns the parent
+    map it built (None when the cheap pre-check made the analysis unnecessary)."""
+    if not _could_shadow(wrapper.module, text, info.name):
+        return info, frozenset(), None
+    scopes = wrapper.resolve(ScopeProvider)
+    parents = parent_map(wrapper.module)
+    unsafe = unsafe_scopes(scopes, parents, info.name)
+    if unsafe and not info.defined and info.definition_value is None and info.name != FALLBACK_NAME \
+            and not module_binds(wrapper.module, FALLBACK_NAME):
+        other = (unsafe_scopes(scopes, parents, FALLBACK_NAME) if _could_shadow(wrapper.module, text, FALLBACK_NAME)
+                 else frozenset())
+        if not other:
+            return DeviceInfo(FALLBACK_NAME, torch_name=info.torch_name), frozenset(), parents
+    return info, unsafe, parents
+
+
+def _could_shadow(module: cst.Module, text: str, name: str) -> bool:
+    """Cheap pre-check before the scope analysis: the name is spelled at all, and the module has a
+    compound statement (a function, class or block that could hold a lambda/comprehension binding it)."""
+    return (re.search(rf"\b{re.escape(name)}\b", text) is not None
+            and any(not isinstance(stmt, cst.SimpleStatementLine) for stmt in module.body))
 
 
 def _findings(wrapper: cst.MetadataWrapper, hits: list[Hit], lines: list[str], sort: bool = True) -> list[RawFinding]:
@@ -177,7 +218,7 @@ def _imports_of(wrapper: cst.MetadataWrapper, hits: list[Hit]) -> list[cst.Impor
 def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: set[str] | None = None,
             lines: set[int] | None = None, rewrite: bool = True,
             module: cst.Module | None = None, fixed_point: bool = False,
-            device_defined_as: tuple[str, str] | None = None) -> ModuleOutcome:
+            device_defined_as: DefinedDevice | None = None) -> ModuleOutcome:
     """Find idioms in ``source``; when ``rewrite``, apply the auto rules (to ``lines`` only if given).
 
     Transforms compose (each one rewrites the already-updated node), so one pass applies every
@@ -234,7 +275,8 @@ def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: s
     has_device = (info.defined and device_defined_as is None) or info.definition_used or inserted
     return ModuleOutcome(findings=findings, new_source=new_source, applied=sorted(set(applied)),
                          remaining=remaining, warnings=warnings,
-                         device_variable=(info.name, info.torch_name or "torch") if has_device else None)
+                         device_variable=((info.name, info.torch_name or "torch", info.is_string) if has_device
+                                          else None))
 
 
 @dataclass

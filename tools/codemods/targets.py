@@ -19,3 +19,20 @@ DEVICE_EXPRESSIONS: dict[str, str] = {
 
 def device_expression(mode: DeviceMode) -> str:
     return DEVICE_EXPRESSIONS[mode]
+
+#: a device held as a string stays a string (CUDA_IDIOMS 53): the target device's type name, per
+#: ``--device`` choice ("cuda" on CUDA, "tpx" on tpx, "cpu" without an accelerator)
+DEVICE_STRING_EXPRESSIONS: dict[str, str] = {
+    "accelerator": 'torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"',
+    "tpx": '"tpx"',
+}
+
+
+def device_string_expression(mode: DeviceMode, ordinal: int | None = None) -> str:
+    """The string form of the target device; ``ordinal`` keeps an index the original named ("cuda:0")."""
+    text = DEVICE_STRING_EXPRESSIONS[mode]
+    if ordinal is None:
+        return text
+    if mode == "tpx":
+        return f'"tpx:{ordinal}"'
+    return f'({text}) + ":{ordinal}"'

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from tools.codemods.engine import ModuleOutcome, RawFinding, analyze
+from tools.codemods.engine import DefinedDevice, ModuleOutcome, RawFinding, analyze
 from tools.codemods.prefilter import may_contain_idioms
 from tools.codemods.registry import rule_by_id
 from tools.scan.envfiles import RULE_ID as ENV_RULE_ID
@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 _CACHE_SIZE = 512
 # (source digest, rewrite, device, rules, lines, device variable defined earlier): what an analysis depends on
-_OutcomeKey = tuple[str, bool, str, tuple[str, ...] | None, tuple[int, ...] | None, tuple[str, str] | None]
+_OutcomeKey = tuple[str, bool, str, tuple[str, ...] | None, tuple[int, ...] | None, DefinedDevice | None]
 _outcomes: OrderedDict[_OutcomeKey, ModuleOutcome] = OrderedDict()
 _modules: OrderedDict[str, cst.Module] = OrderedDict()
 
@@ -68,7 +68,7 @@ def _parse(text: str, digest: str) -> cst.Module:
     return module
 
 
-def _analyze_cached(text: str, job: FileJob, defined_as: tuple[str, str] | None = None) -> ModuleOutcome:
+def _analyze_cached(text: str, job: FileJob, defined_as: DefinedDevice | None = None) -> ModuleOutcome:
     digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
     key: _OutcomeKey = (digest, job.rewrite, job.device, job.rules, job.lines, defined_as)
     hit = _outcomes.get(key)
@@ -152,7 +152,7 @@ def process(job: FileJob) -> FileOutcome:
                 out.notes.append(FileNote(file=job.rel, kind="parse_error", message=f"does not parse: {exc}"))
         return out
     new_units: list[tuple[Unit, str]] = []
-    defined_as: tuple[str, str] | None = None  # notebooks: the device variable an earlier cell defines
+    defined_as: DefinedDevice | None = None  # notebooks: the device variable an earlier cell defines
     for unit in loaded.units:
         try:
             outcome = _analyze_cached(unit.text, job, defined_as if unit.cell is not None else None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.device import usable_device_variable
+from tools.codemods.device import find_device_variable, usable_device_variable
 from tools.codemods.fixes.base import Fix, FixResult, apply, nodes_of, torch_name
 from tools.codemods.nodes import add_kwarg, code, dotted, expr, kwarg, positional
 
@@ -26,7 +26,8 @@ class ProcessGroupBackend(Fix):
     DESCRIPTION = ('The first init_process_group(...) call gets backend=f"cpu:gloo,{device.type}:{<the device\'s '
                    'default backend, else gloo>}" (its backend= value or first positional argument replaced, or the '
                    "keyword added): CPU tensors and the accelerator's each get a backend (nccl on CUDA, gloo on tpx). "
-                   "device is the module's device variable (tools.codemods.device), else the current accelerator. "
+                   "device is the module's device variable (tools.codemods.device; torch.device(device) when it "
+                   "holds a device string), else the current accelerator. "
                    "Not applied when the backend already names one per device, or the module does not import torch.")
 
     def __init__(self, mode: str = "accelerator") -> None:
@@ -41,7 +42,11 @@ class ProcessGroupBackend(Fix):
                      if (dotted(c.func) or "").split(".")[-1] == "init_process_group"), None)
         if call is None:
             return
-        value = expr(backend_expression(usable_device_variable(module, self.mode), torch))  # type: ignore[arg-type]
+        device = usable_device_variable(module, self.mode)  # type: ignore[arg-type]
+        info = find_device_variable(module, self.mode)  # type: ignore[arg-type]
+        if device is not None and info.name == device and info.is_string:
+            device = f"{torch}.device({device})"  # a device string (catalogue 53) has no .type
+        value = expr(backend_expression(device, torch))
         backend = kwarg(call, "backend")
         if backend is not None:
             if FIXED_MARK in code(backend.value):

@@ -1,10 +1,12 @@
-"""FRY001 (placement.device-literal): "cuda"/"cuda:0" literals and torch.device("cuda") -> the device variable."""
+"""FRY001 (placement.device-literal): torch.device("cuda") and "cuda" passed to .to() -> the device variable;
+"cuda"/"cuda:0" held as a string (assigned, a parameter or option default) -> the accelerator's type string."""
 
 from __future__ import annotations
 
 import libcst as cst
 
 from tools.codemods.base import Rule
+from tools.codemods.device_strings import is_device_string_predicate_part
 from tools.codemods.nodes import cuda_device_string, expr, int_value, positional
 from tools.codemods.tables import DEVICE_OBJECT, DEVICE_TYPE_CALLS, INIT_PROCESS_GROUP, SET_DEFAULT_DEVICE
 
@@ -15,10 +17,13 @@ _OTHER_RULES_CALLS = DEVICE_OBJECT | DEVICE_TYPE_CALLS | SET_DEFAULT_DEVICE | IN
 class DeviceLiterals(Rule):
     ID = "FRY001"
     NAME = "placement.device-literal"
-    DESCRIPTION = ('torch.device("cuda"), "cuda"/"cuda:0" passed to .to() or assigned to a variable -> the '
-                   "module's device variable; other CUDA device strings (comparisons, non-zero ordinals) -> review.")
+    DESCRIPTION = ('torch.device("cuda") and "cuda"/"cuda:0" passed to .to() -> the module\'s device variable; '
+                   '"cuda"/"cuda:0" assigned to a variable, a parameter default or an option\'s default= stays a '
+                   'string (catalogue 53): the accelerator\'s type name, `torch.accelerator.current_accelerator().type '
+                   'if torch.accelerator.is_available() else "cpu"` (its index kept: + ":0"); other CUDA device '
+                   "strings (comparisons, non-zero ordinals) -> review.")
     CATEGORY = "auto"
-    ENTRIES = (1,)
+    ENTRIES = (1, 53)
 
     def _replace_with_device(self, node: cst.CSTNode, message: str) -> None:
         ref = self.device_ref(node)
@@ -51,8 +56,8 @@ class DeviceLiterals(Rule):
         if not is_cuda:
             return
         parent = self.parent(node)
-        if isinstance(parent, cst.IfExp):
-            return  # FRY008
+        if isinstance(parent, cst.IfExp) or is_device_string_predicate_part(node, parent, self.parent):
+            return  # FRY008 / FRY053
         if isinstance(parent, cst.Arg):
             call = self.parent(parent)
             if not isinstance(call, cst.Call):
@@ -61,13 +66,17 @@ class DeviceLiterals(Rule):
                 return  # FRY004 / FRY005 / device-type rules
             if self.qname_in(call.func, _OTHER_RULES_CALLS) is not None:
                 return
+            if parent.keyword is not None and parent.keyword.value == "default" and ordinal in (None, 0):
+                self.string_device_hit(node, "an option's default CUDA device string", ordinal)
+                return
             pos = positional(call)
             if (isinstance(call.func, cst.Attribute) and call.func.attr.value == "to" and pos
                     and pos[0] is parent and ordinal in (None, 0)):
                 self._replace_with_device(node, '.to("cuda"): hard-coded CUDA device')
                 return
         if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.Param)) and ordinal in (None, 0):
-            self._replace_with_device(node, "hard-coded CUDA device string")
+            # a string stays a string: code goes on to test it ('cuda' in device), parse it or override it
+            self.string_device_hit(node, "hard-coded CUDA device string", ordinal)
             return
         self.hit(node, "CUDA device string in a context Ferry cannot rewrite safely", category="review",
                  suggestion=f"use {self.dev} (a torch.device) or {self.dev}.type (its type string)")

@@ -15,8 +15,10 @@ _AVAILABLE = frozenset({"torch.cuda.is_available", "torch.backends.mps.is_availa
 class DeviceSelection(Rule):
     ID = "FRY008"
     NAME = "placement.device-selection"
-    DESCRIPTION = ('"cuda" if torch.cuda.is_available() else "cpu" (or the torch.device(...) of it) -> the device '
-                   "variable, defined as torch.accelerator.current_accelerator() with a CPU fallback.")
+    DESCRIPTION = ('torch.device("cuda" if torch.cuda.is_available() else "cpu") -> the device variable, defined as '
+                   "torch.accelerator.current_accelerator() with a CPU fallback; the string choice itself "
+                   '("cuda" if torch.cuda.is_available() else "cpu") stays a string (catalogue 53): the '
+                   "accelerator's type name, \"cpu\" without one.")
     CATEGORY = "auto"
     ENTRIES = (8,)
 
@@ -47,6 +49,10 @@ class DeviceSelection(Rule):
             call = self.parent(parent)
             if isinstance(call, cst.Call) and len(call.args) == 1 and self.qname_in(call.func, DEVICE_OBJECT):
                 target = call
+        if target is node and cuda_device_string(node.body)[0] and string_value(node.orelse) == "cpu":
+            ordinal = cuda_device_string(node.body)[1]
+            self.string_device_hit(node, "CUDA-or-CPU selection ignores other accelerators", ordinal or None)
+            return
         ref = self.device_ref(target)
         self.hit(target, "CUDA-or-CPU selection ignores other accelerators", category="auto", suggestion=ref,
                  needs_device=True, transform=lambda updated: expr(ref))
