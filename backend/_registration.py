@@ -55,6 +55,8 @@ def register() -> None:
         for name in ("_copy_from", "_copy_from_and_resize"):
             lib.impl(name, torch.library.fallthrough_kernel, key)
     lib.impl("_to_copy", copies.to_copy, "PrivateUse1")
+    # Module.to("tpx") keeps its Parameter objects (``param.data = ...``), as CPU -> CUDA does
+    lib.impl("_has_compatible_shallow_copy_type", copies.has_compatible_shallow_copy_type, "PrivateUse1")
     # Composite ops whose generic decomposition would pick a backend-specific path tpx lacks:
     # (native_layer_norm: otherwise it decomposes into batch_norm math on non-CPU devices and
     # drifts from the CPU result; with a direct kernel its CPU kernel and autograd formula run.)

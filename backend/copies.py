@@ -1,4 +1,5 @@
-"""Copies between tpx and the host: ``_copy_from``, ``_copy_from_and_resize``, ``_to_copy``.
+"""Copies between tpx and the host: ``_copy_from``, ``_copy_from_and_resize``, ``_to_copy``,
+and ``_has_compatible_shallow_copy_type`` (may ``param.data = other`` swap a tensor in place).
 
 These are the kernels that move bytes host<->device, so they are where transfers and
 device-to-host syncs are counted, and where casting to float64 on tpx is refused.
@@ -79,3 +80,24 @@ def to_copy(
         stats.record_h2d(_nbytes(out))
     stats.record_op("aten::_to_copy", _perf_ns() - t0)
     return res
+
+
+# Device types whose dense tensors share the plain TensorImpl layout. PyTorch's own rule
+# (TensorImpl::has_compatible_shallow_copy_type) lists CPU, CUDA, MPS, HIP, XPU, HPU and MTIA but
+# not PrivateUse1, and asks a PrivateUse1 backend to override the operator (as OpenReg does).
+_DENSE_DEVICE_TYPES = frozenset({"cpu", "cuda", "mps", "hip", "xpu", "hpu", "mtia", "tpx"})
+
+
+def _dense(t: torch.Tensor) -> bool:
+    return (t.layout == torch.strided and not t.is_quantized and not t.is_nested
+            and t.device.type in _DENSE_DEVICE_TYPES)
+
+
+def has_compatible_shallow_copy_type(self: torch.Tensor, from_: torch.Tensor) -> bool:
+    """``aten::_has_compatible_shallow_copy_type`` for tpx: dense tpx and dense CPU (or another dense
+    device) tensors are compatible, as CPU and CUDA are. ``Module._apply`` then moves a parameter
+    with ``param.data = moved`` and keeps the Parameter object, so an optimizer built before
+    ``model.to("tpx")`` holds the parameters it trains. Anything else: the same dispatch keys."""
+    if _dense(self) and _dense(from_):
+        return True
+    return repr(torch._C._dispatch_keys(self)) == repr(torch._C._dispatch_keys(from_))

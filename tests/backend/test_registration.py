@@ -27,6 +27,18 @@ def test_device_module_like_cuda():
     assert torch.bfloat16 in t.get_amp_supported_dtype()
 
 
+def test_bf16_supported_and_computed():
+    """tpx computes bfloat16: code choosing its dtype with ``is_bf16_supported()`` picks bf16 (issue 18)."""
+    assert torch.tpx.is_bf16_supported() is True
+    assert torch.tpx.is_bf16_supported(including_emulation=False) is True
+    assert torch.get_device_module("tpx").is_bf16_supported() is True
+    # the device-generic query the codemods map torch.cuda.is_bf16_supported() to
+    assert torch.accelerator.is_available() is True
+    a, b = torch.randn(8, 16, dtype=torch.bfloat16), torch.randn(16, 4, dtype=torch.bfloat16)
+    out = a.to("tpx") @ b.to("tpx")
+    assert out.dtype == torch.bfloat16 and torch.equal(out.cpu(), a @ b)
+
+
 def test_rng_state_roundtrip_matches_cpu_semantics():
     torch.tpx.manual_seed(7)
     state = torch.tpx.get_rng_state()
