@@ -58,6 +58,9 @@ def _compare_tensor(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None, ke
         "ref_dtype": r_ev.get("dtype"),
     }
     t_ev = tgt.tensor_events.get(key)
+    if t_ev is None and tgt.meta.get("stopped") and r_ev["seq"] >= tgt.meta.get("stopped_at_seq", 0):
+        return TensorComparison(**base, verdict="skipped", tier="not_recorded",
+                                reason=f"not recorded in the target run, whose probe stopped: {tgt.meta['stopped']}")
     if t_ev is None:
         return TensorComparison(**base, verdict="fail", tier="missing",
                                 reason="not recorded in the target run: execution took a different path")
@@ -159,6 +162,9 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
         if dump.meta.get("dropped_events"):
             notes.append(f"{name} dump hit its byte budget: {dump.meta['dropped_events']} tensor(s) not recorded "
                          "(raise FERRY_PROBE_MAX_BYTES or lower FERRY_PROBE_STEPS)")
+        if dump.meta.get("stopped"):
+            notes.append(f"{name} probe stopped recording early ({dump.meta['stopped']}); compared what was "
+                         "recorded before")
         if not dump.meta.get("closed"):
             notes.append(f"{name} dump was not closed cleanly (the run crashed or was killed); "
                          "compared what was flushed")

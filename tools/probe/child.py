@@ -64,6 +64,7 @@ class ProbeSession:
         extra["steps_seen"] = self.modules.step
         extra["optimizer_steps"] = self.modules.optimizer_steps
         extra["root_calls"] = self.modules.root_calls
+        extra["unrecorded_root_calls"] = self.modules.unrecorded_root_calls
         self.recorder.close(extra)
         if rec.active() is self.recorder:
             rec.set_active(None)

@@ -8,6 +8,11 @@ Step (documented in docs/parity.md): if the program steps an optimizer, step k i
 after the k-th ``optimizer.step()``; until the first optimizer step, and in programs that never
 step one, each call of an outermost module starts a new step. Module calls are recorded for
 steps ``0 .. FERRY_PROBE_STEPS-1``; after that the hooks remove themselves (zero overhead).
+
+Bounds: within a step, only the first ``FERRY_PROBE_CALLS_PER_STEP`` outermost calls of each mode
+(training or eval, grad enabled or not) are recorded, so a sampling loop inside a step costs a
+few recorded forwards, not hundreds; the others run with hooks that only count. When the
+recorder stops (byte budget or event cap reached) the hooks remove themselves too.
 """
 
 from __future__ import annotations
@@ -73,6 +78,9 @@ class ModuleProbe:
         self.root_calls = 0
         self.optimizer_steps = 0
         self.call_counts: dict[str, int] = {}
+        self._mode_calls: dict[tuple[int, bool, bool], int] = {}  # (step, training, grad) -> outermost calls
+        self._skip_depth = 0  # > 0 inside an outermost call that is not recorded
+        self.unrecorded_root_calls = 0
         self._handles: list[Any] = []
         self._optimizer_handle: Any = None
         self._census: _OpCensus | None = None
@@ -115,10 +123,23 @@ class ModuleProbe:
         return not self.finished and self.step < self.config.steps
 
     def _maybe_finish(self) -> None:
-        if self.step >= self.config.steps and not self.stack:
+        if self.stack:
+            return
+        if self.step >= self.config.steps:
             logger.debug("probe: recorded %d step(s); removing module hooks", self.config.steps)
-            self._remove_module_hooks()
-            self.recorder.flush()
+        elif self.recorder.stopped is not None:
+            logger.info("probe: %s; removing module hooks, the run goes on unprobed", self.recorder.stopped)
+        else:
+            return
+        self._remove_module_hooks()
+        self.recorder.flush()
+
+    def _skip_root_call(self, module: torch.nn.Module) -> bool:
+        """Whether this outermost call is past its step's and mode's quota (``calls_per_step``)."""
+        mode = (self.step, module.training, torch.is_grad_enabled())
+        n = self._mode_calls.get(mode, 0)
+        self._mode_calls[mode] = n + 1
+        return n >= self.config.calls_per_step
 
     # ----------------------------------------------------------------- names
     def _path_of(self, module: torch.nn.Module) -> str:
@@ -138,10 +159,17 @@ class ModuleProbe:
     def _pre_hook(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self.finished or torch.compiler.is_compiling():
             return
+        if self._skip_depth:
+            self._skip_depth += 1
+            return
         if not self.stack:
             self.root_calls += 1
-            if self.step >= self.config.steps:
+            if self.step >= self.config.steps or self.recorder.stopped is not None:
                 self._maybe_finish()
+                return
+            if self._skip_root_call(module):
+                self.unrecorded_root_calls += 1
+                self._skip_depth = 1
                 return
             self.recorder.flush()
         path = self._path_of(module)
@@ -155,7 +183,12 @@ class ModuleProbe:
             self._record_leaves(args, "in", "module_input", path, call)
 
     def _post_hook(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        if self.finished or not self.stack or torch.compiler.is_compiling():
+        if self.finished or torch.compiler.is_compiling():
+            return
+        if self._skip_depth:
+            self._skip_depth -= 1
+            return
+        if not self.stack:
             return
         path = self.stack.pop()
         call = self.call_counts.get(path, 1) - 1
@@ -167,6 +200,8 @@ class ModuleProbe:
         if not self.stack:
             self._stop_census()
             self._census_done = True
+            if self.recorder.stopped is not None:
+                self._maybe_finish()
 
     def _record_leaves(self, value: Any, side: str, kind: str, path: str, call: int) -> None:
         """Record every tensor leaf of a module call's inputs (``side`` "in") or output ("out"); the

@@ -83,6 +83,9 @@ class ProbeMeta(BaseModel):
     bytes_written: Count = 0
     bytes_dropped: Count = 0
     steps_seen: Int64 | None = None
+    #: why the run stopped recording early (a budget was reached), if it did
+    stopped: Annotated[str, Field(max_length=500)] | None = None
+    stopped_at_seq: Count | None = None
     optimizer_steps: Int64 | None = None
     matmul_precision: str | None = None
     final_matmul_precision: str | None = None

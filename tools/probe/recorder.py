@@ -5,8 +5,13 @@ Layout of a dump directory::
     index.json          {"format", "meta", "events": [...], "scalars": {...}, "module_ops": {...}}
     chunk_00000.pt      torch.save({tensor_key: cpu_tensor, ...}) for the events of one flush
 
-The index is rewritten atomically at every flush (each step boundary, when the pending
-tensors pass a size threshold, and at exit), so a crash keeps everything flushed before it.
+The index is rewritten atomically at every flush that has something new (each recorded
+outermost call and step boundary, when the pending tensors pass a size threshold, and at exit),
+so a crash keeps everything flushed before it.
+
+Bounds: when the byte budget (``max_bytes``) or the event cap (``max_events``) is reached the
+recorder stops (``stop``): it drops further tensors and markers, says why in the index
+(``meta.stopped``), and the module hooks remove themselves, so the run goes on at full speed.
 """
 
 from __future__ import annotations
@@ -72,7 +77,17 @@ class Recorder:
         self._lock = threading.RLock()
         self._seen: dict[int, tuple[weakref.ref[torch.Tensor], int, str]] = {}
         self._explicit_calls: dict[str, int] = {}
+        self._written_state: tuple[int, int, int, int, bool] | None = None
+        self.stopped: str | None = None  # why recording stopped (a budget was reached)
         self.closed = False
+
+    def stop(self, reason: str) -> None:
+        """Stop recording tensors and markers (scalars still count); the first reason is kept."""
+        with self._lock:
+            if self.stopped is None:
+                self.stopped = reason
+                self.meta["stopped"] = reason
+                self.meta["stopped_at_seq"] = self._seq
 
     # ---------------------------------------------------------------- tensors
     def _lookup_seen(self, t: torch.Tensor) -> str | None:
@@ -84,9 +99,14 @@ class Recorder:
             return key
         return None
 
-    def add_tensor(self, key: str, tensor: torch.Tensor, fields: dict[str, Any]) -> dict[str, Any]:
-        """Record one tensor under ``key`` (unique); returns the event."""
+    def add_tensor(self, key: str, tensor: torch.Tensor, fields: dict[str, Any]) -> dict[str, Any] | None:
+        """Record one tensor under ``key`` (unique); returns the event (``None`` once stopped)."""
         with self._lock:
+            if self.stopped is not None:
+                return None
+            if len(self.events) >= self.config.max_events:
+                self.stop(f"event cap (FERRY_PROBE_MAX_EVENTS={self.config.max_events}) reached")
+                return None
             event: dict[str, Any] = {
                 "seq": self._seq,
                 "key": key,
@@ -108,6 +128,7 @@ class Recorder:
                     event["skipped"] = "byte budget (FERRY_PROBE_MAX_BYTES) exhausted"
                     self.bytes_dropped += nbytes
                     self.dropped_events += 1
+                    self.stop(f"byte budget (FERRY_PROBE_MAX_BYTES={self.config.max_bytes}) exhausted")
                 else:
                     try:
                         self._pending[key] = _to_cpu_copy(tensor)
@@ -128,6 +149,11 @@ class Recorder:
     def add_marker(self, fields: dict[str, Any]) -> None:
         """An event without tensor data (e.g. the end of a module call)."""
         with self._lock:
+            if self.stopped is not None:
+                return
+            if len(self.events) >= self.config.max_events:
+                self.stop(f"event cap (FERRY_PROBE_MAX_EVENTS={self.config.max_events}) reached")
+                return
             self.events.append({"seq": self._seq, **fields})
             self._seq += 1
 
@@ -149,7 +175,8 @@ class Recorder:
         return f"chunk_{i:05d}.pt"
 
     def flush(self) -> None:
-        """Write pending tensors as one chunk and rewrite the index atomically."""
+        """Write pending tensors as one chunk and rewrite the index atomically (only when something
+        changed since the last write: the index grows with the run, rewriting it unchanged costs)."""
         if os.getpid() != self.meta["pid"]:
             return  # a forked child (e.g. a DataLoader worker) must not overwrite the parent's dump
         with self._lock:
@@ -161,7 +188,12 @@ class Recorder:
                 self._pending_bytes = 0
                 self._chunk += 1
             self._seen = {k: v for k, v in self._seen.items() if v[0]() is not None}
+            state = (len(self.events), sum(len(v) for v in self.scalars.values()), len(self.module_ops),
+                     len(self.module_classes), self.stopped is not None)
+            if state == self._written_state and not self.closed:
+                return
             self._write_index()
+            self._written_state = state
 
     def _write_index(self) -> None:
         doc = {
