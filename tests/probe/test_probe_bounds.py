@@ -107,7 +107,8 @@ def test_a_key_missing_before_the_target_stopped_still_fails(tmp_path: Path) -> 
     assert "Sequential.2#0:in[0]" in report.missing_in_target
 
 
-@pytest.mark.parametrize(("raw", "expected"), [("3", 3), ("0", DEFAULT_CALLS_PER_STEP), ("many", DEFAULT_CALLS_PER_STEP)])
+@pytest.mark.parametrize(("raw", "expected"),
+                         [("3", 3), ("0", DEFAULT_CALLS_PER_STEP), ("many", DEFAULT_CALLS_PER_STEP)])
 def test_calls_per_step_from_env(tmp_path: Path, raw: str, expected: int, caplog) -> None:
     cfg = config_from_env({"FERRY_PROBE_DIR": str(tmp_path), "FERRY_PROBE_CALLS_PER_STEP": raw,
                            "FERRY_PROBE_MAX_EVENTS": "50"})

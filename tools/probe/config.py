@@ -40,7 +40,8 @@ class ProbeConfig(BaseModel):
                            description="cap on tensor bytes written; reaching it stops the recording")
     calls_per_step: int = Field(DEFAULT_CALLS_PER_STEP, ge=1, description=(
         "outermost-module calls recorded per step and mode (train / eval / no-grad); later ones run unrecorded"))
-    max_events: int = Field(DEFAULT_MAX_EVENTS, ge=1, description="cap on index events; reaching it stops the recording")
+    max_events: int = Field(DEFAULT_MAX_EVENTS, ge=1,
+                            description="cap on index events; reaching it stops the recording")
     scalar_pattern: str = DEFAULT_SCALAR_PATTERN
     record_inputs: bool = True
     op_census: bool = Field(True, description="list the torch functions each module calls (first step)")
