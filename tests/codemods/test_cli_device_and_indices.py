@@ -175,6 +175,9 @@ def test_what_is_not_a_cpu_default_is_left_alone(line):
     ("p.add_argument('--cuda', dest='gpu', action='store_true')\np.add_argument('--no-cuda', dest='gpu', "
      "action='store_false')", "another option stores into the same destination"),
     ("p.add_argument('--cuda', action='store_const', const=1)", "action='store_const'"),
+    ("p.add_argument('--cuda', dest='gpu', action='store_true')\np.add_argument('--no-cuda', dest='cpu', "
+     "action='store_true')", "--no-cuda already exists"),
+    ("p.add_argument('-c', dest='cuda', action='store_true')", "it has no long option to negate"),
 ])
 def test_undecidable_flags_are_left_for_review_with_the_reason(line, why):
     src = HEAD + line + "\n"

@@ -160,7 +160,7 @@ class CliDevice(Rule):
                 self.replace_expression(default_arg.value, "--device defaults to the CPU beside a CUDA path: "
                                         "the run stays on the CPU", self.device_string(default_arg.value))
             return
-        names = {_dest(o) for o in _options(call)}
+        names = {_dest(o) for o in _options(call)} | {dest}
         if any(_OFF.match(n) for n in names):
             if default_arg is not None and bool_value(default_arg.value) is True:
                 self._keyword_value(default_arg, f"not {_AVAILABLE}", "a --no-cuda switch on by default")
@@ -172,18 +172,25 @@ class CliDevice(Rule):
         if action == "store_true" and (default_arg is None or bool_value(default_arg.value) is False):
             self._store_true(call, dest, all_options, dests)
         elif action is None and default_arg is not None and bool_value(default_arg.value) is False:
-            self._keyword_value(default_arg, _AVAILABLE, f"--{dest} defaults to False: the run stays on the CPU")
+            self._keyword_value(default_arg, _AVAILABLE, f"{_options(call)[0]} defaults to False: the run stays on "
+                                "the CPU")
         elif action not in (None, "store_true") and not (default_arg is not None and bool_value(default_arg.value)):
             self.hit(call, f"a CUDA switch with action={action!r}: Ferry cannot tell its default", category="review",
                      suggestion=f"default={_AVAILABLE}")
 
     def _store_true(self, call: cst.Call, dest: str, all_options: set[str], dests: dict[str, list[cst.Call]]) -> None:
-        negative = [o for o in all_options if _dest(o) in (f"no_{dest}", f"no{dest}")]
+        longs = [o for o in _options(call) if o.startswith("--")]
+        shown = longs[0] if longs else _options(call)[0]
+        # BooleanOptionalAction adds --no-<option> for each long option: it must not exist already
+        wanted = {f"no_{_dest(o)}" for o in longs}
+        negative = sorted(o for o in all_options if _dest(o) in wanted)
         others = [c for c in dests.get(dest, []) if c is not call]
-        if negative or others or self._argparse_alias:
+        if negative or others or self._argparse_alias or not longs:
             why = ("another option stores into the same destination" if others
-                   else f"{negative[0]} already exists" if negative else "argparse is imported under another name")
-            self.hit(call, f"--{dest} is off by default (the run stays on the CPU) and {why}: the default is "
+                   else f"{negative[0]} already exists" if negative
+                   else "argparse is imported under another name" if self._argparse_alias
+                   else "it has no long option to negate")
+            self.hit(call, f"{shown} is off by default (the run stays on the CPU) and {why}: the default is "
                      "left as it is", category="review", suggestion=f"default={_AVAILABLE}")
             return
         action_text = "argparse.BooleanOptionalAction"
@@ -205,8 +212,8 @@ class CliDevice(Rule):
                 new = add_kwarg(new, "default", expr(available))
             return new
 
-        self.hit(call, f"--{dest} (store_true) is off by default: the run stays on the CPU", category="auto",
-                 suggestion=f"action={action_text}, default={available}  (--{dest} / --no-{dest})",
+        self.hit(call, f"{shown} (store_true) is off by default: the run stays on the CPU", category="auto",
+                 suggestion=f"action={action_text}, default={available}  ({shown} / --no-{shown[2:]})",
                  transform=transform, add_imports=(("argparse", None), ("torch", None)))
 
     def _default_keyword(self, arg: cst.Arg, name: str) -> None:
