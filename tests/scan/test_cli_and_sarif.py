@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from agent.cli import main
+from tools.codemods.registry import all_rules
 
 SRC = "import torch\nx = torch.ones(2).cuda()\nimport triton\n"
 
@@ -35,7 +36,8 @@ def test_scan_sarif(tmp_path):
     assert log["version"] == "2.1.0"
     run = log["runs"][0]
     rules = run["tool"]["driver"]["rules"]
-    assert len(rules) == 52
+    assert [r["id"] for r in rules] == [r.ID for r in all_rules()]  # one descriptor per rule (55 with FRY055)
+    assert len(rules) == 55
     results = run["results"]
     assert [r["ruleId"] for r in results] == ["FRY002", "FRY045"]
     assert results[1]["level"] == "error"

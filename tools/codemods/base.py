@@ -92,6 +92,10 @@ class RuleContext:
     #: function/class/comprehension scopes that bind ``device_name`` to something else (a parameter,
     #: ``device = x.device``): naming the module's device variable there would mean the local one
     unsafe_scopes: frozenset[Scope] = frozenset()
+    #: ids of the rules running in this pass (a rule leaves a site to another only when that one runs)
+    running_rules: frozenset[str] = frozenset()
+    #: integer-bound names of ``module`` (tools.codemods.device_indices), computed on first use
+    int_names: tuple[frozenset[str], frozenset[str], frozenset[str]] | None = None
     #: child -> parent for every node of ``module``; built lazily by ``parent_of``
     parents: dict[cst.CSTNode, cst.CSTNode] | None = None
 

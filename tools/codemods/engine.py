@@ -128,6 +128,7 @@ def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | 
     active = active_rules(text)
     first = [cls(ctx) for cls in all_rules()
              if not cls.CONTEXTUAL and cls.ID in active and (rule_ids is None or cls.ID in rule_ids)]
+    ctx.running_rules = frozenset(rule.ID for rule in first)
     if first:
         wrapper.visit_batched(first)
     if ctx.hits:

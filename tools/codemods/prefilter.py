@@ -7,7 +7,9 @@ it), (b) a string literal whose value contains one of the words below, or (c) an
 call ``.cuda``/``.to``/``.is_cuda``. Each such spelling contains one of the substrings below
 (case-insensitive), or matches the ``.to`` pattern (which allows whitespace, backslash
 continuations and comments between the dot and ``to``). Contextual rules (fp16/fp64, jit,
-performance) only report in files with other findings. ``tests/codemods`` checks every
+performance) only report in files with other findings. One rule is gated by its word on purpose:
+FRY055 (integer device indices) runs only in files that mention CUDA, where an integer device is a
+CUDA ordinal. ``tests/codemods`` checks every
 fixture against this filter.
 """
 
@@ -24,6 +26,9 @@ RULE_TRIGGERS: dict[str, tuple[str, ...] | None] = {
     **{f"FRY{n:03d}": _CUDA for n in (1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22,
                                       23, 24, 25, 26, 37, 38, 42, 53)},
     "FRY003": (_TO,),
+    "FRY054": ("cuda", "gpu"),
+    # by design only in modules that mention CUDA: an integer device is a CUDA ordinal in code written for it
+    "FRY055": ("cuda",),
     "FRY017": ("cuda", "nccl", "cublas", "nvidia", "alloc_conf", "cudnn"),
     "FRY027": ("autocast", "cuda"),
     "FRY030": ("tf32",),

@@ -64,6 +64,9 @@ class DeviceLiterals(Rule):
                 return
             if parent.keyword is not None and parent.keyword.value in ("device", "map_location", "device_type"):
                 return  # FRY004 / FRY005 / device-type rules
+            if (parent.keyword is not None and parent.keyword.value == "dest"
+                    and isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument"):
+                return  # add_argument(..., dest="cuda"): the name of an option (FRY054), not a device
             if self.qname_in(call.func, _OTHER_RULES_CALLS) is not None:
                 return
             if parent.keyword is not None and parent.keyword.value == "default" and ordinal in (None, 0):

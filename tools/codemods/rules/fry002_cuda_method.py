@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from tools.codemods.base import Rule
+from tools.codemods.device_indices import left_to_index_rule
 from tools.codemods.nodes import args_after, code, expr, int_value, kwarg, positional, without_kwargs
 
 
@@ -30,6 +31,9 @@ class CudaMethod(Rule):
             self.hit(node, ".cuda() with arguments Ferry cannot map", category="review",
                      suggestion=f"{code(func.value)}.to({self.dev})")
             return
+        if index is not None and int_value(index.value) is None and left_to_index_rule(index.value, self.ctx,
+                                                                                    device_only=True):
+            return  # an index held in a variable (.cuda(local_rank)): FRY055
         if index is not None and int_value(index.value) != 0:
             self.hit(node, f".cuda({code(index.value)}): a specific CUDA ordinal", category="review",
                      suggestion=f"{code(func.value)}.to({self.dev})  # or torch.device({self.dev}.type, index)")

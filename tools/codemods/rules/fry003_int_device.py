@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from tools.codemods.base import Rule
+from tools.codemods.device_indices import RANK_NAME, left_to_index_rule
 from tools.codemods.nodes import code, expr, int_value, kwarg, positional
-
-_RANK_NAME = re.compile(r"(^|_)(local_rank|rank|gpu|gpu_id|gpu_idx|device_id|cuda_id|gpu_index)$", re.I)
 
 
 class IntDevice(Rule):
@@ -33,7 +30,9 @@ class IntDevice(Rule):
         value = int_value(arg.value)
         if value is None:
             name = code(arg.value)
-            if isinstance(arg.value, (cst.Name, cst.Attribute)) and _RANK_NAME.search(name.split(".")[-1]):
+            if isinstance(arg.value, (cst.Name, cst.Attribute)) and RANK_NAME.search(name.split(".")[-1]):
+                if left_to_index_rule(arg.value, self.ctx, device_only=arg.keyword is not None):
+                    return  # an integer the module binds, or device=local_rank: FRY055
                 self.hit(node, f".to({name}): an integer ordinal means a CUDA device", category="review",
                          suggestion=f".to(torch.device({self.dev}.type, {name}))")
             return
