@@ -134,5 +134,6 @@ def fix_context(state: MigrationState, workspace: Path | None = None) -> FixCont
     known = sorted(set(known) | set((state.get("files") or {}).keys()))
     return FixContext(
         source=Path(opts.source), workspace=workspace, files=state.get("files") or {}, known_files=known,
-        entry_file=entry_file(opts.run_command, known), device_mode=opts.device, tried=state.get("tried") or [],
+        entry_file=entry_file(opts.run_command, known, opts.cwd), device_mode=opts.device,
+        tried=state.get("tried") or [],
     )
