@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from agent.errors import FerryAgentError, ToolUnavailable
+from agent.errors import EnvironmentMissing, FerryAgentError, ToolUnavailable
 
 if TYPE_CHECKING:
     from tools.parity.models import ParityReport
@@ -104,6 +104,12 @@ def run(
     api = _import("tools.runner.api", "runner")
     artifacts_dir.mkdir(parents=True, exist_ok=True)
     own = environment or _current.get() or RunEnvironment()
+    if own.python:  # checked when the migration started; on resume it may be gone or changed since
+        interp = _import("tools.runner.interpreter", "runner")
+        try:
+            interp.inspect_interpreter(own.python)
+        except interp.InterpreterError as exc:
+            raise EnvironmentMissing(f"the migration's interpreter cannot run its code any more: {exc}") from exc
     req = models.RunRequest(
         path=Path(path), command=command, device=device, redirect_cuda=redirect_cuda, probe=probe, profile=profile,
         seed=seed, timeout_s=timeout_s, env=env or {}, artifacts_dir=artifacts_dir,

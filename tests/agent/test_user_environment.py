@@ -146,3 +146,17 @@ def test_missing_pytest_in_the_tests_interpreter_is_failed_environment(tmp_path:
     assert all(run["status"] == "ok" for run in out["run_log"] if run["kind"] in ("reference", "target"))
     report = (tmp_path / "o" / "report.md").read_text()
     assert f"- interpreter: `{venv_python}`" in report and "`APP_MODE=fast`" in report
+
+
+def test_an_interpreter_gone_since_the_start_ends_failed_environment(repo: Path, tmp_path: Path):
+    """``ferry resume`` after the venv was removed: the run is not started, the status names it."""
+    from agent import toolbox
+    from agent.errors import EnvironmentMissing
+
+    gone = user_venv.make_venv(tmp_path / "gone", torch=False)
+    with pytest.raises(EnvironmentMissing, match="has no torch") as exc, \
+            toolbox.run_environment(toolbox.RunEnvironment(python=str(gone))):
+        toolbox.run(repo, "python train.py", device="cpu", redirect_cuda=None, probe=False, profile=False,
+                    timeout_s=60, seed=0, artifacts_dir=tmp_path / "art")
+    assert exc.value.status == "failed_environment"
+    assert not (tmp_path / "art" / "result.json").exists()
