@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING
 
 from agent.cli import DISK_LIMIT_HELP, environ
@@ -60,6 +61,10 @@ def _render(result: RunResult) -> str:
              + (f" ({'; '.join(result.isolation_reasons)})" if result.isolation_reasons else ""),
              f"device: {result.device}"
              + (f", CUDA redirected to {result.redirect_cuda}" if result.redirect_cuda else "")]
+    if result.python and result.python != sys.executable:
+        lines.append(f"python: {result.python}" + (f" ({result.warm_fallback})" if result.warm_fallback else ""))
+    if result.cwd:
+        lines.append(f"working directory: {result.cwd}")
     if result.disk_cap:
         lines.append(f"disk cap: {result.disk_cap}")
     if result.resource_control:
