@@ -136,3 +136,16 @@ def test_the_default_is_the_active_virtualenvs_interpreter(tmp_path: Path, venv_
     assert default_python({"VIRTUAL_ENV": str(tmp_path / "gone")}) == sys.executable
     assert inspect_interpreter(sys.executable).is_ferrys and not inspect_interpreter(venv_python).is_ferrys
     assert os.access(venv_python, os.X_OK)
+
+
+def test_checking_an_interpreter_runs_none_of_its_environments_code_on_the_host(tmp_path: Path):
+    """A .pth file in the venv (run by ``site`` at every start) must run only in the sandbox: the
+    host-side check starts the interpreter without site, yet still finds its torch."""
+    python = user_venv.make_venv(tmp_path / "venv")
+    marker = tmp_path / "ran-on-the-host"
+    site_dir = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
+    (site_dir / "zz_hostile.pth").write_text(f"import pathlib; pathlib.Path({str(marker)!r}).write_text('x')\n")
+    interp = inspect_interpreter(python)
+    assert not marker.exists()
+    assert interp.torch is not None and interp.torch.startswith("2.13.0")
+    assert Path(interp.prefix) == tmp_path / "venv" and not interp.has_pytest

@@ -5,7 +5,8 @@ its bootstrap (``tools/runner/child``) first on the child's PYTHONPATH and the b
 Ferry's ``backend``/``tools`` from the read-only Ferry tree only for the time of that import. It
 does need torch, and exactly the torch Ferry's tpx backend is built against, on the same Python
 minor version (the prebuilt extension is per ABI). ``inspect_interpreter`` asks the interpreter
-itself (``-I -c``, a few milliseconds of its start-up, no torch import) and refuses one that cannot
+itself (``-I -S -c``: no site, so none of the environment's code runs on the host; no torch
+import) and refuses one that cannot
 work, saying what to do.
 """
 
@@ -24,23 +25,34 @@ logger = logging.getLogger(__name__)
 
 TORCH_VERSION = "2.13.0"  # what backend/ is built against (pyproject pins it)
 PROBE_TIMEOUT_S = 30.0
-# Printed by the interpreter under test: its version, prefixes and what it can import (found by
-# importlib.util.find_spec / importlib.metadata, so nothing is imported and torch costs nothing).
+# Printed by the interpreter under test, started with -I -S: no site, so no .pth file of its
+# environment runs on the host (only the sandbox runs the environment's code). Its site-packages
+# are computed as site would add them, and torch/pytest looked up there by their metadata:
+# nothing is imported from the environment.
 _PROBE = r"""
-import importlib.metadata as md, importlib.util as u, json, sys
+import importlib.metadata as md, json, os, site, sys
+# without site, a venv's prefix is not set: found as site.venv() would, by its pyvenv.cfg (PEP 405)
+exe_dir = os.path.dirname(os.path.abspath(sys.executable))
+prefix, system = sys.prefix, True
+for cand in (exe_dir, os.path.dirname(exe_dir)):
+    cfg = os.path.join(cand, "pyvenv.cfg")
+    if os.path.isfile(cfg):
+        prefix = cand
+        with open(cfg) as fh:
+            pairs = [l.split("=", 1) for l in fh if "=" in l]
+        system = any(k.strip() == "include-system-site-packages" and v.strip().lower() == "true" for k, v in pairs)
+        break
+prefixes = [prefix] + ([sys.base_prefix] if system and prefix != sys.prefix else [])
+if prefix == sys.prefix:
+    prefixes = [sys.prefix, sys.exec_prefix]
+paths = [p for p in site.getsitepackages(prefixes) if os.path.isdir(p)]
 def ver(name):
-    try:
-        return md.version(name)
-    except Exception:
-        return None
-def has(name):
-    try:
-        return u.find_spec(name) is not None
-    except Exception:
-        return False
-print(json.dumps({"version": list(sys.version_info[:3]), "prefix": sys.prefix, "base_prefix": sys.base_prefix,
-                  "exec_prefix": sys.exec_prefix, "executable": sys.executable,
-                  "torch": ver("torch") if has("torch") else None, "pytest": has("pytest")}))
+    for dist in md.distributions(name=name, path=paths):
+        return dist.version
+    return None
+print(json.dumps({"version": list(sys.version_info[:3]), "prefix": prefix, "base_prefix": sys.base_prefix,
+                  "exec_prefix": prefix if prefix != sys.prefix else sys.exec_prefix,
+                  "torch": ver("torch"), "pytest": ver("pytest") is not None}))
 """
 
 
@@ -119,7 +131,7 @@ def inspect_interpreter(path: str | Path) -> Interpreter:
 @lru_cache(maxsize=16)
 def _inspect(path: str, _mtime: int, _inode: int) -> Interpreter:
     try:
-        proc = subprocess.run([path, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+        proc = subprocess.run([path, "-I", "-S", "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
                               env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
