@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from tools.runner.api import RunnerInputError, run
-from tools.runner.interpreter import InterpreterError, default_python, inspect_interpreter
+from tools.runner.interpreter import Interpreter, InterpreterError, default_python, inspect_interpreter
 from tools.runner.models import RunRequest
 
 _spec = importlib.util.spec_from_file_location("user_venv", Path(__file__).with_name("user_venv.py"))
@@ -149,3 +149,18 @@ def test_checking_an_interpreter_runs_none_of_its_environments_code_on_the_host(
     assert not marker.exists()
     assert interp.torch is not None and interp.torch.startswith("2.13.0")
     assert Path(interp.prefix) == tmp_path / "venv" and not interp.has_pytest
+
+
+def test_an_interpreter_linked_from_a_private_dir_shows_only_its_dirs(tmp_path: Path, venv_python: Path):
+    """``~/bin/python`` -> a venv's python: the run sees that bin dir and the venv, not the home dir."""
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "python").symlink_to(venv_python)
+    venv = inspect_interpreter(venv_python)
+    linked = Interpreter(path=str(home / "bin" / "python"), version=venv.version, prefix=venv.prefix,
+                         base_prefix=venv.base_prefix, exec_prefix=venv.exec_prefix, torch=venv.torch,
+                         has_pytest=False)
+    roots = linked.roots()
+    assert home not in roots and home / "bin" in roots and Path(venv.prefix) in roots
+    assert all(r == home / "bin" or home not in r.parents for r in roots)
+    assert venv.roots() == sorted({Path(venv.prefix), Path(venv.base_prefix).resolve()})  # nothing beside them

@@ -80,10 +80,14 @@ class Interpreter:
         return Path(self.path).parent
 
     def roots(self) -> list[Path]:
-        """What the sandbox binds read-only for it: its prefixes and the directory of its binary."""
-        roots = {Path(p).resolve() for p in (self.prefix, self.base_prefix, self.exec_prefix)}
-        roots.add(Path(self.path).resolve().parent.parent)
-        roots.add(self.bin_dir.resolve().parent)
+        """What the sandbox binds read-only for it: its prefixes, and the directories of its binary
+        (the path given and the file it resolves to) where they lie outside them. Never more: a
+        ``~/bin/python`` link must not show the whole home directory to the run."""
+        prefixes = {Path(p).resolve() for p in (self.prefix, self.base_prefix, self.exec_prefix)}
+        roots = set(prefixes)
+        for d in (self.bin_dir.resolve(), Path(self.path).resolve().parent):
+            if not any(d == p or p in d.parents for p in prefixes):
+                roots.add(d)
         return sorted(r for r in roots if str(r) not in ("/", "/usr"))
 
 
