@@ -46,6 +46,7 @@ def run_reference(opts: MigrationOptions, adir: Path, cancel: threading.Event | 
         Path(opts.source), opts.run_command, device="cpu", redirect_cuda="cpu", probe=True, profile=False,
         timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
         disk_limit_bytes=opts.disk_limit_bytes,
+        environment=toolbox.RunEnvironment(python=opts.python, env=dict(opts.env), cwd=opts.cwd),
     )
 
 
@@ -64,6 +65,7 @@ def start_reference(runs: RunScheduler, opts: MigrationOptions, migration_id: st
 
 def start_early(runs: RunScheduler, opts: MigrationOptions, migration_id: str) -> None:
     """For a migration with no state yet: warm interpreter, then the reference run."""
-    runs.prewarm_runs(opts.seed)
+    if opts.python is None:  # warm interpreters are Ferry's own
+        runs.prewarm_runs(opts.seed, user_env=opts.env)
     if Path(opts.source).is_dir():
         start_reference(runs, opts, migration_id)

@@ -51,15 +51,18 @@ def _module_file(cwd: str, module: str, known: set[str]) -> str | None:
     return None
 
 
-def entry_file(command: str, known: list[str]) -> str | None:
+def entry_file(command: str, known: list[str], start: str | None = None) -> str | None:
     """The repository file (relative path, one of ``known``) that ``command`` runs first, or None
-    (``python -c``, a tool such as pytest, a script outside the repository, a command not parsed)."""
+    (``python -c``, a tool such as pytest, a script outside the repository, a command not parsed).
+    ``start``: the directory the command starts in, relative to the repository (``--cwd``)."""
     try:
         segments = _segments(command)
     except ValueError:
         return None
     files = set(known)
-    cwd = ""
+    cwd = (_inside("", start) or "") if start else ""
+    if cwd == ".":
+        cwd = ""
     for seg in segments:
         while seg and _ASSIGNMENT.match(seg[0]):
             seg = seg[1:]

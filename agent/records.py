@@ -146,6 +146,9 @@ class MigrationRecord(BaseModel):
     source: str
     run_command: str
     test_command: str | None = None
+    python: str | None = None  # the runs' interpreter (--python; None: Ferry's own)
+    env: dict[str, str] = Field(default_factory=dict)  # the user's own variables of every run (--env)
+    cwd: str | None = None  # where every run started, relative to the repository (--cwd)
     iterations: int = 0
     runs: int = 0
     run_log: list[RunRecord] = Field(default_factory=list)

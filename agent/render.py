@@ -12,7 +12,18 @@ from __future__ import annotations
 import re
 
 from agent.records import EditSummary, LLMUsage, MigrationRecord, ParityOutcome, ProfileOutcome, ReviewItem
-from agent.state import State, edits_of, options_of, parity_of, plan_of, profile_of, runs_of, status_of, steps_of
+from agent.state import (
+    MigrationOptions,
+    State,
+    edits_of,
+    options_of,
+    parity_of,
+    plan_of,
+    profile_of,
+    runs_of,
+    status_of,
+    steps_of,
+)
 from tools.parity.models import ParityReport, TensorComparison
 from tools.patch import FileChange
 from tools.profile.models import ProfileReport
@@ -44,6 +55,7 @@ def result_of(state: State, patch_files: list[FileChange], applied: bool | None 
     return MigrationRecord(
         migration_id=state["migration_id"], status=status, summary=state.get("summary"),
         source=opts.source, run_command=opts.run_command, test_command=opts.test_command,
+        python=opts.python, env=dict(opts.env), cwd=opts.cwd,
         iterations=state.get("iteration") or 0, runs=len(runs_of(state)), run_log=runs_of(state),
         llm=LLMUsage(calls=int(usage.get("calls", 0)), prompt_tokens=prompt, completion_tokens=completion,
                      total_tokens=prompt + completion),
@@ -139,12 +151,25 @@ def _fence(text: str) -> str:
 # --- report.md ------------------------------------------------------------------------------------
 
 
+def _environment_lines(opts: MigrationOptions) -> list[str]:
+    """The user's own environment of the runs (--python, --cwd, --env), where one was given."""
+    lines = []
+    if opts.python:
+        lines.append(f"- interpreter: {md_code(opts.python)}")
+    if opts.cwd:
+        lines.append(f"- working directory: {md_code(opts.cwd)}")
+    if opts.env:
+        lines.append("- environment: " + ", ".join(md_code(f"{k}={v}") for k, v in sorted(opts.env.items())))
+    return lines
+
+
 def report_markdown(state: State, patch: str) -> str:
     opts = options_of(state)
     status = status_of(state)
     lines = [f"# Ferry migration {md_inline(str(state.get('migration_id')))}", "",
              f"- repository: {md_code(opts.source)}", f"- run: {md_code(opts.run_command)}",
-             f"- tests: {md_code(opts.test_command or '(none)')}", f"- **status: {status}**",
+             f"- tests: {md_code(opts.test_command or '(none)')}", *_environment_lines(opts),
+             f"- **status: {status}**",
              f"- iterations: {state.get('iteration') or 0}, runs: {len(runs_of(state))}, "
              f"wall time: {float(state.get('elapsed_s') or 0):.1f}s", ""]
     if state.get("summary"):  # run-derived text (trace messages, stderr): escaped

@@ -21,6 +21,7 @@ This module stays light (no LangGraph, no torch): the CLI starts runs with it be
 from __future__ import annotations
 
 import atexit
+import contextvars
 import importlib
 import logging
 import os
@@ -100,7 +101,10 @@ class RunScheduler:
                 return False
             fut: Future[RunResult] = Future()
             cancel = threading.Event()
-            thread = threading.Thread(target=self._work, args=(fut, fn, cancel), name=f"ferry-run {key}", daemon=True)
+            # the starter's context goes with the run (the migration's run environment, agent.toolbox)
+            ctx = contextvars.copy_context()
+            thread = threading.Thread(target=ctx.run, args=(self._work, fut, fn, cancel), name=f"ferry-run {key}",
+                                      daemon=True)
             self._jobs[key] = _Job(fut, cancel, thread)
             thread.start()
         logger.info("background run %s started", key)
@@ -156,13 +160,24 @@ class RunScheduler:
         return parallel_limit() - len(self.running())
 
     # --- what the runs and the tools need ----------------------------------------------------
-    def prewarm_runs(self, seed: int, env: dict[str, str] | None = None) -> bool:
+    def prewarm_runs(self, seed: int, env: dict[str, str] | None = None,
+                     user_env: dict[str, str] | None = None) -> bool:
         """Start the warm interpreter the migration's sandboxed runs fork from (tools.runner.warm);
-        False when warm starts are off or unavailable here (runs start cold)."""
+        False when warm starts are off or unavailable here (runs start cold). ``user_env``: the
+        user's own variables of the runs (--env), which the interpreter must start with; default:
+        the current migration's (``agent.toolbox.run_environment``), whose runs with an interpreter
+        of the user's (--python) start cold: nothing is started for them."""
+        from agent.toolbox import current_environment
+
+        own = current_environment()
+        if user_env is None and own is not None:
+            if own.python is not None:
+                return False
+            user_env = own.env
         try:
             from tools.runner import warm
 
-            started = bool(warm.prewarm(seed=seed, caller_env=env or {}))
+            started = bool(warm.prewarm(seed=seed, caller_env=env or {}, user_env=user_env or {}))
         except (ImportError, OSError) as exc:
             logger.info("no warm interpreter for this migration's runs: %s", exc)
             return False

@@ -62,6 +62,10 @@ class MigrationOptions(BaseModel):
     llm_max_wall_s: float = Field(default=900.0, gt=0)
     llm_model: str | None = None
     llm_base_url: str | None = None
+    # The user's own environment, for every run (reference, target, tests, profile): --python, --env, --cwd.
+    python: str | None = Field(default=None, description="the runs' interpreter (None: Ferry's own)")
+    env: dict[str, str] = Field(default_factory=dict, description="the user's own variables for every run")
+    cwd: str | None = Field(default=None, description="where every run starts, relative to the repository")
 
 
 class MigrationState(TypedDict, total=False):

@@ -11,11 +11,15 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from agent.errors import FerryAgentError, ToolUnavailable
+from agent.errors import EnvironmentMissing, FerryAgentError, ToolUnavailable
 
 if TYPE_CHECKING:
     from tools.parity.models import ParityReport
@@ -49,6 +53,35 @@ def create_workspace(src: Path, root: Path) -> Path:
 # --- runner --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RunEnvironment:
+    """The user's own environment every run of a migration gets (MigrationOptions python/env/cwd)."""
+
+    python: str | None = None  # None: Ferry's own interpreter
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+
+# The environment of the migration whose node runs now: set by agent.nodes.common.step from the
+# state's options (and carried into background runs by RunScheduler.start), so that every
+# toolbox.run of a node, whichever node, runs in the user's environment without each passing it.
+_current: ContextVar[RunEnvironment | None] = ContextVar("ferry_run_environment", default=None)
+
+
+@contextmanager
+def run_environment(environment: RunEnvironment) -> Iterator[None]:
+    token = _current.set(environment)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def current_environment() -> RunEnvironment | None:
+    """The run environment of the migration whose node runs now (None outside a node)."""
+    return _current.get()
+
+
 def run(
     path: Path,
     command: str,
@@ -63,15 +96,25 @@ def run(
     env: dict[str, str] | None = None,
     cancel: threading.Event | None = None,
     disk_limit_bytes: int | None = None,
+    environment: RunEnvironment | None = None,
 ) -> RunResult:
-    """One sandboxed run (``disk_limit_bytes``: its disk cap in all; None: $FERRY_DISK_LIMIT or 4 GiB)."""
+    """One sandboxed run (``disk_limit_bytes``: its disk cap in all; None: $FERRY_DISK_LIMIT or 4 GiB),
+    in ``environment`` (default: the current migration's, ``run_environment``)."""
     models = _import("tools.runner.models", "runner")
     api = _import("tools.runner.api", "runner")
     artifacts_dir.mkdir(parents=True, exist_ok=True)
+    own = environment or _current.get() or RunEnvironment()
+    if own.python:  # checked when the migration started; on resume it may be gone or changed since
+        interp = _import("tools.runner.interpreter", "runner")
+        try:
+            interp.inspect_interpreter(own.python)
+        except interp.InterpreterError as exc:
+            raise EnvironmentMissing(f"the migration's interpreter cannot run its code any more: {exc}") from exc
     req = models.RunRequest(
         path=Path(path), command=command, device=device, redirect_cuda=redirect_cuda, probe=probe, profile=profile,
         seed=seed, timeout_s=timeout_s, env=env or {}, artifacts_dir=artifacts_dir,
         limits=models.RunLimits(disk_bytes=disk_limit_bytes),
+        python=Path(own.python) if own.python else None, user_env=dict(own.env), cwd=own.cwd,
     )
     logger.info("run %s on %s (redirect=%s probe=%s profile=%s)", command, device, redirect_cuda, probe, profile)
     result: RunResult = api.run(req, cancel=cancel)

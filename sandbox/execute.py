@@ -164,6 +164,7 @@ def run_in_sandbox(
     cancel: threading.Event | None = None,
     warm: WarmStart | None = None,
     space: RunSpace | None = None,
+    cwd: str | None = None,
 ) -> SandboxResult:
     """Run ``command`` with ``workspace`` as its only writable tree (plus ``writable``).
 
@@ -180,12 +181,15 @@ def run_in_sandbox(
     /tmp and /dev/shm are bubblewrap's own tmpfs of ``limits.disk_bytes`` each.
     Memory and processes of the whole run are capped by a cgroup where one can be made
     (``sandbox.cgroups``; ``limits.run_memory_bytes``, ``limits.run_processes``).
+    ``cwd``: the directory the command starts in, relative to ``workspace`` (default: its root);
+    it must be a directory inside it (ValueError otherwise).
     """
     if not command:
         raise ValueError("empty command")
     limits = limits or Limits()
     info: IsolationInfo = choose(isolation)
     workspace = Path(workspace).resolve()
+    start_dir = start_directory(workspace, cwd)
     writable = [Path(p).resolve() for p in (writable or [])]
     readable = [Path(p).resolve() for p in (readable or [])]
     uid: int | None = None
@@ -212,7 +216,7 @@ def run_in_sandbox(
 
     if info.level == "bwrap":
         prefix = bwrap_prefix(workspace=workspace, writable=writable, readable=readable, uid=uid,
-                              tmp_bytes=limits.disk_bytes, tmp_dir=space_tmp, shm_dir=space_shm)
+                              tmp_bytes=limits.disk_bytes, tmp_dir=space_tmp, shm_dir=space_shm, chdir=start_dir)
     elif info.level == "unshare":
         prefix = unshare_prefix() + (drop_uid_prefix(uid) if uid is not None else [])
     else:
@@ -222,7 +226,7 @@ def run_in_sandbox(
     preexec = None if limiter else functools.partial(apply_rlimits, pairs)  # the limits without prlimit
     cgroup, control, control_reasons = open_for_run(limits.run_memory_bytes, limits.run_processes)
     try:
-        res = _run(command, workspace, limits, info, child_env, prefix, limiter, preexec, pairs, uid, marker,
+        res = _run(command, start_dir, limits, info, child_env, prefix, limiter, preexec, pairs, uid, marker,
                    cancel, warm, cgroup, space)
     finally:
         if cgroup is not None:
@@ -231,6 +235,21 @@ def run_in_sandbox(
     res.resource_control = control
     res.resource_control_reasons = list(control_reasons)
     return res
+
+
+def start_directory(workspace: Path, cwd: str | None) -> Path:
+    """``workspace/cwd`` resolved: a directory inside ``workspace`` (ValueError otherwise; a link
+    in the copy that leads out of it is refused too)."""
+    if not cwd or cwd in (".", "./"):
+        return workspace
+    if os.path.isabs(cwd):
+        raise ValueError(f"the working directory {cwd!r} must be relative to the repository")
+    target = (workspace / cwd).resolve()
+    if target != workspace and workspace not in target.parents:
+        raise ValueError(f"the working directory {cwd!r} leaves the repository")
+    if not target.is_dir():
+        raise ValueError(f"the working directory {cwd!r} is not a directory of the repository")
+    return target
 
 
 def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInfo, child_env: dict[str, str],

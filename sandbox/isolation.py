@@ -103,8 +103,10 @@ def bwrap_prefix(
     network: bool = False,
     tmp_dir: Path | None = None,
     shm_dir: Path | None = None,
+    chdir: Path | None = None,
 ) -> list[str]:
-    """The bubblewrap argv (up to and including ``--``) for one run.
+    """The bubblewrap argv (up to and including ``--``) for one run (started in ``chdir``, by
+    default ``workspace``).
 
     /tmp and /dev/shm are ``tmp_dir`` and ``shm_dir`` when given (directories of the run's capped
     space, ``sandbox.runspace``), otherwise tmpfs mounts of bubblewrap's own, ``tmp_bytes`` each."""
@@ -151,7 +153,7 @@ def bwrap_prefix(
         # mounted after the read-only trees, so a workspace inside one of them is writable
         argv += [*parents(rp), "--bind", str(rp), str(rp)]
         bound.append(rp)
-    argv += ["--chdir", str(Path(workspace).resolve())]
+    argv += ["--chdir", str(Path(chdir or workspace).resolve())]
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not network:
         argv += ["--unshare-net"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from agent.cli import DISK_LIMIT_HELP
+from agent.cli import DISK_LIMIT_HELP, environ
 
 NAME = "check"
 HELP = "run a command on CPU (reference) and on tpx (target), compare numerics, profile the target"
@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-set", action="append", default=[], metavar="KEY=VALUE",
                         help="FERRY_*/TPX_* setting for the target run only, e.g. TPX_MATMUL_PRECISION=highest")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
+    environ.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     env = sandbox_settings(args.set, "--set")
     disk = disk_limit(args.disk_limit)
     target_env = sandbox_settings(args.target_set, "--target-set")
+    own = environ.from_args(args, repo)
 
     from tools.parity.check import CheckInputError, check, result_text
     from tools.parity.models import CheckRequest
@@ -58,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         result = check(CheckRequest(path=repo, command=args.run_cmd, out_dir=out,
                                     steps=args.steps, seed=args.seed, timeout_s=args.timeout,
                                     profile=not args.no_profile, env=env, target_env=target_env,
-                                    disk_limit_bytes=disk))
+                                    disk_limit_bytes=disk, python=Path(own.python) if own.python else None,
+                                    user_env=own.env, cwd=own.cwd))
     except CheckInputError as exc:
         raise CliError(str(exc)) from exc
     if args.json:

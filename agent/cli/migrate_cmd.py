@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.cli import DISK_LIMIT_HELP
+from agent.cli import DISK_LIMIT_HELP, environ
 
 if TYPE_CHECKING:
     from agent.state import MigrationOptions
@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm-max-calls", type=int, default=30)
     parser.add_argument("--llm-max-tokens", type=int, default=200_000)
     parser.add_argument("--json", action="store_true", help="print result.json on stdout (no progress display)")
+    environ.add_arguments(parser)
 
 
 def build_options(args: argparse.Namespace) -> MigrationOptions:
@@ -74,6 +75,7 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
         raise CliError("--out must not be inside the repository (the outputs would become part of it); "
                        "choose a directory outside it")
     sdir = output_dir(args.state_dir or DEFAULT_STATE_DIR, "--state-dir")
+    own = environ.from_args(args, src)
     return MigrationOptions(
         source=str(src.resolve()), run_command=args.run, test_command=args.test or None, out_dir=out,
         state_dir=str(state_dir(sdir)), llm=use_llm, approve=args.approve, apply=args.apply,
@@ -81,6 +83,7 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
         disk_limit_bytes=disk_limit(getattr(args, "disk_limit", None)),
         llm_max_calls=args.llm_max_calls, llm_max_tokens=args.llm_max_tokens,
         llm_model=args.llm_model, llm_base_url=args.llm_base_url,
+        python=own.python, env=own.env, cwd=own.cwd,
     )
 
 

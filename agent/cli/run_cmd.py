@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING
 
-from agent.cli import DISK_LIMIT_HELP
+from agent.cli import DISK_LIMIT_HELP, environ
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -41,7 +42,10 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-workspace", action="store_true",
                         help="keep the copy that ran under the artifacts folder")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra FERRY_*/TPX_* variable for the child (repeatable)")
+                        help="a variable for the child (repeatable): FERRY_*/TPX_* keys are Ferry settings, any other "
+                             "is your own (e.g. PYTHONPATH=., kept after Ferry's bootstrap dir); PATH, HOME and the "
+                             "runner's hooks are refused")
+    environ.add_arguments(parser, env=False)
     parser.add_argument("--check", action="store_true", help="only report the isolation level and torch/tpx status")
     parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
 
@@ -57,6 +61,10 @@ def _render(result: RunResult) -> str:
              + (f" ({'; '.join(result.isolation_reasons)})" if result.isolation_reasons else ""),
              f"device: {result.device}"
              + (f", CUDA redirected to {result.redirect_cuda}" if result.redirect_cuda else "")]
+    if result.python and result.python != sys.executable:
+        lines.append(f"python: {result.python}" + (f" ({result.warm_fallback})" if result.warm_fallback else ""))
+    if result.cwd:
+        lines.append(f"working directory: {result.cwd}")
     if result.disk_cap:
         lines.append(f"disk cap: {result.disk_cap}")
     if result.resource_control:
@@ -111,6 +119,8 @@ def _artifacts_dir(value: str, repo: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from agent.cli import CliError, disk_limit, sandbox_settings
 
     if args.check:
@@ -150,12 +160,15 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--memory-gb must be positive, got {args.memory_gb}")
         limits.memory_bytes = int(args.memory_gb * 1024**3)
     limits.disk_bytes = disk_limit(args.disk_limit)
-    env = sandbox_settings(args.env, "--env")
+    settings = [item for item in args.env if item.startswith(("FERRY_", "TPX_"))]
+    env = sandbox_settings(settings, "--env")
+    own = environ.from_args(args, Path(args.path), [item for item in args.env if item not in settings])
     artifacts = _artifacts_dir(args.artifacts, args.path) if args.artifacts else None
     req = RunRequest(path=args.path, command=cmd, device=args.device, redirect_cuda=args.redirect_cuda,
                      probe=args.probe, profile=args.profile, seed=args.seed, timeout_s=args.timeout,
                      env=env, artifacts_dir=artifacts, keep_workspace=args.keep_workspace,
-                     isolation=args.isolation, limits=limits)
+                     isolation=args.isolation, limits=limits, python=Path(own.python) if own.python else None,
+                     user_env=own.env, cwd=own.cwd)
     try:
         result = run_tool(req)
     except RunnerInputError as exc:

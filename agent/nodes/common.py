@@ -11,6 +11,7 @@ from typing import Any
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
+from agent import toolbox
 from agent.entry import entry_file
 from agent.errors import BudgetExhausted, FerryAgentError
 from agent.materialise import artifacts_root, materialise, workspaces_root
@@ -29,6 +30,14 @@ GraphNode = Callable[[MigrationState, Runtime[Any]], Update]
 SUMMARY = "_summary"  # a node's one-line account of what it did: becomes its Step, never stored as such
 
 
+def environment_of(state: MigrationState) -> toolbox.RunEnvironment:
+    """The user's own environment (--python, --env, --cwd) the migration's runs get."""
+    if not state.get("options"):
+        return toolbox.RunEnvironment()
+    opts = options_of(state)
+    return toolbox.RunEnvironment(python=opts.python, env=dict(opts.env), cwd=opts.cwd)
+
+
 def step(name: str) -> Callable[[NodeFn], GraphNode]:
     """Make ``fn(state, runs)`` a graph node: it gets the run scheduler from the graph's runtime
     context, is timed and logged as a Step, and agent errors become a named status."""
@@ -38,7 +47,8 @@ def step(name: str) -> Callable[[NodeFn], GraphNode]:
         def inner(state: MigrationState, runtime: Runtime[Any]) -> Update:
             t0 = time.monotonic()
             try:
-                update = fn(state, runtime.context.runs)
+                with toolbox.run_environment(environment_of(state)):
+                    update = fn(state, runtime.context.runs)
             except GraphBubbleUp:  # interrupts must reach LangGraph
                 raise
             except FerryAgentError as exc:
@@ -124,5 +134,6 @@ def fix_context(state: MigrationState, workspace: Path | None = None) -> FixCont
     known = sorted(set(known) | set((state.get("files") or {}).keys()))
     return FixContext(
         source=Path(opts.source), workspace=workspace, files=state.get("files") or {}, known_files=known,
-        entry_file=entry_file(opts.run_command, known), device_mode=opts.device, tried=state.get("tried") or [],
+        entry_file=entry_file(opts.run_command, known, opts.cwd), device_mode=opts.device,
+        tried=state.get("tried") or [],
     )

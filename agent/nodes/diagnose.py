@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from agent.errors import Status
+from agent.environment import environment_failure
+from agent.errors import EnvironmentMissing, Status
 from agent.nodes.common import (
     SUMMARY,
     Update,
@@ -39,10 +40,16 @@ def diagnose(state: MigrationState, runs: RunScheduler) -> Update:
         msg = (f"the target {phase} ended with {run.status} after {run.duration_s:.0f}s: "
                f"{(run.error or run.stderr_tail)[-300:]}")
         return {"status": TERMINAL_RUN_STATUS[run.status], "summary": msg, SUMMARY: msg}
-    check_iteration_budget(state, f"the {phase} still fails")
     ws = ensure_workspace(state)
     ctx = fix_context(state, ws)
     diag = diagnosis_from_run(run, phase, ctx.known_files)
+    missing = environment_failure(diag, run.stderr_tail + "\n" + run.stdout_tail, ctx.known_files,
+                                  opts.python or run.python)
+    if missing is not None:  # no edit of the code mends it, and no model either
+        msg = missing.message()
+        return {"diagnosis": dump(diag), "proposal": None, "status": EnvironmentMissing.status, "summary": msg,
+                SUMMARY: f"{phase} failed: {msg}"}
+    check_iteration_budget(state, f"the {phase} still fails")
     result = propose(diag, ctx)
     update: Update = {"diagnosis": dump(diag)}
     if isinstance(result, Proposal):

@@ -21,7 +21,7 @@ def plan(state: MigrationState, runs: RunScheduler) -> Update:
     files = sorted({f.file for f in auto})
     the_plan = Plan(
         rewrite_files=files, auto_fix=len(auto), review=review,
-        entry_file=entry_file(opts.run_command, list_source_files(source_of(state))),
+        entry_file=entry_file(opts.run_command, list_source_files(source_of(state)), opts.cwd),
         codemod_device=opts.device, checks=["run"] + (["tests"] if opts.test_command else []) + ["parity", "profile"],
         max_iterations=opts.max_iterations,
     )

@@ -84,7 +84,7 @@ def settle_reference(state: MigrationState, run: RunResult) -> Update:
         return update
     known = list_source_files(source_of(state))
     diag = diagnosis_from_run(run, "run", known)
-    missing = missing_module(diag, known)
+    missing = missing_module(diag, known, opts.python or run.python)
     err: FerryAgentError
     if missing is not None:
         err = EnvironmentMissing(missing.message())

@@ -68,10 +68,13 @@ def create(body: MigrationCreate, settings: SettingsDep, jobs: JobsDep) -> Migra
     if not src.is_dir():
         msg = f"{body.path} is not a directory on the server; give the repository's absolute path there"
         raise RequestValidationError([{"type": "value_error", "loc": ("body", "path"), "msg": msg, "input": body.path}])
+    if body.cwd is not None and not (src.resolve() / body.cwd).resolve().is_dir():
+        msg = f"cwd {body.cwd!r} is not a directory of the repository {src}"
+        raise RequestValidationError([{"type": "value_error", "loc": ("body", "cwd"), "msg": msg, "input": body.cwd}])
     opts = MigrationOptions(source=str(src.resolve()), run_command=body.run, test_command=body.test, out_dir=body.out,
                             state_dir=settings.state_dir, llm=body.llm, approve=body.approve, apply=body.apply,
                             device=body.device, max_iterations=body.max_iterations, run_timeout_s=body.run_timeout_s,
-                            seed=body.seed)
+                            seed=body.seed, python=body.python, env=dict(body.env), cwd=body.cwd)
     mid = new_migration_id()
     jobs.submit(mid, lambda: start(opts, migration_id=mid, runs=jobs.runs))
     return MigrationCreated(id=mid, status_url=f"/migrations/{mid}")

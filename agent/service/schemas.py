@@ -32,6 +32,39 @@ class MigrationCreate(BaseModel):
     max_iterations: int = Field(default=8, ge=0)
     run_timeout_s: float = Field(default=600.0, gt=0)
     seed: int = 0
+    python: str | None = Field(default=None, description="the interpreter the code runs with, on the server "
+                                                          "(default: the server's own); needs torch==2.13.0")
+    env: dict[str, str] = Field(default_factory=dict, description="the user's own variables for every run")
+    cwd: str | None = Field(default=None, description="where every run starts, relative to the repository")
+
+    @field_validator("python")
+    @classmethod
+    def _python_usable(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from tools.runner.interpreter import inspect_interpreter
+
+        interp = inspect_interpreter(v)  # an InterpreterError is a ValueError: 422 with what to do
+        return None if interp.is_ferrys else interp.path
+
+    @field_validator("env")
+    @classmethod
+    def _env_allowed(cls, v: dict[str, str]) -> dict[str, str]:
+        from tools.runner.env import user_env_problem
+
+        for key, value in v.items():
+            if key != "PYTHONPATH" and (problem := user_env_problem(key, value)) is not None:
+                raise ValueError(problem)
+        return v
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd_inside(cls, v: str | None) -> str | None:
+        from tools.runner.models import cwd_problem
+
+        if v is not None and (problem := cwd_problem(v)) is not None:
+            raise ValueError(problem)
+        return v
 
     @field_validator("run")
     @classmethod

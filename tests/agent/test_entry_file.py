@@ -42,3 +42,15 @@ def test_the_script_a_command_runs_first(command: str, expected: str) -> None:
 ])
 def test_no_entry_file_where_none_is_shown(command: str) -> None:
     assert entry_file(command, KNOWN) is None
+
+
+@pytest.mark.parametrize(("command", "start", "expected"), [
+    ("python main.py", "tutorials/lm", "tutorials/lm/main.py"),  # --cwd tutorials/lm
+    ("python ../lm/main.py", "tutorials/lm", "tutorials/lm/main.py"),
+    ("python -m main", "tutorials/lm", "tutorials/lm/main.py"),
+    ("python train.py", ".", "train.py"),
+    ("python main.py", None, None),  # from the root there is no main.py
+])
+def test_the_entry_file_is_found_from_the_runs_working_directory(command: str, start: str | None,
+                                                                 expected: str | None) -> None:
+    assert entry_file(command, KNOWN, start) == expected

@@ -157,6 +157,13 @@ def test_bad_bodies_are_422_with_a_clear_message(server, tmp_path):
     assert loc == ["body", "run"] and msg == "Field required"
     loc, msg = error(c.post("/migrations", json={"path": str(tmp_path), "run": "python x.py", "max_iterations": -1}))
     assert loc == ["body", "max_iterations"]
+    # the user's own environment (docs/runner.md): checked before the migration starts
+    for field, value, text in (("python", str(tmp_path / "no-python"), "no such file"),
+                               ("env", {"PATH": "/x"}, "set by the runner"),
+                               ("env", {"FERRY_SEED": "1"}, "Ferry's own"),
+                               ("cwd", "../up", "inside the repository"), ("cwd", "absent", "not a directory of")):
+        loc, msg = error(c.post("/migrations", json={"path": str(tmp_path), "run": "python x.py", field: value}))
+        assert loc[:2] == ["body", field] and text in msg, (field, msg)
 
     loc, msg = error(c.post("/migrations/whatever/decision", json={"action": "maybe"}))
     assert loc == ["body", "action"] and "'approve', 'reject' or 'edit'" in msg

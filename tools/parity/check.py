@@ -36,6 +36,9 @@ class _BothRuns(TypedDict):
     seed: int
     timeout_s: float
     limits: RunLimits
+    python: Path | None
+    user_env: dict[str, str]
+    cwd: str | None
 
 
 def _summary(role: str, res: RunResult) -> RunSummary:
@@ -64,7 +67,8 @@ def check(req: CheckRequest) -> CheckResult:
     # the profiled window starts after the probed steps, so probe copies do not skew the timings
     profile_env = {"FERRY_PROFILE_WARMUP": str(req.steps)}
     common = _BothRuns(path=repo, command=req.command, probe=True, seed=req.seed, timeout_s=req.timeout_s,
-                       limits=RunLimits(disk_bytes=req.disk_limit_bytes))
+                       limits=RunLimits(disk_bytes=req.disk_limit_bytes), python=req.python,
+                       user_env=dict(req.user_env), cwd=req.cwd)
     try:
         logger.info("check: reference run (cpu, CUDA redirected to cpu)")
         ref = run(RunRequest(**common, device="cpu", redirect_cuda="cpu", profile=False, env=probe_env,

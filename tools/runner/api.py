@@ -21,10 +21,12 @@ from sandbox import (
     run_in_sandbox,
 )
 from sandbox.artifacts import ArtifactLimits, ArtifactRefused, Collected, Refusal, collect
+from sandbox.execute import start_directory
 from sandbox.isolation import choose, ferry_root
 from sandbox.limits import disk_limit_from_env, format_size
 from sandbox.runspace import RunSpace, open_run_space
 from tools.runner.env import child_env, child_path_env
+from tools.runner.interpreter import Interpreter, InterpreterError, inspect_interpreter
 from tools.runner.models import Device, RefusedArtifact, RunRequest, RunResult, RunStatus
 from tools.trace import Signature, Trace, parse_trace
 from tools.trace.models import TestOutcome
@@ -53,6 +55,8 @@ class _RunFacts(TypedDict):
     artifacts_dir: Path
     workspace: Path | None
     workspace_method: str
+    python: str
+    cwd: str | None
 
 
 # what a sandbox run's status means for the run (a sandbox_error never comes from a run that ran)
@@ -119,12 +123,13 @@ def _workspace(src: Path, space: RunSpace, root: Path | None) -> Workspace:
 
 
 def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str, stderr: str, workspace: Path,
-               junit_tests: list[TestOutcome] | None, limit_message: str | None = None) -> Trace | None:
+               junit_tests: list[TestOutcome] | None, limit_message: str | None = None,
+               interp: Interpreter | None = None) -> Trace | None:
     trace = parse_trace(
         stderr,
         stdout=stdout,
         repo_roots=[workspace],
-        library_roots=[ferry_root(), Path(sys.prefix), Path(sys.base_prefix)],
+        library_roots=[ferry_root(), Path(sys.prefix), Path(sys.base_prefix), *(interp.roots() if interp else [])],
         junit_tests=junit_tests or [],
     )
     forced: Signature | None = signature_for_status(status, limit_hit, limit_message)
@@ -201,6 +206,7 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
     if not src.is_dir():
         raise RunnerInputError(f"repository path {src} is not a directory; pass the folder of the repo to run")
     command = ["/bin/sh", "-c", req.command] if isinstance(req.command, str) else list(req.command)
+    interp = _interpreter(req)
     limits = _limits(req)
     artifacts = Path(req.artifacts_dir) if req.artifacts_dir else Path(tempfile.mkdtemp(prefix="ferry-run-"))
     try:
@@ -220,7 +226,7 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
     # Ferry left, so before ``out`` is cleared (a bind of such a space may still sit on it).
     space = open_run_space(limits.disk_bytes)
     try:
-        return _run_in_space(req, cancel, command, limits, src, artifacts, space, artifact_limits)
+        return _run_in_space(req, cancel, command, limits, src, artifacts, space, artifact_limits, interp)
     finally:
         # Never copied back: a finished run's files were read in place (sandbox.artifacts.collect);
         # after an exception or Ctrl-C nobody reads them, and a copy would put up to the whole disk
@@ -228,8 +234,30 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
         space.close(copy=False)
 
 
+def _interpreter(req: RunRequest) -> Interpreter | None:
+    """The user's interpreter the run uses, checked (None: Ferry's own, which needs no check)."""
+    if req.python is None:
+        return None
+    try:
+        interp = inspect_interpreter(req.python)
+    except InterpreterError as exc:
+        raise RunnerInputError(str(exc)) from None
+    return None if interp.is_ferrys else interp
+
+
+def _start_dir_problem(ws: Workspace, cwd: str | None) -> str | None:
+    """Why the copy cannot start in ``cwd`` (not there, not a directory, a link of the repository's
+    leading out of it), or None."""
+    try:
+        start_directory(ws.path.resolve(), cwd)
+    except ValueError as exc:
+        return f"{exc}; give a directory of the repository relative to its root, e.g. --cwd src"
+    return None
+
+
 def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list[str], limits: Limits, src: Path,
-                  artifacts: Path, space: RunSpace, artifact_limits: ArtifactLimits) -> RunResult:
+                  artifacts: Path, space: RunSpace, artifact_limits: ArtifactLimits,
+                  interp: Interpreter | None) -> RunResult:
     out = artifacts / "child"  # the only place besides the workspace the child may write
     if out.exists():
         shutil.rmtree(out)
@@ -252,10 +280,15 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
     kept = ws.path
     if req.keep_workspace and space.mounted:  # copied out of the space when the run is over
         kept = Path(tempfile.mkdtemp(prefix="ferry-ws-", dir=artifacts)) / ws.path.name
+    problem = _start_dir_problem(ws, req.cwd)
+    if problem is not None:
+        _finish_workspace(req, ws, kept, space)
+        raise RunnerInputError(problem)
     env = child_env(workspace=ws.path, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
                     redirect_log=redirect_log, probe_dir=probe_dir, profile_dir=profile_dir, junit_xml=junit,
-                    caller_env=req.env)
-    readable: list[Path] = []
+                    caller_env=req.env, user_env=req.user_env)
+    readable: list[Path] = interp.roots() if interp is not None else []
+    path_env = child_path_env(interp.bin_dir if interp is not None else None)
     if "tpx" in (req.device, req.redirect_cuda):
         from tools.runner.tpx_ext import host_extension_dir
 
@@ -264,17 +297,25 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
             readable.append(ext_dir)
             env["TPX_EXTENSION_DIR"] = str(ext_dir)
     warm = None
+    warm_fallback: str | None = None
     if isinstance(req.command, str):
-        from tools.runner.warm import warm_start_for
+        from tools.runner import warm as warm_mod
 
-        warm = warm_start_for(req.command, env)
+        if interp is None and warm_mod.enabled():
+            warm_fallback = warm_mod.cold_reason(req.user_env)
+        if interp is None and warm_fallback is None:
+            warm = warm_mod.warm_start_for(req.command, env)
+        elif interp is not None and warm_mod.enabled():
+            warm_fallback = (f"the run uses the interpreter {interp.path}; warm starts fork from Ferry's own "
+                             f"({sys.executable}), so it starts cold")
     base = _RunFacts(command=command, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
                      artifacts_dir=artifacts, workspace=kept if req.keep_workspace else None,
-                     workspace_method=ws.method)
+                     workspace_method=ws.method, python=interp.path if interp is not None else sys.executable,
+                     cwd=req.cwd)
     try:
         res = run_in_sandbox(command, ws.path, limits=limits, env=env, writable=[out], readable=readable,
                              isolation=None if req.isolation in (None, "auto") else req.isolation,
-                             path_env=child_path_env(), cancel=cancel, warm=warm, space=space)
+                             path_env=path_env, cancel=cancel, warm=warm, space=space, cwd=req.cwd)
         space.unbind(copy=False)  # what the child wrote under out/ stays in the space, read from there
     except SandboxUnavailable as exc:
         _finish_workspace(req, ws, kept, space)
@@ -302,7 +343,8 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
         trace = None
         if status not in ("ok", "cancelled") or junit_path is not None:
             trace = _trace_for(req, status, res.limit_hit, res.stdout, res.stderr, ws.path, junit_tests,
-                               _limit_message(res.limit_hit, limits, space, res.isolation, res.resource_control))
+                               _limit_message(res.limit_hit, limits, space, res.isolation, res.resource_control),
+                               interp)
         (artifacts / "stdout.txt").write_text(res.stdout)
         (artifacts / "stderr.txt").write_text(res.stderr)
         result = RunResult(
@@ -316,7 +358,7 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
             isolation=res.isolation,
             isolation_reasons=res.isolation_reasons,
             warm_start=res.warm,
-            warm_fallback=res.warm_fallback,
+            warm_fallback=res.warm_fallback or warm_fallback,
             disk_cap=res.disk_cap,
             resource_control=res.resource_control,
             resource_control_reasons=res.resource_control_reasons,

@@ -9,7 +9,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from sandbox.env import filter_caller_env
+from sandbox.env import CALLER_PREFIXES, filter_caller_env, is_secret_name
 from sandbox.isolation import ferry_root
 
 logger = logging.getLogger(__name__)
@@ -71,9 +71,34 @@ def ensure_bytecode() -> None:
             logger.debug("cannot precompile %s: %s", d, exc)
 
 
-def child_path_env() -> str:
-    """PATH inside the sandbox: this venv's scripts first, so ``python``/``pytest`` are Ferry's."""
-    return f"{Path(sys.prefix) / 'bin'}:/usr/local/bin:/usr/bin:/bin"
+# Variables the runner sets for every child (with FERRY_*/TPX_*, its hooks' and settings' prefixes):
+# a user's --env may not replace them. PYTHONPATH is merged instead (see child_env).
+RUNNER_OWNED = frozenset({"PATH", "HOME", "TMPDIR", "PYTHONNOUSERSITE", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
+                          "PYTHONHOME", "PYTHONSAFEPATH", "PYTEST_ADDOPTS", "TORCH_DEVICE_BACKEND_AUTOLOAD"})
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def user_env_problem(key: str, value: str) -> str | None:
+    """Why ``key=value`` cannot be one of the user's own variables for the runs, or None."""
+    if not _ENV_NAME.match(key):
+        return f"{key!r} is not a variable name (letters, digits and _, not starting with a digit)"
+    if "\0" in value:
+        return f"the value of {key} holds a NUL byte"
+    if key.startswith(CALLER_PREFIXES):
+        return (f"{key} is one of Ferry's own settings or run hooks (FERRY_*/TPX_*), which the runner sets; "
+                "give Ferry settings with --set (ferry check), --env on ferry run, or Ferry's own environment")
+    if key in RUNNER_OWNED:
+        return (f"{key} is set by the runner for every run (the interpreter's PATH, a private HOME/TMPDIR, the "
+                "seed and the test hooks); it cannot be replaced. For another interpreter use --python")
+    if is_secret_name(key):
+        return f"{key} looks like a credential; Ferry never passes secrets into the sandbox"
+    return None
+
+
+def child_path_env(python_bin: Path | None = None) -> str:
+    """PATH inside the sandbox: the runs' interpreter's scripts first (``python_bin``; default this
+    venv's), so ``python``/``pytest`` are the ones the runs use."""
+    return f"{python_bin or Path(sys.prefix) / 'bin'}:/usr/local/bin:/usr/bin:/bin"
 
 
 def child_env(
@@ -87,16 +112,29 @@ def child_env(
     profile_dir: Path | None,
     junit_xml: Path | None,
     caller_env: dict[str, str],
+    user_env: dict[str, str] | None = None,
 ) -> dict[str, str]:
+    """The child's variables: the user's own (``user_env``, checked by ``user_env_problem``; any
+    refused one is a ValueError), Ferry's settings (``caller_env``, FERRY_*/TPX_* only), then the
+    runner's hooks. A user PYTHONPATH is kept after Ferry's bootstrap directory, which stays first
+    (its sitecustomize must be the one ``site`` imports): ``PYTHONPATH=src`` runs with
+    ``PYTHONPATH=<ferry child dir>:src``; relative entries resolve from the run's working directory
+    as they would outside Ferry."""
     ensure_bytecode()
     kept, dropped = filter_caller_env(caller_env)
     if dropped:
         logger.warning("runner: not passing %s to the child (only FERRY_*/TPX_* keys, never secrets)",
                        ", ".join(sorted(dropped)))
-    env = dict(kept)
+    own = dict(user_env or {})
+    user_path = own.pop("PYTHONPATH", "")
+    for key, value in own.items():
+        problem = user_env_problem(key, value)
+        if problem is not None:
+            raise ValueError(problem)
+    env = {**own, **kept}
     env.update(
         {
-            "PYTHONPATH": str(CHILD_DIR),
+            "PYTHONPATH": str(CHILD_DIR) + (f":{user_path}" if user_path else ""),
             "PYTHONNOUSERSITE": "1",
             "PYTHONHASHSEED": str(seed),
             "FERRY_ROOT": str(ferry_root()),

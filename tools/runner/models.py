@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -38,6 +38,11 @@ class RunRequest(BaseModel):
     seed: int = 0
     timeout_s: float = 600.0
     env: dict[str, str] = Field(default_factory=dict)  # only FERRY_*/TPX_* keys pass through
+    # The user's own variables (--env KEY=VALUE): any name but the runner's own (FERRY_*/TPX_*, PATH,
+    # HOME...: tools.runner.env.user_env_problem); a PYTHONPATH is merged after Ferry's bootstrap dir.
+    user_env: dict[str, str] = Field(default_factory=dict)
+    python: Path | None = None  # the interpreter the code runs with (None: Ferry's own); tools.runner.interpreter
+    cwd: str | None = None  # where the command starts, relative to the repository (None: its root)
     artifacts_dir: Path | None = None  # where logs, probe/profile dirs and (if kept) the workspace go
     keep_workspace: bool = False  # keep the copy that ran under artifacts_dir/workspace
     isolation: Literal["auto", "bwrap", "unshare", "rlimits"] | None = None
@@ -50,12 +55,46 @@ class RunRequest(BaseModel):
             raise ValueError("command is empty: give the program to run, e.g. ['python', 'train.py']")
         return value
 
+    @field_validator("user_env")
+    @classmethod
+    def _user_env(cls, value: dict[str, str]) -> dict[str, str]:
+        from tools.runner.env import user_env_problem
+
+        for key, val in value.items():
+            if key != "PYTHONPATH" and (problem := user_env_problem(key, val)) is not None:
+                raise ValueError(problem)
+        return value
+
+    @field_validator("cwd")
+    @classmethod
+    def _inside(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        problem = cwd_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value.strip("/") or None
+
     @field_validator("timeout_s")
     @classmethod
     def _positive(cls, value: float) -> float:
         if value <= 0:
             raise ValueError(f"timeout_s must be positive, got {value}")
         return value
+
+
+def cwd_problem(cwd: str) -> str | None:
+    """Why ``cwd`` cannot be a run's working directory (relative to the repository), or None;
+    whether it exists is checked against the copy that runs."""
+    if not cwd.strip():
+        return "the working directory is empty; give a directory of the repository, e.g. src"
+    if cwd.startswith(("/", "~")):
+        return f"the working directory {cwd!r} must be relative to the repository root, e.g. src/app"
+    if ".." in PurePosixPath(cwd).parts:
+        return f"the working directory {cwd!r} must stay inside the repository (no '..')"
+    if "\0" in cwd:
+        return "the working directory holds a NUL byte"
+    return None
 
 
 class RefusedArtifact(BaseModel):
@@ -78,6 +117,8 @@ class RunResult(BaseModel):
     isolation_reasons: list[str] = Field(default_factory=list)
     warm_start: bool = False  # forked from a pre-imported interpreter (tools.runner.warm), same sandbox
     warm_fallback: str | None = None  # why a warm start this run qualified for started cold instead
+    python: str | None = None  # the interpreter the run's code used (RunRequest.python or Ferry's)
+    cwd: str | None = None  # where the command started, relative to the repository (None: its root)
     disk_cap: str | None = None  # what capped the run's writes, e.g. "tmpfs 4 GiB in all (workspace, /tmp, ...)"
     resource_control: str | None = None  # cgroup2 | cgroup1 | rlimits: whole-run memory/process limits
     resource_control_reasons: list[str] = Field(default_factory=list)  # why not a stronger level

@@ -61,25 +61,28 @@ def _sandbox_env(extra: dict[str, str]) -> dict[str, str]:
     return scrubbed_env(dict(os.environ), extra, path=child_path_env())
 
 
-def server_env(seed: int, caller_env: dict[str, str] | None = None) -> dict[str, str]:
+def server_env(seed: int, caller_env: dict[str, str] | None = None,
+               user_env: dict[str, str] | None = None) -> dict[str, str]:
     """A server's own environment: a CPU run's (no device backend loaded before the fork)."""
     env = child_env(workspace=Path("/"), device="cpu", redirect_cuda=None, seed=seed, redirect_log=None,
-                    probe_dir=None, profile_dir=None, junit_xml=None, caller_env=dict(caller_env or {}))
+                    probe_dir=None, profile_dir=None, junit_xml=None, caller_env=dict(caller_env or {}),
+                    user_env=dict(user_env or {}))
     return {**_sandbox_env(env), WARM_SERVER_ENV: "1"}
 
 
-def prewarm(seed: int = 0, caller_env: dict[str, str] | None = None) -> bool:
-    """Start (once) a warm interpreter for runs with ``seed`` and these caller variables; False
-    when warm starts are off or cannot be used here (no bubblewrap), or when all ``MAX_SERVERS``
-    kept are serving runs (these runs start cold)."""
-    if not enabled():
+def prewarm(seed: int = 0, caller_env: dict[str, str] | None = None,
+            user_env: dict[str, str] | None = None) -> bool:
+    """Start (once) a warm interpreter for runs with ``seed`` and these caller (and user) variables;
+    False when warm starts are off or cannot be used here (no bubblewrap), or when all ``MAX_SERVERS``
+    kept are serving runs (these runs start cold), or for a user PYTHONPATH (``cold_reason``)."""
+    if not enabled() or cold_reason(user_env or {}) is not None:
         return False
     try:
         if choose(None).level != "bwrap":
             return False
     except SandboxUnavailable:
         return False
-    env = server_env(seed, caller_env)
+    env = server_env(seed, caller_env, user_env)
     key = _key(env)
     with _lock:
         server = _servers.get(key)
@@ -95,6 +98,14 @@ def prewarm(seed: int = 0, caller_env: dict[str, str] | None = None) -> bool:
         _servers[key] = WarmServer(env, list(PRELOAD), after_fork=AFTER_FORK, dynamic_keys=PER_RUN_KEYS)
     logger.info("warm interpreter started (seed %d)", seed)
     return True
+
+
+def cold_reason(user_env: dict[str, str]) -> str | None:
+    """Why runs with the user's variables ``user_env`` cannot start warm, or None."""
+    if user_env.get("PYTHONPATH"):
+        return ("the run sets its own PYTHONPATH (--env), which a warm interpreter, started before the run, "
+                "cannot take: it starts cold")
+    return None
 
 
 def warm_start_for(command: str, run_env: dict[str, str]) -> WarmStart | None:

@@ -1,0 +1,189 @@
+"""The user's own environment on migrate / check / run: --python, --env, --cwd checked (exit 2 with what
+to do), kept in the options and the result, and what the interpreter lacks is failed_environment
+naming the package, THAT interpreter and the pip command for it (never needs_llm)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.environment import environment_failure, missing_test_runner
+from agent.policy.base import Diagnosis
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("user_venv", ROOT / "tests" / "runner" / "user_venv.py")
+assert _spec is not None and _spec.loader is not None
+user_venv = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(user_venv)
+
+
+@pytest.fixture(scope="module")
+def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project venv with torch==2.13.0 but neither Ferry nor pytest."""
+    return user_venv.make_venv(tmp_path_factory.mktemp("user") / "venv")
+
+
+def _ferry(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    return subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**base, **(env or {})})
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    src = tmp_path / "repo"
+    (src / "sub").mkdir(parents=True)
+    (src / "train.py").write_text("import torch\nprint(torch.ones(2).cuda().sum().item())\n")
+    return src
+
+
+@pytest.mark.parametrize("command", ["migrate", "check", "run"])
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--python", "/no/such/python", "no such file"),
+    ("--python", "/etc", "is a directory"),
+    ("--cwd", "../outside", "must stay inside the repository"),
+    ("--cwd", "/etc", "must be relative to the repository"),
+    ("--cwd", "missing", "is not a directory of the repository"),
+    ("--env", "PATH=/evil", "set by the runner"),
+    ("--env", "NOVALUE", "use KEY=VALUE"),
+    ("--env", "HF_TOKEN=x", "credential"),
+])
+def test_bad_environment_options_are_exit_2(command: str, option: str, value: str, message: str, repo: Path,
+                                            tmp_path: Path):
+    tail = {"migrate": ["--run", "python train.py", "--state-dir", str(tmp_path / "s")],
+            "check": ["--run", "python train.py"], "run": []}[command]
+    cmd = ["--", "python", "train.py"] if command == "run" else []
+    r = _ferry(command, str(repo), *tail, option, value, *cmd)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "s").exists() or not list((tmp_path / "s").rglob("reference"))  # nothing ran
+
+
+def test_ferry_settings_in_migrate_env_point_to_their_place(repo: Path, tmp_path: Path):
+    r = _ferry("migrate", str(repo), "--run", "python train.py", "--env", "FERRY_SEED=3",
+               "--state-dir", str(tmp_path / "s"))
+    assert r.returncode == 2 and "Ferry's own settings" in r.stderr
+
+
+def test_an_interpreter_without_torch_is_exit_2_with_the_pip_command(repo: Path, tmp_path: Path):
+    bare = user_venv.make_venv(tmp_path / "bare", torch=False)
+    r = _ferry("check", str(repo), "--run", "python train.py", "--python", str(bare))
+    assert r.returncode == 2 and f"{bare} -m pip install torch==2.13.0" in r.stderr
+    # the active virtualenv is the default, and a bad one is named as where the interpreter came from
+    r = _ferry("check", str(repo), "--run", "python train.py", env={"VIRTUAL_ENV": str(bare.parent.parent)})
+    assert r.returncode == 2 and "has no torch" in r.stderr and "VIRTUAL_ENV" in r.stderr
+
+
+def test_ferry_run_takes_env_cwd_and_python(repo: Path, tmp_path: Path, venv_python: Path):
+    (repo / "sub" / "show.py").write_text("import os, sys\nprint('GOT', os.environ['MY_SETTING'], "
+                                          "os.path.basename(os.getcwd()), sys.prefix)\n")
+    r = _ferry("run", str(repo), "--device", "cpu", "--python", str(venv_python), "--cwd", "sub",
+               "--env", "MY_SETTING=42", "--json", "--", "python", "show.py")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert f"GOT 42 sub {venv_python.parent.parent}" in out["stdout_tail"]
+    assert out["python"] == str(venv_python) and out["cwd"] == "sub"
+
+
+@pytest.mark.parametrize(("output", "runner"), [
+    ("/home/u/proj/.venv/bin/python: No module named pytest\n", "pytest"),
+    ("/bin/sh: 1: pytest: not found\n", "pytest"),
+    ("sh: line 1: pytest: command not found\n", "pytest"),
+])
+def test_a_missing_test_runner_is_named(output: str, runner: str):
+    found = missing_test_runner(output, "/home/u/proj/.venv/bin/python")
+    assert found is not None and found.package == runner
+    assert found.install_command() == f"/home/u/proj/.venv/bin/python -m pip install {runner}"
+    diag = Diagnosis(phase="test", kind="other", message=output)
+    assert environment_failure(diag, output, ["t.py"], "/p/python") is not None
+    # only a test run's: the program printing the same line is the program's business
+    assert environment_failure(Diagnosis(phase="run", kind="other", message=output), output, ["t.py"]) is None
+
+
+def test_a_failing_test_is_not_a_missing_runner():
+    out = "E   ModuleNotFoundError: No module named 'pytest_plugin_of_mine'\nFAILED test_x.py::test_a\n"
+    assert missing_test_runner(out) is None
+
+
+@pytest.mark.slow
+def test_a_module_missing_from_the_users_interpreter_is_failed_environment(tmp_path: Path, venv_python: Path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text("import torch\nimport ferry_absent_pkg\n\nprint(torch.ones(3).cuda())\n")
+    r = _ferry("migrate", str(repo), "--run", "python train.py", "--python", str(venv_python), "--json", "--offline",
+               "--state-dir", str(tmp_path / "s"), "--out", str(tmp_path / "o"), timeout=600)
+    out = json.loads(r.stdout)
+    assert out["status"] == "failed_environment", r.stderr[-2000:]
+    assert f"{venv_python} -m pip install ferry-absent-pkg" in out["summary"]
+    assert out["python"] == str(venv_python)
+
+
+@pytest.mark.slow
+def test_missing_pytest_in_the_tests_interpreter_is_failed_environment(tmp_path: Path, venv_python: Path):
+    """The migration itself works (run from --cwd, with the user's variable); its tests cannot start
+    because the user's venv has no pytest: failed_environment with the pip command for that venv."""
+    repo = tmp_path / "repo"
+    (repo / "app").mkdir(parents=True)
+    (repo / "app" / "train.py").write_text(
+        "import os\nimport torch\nassert os.environ['APP_MODE'] == 'fast', os.environ.get('APP_MODE')\n"
+        "x = torch.ones(4).cuda()\nprint('sum', (x * 2).sum().item())\n")
+    (repo / "app" / "test_train.py").write_text("def test_one():\n    assert 1 + 1 == 2\n")
+    r = _ferry("migrate", str(repo), "--run", "python train.py", "--test", "python -m pytest -q",
+               "--python", str(venv_python), "--cwd", "app", "--env", "APP_MODE=fast", "--json", "--offline",
+               "--state-dir", str(tmp_path / "s"), "--out", str(tmp_path / "o"), timeout=600)
+    out = json.loads(r.stdout)
+    assert out["status"] == "failed_environment", (out.get("summary"), r.stderr[-2000:])
+    assert f"{venv_python} -m pip install pytest" in out["summary"] and "test command" in out["summary"]
+    assert (out["python"], out["cwd"], out["env"]) == (str(venv_python), "app", {"APP_MODE": "fast"})
+    phases = [run["kind"] for run in out["run_log"]]
+    assert "reference" in phases and "target" in phases, phases  # both ran from app/ with APP_MODE
+    assert all(run["status"] == "ok" for run in out["run_log"] if run["kind"] in ("reference", "target"))
+    report = (tmp_path / "o" / "report.md").read_text()
+    assert f"- interpreter: `{venv_python}`" in report and "`APP_MODE=fast`" in report
+
+
+def test_an_interpreter_gone_since_the_start_ends_failed_environment(repo: Path, tmp_path: Path):
+    """``ferry resume`` after the venv was removed: the run is not started, the status names it."""
+    from agent import toolbox
+    from agent.errors import EnvironmentMissing
+
+    gone = user_venv.make_venv(tmp_path / "gone", torch=False)
+    with pytest.raises(EnvironmentMissing, match="has no torch") as exc, \
+            toolbox.run_environment(toolbox.RunEnvironment(python=str(gone))):
+        toolbox.run(repo, "python train.py", device="cpu", redirect_cuda=None, probe=False, profile=False,
+                    timeout_s=60, seed=0, artifacts_dir=tmp_path / "art")
+    assert exc.value.status == "failed_environment"
+    assert not (tmp_path / "art" / "result.json").exists()
+
+
+def test_the_options_environment_reaches_background_runs_and_survives_the_checkpoint(tmp_path: Path):
+    """A node's runs, its background ones (the speculative tests, the reference) included, get the
+    migration's --python/--env/--cwd from the state's options, which the checkpoint keeps."""
+    from agent import toolbox
+    from agent.nodes.common import environment_of
+    from agent.runs import RunScheduler
+    from agent.state import MigrationOptions, dump, options_of
+    from tools.runner.models import RunResult
+
+    opts = MigrationOptions(source=str(tmp_path), run_command="python train.py", state_dir=str(tmp_path / "s"),
+                            python="/opt/venv/bin/python", env={"APP_MODE": "fast"}, cwd="app")
+    state = {"migration_id": "m1", "options": json.loads(json.dumps(dump(opts)))}  # as the checkpoint stores it
+    assert options_of(state).model_dump() == opts.model_dump()
+    seen: list[toolbox.RunEnvironment | None] = []
+    done = RunResult(command=["python", "train.py"], exit_code=0, status="ok", duration_s=0.0, stdout_tail="",
+                     stderr_tail="", isolation="bwrap")
+    runs = RunScheduler()
+    try:
+        with toolbox.run_environment(environment_of(state)):
+            assert runs.start("m1:probe", lambda cancel: seen.append(toolbox.current_environment()) or done)
+        assert runs.join("m1:probe", tmp_path / "none") == done
+    finally:
+        runs.close()
+    assert seen == [toolbox.RunEnvironment(python="/opt/venv/bin/python", env={"APP_MODE": "fast"}, cwd="app")]
+    assert toolbox.current_environment() is None  # set for the node only
