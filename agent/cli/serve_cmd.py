@@ -20,6 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="port (default 8765; 0 picks a free one, printed with --json)")
     parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"),
                         help="checkpoints and workspaces (default ~/.ferry)")
+    parser.add_argument("--python", metavar="PATH", action="append", default=[],
+                        help="an interpreter requests may name in 'python' (repeatable; default: only Ferry's own)")
     parser.add_argument("--json", action="store_true", help="print the listening address as JSON before serving")
 
 
@@ -51,8 +53,16 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--port must be 0..65535 (0: any free port), got {args.port}")
     if args.state_dir:
         output_dir(args.state_dir, "--state-dir")
+    from tools.runner.interpreter import InterpreterError, inspect_interpreter
+
+    pythons = []
+    for path in args.python:
+        try:
+            pythons.append(inspect_interpreter(path).path)
+        except InterpreterError as exc:
+            raise CliError(f"--python {path}: {exc}") from exc
     try:
-        settings = settings_from_env(args.state_dir)
+        settings = settings_from_env(args.state_dir, tuple(pythons))
     except OSError as exc:
         raise CliError(f"state dir {exc.filename or args.state_dir}: {exc.strerror or exc}; "
                        "give --state-dir a directory Ferry can create and write") from exc

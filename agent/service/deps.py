@@ -24,6 +24,8 @@ TOKEN_ENV = "FERRY_API_TOKEN"
 class Settings:
     state_dir: str
     token: str | None = None
+    # interpreters a request may name in ``python`` (``ferry serve --python PATH``); the server's own always
+    pythons: tuple[str, ...] = ()
 
 
 @dataclass
@@ -84,8 +86,8 @@ JobsDep = Annotated[Jobs, Depends(get_jobs)]
 Authorized = Depends(require_token)
 
 
-def settings_from_env(state_dir: str | None = None) -> Settings:
+def settings_from_env(state_dir: str | None = None, pythons: tuple[str, ...] = ()) -> Settings:
     from agent.materialise import state_dir as resolve
 
     return Settings(state_dir=str(resolve(state_dir or os.environ.get("FERRY_STATE_DIR"))),
-                    token=os.environ.get(TOKEN_ENV) or None)
+                    token=os.environ.get(TOKEN_ENV) or None, pythons=pythons)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from agent import records
 from agent.early import new_migration_id
 from agent.locks import lock_holder
 from agent.migration import UnknownMigration, load, resume, start
-from agent.service.deps import Authorized, JobsDep, SettingsDep
+from agent.service.deps import Authorized, JobsDep, Settings, SettingsDep
 from agent.service.schemas import (
     Decision,
     ErrorDetail,
@@ -23,6 +24,7 @@ from agent.service.schemas import (
     State,
 )
 from agent.state import MigrationOptions, outputs_of, runs_of, status_of, steps_of
+from tools.runner.interpreter import InterpreterError, ferrys_interpreter, inspect_interpreter
 
 router = APIRouter(prefix="/migrations", dependencies=[Authorized], tags=["migrations"],
                    responses={401: {"model": ErrorDetail, "description": "missing or wrong bearer token"}})
@@ -62,6 +64,28 @@ def _status(mid: str, settings: SettingsDep, jobs: JobsDep) -> MigrationStatus:
                            error=jobs.errors.get(mid), owner=owner.describe() if owner is not None else None)
 
 
+def _allowed_python(python: str | None, settings: Settings) -> str | None:
+    """The request's interpreter, when the server's operator allowed it; 422 otherwise (nothing is started)."""
+    if python is None:
+        return None
+
+    def refuse(msg: str) -> RequestValidationError:
+        return RequestValidationError([{"type": "value_error", "loc": ("body", "python"), "msg": msg, "input": python}])
+
+    # by the path as written (normalised, links kept): a venv's bin/python links to the same binary
+    # as every other venv's, and the link is what selects the venv
+    allowed = {os.path.abspath(p) for p in (*settings.pythons, ferrys_interpreter())}
+    if os.path.abspath(python) not in allowed:
+        named = ", ".join(sorted(settings.pythons)) or "none besides its own"
+        raise refuse(f"this server runs code only with the interpreters its operator allowed ({named}); "
+                     "start it with 'ferry serve --python PATH' to allow another, or leave python out")
+    try:
+        interp = inspect_interpreter(python)
+    except InterpreterError as exc:
+        raise refuse(str(exc)) from exc
+    return None if interp.is_ferrys else interp.path
+
+
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=MigrationCreated)
 def create(body: MigrationCreate, settings: SettingsDep, jobs: JobsDep) -> MigrationCreated:
     src = Path(body.path).expanduser()
@@ -71,10 +95,11 @@ def create(body: MigrationCreate, settings: SettingsDep, jobs: JobsDep) -> Migra
     if body.cwd is not None and not (src.resolve() / body.cwd).resolve().is_dir():
         msg = f"cwd {body.cwd!r} is not a directory of the repository {src}"
         raise RequestValidationError([{"type": "value_error", "loc": ("body", "cwd"), "msg": msg, "input": body.cwd}])
+    python = _allowed_python(body.python, settings)
     opts = MigrationOptions(source=str(src.resolve()), run_command=body.run, test_command=body.test, out_dir=body.out,
                             state_dir=settings.state_dir, llm=body.llm, approve=body.approve, apply=body.apply,
                             device=body.device, max_iterations=body.max_iterations, run_timeout_s=body.run_timeout_s,
-                            seed=body.seed, python=body.python, env=dict(body.env), cwd=body.cwd)
+                            seed=body.seed, python=python, env=dict(body.env), cwd=body.cwd)
     mid = new_migration_id()
     jobs.submit(mid, lambda: start(opts, migration_id=mid, runs=jobs.runs))
     return MigrationCreated(id=mid, status_url=f"/migrations/{mid}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -39,13 +39,13 @@ class MigrationCreate(BaseModel):
 
     @field_validator("python")
     @classmethod
-    def _python_usable(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        from tools.runner.interpreter import inspect_interpreter
-
-        interp = inspect_interpreter(v)  # an InterpreterError is a ValueError: 422 with what to do
-        return None if interp.is_ferrys else interp.path
+    def _python_absolute(cls, v: str | None) -> str | None:
+        # Only checked for its form here: the route runs it (to inspect it) only when the server's
+        # operator allowed it (``ferry serve --python PATH``); a client never makes the server start
+        # a binary of its choosing.
+        if v is not None and not Path(v).is_absolute():
+            raise ValueError(f"python must be an absolute path on the server, got {v!r}")
+        return v
 
     @field_validator("env")
     @classmethod

@@ -158,12 +158,19 @@ def test_bad_bodies_are_422_with_a_clear_message(server, tmp_path):
     loc, msg = error(c.post("/migrations", json={"path": str(tmp_path), "run": "python x.py", "max_iterations": -1}))
     assert loc == ["body", "max_iterations"]
     # the user's own environment (docs/runner.md): checked before the migration starts
-    for field, value, text in (("python", str(tmp_path / "no-python"), "no such file"),
+    # a client never makes the server start a binary of its choosing: only the operator's (ferry serve --python)
+    evil = tmp_path / "evil-python"
+    evil.write_text(f"#!/bin/sh\ntouch {tmp_path / 'ran'}\n")
+    evil.chmod(0o755)
+    for field, value, text in (("python", str(evil), "interpreters its operator allowed"),
+                               ("python", "venv/bin/python", "must be an absolute path"),
                                ("env", {"PATH": "/x"}, "set by the runner"),
                                ("env", {"FERRY_SEED": "1"}, "Ferry's own"),
                                ("cwd", "../up", "inside the repository"), ("cwd", "absent", "not a directory of")):
         loc, msg = error(c.post("/migrations", json={"path": str(tmp_path), "run": "python x.py", field: value}))
         assert loc[:2] == ["body", field] and text in msg, (field, msg)
+
+    assert not (tmp_path / "ran").exists()  # refused without being started
 
     loc, msg = error(c.post("/migrations/whatever/decision", json={"action": "maybe"}))
     assert loc == ["body", "action"] and "'approve', 'reject' or 'edit'" in msg
@@ -335,3 +342,12 @@ def test_edit_decision_then_server_crash_then_resume(tmp_path):
     finally:
         second.kill(signal.SIGTERM)
     assert (repo / "prog.py").read_text() == PROG
+
+
+def test_serve_refuses_an_unusable_allowed_interpreter(tmp_path):
+    """`ferry serve --python PATH` checks each allowed interpreter before it listens."""
+    proc = subprocess.run([sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--state-dir", str(tmp_path / "s"),
+                           "--python", str(tmp_path / "no-python")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert f"--python {tmp_path / 'no-python'}" in proc.stderr and "no such file" in proc.stderr
