@@ -346,8 +346,8 @@ def test_edit_decision_then_server_crash_then_resume(tmp_path):
 
 def test_serve_refuses_an_unusable_allowed_interpreter(tmp_path):
     """`ferry serve --python PATH` checks each allowed interpreter before it listens."""
-    proc = subprocess.run([sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--state-dir", str(tmp_path / "s"),
-                           "--python", str(tmp_path / "no-python")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    cmd = [sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--state-dir", str(tmp_path / "s"),
+           "--python", str(tmp_path / "no-python")]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert f"--python {tmp_path / 'no-python'}" in proc.stderr and "no such file" in proc.stderr
