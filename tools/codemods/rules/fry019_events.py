@@ -10,7 +10,8 @@ So:
 * ``torch.cuda.Event()`` without arguments -> ``torch.get_device_module(device).Event()``: the device's
   event class (a no-op on CPU, which is synchronous), with the same ``record``/``synchronize``/
   ``wait``/``query``.
-* timing pairs ``s = torch.cuda.Event(enable_timing=True)`` used only as ``s.record()`` statements,
+* timing pairs ``s = torch.cuda.Event(enable_timing=True)`` (or created together, ``s, e = torch.cuda.Event(
+  enable_timing=True), torch.cuda.Event(enable_timing=True)``: catalogue 62) used only as ``s.record()`` statements,
   ``s.synchronize()`` and ``s.elapsed_time(e)`` between two such events -> host timing:
   ``s = time.perf_counter()`` at creation, each ``s.record()`` becomes
   ``torch.get_device_module(device).synchronize()`` + ``s = time.perf_counter()``, ``s.synchronize()``
@@ -50,7 +51,7 @@ class Events(CallMapRule):
                    "for record/synchronize/elapsed_time) -> time.perf_counter() after a device synchronize "
                    "(CPU has no timing events); other uses -> review.")
     CATEGORY = "auto"
-    ENTRIES = (19,)
+    ENTRIES = (19, 62)
     CALLS = EVENT_CALLS
     METADATA_DEPENDENCIES = (ScopeProvider,)
 
@@ -91,11 +92,9 @@ class Events(CallMapRule):
                 and node.args[0].keyword.value == "enable_timing" and bool_value(node.args[0].value) is True)
 
     def _creation(self, node: cst.Call) -> Assignment:
-        assign = self.parent(node)
-        if not (isinstance(assign, cst.Assign) and assign.value is node and len(assign.targets) == 1
-                and isinstance(assign.targets[0].target, cst.Name)):
+        target = self._target_name(node)
+        if target is None:
             raise _Unsafe("it is not assigned to a plain variable")
-        target = assign.targets[0].target
         scope = self.get_metadata(ScopeProvider, target, None)
         if scope is None:
             raise _Unsafe("its scope is unknown")
@@ -104,6 +103,27 @@ class Events(CallMapRule):
             raise _Unsafe(f"`{target.value}` is assigned more than once")
         self._check_time_name(target)
         return bound[0]
+
+    def _target_name(self, value: cst.CSTNode) -> cst.Name | None:
+        """The variable ``value`` is assigned to: ``s = value``, or its own position in a tuple assignment
+        ``s, e = value, other`` (catalogue 62; both sides plain tuples of the same length, no starred)."""
+        parent = self.parent(value)
+        if isinstance(parent, cst.Assign) and parent.value is value:
+            if len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+                return parent.targets[0].target
+            return None
+        if not isinstance(parent, cst.Element) or isinstance(parent, cst.StarredElement):
+            return None
+        values = self.parent(parent)
+        assign = self.parent(values) if isinstance(values, cst.Tuple) else None
+        if not (isinstance(values, cst.Tuple) and isinstance(assign, cst.Assign) and assign.value is values
+                and len(assign.targets) == 1 and isinstance(assign.targets[0].target, (cst.Tuple, cst.List))):
+            return None
+        targets = assign.targets[0].target.elements
+        if len(targets) != len(values.elements) or any(isinstance(e, cst.StarredElement) for e in targets):
+            return None
+        target = targets[list(values.elements).index(parent)].value
+        return target if isinstance(target, cst.Name) else None
 
     def _check_time_name(self, node: cst.CSTNode) -> None:
         scope = self.get_metadata(ScopeProvider, node, None)
@@ -166,15 +186,29 @@ class Events(CallMapRule):
         bound = list(scope[node.value]) if scope is not None and node.value in scope else []
         if len(bound) != 1 or not isinstance(bound[0], Assignment) or not isinstance(bound[0].node, cst.Name):
             raise _Unsafe(f"`{node.value}` is not a single timing event")
-        target = bound[0].node
-        assign_target = self.parent(target)
-        assign = self.parent(assign_target) if assign_target is not None else None
-        value = assign.value if isinstance(assign, cst.Assign) else None
+        value = self._assigned_value(bound[0].node)
         if not (isinstance(value, cst.Call) and self.qname_in(value.func, self.CALLS) and self._timing_call(value)):
             raise _Unsafe(f"`{node.value}` is not a torch.cuda.Event(enable_timing=True)")
         if id(bound[0]) not in seen:
             self._sites(bound[0], seen)
         return node.value
+
+    def _assigned_value(self, target: cst.CSTNode) -> cst.BaseExpression | None:
+        """The value bound to the variable ``target`` by ``target = value`` or ``a, target = x, value``."""
+        parent = self.parent(target)
+        if isinstance(parent, cst.AssignTarget):
+            assign = self.parent(parent)
+            return assign.value if isinstance(assign, cst.Assign) else None
+        if not isinstance(parent, cst.Element):
+            return None
+        targets = self.parent(parent)
+        assign_target = self.parent(targets) if targets is not None else None
+        assign = self.parent(assign_target) if isinstance(assign_target, cst.AssignTarget) else None
+        if not (isinstance(targets, (cst.Tuple, cst.List)) and isinstance(assign, cst.Assign)
+                and isinstance(assign.value, cst.Tuple) and len(assign.value.elements) == len(targets.elements)):
+            return None
+        element = assign.value.elements[list(targets.elements).index(parent)]
+        return None if isinstance(element, cst.StarredElement) else element.value
 
     # -- rewrite -------------------------------------------------------------------------
     def _rewrite_pair(self, node: cst.Call, assignment: Assignment,
