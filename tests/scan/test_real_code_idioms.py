@@ -38,12 +38,16 @@ SOURCE = textwrap.dedent('''\
     start.record()  # FRY019 auto
     end.record()  # FRY019 auto
     elapsed = start.elapsed_time(end)  # FRY019 auto
+    laps = [torch.cuda.Event(enable_timing=True) for _ in range(2)]  # FRY019 auto
+    laps[0].record()  # FRY019 auto
+    laps[1].record()  # FRY019 auto
+    lap = laps[0].elapsed_time(laps[1])  # FRY019 auto
     loader = Batches([q], pin_memory=True)  # FRY039 review
     pinned = q.pin_memory()  # FRY039 auto
     moved = pinned.to("cpu", non_blocking=True)
     same = q.type() == "torch.cuda.FloatTensor"  # FRY007 auto
     also = isinstance(q, torch.cuda.FloatTensor)  # FRY007 auto
-    print(a.sum().item(), b.sum().item(), elapsed >= 0, same, also, moved.shape)
+    print(a.sum().item(), b.sum().item(), elapsed >= 0, lap >= 0, same, also, moved.shape)
     ''')
 _MARK = re.compile(r"# (FRY\d{3}) (auto|review)$")
 
