@@ -227,10 +227,10 @@ AUTOCAST_STATE_CALLS = {
                                                 needs_device=True),
     "torch.is_autocast_enabled": CallMapping("torch.is_autocast_enabled", prefix=("{device_type}",),
                                              needs_device=True),
-    "torch.cuda.is_bf16_supported": CallMapping(
-        "torch.accelerator.is_available",
-        review="bf16 support is a property of the target; tpx and CPU support bfloat16"),
 }
+# 57. bf16 support asked of CUDA -> asked of the target's device module (torch.cpu has no
+# is_bf16_supported; CPU computes bfloat16, and CPU autocast defaults to it)
+BF16_SUPPORTED = frozenset({"torch.cuda.is_bf16_supported"})
 
 # 28/29. dtypes
 HALF_DTYPES = frozenset({"torch.float16", "torch.half"})
@@ -405,7 +405,7 @@ def _known_cuda_names() -> frozenset[str]:
         AVAILABILITY_CALLS, DEVICE_INDEX_CALLS, DEVICE_CONTEXT_CALLS, DEVICE_PROPERTY_CALLS, SYNC_CALLS,
         MEMORY_CALLS, MEM_INFO_CALLS, ALLOCATOR_NAMES, STREAM_CALLS, EVENT_CALLS, STREAM_REVIEW_NAMES,
         GRAPH_NAMES, SEED_CALLS, RNG_STATE_CALLS, AUTOCAST_CUDA, GRADSCALER_CUDA, CUSTOM_AUTOGRAD_CUDA,
-        AUTOCAST_STATE_CALLS, NVTX_NAMES, CUDA_VERSION_NAMES, TENSOR_TYPES]
+        AUTOCAST_STATE_CALLS, BF16_SUPPORTED, NVTX_NAMES, CUDA_VERSION_NAMES, TENSOR_TYPES]
     names: set[str] = set()
     for table in tables:
         names.update(table)  # type: ignore[arg-type]
@@ -418,3 +418,13 @@ KNOWN_CUDA_NAMES = _known_cuda_names()
 # 50. text sinks that format a tensor (print(tensor) in a training loop is a host sync)
 TEXT_BUILTINS = frozenset({"print", "str", "repr", "format"})
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
+
+# 56. SDPA backend selection: torch.backends.cuda.sdp_kernel's flags, in its own order (positional
+# order and the order it lists the backends in), each with the SDPBackend it enables (default on)
+SDP_KERNEL = frozenset({"torch.backends.cuda.sdp_kernel"})
+FUNCTOOLS_PARTIAL = frozenset({"functools.partial"})
+SDP_KERNEL_FLAGS: tuple[tuple[str, str], ...] = (
+    ("enable_flash", "FLASH_ATTENTION"), ("enable_math", "MATH"),
+    ("enable_mem_efficient", "EFFICIENT_ATTENTION"), ("enable_cudnn", "CUDNN_ATTENTION"))
+#: the order sdp_kernel builds its backend list in (torch/backends/cuda/__init__.py, torch 2.13)
+SDP_BACKEND_ORDER: tuple[str, ...] = ("enable_flash", "enable_mem_efficient", "enable_math", "enable_cudnn")

@@ -1,14 +1,24 @@
-"""FRY007 (placement.tensor-types): torch.cuda.FloatTensor(...) and friends, x.type() == "torch.cuda.X"."""
+"""FRY007 (placement.tensor-types): torch.cuda.FloatTensor(...) and friends, x.type() == "torch.cuda.X".
+
+Type checks on a plain name or attribute (evaluated twice by the rewrite, so nothing with a call in it) become
+device-generic: ``x.type() == "torch.cuda.FloatTensor"`` -> ``x.device.type == device.type and x.dtype ==
+torch.float32`` (``!=`` -> the negation), ``isinstance(x, torch.cuda.FloatTensor)`` -> ``isinstance(x,
+torch.Tensor) and x.device.type == device.type and x.dtype == torch.float32``. Other receivers, tuples of
+types and type strings used any other way stay review.
+"""
 
 from __future__ import annotations
 
 import libcst as cst
 
 from tools.codemods.base import Rule, RuleContext
-from tools.codemods.nodes import args_then, code, expr, string_value
+from tools.codemods.nodes import args_then, code, dotted, expr, string_value
 from tools.codemods.tables import TENSOR_TYPES
 
 _TYPE_STRINGS = {name: dtype for name, dtype in TENSOR_TYPES.items()}
+_ISINSTANCE = frozenset({"builtins.isinstance"})
+#: parents in which a boolean operation stands without parentheses
+_BARE_PARENTS = (cst.If, cst.While, cst.Assert, cst.Assign, cst.AnnAssign, cst.Return, cst.Arg, cst.Expr)
 
 
 class TensorTypes(Rule):
@@ -17,7 +27,9 @@ class TensorTypes(Rule):
     DESCRIPTION = ("torch.cuda.FloatTensor(2, 3) -> torch.empty(2, 3, dtype=..., device=device); "
                    "torch.cuda.FloatTensor([..]) -> torch.tensor([..], dtype=..., device=device); "
                    "x.type(torch.cuda.FloatTensor) -> x.to(device=device, dtype=...); "
-                   'x.type() == "torch.cuda.FloatTensor", isinstance checks -> review.')
+                   'x.type() == "torch.cuda.FloatTensor" -> x.device.type == device.type and x.dtype == '
+                   'torch.float32; isinstance(x, torch.cuda.FloatTensor) -> isinstance(x, torch.Tensor) and the '
+                   'same; other type checks -> review.')
     CATEGORY = "auto"
     ENTRIES = (7,)
 
@@ -25,7 +37,55 @@ class TensorTypes(Rule):
         super().__init__(ctx)
         self._handled: set[int] = set()
 
+    def _check_text(self, node: cst.CSTNode, subject: cst.BaseExpression, dtype: str, *, negate: bool = False,
+                    instance: bool = False) -> str:
+        value = code(subject)
+        dtype = self.torch_text(dtype)
+        dev_type = self.device_type(node)
+        if negate:
+            return f"{value}.device.type != {dev_type} or {value}.dtype != {dtype}"
+        tensor = f"isinstance({value}, {self.torch_text('torch.Tensor')}) and " if instance else ""
+        return f"{tensor}{value}.device.type == {dev_type} and {value}.dtype == {dtype}"
+
+    def _auto_check(self, node: cst.CSTNode, message: str, text: str) -> None:
+        bare = isinstance(self.parent(node), _BARE_PARENTS)
+        new = expr(text if bare else f"({text})")
+
+        def transform(updated: cst.CSTNode) -> cst.CSTNode:
+            return new.with_changes(lpar=getattr(updated, "lpar", ()), rpar=getattr(updated, "rpar", ())) \
+                if bare else new
+
+        self.hit(node, message, category="auto", suggestion=text, transform=transform, needs_device=True,
+                 add_imports=(("torch", None),))
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if len(node.comparisons) != 1 or not isinstance(node.comparisons[0].operator, (cst.Equal, cst.NotEqual)):
+            return
+        left, right = node.left, node.comparisons[0].comparator
+        for call, string in ((left, right), (right, left)):
+            value = string_value(string) if isinstance(string, cst.SimpleString) else None
+            if value not in _TYPE_STRINGS or not isinstance(call, cst.Call) or call.args:
+                continue
+            if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "type"):
+                continue
+            subject = call.func.value
+            if dotted(subject) is None:
+                return  # evaluated twice by the rewrite: review (visit_SimpleString)
+            self._handled.add(id(string))
+            negate = isinstance(node.comparisons[0].operator, cst.NotEqual)
+            self._auto_check(node, f'x.type() == "{value}" compares a CUDA type string',
+                             self._check_text(node, subject, _TYPE_STRINGS[value], negate=negate))
+            return
+
     def visit_Call(self, node: cst.Call) -> None:
+        if len(node.args) == 2 and all(a.keyword is None and not a.star for a in node.args) \
+                and self.qname_in(node.func, _ISINSTANCE) is not None:
+            kind = self.qname_in(node.args[1].value, TENSOR_TYPES)
+            if kind is not None and dotted(node.args[0].value) is not None:
+                self._handled.add(id(node.args[1].value))
+                self._auto_check(node, f"isinstance(x, {kind}) is False on other devices",
+                                 self._check_text(node, node.args[0].value, TENSOR_TYPES[kind], instance=True))
+                return
         name = self.qname_in(node.func, TENSOR_TYPES)
         if name is not None:
             self._handled.add(id(node.func))
@@ -83,6 +143,8 @@ class TensorTypes(Rule):
         self._reference(original_node)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if id(node) in self._handled:
+            return
         value = string_value(node)
         if value in _TYPE_STRINGS:
             self.hit(node, f'x.type() == "{value}" compares a CUDA type string', category="review",

@@ -1,5 +1,8 @@
 """FRY031 (dtype.cudnn-flags): torch.backends.cudnn.benchmark/deterministic/enabled -> review (drop or
-guard; use_deterministic_algorithms for determinism)."""
+guard; use_deterministic_algorithms for determinism).
+
+Aliases (``import torch.backends.cudnn as cudnn``, ``from torch.backends import cudnn``; catalogue 60) resolve to
+the same qualified names, so ``cudnn.benchmark = True`` is reported exactly like the full name."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ class CudnnFlags(NameReportRule):
     DESCRIPTION = ("torch.backends.cudnn.benchmark/deterministic/enabled -> review (drop or guard; "
                    "use_deterministic_algorithms for determinism).")
     CATEGORY = "review"
-    ENTRIES = (31,)
+    ENTRIES = (31, 60)
     NAMES = CUDNN_FLAG_NAMES
 
 
