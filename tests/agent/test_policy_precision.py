@@ -88,6 +88,20 @@ def test_fix_is_applied_once(tmp_path):
     assert propose(_unlocalised_failure(), ctx) is None
 
 
+def test_edits_that_change_a_dtype_tell_parity_which(tmp_path):
+    from agent.nodes.parity import dtype_changes_of
+    from agent.nodes.rewrite import _dtype_changes
+    from agent.records import Edit
+
+    assert _dtype_changes(["FRY001", "FRY029"]) == {"float64": "float32"}
+    assert _dtype_changes(["FRY001", "FRY030"]) == {}
+    edits = [Edit(step="rewrite", kind="codemod", rule="FRY001", files=["a.py"], diff="", reason="r"),
+             Edit(step="fix-1", kind="policy", rule="float64_to_float32", files=["a.py"], diff="", reason="r",
+                  dtype_changes={"float64": "float32"})]
+    assert dtype_changes_of({"edits": [e.model_dump(mode="json") for e in edits]}) == {"float64": "float32"}
+    assert dtype_changes_of({"edits": [edits[0].model_dump(mode="json")]}) == {}
+
+
 def test_precision_set_in_a_function_or_the_main_guard_is_named_and_not_passed_over():
     from tools.codemods.fixes import target_matmul_precision
 
