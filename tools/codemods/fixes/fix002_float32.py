@@ -20,7 +20,7 @@ class Float32(Fix):
     ID = "FIX002"
     NAME = "dtype.float32"
     DESCRIPTION = ("float64 at a line -> float32 there: torch.float64/torch.double -> torch.float32 and .double() -> "
-                   ".float() on that line; else a float64 tensor moved to the device there is cast while moving "
+                   ".float() on that line; else each tensor moved to the device there is cast while moving "
                    "(.to(dev) -> .to(dev, dtype=torch.float32), .cuda()/.tpx() -> .cuda().float()); else a tensor "
                    "made from host data there is made float32 (torch.tensor/as_tensor(..., dtype=torch.float32), "
                    "torch.from_numpy(...).float()); else a factory placed on a device there with no dtype= (float64 "
@@ -49,7 +49,8 @@ class Float32(Fix):
             return
         float32 = f"{torch}.float32"
         calls = self.calls_covering(module, self.line)
-        # 2. a host float64 tensor moved to the device: cast it while moving
+        # 2. host float64 tensors moved to the device: cast each one while moving (a line may move
+        #    several, `f(x.to(d), y.to(d))`: one fix per failing line, or the second stays float64)
         for call in calls:
             func = call.func
             if not (isinstance(func, cst.Attribute) and func.attr.value in MOVE_METHODS
@@ -59,9 +60,9 @@ class Float32(Fix):
                 if kwarg(call, "dtype") is None and not any(
                         "dtype" in code(a.value) or "float" in code(a.value) for a in positional(call)):
                     self.edit(call, lambda updated: add_kwarg(updated, "dtype", expr(float32)))
-                    return
                 continue
             self.edit(call, lambda updated: method_call(updated, "float"))
+        if self.sites:
             return
         # 3. a tensor made from host data at the site: make it float32
         for call in calls:
