@@ -39,5 +39,5 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
         ctx, rule=RULE, kind="policy", site=site, new_files={ctx.entry_file: new},
         reason=("parity failed and the divergence points at matmul precision: tpx runs float32 matmuls with "
                 "bf16 inputs unless asked for 'highest'; set it at the program's entry, after the program's own "
-                "precision settings, for a non-CUDA accelerator only (real CUDA keeps the program's TF32 choice)"),
+                "precision settings, for tpx only (real CUDA keeps the program's TF32 choice)"),
     )

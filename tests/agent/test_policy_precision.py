@@ -68,7 +68,10 @@ def test_fix_goes_below_the_programs_precision_lines_and_guards_for_the_target(t
     high = lines.index('torch.set_float32_matmul_precision("high")')
     guard = next(i for i, line in enumerate(lines) if line.startswith("if torch.accelerator.is_available()"))
     assert guard > high and guard > lines.index("torch.backends.cudnn.allow_tf32 = True")  # nothing later undoes it
-    assert '.type != "cuda"' in lines[guard] and lines[guard + 1].startswith(
+    assert '.type == "tpx"' in lines[guard]
+    # what Ferry inserts is no CUDA idiom left over: a scan of the patched file finds nothing on those lines
+    assert "cuda" not in (lines[guard] + lines[guard + 1]).lower()
+    assert not [f for f in analyze(new).findings if f.line in (guard + 1, guard + 2)] and lines[guard + 1].startswith(
         '    torch.set_float32_matmul_precision("highest")')
 
 

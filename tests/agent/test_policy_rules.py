@@ -106,7 +106,7 @@ def test_parity_failure_sets_matmul_precision_at_entry(tmp_path):
     p = propose(d, ctx)
     assert isinstance(p, Proposal) and p.rule == "matmul_precision_highest"
     lines = p.files["train.py"].splitlines()
-    assert lines[5] == 'if torch.accelerator.is_available() and torch.accelerator.current_accelerator().type != "cuda":'
+    assert lines[5] == 'if torch.accelerator.is_available() and torch.accelerator.current_accelerator().type == "tpx":'
     assert lines[6].startswith('    torch.set_float32_matmul_precision("highest")')
     assert lines[4] == "import torch"
     # applied once: a second parity failure finds it already there

@@ -241,7 +241,7 @@ def test_create_wait_approve_result_for_an_eval_repo(server, tmp_path):
     (q,) = st["interrupts"]
     assert q["type"] == "approve_edit" and q["rule"] == "matmul_precision_highest" and q["kind"] == "policy"
     assert '+    torch.set_float32_matmul_precision("highest")' in q["diff"] and "matmul precision" in q["reason"]
-    assert '+if torch.accelerator.is_available() and torch.accelerator.current_accelerator().type != "cuda":' \
+    assert '+if torch.accelerator.is_available() and torch.accelerator.current_accelerator().type == "tpx":' \
         in q["diff"]  # the target device only
     assert c.get(f"/migrations/{mid}/result").status_code == 409  # no result while waiting
     r = c.post(f"/migrations/{mid}/resume")

@@ -16,11 +16,12 @@ _TORCH_RE = re.compile(r"(?<![\w.])torch\.")
 #: what marks the statement this fix writes (so a second application is a no-op)
 MARKER = "ferry: target matmul precision"
 
-#: the statement: only where the current accelerator is not CUDA (the target device; a real CUDA
-#: device keeps the program's own TF32 choice), full fp32 matmuls
+#: the statement: only where the current accelerator is tpx, the migration's target, whose float32
+#: matmuls round their inputs to bf16 unless asked for "highest" (real CUDA, and any other device, keeps
+#: the program's own TF32 choice); its test names no "cuda", which would read as a CUDA idiom left over
 STATEMENT = (
-    'if torch.accelerator.is_available() and torch.accelerator.current_accelerator().type != "cuda":\n'
-    f'    torch.set_float32_matmul_precision("highest")  # {MARKER}: full fp32 matmuls on the target device\n'
+    'if torch.accelerator.is_available() and torch.accelerator.current_accelerator().type == "tpx":\n'
+    f'    torch.set_float32_matmul_precision("highest")  # {MARKER}: full fp32 matmuls on tpx\n'
 )
 
 #: the call that sets the float32 matmul precision, and the flags that set a float32 precision when
@@ -40,11 +41,12 @@ PRECISION_FLAGS = frozenset({
 class TargetMatmulPrecision(Fix):
     ID = "FIX008"
     NAME = "dtype.target-matmul-precision"
-    DESCRIPTION = ('`if torch.accelerator.is_available() and torch.accelerator.current_accelerator().type != "cuda": '
-                   'torch.set_float32_matmul_precision("highest")` (full fp32 matmuls on the target device only; '
-                   "real CUDA keeps the program's TF32 choice) inserted after the module's docstring and imports, or "
-                   "after its last module-level statement that sets a float32 precision (set_float32_matmul_"
-                   "precision, allow_tf32, fp32_precision), so that no later module-level line undoes it; a warning "
+    DESCRIPTION = ('`if torch.accelerator.is_available() and torch.accelerator.current_accelerator().type == "tpx": '
+                   'torch.set_float32_matmul_precision("highest")` (full fp32 matmuls on the target device only, '
+                   "whose matmuls round float32 inputs to bf16 otherwise; real CUDA keeps the program's TF32 "
+                   "choice) inserted after the module's docstring and imports, or after its last module-level "
+                   "statement that sets a float32 precision (set_float32_matmul_precision, allow_tf32, "
+                   "fp32_precision), so that no later module-level line undoes it; a warning "
                    "when a function of the module also sets one (a call may still undo it); torch spelled as the "
                    "module imports it; not in a module that does not import torch at module level.")
 

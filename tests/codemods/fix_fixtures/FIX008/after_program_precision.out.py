@@ -6,8 +6,8 @@ import torch.backends.cudnn as cudnn
 
 torch.set_float32_matmul_precision("high")
 cudnn.allow_tf32 = True
-if torch.accelerator.is_available() and torch.accelerator.current_accelerator().type != "cuda":
-    torch.set_float32_matmul_precision("highest")  # ferry: target matmul precision: full fp32 matmuls on the target device
+if torch.accelerator.is_available() and torch.accelerator.current_accelerator().type == "tpx":
+    torch.set_float32_matmul_precision("highest")  # ferry: target matmul precision: full fp32 matmuls on tpx
 cudnn.benchmark = True
 
 device = torch.device("cpu")
