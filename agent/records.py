@@ -42,6 +42,8 @@ class Edit(BaseModel):
     diff: str
     reason: str
     site: str | None = None
+    #: dtypes the edit changed (original -> new, "float64" -> "float32"): parity compares them at the new tier
+    dtype_changes: dict[str, str] = Field(default_factory=dict)
 
 
 class RunRecord(BaseModel):

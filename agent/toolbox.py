@@ -142,14 +142,16 @@ def rewrite(path: Path, *, device: str, files: list[str] | None = None,
 # --- parity / profile ----------------------------------------------------------------------
 
 
-def compare(ref_dir: Path, target_dir: Path) -> ParityReport:
+def compare(ref_dir: Path, target_dir: Path, dtype_changes: dict[str, str] | None = None) -> ParityReport:
     """The reference's probe dump against the target's (call ``RunScheduler.wait_prewarm`` first
-    when a prewarm may be importing torch on another thread)."""
+    when a prewarm may be importing torch on another thread); ``dtype_changes`` are the dtypes the
+    migration changed (float64 -> float32), compared at the tier of the dtype the target computes in."""
     mod = _import("tools.parity.compare", "parity")
     models = _import("tools.parity.models", "parity")
     dump_mod = _import("tools.probe.dump", "parity")
     try:
-        report: ParityReport = mod.compare_dumps(Path(ref_dir), Path(target_dir), models.CompareOptions())
+        report: ParityReport = mod.compare_dumps(Path(ref_dir), Path(target_dir),
+                                                models.CompareOptions(dtype_changes=dtype_changes or {}))
     except dump_mod.DumpError as exc:  # a dump missing, refused or forged: parity is not proven
         raise FerryAgentError(f"parity cannot be proven: {exc}", status="partial") from exc
     return report

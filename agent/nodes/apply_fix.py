@@ -66,6 +66,7 @@ def apply_fix(state: MigrationState, runs: RunScheduler) -> Update:
                    text in sorted(files.items()))
     ws = ensure_workspace({**state, "files": {**prev, **files}})
     edit = Edit(step=f"fix-{(state.get('iteration') or 0) + 1}", kind=kind, rule=proposal.rule, site=proposal.site,
-                files=sorted(files), diff=diff, reason=proposal.reason)
+                files=sorted(files), diff=diff, reason=proposal.reason,
+                dtype_changes=proposal.dtype_changes if kind != "human" else {})
     return {"files": files, "edits": [dump(edit)], "proposal": None, "tried": [key], "workspace": str(ws),
             "iteration": (state.get("iteration") or 0) + 1, SUMMARY: f"{proposal.rule} at {proposal.site} ({kind})"}

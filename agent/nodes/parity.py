@@ -13,7 +13,16 @@ from agent.nodes.common import SUMMARY, Update, check_iteration_budget, ensure_w
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
 from agent.runs import RunScheduler
-from agent.state import MigrationState, dump, options_of, reference_of, target_ok_of
+from agent.state import MigrationState, dump, edits_of, options_of, reference_of, target_ok_of
+
+
+def dtype_changes_of(state: MigrationState) -> dict[str, str]:
+    """The dtypes the applied edits changed (original -> new; a rewrite's FRY029, the float64_to_float32
+    fix): parity compares those tensors at the tier of the dtype the target now computes in."""
+    changes: dict[str, str] = {}
+    for edit in edits_of(state):
+        changes.update(edit.dtype_changes)
+    return changes
 
 
 @step("parity")
@@ -26,13 +35,15 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
                "parity cannot be proven")
         return {"status": "partial", "summary": msg, SUMMARY: msg}
     runs.wait_prewarm()  # it may be importing torch and the parity tools right now
-    report = toolbox.compare(ref_dir, tgt_dir)
+    report = toolbox.compare(ref_dir, tgt_dir, dtype_changes=dtype_changes_of(state))
     update: Update = {"parity": dump(report)}
+    tiers = "".join(f"; {c} by the migration: compared at the {c.split(' -> ')[1]} tier"
+                    for c in report.dtype_changes_compared)
     if not report.compared:
         update[SUMMARY] = "nothing to compare (no module ran, no metric printed): parity cannot be shown"
         return update
     if report.passed:
-        update[SUMMARY] = "parity passes"
+        update[SUMMARY] = "parity passes" + tiers
         return update
     where = report.divergence_text()
     ws = ensure_workspace(state)
@@ -54,7 +65,7 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
         check_iteration_budget(state, f"parity still fails (first divergence {where}; edits tried: {tried})")
         update[SUMMARY] = f"parity fails ({where}); no offline rule, asking the model"
         return update
-    msg = (f"the migrated code runs on tpx but parity fails: first divergence {where}; "
+    msg = (f"the migrated code runs on tpx but parity fails: first divergence {where}{tiers}; "
            f"rules already applied: {tried}. Numeric drift needs a person (or --llm) to judge.")
     update.update({"status": "partial", "summary": msg, SUMMARY: "parity fails; no rule left"})
     return update

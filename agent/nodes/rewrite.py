@@ -8,6 +8,7 @@ from agent.policy.rules_cuda import rewritten_texts
 from agent.records import Edit
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, edits_of, options_of
+from tools.codemods.registry import rule_by_id
 from tools.patch import file_diff, read_text
 
 
@@ -21,10 +22,22 @@ def rewrite(state: MigrationState, runs: RunScheduler) -> Update:
     new_files = rewritten_texts(result, str(source))
     rules_of = {entry.file: sorted(set(entry.applied_rules)) for entry in result.files}
     edits = [Edit(step="rewrite", kind="codemod", rule=",".join(rules_of.get(rel, [])) or "codemods", files=[rel],
-                  diff=file_diff(rel, read_text(source / rel), text), reason="catalogue codemods (CUDA_IDIOMS.md)")
+                  diff=file_diff(rel, read_text(source / rel), text), reason="catalogue codemods (CUDA_IDIOMS.md)",
+                  dtype_changes=_dtype_changes(rules_of.get(rel, [])))
              for rel, text in sorted(new_files.items())]
     merged = {**(state.get("files") or {}), **new_files}
     ws = ensure_workspace({**state, "files": merged})
     warnings = result.warnings
     return {"files": new_files, "edits": [dump(e) for e in edits], "workspace": str(ws),
             SUMMARY: f"rewrote {len(new_files)} files" + (f"; {len(warnings)} warnings" if warnings else "")}
+
+
+def _dtype_changes(rule_ids: list[str]) -> dict[str, str]:
+    """The dtypes the applied rules change (FRY029: float64 -> float32), for parity's tiers."""
+    changes: dict[str, str] = {}
+    for rule_id in rule_ids:
+        try:
+            changes.update(rule_by_id(rule_id).DTYPE_CHANGES)
+        except KeyError:  # not a catalogue rule id (a name the engine reports otherwise)
+            continue
+    return changes

@@ -91,6 +91,8 @@ class Proposal(BaseModel):
     site: str
     files: dict[str, str]
     diff: str
+    #: dtypes the edit changes (original -> new, "float64" -> "float32"): parity compares them at the new tier
+    dtype_changes: dict[str, str] = Field(default_factory=dict)
 
     @property
     def key(self) -> str:

@@ -1,12 +1,14 @@
-"""float64 on the device -> float32 at that site (tpx has no float64).
+"""float64 on the device -> float32 at that site (tpx has no float64), with the precision settings
+NUMERICS.md asks of code written for float64: full fp32 matmuls on the target device at the entry.
 
-The edit is :mod:`tools.codemods.fixes` FIX002 (``float32_at``).
+The edits are :mod:`tools.codemods.fixes` FIX002 (``float32_at``) and FIX008 (``target_matmul_precision``).
 """
 
 from __future__ import annotations
 
-from agent.policy.base import Diagnosis, FixContext, Proposal, first_site_fix, new_text
-from tools.codemods.fixes import float32_at
+from agent.policy.base import Diagnosis, FixContext, Proposal, first_site_fix, make_proposal, new_text
+from tools.codemods.fixes import float32_at, target_matmul_precision
+from tools.codemods.fixes.fix002_float32 import Float32
 
 RULE = "float64_to_float32"
 KINDS = ("tpx_float64",)
@@ -15,7 +17,29 @@ KINDS = ("tpx_float64",)
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     if diag.kind not in KINDS:
         return None
-    return first_site_fix(  # the deepest user frame first
+    proposal = first_site_fix(  # the deepest user frame first
         ctx, diag, rule=RULE, fix=lambda frame, text: new_text(float32_at(text, frame.line, filename=frame.file)),
         reason=lambda site: f"tpx has no float64: {diag.exc_type}: {diag.first_line} -> compute in float32 at {site}",
     )
+    if proposal is None:
+        return None
+    with_precision = _with_full_fp32_matmuls(proposal, ctx)
+    # the target now computes in float32 where the reference computes in float64: parity judges it so
+    return (with_precision or proposal).model_copy(update={"dtype_changes": dict(Float32.DTYPE_CHANGES)})
+
+
+def _with_full_fp32_matmuls(proposal: Proposal, ctx: FixContext) -> Proposal | None:
+    """``proposal`` with ``set_float32_matmul_precision("highest")`` for the target device added at the
+    entry (code written for float64 loses too much with tpx's bf16-rounded matmuls, e.g. a Cholesky
+    of a kernel matrix); None when there is no entry file or it already has it."""
+    entry = ctx.entry_file
+    if not entry:
+        return None
+    text = proposal.files.get(entry, ctx.text(entry))
+    new = new_text(target_matmul_precision(text, filename=entry)) if text is not None else None
+    if new is None:
+        return None
+    return make_proposal(ctx, rule=proposal.rule, kind=proposal.kind, site=proposal.site,
+                         new_files={**proposal.files, entry: new},
+                         reason=f"{proposal.reason}; full fp32 matmuls on the target device at {entry} (code written "
+                                "for float64 needs them: tpx rounds float32 matmul inputs to bf16 by default)")

@@ -1,17 +1,18 @@
-"""Parity failure caused by bf16 matmuls -> ``torch.set_float32_matmul_precision("highest")`` at the entry.
+"""Parity failure caused by bf16 matmuls -> ``torch.set_float32_matmul_precision("highest")`` at the entry,
+on the target device only (a real CUDA device keeps the program's TF32 choice), after the program's own
+module-level precision settings (which would undo it at import).
 
-The edit is :mod:`tools.codemods.fixes` FIX007 (``statement_after_imports``).
+The edit is :mod:`tools.codemods.fixes` FIX008 (``target_matmul_precision``).
 """
 
 from __future__ import annotations
 
 from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal, new_text
-from tools.codemods.fixes import statement_after_imports
+from tools.codemods.fixes import target_matmul_precision
 from tools.parity.models import ParityReport
 
 RULE = "matmul_precision_highest"
 KINDS = ("parity_failed",)
-LINE = 'torch.set_float32_matmul_precision("highest")  # tpx: full fp32 matmuls (parity with the reference)\n'
 
 
 def attributed_to_matmul(parity: ParityReport | None) -> bool:
@@ -29,13 +30,14 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     if f"{RULE}@{site}" in ctx.tried or not attributed_to_matmul(diag.parity):
         return None
     text = ctx.text(ctx.entry_file)
-    if text is None or "set_float32_matmul_precision(\"highest\")" in text:
+    if text is None:
         return None
-    new = new_text(statement_after_imports(text, LINE, filename=ctx.entry_file))
+    new = new_text(target_matmul_precision(text, filename=ctx.entry_file))
     if new is None:
         return None
     return make_proposal(
         ctx, rule=RULE, kind="policy", site=site, new_files={ctx.entry_file: new},
         reason=("parity failed and the divergence points at matmul precision: tpx runs float32 matmuls with "
-                "bf16 inputs unless asked for 'highest'; set it at the program's entry"),
+                "bf16 inputs unless asked for 'highest'; set it at the program's entry, after the program's own "
+                "precision settings, for tpx only (real CUDA keeps the program's TF32 choice)"),
     )

@@ -37,6 +37,7 @@ def test_float64_dtype_literal_becomes_float32(tmp_path):
     assert isinstance(p, Proposal) and p.rule == "float64_to_float32" and p.kind == "policy"
     assert _new_line(p, "m.py", 4) == "    acc = torch.zeros((), dtype=torch.float32, device=device)"
     assert p.site == "m.py:4" and "-    acc" in p.diff and "+    acc" in p.diff
+    assert p.dtype_changes == {"float64": "float32"}  # parity then compares at the float32 tier
 
 
 def test_float64_double_call_and_host_transfer(tmp_path):
@@ -105,7 +106,8 @@ def test_parity_failure_sets_matmul_precision_at_entry(tmp_path):
     p = propose(d, ctx)
     assert isinstance(p, Proposal) and p.rule == "matmul_precision_highest"
     lines = p.files["train.py"].splitlines()
-    assert lines[5].startswith('torch.set_float32_matmul_precision("highest")')
+    assert lines[5] == 'if torch.accelerator.is_available() and torch.accelerator.current_accelerator().type == "tpx":'
+    assert lines[6].startswith('    torch.set_float32_matmul_precision("highest")')
     assert lines[4] == "import torch"
     # applied once: a second parity failure finds it already there
     ctx2 = _ctx(tmp_path, {"train.py": p.files["train.py"]}, entry_file="train.py")

@@ -254,7 +254,9 @@ def test_create_wait_approve_result_for_an_eval_repo(server, tmp_path):
     assert st["pending"] == ["apply_fix"] and st["status"] is None
     (q,) = st["interrupts"]
     assert q["type"] == "approve_edit" and q["rule"] == "matmul_precision_highest" and q["kind"] == "policy"
-    assert "+torch.set_float32_matmul_precision" in q["diff"] and "matmul precision" in q["reason"]
+    assert '+    torch.set_float32_matmul_precision("highest")' in q["diff"] and "matmul precision" in q["reason"]
+    assert '+if torch.accelerator.is_available() and torch.accelerator.current_accelerator().type == "tpx":' \
+        in q["diff"]  # the target device only
     assert c.get(f"/migrations/{mid}/result").status_code == 409  # no result while waiting
     r = c.post(f"/migrations/{mid}/resume")
     assert r.status_code == 409 and "waiting_for_approval" in r.json()["detail"]
@@ -274,7 +276,8 @@ def test_create_wait_approve_result_for_an_eval_repo(server, tmp_path):
     res = res.json()
     assert res["id"] == mid and res["status"] == "migrated" and res["result"]["migration_id"] == mid
     assert res["patch"] == (tmp_path / "out" / "ferry.patch").read_text()
-    assert "diff --git a/train.py b/train.py" in res["patch"] and "+torch.set_float32_matmul_precision" in res["patch"]
+    assert "diff --git a/train.py b/train.py" in res["patch"]
+    assert '+    torch.set_float32_matmul_precision("highest")' in res["patch"]
     assert ".cuda()" not in "".join(ln for ln in res["patch"].splitlines() if ln.startswith("+"))
     assert res["report"].startswith(f"# Ferry migration {mid}") and "matmul_precision_highest" in res["report"]
     assert "| tensor | cosine |" in res["report"]

@@ -25,6 +25,7 @@ from tools.codemods.fixes import (
     per_device_backend,
     replace_spans,
     statement_after_imports,
+    target_matmul_precision,
 )
 
 FIXTURES = Path(__file__).parent / "fix_fixtures"
@@ -43,6 +44,7 @@ FUNCTIONS: dict[str, Callable[..., FixResult | None]] = {
     "FIX005": lambda source, line, table, **kw: device_generic_api(source, line, _table(table), **kw),
     "FIX006": lambda source, replacements: replace_spans(source, [(Span(*s), t) for s, t in replacements]),
     "FIX007": statement_after_imports,
+    "FIX008": target_matmul_precision,
 }
 
 

@@ -139,6 +139,9 @@ class Rule(cst.BatchableCSTVisitor):
     ENTRIES: ClassVar[tuple[int, ...]] = ()
     #: contextual rules only report in modules that have non-contextual findings too
     CONTEXTUAL: ClassVar[bool] = False
+    #: dtypes the rule's rewrites change (original -> new, e.g. ("float64", "float32")): parity compares
+    #: such tensors at the new dtype's tier (tools.parity CompareOptions.dtype_changes)
+    DTYPE_CHANGES: ClassVar[tuple[tuple[str, str], ...]] = ()
     # Only scopes are computed up front: qualified names are asked of the scope for the few nodes
     # whose spelling could match (QualifiedNameProvider would compute them for every node), parents
     # come from a lazily built map, positions are resolved by the engine only for files with findings.

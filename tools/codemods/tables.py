@@ -238,6 +238,9 @@ DOUBLE_DTYPES = frozenset({"torch.float64", "torch.double"})
 
 # 30. TF32
 TF32_FLAGS = frozenset({"torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32"})
+#: the TF32 flag of cuDNN convolutions: it does not govern matmuls (so it is no
+#: set_float32_matmul_precision) and is harmless on other devices, so it is kept as written
+CUDNN_TF32_FLAG = "torch.backends.cudnn.allow_tf32"
 
 # 31. cuDNN flags
 CUDNN_FLAG_NAMES = {

@@ -49,8 +49,14 @@ def _resolve(dump: ProbeDump, key: str) -> str:
     return key
 
 
+def _changed_by_migration(ref_dtype: str | None, target_dtype: str | None, changes: dict[str, str]) -> bool:
+    """Whether the migration itself turned ``ref_dtype`` into ``target_dtype`` (float64 -> float32)."""
+    return ref_dtype is not None and target_dtype is not None and changes.get(ref_dtype) == target_dtype
+
+
 def _compare_tensor(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None, key: str,
-                    cache: dict[tuple[str, str], TensorComparison]) -> TensorComparison:
+                    cache: dict[tuple[str, str], TensorComparison],
+                    changes: dict[str, str] | None = None) -> TensorComparison:
     r_ev = ref.tensor_events[key]
     base: _Described = {
         "key": key, "kind": r_ev.get("kind", "?"), "module": r_ev.get("module"), "call": r_ev.get("call"),
@@ -74,7 +80,8 @@ def _compare_tensor(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None, ke
         result = TensorComparison(**base, verdict="fail", tier="shape",
                                   reason=f"shape mismatch: reference {base['ref_shape']} "
                                          f"vs target {base['target_shape']}")
-    elif base["ref_dtype"] != base["target_dtype"]:
+    elif base["ref_dtype"] != base["target_dtype"] and not _changed_by_migration(
+            base["ref_dtype"], base["target_dtype"], changes or {}):
         result = TensorComparison(**base, verdict="fail", tier="dtype",
                                   reason=f"dtype mismatch: reference {base['ref_dtype']} "
                                          f"vs target {base['target_dtype']}")
@@ -88,8 +95,14 @@ def _compare_tensor(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None, ke
             g = None
             if golden is not None and key in golden.tensor_events:
                 g = golden.tensor(key)
+            reason_prefix = ""
+            if a.dtype != b.dtype:  # a dtype change the migration made: judged at the target dtype's tier
+                reason_prefix = (f"compared at the {base['target_dtype']} tier (the migration changed "
+                                 f"{base['ref_dtype']} -> {base['target_dtype']}): ")
+                a = a.to(b.dtype)
+                g = g.to(b.dtype) if g is not None and g.dtype == torch.float64 else g
             j = judge(a, b, golden=g)
-            result = TensorComparison(**base, verdict=j.verdict, tier=j.tier, reason=j.reason,
+            result = TensorComparison(**base, verdict=j.verdict, tier=j.tier, reason=reason_prefix + j.reason,
                                       metrics=j.metrics, tolerances=j.tolerances)
     cache[pair] = result
     return result
@@ -149,7 +162,7 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
              and (k != "record" or options.include_records)]
     cache: dict[tuple[str, str], TensorComparison] = {}
     tensors = [
-        _compare_tensor(ref, tgt, golden, key, cache)
+        _compare_tensor(ref, tgt, golden, key, cache, options.dtype_changes)
         for key, ev in sorted(ref.tensor_events.items(), key=lambda kv: kv[1]["seq"])
         if ev.get("kind") in kinds
     ]
@@ -170,6 +183,10 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
                          "compared what was flushed")
     if extra:
         notes.append(f"{len(extra)} tensor(s) recorded only in the target run")
+    changed = _dtype_changes_used(tensors, options.dtype_changes)
+    for change, count in changed.items():
+        notes.append(f"{count} tensor(s) compared at the {change.split(' -> ')[1]} tier: the migration changed "
+                     f"{change} (the reference computes in the original dtype)")
     all_items = tensors + scalars
     counts = {v: sum(1 for t in all_items if t.verdict == v) for v in ("pass", "warn", "fail", "skipped")}
     counts["compared"] = len(all_items)
@@ -179,6 +196,9 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
     divergence = first_divergence(modules, tensors, scalars, ref, tgt)
     first_warning = next((t for t in all_items if t.verdict == "warn"), None)
     summary = _summary(verdict, counts, divergence, first_warning)
+    if changed:
+        summary += "; " + ", ".join(f"{c} by the migration: compared at the {c.split(' -> ')[1]} tier"
+                                    for c in changed)
     if not all_items:
         notes.append("nothing to compare: neither module calls, records nor printed scalars were recorded")
     return ParityReport(
@@ -186,8 +206,18 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
         golden_dir=str(options.golden_dir) if options.golden_dir else None, counts=counts,
         first_divergence=divergence, first_warning=first_warning, modules=modules, tensors=tensors,
         scalars=scalars, missing_in_target=missing, extra_in_target=extra, notes=notes,
-        target_meta=_meta_subset(tgt.meta),
+        target_meta=_meta_subset(tgt.meta), dtype_changes_compared=changed,
     )
+
+
+def _dtype_changes_used(tensors: list[TensorComparison], changes: dict[str, str]) -> dict[str, int]:
+    """How many compared tensors each of the migration's dtype changes covered ("float64 -> float32": n)."""
+    used: dict[str, int] = {}
+    for t in tensors:
+        if t.ref_dtype != t.target_dtype and _changed_by_migration(t.ref_dtype, t.target_dtype, changes):
+            change = f"{t.ref_dtype} -> {t.target_dtype}"
+            used[change] = used.get(change, 0) + 1
+    return used
 
 
 def _meta_subset(meta: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,10 @@ class CompareOptions(BaseModel):
     include_inputs: bool = True
     include_scalars: bool = True
     include_records: bool = True
+    dtype_changes: dict[str, str] = Field(
+        default_factory=dict,
+        description="dtypes the migration itself changed, reference dtype -> target dtype (float64 -> float32): "
+                    "such a pair is no dtype mismatch but compared at the tier of the dtype the target computes in")
 
 
 class TensorComparison(BaseModel):
@@ -93,6 +97,10 @@ class ParityReport(BaseModel):
     extra_in_target: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     target_meta: dict[str, Any] = Field(default_factory=dict)
+    dtype_changes_compared: dict[str, int] = Field(
+        default_factory=dict,
+        description="the migration's dtype changes this report compared at the target dtype's tier, and how many "
+                    "tensors each covered, e.g. {'float64 -> float32': 12}")
 
     @property
     def compared(self) -> bool:

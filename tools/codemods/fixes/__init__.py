@@ -16,13 +16,14 @@ from tools.codemods.fixes.fix004_process_group_backend import ProcessGroupBacken
 from tools.codemods.fixes.fix005_device_generic_api import ApiReplacement, DeviceGenericApi, device_generic_api
 from tools.codemods.fixes.fix006_replace_spans import ReplaceSpans, replace_spans
 from tools.codemods.fixes.fix007_statement_after_imports import StatementAfterImports, statement_after_imports
+from tools.codemods.fixes.fix008_target_matmul_precision import TargetMatmulPrecision, target_matmul_precision
 
 #: every fix class, by id
 FIXES: tuple[type[Fix], ...] = (FactoryDevice, Float32, HostFallback, ProcessGroupBackend, DeviceGenericApi,
-                                ReplaceSpans, StatementAfterImports)
+                                ReplaceSpans, StatementAfterImports, TargetMatmulPrecision)
 
 __all__ = [
     "FIXES", "ApiReplacement", "Fix", "FixResult", "Span", "add_factory_device", "device_generic_api",
     "float32_at", "host_fallback", "per_device_backend", "replace_spans", "source_lines", "span_text",
-    "statement_after_imports", "syntax_error",
+    "statement_after_imports", "syntax_error", "target_matmul_precision",
 ]

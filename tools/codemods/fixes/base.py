@@ -86,6 +86,9 @@ class Fix(cst.CSTTransformer):
     ID: ClassVar[str] = ""
     NAME: ClassVar[str] = ""
     DESCRIPTION: ClassVar[str] = ""
+    #: dtypes the fix's edits change (original -> new): parity compares such tensors at the new
+    #: dtype's tier (tools.parity CompareOptions.dtype_changes)
+    DTYPE_CHANGES: ClassVar[tuple[tuple[str, str], ...]] = ()
     METADATA_DEPENDENCIES = (PositionProvider, ScopeProvider, QualifiedNameProvider)
 
     def __init__(self) -> None:

@@ -18,6 +18,7 @@ class Float64(Rule):
     CATEGORY = "auto"
     ENTRIES = (29,)
     CONTEXTUAL = True
+    DTYPE_CHANGES = (("float64", "float32"),)
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)

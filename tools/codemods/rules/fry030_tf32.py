@@ -1,5 +1,6 @@
-"""FRY030 (dtype.tf32): torch.backends.cuda.matmul.allow_tf32 / cudnn.allow_tf32 = B ->
-torch.set_float32_matmul_precision(...)."""
+"""FRY030 (dtype.tf32): torch.backends.cuda.matmul.allow_tf32 = B -> torch.set_float32_matmul_precision(...);
+torch.backends.cudnn.allow_tf32 = B is kept (it governs cuDNN convolutions, not matmuls, and is harmless
+on other devices) and reported."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ import libcst as cst
 
 from tools.codemods.base import Rule, RuleContext, Transform
 from tools.codemods.nodes import bool_value, expr
-from tools.codemods.tables import TF32_FLAGS
+from tools.codemods.tables import CUDNN_TF32_FLAG, TF32_FLAGS
 
 
 class Tf32(Rule):
     ID = "FRY030"
     NAME = "dtype.tf32"
-    DESCRIPTION = ('torch.backends.cuda.matmul.allow_tf32 = True/False (and cudnn.allow_tf32) -> '
-                   'torch.set_float32_matmul_precision("high"/"highest"); reads or non-literal values -> review.')
+    DESCRIPTION = ('torch.backends.cuda.matmul.allow_tf32 = True/False -> torch.set_float32_matmul_precision('
+                   '"high"/"highest"); torch.backends.cudnn.allow_tf32 = B is kept and reported (it governs cuDNN '
+                   'convolutions, not matmuls, and is harmless on other devices); reads or non-literal values -> '
+                   'review.')
     CATEGORY = "auto"
     ENTRIES = (30,)
 
@@ -30,6 +33,11 @@ class Tf32(Rule):
         if name is None:
             return
         self._handled.add(id(target))
+        if name == CUDNN_TF32_FLAG:
+            self.hit(node, f"{name} governs cuDNN convolutions only (not matmuls); kept as written: it has no "
+                           "effect on other devices", category="review",
+                     suggestion="keep it; on a non-CUDA device convolutions follow the device's own precision")
+            return
         value = bool_value(node.value)
         if value is None:
             self.hit(node, f"{name} set from a non-literal", category="review",

@@ -1,0 +1,121 @@
+"""The matmul-precision fix (matmul_precision_highest, FIX008) applies to the target device only and
+is not undone by the program's own (or a codemod's) precision lines."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from agent.policy import Proposal, propose
+from agent.policy.base import Diagnosis, FixContext
+from tools.codemods.engine import analyze
+from tools.parity.models import ParityReport
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# what tf32_cudnn_flags' train.py starts with: the CUDA speed flags at module level, below the imports
+TRAIN = '''"""Train with the usual speed flags."""
+
+import torch
+import torch.backends.cudnn as cudnn
+
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.backends.cudnn.allow_tf32 = True
+cudnn.benchmark = True
+
+if __name__ == "__main__":
+    print("precision", torch.get_float32_matmul_precision(), "cudnn_tf32", torch.backends.cudnn.allow_tf32)
+'''
+
+
+def _unlocalised_failure() -> Diagnosis:
+    report = ParityReport(verdict="fail", summary="parity FAIL", ref_dir="/r", target_dir="/t", counts={"fail": 1},
+                          first_divergence=None, modules=[], tensors=[], scalars=[])
+    return Diagnosis(phase="parity", kind="parity_failed", parity=report)
+
+
+def _patched(tmp_path: Path) -> str:
+    rewritten = analyze(TRAIN).new_source
+    (tmp_path / "train.py").write_text(rewritten)
+    ctx = FixContext(source=tmp_path, known_files=["train.py"], entry_file="train.py")
+    p = propose(_unlocalised_failure(), ctx)
+    assert isinstance(p, Proposal) and p.rule == "matmul_precision_highest"
+    return p.files["train.py"]
+
+
+def _run(path: Path, *, tpx: bool) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DEVICE_BACKEND_AUTOLOAD", "TPX_"))}
+    env.update({"TORCH_DEVICE_BACKEND_AUTOLOAD": "1" if tpx else "0", "PYTHONPATH": str(ROOT),
+                "CUDA_VISIBLE_DEVICES": ""})
+    res = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120, env=env,
+                         cwd=path.parent)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout.strip()
+
+
+def test_codemods_write_one_matmul_precision_line_and_keep_the_cudnn_flag():
+    out = analyze(TRAIN).new_source
+    # before: cudnn.allow_tf32 = True became a second set_float32_matmul_precision("high")
+    assert out.count('torch.set_float32_matmul_precision("high")') == 1
+    assert "torch.backends.cudnn.allow_tf32 = True\n" in out
+
+
+def test_fix_goes_below_the_programs_precision_lines_and_guards_for_the_target(tmp_path):
+    new = _patched(tmp_path)
+    lines = new.splitlines()
+    high = lines.index('torch.set_float32_matmul_precision("high")')
+    guard = next(i for i, line in enumerate(lines) if line.startswith("if torch.accelerator.is_available()"))
+    assert guard > high and guard > lines.index("torch.backends.cudnn.allow_tf32 = True")  # nothing later undoes it
+    assert '.type == "tpx"' in lines[guard]
+    # what Ferry inserts is no CUDA idiom left over: a scan of the patched file finds nothing on those lines
+    assert "cuda" not in (lines[guard] + lines[guard + 1]).lower()
+    assert not [f for f in analyze(new).findings if f.line in (guard + 1, guard + 2)] and lines[guard + 1].startswith(
+        '    torch.set_float32_matmul_precision("highest")')
+
+
+def test_patched_program_runs_highest_on_tpx_and_keeps_its_own_setting_elsewhere(tmp_path):
+    path = tmp_path / "patched.py"
+    path.write_text(_patched(tmp_path))
+    # on tpx (the target) the fix wins over the program's "high" (it used to be inserted above it and be undone)
+    assert _run(path, tpx=True) == "precision highest cudnn_tf32 True"
+    # without the target accelerator the program's own choice stands (on real CUDA: TF32 stays on)
+    assert _run(path, tpx=False) == "precision high cudnn_tf32 True"
+
+
+def test_fix_is_applied_once(tmp_path):
+    new = _patched(tmp_path)
+    (tmp_path / "train.py").write_text(new)
+    ctx = FixContext(source=tmp_path, known_files=["train.py"], entry_file="train.py")
+    assert propose(_unlocalised_failure(), ctx) is None
+
+
+def test_edits_that_change_a_dtype_tell_parity_which(tmp_path):
+    from agent.nodes.parity import dtype_changes_of
+    from agent.nodes.rewrite import _dtype_changes
+    from agent.records import Edit
+
+    assert _dtype_changes(["FRY001", "FRY029"]) == {"float64": "float32"}
+    assert _dtype_changes(["FRY001", "FRY030"]) == {}
+    edits = [Edit(step="rewrite", kind="codemod", rule="FRY001", files=["a.py"], diff="", reason="r"),
+             Edit(step="fix-1", kind="policy", rule="float64_to_float32", files=["a.py"], diff="", reason="r",
+                  dtype_changes={"float64": "float32"})]
+    assert dtype_changes_of({"edits": [e.model_dump(mode="json") for e in edits]}) == {"float64": "float32"}
+    assert dtype_changes_of({"edits": [edits[0].model_dump(mode="json")]}) == {}
+
+
+def test_precision_set_in_a_function_or_the_main_guard_is_named_and_not_passed_over():
+    from tools.codemods.fixes import target_matmul_precision
+
+    src = ('import torch\n\n\ndef setup():\n    torch.backends.cuda.matmul.allow_tf32 = True\n\n\n'
+           'if __name__ == "__main__":\n    torch.set_float32_matmul_precision("high")\n    setup()\n'
+           'torch.backends.cudnn.allow_tf32 = True\n')
+    result = target_matmul_precision(src)
+    assert result is not None and result.changed
+    # right after the imports: never below the main guard, whose code has run by then
+    assert result.source.splitlines()[1].startswith("if torch.accelerator.is_available()")
+    assert len(result.warnings) == 3
+    assert "setup (line 4) also sets a float32 precision" in result.warnings[0]
+    assert "the main guard (line 8)" in result.warnings[1]
+    assert "a statement after the main guard (line 11)" in result.warnings[2]

@@ -1,0 +1,6 @@
+# fix: {}
+import argparse
+
+import torch as T
+
+print(T.ones(1))
