@@ -160,21 +160,23 @@ def test_backend_that_cannot_load_is_an_environment_failure(tmp_path):
     assert isinstance(v, Verdict) and v.status == "failed_sandbox" and "environment" in v.summary
 
 
-@pytest.mark.parametrize(("src", "message", "expected"), [
-    # the catalogue's rewrite for .cuda(rank), with the module's device variable
+@pytest.mark.parametrize(("src", "message", "expected", "kind"), [
+    # the catalogue's automatic rewrite for .cuda(rank) (FRY055), with the module's device variable
     ("import torch\n\ndevice = torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')\n\n\n"
      "def main(local_rank):\n    model = torch.nn.Linear(2, 2).cuda(local_rank)\n    return model\n",
-     "Invalid device, must be cuda device", "    model = torch.nn.Linear(2, 2).to(device)"),
+     "Invalid device, must be cuda device",
+     "    model = torch.nn.Linear(2, 2).to(torch.device(device.type, local_rank))", "codemod"),
     # torch.cuda.Event: the device-generic table
     ("import torch\n\ndevice = torch.device('tpx')\n\n\ndef main():\n"
      "    start = torch.cuda.Event(enable_timing=True)\n    return start\n",
-     "Tried to instantiate dummy base class Event", "    start = torch.Event(enable_timing=True, device=device)"),
+     "Tried to instantiate dummy base class Event", "    start = torch.Event(enable_timing=True, device=device)",
+     "policy"),
 ], ids=["cuda_call", "cuda_event"])
-def test_residual_cuda_at_the_failing_line_gets_a_review_rewrite(tmp_path, src, message, expected):
+def test_residual_cuda_at_the_failing_line_gets_a_review_rewrite(tmp_path, src, message, expected, kind):
     ctx = _ctx(tmp_path, {"m.py": src}, workspace=tmp_path)
     p = propose(_diag("other", "m.py", 7, message), ctx)
     assert isinstance(p, Proposal) and p.rule == "residual_cuda_codemod"
-    assert p.kind == "policy"  # a review rewrite, not an automatic catalogue codemod
+    assert p.kind == kind  # "policy": a review rewrite, not an automatic catalogue codemod
     assert _new_line(p, "m.py", 7) == expected
 
 
@@ -229,9 +231,10 @@ def test_residual_cuda_review_rewrite_takes_every_site_of_that_rule_in_the_file(
            "    y = torch.ones(2)  # not CUDA: untouched\n    return model, y\n")
     ctx = _ctx(tmp_path, {"m.py": src}, workspace=tmp_path)
     p = propose(_diag("other", "m.py", 7, "Invalid device, must be cuda device"), ctx)
-    assert isinstance(p, Proposal) and p.rule == "residual_cuda_codemod" and p.kind == "policy"
-    assert _new_line(p, "m.py", 7) == "    model = torch.nn.Linear(2, 2).to(device)"
-    assert _new_line(p, "m.py", 9) == "        x = torch.randn(3, 2).to(device)"
+    # .cuda(rank) is the catalogue's automatic rewrite (FRY055): the device of that index
+    assert isinstance(p, Proposal) and p.rule == "residual_cuda_codemod" and p.kind == "codemod"
+    assert _new_line(p, "m.py", 7) == "    model = torch.nn.Linear(2, 2).to(torch.device(device.type, local_rank))"
+    assert _new_line(p, "m.py", 9) == "        x = torch.randn(3, 2).to(torch.device(device.type, local_rank))"
     assert ".cuda(" not in p.files["m.py"]
     assert "1 more like it" in p.reason
     assert _new_line(p, "m.py", 11) == "    y = torch.ones(2)  # not CUDA: untouched"
