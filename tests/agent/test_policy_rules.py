@@ -222,19 +222,19 @@ def test_residual_table_rewrites_every_call_of_that_api_in_the_file(tmp_path):
 
 
 def test_residual_cuda_review_rewrite_takes_every_site_of_that_rule_in_the_file(tmp_path):
-    """Two `.cuda(local_rank)` calls: the one that failed and one later in the loop would fail the
-    same way one target run later, so one proposal rewrites both (and nothing else)."""
+    """Two `.cuda(1)` calls (a literal ordinal other than 0 stays review in the catalogue): the one that
+    failed and one later in the loop would fail the same way one target run later, so one proposal
+    rewrites both (and nothing else)."""
     src = ("import torch\n\n"
            "device = torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')\n\n\n"
-           "def main(local_rank):\n    model = torch.nn.Linear(2, 2).cuda(local_rank)\n"
-           "    for _ in range(2):\n        x = torch.randn(3, 2).cuda(local_rank)\n        model(x)\n"
+           "def main(local_rank):\n    model = torch.nn.Linear(2, 2).cuda(1)\n"
+           "    for _ in range(2):\n        x = torch.randn(3, 2).cuda(1)\n        model(x)\n"
            "    y = torch.ones(2)  # not CUDA: untouched\n    return model, y\n")
     ctx = _ctx(tmp_path, {"m.py": src}, workspace=tmp_path)
     p = propose(_diag("other", "m.py", 7, "Invalid device, must be cuda device"), ctx)
-    # .cuda(rank) is the catalogue's automatic rewrite (FRY055): the device of that index
-    assert isinstance(p, Proposal) and p.rule == "residual_cuda_codemod" and p.kind == "codemod"
-    assert _new_line(p, "m.py", 7) == "    model = torch.nn.Linear(2, 2).to(torch.device(device.type, local_rank))"
-    assert _new_line(p, "m.py", 9) == "        x = torch.randn(3, 2).to(torch.device(device.type, local_rank))"
+    assert isinstance(p, Proposal) and p.rule == "residual_cuda_codemod" and p.kind == "policy"
+    assert _new_line(p, "m.py", 7) == "    model = torch.nn.Linear(2, 2).to(device)"
+    assert _new_line(p, "m.py", 9) == "        x = torch.randn(3, 2).to(device)"
     assert ".cuda(" not in p.files["m.py"]
     assert "1 more like it" in p.reason
     assert _new_line(p, "m.py", 11) == "    y = torch.ones(2)  # not CUDA: untouched"
