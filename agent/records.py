@@ -12,14 +12,16 @@ from pydantic import BaseModel, Field
 
 from agent.errors import Status
 from tools.patch import FileChange
+from tools.profile.models import DeviceWork
 from tools.runner.models import RefusedArtifact, RunResult
 
-__all__ = ["Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord", "Outputs", "ParityOutcome", "Plan",
-           "ProfileOutcome", "ReviewItem", "RunPhase", "RunRecord", "RunRole", "ScanDigest", "Step"]
+__all__ = ["CpuCheck", "DeviceWork", "Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord", "Outputs",
+           "ParityOutcome", "Plan", "ProfileOutcome", "ReviewItem", "RunPhase", "RunRecord", "RunRole", "ScanDigest",
+           "Step"]
 
 
 EditKind = Literal["codemod", "policy", "llm", "human"]
-RunRole = Literal["reference", "target", "tests", "profile"]
+RunRole = Literal["reference", "target", "tests", "profile", "cpu_check"]
 RunPhase = Literal["run", "test"]
 
 
@@ -131,6 +133,19 @@ class ParityOutcome(BaseModel):
     first_divergence: str | None = None
 
 
+class CpuCheck(BaseModel):
+    """The CPU guard: the migrated code run on CPU (no accelerator, no CUDA redirect) against the
+    reference run, at the CPU tier (every compared tensor within ``assert_close``'s tolerances for
+    its dtype: same device, same seed). ``passed`` False says why in ``reason``."""
+
+    passed: bool
+    reason: str
+    run_status: str
+    duration_s: float = 0.0
+    compared: int = 0
+    first_divergence: str | None = None
+
+
 class ProfileOutcome(BaseModel):
     findings: int = 0
     error: str | None = None
@@ -155,5 +170,7 @@ class MigrationRecord(BaseModel):
     patch_files: list[FileChange] = Field(default_factory=list)
     parity: ParityOutcome = Field(default_factory=ParityOutcome)
     profile: ProfileOutcome = Field(default_factory=ProfileOutcome)
+    device_work: DeviceWork | None = None
+    cpu_check: CpuCheck | None = None
     steps: list[Step] = Field(default_factory=list)
     applied: bool | None = None

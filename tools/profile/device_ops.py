@@ -47,12 +47,12 @@ def _device_type(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     return None
 
 
-class DeviceOpCounter(TorchDispatchMode):
+class DeviceOpCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # untyped in torch
     """``tpx`` / ``other`` op counts while ``counting``; ``stop()`` ends counting (and leaves the mode
     stack when it is on top: a mode the program pushed later stays where it is)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # untyped in torch
         self.tpx = 0
         self.other = 0
         self.counting = True
@@ -77,7 +77,7 @@ class DeviceOpCounter(TorchDispatchMode):
 
     def start(self) -> DeviceOpCounter:
         try:
-            self.__enter__()
+            self.__enter__()  # type: ignore[no-untyped-call]  # untyped in torch
             self.entered = self.started = True
         except Exception:  # e.g. under a tracing mode that refuses another
             logger.warning("profile: the device op counter could not start", exc_info=True)
@@ -87,7 +87,7 @@ class DeviceOpCounter(TorchDispatchMode):
     def stop(self) -> None:
         self.counting = False
         if self.entered and _get_current_dispatch_mode() is self:
-            self.__exit__(None, None, None)
+            self.__exit__(None, None, None)  # type: ignore[no-untyped-call]  # untyped in torch
             self.entered = False
 
     def snapshot(self) -> dict[str, int] | None:
