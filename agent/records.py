@@ -21,7 +21,7 @@ __all__ = ["CpuCheck", "DeviceWork", "Edit", "EditKind", "EditSummary", "LLMUsag
 
 
 EditKind = Literal["codemod", "policy", "llm", "human"]
-RunRole = Literal["reference", "target", "tests", "profile", "cpu_check"]
+RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original"]
 RunPhase = Literal["run", "test"]
 
 
@@ -134,16 +134,20 @@ class ParityOutcome(BaseModel):
 
 
 class CpuCheck(BaseModel):
-    """The CPU guard: the migrated code run on CPU (no accelerator, no CUDA redirect) against the
-    reference run, at the CPU tier (every compared tensor within ``assert_close``'s tolerances for
-    its dtype: same device, same seed). ``passed`` False says why in ``reason``."""
+    """The CPU guard: the migrated code run on CPU (no accelerator, no CUDA redirect), compared at the
+    CPU tier (every compared tensor within ``assert_close``'s tolerances for its dtype: same device,
+    same seed) with the reference run, or, where they differ, with the original's own run on CPU.
+    ``verdict`` ``not_applicable``: the original does not run on CPU either (it needs an accelerator),
+    so there is no CPU path to keep; ``passed`` is then None. ``reason`` says why in every case."""
 
-    passed: bool
+    verdict: Literal["pass", "fail", "not_applicable"]
+    passed: bool | None
     reason: str
     run_status: str
     duration_s: float = 0.0
     compared: int = 0
     first_divergence: str | None = None
+    against: Literal["reference", "original_on_cpu"] | None = None
 
 
 class ProfileOutcome(BaseModel):

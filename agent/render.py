@@ -129,7 +129,7 @@ def cpu_check_section(state: State) -> list[str]:
     check = cpu_check_of(state)
     if check is None:
         return ["Not run (the migration stopped before it)."]
-    verdict = "pass" if check.passed else "fail"
+    verdict = check.verdict.replace("_", " ")
     return [f"Verdict: **{verdict}** ({check.run_status}, {check.duration_s:.1f}s): "
             f"{md_inline(check.reason, keep_code=True)}"]
 

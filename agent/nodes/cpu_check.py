@@ -7,7 +7,11 @@ available to it (the runner turns off the backend autoload: tpx is not registere
 run's (the original on CPU under the CUDA redirect) at the CPU tier: every compared tensor must
 pass within ``torch.testing.assert_close``'s tolerances for its dtype (same device, same seed);
 a tensor that passes only by the looser cosine or tiered checks of a reduced-precision target
-fails the guard. The node records a :class:`agent.records.CpuCheck`; the report node turns a
+fails the guard. When the run fails or differs, the original runs on CPU the same way (no
+redirect, one more run, only then): if it fails too, the program needs an accelerator and has no
+CPU path to keep (``not_applicable``: a `check_gpu()` that exits without CUDA); if it runs, the
+migrated run must match it (the reference may have taken the CUDA branch of a device switch under
+the redirect). The node records a :class:`agent.records.CpuCheck`; the report node turns a
 failed guard into ``partial`` with its reason.
 
 Side by side (``agent.runs``): ``target_run`` starts this run beside itself when a core is free;
@@ -17,17 +21,21 @@ this node then only collects it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from agent import toolbox
 from agent.errors import FerryAgentError, ToolUnavailable
-from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, step
+from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
 from agent.records import CpuCheck, RunRecord
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, options_of, reference_of
 from tools.runner.models import RunResult
 
 CPU_TIER = "assert_close"  # the tier a same-device comparison must pass at (tools/parity/metrics.py)
+NO_CPU_PATH = ("the original does not run on CPU either ({why}): it needs an accelerator, so there is no CPU "
+               "path to keep")
 
 
 def cpu_check_label(state: MigrationState) -> str:
@@ -39,44 +47,79 @@ def cpu_check_key(state: MigrationState) -> str:
     return f"{state['migration_id']}:{cpu_check_label(state)}"
 
 
-def run_cpu_check(state: MigrationState, ws: Path, adir: Path, cancel: threading.Event | None) -> RunResult:
+def _run_on_cpu(state: MigrationState, path: Path, adir: Path, cancel: threading.Event | None) -> RunResult:
     opts = options_of(state)
-    return toolbox.run(ws, opts.run_command, device="cpu", redirect_cuda=None, probe=True, profile=False,
+    return toolbox.run(path, opts.run_command, device="cpu", redirect_cuda=None, probe=True, profile=False,
                        timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
                        disk_limit_bytes=opts.disk_limit_bytes)
 
 
-def _check(run: RunResult, passed: bool, reason: str, compared: int = 0, first: str | None = None) -> CpuCheck:
-    return CpuCheck(passed=passed, reason=reason, run_status=run.status, duration_s=run.duration_s,
-                    compared=compared, first_divergence=first)
+def run_cpu_check(state: MigrationState, ws: Path, adir: Path, cancel: threading.Event | None) -> RunResult:
+    """The migrated workspace on CPU: device ``cpu``, no CUDA redirect, probe on."""
+    return _run_on_cpu(state, ws, adir, cancel)
 
 
-def judge(state: MigrationState, run: RunResult, runs: RunScheduler) -> CpuCheck:
-    """The guard's verdict on ``run`` (the migrated code on CPU) against the reference run."""
-    if not run.ok:
-        return _check(run, False, f"the migrated code no longer runs on CPU: {run.failure_line()[:400]}")
-    ref = reference_of(state)
-    ref_dir, cpu_dir = (ref.probe_dir if ref is not None else None), run.probe_dir
+def why_failed(run: RunResult) -> str:
+    """How a run failed, with the program's last words when no traceback was parsed (a SystemExit)."""
+    line = run.failure_line()
+    if run.trace is None and not run.error:
+        last = next((t.strip() for t in reversed(run.stderr_tail.splitlines()) if t.strip()), "")
+        line = f"{line}: {last}" if last else line
+    return line[:400]
+
+
+def _mismatch(ref_dir: Path | None, cpu_dir: Path | None, runs: RunScheduler) -> tuple[str | None, int, str | None]:
+    """Compares two probe dumps of CPU runs at the CPU tier: (what differs or None, tensors compared,
+    the first divergence)."""
     if ref_dir is None or cpu_dir is None or not ref_dir.is_dir() or not cpu_dir.is_dir():
-        return _check(run, False, (
-            f"the migrated code runs on CPU, but its results could not be compared with the reference run "
-            f"(probe dumps: reference {ref_dir or 'none'}, CPU run {cpu_dir or 'none'})"))
+        return (f"its results could not be compared (probe dumps: {ref_dir or 'none'} and {cpu_dir or 'none'})",
+                0, None)
     runs.wait_prewarm()
     try:
         report = toolbox.compare(ref_dir, cpu_dir)
     except ToolUnavailable:
         raise
     except FerryAgentError as exc:
-        return _check(run, False, f"the migrated code runs on CPU, but {exc}")
+        return str(exc), 0, None
     rows = [t for t in report.rows() if t.verdict != "skipped"]
     loose = [t for t in rows if t.verdict != "pass" or t.tier != CPU_TIER]
-    if report.failed or loose:
-        first = report.divergence_text() if report.failed else f"{loose[0].key} ({loose[0].tier}: {loose[0].reason})"
-        return _check(run, False, (
-            f"the migrated code runs on CPU but changes its numbers: {len(loose)} of {len(rows)} compared "
-            f"tensors differ from the reference run beyond assert_close (first: {first})"), len(rows), first)
-    what = f"{len(rows)} compared tensors match the reference run" if rows else "nothing to compare"
-    return _check(run, True, f"runs on CPU; {what}", len(rows))
+    if not (report.failed or loose):
+        return None, len(rows), None
+    first = report.divergence_text() if report.failed else f"{loose[0].key} ({loose[0].tier}: {loose[0].reason})"
+    return (f"{len(loose)} of {len(rows)} compared tensors differ beyond assert_close (first: {first})",
+            len(rows), first)
+
+
+def _check(run: RunResult, verdict: Literal["pass", "fail", "not_applicable"], reason: str, compared: int = 0,
+           first: str | None = None, against: Literal["reference", "original_on_cpu"] | None = None) -> CpuCheck:
+    return CpuCheck(verdict=verdict, passed=None if verdict == "not_applicable" else verdict == "pass",
+                    reason=reason, run_status=run.status, duration_s=run.duration_s, compared=compared,
+                    first_divergence=first, against=against)
+
+
+def judge(state: MigrationState, run: RunResult, runs: RunScheduler,
+          original_on_cpu: Callable[[], RunResult]) -> CpuCheck:
+    """The guard's verdict on ``run`` (the migrated code on CPU). It is first compared with the
+    reference run; when it fails or differs, the original's own run on CPU (``original_on_cpu()``,
+    no redirect) decides: the original fails too (no CPU path to keep: not applicable), or the
+    migrated run must match it."""
+    ref = reference_of(state)
+    if run.ok:
+        problem, n, first = _mismatch(ref.probe_dir if ref is not None else None, run.probe_dir, runs)
+        if problem is None:
+            what = f"{n} compared tensors match the reference run" if n else "nothing to compare"
+            return _check(run, "pass", f"runs on CPU; {what}", n, against="reference")
+    orig = original_on_cpu()
+    if not orig.ok:
+        return _check(run, "not_applicable", NO_CPU_PATH.format(why=why_failed(orig)))
+    if not run.ok:
+        return _check(run, "fail", f"the migrated code no longer runs on CPU (the original does): {why_failed(run)}")
+    problem, n, first = _mismatch(orig.probe_dir, run.probe_dir, runs)
+    if problem is None:
+        return _check(run, "pass", f"runs on CPU; {n} compared tensors match the original's own run on CPU "
+                      "(the reference took the CUDA path under the redirect)", n, against="original_on_cpu")
+    return _check(run, "fail", f"the migrated code runs on CPU but changes its numbers: {problem}", n, first,
+                  against="original_on_cpu")
 
 
 @step("cpu_check")
@@ -87,6 +130,13 @@ def cpu_check(state: MigrationState, runs: RunScheduler) -> Update:
     where = " (beside the target run)" if run is not None else ""
     if run is None:
         run = run_cpu_check(state, ws, adir, None)
-    check = judge(state, run, runs)
-    return {"runs": [dump(RunRecord.of("cpu_check", run))], "cpu_check": dump(check),
-            SUMMARY: f"{'pass' if check.passed else 'fail'}: {check.reason} in {run.duration_s:.1f}s{where}"}
+    records = [dump(RunRecord.of("cpu_check", run))]
+
+    def original_on_cpu() -> RunResult:
+        orig = _run_on_cpu(state, source_of(state), artifacts_dir(state, "cpu-original"), None)
+        records.append(dump(RunRecord.of("cpu_original", orig)))
+        return orig
+
+    check = judge(state, run, runs, original_on_cpu)
+    return {"runs": records, "cpu_check": dump(check),
+            SUMMARY: f"{check.verdict}: {check.reason} in {run.duration_s:.1f}s{where}"}

@@ -56,7 +56,7 @@ def cpu_check_problem(state: State) -> str | None:
     check = cpu_check_of(state)
     if check is None:
         return "the CPU check did not run, so the migrated code is not shown to run on CPU as the original did"
-    return None if check.passed else check.reason
+    return check.reason if check.verdict == "fail" else None
 
 
 def final_status(state: MigrationState) -> tuple[Status, str]:
@@ -73,9 +73,11 @@ def final_status(state: MigrationState) -> tuple[Status, str]:
     problems = [p for p in (device_work_problem(state), cpu_check_problem(state)) if p]
     if problems:
         return "partial", "runs on tpx, tests pass and parity passes, but " + "; and ".join(problems)
-    work = device_work_of(state)
+    work, check = device_work_of(state), cpu_check_of(state)
     shown = f" ({work.describe()})" if work is not None else ""
-    return "migrated", f"runs on tpx{shown}, tests pass, parity passes and the migrated code still runs on CPU"
+    cpu = ("the original needs an accelerator (no CPU path to keep)" if check and check.verdict == "not_applicable"
+           else "the migrated code still runs on CPU")
+    return "migrated", f"runs on tpx{shown}, tests pass, parity passes and {cpu}"
 
 
 def _write_outputs(out: Path, final: MigrationState, patch: Patch, applied: bool | None) -> Outputs:

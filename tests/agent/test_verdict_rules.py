@@ -86,7 +86,8 @@ def _state(work: DeviceWork | None, check: CpuCheck | None, **extra) -> dict:
 
 
 ON_TPX = DeviceWork(tpx_ops=90, total_ops=100, tpx_share=0.9, scope="through_window", run_tpx_ops=400)
-CPU_OK = CpuCheck(passed=True, reason="runs on CPU; 3 compared tensors match the reference run", run_status="ok")
+CPU_OK = CpuCheck(verdict="pass", passed=True, reason="runs on CPU; 3 compared tensors match the reference run",
+                  run_status="ok", against="reference")
 
 
 def test_work_on_tpx_and_a_passing_cpu_guard_is_migrated():
@@ -109,15 +110,22 @@ def test_no_device_work_is_partial(work, why):
 
 
 def test_a_failed_or_missing_cpu_guard_is_partial():
-    broken = CpuCheck(passed=False, reason="the migrated code no longer runs on CPU: AttributeError: x",
-                      run_status="failed")
+    broken = CpuCheck(verdict="fail", passed=False, run_status="failed",
+                      reason="the migrated code no longer runs on CPU (the original does): AttributeError: x")
     status, summary = final_status(_state(ON_TPX, broken))
-    assert status == "partial" and "the migrated code no longer runs on CPU: AttributeError" in summary
+    assert status == "partial" and "the migrated code no longer runs on CPU (the original does): Attrib" in summary
     status, summary = final_status(_state(ON_TPX, None))
     assert status == "partial" and "CPU check did not run" in summary
     # both reasons are named when both rules fail
     status, summary = final_status(_state(DeviceWork(tpx_ops=0, total_ops=5, tpx_share=0.0), broken))
     assert status == "partial" and "stayed on CPU" in summary and "no longer runs on CPU" in summary
+
+
+def test_an_original_without_a_cpu_path_does_not_hold_the_migration_back():
+    none = CpuCheck(verdict="not_applicable", passed=None, run_status="failed",
+                    reason="the original does not run on CPU either (failed (exit 1): needs a CUDA GPU)")
+    status, summary = final_status(_state(ON_TPX, none))
+    assert status == "migrated" and "the original needs an accelerator (no CPU path to keep)" in summary
 
 
 def test_a_status_decided_by_the_graph_is_kept():
@@ -150,11 +158,45 @@ def test_the_same_program_asked_for_its_device_is_migrated_with_its_tpx_share(tm
     assert work is not None and work.tpx_share is not None and work.tpx_share >= DEVICE_SHARE_MIN, work
     assert work.tpx_ops > 0 and work.run_tpx_ops > 0
     assert result.cpu_check is not None and result.cpu_check.passed and result.cpu_check.compared > 0
+    assert result.cpu_check.against == "reference"
     assert [r.kind for r in result.run_log].count("cpu_check") == 1
     cpu_run = next(r for r in result.run_log if r.kind == "cpu_check")
     assert cpu_run.status == "ok"
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## Device work (target run)" in report and "## CPU check" in report and "Verdict: **pass**" in report
+
+
+# A CUDA program with a CPU path (it picks CUDA when there is one), whose float64 metric needs the
+# offline policy (a fix that --approve asks about).
+DEVICE_SWITCH_PROGRAM = '''import torch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def main():
+    x = torch.arange(6, dtype=torch.float32).to(device)
+    w = torch.ones(6, device=device)
+    for step in range(3):
+        total = ((x + step) * w).double().sum()
+        print(f"step {step} loss {total.item():.6f}")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_an_original_that_needs_an_accelerator_has_no_cpu_path_to_keep(tmp_path):
+    """POLICY_PROGRAM calls .cuda() unconditionally: on CPU the original fails too, so the guard does
+    not apply and the migration (which runs on CPU, or not, as the original does) is migrated."""
+    proc = _migrate(_repo(tmp_path, programs.POLICY_PROGRAM), tmp_path)
+    result = _result(tmp_path)
+    assert result.status == "migrated", (result.summary, proc.stderr[-3000:])
+    check = result.cpu_check
+    assert check is not None and check.verdict in ("pass", "not_applicable"), check
+    if check.verdict == "not_applicable":
+        assert "the original does not run on CPU either" in check.reason
+        assert [r.kind for r in result.run_log].count("cpu_original") == 1
 
 
 # The migrated code as a person might answer the approval with: it picks "the" accelerator and
@@ -165,12 +207,12 @@ CPU_NUMBERS = (".double().sum()", ".float().sum() * (1.01 if x.device.type == 'c
 
 
 @pytest.mark.parametrize("edit, why, run_status", [
-    (ACCELERATOR_ONLY, "the migrated code no longer runs on CPU", "failed"),
+    (ACCELERATOR_ONLY, "the migrated code no longer runs on CPU (the original does)", "failed"),
     (CPU_NUMBERS, "the migrated code runs on CPU but changes its numbers", "ok"),
 ])
 def test_a_patch_that_breaks_the_cpu_path_ends_partial(tmp_path, edit, why, run_status):
     sdir = tmp_path / "state"
-    res = _migrate(_repo(tmp_path, programs.POLICY_PROGRAM), tmp_path, "--approve", "--id", "cpu-guard")
+    res = _migrate(_repo(tmp_path, DEVICE_SWITCH_PROGRAM), tmp_path, "--approve", "--id", "cpu-guard")
     assert res.returncode == 1 and json.loads(res.stdout)["status"] == "awaiting_approval", res.stderr[-3000:]
     files = load("cpu-guard", sdir)["files"]
     old, new = edit
@@ -183,8 +225,10 @@ def test_a_patch_that_breaks_the_cpu_path_ends_partial(tmp_path, edit, why, run_
     assert result.parity.passed is True  # on tpx the edited code is right
     assert result.device_work is not None and result.device_work.tpx_share is not None
     assert result.device_work.tpx_share >= DEVICE_SHARE_MIN
-    assert result.cpu_check is not None and not result.cpu_check.passed
+    assert result.cpu_check is not None and result.cpu_check.verdict == "fail" and not result.cpu_check.passed
     assert why in result.cpu_check.reason and why in (result.summary or "")
     assert result.cpu_check.run_status == run_status
     cpu_runs = [r for r in result.run_log if r.kind == "cpu_check"]
     assert len(cpu_runs) == 1 and cpu_runs[0].status == run_status
+    # the original was run on CPU too, and it runs: the CPU path was the migration's to keep
+    assert [r.status for r in result.run_log if r.kind == "cpu_original"] == ["ok"]
