@@ -58,6 +58,7 @@ class DeviceOpCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # un
         self.counting = True
         self.entered = False
         self.started = False
+        self.before_tpx = 0
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -70,6 +71,8 @@ class DeviceOpCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # un
         kwargs = kwargs or {}
         if self.counting:
             if _device_type(args, kwargs) == TPX:
+                if not self.tpx:
+                    self.before_tpx = self.other  # set-up: weight init, data made before the move
                 self.tpx += 1
             else:
                 self.other += 1
@@ -91,7 +94,8 @@ class DeviceOpCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # un
             self.entered = False
 
     def snapshot(self) -> dict[str, int] | None:
-        """``{"tpx": N, "other": M}``, None when the counter never ran."""
+        """``{"tpx": N, "other": M, "before_tpx": K}`` (K of the M came before the first tpx op), None
+        when the counter never ran."""
         if not self.started:
             return None
-        return {"tpx": self.tpx, "other": self.other}
+        return {"tpx": self.tpx, "other": self.other, "before_tpx": self.before_tpx if self.tpx else self.other}

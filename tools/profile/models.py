@@ -61,9 +61,10 @@ class Finding(BaseModel):
 
 class DeviceWork(BaseModel):
     """Evidence of work on the device in one profiled run: how many aten ops ran on tpx, of all the
-    ops it dispatched (CPU ones included), counted from the start of the run through the profiler
-    window (``scope`` ``through_window``) or over the whole run when it had no steps (``run``);
-    ``run_tpx_ops`` is tpx's own count over the whole run (backend/stats.py)."""
+    ops it dispatched from its first tpx op on (CPU ones included; the set-up before it, a weight
+    init or data made before the move, is left out; a run with no tpx op counts every op), counted
+    through the profiler window (``scope`` ``through_window``) or over the whole run when it had no
+    steps (``run``); ``run_tpx_ops`` is tpx's own count over the whole run (backend/stats.py)."""
 
     tpx_ops: Count = 0
     total_ops: Count = 0

@@ -50,6 +50,7 @@ class DeviceOps(BaseModel):
 
     tpx: Count = 0
     other: Count = 0
+    before_tpx: Count = 0  # of ``other``: the ops before the first tpx op (all of them when there was none)
 
 
 class ProfileDoc(BaseModel):

@@ -218,7 +218,9 @@ def device_work_of(doc: ProfileDoc) -> DeviceWork:
     ops = doc.device_ops
     if ops is None:
         return DeviceWork(run_tpx_ops=run_tpx)
-    total = ops.tpx + ops.other
+    # From the first tpx op on: the set-up before it (a weight init, data made on the host before the
+    # move) is not the program's work. Without a tpx op every op counts: all of the work stayed on CPU.
+    total = ops.tpx + ops.other - (min(ops.before_tpx, ops.other) if ops.tpx else 0)
     return DeviceWork(tpx_ops=ops.tpx, total_ops=total, tpx_share=round(ops.tpx / total, 4) if total else None,
                       scope=doc.device_ops_scope, run_tpx_ops=run_tpx)
 
