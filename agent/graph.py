@@ -6,8 +6,9 @@ await_reference -> parity | diagnose | report          (routers.after_target)
 diagnose -> apply_fix | llm_fix | report               (routers.after_diagnose)
 llm_fix -> apply_fix | report                          (routers.after_llm)
 apply_fix -> target_run | report                       (routers.after_apply)
-parity -> tests | profile | apply_fix | llm_fix | report   (routers.after_parity)
-tests -> profile | diagnose | report                   (routers.after_tests)
+parity -> tests | cpu_check | apply_fix | llm_fix | report   (routers.after_parity)
+tests -> cpu_check | diagnose | report                 (routers.after_tests)
+cpu_check -> profile | report                          (routers.after_cpu_check)
 profile -> report -> END
 ```
 
@@ -28,6 +29,7 @@ from langgraph.graph import END, START, StateGraph
 from agent import routers
 from agent.materialise import DEFAULT_STATE_DIR, state_dir  # noqa: F401  (part of this module's API)
 from agent.nodes.apply_fix import apply_fix
+from agent.nodes.cpu_check import cpu_check
 from agent.nodes.diagnose import diagnose
 from agent.nodes.ingest import ingest
 from agent.nodes.llm_fix import llm_fix
@@ -53,7 +55,8 @@ class MigrationContext:
 NODES = (
     ("ingest", ingest), ("reference_run", reference_run), ("scan", scan), ("plan", plan), ("rewrite", rewrite),
     ("target_run", target_run), ("await_reference", await_reference), ("diagnose", diagnose), ("llm_fix", llm_fix),
-    ("apply_fix", apply_fix), ("parity", parity), ("tests", tests), ("profile", profile), ("report", report),
+    ("apply_fix", apply_fix), ("parity", parity), ("tests", tests), ("cpu_check", cpu_check),
+    ("profile", profile), ("report", report),
 )
 
 
@@ -75,6 +78,7 @@ def build_graph() -> StateGraph[MigrationState, MigrationContext, MigrationState
     g.add_conditional_edges("apply_fix", routers.after_apply)
     g.add_conditional_edges("parity", routers.after_parity)
     g.add_conditional_edges("tests", routers.after_tests)
+    g.add_conditional_edges("cpu_check", routers.after_cpu_check)
     g.add_edge("profile", "report")
     g.add_edge("report", END)
     return g

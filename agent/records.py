@@ -12,14 +12,16 @@ from pydantic import BaseModel, Field
 
 from agent.errors import Status
 from tools.patch import FileChange
+from tools.profile.models import DeviceWork
 from tools.runner.models import RefusedArtifact, RunResult
 
-__all__ = ["Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord", "Outputs", "ParityOutcome", "Plan",
-           "ProfileOutcome", "ReviewItem", "RunPhase", "RunRecord", "RunRole", "ScanDigest", "Step"]
+__all__ = ["CpuCheck", "DeviceWork", "Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord", "Outputs",
+           "ParityOutcome", "Plan", "ProfileOutcome", "ReviewItem", "RunPhase", "RunRecord", "RunRole", "ScanDigest",
+           "Step"]
 
 
 EditKind = Literal["codemod", "policy", "llm", "human"]
-RunRole = Literal["reference", "target", "tests", "profile"]
+RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original"]
 RunPhase = Literal["run", "test"]
 
 
@@ -133,6 +135,23 @@ class ParityOutcome(BaseModel):
     first_divergence: str | None = None
 
 
+class CpuCheck(BaseModel):
+    """The CPU guard: the migrated code run on CPU (no accelerator, no CUDA redirect), compared at the
+    CPU tier (every compared tensor within ``assert_close``'s tolerances for its dtype: same device,
+    same seed) with the reference run, or, where they differ, with the original's own run on CPU.
+    ``verdict`` ``not_applicable``: the original does not run on CPU either (it needs an accelerator),
+    so there is no CPU path to keep; ``passed`` is then None. ``reason`` says why in every case."""
+
+    verdict: Literal["pass", "fail", "not_applicable"]
+    passed: bool | None
+    reason: str
+    run_status: str
+    duration_s: float = 0.0
+    compared: int = 0
+    first_divergence: str | None = None
+    against: Literal["reference", "original_on_cpu"] | None = None
+
+
 class ProfileOutcome(BaseModel):
     findings: int = 0
     error: str | None = None
@@ -160,5 +179,7 @@ class MigrationRecord(BaseModel):
     patch_files: list[FileChange] = Field(default_factory=list)
     parity: ParityOutcome = Field(default_factory=ParityOutcome)
     profile: ProfileOutcome = Field(default_factory=ProfileOutcome)
+    device_work: DeviceWork | None = None
+    cpu_check: CpuCheck | None = None
     steps: list[Step] = Field(default_factory=list)
     applied: bool | None = None

@@ -15,6 +15,8 @@ from agent.records import EditSummary, LLMUsage, MigrationRecord, ParityOutcome,
 from agent.state import (
     MigrationOptions,
     State,
+    cpu_check_of,
+    device_work_of,
     edits_of,
     options_of,
     parity_of,
@@ -64,6 +66,7 @@ def result_of(state: State, patch_files: list[FileChange], applied: bool | None 
                for e in edits_of(state)],
         patch_files=patch_files, parity=parity_outcome(parity_of(state)),
         profile=ProfileOutcome(findings=len(profile.findings) if profile else 0, error=profile_error),
+        device_work=device_work_of(state), cpu_check=cpu_check_of(state),
         steps=steps_of(state), applied=applied,
     )
 
@@ -108,6 +111,29 @@ def parity_section(report: ParityReport | None) -> list[str]:
     if report.failed:
         lines.append(f"First divergence: {md_inline(report.divergence_text())}")
     return [*lines, "", *parity_table(report)]
+
+
+def device_work_section(state: State) -> list[str]:
+    """How much of the target run's work ran on tpx (the evidence ``migrated`` needs)."""
+    work = device_work_of(state)
+    if work is None:
+        why = state.get("device_work_error")
+        return [f"Not measured{': ' + md_inline(why, keep_code=True) if why else ''}."]
+    scope = {"through_window": "from the start of the run through the profiled steps",
+             "run": "over the whole run"}.get(work.scope or "", "")
+    share = "n/a" if work.tpx_share is None else f"{work.tpx_share:.1%}"
+    return [f"- aten ops on tpx: {work.tpx_ops} of {work.total_ops} ({share}){', ' + scope if scope else ''}",
+            f"- tpx's own count over the whole run: {work.run_tpx_ops}"]
+
+
+def cpu_check_section(state: State) -> list[str]:
+    """The CPU guard: the migrated code on CPU against the reference run."""
+    check = cpu_check_of(state)
+    if check is None:
+        return ["Not run (the migration stopped before it)."]
+    verdict = check.verdict.replace("_", " ")
+    return [f"Verdict: **{verdict}** ({check.run_status}, {check.duration_s:.1f}s): "
+            f"{md_inline(check.reason, keep_code=True)}"]
 
 
 def finding_line(where: str | None, title: str, suggestion: str) -> str:
@@ -187,6 +213,8 @@ def report_markdown(state: State, patch: str) -> str:
         lines += [f"### {e.step}: {e.rule} ({e.kind})", "",  # Ferry's own step and rule ids
                   md_inline(e.reason, keep_code=True), "", f"{fence}diff", diff, fence, ""]
     lines += ["## Parity", "", *parity_section(parity_of(state))]
+    lines += ["", "## Device work (target run)", "", *device_work_section(state)]
+    lines += ["", "## CPU check (migrated code on CPU vs the reference)", "", *cpu_check_section(state)]
     lines += ["", "## Profile findings", "", *profile_section(profile_of(state), state.get("profile_error"))]
     lines += ["", "## Left for a human", "", *left_for_human(state)]
     lines += ["", f"Patch: {len(patch.splitlines())} lines (ferry.patch)."]

@@ -46,10 +46,10 @@ def after_apply(state: State) -> Literal["target_run", "report"]:
     return "report" if state.get("status") else "target_run"
 
 
-def after_parity(state: State) -> Literal["tests", "profile", "apply_fix", "llm_fix", "report"]:
+def after_parity(state: State) -> Literal["tests", "cpu_check", "apply_fix", "llm_fix", "report"]:
     """A rule's fix first; a failure no rule explains goes to the model under --llm (the parity node
     ends the migration ``partial`` without it); a pass, or nothing to compare, goes on to the tests,
-    or the profile (the report node then says which)."""
+    or the CPU check (the report node then says which)."""
     if state.get("status"):
         return "report"
     if state.get("proposal"):
@@ -57,11 +57,16 @@ def after_parity(state: State) -> Literal["tests", "profile", "apply_fix", "llm_
     report = parity_of(state)
     if report is not None and report.failed:
         return "llm_fix" if llm_option(state) else "report"
-    return "tests" if options_of(state).test_command else "profile"
+    return "tests" if options_of(state).test_command else "cpu_check"
 
 
-def after_tests(state: State) -> Literal["profile", "diagnose", "report"]:
+def after_tests(state: State) -> Literal["cpu_check", "diagnose", "report"]:
     if state.get("status"):
         return "report"
     run = last_run(state)
-    return "profile" if run is not None and run.ok else "diagnose"
+    return "cpu_check" if run is not None and run.ok else "diagnose"
+
+
+def after_cpu_check(state: State) -> Literal["profile", "report"]:
+    """The CPU guard's outcome is the report node's to judge; the profile still runs."""
+    return "report" if state.get("status") else "profile"

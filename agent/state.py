@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypedDict, TypeVar
 from pydantic import BaseModel, Field
 
 from agent.errors import STATUSES, Status
-from agent.records import Edit, Outputs, Plan, RunPhase, RunRecord, ScanDigest, Step
+from agent.records import CpuCheck, DeviceWork, Edit, Outputs, Plan, RunPhase, RunRecord, ScanDigest, Step
 from tools.parity.models import ParityReport
 from tools.profile.models import ProfileReport
 from tools.runner.models import RunResult
@@ -83,6 +83,9 @@ class MigrationState(TypedDict, total=False):
     last_run: dict[str, Any] | None  # RunResult: the latest target or test run
     last_phase: RunPhase | None  # which of the two last_run was
     target_ok: dict[str, Any] | None  # RunResult: the latest passing target run (probe/profile dirs)
+    device_work: dict[str, Any] | None  # DeviceWork of the latest passing target run
+    device_work_error: str | None  # why that run's device work could not be read
+    cpu_check: dict[str, Any] | None  # CpuCheck: the migrated code on CPU vs the reference
     diagnosis: dict[str, Any] | None  # agent.policy.base.Diagnosis: what failed, where
     proposal: dict[str, Any] | None  # agent.policy.base.Proposal: the next edit to apply
     # Keys "rule@file:line" of fixes already attempted (so a rule never loops on the same site).
@@ -130,6 +133,14 @@ def last_run(state: State) -> RunResult | None:
 
 def target_ok_of(state: State) -> RunResult | None:
     return _one(state, "target_ok", RunResult)
+
+
+def device_work_of(state: State) -> DeviceWork | None:
+    return _one(state, "device_work", DeviceWork)
+
+
+def cpu_check_of(state: State) -> CpuCheck | None:
+    return _one(state, "cpu_check", CpuCheck)
 
 
 def parity_of(state: State) -> ParityReport | None:

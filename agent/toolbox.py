@@ -23,7 +23,7 @@ from agent.errors import EnvironmentMissing, FerryAgentError, ToolUnavailable
 
 if TYPE_CHECKING:
     from tools.parity.models import ParityReport
-    from tools.profile.models import ProfileReport
+    from tools.profile.models import DeviceWork, ProfileReport
     from tools.runner.models import RunResult
     from tools.scan.models import RewriteResult, ScanReport
 
@@ -161,3 +161,14 @@ def profile_report(profile_dir: Path, repo_root: Path) -> ProfileReport:
     mod = _import("tools.profile.report", "profile")
     report: ProfileReport = mod.build_profile_report(Path(profile_dir), Path(repo_root))
     return report
+
+
+def device_work(profile_dir: Path) -> DeviceWork:
+    """How much of a profiled run's work ran on tpx (``tools.profile.report.read_device_work``);
+    ``FerryAgentError`` (status ``partial``) when its profile cannot be read."""
+    mod = _import("tools.profile.report", "profile")
+    try:
+        work: DeviceWork = mod.read_device_work(Path(profile_dir))
+    except mod.ProfileError as exc:
+        raise FerryAgentError(f"no evidence of device work: {exc}", status="partial") from exc
+    return work

@@ -13,10 +13,50 @@ from agent.nodes.reference import cancel_reference
 from agent.records import Outputs
 from agent.render import report_markdown, result_of
 from agent.runs import RunScheduler
-from agent.state import MigrationState, dump, options_of, parity_of, status_of
+from agent.state import (
+    MigrationState,
+    State,
+    cpu_check_of,
+    device_work_of,
+    dump,
+    options_of,
+    parity_of,
+    status_of,
+)
 from tools.patch import Patch, PatchRequest, build_patch, git_apply
 
 logger = logging.getLogger(__name__)
+
+# The share of a target run's aten ops that must run on tpx before it counts as device work. A real
+# program on the device does its model's work there (forward, backward, optimizer: nearly all of its
+# ops); what stays on the host is data preparation, the few ops of a weight init before `.to()`, and
+# logging. A program whose model stayed on CPU runs almost nothing on tpx (its share is near 0).
+DEVICE_SHARE_MIN = 0.5
+DEVICE_HINT = ("check how the program selects its device (a --cuda flag off by default, --device cpu, "
+               "use_cuda=False)")
+
+
+def device_work_problem(state: State) -> str | None:
+    """Why the passing target run does not show the program's work on tpx, None when it does."""
+    work = device_work_of(state)
+    if work is None:
+        why = state.get("device_work_error") or "the target run recorded no op counts"
+        return f"there is no evidence that the target run executed its work on tpx ({why})"
+    if work.tpx_share is None:
+        return (f"the target run's ops were not counted (tpx itself counted {work.run_tpx_ops}), so "
+                "device work cannot be shown")
+    if work.tpx_ops == 0 or work.tpx_share < DEVICE_SHARE_MIN:
+        return (f"the target run executed {work.tpx_ops} of {work.total_ops} ops on tpx ({work.tpx_share:.0%}, "
+                f"below {DEVICE_SHARE_MIN:.0%}): the work stayed on CPU; {DEVICE_HINT}")
+    return None
+
+
+def cpu_check_problem(state: State) -> str | None:
+    """Why the CPU guard failed (or did not run), None when it passed."""
+    check = cpu_check_of(state)
+    if check is None:
+        return "the CPU check did not run, so the migrated code is not shown to run on CPU as the original did"
+    return check.reason if check.verdict == "fail" else None
 
 
 def final_status(state: MigrationState) -> tuple[Status, str]:
@@ -30,7 +70,14 @@ def final_status(state: MigrationState) -> tuple[Status, str]:
     if not parity.compared:
         return "partial", ("runs on tpx and the tests pass, but parity could not be shown: the program ran no "
                            "nn.Module, printed no metric and recorded nothing to compare")
-    return "migrated", "runs on tpx, tests pass and parity passes"
+    problems = [p for p in (device_work_problem(state), cpu_check_problem(state)) if p]
+    if problems:
+        return "partial", "runs on tpx, tests pass and parity passes, but " + "; and ".join(problems)
+    work, check = device_work_of(state), cpu_check_of(state)
+    shown = f" ({work.describe()})" if work is not None else ""
+    cpu = ("the original needs an accelerator (no CPU path to keep)" if check and check.verdict == "not_applicable"
+           else "the migrated code still runs on CPU")
+    return "migrated", f"runs on tpx{shown}, tests pass, parity passes and {cpu}"
 
 
 def _write_outputs(out: Path, final: MigrationState, patch: Patch, applied: bool | None) -> Outputs:

@@ -14,7 +14,9 @@ import threading
 from pathlib import Path
 
 from agent import toolbox
+from agent.errors import FerryAgentError, ToolUnavailable
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, step
+from agent.nodes.cpu_check import cpu_check_key, cpu_check_label, run_cpu_check
 from agent.records import RunRecord
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, options_of
@@ -45,12 +47,20 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
     ws = ensure_workspace(state)
     it = state.get("iteration") or 0
     tests_key = _tests_key(state)
+    cpu_key = cpu_check_key(state)
     runs.cancel_prefix(f"{state['migration_id']}:tests-", keep=tests_key)  # tests of older code
+    runs.cancel_prefix(f"{state['migration_id']}:cpu-check-", keep=cpu_key)
     speculative = False
     if opts.test_command and not runs.has(tests_key) and runs.spare_cores() >= 2:
         adir = artifacts_dir(state, _tests_label(state))
         adir.mkdir(parents=True, exist_ok=True)
         speculative = runs.start(tests_key, lambda cancel: _run_tests(state, ws, adir, cancel))
+    beside = ["tests"] if speculative else []
+    if not runs.has(cpu_key) and runs.spare_cores() >= 2:
+        cdir = artifacts_dir(state, cpu_check_label(state))
+        cdir.mkdir(parents=True, exist_ok=True)
+        if runs.start(cpu_key, lambda cancel: run_cpu_check(state, ws, cdir, cancel)):
+            beside.append("the CPU check")
     run = toolbox.run(
         ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=True,
         timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=artifacts_dir(state, f"target-{it}"),
@@ -60,11 +70,26 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
                       "last_phase": "run"}
     if not run.ok:
         runs.cancel(tests_key)  # these tests will never be collected
+        runs.cancel(cpu_key)  # nor this CPU check
         update[SUMMARY] = f"run failed ({run.status})"
         return update
-    note = " (tests started beside it)" if speculative else ""
+    update.update(_device_work(run))
+    note = f" ({' and '.join(beside)} started beside it)" if beside else ""
     update.update({"target_ok": dump(run), SUMMARY: f"run ok in {run.duration_s:.1f}s{note}"})
     return update
+
+
+def _device_work(run: RunResult) -> Update:
+    """The passing target run's evidence of device work (its profile's op counts), or why there is none."""
+    if run.profile_dir is None:
+        return {"device_work": None, "device_work_error": "the target run left no profile"}
+    try:
+        work = toolbox.device_work(run.profile_dir)
+    except ToolUnavailable:
+        raise
+    except FerryAgentError as exc:
+        return {"device_work": None, "device_work_error": str(exc)}
+    return {"device_work": dump(work), "device_work_error": None}
 
 
 @step("tests")

@@ -35,6 +35,7 @@ def test_a_status_always_routes_to_report():
     assert routers.after_llm(s) == "report"
     assert routers.after_apply(s) == "report"
     assert routers.after_parity(s) == "report"
+    assert routers.after_cpu_check(s) == "report"
 
 
 def test_linear_steps_go_on_without_status():
@@ -60,11 +61,11 @@ def test_diagnose_prefers_rule_then_model():
 
 
 def test_parity_outcome():
-    assert routers.after_parity({"parity": _parity("pass"), "options": _opts()}) == "profile"
+    assert routers.after_parity({"parity": _parity("pass"), "options": _opts()}) == "cpu_check"
     assert routers.after_parity({"parity": _parity("pass"), "options": _opts(test_command="pytest")}) == "tests"
     assert routers.after_parity({"proposal": {"rule": "matmul_precision_highest"}, "options": _opts()}) == "apply_fix"
     # a warn verdict passes
-    assert routers.after_parity({"parity": _parity("warn"), "options": _opts(llm=True)}) == "profile"
+    assert routers.after_parity({"parity": _parity("warn"), "options": _opts(llm=True)}) == "cpu_check"
 
 
 def test_nothing_compared_is_not_a_failure():
@@ -72,7 +73,7 @@ def test_nothing_compared_is_not_a_failure():
     it is never routed as a failure to the model or to the end."""
     skipped = _parity("skipped")
     assert routers.after_parity({"parity": skipped, "options": _opts(llm=True, test_command="pytest")}) == "tests"
-    assert routers.after_parity({"parity": skipped, "options": _opts(llm=False)}) == "profile"
+    assert routers.after_parity({"parity": skipped, "options": _opts(llm=False)}) == "cpu_check"
     report = ParityReport.model_validate(skipped)
     assert not report.compared and not report.passed and not report.failed
 
@@ -90,6 +91,13 @@ def test_parity_failure_no_rule_explains_goes_to_the_model_only_with_llm():
 
 
 def test_tests_outcome():
-    assert routers.after_tests({"last_run": OK}) == "profile"
+    assert routers.after_tests({"last_run": OK}) == "cpu_check"
     assert routers.after_tests({"last_run": FAILED}) == "diagnose"
     assert routers.after_tests({"status": "failed_timeout", "last_run": OK}) == "report"
+
+
+def test_cpu_check_outcome_is_judged_by_the_report_node():
+    """A failed CPU guard still gets its profile; only a decided status ends the graph there."""
+    assert routers.after_cpu_check({"cpu_check": {"passed": False}}) == "profile"
+    assert routers.after_cpu_check({}) == "profile"
+    assert routers.after_cpu_check({"status": "failed_sandbox"}) == "report"

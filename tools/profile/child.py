@@ -24,6 +24,7 @@ from torch.nn.modules import module as nn_module
 from torch.optim import optimizer as optim_mod
 
 from tools.profile.config import ProfileConfig, config_from_env
+from tools.profile.device_ops import DeviceOpCounter
 from tools.profile.dynamo_watch import DynamoWatch
 from tools.profile.frames import FrameFinder
 from tools.profile.syncs import SyncTracker
@@ -53,6 +54,8 @@ class ProfileSession:
         self._tpx_at_start: dict[str, Any] | None = None
         self._tpx_window: dict[str, Any] | None = None
         self._ops: list[dict[str, Any]] = []
+        self.device_ops = DeviceOpCounter()
+        self._device_ops_scope = "run"
         self.closed = False
 
     @property
@@ -70,6 +73,7 @@ class ProfileSession:
         if self.config.track_syncs:
             self.syncs.install()
         self.dynamo.install()
+        self.device_ops.start()
         if self.config.warmup_steps == 0:
             self._start_window()
         return self
@@ -115,6 +119,8 @@ class ProfileSession:
         self._tpx_at_start = stats.model_dump() if stats else None
 
     def _stop_window(self) -> None:
+        self.device_ops.stop()  # counted from the start through the window: its cost stays bounded
+        self._device_ops_scope = "through_window"
         self.syncs.in_window = False
         self._window["end_step"] = self.step
         self._window["wall_s"] = time.perf_counter() - self._window_t0
@@ -138,6 +144,7 @@ class ProfileSession:
         self.closed = True
         if self._prof is not None:
             self._stop_window()
+        self.device_ops.stop()
         for h in self._handles:
             h.remove()
         self._handles = []
@@ -157,6 +164,8 @@ class ProfileSession:
             "syncs": self.syncs.rows(),
             "tpx": stats.model_dump() if stats else None,
             "tpx_window": self._tpx_window,
+            "device_ops": self.device_ops.snapshot(),
+            "device_ops_scope": self._device_ops_scope,
             "dynamo": self.dynamo.summary(),
             "matmul_precision": torch.get_float32_matmul_precision(),
             "trace": TRACE_JSON if (self.out_dir / TRACE_JSON).is_file() else None,

@@ -59,6 +59,24 @@ class Finding(BaseModel):
         return f"{self.file}:{self.line}" if self.line else self.file
 
 
+class DeviceWork(BaseModel):
+    """Evidence of work on the device in one profiled run: how many aten ops ran on tpx, of all the
+    ops it dispatched from its first tpx op on (CPU ones included; the set-up before it, a weight
+    init or data made before the move, is left out; a run with no tpx op counts every op), counted
+    through the profiler window (``scope`` ``through_window``) or over the whole run when it had no
+    steps (``run``); ``run_tpx_ops`` is tpx's own count over the whole run (backend/stats.py)."""
+
+    tpx_ops: Count = 0
+    total_ops: Count = 0
+    tpx_share: float | None = Field(None, ge=0.0, le=1.0, description="tpx_ops / total_ops; None: nothing counted")
+    scope: Literal["run", "through_window"] | None = None
+    run_tpx_ops: Count = 0
+
+    def describe(self) -> str:
+        share = "no share" if self.tpx_share is None else f"{self.tpx_share:.0%}"
+        return f"{self.tpx_ops} of {self.total_ops} ops on tpx ({share})"
+
+
 class ProfileReport(BaseModel):
     profile_dir: str
     repo_root: str
@@ -75,6 +93,7 @@ class ProfileReport(BaseModel):
     graph_breaks: list[CompileEvent] = Field(default_factory=list)
     recompiles: list[CompileEvent] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
+    device_work: DeviceWork | None = None
     trace_path: str | None = None
     markdown_path: str | None = None
     notes: list[str] = Field(default_factory=list)

@@ -45,6 +45,14 @@ class DynamoSummary(BaseModel):
     events: list[DynamoEvent] = Field(default_factory=list)
 
 
+class DeviceOps(BaseModel):
+    """Aten ops the run dispatched (tools/profile/device_ops.py): on tpx, and anywhere else."""
+
+    tpx: Count = 0
+    other: Count = 0
+    before_tpx: Count = 0  # of ``other``: the ops before the first tpx op (all of them when there was none)
+
+
 class ProfileDoc(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -57,6 +65,8 @@ class ProfileDoc(BaseModel):
     syncs: list[SyncSite] = Field(default_factory=list)
     tpx: TpxStats | None = None
     tpx_window: TpxStats | None = None
+    device_ops: DeviceOps | None = None
+    device_ops_scope: Literal["run", "through_window"] | None = None
     dynamo: DynamoSummary = Field(default_factory=DynamoSummary)
     matmul_precision: str | None = None
     trace: str | None = None

@@ -8,7 +8,7 @@ from pathlib import Path
 from sandbox.artifacts import ArtifactMissing, ArtifactRefused, is_regular_file, write_text
 from tools.artifact_json import InvalidArtifact, load_json, validate
 from tools.profile.child import PROFILE_JSON
-from tools.profile.models import CompileEvent, Finding, OpRow, ProfileReport, Severity, SyncSite
+from tools.profile.models import CompileEvent, DeviceWork, Finding, OpRow, ProfileReport, Severity, SyncSite
 from tools.profile.profile_doc import ProfileDoc
 from tools.profile.suggestions import (
     DATA_DEPENDENT_SUGGESTIONS,
@@ -164,7 +164,7 @@ def build_profile_report(profile_dir: Path | str, repo_root: Path | str,
     prof_rows = _profiler_rows(doc)
     rows = _tpx_rows(doc) or prof_rows  # device ops when the run used tpx, else what torch.profiler saw
     report = ProfileReport(profile_dir=str(profile_dir), repo_root=str(root), steps_profiled=steps,
-                           window_wall_s=window.wall_s)
+                           window_wall_s=window.wall_s, device_work=device_work_of(doc))
     report.top_ops_by_time = sorted(rows, key=lambda r: -r.time_us)[:TOP_N]
     report.top_ops_by_count = sorted(rows, key=lambda r: -r.count)[:TOP_N]
     report.profiler_top_ops = sorted(prof_rows, key=lambda r: -r.time_us)[:TOP_N]
@@ -210,3 +210,22 @@ def build_profile_report(profile_dir: Path | str, repo_root: Path | str,
     except (ArtifactRefused, OSError) as exc:
         report.notes.append(f"{REPORT_MD} was not written: {exc}")
     return report
+
+
+def device_work_of(doc: ProfileDoc) -> DeviceWork:
+    """How much of a profiled run's work ran on tpx (``DeviceWork``), from its profile document."""
+    run_tpx = sum(o.count for o in doc.tpx.ops) if doc.tpx is not None else 0
+    ops = doc.device_ops
+    if ops is None:
+        return DeviceWork(run_tpx_ops=run_tpx)
+    # From the first tpx op on: the set-up before it (a weight init, data made on the host before the
+    # move) is not the program's work. Without a tpx op every op counts: all of the work stayed on CPU.
+    total = ops.tpx + ops.other - (min(ops.before_tpx, ops.other) if ops.tpx else 0)
+    return DeviceWork(tpx_ops=ops.tpx, total_ops=total, tpx_share=round(ops.tpx / total, 4) if total else None,
+                      scope=doc.device_ops_scope, run_tpx_ops=run_tpx)
+
+
+def read_device_work(profile_dir: Path | str) -> DeviceWork:
+    """``device_work_of`` the ``profile.json`` in ``profile_dir`` (a run wrote it: ``ProfileError``
+    when it is missing, refused or not what Ferry writes)."""
+    return device_work_of(_read_doc(Path(profile_dir)))

@@ -1,0 +1,71 @@
+"""The profile's device-work counts: how many aten ops ran on tpx, of all the ops the run dispatched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.profile import sample_loop
+from tools.profile.child import PROFILE_JSON, profile_session
+from tools.profile.report import ProfileError, build_profile_report, read_device_work
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def tpx() -> str:
+    try:
+        torch.empty(1, device="tpx")
+    except (RuntimeError, ImportError) as exc:
+        pytest.skip(f"tpx device unavailable: {exc}")
+    return "tpx"
+
+
+def test_a_loop_on_tpx_does_most_of_its_ops_there(tmp_path: Path, tpx: str) -> None:
+    with profile_session(tmp_path, HERE, warmup_steps=1, steps=2, trace=False):
+        sample_loop.train(tpx, steps=6)
+    work = read_device_work(tmp_path)
+    assert work.scope == "through_window"
+    assert work.tpx_ops > 0 and work.total_ops > work.tpx_ops  # randn on CPU then .to(): host ops too
+    assert work.tpx_share is not None and work.tpx_share >= 0.6, work  # above DEVICE_SHARE_MIN
+    assert work.run_tpx_ops >= work.tpx_ops  # tpx's own count covers the whole run, past the window
+    assert build_profile_report(tmp_path, HERE).device_work == work
+
+
+def test_a_loop_on_cpu_does_no_tpx_ops(tmp_path: Path, tpx: str) -> None:
+    with profile_session(tmp_path, HERE, warmup_steps=1, steps=2, trace=False):
+        sample_loop.train("cpu", steps=6)
+    work = read_device_work(tmp_path)
+    assert work.tpx_ops == 0 and work.total_ops > 50 and work.tpx_share == 0.0, work
+
+
+def test_counting_stops_with_the_window(tmp_path: Path, tpx: str) -> None:
+    """The counter's cost is bounded by the profiled window: later steps are not counted."""
+    counts = []
+    for steps in (6, 12):
+        out = tmp_path / str(steps)
+        with profile_session(out, HERE, warmup_steps=1, steps=2, trace=False):
+            sample_loop.train(tpx, steps=steps)
+        counts.append(read_device_work(out).total_ops)
+    assert counts[0] == counts[1] > 0
+
+
+def test_a_program_without_steps_is_counted_over_the_whole_run(tmp_path: Path, tpx: str) -> None:
+    with profile_session(tmp_path, HERE, warmup_steps=1, steps=2, trace=False):
+        x = torch.arange(6, dtype=torch.float32).to(tpx)
+        for i in range(5):
+            (x + i).sum().item()
+    work = read_device_work(tmp_path)
+    assert work.scope == "run" and work.tpx_ops >= 10 and work.tpx_share is not None and work.tpx_share > 0.5
+
+
+@pytest.mark.parametrize("forged", [{"device_ops": {"tpx": -1, "other": 3}},
+                                    {"device_ops": {"tpx": "many"}},
+                                    {"device_ops_scope": "../../etc"}])
+def test_forged_counts_are_a_clear_error(tmp_path: Path, forged: dict) -> None:
+    (tmp_path / PROFILE_JSON).write_text(json.dumps({"format": "ferry-profile/1", **forged}))
+    with pytest.raises(ProfileError, match="device_ops"):
+        read_device_work(tmp_path)

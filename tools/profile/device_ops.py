@@ -1,0 +1,101 @@
+"""Counts the aten ops a profiled run dispatched, by the device they ran on (tpx or not).
+
+The evidence that a migrated run did its work on the device (``ferry migrate`` will not call a
+run ``migrated`` without it): a ``TorchDispatchMode`` sees every aten op below autograd and the
+composite decompositions, the ops that reach a backend's kernels, CPU ones included. An op counts
+as a tpx op when one of its tensor arguments (or its ``device=``) is on tpx. The ops a tpx kernel
+runs on its CPU aliases are not seen (the mode is off while the op it intercepted runs), and
+torch.compile compiles as it does without it (``ignore_compile_internals``).
+
+The counter is on from the profile hook's installation until the profiler window closes (warm-up
+plus ``FERRY_PROFILE_STEPS`` steps), or the whole run when the program has no steps (no module
+calls, no optimizer): its cost (about 70-80 us per op on a loaded 2-core machine) is bounded by
+that window. Measurements: docs/agent.md, "Verdict rules".
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+
+logger = logging.getLogger(__name__)
+
+TPX = "tpx"
+_Tensor = torch.Tensor
+
+
+def _device_type(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """The device type of the op's first tensor argument (one level into lists), else its ``device=``."""
+    for a in args:
+        if isinstance(a, _Tensor):
+            return a.device.type
+        if isinstance(a, (list, tuple)):
+            for b in a:
+                if isinstance(b, _Tensor):
+                    return b.device.type
+    for v in kwargs.values():
+        if isinstance(v, _Tensor):
+            return v.device.type
+    dev = kwargs.get("device")
+    if isinstance(dev, torch.device):
+        return dev.type
+    if isinstance(dev, str):
+        return dev.split(":", 1)[0]
+    return None
+
+
+class DeviceOpCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # untyped in torch
+    """``tpx`` / ``other`` op counts while ``counting``; ``stop()`` ends counting (and leaves the mode
+    stack when it is on top: a mode the program pushed later stays where it is)."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # untyped in torch
+        self.tpx = 0
+        self.other = 0
+        self.counting = True
+        self.entered = False
+        self.started = False
+        self.before_tpx = 0
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """torch.compile compiles as it would without the counter (it is off while dynamo traces;
+        a compiled artifact's ops are counted as they run)."""
+        return True
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        kwargs = kwargs or {}
+        if self.counting:
+            if _device_type(args, kwargs) == TPX:
+                if not self.tpx:
+                    self.before_tpx = self.other  # set-up: weight init, data made before the move
+                self.tpx += 1
+            else:
+                self.other += 1
+        return func(*args, **kwargs)
+
+    def start(self) -> DeviceOpCounter:
+        try:
+            self.__enter__()  # type: ignore[no-untyped-call]  # untyped in torch
+            self.entered = self.started = True
+        except Exception:  # e.g. under a tracing mode that refuses another
+            logger.warning("profile: the device op counter could not start", exc_info=True)
+            self.counting = False
+        return self
+
+    def stop(self) -> None:
+        self.counting = False
+        if self.entered and _get_current_dispatch_mode() is self:
+            self.__exit__(None, None, None)  # type: ignore[no-untyped-call]  # untyped in torch
+            self.entered = False
+
+    def snapshot(self) -> dict[str, int] | None:
+        """``{"tpx": N, "other": M, "before_tpx": K}`` (K of the M came before the first tpx op), None
+        when the counter never ran."""
+        if not self.started:
+            return None
+        return {"tpx": self.tpx, "other": self.other, "before_tpx": self.before_tpx if self.tpx else self.other}
