@@ -132,10 +132,18 @@ def test_a_status_decided_by_the_graph_is_kept():
     assert final_status(_state(None, None, status="needs_human", summary="s")) == ("needs_human", "s")
 
 
+# The same program selecting CUDA by an environment switch, off unless set: no rule turns it on.
+ENV_SWITCH_PROGRAM = CUDA_FLAG_PROGRAM.replace(
+    'parser = argparse.ArgumentParser()\nparser.add_argument("--cuda", action="store_true", help="use CUDA")\n'
+    'args = parser.parse_args()\ndevice = torch.device("cuda" if args.cuda else "cpu")',
+    'import os\n\ndevice = torch.device("cuda" if os.environ.get("USE_GPU") == "1" else "cpu")')
+assert ENV_SWITCH_PROGRAM != CUDA_FLAG_PROGRAM
+
+
 # --- real migrations -------------------------------------------------------------------------------
 
-def test_work_left_on_cpu_by_a_cuda_flag_ends_partial(tmp_path):
-    proc = _migrate(_repo(tmp_path, CUDA_FLAG_PROGRAM), tmp_path)
+def test_work_left_on_cpu_by_a_device_switch_ends_partial(tmp_path):
+    proc = _migrate(_repo(tmp_path, ENV_SWITCH_PROGRAM), tmp_path)
     result = _result(tmp_path)
     assert result.status == "partial", (result.summary, proc.stderr[-3000:])
     assert result.parity.passed is True  # the numbers match: on CPU, both of them
@@ -149,9 +157,11 @@ def test_work_left_on_cpu_by_a_cuda_flag_ends_partial(tmp_path):
     assert f"aten ops on tpx: 0 of {work.total_ops} (0.0%)" in report
 
 
-def test_the_same_program_asked_for_its_device_is_migrated_with_its_tpx_share(tmp_path):
-    """With ``--cuda`` on its command line, the program of the test above does its work on tpx."""
-    proc = _migrate(_repo(tmp_path, CUDA_FLAG_PROGRAM), tmp_path, run="python prog.py --cuda")
+@pytest.mark.parametrize("run", ["python prog.py --cuda", "python prog.py"], ids=["asked", "flag_default"])
+def test_a_cuda_flag_program_is_migrated_with_its_tpx_share(tmp_path, run):
+    """With ``--cuda`` on its command line the program does its work on tpx; without it too, since
+    FRY054 makes the flag default to the available accelerator (it ended partial before: work on CPU)."""
+    proc = _migrate(_repo(tmp_path, CUDA_FLAG_PROGRAM), tmp_path, run=run)
     result = _result(tmp_path)
     assert result.status == "migrated", (result.summary, proc.stderr[-3000:])
     work = result.device_work
