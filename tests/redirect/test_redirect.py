@@ -243,3 +243,12 @@ def test_cuda_graph_replays_the_captured_step_as_eager_training_does(tmp_path):
     assert counts[("torch.cuda.CUDAGraph", line("g = torch.cuda.CUDAGraph()"))] == 1
     assert counts[("torch.cuda.graph", line("with torch.cuda.graph(g)"))] == 1
     assert counts[("CUDAGraph.replay", line("g.replay()"))] == 6
+
+
+def test_bf16_question_answers_as_the_targets_compute(tmp_path):
+    """torch.cuda.is_bf16_supported() answered False under the redirect (torch's own check sees no GPU),
+    so the reference chose float16 where the migrated code on tpx chooses bfloat16."""
+    res, records = _redirected(tmp_path, "bf16_choice.py")
+    assert "chose torch.bfloat16 computed torch.bfloat16" in res.stdout_tail, res.stderr_tail[-2000:]
+    sites = {(r.api, r.line) for r in records}
+    assert ("torch.cuda.is_bf16_supported", _script_line("bf16_choice.py", "is_bf16_supported")) in sites

@@ -215,6 +215,9 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
         "get_device_name": logged("get_device_name", lambda device=None: props().name),
         "get_device_properties": logged("get_device_properties", props),
         "get_device_capability": logged("get_device_capability", lambda device=None: (props().major, props().minor)),
+        # both targets compute bfloat16 (CPU natively, tpx by design): a program choosing bf16 over
+        # fp16 by this question takes the same branch in the reference run as on the target
+        "is_bf16_supported": logged("is_bf16_supported", lambda including_emulation=True: True),
         "synchronize": logged("synchronize", sync),
         "memory_allocated": logged("memory_allocated", from_dm("memory_allocated", zero)),
         "max_memory_allocated": logged("max_memory_allocated", from_dm("max_memory_allocated", zero)),
