@@ -235,6 +235,8 @@ BF16_SUPPORTED = frozenset({"torch.cuda.is_bf16_supported"})
 # 28/29. dtypes
 HALF_DTYPES = frozenset({"torch.float16", "torch.half"})
 DOUBLE_DTYPES = frozenset({"torch.float64", "torch.double"})
+# 61. the program-wide default dtype
+DEFAULT_DTYPE_SETTERS = frozenset({"torch.set_default_dtype"})
 
 # 30. TF32
 TF32_FLAGS = frozenset({"torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32"})

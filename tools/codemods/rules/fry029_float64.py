@@ -1,4 +1,9 @@
-"""FRY029 (dtype.float64): float64 on device tensors -> float32 (tpx has no fp64); fp64 elsewhere -> review."""
+"""FRY029 (dtype.float64): float64 on device tensors -> float32 (tpx has no fp64); fp64 elsewhere -> review.
+
+``torch.set_default_dtype(torch.float64)`` (catalogue 61) is reported as one finding of its own: every
+floating factory of the program then makes float64, so it is the program's precision choice, not a
+line to rewrite; the policy's float64 fix (FIX002) moves device tensors to float32 when a run fails,
+and parity then compares them at the float32 tier."""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import libcst as cst
 
 from tools.codemods.base import Rule, RuleContext
 from tools.codemods.nodes import cuda_device_string, expr, int_value, kwarg, positional
-from tools.codemods.tables import DEVICE_OBJECT, DOUBLE_DTYPES
+from tools.codemods.tables import DEFAULT_DTYPE_SETTERS, DEVICE_OBJECT, DOUBLE_DTYPES
 
 
 class Float64(Rule):
@@ -16,7 +21,7 @@ class Float64(Rule):
                    "with .cuda()/.to(device) -> float32; other float64 uses in CUDA modules -> review "
                    "(keep fp64 on CPU-only tensors).")
     CATEGORY = "auto"
-    ENTRIES = (29,)
+    ENTRIES = (29, 61)
     CONTEXTUAL = True
     DTYPE_CHANGES = (("float64", "float32"),)
 
@@ -45,6 +50,15 @@ class Float64(Rule):
         return False
 
     def visit_Call(self, node: cst.Call) -> None:
+        args = positional(node)
+        if (self.qname_in(node.func, DEFAULT_DTYPE_SETTERS) and len(args) == 1
+                and self.qname_in(args[0].value, DOUBLE_DTYPES)):
+            self._handled.add(id(args[0].value))
+            self.hit(node, "torch.set_default_dtype(float64): every floating factory makes float64, which tpx "
+                     "does not compute", category="review",
+                     suggestion="keep it for CPU-only code; for device work use float32 with "
+                     "torch.set_float32_matmul_precision('highest') (NUMERICS.md), as the float64 fix does")
+            return
         dtype_arg = kwarg(node, "dtype")
         device_arg = kwarg(node, "device")
         if (dtype_arg is not None and device_arg is not None and self._is_device_value(device_arg.value)
