@@ -122,7 +122,10 @@ def device_work_section(state: State) -> list[str]:
     scope = {"through_window": "from the start of the run through the profiled steps",
              "run": "over the whole run"}.get(work.scope or "", "")
     share = "n/a" if work.tpx_share is None else f"{work.tpx_share:.1%}"
+    compute = "n/a (the run dispatched none)" if work.compute_share is None else (
+        f"{work.compute_tpx_ops} of {work.compute_ops} ({work.compute_share:.1%})")
     return [f"- aten ops on tpx: {work.tpx_ops} of {work.total_ops} ({share}){', ' + scope if scope else ''}",
+            f"- compute ops (matmul, convolution, attention, fused RNN) on tpx: {compute}",
             f"- tpx's own count over the whole run: {work.run_tpx_ops}"]
 
 

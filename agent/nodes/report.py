@@ -27,10 +27,11 @@ from tools.patch import Patch, PatchRequest, build_patch, git_apply
 
 logger = logging.getLogger(__name__)
 
-# The share of a target run's aten ops that must run on tpx before it counts as device work. A real
-# program on the device does its model's work there (forward, backward, optimizer: nearly all of its
-# ops); what stays on the host is data preparation, the few ops of a weight init before `.to()`, and
-# logging. A program whose model stayed on CPU runs almost nothing on tpx (its share is near 0).
+# The share of a target run's work that must run on tpx before it counts as device work. The work
+# is the model's compute when the run has any (matrix products, convolutions, attention, fused RNN
+# cells: a model on the device runs nearly all of them there, whatever the host does besides: data
+# generation, augmentation, checkpoint I/O, metrics); otherwise every aten op from the first tpx op
+# on. A program whose model stayed on CPU runs almost nothing on tpx (its share is near 0).
 DEVICE_SHARE_MIN = 0.5
 DEVICE_HINT = ("check how the program selects its device (a --cuda flag off by default, --device cpu, "
                "use_cuda=False)")
@@ -45,9 +46,18 @@ def device_work_problem(state: State) -> str | None:
     if work.tpx_share is None:
         return (f"the target run's ops were not counted (tpx itself counted {work.run_tpx_ops}), so "
                 "device work cannot be shown")
-    if work.tpx_ops == 0 or work.tpx_share < DEVICE_SHARE_MIN:
+    if work.tpx_ops == 0:
+        return (f"the target run executed 0 of {work.total_ops} ops on tpx: the work stayed on CPU; {DEVICE_HINT}")
+    if work.compute_share is not None:
+        if work.compute_share < DEVICE_SHARE_MIN:
+            return (f"the target run executed {work.compute_tpx_ops} of its {work.compute_ops} compute ops (matmul, "
+                    f"convolution, attention) on tpx ({work.compute_share:.0%}, below {DEVICE_SHARE_MIN:.0%}): "
+                    f"the model's work stayed on CPU; {DEVICE_HINT}")
+        return None
+    if work.tpx_share < DEVICE_SHARE_MIN:
         return (f"the target run executed {work.tpx_ops} of {work.total_ops} ops on tpx ({work.tpx_share:.0%}, "
-                f"below {DEVICE_SHARE_MIN:.0%}): the work stayed on CPU; {DEVICE_HINT}")
+                f"below {DEVICE_SHARE_MIN:.0%}) and no compute op (matmul, convolution, attention): the work "
+                f"stayed on CPU; {DEVICE_HINT}")
     return None
 
 

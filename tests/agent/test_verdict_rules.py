@@ -109,6 +109,18 @@ def test_no_device_work_is_partial(work, why):
     assert DEVICE_SHARE_MIN == 0.5
 
 
+def test_the_models_compute_decides_when_the_run_has_any():
+    """Host-side work (data, checkpoint I/O) outnumbers a small model's ops: its compute ops on tpx decide."""
+    host_heavy = DeviceWork(tpx_ops=255, total_ops=750, tpx_share=0.34, compute_tpx_ops=40, compute_ops=40,
+                            compute_share=1.0)
+    status, summary = final_status(_state(host_heavy, CPU_OK))
+    assert status == "migrated" and "40 of 40 compute ops (100%)" in summary, summary
+    model_on_cpu = DeviceWork(tpx_ops=300, total_ops=400, tpx_share=0.75, compute_tpx_ops=2, compute_ops=40,
+                              compute_share=0.05)
+    status, summary = final_status(_state(model_on_cpu, CPU_OK))
+    assert status == "partial" and "2 of its 40 compute ops" in summary and "model's work stayed on CPU" in summary
+
+
 def test_a_failed_or_missing_cpu_guard_is_partial():
     broken = CpuCheck(verdict="fail", passed=False, run_status="failed",
                       reason="the migrated code no longer runs on CPU (the original does): AttributeError: x")

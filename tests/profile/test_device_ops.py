@@ -33,6 +33,29 @@ def test_a_loop_on_tpx_does_most_of_its_ops_there(tmp_path: Path, tpx: str) -> N
     assert work.tpx_share is not None and work.tpx_share >= 0.6, work  # above DEVICE_SHARE_MIN
     assert work.run_tpx_ops >= work.tpx_ops  # tpx's own count covers the whole run, past the window
     assert build_profile_report(tmp_path, HERE).device_work == work
+    # the model's compute (Linear: addmm forward, mm backward) all ran on tpx
+    assert work.compute_ops >= 2 * 3 and work.compute_tpx_ops == work.compute_ops and work.compute_share == 1.0
+
+
+def test_compute_ops_say_where_the_model_ran_whatever_the_host_does(tmp_path: Path, tpx: str) -> None:
+    """A host-heavy loop (data made and reduced on CPU every step) whose model is on tpx: most of its
+    ops are host ops, all of its compute ops are tpx ops; the same loop with the model on CPU has none."""
+    def loop(device: str) -> None:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(8, 2).to(device)
+        for _ in range(4):
+            raw = torch.randn(64, 8)
+            for _ in range(10):  # host-side preprocessing
+                raw = (raw - raw.mean(0)) / (raw.std(0) + 1e-6)
+            model(raw[:16].to(device)).sum().backward()
+
+    for device, out in ((tpx, tmp_path / "tpx"), ("cpu", tmp_path / "cpu")):
+        with profile_session(out, HERE, warmup_steps=1, steps=2, trace=False):
+            loop(device)
+    on_tpx, on_cpu = read_device_work(tmp_path / "tpx"), read_device_work(tmp_path / "cpu")
+    assert on_tpx.tpx_share is not None and on_tpx.tpx_share < 0.5, on_tpx  # the host's ops dominate
+    assert on_tpx.compute_ops > 0 and on_tpx.compute_share == 1.0, on_tpx
+    assert on_cpu.compute_ops > 0 and on_cpu.compute_tpx_ops == 0 and on_cpu.compute_share == 0.0, on_cpu
 
 
 def test_a_loop_on_cpu_does_no_tpx_ops(tmp_path: Path, tpx: str) -> None:

@@ -24,6 +24,21 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 logger = logging.getLogger(__name__)
 
 TPX = "tpx"
+#: The model's compute: matrix products, convolutions, attention and fused recurrent cells (their
+#: backward ops too). A program whose model runs on the device runs these there, whatever its host
+#: side does (data generation, augmentation, checkpoint I/O, metrics), so their share is the verdict's
+#: measure when the run has any (docs/agent.md, "Verdict rules").
+COMPUTE_OPS = frozenset({
+    "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::mv",
+    "aten::dot", "aten::convolution", "aten::_convolution", "aten::convolution_backward",
+    "aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu", "aten::_thnn_fused_lstm_cell",
+    "aten::_thnn_fused_gru_cell", "aten::mkldnn_rnn_layer", "aten::_cudnn_rnn",
+})
+COMPUTE_PREFIXES = ("aten::_scaled_dot_product", "aten::_flash_attention", "aten::_efficient_attention")
+
+
+def is_compute(name: str) -> bool:
+    return name in COMPUTE_OPS or name.startswith(COMPUTE_PREFIXES)
 _Tensor = torch.Tensor
 
 
@@ -59,6 +74,9 @@ class DeviceOpCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # un
         self.entered = False
         self.started = False
         self.before_tpx = 0
+        self.compute_tpx = 0
+        self.compute_other = 0
+        self._compute: dict[Any, bool] = {}  # op overload -> is_compute, looked up once per op
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -70,12 +88,17 @@ class DeviceOpCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # un
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         if self.counting:
+            compute = self._compute.get(func)
+            if compute is None:
+                compute = self._compute[func] = is_compute(getattr(getattr(func, "_schema", None), "name", ""))
             if _device_type(args, kwargs) == TPX:
                 if not self.tpx:
                     self.before_tpx = self.other  # set-up: weight init, data made before the move
                 self.tpx += 1
+                self.compute_tpx += compute
             else:
                 self.other += 1
+                self.compute_other += compute
         return func(*args, **kwargs)
 
     def start(self) -> DeviceOpCounter:
@@ -94,8 +117,10 @@ class DeviceOpCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # un
             self.entered = False
 
     def snapshot(self) -> dict[str, int] | None:
-        """``{"tpx": N, "other": M, "before_tpx": K}`` (K of the M came before the first tpx op), None
-        when the counter never ran."""
+        """``{"tpx": N, "other": M, "before_tpx": K, "compute_tpx": C, "compute_other": D}`` (K of the M
+        came before the first tpx op; C and D: the model's compute ops, ``COMPUTE_OPS``), None when the
+        counter never ran."""
         if not self.started:
             return None
-        return {"tpx": self.tpx, "other": self.other, "before_tpx": self.before_tpx if self.tpx else self.other}
+        return {"tpx": self.tpx, "other": self.other, "before_tpx": self.before_tpx if self.tpx else self.other,
+                "compute_tpx": self.compute_tpx, "compute_other": self.compute_other}

@@ -71,10 +71,18 @@ class DeviceWork(BaseModel):
     tpx_share: float | None = Field(None, ge=0.0, le=1.0, description="tpx_ops / total_ops; None: nothing counted")
     scope: Literal["run", "through_window"] | None = None
     run_tpx_ops: Count = 0
+    # the model's compute (matmul, convolution, attention, fused RNN ops: tools/profile/device_ops.py):
+    # what the verdict measures when the run has any, since host-side work (data, I/O) is not the model's
+    compute_tpx_ops: Count = 0
+    compute_ops: Count = 0
+    compute_share: float | None = Field(None, ge=0.0, le=1.0, description="compute_tpx_ops / compute_ops")
 
     def describe(self) -> str:
         share = "no share" if self.tpx_share is None else f"{self.tpx_share:.0%}"
-        return f"{self.tpx_ops} of {self.total_ops} ops on tpx ({share})"
+        text = f"{self.tpx_ops} of {self.total_ops} ops on tpx ({share})"
+        if self.compute_share is not None:
+            text += f", {self.compute_tpx_ops} of {self.compute_ops} compute ops ({self.compute_share:.0%})"
+        return text
 
 
 class ProfileReport(BaseModel):

@@ -51,6 +51,8 @@ class DeviceOps(BaseModel):
     tpx: Count = 0
     other: Count = 0
     before_tpx: Count = 0  # of ``other``: the ops before the first tpx op (all of them when there was none)
+    compute_tpx: Count = 0  # of ``tpx``: the model's compute ops (device_ops.COMPUTE_OPS)
+    compute_other: Count = 0  # of ``other``: the same, not on tpx
 
 
 class ProfileDoc(BaseModel):

@@ -221,8 +221,10 @@ def device_work_of(doc: ProfileDoc) -> DeviceWork:
     # From the first tpx op on: the set-up before it (a weight init, data made on the host before the
     # move) is not the program's work. Without a tpx op every op counts: all of the work stayed on CPU.
     total = ops.tpx + ops.other - (min(ops.before_tpx, ops.other) if ops.tpx else 0)
+    compute = ops.compute_tpx + ops.compute_other
     return DeviceWork(tpx_ops=ops.tpx, total_ops=total, tpx_share=round(ops.tpx / total, 4) if total else None,
-                      scope=doc.device_ops_scope, run_tpx_ops=run_tpx)
+                      scope=doc.device_ops_scope, run_tpx_ops=run_tpx, compute_tpx_ops=ops.compute_tpx,
+                      compute_ops=compute, compute_share=round(ops.compute_tpx / compute, 4) if compute else None)
 
 
 def read_device_work(profile_dir: Path | str) -> DeviceWork:
