@@ -22,11 +22,7 @@ assert _spec is not None and _spec.loader is not None
 user_venv = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(user_venv)
 
-
-@pytest.fixture(scope="module")
-def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A project venv with torch==2.13.0 but neither Ferry nor pytest."""
-    return user_venv.make_venv(tmp_path_factory.mktemp("user") / "venv")
+venv_python = user_venv.venv_python  # the module-scoped fixture
 
 
 def _ferry(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -10,6 +10,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 # Ferry's own install in its venv (editable finder, .pth, dist-info): a user's venv has none of it.
 _FERRY = ("__editable__", "ferry-", "ferry.", "_ferry", "__pycache__")
 _PYTEST = ("pytest", "_pytest", "py.py", "pluggy", "iniconfig", "xdist", "execnet", "hypothesis", "_hypothesis",
@@ -33,3 +35,10 @@ def make_venv(dest: Path, *, torch: bool = True, pytest: bool = False) -> Path:
             continue
         (theirs / name).symlink_to(entry)
     return python
+
+
+@pytest.fixture(scope="module")
+def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project venv with torch==2.13.0 but neither Ferry nor pytest (a test module takes it with
+    ``venv_python = user_venv.venv_python``)."""
+    return make_venv(tmp_path_factory.mktemp("user") / "venv")

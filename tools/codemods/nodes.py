@@ -235,3 +235,16 @@ def add_kwarg(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Ca
         if not trailing:
             new = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
     return call.with_changes(args=[*args, new])
+
+
+def cuda_call_to(updated: cst.CSTNode, device: str) -> cst.Call:
+    """``x.cuda(i, non_blocking=b)`` / ``x.cuda(device=i)`` -> ``x.to(<device>, non_blocking=b)``: the
+    index (first positional or ``device=``) gives way to ``device``, the other arguments stay."""
+    assert isinstance(updated, cst.Call) and isinstance(updated.func, cst.Attribute)
+    call = updated
+    if call.args and (call.args[0].keyword is None or call.args[0].keyword.value == "device"):
+        call = call.with_changes(args=call.args[1:])
+    call = without_kwargs(call, {"device"})
+    new = expr(f"_.to({args_after(device, call.args)})")
+    assert isinstance(new, cst.Call) and isinstance(new.func, cst.Attribute)
+    return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("to")), args=new.args)

@@ -6,7 +6,7 @@ import libcst as cst
 
 from tools.codemods.base import Rule
 from tools.codemods.device_indices import left_to_index_rule
-from tools.codemods.nodes import args_after, code, expr, int_value, kwarg, positional, without_kwargs
+from tools.codemods.nodes import code, cuda_call_to, int_value, kwarg, positional
 
 
 class CudaMethod(Rule):
@@ -41,14 +41,7 @@ class CudaMethod(Rule):
         ref = self.device_ref(node)
 
         def transform(updated: cst.CSTNode) -> cst.CSTNode:
-            assert isinstance(updated, cst.Call) and isinstance(updated.func, cst.Attribute)
-            call = updated
-            if call.args and (call.args[0].keyword is None or call.args[0].keyword.value == "device"):
-                call = call.with_changes(args=call.args[1:])
-            call = without_kwargs(call, {"device"})
-            new = expr(f"_.to({args_after(ref, call.args)})")
-            assert isinstance(new, cst.Call) and isinstance(new.func, cst.Attribute)
-            return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("to")), args=new.args)
+            return cuda_call_to(updated, ref)
 
         self.hit(node, ".cuda() moves to a CUDA device", category="auto", suggestion=f".to({ref})",
                  transform=transform, needs_device=True)

@@ -18,7 +18,7 @@ import libcst as cst
 
 from tools.codemods.base import Rule
 from tools.codemods.device_indices import is_device_index
-from tools.codemods.nodes import args_after, code, expr, kwarg, positional, without_kwargs
+from tools.codemods.nodes import code, cuda_call_to, expr, kwarg, positional
 from tools.codemods.tables import DEVICE_FACTORIES, DEVICE_OBJECT, TORCH_LOAD
 
 
@@ -84,14 +84,7 @@ class DeviceIndexValues(Rule):
         target = self.torch_text(self._indexed(node, index.value))
 
         def transform(updated: cst.CSTNode) -> cst.CSTNode:
-            assert isinstance(updated, cst.Call) and isinstance(updated.func, cst.Attribute)
-            call = updated
-            if call.args and (call.args[0].keyword is None or call.args[0].keyword.value == "device"):
-                call = call.with_changes(args=call.args[1:])
-            call = without_kwargs(call, {"device"})
-            new = expr(f"_.to({args_after(target, call.args)})")
-            assert isinstance(new, cst.Call) and isinstance(new.func, cst.Attribute)
-            return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("to")), args=new.args)
+            return cuda_call_to(updated, target)
 
         self.hit(node, f".cuda({code(index.value)}): a CUDA device by index", category="auto",
                  suggestion=f".to({target})", transform=transform, needs_device=True)
