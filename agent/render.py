@@ -125,7 +125,7 @@ def device_work_section(state: State) -> list[str]:
     compute = "n/a (the run dispatched none)" if work.compute_share is None else (
         f"{work.compute_tpx_ops} of {work.compute_ops} ({work.compute_share:.1%})")
     return [f"- aten ops on tpx: {work.tpx_ops} of {work.total_ops} ({share}){', ' + scope if scope else ''}",
-            f"- compute ops (matmul, convolution, attention, fused RNN) on tpx: {compute}",
+            f"- compute ops (matmul, convolution, attention, RNN, embedding, loss) on tpx: {compute}",
             f"- tpx's own count over the whole run: {work.run_tpx_ops}"]
 
 

@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from agent.nodes.report import work_problem
 from agent.records import MigrationRecord
 from evals.cases import Case, RealCase, Suite, SyntheticCase, slug
 from evals.grading import GradingError, grade
@@ -121,7 +122,8 @@ def grade_synthetic(case: SyntheticCase, record: MigrationRecord, out: Path) -> 
 
 
 def grade_real(record: MigrationRecord) -> tuple[str, str, float | None]:
-    """A real case is resolved when its migrated run passes on tpx and parity with the original passes.
+    """A real case is resolved when its migrated run passes on tpx, does the program's work there (its
+    compute ops: ``agent.nodes.report.work_problem``) and parity with the original passes.
     The reason of one that is not says which failed, whether the original itself failed on CPU (then
     nothing could be compared), and ends with the migration's own summary (the failure's signature
     and line)."""
@@ -129,9 +131,13 @@ def grade_real(record: MigrationRecord) -> tuple[str, str, float | None]:
     references = [r for r in record.run_log if r.kind == "reference"]
     ran = bool(targets) and targets[-1].status == "ok" and targets[-1].exit_code == 0
     own = targets[-1].duration_s if ran else None
-    if ran and record.parity.passed is True:
+    # the work on tpx: a run that passes and matches while the program's work stayed on CPU is not a migration
+    not_on_device = work_problem(record.device_work) if ran else None
+    if ran and record.parity.passed is True and not_on_device is None:
         return "resolved", "", own
     why = [] if ran else [f"the migrated run does not pass on tpx ({targets[-1].status if targets else 'never ran'})"]
+    if not_on_device is not None:
+        why.append(not_on_device)
     if references and references[-1].status != "ok":
         why.append(f"the original does not run on CPU with CUDA redirected ({references[-1].status})")
     if record.parity.passed is not True:

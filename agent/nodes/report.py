@@ -10,7 +10,7 @@ from agent.errors import Status
 from agent.materialise import artifacts_root
 from agent.nodes.common import SUMMARY, Update, step
 from agent.nodes.reference import cancel_reference
-from agent.records import Outputs
+from agent.records import DeviceWork, Outputs
 from agent.render import report_markdown, result_of
 from agent.runs import RunScheduler
 from agent.state import (
@@ -33,15 +33,21 @@ logger = logging.getLogger(__name__)
 # generation, augmentation, checkpoint I/O, metrics); otherwise every aten op from the first tpx op
 # on. A program whose model stayed on CPU runs almost nothing on tpx (its share is near 0).
 DEVICE_SHARE_MIN = 0.5
+COMPUTE = "matmul, convolution, attention, RNN, embedding, loss"
 DEVICE_HINT = ("check how the program selects its device (a --cuda flag off by default, --device cpu, "
                "use_cuda=False)")
 
 
 def device_work_problem(state: State) -> str | None:
     """Why the passing target run does not show the program's work on tpx, None when it does."""
-    work = device_work_of(state)
+    return work_problem(device_work_of(state), state.get("device_work_error"))
+
+
+def work_problem(work: DeviceWork | None, error: str | None = None) -> str | None:
+    """Why ``work`` (a target run's op counts) does not show the program's work on tpx, None when it
+    does (also what ``ferry eval`` grades a real case by)."""
     if work is None:
-        why = state.get("device_work_error") or "the target run recorded no op counts"
+        why = error or "the target run recorded no op counts"
         return f"there is no evidence that the target run executed its work on tpx ({why})"
     if work.tpx_share is None:
         return (f"the target run's ops were not counted (tpx itself counted {work.run_tpx_ops}), so "
@@ -50,14 +56,13 @@ def device_work_problem(state: State) -> str | None:
         return (f"the target run executed 0 of {work.total_ops} ops on tpx: the work stayed on CPU; {DEVICE_HINT}")
     if work.compute_share is not None:
         if work.compute_share < DEVICE_SHARE_MIN:
-            return (f"the target run executed {work.compute_tpx_ops} of its {work.compute_ops} compute ops (matmul, "
-                    f"convolution, attention) on tpx ({work.compute_share:.0%}, below {DEVICE_SHARE_MIN:.0%}): "
-                    f"the model's work stayed on CPU; {DEVICE_HINT}")
+            return (f"the target run executed {work.compute_tpx_ops} of its {work.compute_ops} compute ops ({COMPUTE}) "
+                    f"on tpx ({work.compute_share:.0%}, below {DEVICE_SHARE_MIN:.0%}): the model's work stayed on "
+                    f"CPU; {DEVICE_HINT}")
         return None
     if work.tpx_share < DEVICE_SHARE_MIN:
         return (f"the target run executed {work.tpx_ops} of {work.total_ops} ops on tpx ({work.tpx_share:.0%}, "
-                f"below {DEVICE_SHARE_MIN:.0%}) and no compute op (matmul, convolution, attention): the work "
-                f"stayed on CPU; {DEVICE_HINT}")
+                f"below {DEVICE_SHARE_MIN:.0%}) and no compute op ({COMPUTE}): the work stayed on CPU; {DEVICE_HINT}")
     return None
 
 

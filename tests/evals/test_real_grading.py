@@ -1,5 +1,5 @@
 """Grading of a real case from its migration record: resolved only when the migrated run passes
-on tpx and parity passes; otherwise the reason names what failed, including an original that does
+on tpx, did the program's work there (its compute ops) and parity passes; otherwise the reason names what failed, including an original that does
 not run on CPU, and carries the migration's own summary (the failure's signature and line)."""
 
 from __future__ import annotations
@@ -13,11 +13,15 @@ def _run(kind: str, status: str, exit_code: int, duration_s: float = 2.0) -> dic
             "exit_code": exit_code, "duration_s": duration_s, "isolation": "bwrap"}
 
 
+ON_TPX = {"tpx_ops": 90, "total_ops": 100, "tpx_share": 0.9, "compute_tpx_ops": 12, "compute_ops": 12,
+          "compute_share": 1.0}
+
+
 def _record(status: str, runs: list[dict[str, object]], parity: dict[str, object] | None = None,
-            summary: str | None = None) -> MigrationRecord:
+            summary: str | None = None, work: dict[str, object] | None = ON_TPX) -> MigrationRecord:
     return MigrationRecord.model_validate({"migration_id": "eval-x", "status": status, "source": "/r",
                                            "run_command": "python train.py", "run_log": runs,
-                                           "parity": parity or {}, "summary": summary})
+                                           "parity": parity or {}, "summary": summary, "device_work": work})
 
 
 def test_a_passing_run_with_passing_parity_is_resolved() -> None:
@@ -45,3 +49,15 @@ def test_a_parity_failure_names_its_first_divergence() -> None:
     assert (grade, own) == ("partial", 3.0)
     assert reason == ("partial: parity fail (first divergence RNNLM.lstm#0) -- the migrated code runs on tpx but "
                       "parity fails")
+
+
+def test_a_passing_run_whose_work_stayed_on_cpu_is_partial() -> None:
+    """The run passes and matches, but it matched because nothing moved: a CPU program stays a CPU program."""
+    runs = [_run("reference", "ok", 0), _run("target", "ok", 0, 2.5)]
+    on_cpu = {"tpx_ops": 0, "total_ops": 146, "tpx_share": 0.0, "compute_tpx_ops": 0, "compute_ops": 13,
+              "compute_share": 0.0}
+    grade, reason, own = grade_real(_record("partial", runs, {"verdict": "pass", "passed": True}, work=on_cpu))
+    assert (grade, own) == ("partial", 2.5)
+    assert reason.startswith("partial: the target run executed 0 of 146 ops on tpx: the work stayed on CPU")
+    grade, reason, _ = grade_real(_record("partial", runs, {"verdict": "pass", "passed": True}, work=None))
+    assert grade == "partial" and "no evidence that the target run executed its work on tpx" in reason

@@ -58,6 +58,21 @@ def test_compute_ops_say_where_the_model_ran_whatever_the_host_does(tmp_path: Pa
     assert on_cpu.compute_ops > 0 and on_cpu.compute_tpx_ops == 0 and on_cpu.compute_share == 0.0, on_cpu
 
 
+def test_an_embedding_model_without_matmuls_counts_its_lookups_and_loss(tmp_path: Path, tpx: str) -> None:
+    """A bigram language model: an embedding and a cross-entropy, batches sliced out of a corpus on the host."""
+    torch.manual_seed(0)
+    corpus = torch.randint(0, 16, (400,))
+    table = torch.nn.Embedding(16, 16).to(tpx)
+    with profile_session(tmp_path, HERE, warmup_steps=1, steps=2, trace=False):
+        for _ in range(4):
+            ix = torch.randint(0, 390, (8,))
+            x = torch.stack([corpus[i:i + 8] for i in ix]).to(tpx)
+            y = torch.stack([corpus[i + 1:i + 9] for i in ix]).to(tpx)
+            torch.nn.functional.cross_entropy(table(x).view(-1, 16), y.view(-1)).backward()
+    work = read_device_work(tmp_path)
+    assert work.compute_ops > 0 and work.compute_share == 1.0, work
+
+
 def test_a_loop_on_cpu_does_no_tpx_ops(tmp_path: Path, tpx: str) -> None:
     with profile_session(tmp_path, HERE, warmup_steps=1, steps=2, trace=False):
         sample_loop.train("cpu", steps=6)

@@ -24,15 +24,20 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 logger = logging.getLogger(__name__)
 
 TPX = "tpx"
-#: The model's compute: matrix products, convolutions, attention and fused recurrent cells (their
-#: backward ops too). A program whose model runs on the device runs these there, whatever its host
-#: side does (data generation, augmentation, checkpoint I/O, metrics), so their share is the verdict's
-#: measure when the run has any (docs/agent.md, "Verdict rules").
+#: The model's compute: matrix products, convolutions, attention, fused recurrent cells, embedding
+#: lookups and the log-softmax / NLL of its loss (their backward ops too). A program whose model runs
+#: on the device runs these there, whatever its host side does (data generation, slicing batches out
+#: of a corpus, augmentation, checkpoint I/O, metrics), so their share is the verdict's measure when
+#: the run has any (docs/agent.md, "Verdict rules"). A bigram language model has no matmul at all:
+#: its work is an embedding and a cross-entropy.
 COMPUTE_OPS = frozenset({
     "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::mv",
     "aten::dot", "aten::convolution", "aten::_convolution", "aten::convolution_backward",
     "aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu", "aten::_thnn_fused_lstm_cell",
     "aten::_thnn_fused_gru_cell", "aten::mkldnn_rnn_layer", "aten::_cudnn_rnn",
+    "aten::embedding", "aten::embedding_dense_backward", "aten::_embedding_bag", "aten::_embedding_bag_backward",
+    "aten::_log_softmax", "aten::_log_softmax_backward_data", "aten::nll_loss_forward", "aten::nll_loss_backward",
+    "aten::nll_loss2d_forward", "aten::nll_loss2d_backward",
 })
 COMPUTE_PREFIXES = ("aten::_scaled_dot_product", "aten::_flash_attention", "aten::_efficient_attention")
 

@@ -71,7 +71,7 @@ class DeviceWork(BaseModel):
     tpx_share: float | None = Field(None, ge=0.0, le=1.0, description="tpx_ops / total_ops; None: nothing counted")
     scope: Literal["run", "through_window"] | None = None
     run_tpx_ops: Count = 0
-    # the model's compute (matmul, convolution, attention, fused RNN ops: tools/profile/device_ops.py):
+    # the model's compute (matmul, convolution, attention, RNN, embedding, loss ops: tools/profile/device_ops.py):
     # what the verdict measures when the run has any, since host-side work (data, I/O) is not the model's
     compute_tpx_ops: Count = 0
     compute_ops: Count = 0
