@@ -1,6 +1,7 @@
 """Grading of a real case from its migration record: resolved only when the migrated run passes
-on tpx, did the program's work there (its compute ops) and parity passes; otherwise the reason names what failed, including an original that does
-not run on CPU, and carries the migration's own summary (the failure's signature and line)."""
+on tpx, did the program's work there (its compute ops) and parity passes; otherwise the reason names
+what failed, including an original that does not run on CPU, and carries the migration's own summary
+(the failure's signature and line)."""
 
 from __future__ import annotations
 
