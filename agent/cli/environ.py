@@ -58,7 +58,7 @@ def env_option(items: list[str], flag: str = "--env") -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise CliError(f"{flag} {item!r}: use KEY=VALUE, e.g. {flag} PYTHONPATH=.")
-        problem = user_env_problem(key, value) if key != "PYTHONPATH" else None
+        problem = user_env_problem(key, value)
         if problem is not None:
             raise CliError(f"{flag} {key}: {problem}")
         env[key] = value
@@ -66,8 +66,10 @@ def env_option(items: list[str], flag: str = "--env") -> dict[str, str]:
 
 
 def cwd_option(value: str | None, repo: Path) -> str | None:
-    """``--cwd``: a directory of ``repo``, relative to it, that stays inside it."""
+    """``--cwd``: a directory of ``repo``, relative to it, that stays inside it (the runner's own
+    check, ``sandbox.execute.start_directory``, made early on the repository itself)."""
     from agent.cli import CliError
+    from sandbox.execute import start_directory
     from tools.runner.models import cwd_problem
 
     if value is None:
@@ -76,12 +78,10 @@ def cwd_option(value: str | None, repo: Path) -> str | None:
     if problem is not None:
         raise CliError(f"--cwd {value}: {problem}")
     root = repo.expanduser().resolve()
-    target = (root / value).resolve()
-    if target != root and root not in target.parents:
-        raise CliError(f"--cwd {value}: leads out of the repository (through a link); give a directory inside it")
-    if not target.is_dir():
-        raise CliError(f"--cwd {value}: {target} is not a directory of the repository; give one relative to "
-                       f"{root}")
+    try:
+        target = start_directory(root, value)
+    except ValueError as exc:
+        raise CliError(f"--cwd {value}: {exc}; give a directory inside {root}, relative to it") from None
     rel = target.relative_to(root).as_posix()
     return None if rel == "." else rel
 

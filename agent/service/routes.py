@@ -24,6 +24,7 @@ from agent.service.schemas import (
     State,
 )
 from agent.state import MigrationOptions, outputs_of, runs_of, status_of, steps_of
+from sandbox.execute import start_directory
 from tools.runner.interpreter import InterpreterError, ferrys_interpreter, inspect_interpreter
 
 router = APIRouter(prefix="/migrations", dependencies=[Authorized], tags=["migrations"],
@@ -92,9 +93,13 @@ def create(body: MigrationCreate, settings: SettingsDep, jobs: JobsDep) -> Migra
     if not src.is_dir():
         msg = f"{body.path} is not a directory on the server; give the repository's absolute path there"
         raise RequestValidationError([{"type": "value_error", "loc": ("body", "path"), "msg": msg, "input": body.path}])
-    if body.cwd is not None and not (src.resolve() / body.cwd).resolve().is_dir():
-        msg = f"cwd {body.cwd!r} is not a directory of the repository {src}"
-        raise RequestValidationError([{"type": "value_error", "loc": ("body", "cwd"), "msg": msg, "input": body.cwd}])
+    if body.cwd is not None:
+        try:
+            start_directory(src.resolve(), body.cwd)  # the runner's own check, on the repository itself
+        except ValueError as exc:
+            msg = f"{exc} {src}"
+            raise RequestValidationError([{"type": "value_error", "loc": ("body", "cwd"), "msg": msg,
+                                           "input": body.cwd}]) from None
     python = _allowed_python(body.python, settings)
     opts = MigrationOptions(source=str(src.resolve()), run_command=body.run, test_command=body.test, out_dir=body.out,
                             state_dir=settings.state_dir, llm=body.llm, approve=body.approve, apply=body.apply,

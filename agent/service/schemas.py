@@ -53,7 +53,7 @@ class MigrationCreate(BaseModel):
         from tools.runner.env import user_env_problem
 
         for key, value in v.items():
-            if key != "PYTHONPATH" and (problem := user_env_problem(key, value)) is not None:
+            if (problem := user_env_problem(key, value)) is not None:
                 raise ValueError(problem)
         return v
 

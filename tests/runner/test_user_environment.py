@@ -160,3 +160,11 @@ def test_an_interpreter_linked_from_a_private_dir_shows_only_its_dirs(tmp_path: 
     assert home not in roots and home / "bin" in roots and Path(venv.prefix) in roots
     assert all(r == home / "bin" or home not in r.parents for r in roots)
     assert venv.roots() == sorted({Path(venv.prefix), Path(venv.base_prefix).resolve()})  # nothing beside them
+
+
+def test_a_user_pythonpath_is_checked_like_any_other_variable(repo: Path):
+    """PYTHONPATH is merged after Ferry's bootstrap dir, not exempt from the checks (a NUL byte)."""
+    with pytest.raises(ValidationError, match="NUL byte"):
+        RunRequest(path=repo, command="python who.py", user_env={"PYTHONPATH": "src\0lib"})
+    assert RunRequest(path=repo, command="python who.py", user_env={"PYTHONPATH": "src"}).user_env == {
+        "PYTHONPATH": "src"}

@@ -126,11 +126,11 @@ def child_env(
         logger.warning("runner: not passing %s to the child (only FERRY_*/TPX_* keys, never secrets)",
                        ", ".join(sorted(dropped)))
     own = dict(user_env or {})
-    user_path = own.pop("PYTHONPATH", "")
     for key, value in own.items():
         problem = user_env_problem(key, value)
         if problem is not None:
             raise ValueError(problem)
+    user_path = own.pop("PYTHONPATH", "")
     env = {**own, **kept}
     env.update(
         {

@@ -61,7 +61,7 @@ class RunRequest(BaseModel):
         from tools.runner.env import user_env_problem
 
         for key, val in value.items():
-            if key != "PYTHONPATH" and (problem := user_env_problem(key, val)) is not None:
+            if (problem := user_env_problem(key, val)) is not None:
                 raise ValueError(problem)
         return value
 
