@@ -46,7 +46,7 @@ def run_reference(opts: MigrationOptions, adir: Path, cancel: threading.Event | 
         Path(opts.source), opts.run_command, device="cpu", redirect_cuda="cpu", probe=True, profile=False,
         timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
         disk_limit_bytes=opts.disk_limit_bytes,
-        environment=toolbox.RunEnvironment(python=opts.python, env=dict(opts.env), cwd=opts.cwd),
+        environment=toolbox.RunEnvironment.of(opts),
     )
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from agent.errors import EnvironmentMissing, FerryAgentError, ToolUnavailable
 
 if TYPE_CHECKING:
+    from agent.state import MigrationOptions
     from tools.parity.models import ParityReport
     from tools.profile.models import DeviceWork, ProfileReport
     from tools.runner.models import RunResult
@@ -60,6 +61,10 @@ class RunEnvironment:
     python: str | None = None  # None: Ferry's own interpreter
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
+
+    @classmethod
+    def of(cls, opts: MigrationOptions) -> RunEnvironment:
+        return cls(python=opts.python, env=dict(opts.env), cwd=opts.cwd)
 
 
 # The environment of the migration whose node runs now: set by agent.nodes.common.step from the

@@ -5,8 +5,11 @@ was wrong and what to do)."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.toolbox import RunEnvironment
 
 PYTHON_HELP = ("the interpreter the code runs with (default: the active virtualenv's, $VIRTUAL_ENV/bin/python, "
                "else Ferry's); it needs torch==2.13.0, not Ferry")
@@ -14,13 +17,6 @@ ENV_HELP = ("a variable of your own for every run (repeatable), e.g. --env PYTHO
             "PYTHONPATH is kept after Ferry's bootstrap dir; FERRY_*/TPX_*, PATH, HOME and the runner's hooks are "
             "refused")
 CWD_HELP = "start every run in this directory of the repository (relative to its root), e.g. --cwd examples/mnist"
-
-
-@dataclass
-class UserEnvironment:
-    python: str | None = None  # None: Ferry's own interpreter
-    env: dict[str, str] = field(default_factory=dict)
-    cwd: str | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, env: bool = True) -> None:
@@ -86,7 +82,9 @@ def cwd_option(value: str | None, repo: Path) -> str | None:
     return None if rel == "." else rel
 
 
-def from_args(args: argparse.Namespace, repo: Path, env_items: list[str] | None = None) -> UserEnvironment:
+def from_args(args: argparse.Namespace, repo: Path, env_items: list[str] | None = None) -> RunEnvironment:
+    from agent.toolbox import RunEnvironment
+
     items = env_items if env_items is not None else list(getattr(args, "env", None) or [])
-    return UserEnvironment(python=python_option(args.python), env=env_option(items),
+    return RunEnvironment(python=python_option(args.python), env=env_option(items),
                            cwd=cwd_option(args.cwd, repo))

@@ -34,8 +34,7 @@ def environment_of(state: MigrationState) -> toolbox.RunEnvironment:
     """The user's own environment (--python, --env, --cwd) the migration's runs get."""
     if not state.get("options"):
         return toolbox.RunEnvironment()
-    opts = options_of(state)
-    return toolbox.RunEnvironment(python=opts.python, env=dict(opts.env), cwd=opts.cwd)
+    return toolbox.RunEnvironment.of(options_of(state))
 
 
 def step(name: str) -> Callable[[NodeFn], GraphNode]:
