@@ -28,10 +28,11 @@ from tools.patch import Patch, PatchRequest, build_patch, git_apply
 logger = logging.getLogger(__name__)
 
 # The share of a target run's work that must run on tpx before it counts as device work. The work
-# is the model's compute when the run has any (matrix products, convolutions, attention, fused RNN
-# cells: a model on the device runs nearly all of them there, whatever the host does besides: data
-# generation, augmentation, checkpoint I/O, metrics); otherwise every aten op from the first tpx op
-# on. A program whose model stayed on CPU runs almost nothing on tpx (its share is near 0).
+# is the model's compute when the run has any (tools/profile/device_ops.py COMPUTE_OPS: matrix
+# products, convolutions, attention, RNN cells, embedding lookups, log-softmax/NLL; a model on the
+# device runs nearly all of them there, whatever the host does besides: data generation,
+# augmentation, checkpoint I/O, metrics); otherwise every aten op from the first tpx op on. A
+# program whose model stayed on CPU runs almost nothing on tpx (its share is near 0).
 DEVICE_SHARE_MIN = 0.5
 COMPUTE = "matmul, convolution, attention, RNN, embedding, loss"
 DEVICE_HINT = ("check how the program selects its device (a --cuda flag off by default, --device cpu, "
