@@ -170,6 +170,7 @@ class MigrationRecord(BaseModel):
     python: str | None = None  # the runs' interpreter (--python; None: Ferry's own)
     env: dict[str, str] = Field(default_factory=dict)  # the user's own variables of every run (--env)
     cwd: str | None = None  # where every run started, relative to the repository (--cwd)
+    entry_file: str | None = None  # the repository file the run command runs first (None: not found)
     iterations: int = 0
     runs: int = 0
     run_log: list[RunRecord] = Field(default_factory=list)

@@ -51,13 +51,13 @@ def result_of(state: State, patch_files: list[FileChange], applied: bool | None 
     usage = state.get("llm_usage") or {}
     prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
     profile, profile_error = profile_of(state), state.get("profile_error")
-    status = status_of(state)
+    status, plan = status_of(state), plan_of(state)
     if status is None:
         raise ValueError("a migration's result needs its status (the report node decides it)")
     return MigrationRecord(
         migration_id=state["migration_id"], status=status, summary=state.get("summary"),
         source=opts.source, run_command=opts.run_command, test_command=opts.test_command,
-        python=opts.python, env=dict(opts.env), cwd=opts.cwd,
+        python=opts.python, env=dict(opts.env), cwd=opts.cwd, entry_file=plan.entry_file if plan else None,
         iterations=state.get("iteration") or 0, runs=len(runs_of(state)), run_log=runs_of(state),
         llm=LLMUsage(calls=int(usage.get("calls", 0)), prompt_tokens=prompt, completion_tokens=completion,
                      total_tokens=prompt + completion),

@@ -98,6 +98,10 @@ class RealCase(CaseSpec):
     packages: list[str] = Field(default_factory=list, description="pip packages it needs beyond torch/numpy")
     data: str | None = Field(default=None, description="a script of ours in evals/real/data/ writing its data")
     env: dict[str, str] = Field(default_factory=dict, description="FERRY_*/TPX_* settings for its runs")
+    control: bool = Field(default=False, description=(
+        "a control: the program the command runs holds no CUDA, so it must be left unchanged and keep "
+        "working (resolved: the run passes, parity and the CPU check pass, no file of the entry's directory "
+        "changed, and the verdict does not claim `migrated`)"))
 
     model_config = {"populate_by_name": True}
 

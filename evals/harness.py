@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import posixpath
 import shutil
 import subprocess
 import sys
@@ -147,6 +148,35 @@ def grade_real(record: MigrationRecord) -> tuple[str, str, float | None]:
     return ("partial" if ran else "failed"), f"{record.status}: " + "; ".join(why) + summary, own
 
 
+def grade_control(record: MigrationRecord) -> tuple[str, str, float | None]:
+    """A control case (its program holds no CUDA) is resolved when Ferry leaves that program alone and it
+    keeps working: the run passes on tpx, parity and the CPU check pass, no patched file lies in the entry
+    file's directory, and the verdict is not ``migrated`` (its work never ran on the device)."""
+    targets = [r for r in record.run_log if r.kind == "target"]
+    ran = bool(targets) and targets[-1].status == "ok" and targets[-1].exit_code == 0
+    own = targets[-1].duration_s if ran else None
+    why = [] if ran else [f"the run does not pass on tpx ({targets[-1].status if targets else 'never ran'})"]
+    if record.entry_file is None:
+        why.append("the run's entry file was not found, so its code cannot be shown unchanged")
+    else:
+        folder = posixpath.dirname(record.entry_file)
+        touched = [f.path for f in record.patch_files
+                   if (posixpath.dirname(f.path) == folder if not folder else f.path.startswith(folder + "/"))]
+        if touched:
+            why.append(f"the patch changes the control's own code ({', '.join(touched[:5])})")
+    if record.parity.passed is not True:
+        why.append(f"parity {record.parity.verdict or 'not checked'}")
+    if record.cpu_check is None or record.cpu_check.verdict == "fail":
+        check = record.cpu_check
+        why.append("the CPU check " + ("did not run" if check is None else f"failed: {check.reason}"))
+    if record.status == "migrated":
+        why.append("the verdict claims `migrated` for a program whose work cannot have run on the device")
+    if not why:
+        return "resolved", "", own
+    summary = f" -- {record.summary}" if record.summary else ""
+    return ("partial" if ran else "failed"), f"{record.status}: " + "; ".join(why) + summary, own
+
+
 def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Prices, model: str | None,
              mirror: Path | None = None) -> CaseResult:
     """Migrate and grade one case; never raises (a broken case is a failed result with its reason)."""
@@ -171,7 +201,7 @@ def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Pri
         if isinstance(case, SyntheticCase):
             g, reason, tests, own = grade_synthetic(case, record, out)
         else:
-            g, reason, own = grade_real(record)
+            g, reason, own = grade_control(record) if case.control else grade_real(record)
             tests = GradedTests()
         return CaseResult(**base, **fields, grade=g, reason=reason, tests=tests, wall_s=round(wall, 3),  # type: ignore[arg-type]
                           own_run_s=own, ratio=round(wall / own, 3) if own else None,

@@ -19,8 +19,11 @@ from agent.state import (
     cpu_check_of,
     device_work_of,
     dump,
+    edits_of,
     options_of,
     parity_of,
+    plan_of,
+    scan_of,
     status_of,
 )
 from tools.patch import Patch, PatchRequest, build_patch, git_apply
@@ -39,14 +42,36 @@ DEVICE_HINT = ("check how the program selects its device (a --cuda flag off by d
                "use_cuda=False)")
 
 
+NO_CUDA_HINT = ("the program this command runs ({entry}) holds no CUDA code and Ferry left it unchanged: it "
+                "never asked for a GPU, so it runs on CPU as before (nothing in it to migrate; to run it on tpx it "
+                "must choose a device itself)")
+
+
+def untouched_entry(state: State) -> str | None:
+    """The run's entry file when the scan found no CUDA in it and no edit changed it, else None."""
+    plan = plan_of(state)
+    entry = plan.entry_file if plan is not None else None
+    if entry is None:
+        return None
+    scan = scan_of(state)
+    if scan is not None and any(f.file == entry for f in scan.findings):
+        return None
+    if any(entry in e.files for e in edits_of(state)):
+        return None
+    return entry
+
+
 def device_work_problem(state: State) -> str | None:
     """Why the passing target run does not show the program's work on tpx, None when it does."""
-    return work_problem(device_work_of(state), state.get("device_work_error"))
+    entry = untouched_entry(state)
+    hint = NO_CUDA_HINT.format(entry=entry) if entry else DEVICE_HINT
+    return work_problem(device_work_of(state), state.get("device_work_error"), hint)
 
 
-def work_problem(work: DeviceWork | None, error: str | None = None) -> str | None:
+def work_problem(work: DeviceWork | None, error: str | None = None, hint: str = DEVICE_HINT) -> str | None:
     """Why ``work`` (a target run's op counts) does not show the program's work on tpx, None when it
-    does (also what ``ferry eval`` grades a real case by)."""
+    does (also what ``ferry eval`` grades a real case by). ``hint``: what to check when the work
+    stayed on CPU."""
     if work is None:
         why = error or "the target run recorded no op counts"
         return f"there is no evidence that the target run executed its work on tpx ({why})"
@@ -54,16 +79,16 @@ def work_problem(work: DeviceWork | None, error: str | None = None) -> str | Non
         return (f"the target run's ops were not counted (tpx itself counted {work.run_tpx_ops}), so "
                 "device work cannot be shown")
     if work.tpx_ops == 0:
-        return (f"the target run executed 0 of {work.total_ops} ops on tpx: the work stayed on CPU; {DEVICE_HINT}")
+        return (f"the target run executed 0 of {work.total_ops} ops on tpx: the work stayed on CPU; {hint}")
     if work.compute_share is not None:
         if work.compute_share < DEVICE_SHARE_MIN:
             return (f"the target run executed {work.compute_tpx_ops} of its {work.compute_ops} compute ops ({COMPUTE}) "
                     f"on tpx ({work.compute_share:.0%}, below {DEVICE_SHARE_MIN:.0%}): the model's work stayed on "
-                    f"CPU; {DEVICE_HINT}")
+                    f"CPU; {hint}")
         return None
     if work.tpx_share < DEVICE_SHARE_MIN:
         return (f"the target run executed {work.tpx_ops} of {work.total_ops} ops on tpx ({work.tpx_share:.0%}, "
-                f"below {DEVICE_SHARE_MIN:.0%}) and no compute op ({COMPUTE}): the work stayed on CPU; {DEVICE_HINT}")
+                f"below {DEVICE_SHARE_MIN:.0%}) and no compute op ({COMPUTE}): the work stayed on CPU; {hint}")
     return None
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from agent.migration import load
 from agent.nodes.report import DEVICE_SHARE_MIN, final_status
-from agent.records import CpuCheck, DeviceWork, MigrationRecord
+from agent.records import CpuCheck, DeviceWork, Edit, MigrationRecord, Plan, ReviewItem, ScanDigest
 from agent.state import MigrationOptions, dump
 from tools.parity.models import ParityReport
 
@@ -254,3 +254,26 @@ def test_a_patch_that_breaks_the_cpu_path_ends_partial(tmp_path, edit, why, run_
     assert len(cpu_runs) == 1 and cpu_runs[0].status == run_status
     # the original was run on CPU too, and it runs: the CPU path was the migration's to keep
     assert [r.status for r in result.run_log if r.kind == "cpu_original"] == ["ok"]
+
+
+def _planned(entry: str, findings: list[str], edited: list[str]) -> dict:
+    plan = Plan(rewrite_files=edited, auto_fix=len(edited), review=[], entry_file=entry, codemod_device="tpx",
+                checks=[], max_iterations=3)
+    scan = ScanDigest(findings=[ReviewItem(rule="FRY001", file=f, line=1, category="auto", message="cuda")
+                                for f in findings])
+    edits = [Edit(step="rewrite", kind="codemod", rule="FRY001", files=[f], diff="", reason="r") for f in edited]
+    return {"plan": dump(plan), "scan": dump(scan), "edits": [dump(e) for e in edits]}
+
+
+def test_a_program_without_cuda_is_named_as_such_when_its_work_stays_on_cpu():
+    """A CPU-only program in a repository that holds CUDA elsewhere: the reason says there was nothing to move in
+    it, not that a --cuda flag was off."""
+    on_cpu = DeviceWork(tpx_ops=0, total_ops=146, tpx_share=0.0)
+    status, summary = final_status(_state(on_cpu, CPU_OK, **_planned("regression/main.py", ["dcgan/main.py"],
+                                                                      ["dcgan/main.py"])))
+    assert status == "partial"
+    assert "(regression/main.py) holds no CUDA code and Ferry left it unchanged" in summary and "--cuda" not in summary
+    # the entry holds CUDA (found by the scan, or edited): the device-selection hint stays
+    for findings, edited in ((["regression/main.py"], []), ([], ["regression/main.py"])):
+        status, summary = final_status(_state(on_cpu, CPU_OK, **_planned("regression/main.py", findings, edited)))
+        assert status == "partial" and "--cuda" in summary and "holds no CUDA" not in summary

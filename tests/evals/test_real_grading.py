@@ -5,8 +5,12 @@ what failed, including an original that does not run on CPU, and carries the mig
 
 from __future__ import annotations
 
-from agent.records import MigrationRecord
-from evals.harness import grade_real
+import pytest
+
+from agent.records import CpuCheck, MigrationRecord
+from evals.cases import RealCase, load_real
+from evals.harness import grade_control, grade_real
+from tools.patch import FileChange
 
 
 def _run(kind: str, status: str, exit_code: int, duration_s: float = 2.0) -> dict[str, object]:
@@ -62,3 +66,44 @@ def test_a_passing_run_whose_work_stayed_on_cpu_is_partial() -> None:
     assert reason.startswith("partial: the target run executed 0 of 146 ops on tpx: the work stayed on CPU")
     grade, reason, _ = grade_real(_record("partial", runs, {"verdict": "pass", "passed": True}, work=None))
     assert grade == "partial" and "no evidence that the target run executed its work on tpx" in reason
+
+
+# --- controls: a program without CUDA, which Ferry must leave alone and working ------------------
+
+def _control(status: str = "partial", patched: tuple[str, ...] = ("dcgan/main.py",), parity: bool = True,
+             cpu: str = "pass", entry: str | None = "regression/main.py") -> MigrationRecord:
+    rec = _record(status, [_run("reference", "ok", 0), _run("target", "ok", 0, 1.5)],
+                  {"verdict": "pass" if parity else "fail", "passed": parity},
+                  summary="runs on tpx, tests pass and parity passes, but the work stayed on CPU",
+                  work={"tpx_ops": 0, "total_ops": 146, "tpx_share": 0.0})
+    return rec.model_copy(update={
+        "entry_file": entry,
+        "patch_files": [FileChange(path=p, change="modified", added_lines=1, removed_lines=1) for p in patched],
+        "cpu_check": CpuCheck(verdict=cpu, passed=cpu == "pass", reason=f"cpu {cpu}", run_status="ok",
+                              against="reference")})
+
+
+def test_a_control_left_alone_and_working_is_resolved() -> None:
+    assert grade_control(_control()) == ("resolved", "", 1.5)
+    # a program at the repository's root: only root-level files are its own
+    assert grade_control(_control(entry="main.py", patched=("pkg/cuda_part.py",)))[0] == "resolved"
+
+
+@pytest.mark.parametrize("kw, why", [
+    ({"patched": ("dcgan/main.py", "regression/main.py")},
+     "the patch changes the control's own code (regression/main.py)"),
+    ({"entry": "main.py", "patched": ("setup.py",)}, "the patch changes the control's own code (setup.py)"),
+    ({"status": "migrated"}, "the verdict claims `migrated`"),
+    ({"parity": False}, "parity fail"),
+    ({"cpu": "fail"}, "the CPU check failed: cpu fail"),
+    ({"entry": None}, "entry file was not found"),
+])
+def test_a_control_that_was_changed_broken_or_overclaimed_is_not_resolved(kw: dict[str, object], why: str) -> None:
+    grade, reason, _ = grade_control(_control(**kw))  # type: ignore[arg-type]
+    assert grade == "partial" and why in reason, reason
+
+
+def test_the_real_manifest_marks_its_control() -> None:
+    cases = {c.name: c for c in load_real().cases if isinstance(c, RealCase)}
+    assert cases["examples-regression"].control is True
+    assert [n for n, c in cases.items() if c.control] == ["examples-regression"]
