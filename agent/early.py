@@ -44,7 +44,8 @@ def run_reference(opts: MigrationOptions, adir: Path, cancel: threading.Event | 
     """The reference run: the original code on CPU, CUDA redirected to CPU, probe on."""
     return toolbox.run(
         Path(opts.source), opts.run_command, device="cpu", redirect_cuda="cpu", probe=True, profile=False,
-        timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
+        timeout_s=min(opts.run_timeout_s, opts.max_wall_s or opts.run_timeout_s), seed=opts.seed, artifacts_dir=adir,
+        cancel=cancel,
         disk_limit_bytes=opts.disk_limit_bytes,
         environment=toolbox.RunEnvironment.of(opts),
     )

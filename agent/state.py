@@ -54,6 +54,9 @@ class MigrationOptions(BaseModel):
     device: str = Field(default="accelerator", description="codemod target: accelerator or tpx")
     max_iterations: int = Field(default=8, ge=0, description="fix/verify rounds before failed_budget")
     run_timeout_s: float = Field(default=600.0, gt=0)
+    max_wall_s: float | None = Field(default=None, gt=0, description=(
+        "the migration's wall-time budget: runs are capped by what is left, and one that cannot finish in it "
+        "is not started (failed_budget); None: no budget"))
     seed: int = 0
     disk_limit_bytes: int | None = Field(default=None, ge=1024**2,
                                          description="disk cap of each run, in all (None: $FERRY_DISK_LIMIT or 4 GiB)")

@@ -56,11 +56,16 @@ def _base(case: Case, suite: str, out: Path) -> dict[str, object]:
             "idiom_groups": case.idiom_groups, "expected_status": case.expected_status, "out_dir": str(out)}
 
 
+BUDGET_MARGIN_S = 60.0  # of a case's timeout, left to Ferry's own start-up, patch and report
+
+
 def migrate(case: Case, repo: Path, out: Path, policy: Policy) -> tuple[MigrationRecord | None, str, float]:
     """``ferry migrate`` of ``repo`` into ``out``: its record (None when it wrote none), a reason when
     it did not end normally, and its wall time."""
     args = ["migrate", str(repo), "--run", case.run, "--json", "--out", str(out), "--state-dir", str(out / "state"),
-            "--id", migration_id(case.name), "--llm" if policy == "llm" else "--offline"]
+            "--id", migration_id(case.name), "--llm" if policy == "llm" else "--offline",
+            # Ferry stops before a run that cannot finish, and writes its report, before the harness kills it
+            "--max-wall", f"{max(case.timeout_s - BUDGET_MARGIN_S, case.timeout_s / 2):.0f}"]
     if case.test:
         args += ["--test", case.test]
     env = dict(case.env) if isinstance(case, RealCase) else {}

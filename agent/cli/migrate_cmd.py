@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-iterations", type=int, default=8,
                         help="fix/verify rounds before failed_budget (default 8)")
     parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds per run (default 600)")
+    parser.add_argument("--max-wall", type=float, default=None, metavar="SECONDS",
+                        help="wall-time budget of the whole migration: runs are capped by what is left, and one that "
+                             "cannot finish in it is not started (ends failed_budget with its report; default: none)")
     parser.add_argument("--seed", type=int, default=0, help="seed for the reference and target runs")
     parser.add_argument("--disk-limit", default=None, metavar="SIZE", help=DISK_LIMIT_HELP.replace("a run", "each run"))
     parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"),
@@ -62,6 +65,8 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
         raise CliError(f"--max-iterations must be >= 0, got {args.max_iterations}")
     if args.run_timeout <= 0:
         raise CliError(f"--run-timeout must be positive, got {args.run_timeout}")
+    if args.max_wall is not None and not args.max_wall > 0:
+        raise CliError(f"--max-wall must be a positive number of seconds, got {args.max_wall}")
     use_llm = (args.llm or configured()) and not args.offline
     if args.llm and args.offline:
         raise CliError("--llm and --offline contradict each other; pick one")
@@ -80,7 +85,7 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
         source=str(src.resolve()), run_command=args.run, test_command=args.test or None, out_dir=out,
         state_dir=str(state_dir(sdir)), llm=use_llm, approve=args.approve, apply=args.apply,
         device=args.device, max_iterations=args.max_iterations, run_timeout_s=args.run_timeout, seed=args.seed,
-        disk_limit_bytes=disk_limit(getattr(args, "disk_limit", None)),
+        max_wall_s=args.max_wall, disk_limit_bytes=disk_limit(getattr(args, "disk_limit", None)),
         llm_max_calls=args.llm_max_calls, llm_max_tokens=args.llm_max_tokens,
         llm_model=args.llm_model, llm_base_url=args.llm_base_url,
         python=own.python, env=own.env, cwd=own.cwd,

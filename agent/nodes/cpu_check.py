@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from agent import toolbox
+from agent.budget import ensure_time_for, run_timeout
 from agent.errors import FerryAgentError, ToolUnavailable
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
 from agent.nodes.parity import dtype_changes_of
@@ -51,7 +52,7 @@ def cpu_check_key(state: MigrationState) -> str:
 def _run_on_cpu(state: MigrationState, path: Path, adir: Path, cancel: threading.Event | None) -> RunResult:
     opts = options_of(state)
     return toolbox.run(path, opts.run_command, device="cpu", redirect_cuda=None, probe=True, profile=False,
-                       timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
+                       timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=adir, cancel=cancel,
                        disk_limit_bytes=opts.disk_limit_bytes)
 
 
@@ -136,6 +137,7 @@ def cpu_check(state: MigrationState, runs: RunScheduler) -> Update:
     run = runs.join(cpu_check_key(state), adir)
     where = " (beside the target run)" if run is not None else ""
     if run is None:
+        ensure_time_for(state, "cpu_check", "the CPU check")
         run = run_cpu_check(state, ws, adir, None)
     records = [dump(RunRecord.of("cpu_check", run))]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agent.budget import time_left
 from agent.environment import environment_failure
 from agent.errors import EnvironmentMissing, Status
 from agent.nodes.common import (
@@ -39,7 +40,14 @@ def diagnose(state: MigrationState, runs: RunScheduler) -> Update:
     if run.status in TERMINAL_RUN_STATUS:
         msg = (f"the target {phase} ended with {run.status} after {run.duration_s:.0f}s: "
                f"{(run.error or run.stderr_tail)[-300:]}")
-        return {"status": TERMINAL_RUN_STATUS[run.status], "summary": msg, SUMMARY: msg}
+        status = TERMINAL_RUN_STATUS[run.status]
+        left = time_left(state)
+        if run.status == "timeout" and left is not None and left < opts.run_timeout_s - run.duration_s:
+            status = "failed_budget"  # the run's timeout was what the budget had left, not --run-timeout
+            msg = (f"wall-time budget: the target {phase} used the last {run.duration_s:.0f}s of --max-wall "
+                   f"{opts.max_wall_s:.0f}s and was stopped; run the migration again with a larger --max-wall, "
+                   "or make the run shorter")
+        return {"status": status, "summary": msg, SUMMARY: msg}
     ws = ensure_workspace(state)
     ctx = fix_context(state, ws)
     diag = diagnosis_from_run(run, phase, ctx.known_files)

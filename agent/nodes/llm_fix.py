@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent import toolbox
+from agent.budget import run_timeout
 from agent.errors import FerryAgentError
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
 from agent.policy.base import Diagnosis, Proposal
@@ -46,7 +47,7 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
     def runner(path: Path, command: str, probe: bool, profile: bool) -> RunResult:
         counter["n"] += 1
         return toolbox.run(path, command, device="tpx", redirect_cuda=None, probe=probe, profile=profile,
-                           timeout_s=opts.run_timeout_s, seed=opts.seed,
+                           timeout_s=run_timeout(state), seed=opts.seed,
                            artifacts_dir=artifacts_dir(state, f"llm-{it}-{counter['n']}"),
                            disk_limit_bytes=opts.disk_limit_bytes)
 

@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 
 from agent import toolbox
+from agent.budget import has_time_for, run_timeout
 from agent.errors import ToolUnavailable
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, step
 from agent.records import RunRecord
@@ -33,8 +34,11 @@ def profile(state: MigrationState, runs: RunScheduler) -> Update:
     if done is not None and _has_profile(done.profile_dir):
         assert done.profile_dir is not None
         return _report(done.profile_dir, ws, runs, {})
+    if not has_time_for(state, "profile"):
+        msg = "not profiled: the wall-time budget (--max-wall) left too little time for a profiled run"
+        return {"profile": None, "profile_error": msg, SUMMARY: msg}
     run = toolbox.run(ws, opts.run_command, device="tpx", redirect_cuda=None, probe=False, profile=True,
-                      timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=artifacts_dir(state, "profile"),
+                      timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=artifacts_dir(state, "profile"),
                       disk_limit_bytes=opts.disk_limit_bytes)
     update: Update = {"runs": [dump(RunRecord.of("profile", run))]}
     if not run.ok:

@@ -89,8 +89,10 @@ def settle_reference(state: MigrationState, run: RunResult) -> Update:
     if missing is not None:
         err = EnvironmentMissing(missing.message())
     elif run.status == "timeout":
-        err = RunTimedOut(f"the reference run (original code on CPU) timed out after {opts.run_timeout_s:.0f}s; "
-                          "pass a shorter --run command or a larger --run-timeout")
+        limit = min(opts.run_timeout_s, opts.max_wall_s or opts.run_timeout_s)
+        which = "--run-timeout" if limit == opts.run_timeout_s else "--max-wall"
+        err = RunTimedOut(f"the reference run (original code on CPU) timed out after {limit:.0f}s; "
+                          f"pass a shorter --run command or a larger {which}")
     elif run.status == "sandbox_error":
         why = (run.error or run.stderr_tail)[-500:]
         err = SandboxFailure(f"the sandbox could not run the reference command: {why}")

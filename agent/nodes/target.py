@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 from agent import toolbox
+from agent.budget import ensure_time_for, has_time_for, run_timeout
 from agent.errors import FerryAgentError, ToolUnavailable
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, step
 from agent.nodes.cpu_check import cpu_check_key, cpu_check_label, run_cpu_check
@@ -35,7 +36,7 @@ def _tests_key(state: MigrationState) -> str:
 def _run_tests(state: MigrationState, ws: Path, adir: Path, cancel: threading.Event | None) -> RunResult:
     opts = options_of(state)
     return toolbox.run(ws, opts.test_command or "", device="tpx", redirect_cuda=None, probe=False, profile=False,
-                       timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
+                       timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=adir, cancel=cancel,
                        disk_limit_bytes=opts.disk_limit_bytes)
 
 
@@ -51,19 +52,20 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
     runs.cancel_prefix(f"{state['migration_id']}:tests-", keep=tests_key)  # tests of older code
     runs.cancel_prefix(f"{state['migration_id']}:cpu-check-", keep=cpu_key)
     speculative = False
-    if opts.test_command and not runs.has(tests_key) and runs.spare_cores() >= 2:
+    ensure_time_for(state, "target", f"the target run of iteration {it}")
+    if opts.test_command and not runs.has(tests_key) and runs.spare_cores() >= 2 and has_time_for(state, "tests"):
         adir = artifacts_dir(state, _tests_label(state))
         adir.mkdir(parents=True, exist_ok=True)
         speculative = runs.start(tests_key, lambda cancel: _run_tests(state, ws, adir, cancel))
     beside = ["tests"] if speculative else []
-    if not runs.has(cpu_key) and runs.spare_cores() >= 2:
+    if not runs.has(cpu_key) and runs.spare_cores() >= 2 and has_time_for(state, "cpu_check"):
         cdir = artifacts_dir(state, cpu_check_label(state))
         cdir.mkdir(parents=True, exist_ok=True)
         if runs.start(cpu_key, lambda cancel: run_cpu_check(state, ws, cdir, cancel)):
             beside.append("the CPU check")
     run = toolbox.run(
         ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=True,
-        timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=artifacts_dir(state, f"target-{it}"),
+        timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=artifacts_dir(state, f"target-{it}"),
         disk_limit_bytes=opts.disk_limit_bytes,
     )
     update: Update = {"workspace": str(ws), "runs": [dump(RunRecord.of("target", run))], "last_run": dump(run),
@@ -102,6 +104,7 @@ def tests(state: MigrationState, runs: RunScheduler) -> Update:
     run = runs.join(_tests_key(state), adir)
     where = " (beside the target run)" if run is not None else ""
     if run is None:
+        ensure_time_for(state, "tests", "the tests run")
         run = _run_tests(state, ws, adir, None)
     update: Update = {"runs": [dump(RunRecord.of("tests", run))], "last_run": dump(run), "last_phase": "test"}
     update[SUMMARY] = (f"tests pass in {run.duration_s:.1f}s{where}" if run.ok

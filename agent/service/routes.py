@@ -104,7 +104,7 @@ def create(body: MigrationCreate, settings: SettingsDep, jobs: JobsDep) -> Migra
     opts = MigrationOptions(source=str(src.resolve()), run_command=body.run, test_command=body.test, out_dir=body.out,
                             state_dir=settings.state_dir, llm=body.llm, approve=body.approve, apply=body.apply,
                             device=body.device, max_iterations=body.max_iterations, run_timeout_s=body.run_timeout_s,
-                            seed=body.seed, python=python, env=dict(body.env), cwd=body.cwd)
+                            max_wall_s=body.max_wall_s, seed=body.seed, python=python, env=dict(body.env), cwd=body.cwd)
     mid = new_migration_id()
     jobs.submit(mid, lambda: start(opts, migration_id=mid, runs=jobs.runs))
     return MigrationCreated(id=mid, status_url=f"/migrations/{mid}")

@@ -31,6 +31,9 @@ class MigrationCreate(BaseModel):
     device: Literal["accelerator", "tpx"] = "accelerator"
     max_iterations: int = Field(default=8, ge=0)
     run_timeout_s: float = Field(default=600.0, gt=0)
+    max_wall_s: float | None = Field(default=None, gt=0, description=(
+        "wall-time budget of the whole migration; a run that cannot finish in what is left is not started "
+        "(failed_budget)"))
     seed: int = 0
     python: str | None = Field(default=None, description="the interpreter the code runs with, on the server "
                                                           "(default: the server's own); needs torch==2.13.0")
