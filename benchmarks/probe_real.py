@@ -1,0 +1,104 @@
+"""Probe cost on the real suite's own commands: each case's run plain and probed, side by side.
+
+Run: ``.venv/bin/python benchmarks/probe_real.py --mirror /path/to/mirror [--case NAME ...] [--repeats 1]
+[--work DIR]``
+
+For every case of ``evals/real/manifest.toml`` (or the ``--case`` ones) the checkout is prepared
+as ``ferry eval real`` prepares it (clone from the mirror at the pinned commit, the case's data
+script), then its command runs in the sandbox as the reference run does (CPU, CUDA redirected to
+CPU, the case's FERRY_*/TPX_* settings), alternately without and with the probe, ``--repeats``
+times each, in one process. It prints each case's median probed/plain wall-time ratio, what the
+probe recorded, and the largest ratio (issue 18's target: <= 1.3x on every case). A case whose
+plain run fails is listed with its status and left out of the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from agent import toolbox  # noqa: E402
+from evals.cases import RealCase, load_real  # noqa: E402
+from evals.real import RealCaseError, prepare  # noqa: E402
+
+TARGET = 1.3
+
+
+def _probe_note(artifacts: Path) -> str:
+    """What the probe recorded (its index: events, steps seen, bytes written), in a few words."""
+    index = artifacts / "collected" / "probe" / "index.json"
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+        meta = data["meta"]
+        return (f"{len(data['events'])} events, {meta.get('steps_seen')} steps seen, "
+                f"{int(meta.get('bytes_written', 0)) / 2**20:.1f} MiB")
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no probe index"
+
+
+def _one(case: RealCase, repo: Path, artifacts: Path, probe: bool, timeout_s: float) -> tuple[float | None, str]:
+    run = toolbox.run(repo, case.run, device="cpu", redirect_cuda="cpu", probe=probe, profile=False,
+                      timeout_s=timeout_s, seed=0, artifacts_dir=artifacts, env=dict(case.env))
+    return (run.duration_s if run.ok else None), run.status
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mirror", type=Path, required=True, help="bare repositories, as for ferry eval real")
+    ap.add_argument("--case", action="append", default=[], help="only this case (repeatable)")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--work", type=Path, default=None, help="where the checkouts go (default: a temporary dir)")
+    args = ap.parse_args()
+    suite = load_real().select(args.case or None)
+    work = args.work or Path(tempfile.mkdtemp(prefix="ferry-probe-real-"))
+    rows: list[tuple[str, float, float, float, str]] = []
+    for case in suite.cases:
+        assert isinstance(case, RealCase)
+        try:
+            repo = prepare(case, args.mirror, work / case.name / "checkout")
+        except RealCaseError as exc:
+            print(f"{case.name}: not prepared: {exc}")
+            continue
+        plain: list[float] = []
+        probed: list[float] = []
+        note, failed = "", ""
+        for i in range(args.repeats):
+            p, status = _one(case, repo, work / case.name / f"plain-{i}", False, case.timeout_s)
+            if p is None:
+                failed = f"plain run {status}"
+                break
+            adir = work / case.name / f"probed-{i}"
+            q, status = _one(case, repo, adir, True, case.timeout_s)
+            if q is None:
+                failed = f"probed run {status}"
+                break
+            plain.append(p)
+            probed.append(q)
+            note = _probe_note(adir)
+        if failed:
+            print(f"{case.name}: {failed}; left out")
+            continue
+        ratios = [q / p for p, q in zip(plain, probed, strict=True)]
+        row = (case.name, statistics.median(plain), statistics.median(probed), statistics.median(ratios), note)
+        rows.append(row)
+        print(f"{row[0]}: plain {row[1]:.1f}s, probed {row[2]:.1f}s, ratio {row[3]:.2f}x ({note})", flush=True)
+    if not rows:
+        print("no case measured")
+        return 1
+    print("\n| case | plain s | probed s | probed/plain |\n|---|---|---|---|")
+    for name, p, q, r, _ in rows:
+        print(f"| `{name}` | {p:.1f} | {q:.1f} | {r:.2f}x |")
+    worst = max(rows, key=lambda r: r[3])
+    print(f"\nlargest ratio {worst[3]:.2f}x ({worst[0]}); target <= {TARGET}x: "
+          f"{'met' if worst[3] <= TARGET else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
