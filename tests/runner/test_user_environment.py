@@ -168,3 +168,16 @@ def test_a_user_pythonpath_is_checked_like_any_other_variable(repo: Path):
         RunRequest(path=repo, command="python who.py", user_env={"PYTHONPATH": "src\0lib"})
     assert RunRequest(path=repo, command="python who.py", user_env={"PYTHONPATH": "src"}).user_env == {
         "PYTHONPATH": "src"}
+
+
+@pytest.mark.parametrize("device", ["cpu", "tpx"])
+def test_no_run_sees_a_real_gpu_even_when_the_user_asks(device: str, tmp_path: Path) -> None:
+    """The reference run and the CPU check must compute on CPU, a target run on tpx: a GPU of the host is hidden,
+    also against the user's own CUDA_VISIBLE_DEVICES."""
+    from tools.runner.env import HIDDEN_GPUS, child_env
+
+    env = child_env(workspace=tmp_path, device=device, redirect_cuda="cpu" if device == "cpu" else None, seed=0,
+                    redirect_log=None, probe_dir=None, profile_dir=None, junit_xml=None, caller_env={},
+                    user_env={"CUDA_VISIBLE_DEVICES": "0", "DATA_DIR": "/data"})
+    assert {k: env[k] for k in HIDDEN_GPUS} == dict.fromkeys(HIDDEN_GPUS, "")
+    assert env["DATA_DIR"] == "/data"  # the user's other variables are kept

@@ -101,6 +101,9 @@ def child_path_env(python_bin: Path | None = None) -> str:
     return f"{python_bin or Path(sys.prefix) / 'bin'}:/usr/local/bin:/usr/bin:/bin"
 
 
+HIDDEN_GPUS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
 def child_env(
     *,
     workspace: Path,
@@ -143,6 +146,10 @@ def child_env(
             "FERRY_WORKSPACE": str(workspace),
         }
     )
+    # No run sees a real GPU of the host: a CPU run (the reference, the CPU check) must compute on CPU,
+    # and a tpx run on tpx, also where the user's interpreter (--python) has a CUDA build of torch and
+    # the machine a GPU (device-generic code would pick CUDA first). The user's own --env cannot undo it.
+    env.update({key: "" for key in HIDDEN_GPUS})
     if device == "cpu":
         # A CPU run must not see tpx as "the accelerator": code that picks
         # torch.accelerator.current_accelerator() would otherwise run on tpx.
