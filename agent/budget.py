@@ -10,6 +10,8 @@ run that the caller (a CI job, the eval harness, the service) would kill halfway
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass
 
 from agent.errors import BudgetExhausted
 from agent.records import RunRole
@@ -41,9 +43,41 @@ def time_left(state: State) -> float | None:
 
 def run_timeout(state: State) -> float:
     """The timeout of the next run: ``--run-timeout``, capped by the budget left."""
-    limit = options_of(state).run_timeout_s
-    left = time_left(state)
-    return limit if left is None else max(MIN_RUN_S, min(limit, left))
+    return Clock.of(state).timeout()
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The budget as a node spends it: ``state['elapsed_s']`` moves only when a node ends, so a node that
+    makes several runs (the CPU check and the original on CPU, the model's fixes) reads the time left from
+    this clock, started when the node starts."""
+
+    run_timeout_s: float
+    max_wall_s: float | None
+    end: float | None  # time.monotonic() at which the budget is spent
+
+    @classmethod
+    def of(cls, state: State) -> Clock:
+        opts, left = options_of(state), time_left(state)
+        return cls(opts.run_timeout_s, opts.max_wall_s, None if left is None else time.monotonic() + left)
+
+    def left(self) -> float | None:
+        return None if self.end is None else self.end - time.monotonic()
+
+    def timeout(self) -> float:
+        """The next run's timeout: ``--run-timeout`` or, when it is smaller, the time left."""
+        left = self.left()
+        return self.run_timeout_s if left is None else max(MIN_RUN_S, min(self.run_timeout_s, left))
+
+    def capped(self, timeout_s: float) -> bool:
+        """Whether a run given ``timeout_s`` was limited by the budget, not by ``--run-timeout``."""
+        return self.max_wall_s is not None and timeout_s < self.run_timeout_s
+
+    def stopped(self, what: str, ran_s: float) -> BudgetExhausted:
+        """The error for a run (``what``) that the budget's cap stopped after ``ran_s`` seconds."""
+        return BudgetExhausted(
+            f"wall-time budget: {what} used the last {ran_s:.0f}s of --max-wall {self.max_wall_s or 0:.0f}s and was "
+            "stopped; run the migration again with a larger --max-wall, or make the run shorter (fewer steps)")
 
 
 def expected_run_s(state: State, role: RunRole) -> tuple[float, str] | None:

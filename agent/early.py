@@ -40,12 +40,15 @@ def reference_artifacts(state_dir: str | Path, migration_id: str) -> Path:
     return artifacts_root(state_dir, migration_id) / REFERENCE_LABEL
 
 
-def run_reference(opts: MigrationOptions, adir: Path, cancel: threading.Event | None) -> RunResult:
-    """The reference run: the original code on CPU, CUDA redirected to CPU, probe on."""
+def run_reference(opts: MigrationOptions, adir: Path, cancel: threading.Event | None,
+                  timeout_s: float | None = None) -> RunResult:
+    """The reference run: the original code on CPU, CUDA redirected to CPU, probe on. ``timeout_s``: default
+    ``--run-timeout``, or the whole ``--max-wall`` when that is smaller (the run starts with the migration)."""
+    if timeout_s is None:
+        timeout_s = min(opts.run_timeout_s, opts.max_wall_s or opts.run_timeout_s)
     return toolbox.run(
         Path(opts.source), opts.run_command, device="cpu", redirect_cuda="cpu", probe=True, profile=False,
-        timeout_s=min(opts.run_timeout_s, opts.max_wall_s or opts.run_timeout_s), seed=opts.seed, artifacts_dir=adir,
-        cancel=cancel,
+        timeout_s=timeout_s, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
         disk_limit_bytes=opts.disk_limit_bytes,
         environment=toolbox.RunEnvironment.of(opts),
     )

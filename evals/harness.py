@@ -153,10 +153,11 @@ def grade_real(record: MigrationRecord) -> tuple[str, str, float | None]:
     return ("partial" if ran else "failed"), f"{record.status}: " + "; ".join(why) + summary, own
 
 
-def grade_control(record: MigrationRecord) -> tuple[str, str, float | None]:
+def grade_control(record: MigrationRecord, expected: str = "partial") -> tuple[str, str, float | None]:
     """A control case (its program holds no CUDA) is resolved when Ferry leaves that program alone and it
     keeps working: the run passes on tpx, parity and the CPU check pass, no patched file lies in the entry
-    file's directory, and the verdict is not ``migrated`` (its work never ran on the device)."""
+    file's directory, and the migration ends with the case's expected status (``partial``: its work never
+    ran on the device, so ``migrated`` would claim more than was shown; a failure is not a pass either)."""
     targets = [r for r in record.run_log if r.kind == "target"]
     ran = bool(targets) and targets[-1].status == "ok" and targets[-1].exit_code == 0
     own = targets[-1].duration_s if ran else None
@@ -171,11 +172,14 @@ def grade_control(record: MigrationRecord) -> tuple[str, str, float | None]:
             why.append(f"the patch changes the control's own code ({', '.join(touched[:5])})")
     if record.parity.passed is not True:
         why.append(f"parity {record.parity.verdict or 'not checked'}")
-    if record.cpu_check is None or record.cpu_check.verdict == "fail":
-        check = record.cpu_check
-        why.append("the CPU check " + ("did not run" if check is None else f"failed: {check.reason}"))
+    check = record.cpu_check
+    if check is None or check.verdict != "pass":
+        why.append("the CPU check " + ("did not run" if check is None else f"did not pass ({check.verdict}): "
+                                                                             f"{check.reason}"))
     if record.status == "migrated":
         why.append("the verdict claims `migrated` for a program whose work cannot have run on the device")
+    elif record.status != expected:
+        why.append(f"the migration ended {record.status}, not {expected}")
     if not why:
         return "resolved", "", own
     summary = f" -- {record.summary}" if record.summary else ""
@@ -206,7 +210,7 @@ def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Pri
         if isinstance(case, SyntheticCase):
             g, reason, tests, own = grade_synthetic(case, record, out)
         else:
-            g, reason, own = grade_control(record) if case.control else grade_real(record)
+            g, reason, own = grade_control(record, case.expected_status) if case.control else grade_real(record)
             tests = GradedTests()
         return CaseResult(**base, **fields, grade=g, reason=reason, tests=tests, wall_s=round(wall, 3),  # type: ignore[arg-type]
                           own_run_s=own, ratio=round(wall / own, 3) if own else None,

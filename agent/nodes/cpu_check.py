@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Literal
 
 from agent import toolbox
-from agent.budget import ensure_time_for, run_timeout
-from agent.errors import FerryAgentError, ToolUnavailable
+from agent.budget import Clock, ensure_time_for, expected_run_s
+from agent.errors import BudgetExhausted, FerryAgentError, ToolUnavailable
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
 from agent.nodes.parity import dtype_changes_of
 from agent.records import CpuCheck, RunRecord
@@ -49,11 +49,19 @@ def cpu_check_key(state: MigrationState) -> str:
     return f"{state['migration_id']}:{cpu_check_label(state)}"
 
 
-def _run_on_cpu(state: MigrationState, path: Path, adir: Path, cancel: threading.Event | None) -> RunResult:
+def _run_on_cpu(state: MigrationState, path: Path, adir: Path, cancel: threading.Event | None,
+                clock: Clock | None = None, what: str = "the CPU check") -> RunResult:
+    """``path``'s code on CPU, probed; a run stopped by the wall-time budget raises ``BudgetExhausted``
+    (it shows nothing about the CPU path)."""
     opts = options_of(state)
-    return toolbox.run(path, opts.run_command, device="cpu", redirect_cuda=None, probe=True, profile=False,
-                       timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=adir, cancel=cancel,
-                       disk_limit_bytes=opts.disk_limit_bytes)
+    clock = clock or Clock.of(state)
+    timeout = clock.timeout()
+    run = toolbox.run(path, opts.run_command, device="cpu", redirect_cuda=None, probe=True, profile=False,
+                      timeout_s=timeout, seed=opts.seed, artifacts_dir=adir, cancel=cancel,
+                      disk_limit_bytes=opts.disk_limit_bytes)
+    if run.status == "timeout" and clock.capped(timeout):
+        raise clock.stopped(what, run.duration_s)
+    return run
 
 
 def run_cpu_check(state: MigrationState, ws: Path, adir: Path, cancel: threading.Event | None) -> RunResult:
@@ -136,13 +144,21 @@ def cpu_check(state: MigrationState, runs: RunScheduler) -> Update:
     adir = artifacts_dir(state, cpu_check_label(state))
     run = runs.join(cpu_check_key(state), adir)
     where = " (beside the target run)" if run is not None else ""
+    clock = Clock.of(state)
     if run is None:
         ensure_time_for(state, "cpu_check", "the CPU check")
-        run = run_cpu_check(state, ws, adir, None)
+        run = _run_on_cpu(state, ws, adir, None, clock)
     records = [dump(RunRecord.of("cpu_check", run))]
 
     def original_on_cpu() -> RunResult:
-        orig = _run_on_cpu(state, source_of(state), artifacts_dir(state, "cpu-original"), None)
+        left = clock.left()
+        expected = expected_run_s(state, "cpu_original")
+        if left is not None and expected is not None and expected[0] > left:
+            raise BudgetExhausted(f"wall-time budget: {max(left, 0.0):.0f}s of --max-wall left and {expected[1]} "
+                                  f"took {expected[0]:.0f}s, so the original's run on CPU (which decides the CPU "
+                                  "check) was not started; run the migration again with a larger --max-wall")
+        orig = _run_on_cpu(state, source_of(state), artifacts_dir(state, "cpu-original"), None, clock,
+                           "the original's run on CPU")
         records.append(dump(RunRecord.of("cpu_original", orig)))
         return orig
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent import toolbox
-from agent.budget import run_timeout
+from agent.budget import Clock, ensure_time_for
 from agent.errors import FerryAgentError
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
 from agent.policy.base import Diagnosis, Proposal
@@ -38,8 +38,12 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
     from agent.llm.tools import EditSession
 
     opts = options_of(state)
+    ensure_time_for(state, "target", "the model's fix (it runs the program to check its edits)")
+    clock = Clock.of(state)
+    left = clock.left()
     cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, max_calls=opts.llm_max_calls,
-                   max_tokens=opts.llm_max_tokens, max_wall_s=opts.llm_max_wall_s)
+                   max_tokens=opts.llm_max_tokens,
+                   max_wall_s=opts.llm_max_wall_s if left is None else max(1.0, min(opts.llm_max_wall_s, left)))
     ws = ensure_workspace(state)
     it = state.get("iteration") or 0
     counter = {"n": 0}
@@ -47,7 +51,7 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
     def runner(path: Path, command: str, probe: bool, profile: bool) -> RunResult:
         counter["n"] += 1
         return toolbox.run(path, command, device="tpx", redirect_cuda=None, probe=probe, profile=profile,
-                           timeout_s=run_timeout(state), seed=opts.seed,
+                           timeout_s=clock.timeout(), seed=opts.seed,
                            artifacts_dir=artifacts_dir(state, f"llm-{it}-{counter['n']}"),
                            disk_limit_bytes=opts.disk_limit_bytes)
 

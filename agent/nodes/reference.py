@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 from agent import early
+from agent.budget import Clock, ensure_time_for, run_timeout
 from agent.environment import missing_module
 from agent.errors import EnvironmentMissing, FerryAgentError, NeedsHuman, RunTimedOut, SandboxFailure
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, diagnosis_from_run, source_of, step
@@ -33,7 +34,9 @@ def reference_key(state: MigrationState) -> str:
 
 
 def _run(state: MigrationState, adir: Path, cancel: threading.Event | None) -> RunResult:
-    return early.run_reference(options_of(state), adir, cancel)
+    """The reference run now (in this process: the one that started it is gone), within the budget left."""
+    ensure_time_for(state, "reference", "the reference run")
+    return early.run_reference(options_of(state), adir, cancel, timeout_s=run_timeout(state))
 
 
 @step("reference_run")
@@ -89,10 +92,11 @@ def settle_reference(state: MigrationState, run: RunResult) -> Update:
     if missing is not None:
         err = EnvironmentMissing(missing.message())
     elif run.status == "timeout":
-        limit = min(opts.run_timeout_s, opts.max_wall_s or opts.run_timeout_s)
-        which = "--run-timeout" if limit == opts.run_timeout_s else "--max-wall"
-        err = RunTimedOut(f"the reference run (original code on CPU) timed out after {limit:.0f}s; "
-                          f"pass a shorter --run command or a larger {which}")
+        if opts.max_wall_s is not None and run.duration_s < opts.run_timeout_s - 1:  # the budget's cap stopped it
+            err = Clock.of(state).stopped("the reference run (original code on CPU)", run.duration_s)
+        else:
+            err = RunTimedOut(f"the reference run (original code on CPU) timed out after {opts.run_timeout_s:.0f}s; "
+                              "pass a shorter --run command or a larger --run-timeout")
     elif run.status == "sandbox_error":
         why = (run.error or run.stderr_tail)[-500:]
         err = SandboxFailure(f"the sandbox could not run the reference command: {why}")

@@ -38,13 +38,13 @@ logger = logging.getLogger(__name__)
 # program whose model stayed on CPU runs almost nothing on tpx (its share is near 0).
 DEVICE_SHARE_MIN = 0.5
 COMPUTE = "matmul, convolution, attention, RNN, embedding, loss"
-DEVICE_HINT = ("check how the program selects its device (a --cuda flag off by default, --device cpu, "
-               "use_cuda=False)")
+DEVICE_WAYS = "a --cuda flag off by default, --device cpu, use_cuda=False"
+DEVICE_HINT = f"check how the program selects its device ({DEVICE_WAYS})"
 
 
-NO_CUDA_HINT = ("the program this command runs ({entry}) holds no CUDA code and Ferry left it unchanged: it "
-                "never asked for a GPU, so it runs on CPU as before (nothing in it to migrate; to run it on tpx it "
-                "must choose a device itself)")
+NO_CUDA_HINT = ("the file this command runs ({entry}) holds no CUDA code and Ferry left it unchanged: it does not "
+                "ask for a GPU there, so it runs on CPU as before; if it picks its device in a module it imports, "
+                f"check how there ({DEVICE_WAYS})")
 
 
 def untouched_entry(state: State) -> str | None:

@@ -95,7 +95,9 @@ def test_a_control_left_alone_and_working_is_resolved() -> None:
     ({"entry": "main.py", "patched": ("setup.py",)}, "the patch changes the control's own code (setup.py)"),
     ({"status": "migrated"}, "the verdict claims `migrated`"),
     ({"parity": False}, "parity fail"),
-    ({"cpu": "fail"}, "the CPU check failed: cpu fail"),
+    ({"cpu": "fail"}, "the CPU check did not pass (fail): cpu fail"),
+    ({"cpu": "not_applicable"}, "the CPU check did not pass (not_applicable)"),
+    ({"status": "failed_internal"}, "the migration ended failed_internal, not partial"),
     ({"entry": None}, "entry file was not found"),
 ])
 def test_a_control_that_was_changed_broken_or_overclaimed_is_not_resolved(kw: dict[str, object], why: str) -> None:
