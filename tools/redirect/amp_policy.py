@@ -144,7 +144,7 @@ def install() -> list[str]:
     if _libs:
         return list(_applied)
     keyset = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
-    lib = torch.library.Library("aten", "IMPL")
+    lib = torch.library.Library("aten", "IMPL")  # type: ignore[no-untyped-call]  # untyped in torch
     for names, policy in POLICIES:
         for qual in names:
             op = _op(qual)
@@ -156,7 +156,7 @@ def install() -> list[str]:
                 continue  # CPU autocast's own kernel: the program's CPU regions keep it, so do ours
             composite = torch._C._dispatch_has_kernel_for_dispatch_key(schema, "CompositeImplicitAutograd")
             try:
-                lib.impl(op, _kernel(op, policy, keyset, composite), "AutocastCPU")
+                lib.impl(op, _kernel(op, policy, keyset, composite), "AutocastCPU")  # type: ignore[no-untyped-call]
             except RuntimeError as exc:
                 logger.debug("autocast policy: cannot register %s: %s", qual, exc)
                 continue
