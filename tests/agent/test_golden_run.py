@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 from agent import toolbox
 from agent.graph import MigrationContext
 from agent.nodes.parity import parity
+from agent.render import parity_section
 from agent.runs import RunScheduler
 from agent.state import MigrationOptions, dump, golden_of, parity_of
 from tools.runner.models import RunResult
@@ -111,6 +112,8 @@ def test_a_rounding_only_difference_under_autocast_passes_by_the_error_ratio(roo
     summary = update["steps"][0]["summary"]
     assert summary.startswith("parity passes") and "judged by the error ratio" in summary, summary
     assert "status" not in update
+    section = "\n".join(parity_section(report))  # report.md's Parity section names it too
+    assert "Error ratio: fp32 golden run (autocast off)" in section and "judged by the error ratio" in section
 
 
 def test_a_wrong_computation_under_autocast_still_fails_with_the_golden_run(root: Path) -> None:
