@@ -21,7 +21,7 @@ __all__ = ["CpuCheck", "DeviceWork", "Edit", "EditKind", "EditSummary", "LLMUsag
 
 
 EditKind = Literal["codemod", "policy", "llm", "human"]
-RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original"]
+RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original", "golden"]
 RunPhase = Literal["run", "test"]
 
 

@@ -110,6 +110,8 @@ def parity_section(report: ParityReport | None) -> list[str]:
     lines = [f"Verdict: **{verdict}**; " + ", ".join(f"{n} {k}" for k, n in report.counts.items() if n)]
     if report.failed:
         lines.append(f"First divergence: {md_inline(report.divergence_text())}")
+    if report.golden is not None:
+        lines.append(f"Error ratio: {md_inline(report.golden.describe())}")
     return [*lines, "", *parity_table(report)]
 
 

@@ -81,6 +81,7 @@ class MigrationState(TypedDict, total=False):
     runs: Annotated[list[dict[str, Any]], operator.add]  # RunRecord, every run in order
     reference: dict[str, Any] | None  # RunResult of the reference run, once settled
     reference_pending: bool  # started in the background, not joined yet (await_reference joins it)
+    golden: dict[str, Any] | None  # RunResult of the fp32 golden run (the original, autocast off), once run
     scan: dict[str, Any] | None  # ScanDigest
     plan: dict[str, Any] | None  # Plan
     last_run: dict[str, Any] | None  # RunResult: the latest target or test run
@@ -128,6 +129,11 @@ def options_of(state: State) -> MigrationOptions:
 def reference_of(state: State) -> RunResult | None:
     """The settled reference run (None while it is pending or before it started)."""
     return _one(state, "reference", RunResult)
+
+
+def golden_of(state: State) -> RunResult | None:
+    """The fp32 golden run (the original on CPU with its CUDA autocast off), once it ran."""
+    return _one(state, "golden", RunResult)
 
 
 def last_run(state: State) -> RunResult | None:

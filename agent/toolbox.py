@@ -147,19 +147,37 @@ def rewrite(path: Path, *, device: str, files: list[str] | None = None,
 # --- parity / profile ----------------------------------------------------------------------
 
 
-def compare(ref_dir: Path, target_dir: Path, dtype_changes: dict[str, str] | None = None) -> ParityReport:
+def compare(ref_dir: Path, target_dir: Path, dtype_changes: dict[str, str] | None = None,
+            golden_dir: Path | None = None) -> ParityReport:
     """The reference's probe dump against the target's (call ``RunScheduler.wait_prewarm`` first
     when a prewarm may be importing torch on another thread); ``dtype_changes`` are the dtypes the
-    migration changed (float64 -> float32), compared at the tier of the dtype the target computes in."""
+    migration changed (float64 -> float32), compared at the tier of the dtype the target computes in;
+    ``golden_dir``: the fp32 golden run's dump, for NUMERICS.md's error-ratio check."""
     mod = _import("tools.parity.compare", "parity")
     models = _import("tools.parity.models", "parity")
     dump_mod = _import("tools.probe.dump", "parity")
+    options = models.CompareOptions(dtype_changes=dtype_changes or {},
+                                    golden_dir=Path(golden_dir) if golden_dir is not None else None)
     try:
-        report: ParityReport = mod.compare_dumps(Path(ref_dir), Path(target_dir),
-                                                models.CompareOptions(dtype_changes=dtype_changes or {}))
+        report: ParityReport = mod.compare_dumps(Path(ref_dir), Path(target_dir), options)
     except dump_mod.DumpError as exc:  # a dump missing, refused or forged: parity is not proven
         raise FerryAgentError(f"parity cannot be proven: {exc}", status="partial") from exc
     return report
+
+
+def cuda_autocasts(run: RunResult) -> int:
+    """How many CUDA autocasts the run opened under the redirect (its redirect log's count of
+    ``autocast(cuda)``; 0 without a log, or when it cannot be read: the run is then not known to
+    compute under autocast)."""
+    if run.redirect_log_path is None:
+        return 0
+    mod = _import("tools.redirect.log", "redirect log")
+    try:
+        records = mod.load_redirect_log(run.redirect_log_path)
+    except mod.RedirectLogError as exc:
+        logger.warning("%s", exc)
+        return 0
+    return sum(r.count for r in records if r.api == "autocast(cuda)")
 
 
 def profile_report(profile_dir: Path, repo_root: Path) -> ProfileReport:

@@ -1,6 +1,10 @@
 """parity: compare the reference run's probe dump with the target run's; a failure goes to the policy,
 then (under --llm, when no rule applies) to the model, else the migration ends ``partial``.
 
+Under a CUDA autocast the reference and the target both compute in reduced precision: when parity
+fails, the fp32 golden run (``agent.nodes.golden``) decides by NUMERICS.md's error ratio whether the
+target is as close to the fp32 result as the reference is; the summary names the ratio.
+
 A report with nothing compared (the program ran no nn.Module, printed no metric and recorded
 nothing) is neither a pass nor a failure: the migration goes on to the tests and the profile, and
 the report node says parity could not be shown (``partial``), never that it failed.
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 from agent import toolbox
 from agent.nodes.common import SUMMARY, Update, check_iteration_budget, ensure_workspace, fix_context, step
+from agent.nodes.golden import cancel_golden, golden_for
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
 from agent.runs import RunScheduler
@@ -35,10 +40,25 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
                "parity cannot be proven")
         return {"status": "partial", "summary": msg, SUMMARY: msg}
     runs.wait_prewarm()  # it may be importing torch and the parity tools right now
-    report = toolbox.compare(ref_dir, tgt_dir, dtype_changes=dtype_changes_of(state))
-    update: Update = {"parity": dump(report)}
+    changes = dtype_changes_of(state)
+    report = toolbox.compare(ref_dir, tgt_dir, dtype_changes=changes)
+    update: Update = {}
+    if report.compared and report.passed:
+        cancel_golden(state, runs)
+    elif report.compared:
+        golden, records = golden_for(state, runs)
+        if golden is not None:
+            update.update({"golden": dump(golden), "runs": records})
+            if golden.ok and golden.probe_dir is not None and golden.probe_dir.is_dir():
+                report = toolbox.compare(ref_dir, tgt_dir, dtype_changes=changes, golden_dir=golden.probe_dir)
+            else:
+                report.notes.append(f"the fp32 golden run (autocast off) failed ({golden.failure_line()}): no "
+                                    "error-ratio check")
+    update["parity"] = dump(report)
     tiers = "".join(f"; {c} by the migration: compared at the {c.split(' -> ')[1]} tier"
                     for c in report.dtype_changes_compared)
+    if report.golden is not None:
+        tiers += "; " + report.golden.describe()
     if not report.compared:
         update[SUMMARY] = "nothing to compare (no module ran, no metric printed): parity cannot be shown"
         return update

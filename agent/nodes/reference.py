@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
+from typing import cast
 
 from agent import early
 from agent.budget import Clock, ensure_time_for, run_timeout
 from agent.environment import missing_module
 from agent.errors import EnvironmentMissing, FerryAgentError, NeedsHuman, RunTimedOut, SandboxFailure
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, diagnosis_from_run, source_of, step
+from agent.nodes.golden import start_golden
 from agent.records import RunRecord
 from agent.runs import RunScheduler, finished
 from agent.state import MigrationState, dump, options_of, reference_of
@@ -67,7 +69,10 @@ def await_reference(state: MigrationState, runs: RunScheduler) -> Update:
     if run is None:
         logger.info("the reference run did not finish in an earlier process; running it now")
         run = _run(state, adir, None)
-    return settle_reference(state, run)
+    update = settle_reference(state, run)
+    if run.ok and start_golden(cast(MigrationState, {**state, **update}), runs):
+        update[SUMMARY] += "; the fp32 golden run (autocast off) started beside it"
+    return update
 
 
 def cancel_reference(state: MigrationState, runs: RunScheduler) -> Update:

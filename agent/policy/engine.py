@@ -30,6 +30,7 @@ RULES: tuple[tuple[str, tuple[str, ...], Rule], ...] = (
     (rules_device.RULE, rules_device.KINDS, rules_device.apply),
     (rules_ops.RULE, rules_ops.KINDS, rules_ops.apply),
     (rules_parity.RULE, rules_parity.KINDS, rules_parity.apply),
+    (rules_parity.RULE, rules_parity.TEST_KINDS, rules_parity.apply_to_test),
     ("tpx_oom_report", ("tpx_oom",), rules_verdicts.oom),
     ("cuda_only_package", ("missing_cuda_package",), rules_verdicts.missing_package),
     ("environment_error", ("import_error", "syntax_error"), rules_verdicts.environment),

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from agent.policy import Proposal, propose
-from agent.policy.base import Diagnosis, FixContext
+from agent.policy.base import Diagnosis, FixContext, Frame
 from tools.codemods.engine import analyze
 from tools.parity.models import ParityReport
 
@@ -119,3 +119,54 @@ def test_precision_set_in_a_function_or_the_main_guard_is_named_and_not_passed_o
     assert "setup (line 4) also sets a float32 precision" in result.warnings[0]
     assert "the main guard (line 8)" in result.warnings[1]
     assert "a statement after the main guard (line 11)" in result.warnings[2]
+
+
+# a repository's own test, as the codemods leave it: float32 results compared with assert_close on the device
+ASSERT_CLOSE_TEST = '''import torch
+
+device = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
+
+
+def test_matmul_is_float32_exact():
+    torch.manual_seed(0)
+    x, w = torch.randn(64, 64, device=device), torch.randn(64, 64, device=device)
+    expected = (x.cpu() @ w.cpu()).to(device)
+    torch.testing.assert_close(x @ w, expected, rtol=1e-4, atol=1e-4)
+'''
+
+
+def _not_close(file: str, message: str = "Tensor-likes are not close!\\n\\nMismatched elements: 9 / 16") -> Diagnosis:
+    return Diagnosis(phase="test", kind="other", exc_type="AssertionError", message=message,
+                     frames=[Frame(file=file, line=10, function="test_matmul_is_float32_exact")])
+
+
+def _pytest_on_tpx(repo: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DEVICE_BACKEND_AUTOLOAD", "TPX_"))}
+    env.update({"TORCH_DEVICE_BACKEND_AUTOLOAD": "1", "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""})
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                          capture_output=True, text=True, timeout=180, env=env, cwd=repo)
+
+
+def test_a_test_failing_assert_close_on_tpx_gets_full_fp32_matmuls_in_its_module(tmp_path):
+    """A program trained under autocast passes parity without the precision fix; its own float32 test then
+    fails on tpx (bf16 matmul inputs) and the fix goes into that test's module, once."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_mm.py").write_text(ASSERT_CLOSE_TEST)
+    before = _pytest_on_tpx(tmp_path)
+    assert before.returncode == 1 and "Tensor-likes are not close" in before.stdout, before.stdout[-2000:]
+    ctx = FixContext(source=tmp_path, known_files=["train.py", "tests/test_mm.py"], entry_file="train.py")
+    p = propose(_not_close("tests/test_mm.py"), ctx)
+    assert isinstance(p, Proposal) and p.rule == "matmul_precision_highest" and p.site == "tests/test_mm.py:1"
+    assert list(p.files) == ["tests/test_mm.py"] and '.type == "tpx"' in p.files["tests/test_mm.py"]
+    (tmp_path / "tests" / "test_mm.py").write_text(p.files["tests/test_mm.py"])
+    res = _pytest_on_tpx(tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:]
+    assert propose(_not_close("tests/test_mm.py"), ctx) is None  # applied already: nothing more to offer
+
+
+def test_other_test_failures_get_no_precision_fix(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_mm.py").write_text(ASSERT_CLOSE_TEST)
+    ctx = FixContext(source=tmp_path, known_files=["tests/test_mm.py"], entry_file=None)
+    assert propose(_not_close("tests/test_mm.py", "assert 3 == 4"), ctx) is None  # not assert_close's mismatch
+    assert propose(_not_close("site-packages/lib.py"), ctx) is None  # not the repository's file

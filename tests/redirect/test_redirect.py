@@ -252,3 +252,48 @@ def test_bf16_question_answers_as_the_targets_compute(tmp_path):
     assert "chose torch.bfloat16 computed torch.bfloat16" in res.stdout_tail, res.stderr_tail[-2000:]
     sites = {(r.api, r.line) for r in records}
     assert ("torch.cuda.is_bf16_supported", _script_line("bf16_choice.py", "is_bf16_supported")) in sites
+
+
+# h, softmax, layer_norm, einsum, exp, sum: CUDA's policy lowers matmul and einsum, computes the rest in float32
+CUDA_POLICY = "float16 float32 float32 float16 float32 float32"
+
+
+def test_cuda_autocast_on_cpu_follows_cudas_cast_policy(tmp_path):
+    """CPU autocast keeps softmax, layer_norm, exp and sum in float16 where CUDA computes them in float32
+    (and does not lower einsum): the reference of a CUDA program computed under another policy than the
+    program (and the target) has. Inside the redirected regions only: the program's own CPU autocast,
+    a nested autocast(enabled=False) and other threads keep theirs."""
+    res, records = _redirected(tmp_path, "amp_policy.py")
+    out = res.stdout_tail
+    assert f"cuda region {CUDA_POLICY}" in out, out
+    assert f"legacy spelling {CUDA_POLICY}" in out, out
+    assert "cuda off float32 float32 float32 float32 float32 float32" in out
+    assert "cpu region float16 float16 float16 float16 float16 float16" in out  # CPU's own policy, untouched
+    assert "outside float32 float32 float32 float32 float32 float32" in out
+    assert "other thread float32 float32 float32 float32 float32 float32" in out
+    sites = {(r.api, r.line) for r in records}
+    assert ("autocast(cuda)", _script_line("amp_policy.py", 'torch.autocast("cuda", dtype')) in sites
+
+
+def test_golden_run_disables_cuda_autocast_only(tmp_path):
+    """FERRY_REDIRECT_AUTOCAST=off (the fp32 golden run): every CUDA autocast region computes in float32,
+    and the log says so; the program's own CPU autocast is left as it is."""
+    res = run(RunRequest(path=SCRIPTS, command=["python", "amp_policy.py"], device="cpu", redirect_cuda="cpu",
+                         artifacts_dir=tmp_path, timeout_s=120, env={"FERRY_REDIRECT_AUTOCAST": "off"}))
+    assert res.status == "ok", res.stderr_tail[-3000:]
+    out = res.stdout_tail
+    assert "cuda region float32 float32 float32 float32 float32 float32" in out, out
+    assert "legacy spelling float32 float32 float32 float32 float32 float32" in out
+    assert "cpu region float16 float16 float16 float16 float16 float16" in out
+    apis = {r.api for r in load_redirect_log(res.redirect_log_path)}
+    assert "autocast(cuda) disabled (fp32 golden run)" in apis and "autocast(cuda)" not in apis
+
+
+def test_cpu_cast_policy_tables_are_tpxs():
+    """The reference's CUDA policy on the CPU and tpx's autocast (backend/autocast.py) list the same ops."""
+    from backend import autocast as tpx_autocast
+    from tools.redirect import amp_policy
+
+    assert set(amp_policy.LOWER_PRECISION) == set(tpx_autocast.LOWER_PRECISION)
+    assert set(amp_policy.FLOAT32) == set(tpx_autocast.FLOAT32)
+    assert set(amp_policy.PROMOTE) == set(tpx_autocast.PROMOTE)

@@ -9,7 +9,14 @@ import torch
 
 from tools.parity.localise import first_divergence
 from tools.parity.metrics import judge
-from tools.parity.models import CompareOptions, Divergence, ModuleComparison, ParityReport, TensorComparison
+from tools.parity.models import (
+    CompareOptions,
+    Divergence,
+    GoldenSummary,
+    ModuleComparison,
+    ParityReport,
+    TensorComparison,
+)
 from tools.parity.tolerances import SCALAR_DTYPE
 from tools.parity.verdicts import VERDICT_RANK, Verdict
 from tools.probe.dump import ProbeDump
@@ -199,15 +206,29 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
     if changed:
         summary += "; " + ", ".join(f"{c} by the migration: compared at the {c.split(' -> ')[1]} tier"
                                     for c in changed)
+    golden_summary = _golden_summary(str(options.golden_dir), all_items) if golden is not None else None
+    if golden_summary is not None:
+        summary += "; " + golden_summary.describe()
+        notes.append(golden_summary.describe())
     if not all_items:
         notes.append("nothing to compare: neither module calls, records nor printed scalars were recorded")
     return ParityReport(
         verdict=verdict, summary=summary, ref_dir=str(ref_dir), target_dir=str(target_dir),
-        golden_dir=str(options.golden_dir) if options.golden_dir else None, counts=counts,
+        golden_dir=str(options.golden_dir) if options.golden_dir else None, golden=golden_summary, counts=counts,
         first_divergence=divergence, first_warning=first_warning, modules=modules, tensors=tensors,
         scalars=scalars, missing_in_target=missing, extra_in_target=extra, notes=notes,
         target_meta=_meta_subset(tgt.meta), dtype_changes_compared=changed,
     )
+
+
+def _golden_summary(golden_dir: str, items: list[TensorComparison]) -> GoldenSummary:
+    with_ratio = [t for t in items if t.metrics is not None and t.metrics.error_ratio is not None]
+    # the tensors the earlier tiers did not pass: the ratio gave their verdict, or failed them too
+    decided = [t for t in with_ratio if t.tier == "error_ratio" or (t.tier == "tiered" and t.verdict != "pass")]
+    ratios = [t.metrics.error_ratio for t in decided if t.metrics is not None and t.metrics.error_ratio is not None]
+    return GoldenSummary(golden_dir=golden_dir, with_ratio=len(with_ratio), decided=len(decided),
+                         decided_fail=sum(1 for t in decided if t.verdict == "fail"),
+                         max_ratio=max(ratios) if ratios else None)
 
 
 def _dtype_changes_used(tensors: list[TensorComparison], changes: dict[str, str]) -> dict[str, int]:

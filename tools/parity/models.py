@@ -81,12 +81,34 @@ class Divergence(BaseModel):
         return f"{self.key} (likely {self.likely_cause})"
 
 
+class GoldenSummary(BaseModel):
+    """What the fp32 golden run decided (NUMERICS.md's error ratio R = ||target - golden|| /
+    ||reference - golden||: <= 1.2 pass, <= 2 warn, worse fail)."""
+
+    golden_dir: str
+    with_ratio: int = Field(0, description="compared tensors the golden run had a counterpart for")
+    decided: int = Field(0, description="tensors the earlier tiers did not pass, judged by the error ratio too "
+                                        "(the others passed before it)")
+    decided_fail: int = Field(0, description="of those, the ones that fail even by the error ratio")
+    max_ratio: float | None = Field(None, description="the largest ratio among the tensors it judged")
+
+    def describe(self) -> str:
+        if not self.decided:
+            return (f"fp32 golden run (autocast off): {self.with_ratio} tensor(s) had a golden counterpart, "
+                    "none needed the error ratio")
+        worst = f"{self.max_ratio:.3g}" if self.max_ratio is not None else "n/a"
+        failed = f", {self.decided_fail} failed by it" if self.decided_fail else ""
+        return (f"fp32 golden run (autocast off): {self.decided} tensor(s) judged by the error ratio "
+                f"||target-golden||/||reference-golden|| (largest {worst}; pass <= 1.2, warn <= 2){failed}")
+
+
 class ParityReport(BaseModel):
     verdict: Verdict
     summary: str
     ref_dir: str
     target_dir: str
     golden_dir: str | None = None
+    golden: GoldenSummary | None = None
     counts: dict[str, int]
     first_divergence: Divergence | None = None
     first_warning: TensorComparison | None = None

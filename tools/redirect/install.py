@@ -7,11 +7,11 @@ import importlib.abc
 import logging
 import os
 import sys
-import threading
 from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import torch
 
+from tools.redirect import amp_policy
 from tools.redirect.cuda_api import build_cuda_api, patch_nvtx
 from tools.redirect.legacy import legacy_types, patch_legacy_type_checks
 from tools.redirect.methods import patch_methods
@@ -34,6 +34,7 @@ UNSUPPORTED_MODULES = {
 }
 
 STRATEGY_ENV = "FERRY_REDIRECT_STRATEGY"  # patch (default, fast) | mode (TorchFunctionMode)
+AUTOCAST_ENV = "FERRY_REDIRECT_AUTOCAST"  # on (default) | off: CUDA autocast disabled (the fp32 golden run)
 
 
 class _Installed(TypedDict, total=False):
@@ -76,26 +77,41 @@ class _UnsupportedImportFinder(importlib.abc.MetaPathFinder):
         )
 
 
+def autocast_disabled() -> bool:
+    """Whether this run is the fp32 "golden" run (``FERRY_REDIRECT_AUTOCAST=off``): every CUDA
+    autocast region runs with autocast off, so the program computes in float32 on the CPU."""
+    value = os.environ.get(AUTOCAST_ENV, "")
+    if value not in ("", "on", "off"):
+        raise ValueError(f"{AUTOCAST_ENV}={value!r}: use 'on' (default) or 'off' (the fp32 golden run)")
+    return value == "off"
+
+
 def _patch_amp(target: str, rec: Recorder) -> None:
     from torch.amp import autocast_mode, grad_scaler
 
     orig_autocast = autocast_mode.autocast.__init__
+    disabled = autocast_disabled()
 
     @functools.wraps(orig_autocast)
     def autocast_init(self: autocast_mode.autocast, device_type: str, dtype: torch.dtype | None = None,
                       enabled: bool = True, cache_enabled: bool | None = None) -> None:
         if device_type == "cuda":
-            rec.record("autocast(cuda)", skip=3)
             device_type = target
-            self._ferry_from_cuda = True  # type: ignore[attr-defined]  # read by the LSTM mapping
-            if dtype == torch.float16 and target == "cpu":
-                pass  # CPU autocast supports float16: keep what the code asked for
+            if disabled:
+                rec.record("autocast(cuda) disabled (fp32 golden run)", skip=3)
+                enabled = False
+            else:
+                rec.record("autocast(cuda)", skip=3)
+                self._ferry_from_cuda = True  # type: ignore[attr-defined]  # read by the CPU cast policy
+                if target == "cpu":
+                    amp_policy.install()  # CUDA's cast policy in the regions mapped to the CPU (once)
         orig_autocast(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     # the redirect replaces torch's own methods on purpose (the sandboxed child's monkeypatching)
     autocast_mode.autocast.__init__ = autocast_init  # type: ignore[method-assign]
     if target == "cpu":
-        _keep_lstm_runnable(autocast_mode.autocast, rec)
+        _track_redirected_regions(autocast_mode.autocast)
+        _keep_lstm_runnable(rec)
 
     orig_scaler = grad_scaler.GradScaler.__init__
 
@@ -121,7 +137,26 @@ def _to_float32(value: Any) -> Any:
     return value
 
 
-def _keep_lstm_runnable(autocast_cls: type[Any], rec: Recorder) -> None:
+def _track_redirected_regions(autocast_cls: type[Any]) -> None:
+    """Entering and leaving an autocast the program opened for CUDA marks the redirected region
+    (per thread) in which CUDA's cast policy applies on the CPU (``amp_policy``)."""
+    orig_enter, orig_exit = autocast_cls.__enter__, autocast_cls.__exit__
+
+    def enter(self: Any) -> Any:
+        result = orig_enter(self)
+        if getattr(self, "_ferry_from_cuda", False):
+            amp_policy.enter_region()
+        return result
+
+    def exit_(self: Any, *exc: Any) -> Any:
+        if getattr(self, "_ferry_from_cuda", False):
+            amp_policy.exit_region()
+        return orig_exit(self, *exc)
+
+    autocast_cls.__enter__, autocast_cls.__exit__ = enter, exit_
+
+
+def _keep_lstm_runnable(rec: Recorder) -> None:
     """``nn.LSTM`` under a CUDA autocast mapped to the CPU runs in float32.
 
     CPU autocast sends LSTM to oneDNN in float16/bfloat16, which has no such primitive ("could
@@ -129,26 +164,11 @@ def _keep_lstm_runnable(autocast_cls: type[Any], rec: Recorder) -> None:
     original could not run. Inside a redirected autocast the LSTM runs with autocast off on
     float32 inputs and returns float32, as CPU autocast does for GRU and LSTMCell.
     """
-    depth = threading.local()  # autocast state is per thread
-    orig_enter, orig_exit = autocast_cls.__enter__, autocast_cls.__exit__
-
-    def enter(self: Any) -> Any:
-        result = orig_enter(self)
-        if getattr(self, "_ferry_from_cuda", False):
-            depth.n = getattr(depth, "n", 0) + 1
-        return result
-
-    def exit_(self: Any, *exc: Any) -> Any:
-        if getattr(self, "_ferry_from_cuda", False):
-            depth.n = getattr(depth, "n", 1) - 1
-        return orig_exit(self, *exc)
-
-    autocast_cls.__enter__, autocast_cls.__exit__ = enter, exit_
     orig_forward = torch.nn.LSTM.forward
 
     @functools.wraps(orig_forward)
     def forward(self: torch.nn.LSTM, input: Any, hx: Any = None) -> Any:
-        if getattr(depth, "n", 0) <= 0 or not torch.is_autocast_enabled("cpu"):
+        if not amp_policy.in_region():
             return orig_forward(self, input, hx)
         rec.record("autocast(cuda): nn.LSTM in float32", skip=3)
         with torch.autocast("cpu", enabled=False):

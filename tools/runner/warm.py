@@ -41,7 +41,7 @@ WARM_SERVER_ENV = "FERRY_WARM_SERVER"
 # pytest at its start: one server serves the CPU reference run and the tpx runs alike.
 PER_RUN_KEYS = frozenset({RUN_MARKER_ENV, WARM_SERVER_ENV, "FERRY_DEVICE", "TORCH_DEVICE_BACKEND_AUTOLOAD",
                           "TPX_EXTENSION_DIR", "FERRY_REDIRECT_CUDA", "FERRY_REDIRECT_LOG", "FERRY_PROBE_DIR",
-                          "FERRY_PROFILE_DIR", "FERRY_WORKSPACE", "PYTEST_ADDOPTS"})
+                          "FERRY_PROFILE_DIR", "FERRY_WORKSPACE", "PYTEST_ADDOPTS", "FERRY_REDIRECT_AUTOCAST"})
 MAX_SERVERS = 4  # kinds of run (seed, caller variables) kept warm at once
 
 EnvKey = tuple[tuple[str, str], ...]  # a server's static environment (sandbox.warm.static_key)
