@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 from agent import toolbox
+from agent.budget import has_time_for, run_timeout
 from agent.nodes.common import artifacts_dir
 from agent.records import RunRecord
 from agent.runs import RunScheduler, finished
@@ -34,11 +35,14 @@ def golden_key(state: MigrationState) -> str:
     return f"{state['migration_id']}:{LABEL}"
 
 
-def run_golden(opts: MigrationOptions, adir: Path, cancel: threading.Event | None) -> RunResult:
-    """The original on CPU exactly as the reference runs, with its CUDA autocast regions disabled."""
+def run_golden(opts: MigrationOptions, adir: Path, cancel: threading.Event | None,
+               timeout_s: float | None = None) -> RunResult:
+    """The original on CPU exactly as the reference runs, with its CUDA autocast regions disabled
+    (``timeout_s``: default ``--run-timeout``; the callers pass what the wall-time budget leaves)."""
     return toolbox.run(
         Path(opts.source), opts.run_command, device="cpu", redirect_cuda="cpu", probe=True, profile=False,
-        timeout_s=opts.run_timeout_s, seed=opts.seed, artifacts_dir=adir, env=dict(GOLDEN_ENV), cancel=cancel,
+        timeout_s=opts.run_timeout_s if timeout_s is None else timeout_s, seed=opts.seed, artifacts_dir=adir,
+        env=dict(GOLDEN_ENV), cancel=cancel,
         disk_limit_bytes=opts.disk_limit_bytes, environment=toolbox.RunEnvironment.of(opts),
     )
 
@@ -63,7 +67,8 @@ def start_golden(state: MigrationState, runs: RunScheduler) -> bool:
         return False
     opts = options_of(state)
     adir.mkdir(parents=True, exist_ok=True)
-    return runs.start(key, lambda cancel: run_golden(opts, adir, cancel))
+    timeout = run_timeout(state)
+    return runs.start(key, lambda cancel: run_golden(opts, adir, cancel, timeout))
 
 
 def cancel_golden(state: MigrationState, runs: RunScheduler) -> None:
@@ -84,5 +89,7 @@ def golden_for(state: MigrationState, runs: RunScheduler) -> tuple[RunResult | N
     run = runs.join(golden_key(state), adir)
     if run is None:
         logger.info("parity failed under autocast: the fp32 golden run (autocast off) runs now")
-        run = run_golden(options_of(state), adir, None)
+        if not has_time_for(state, "reference"):  # it takes what the reference took
+            return None, []
+        run = run_golden(options_of(state), adir, None, run_timeout(state))
     return run, [dump(RunRecord.of("golden", run))]
