@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from tools.codemods.registry import rule_by_id
 from tools.scan.envfiles import RULE_ID as ENV_RULE_ID
 from tools.scan.envfiles import env_file_kind, scan_text
 from tools.scan.models import Device, FileNote, Finding
-from tools.scan.sources import Unit, cell_source, load, top_level_imports
+from tools.scan.sources import Unit, cell_source, dump_notebook, load, restore_magics, top_level_imports
 
 logger = logging.getLogger(__name__)
 
@@ -97,29 +96,6 @@ def _finding(raw: RawFinding, rel: str, cell: int | None) -> Finding:
                    rewrite=raw.suggestion,
                    reason=None if raw.category == "auto" else raw.message,
                    blocks=list(raw.blocks))
-
-
-def _restore_magics(original: str, neutral: str, rewritten: str, cell_magic: str | None = None) -> str:
-    """Turn the magics we commented out back into magics in the rewritten cell; a cell magic's
-    line (``%%time``, ``cell_magic`` as written) goes back to line 1, wherever the rewrite left its
-    comment (a statement inserted at the top of the cell)."""
-    # neutral is original with some lines commented out, line for line (sources._neutralise_magics)
-    pairs = [(n, o) for o, n in zip(original.splitlines(keepends=True), neutral.splitlines(keepends=True),
-                                    strict=True) if o != n]
-    out = rewritten.splitlines(keepends=True)
-    if cell_magic is not None and pairs:
-        first, pairs = pairs[0], pairs[1:]
-        if first[0] in out:
-            out.remove(first[0])
-        elif out and first[0].rstrip("\r\n") == out[-1].rstrip("\r\n"):  # the last line, its newline lost
-            out.pop()
-        out.insert(0, cell_magic)
-    for n, o in pairs:
-        for i, line in enumerate(out):
-            if line == n:
-                out[i] = o
-                break
-    return "".join(out)
 
 
 def _env_file(job: FileJob, kind: str, text: str, out: FileOutcome) -> FileOutcome:
@@ -208,9 +184,8 @@ def process(job: FileJob) -> FileOutcome:
                 if unit.text == new:
                     continue
                 cell = nb["cells"][unit.cell]
-                restored = _restore_magics(cell_source(cell), unit.text, new, unit.cell_magic)
+                restored = restore_magics(cell_source(cell), unit.text, new, unit.cell_magic)
                 cell["source"] = restored.splitlines(keepends=True)
-            indent = 1 if '\n "' in loaded.raw_text[:200] else 2
-            out.rewritten = json.dumps(nb, indent=indent, ensure_ascii=False) + "\n"
+            out.rewritten = dump_notebook(nb, loaded.raw_text)
         out.applied = sorted(set(out.applied))
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,3 +128,61 @@ def load(path: Path, rel: str, max_bytes: int) -> Loaded:
         magic_line = source.splitlines(keepends=True)[0] if cell_magic(source) is not None else None
         units.append(Unit(src, cell=index, cell_magic=magic_line))
     return Loaded(units, raw_text=text, notebook=nb, notes=notes)
+
+
+def restore_magics(original: str, neutral: str, rewritten: str, cell_magic: str | None = None) -> str:
+    """Turn the magics we commented out back into magics in the rewritten cell; a cell magic's
+    line (``%%time``, ``cell_magic`` as written) goes back to line 1, wherever the rewrite left its
+    comment (a statement inserted at the top of the cell)."""
+    # neutral is original with some lines commented out, line for line (sources._neutralise_magics)
+    pairs = [(n, o) for o, n in zip(original.splitlines(keepends=True), neutral.splitlines(keepends=True),
+                                    strict=True) if o != n]
+    out = rewritten.splitlines(keepends=True)
+    if cell_magic is not None and pairs:
+        first, pairs = pairs[0], pairs[1:]
+        if first[0] in out:
+            out.remove(first[0])
+        elif out and first[0].rstrip("\r\n") == out[-1].rstrip("\r\n"):  # the last line, its newline lost
+            out.pop()
+        out.insert(0, cell_magic)
+    for n, o in pairs:
+        for i, line in enumerate(out):
+            if line == n:
+                out[i] = o
+                break
+    return "".join(out)
+
+
+def dump_notebook(nb: dict[str, Any], raw_text: str) -> str:
+    """The notebook's JSON as Jupyter writes it, indented as ``raw_text`` (the file read) was."""
+    indent = 1 if '\n "' in raw_text[:200] else 2
+    return json.dumps(nb, indent=indent, ensure_ascii=False) + "\n"
+
+
+def edit_code_cell(text: str, edit: Callable[[str], str | None]) -> tuple[str, int] | None:
+    """``edit`` applied to the notebook's code cells in order, each as the Python the scan sees
+    (magics as comments; cells of other cell magics are not offered), until one returns a changed
+    cell: the notebook's new JSON (that cell's magics restored) and the cell's index. None when
+    ``text`` is not a notebook or no cell changed."""
+    try:
+        nb = json.loads(text)
+        cells = nb["cells"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(cells, list):
+        return None
+    for index, cell in enumerate(cells):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        try:
+            source = cell_source(cell)
+        except TypeError:  # a source list holding something other than strings
+            continue
+        neutral = _neutralise_magics(source)
+        new = edit(neutral) if neutral is not None else None
+        if neutral is None or new is None or new == neutral:
+            continue
+        magic = source.splitlines(keepends=True)[0] if cell_magic(source) is not None else None
+        cell["source"] = restore_magics(source, neutral, new, magic).splitlines(keepends=True)
+        return dump_notebook(nb, text), index
+    return None
