@@ -68,6 +68,11 @@ def test_cells_whose_magic_body_is_not_python_are_left_unchanged_and_reported(tm
     assert [n.kind for n in report.notes] == ["skipped_notebook"]
 
 
+def test_a_cell_magic_cell_without_anything_cuda_like_is_not_reported(tmp_path):
+    _notebook(tmp_path, "import torch\ny = torch.zeros(1).cuda()\n", "%%html\n<b>results</b>\n")
+    assert scan(ScanRequest(path=tmp_path)).notes == []
+
+
 @pytest.mark.parametrize("imports, use, rule", [
     ("import torch", "torch.cuda.synchronize()", "FRY013"),
     ("import torch as T", "T.cuda.is_available()", "FRY009"),

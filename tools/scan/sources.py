@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.codemods.prefilter import may_contain_idioms
 from tools.scan.models import FileNote
 
 _MAGIC = re.compile(r"^(\s*)([%!?])")
@@ -34,7 +35,7 @@ class Loaded:
     raw_text: str | None = None
     note: FileNote | None = None
     notebook: dict[str, Any] | None = None  # the notebook's JSON, as written
-    #: cells left out of the scan (a cell magic whose body is not Python), one note each
+    #: cells left out of the scan (a cell magic whose body is not Python) that mention CUDA, one note each
     notes: list[FileNote] = field(default_factory=list)
 
 
@@ -120,6 +121,8 @@ def load(path: Path, rel: str, max_bytes: int) -> Loaded:
         source = cell_source(cell)
         src = _neutralise_magics(source)
         if src is None:
+            if not may_contain_idioms(source):  # nothing CUDA-like in it: nothing to say
+                continue
             first = source.splitlines()[0].strip()[:60]
             notes.append(FileNote(file=rel, kind="skipped_notebook", line=1,
                                   message=f"cell {index} ({first!r}) is not Python: not scanned and left "
