@@ -101,3 +101,29 @@ def _entry_in(seg: list[str], cwd: str, files: set[str]) -> str | None:
             if path is not None and path in files:
                 return path
     return None
+
+
+def notebooks_named(command: str, known: list[str], start: str | None = None) -> list[str]:
+    """The repository's notebooks (``.ipynb``, among ``known``) that ``command`` names as arguments,
+    in order: a notebook runner's (``python run_notebook.py nb.ipynb``, ``papermill nb.ipynb out.ipynb``)
+    program lives in the notebook, not in the entry file. Paths are read as ``entry_file`` reads them."""
+    try:
+        segments = _segments(command)
+    except ValueError:
+        return []
+    files = set(known)
+    cwd = (_inside("", start) or "") if start else ""
+    cwd = "" if cwd == "." else cwd
+    found: list[str] = []
+    for seg in segments:
+        if seg[0] == "cd":
+            new = _inside(cwd, seg[1]) if len(seg) > 1 else None
+            if new is None:
+                return found
+            cwd = "" if new == "." else new
+            continue
+        for tok in seg:
+            path = _inside(cwd, tok) if tok.endswith(".ipynb") else None
+            if path is not None and path in files and path not in found:
+                found.append(path)
+    return found

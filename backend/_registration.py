@@ -25,7 +25,7 @@ def register() -> None:
     if _done:
         return
     _done = True
-    from backend import _ext, config, copies, device_module, kernels
+    from backend import _ext, config, copies, device_module, kernels, streams
 
     if torch._C._get_privateuse1_backend_name() != "tpx":
         torch.utils.rename_privateuse1_backend("tpx")
@@ -57,6 +57,8 @@ def register() -> None:
     lib.impl("_to_copy", copies.to_copy, "PrivateUse1")
     # Module.to("tpx") keeps its Parameter objects (``param.data = ...``), as CPU -> CUDA does
     lib.impl("_has_compatible_shallow_copy_type", copies.has_compatible_shallow_copy_type, "PrivateUse1")
+    # Tensor.record_stream as CUDA has it (tpx's streams are ordered: nothing to record)
+    lib.impl("record_stream", streams.record_stream, "PrivateUse1")
     # Composite ops whose generic decomposition would pick a backend-specific path tpx lacks:
     # (native_layer_norm: otherwise it decomposes into batch_norm math on non-CPU devices and
     # drifts from the CPU result; with a direct kernel its CPU kernel and autograd formula run.)

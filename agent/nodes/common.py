@@ -12,7 +12,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from agent import toolbox
-from agent.entry import entry_file
+from agent.entry import entry_file, notebooks_named
 from agent.errors import BudgetExhausted, FerryAgentError
 from agent.materialise import artifacts_root, materialise, workspaces_root
 from agent.policy.base import Diagnosis, FixContext, Frame
@@ -133,6 +133,7 @@ def fix_context(state: MigrationState, workspace: Path | None = None) -> FixCont
     known = sorted(set(known) | set((state.get("files") or {}).keys()))
     return FixContext(
         source=Path(opts.source), workspace=workspace, files=state.get("files") or {}, known_files=known,
-        entry_file=entry_file(opts.run_command, known, opts.cwd), device_mode=opts.device,
+        entry_file=entry_file(opts.run_command, known, opts.cwd),
+        notebooks=notebooks_named(opts.run_command, known, opts.cwd), device_mode=opts.device,
         tried=state.get("tried") or [],
     )

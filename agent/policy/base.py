@@ -64,6 +64,8 @@ class FixContext(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)
     known_files: list[str] = Field(default_factory=list)
     entry_file: str | None = None
+    #: notebooks the run command names (a notebook runner's program is in them)
+    notebooks: list[str] = Field(default_factory=list)
     device_mode: str = "accelerator"
     tried: list[str] = Field(default_factory=list)
 

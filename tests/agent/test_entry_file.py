@@ -54,3 +54,17 @@ def test_no_entry_file_where_none_is_shown(command: str) -> None:
 def test_the_entry_file_is_found_from_the_runs_working_directory(command: str, start: str | None,
                                                                  expected: str | None) -> None:
     assert entry_file(command, KNOWN, start) == expected
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("python run_notebook.py denoising_autoencoder.ipynb", ["denoising_autoencoder.ipynb"]),
+    ("cd nbs && papermill train.ipynb ../out.ipynb -p STEPS 2", ["nbs/train.ipynb"]),
+    ("python run_notebook.py missing.ipynb", []),
+    ("python train.py", []),
+    ("python run_notebook.py ../elsewhere.ipynb", []),
+])
+def test_the_notebooks_a_command_names(command: str, expected: list[str]) -> None:
+    from agent.entry import notebooks_named
+
+    assert notebooks_named(command, [*KNOWN, "denoising_autoencoder.ipynb", "nbs/train.ipynb", "run_notebook.py"]) \
+        == expected

@@ -170,3 +170,57 @@ def test_other_test_failures_get_no_precision_fix(tmp_path):
     ctx = FixContext(source=tmp_path, known_files=["tests/test_mm.py"], entry_file=None)
     assert propose(_not_close("tests/test_mm.py", "assert 3 == 4"), ctx) is None  # not assert_close's mismatch
     assert propose(_not_close("site-packages/lib.py"), ctx) is None  # not the repository's file
+
+
+# notebook_training's shape: a runner script that imports no torch runs the notebook's cells in one namespace
+RUNNER = '''import json, sys
+namespace = {"__name__": "__main__"}
+for cell in json.load(open(sys.argv[1]))["cells"]:
+    src = "".join(cell["source"])
+    if cell["cell_type"] == "code" and not src.startswith("!"):
+        exec("\\n".join(src.splitlines()[1:]) if src.startswith("%%time") else src, namespace)
+'''
+
+
+def _notebook(*sources: str) -> str:
+    import json
+
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# a notebook\n"]}]
+    cells += [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+               "source": s.splitlines(keepends=True)} for s in sources]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1,
+                      ensure_ascii=False) + "\n"
+
+
+def test_a_notebook_runner_gets_the_fix_in_the_notebooks_first_cell_that_imports_torch(tmp_path):
+    import json
+
+    from agent.entry import notebooks_named
+
+    nb = _notebook("!nvidia-smi\n", "SEED = 0\n",
+                   "%%time\nimport torch\ntorch.set_float32_matmul_precision('high')\nx = torch.ones(2)  # café\n",
+                   "print('precision', torch.get_float32_matmul_precision())\n")
+    (tmp_path / "run_notebook.py").write_text(RUNNER)
+    (tmp_path / "nb.ipynb").write_text(nb, encoding="utf-8")
+    known = ["nb.ipynb", "run_notebook.py"]
+    ctx = FixContext(source=tmp_path, known_files=known, entry_file="run_notebook.py",
+                     notebooks=notebooks_named("python run_notebook.py nb.ipynb", known))
+    p = propose(_unlocalised_failure(), ctx)
+    # before: the entry does not import torch, so the rule had nowhere to write ("no rule left": partial)
+    assert isinstance(p, Proposal) and p.rule == "matmul_precision_highest" and list(p.files) == ["nb.ipynb"]
+    assert p.site == "nb.ipynb:1" and "cell 3" in p.reason
+    before, after = json.loads(nb)["cells"], json.loads(p.files["nb.ipynb"])["cells"]
+    assert [c for i, c in enumerate(after) if i != 3] == [c for i, c in enumerate(before) if i != 3]
+    cell = after[3]["source"]
+    assert cell[:3] == before[3]["source"][:3] and cell[-1] == "x = torch.ones(2)  # café\n"
+    assert 'torch.set_float32_matmul_precision("highest")' in "".join(cell[3:])  # below the program's "high"
+    (tmp_path / "nb.ipynb").write_text(p.files["nb.ipynb"], encoding="utf-8")
+    for tpx, want in ((True, "precision highest"), (False, "precision high")):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DEVICE_BACKEND_AUTOLOAD", "TPX_"))}
+        env.update({"TORCH_DEVICE_BACKEND_AUTOLOAD": "1" if tpx else "0", "PYTHONPATH": str(ROOT)})
+        res = subprocess.run([sys.executable, "run_notebook.py", "nb.ipynb"], capture_output=True, text=True,
+                             timeout=120, env=env, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert res.stdout.strip() == want  # tpx only: elsewhere the program's own choice stands
+    ctx = FixContext(source=tmp_path, known_files=known, entry_file="run_notebook.py", notebooks=["nb.ipynb"])
+    assert propose(_unlocalised_failure(), ctx) is None  # applied once

@@ -87,6 +87,21 @@ def test_streams_and_timed_events():
     assert start.query() and end.elapsed_time(start) <= 0 <= start.elapsed_time(end)
 
 
+def test_record_stream_on_tpx_tensors_as_on_cuda():
+    """A prefetcher's pattern: a batch copied on a side stream, then recorded on the compute stream."""
+    side = torch.Stream("tpx")
+    with torch.tpx.stream(side):
+        x = torch.arange(6.0).to("tpx", non_blocking=True) * 2
+    torch.tpx.current_stream().wait_stream(side)
+    x.record_stream(torch.tpx.current_stream())
+    x.record_stream(side)
+    assert x.device.type == "tpx" and torch.equal(x.cpu(), torch.arange(6.0) * 2)
+    with pytest.raises(RuntimeError, match="expected a tpx stream"):  # CUDA refuses another device's stream too
+        x.record_stream(torch.Stream("cpu"))
+    with pytest.raises(NotImplementedError):  # a host tensor has no stream to record, as with CUDA
+        torch.ones(2).record_stream(torch.tpx.current_stream())
+
+
 def test_import_is_quick_and_version_is_checked():
     code = "import backend, sys; backend._check_torch_version(); print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 import libcst as cst
 from libcst.metadata import ClassScope, GlobalScope, Scope, ScopeProvider
 
-from tools.codemods.nodes import cuda_device_string, expr
+from tools.codemods.nodes import cuda_device_string, dotted, expr
 from tools.codemods.targets import DeviceMode as DeviceMode  # re-exported for the rules
 from tools.codemods.targets import device_expression, device_string_expression
 
@@ -98,6 +98,8 @@ class RuleContext:
     int_names: tuple[frozenset[str], frozenset[str], frozenset[str]] | None = None
     #: child -> parent for every node of ``module``; built lazily by ``parent_of``
     parents: dict[cst.CSTNode, cst.CSTNode] | None = None
+    #: names imported outside the module (earlier notebook cells): bound name -> qualified name
+    outer_imports: dict[str, str] = field(default_factory=dict)
 
     def parent_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
         if self.parents is None:
@@ -172,8 +174,22 @@ class Rule(cst.BatchableCSTVisitor):
         if found is None:
             scope = self.get_metadata(ScopeProvider, node, None)
             found = {q.name for q in scope.get_qualified_names_for(node)} if scope is not None else set()
+            if not found and scope is not None and self.ctx.outer_imports:
+                found = self._outer_qname(node, scope)
             cache[key] = found
         return found
+
+    def _outer_qname(self, node: cst.CSTNode, scope: Scope) -> set[str]:
+        """``torch.cuda.synchronize`` in a notebook cell whose ``torch`` an earlier cell imported:
+        the name is not bound anywhere in this cell, so the earlier import is what it means."""
+        text = dotted(node)
+        if text is None:
+            return set()
+        head, _, rest = text.partition(".")
+        target = self.ctx.outer_imports.get(head)
+        if target is None or head in scope:
+            return set()
+        return {f"{target}.{rest}" if rest else target}
 
     def qname_in(self, node: cst.CSTNode, names: Collection[str]) -> str | None:
         """The qualified name of ``node`` that is in ``names``, if any.

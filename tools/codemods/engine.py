@@ -34,6 +34,8 @@ MAX_PASSES = 4
 
 #: a device variable defined elsewhere (an earlier notebook cell): (name, torch alias, holds a device string)
 DefinedDevice = tuple[str, str, bool]
+#: names imported elsewhere (earlier notebook cells): (bound name, qualified name), later ones win
+OuterImports = tuple[tuple[str, str], ...]
 
 
 @dataclass
@@ -105,8 +107,8 @@ def _alias_names(source: str) -> frozenset[str]:
 
 
 def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | None,
-              defined_elsewhere: DefinedDevice | None = None, source: str | None = None
-              ) -> tuple[cst.MetadataWrapper, list[Hit], DeviceInfo]:
+              defined_elsewhere: DefinedDevice | None = None, source: str | None = None,
+              outer_imports: OuterImports = ()) -> tuple[cst.MetadataWrapper, list[Hit], DeviceInfo]:
     # nodes are immutable and freshly parsed (or parsed from the cache), so no defensive deep copy
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     info = find_device_variable(wrapper.module, device_mode)
@@ -115,17 +117,23 @@ def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | 
         if not info.defined and info.definition_value is None:
             info = DeviceInfo(defined_elsewhere[0], defined=True, is_string=defined_elsewhere[2])
         torch_name = torch_name or defined_elsewhere[1]
+    outer = dict(outer_imports)
+    if torch_name is None and "torch" in outer.values():
+        torch_name = "torch" if outer.get("torch") == "torch" else next(n for n, q in outer.items() if q == "torch")
     text = source if source is not None else wrapper.module.code
     info, unsafe, parents = _scope_safe_name(wrapper, info, text)
     ctx = RuleContext(device_mode=device_mode, device_name=info.name,
                       device_definition_value=info.definition_value, torch_name=torch_name,
-                      alias_names=_alias_names(wrapper.module.code if source is None else source),
-                      module=wrapper.module, parents=parents,
+                      alias_names=_alias_names(wrapper.module.code if source is None else source)
+                      | {name for name, q in outer.items() if name != q.rsplit(".", 1)[-1]},
+                      module=wrapper.module, parents=parents, outer_imports=outer,
                       device_is_string=info.is_string, unsafe_scopes=unsafe)
     info.torch_name = ctx.torch_name
     # per-rule pre-filter: only rules whose trigger words occur in the text can fire; the
     # contextual ones run only once another rule has found something
-    active = active_rules(text)
+    # a name an earlier notebook cell imports (``from torch import cuda as tc``) triggers as what it means
+    used = [q for name, q in outer.items() if re.search(rf"\b{re.escape(name)}\b", text)]
+    active = active_rules("\n".join([text, *used]) if used else text)
     first = [cls(ctx) for cls in all_rules()
              if not cls.CONTEXTUAL and cls.ID in active and (rule_ids is None or cls.ID in rule_ids)]
     ctx.running_rules = frozenset(rule.ID for rule in first)
@@ -219,7 +227,7 @@ def _imports_of(wrapper: cst.MetadataWrapper, hits: list[Hit]) -> list[cst.Impor
 def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: set[str] | None = None,
             lines: set[int] | None = None, rewrite: bool = True,
             module: cst.Module | None = None, fixed_point: bool = False,
-            device_defined_as: DefinedDevice | None = None) -> ModuleOutcome:
+            device_defined_as: DefinedDevice | None = None, outer_imports: OuterImports = ()) -> ModuleOutcome:
     """Find idioms in ``source``; when ``rewrite``, apply the auto rules (to ``lines`` only if given).
 
     Transforms compose (each one rewrites the already-updated node), so one pass applies every
@@ -228,12 +236,13 @@ def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: s
     on the output until nothing changes and reports ``remaining`` against the rewritten text
     (slower; the golden tests check that a second run changes nothing). ``device_defined_as``
     names a device variable defined elsewhere (an earlier notebook cell), to use instead of
-    inserting a definition.
+    inserting a definition; ``outer_imports`` the names imported there, which the module's own
+    unbound names then mean.
 
     Raises ``libcst.ParserSyntaxError`` when the source does not parse.
     """
     module = module if module is not None else cst.parse_module(source)
-    wrapper, hits, info = _one_pass(module, device_mode, rule_ids, device_defined_as, source)
+    wrapper, hits, info = _one_pass(module, device_mode, rule_ids, device_defined_as, source, outer_imports)
     findings = _findings(wrapper, hits, source.splitlines())
     if not rewrite:
         return ModuleOutcome(findings=findings, new_source=source, remaining=findings)
@@ -271,7 +280,7 @@ def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: s
         if not fixed_point or lines is not None:
             break
         current, current_hits, current_info = _one_pass(cst.parse_module(new_source), device_mode, rule_ids,
-                                                        device_defined_as, new_source)
+                                                        device_defined_as, new_source, outer_imports)
         remaining = _findings(current, current_hits, new_source.splitlines())
     has_device = (info.defined and device_defined_as is None) or info.definition_used or inserted
     return ModuleOutcome(findings=findings, new_source=new_source, applied=sorted(set(applied)),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -13,19 +12,21 @@ from pathlib import Path
 
 import libcst as cst
 
-from tools.codemods.engine import DefinedDevice, ModuleOutcome, RawFinding, analyze
+from tools.codemods.engine import DefinedDevice, ModuleOutcome, OuterImports, RawFinding, analyze
 from tools.codemods.prefilter import may_contain_idioms
 from tools.codemods.registry import rule_by_id
 from tools.scan.envfiles import RULE_ID as ENV_RULE_ID
 from tools.scan.envfiles import env_file_kind, scan_text
 from tools.scan.models import Device, FileNote, Finding
-from tools.scan.sources import Unit, cell_source, load
+from tools.scan.sources import Unit, cell_source, dump_notebook, load, restore_magics, top_level_imports
 
 logger = logging.getLogger(__name__)
 
 _CACHE_SIZE = 512
-# (source digest, rewrite, device, rules, lines, device variable defined earlier): what an analysis depends on
-_OutcomeKey = tuple[str, bool, str, tuple[str, ...] | None, tuple[int, ...] | None, DefinedDevice | None]
+# (source digest, rewrite, device, rules, lines, device variable defined earlier, names imported earlier):
+# what an analysis depends on
+_OutcomeKey = tuple[str, bool, str, tuple[str, ...] | None, tuple[int, ...] | None, DefinedDevice | None,
+                    OuterImports]
 _outcomes: OrderedDict[_OutcomeKey, ModuleOutcome] = OrderedDict()
 _modules: OrderedDict[str, cst.Module] = OrderedDict()
 
@@ -68,9 +69,10 @@ def _parse(text: str, digest: str) -> cst.Module:
     return module
 
 
-def _analyze_cached(text: str, job: FileJob, defined_as: DefinedDevice | None = None) -> ModuleOutcome:
+def _analyze_cached(text: str, job: FileJob, defined_as: DefinedDevice | None = None,
+                    outer_imports: OuterImports = ()) -> ModuleOutcome:
     digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
-    key: _OutcomeKey = (digest, job.rewrite, job.device, job.rules, job.lines, defined_as)
+    key: _OutcomeKey = (digest, job.rewrite, job.device, job.rules, job.lines, defined_as, outer_imports)
     hit = _outcomes.get(key)
     if hit is not None:
         _outcomes.move_to_end(key)
@@ -78,7 +80,8 @@ def _analyze_cached(text: str, job: FileJob, defined_as: DefinedDevice | None = 
     outcome = analyze(text, device_mode=job.device,
                       rule_ids=set(job.rules) if job.rules else None,
                       lines=set(job.lines) if job.lines is not None else None,
-                      rewrite=job.rewrite, module=_parse(text, digest), device_defined_as=defined_as)
+                      rewrite=job.rewrite, module=_parse(text, digest), device_defined_as=defined_as,
+                      outer_imports=outer_imports)
     _outcomes[key] = outcome
     if len(_outcomes) > _CACHE_SIZE:
         _outcomes.popitem(last=False)
@@ -93,20 +96,6 @@ def _finding(raw: RawFinding, rel: str, cell: int | None) -> Finding:
                    rewrite=raw.suggestion,
                    reason=None if raw.category == "auto" else raw.message,
                    blocks=list(raw.blocks))
-
-
-def _restore_magics(original: str, neutral: str, rewritten: str) -> str:
-    """Turn the magics we commented out back into magics in the rewritten cell."""
-    # neutral is original with some lines commented out, line for line (sources._neutralise_magics)
-    pairs = [(n, o) for o, n in zip(original.splitlines(keepends=True), neutral.splitlines(keepends=True),
-                                    strict=True) if o != n]
-    out = rewritten.splitlines(keepends=True)
-    for n, o in pairs:
-        for i, line in enumerate(out):
-            if line == n:
-                out[i] = o
-                break
-    return "".join(out)
 
 
 def _env_file(job: FileJob, kind: str, text: str, out: FileOutcome) -> FileOutcome:
@@ -134,6 +123,7 @@ def process(job: FileJob) -> FileOutcome:
         out.skipped = loaded.note.kind != "parse_error"
         return out
     assert loaded.raw_text is not None
+    out.notes.extend(loaded.notes)
     out.lines = loaded.raw_text.count("\n") + 1
     if not job.rel.endswith((".py", ".ipynb")):
         kind = env_file_kind(Path(job.root), job.rel)
@@ -153,9 +143,13 @@ def process(job: FileJob) -> FileOutcome:
         return out
     new_units: list[tuple[Unit, str]] = []
     defined_as: DefinedDevice | None = None  # notebooks: the device variable an earlier cell defines
+    imported: dict[str, str] = {}  # notebooks: the names earlier cells import (the kernel keeps them)
     for unit in loaded.units:
         try:
-            outcome = _analyze_cached(unit.text, job, defined_as if unit.cell is not None else None)
+            if unit.cell is None:
+                outcome = _analyze_cached(unit.text, job)
+            else:
+                outcome = _analyze_cached(unit.text, job, defined_as, tuple(imported.items()))
         except cst.ParserSyntaxError as exc:
             where = f" (cell {unit.cell})" if unit.cell is not None else ""
             out.notes.append(FileNote(file=job.rel, kind="parse_error", line=exc.raw_line,
@@ -171,6 +165,8 @@ def process(job: FileJob) -> FileOutcome:
                                       message=f"internal error while analysing ({type(exc).__name__}: {exc}); "
                                               "the file was left unchanged, please report it"))
             continue
+        if unit.cell is not None:
+            imported.update(top_level_imports(outcome.new_source))
         out.findings.extend(_finding(f, job.rel, unit.cell) for f in outcome.findings)
         if job.rewrite:
             out.review.extend(_finding(f, job.rel, unit.cell) for f in outcome.remaining)
@@ -188,9 +184,8 @@ def process(job: FileJob) -> FileOutcome:
                 if unit.text == new:
                     continue
                 cell = nb["cells"][unit.cell]
-                restored = _restore_magics(cell_source(cell), unit.text, new)
+                restored = restore_magics(cell_source(cell), unit.text, new, unit.cell_magic)
                 cell["source"] = restored.splitlines(keepends=True)
-            indent = 1 if '\n "' in loaded.raw_text[:200] else 2
-            out.rewritten = json.dumps(nb, indent=indent, ensure_ascii=False) + "\n"
+            out.rewritten = dump_notebook(nb, loaded.raw_text)
         out.applied = sorted(set(out.applied))
     return out
