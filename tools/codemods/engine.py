@@ -121,7 +121,7 @@ def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | 
                       device_definition_value=info.definition_value, torch_name=torch_name,
                       alias_names=_alias_names(wrapper.module.code if source is None else source),
                       module=wrapper.module, parents=parents,
-                      device_is_string=info.is_string, unsafe_scopes=unsafe)
+                      device_is_string=info.is_string, device_is_accelerator=info.defined, unsafe_scopes=unsafe)
     info.torch_name = ctx.torch_name
     # per-rule pre-filter: only rules whose trigger words occur in the text can fire; the
     # contextual ones run only once another rule has found something

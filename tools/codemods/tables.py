@@ -60,10 +60,11 @@ DEVICE_PROPERTY_CALLS = _prefixed({
     "get_device_name": CallMapping("torch.get_device_module({device}).get_device_name", needs_device=True),
     "get_device_properties": CallMapping("torch.get_device_module({device}).get_device_properties",
                                          needs_device=True),
-    "get_device_capability": CallMapping(
-        "torch.accelerator.get_device_capability",
-        review="compute-capability checks are CUDA-specific; branch on features, not on (major, minor)"),
+    # its comparisons with a CUDA capability are FRY012's capability branches (tools/codemods/capability.py)
+    "get_device_capability": CallMapping("torch.get_device_module({device}).get_device_capability",
+                                         needs_device=True),
 }, "torch.cuda")
+CAPABILITY_CALLS = frozenset({"torch.cuda.get_device_capability"})
 
 # 13. synchronize (the device module's synchronize also works on CPU)
 SYNC_CALLS = {"torch.cuda.synchronize": CallMapping("torch.get_device_module({device}).synchronize",
