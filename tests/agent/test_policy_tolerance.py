@@ -47,7 +47,8 @@ def _ctx(tmp_path: Path, **kw: object) -> FixContext:
 def test_a_bf16_sized_mismatch_gets_full_fp32_matmuls_in_the_test_module(tmp_path):
     p = propose(_diag(), _ctx(tmp_path))
     assert isinstance(p, Proposal) and p.rule == "test_tolerance_matmul_precision" and p.kind == "policy"
-    assert list(p.files) == ["tests/test_m.py"] and p.site == "tests/test_m.py:1"  # not the entry: pytest never imports it
+    # the test module, not the entry script: the test never imports it
+    assert list(p.files) == ["tests/test_m.py"] and p.site == "tests/test_m.py:1"
     lines = p.files["tests/test_m.py"].splitlines()
     assert lines[0] == "import torch"
     assert lines[1].startswith("if torch.accelerator.is_available()") and '.type == "tpx"' in lines[1]
