@@ -1,101 +1,40 @@
-"""FRY021 (streams.cuda-graphs): torch.cuda.CUDAGraph, torch.cuda.graph, make_graphed_callables ->
-unsupported on tpx (run eagerly behind a flag); where the program has its own eager path beside the
-capture (``if graphs: <capture> else: <eager>``), the capture is chosen on CUDA only.
+"""FRY021 (streams.cuda-graphs): calls of torch.cuda.CUDAGraph, torch.cuda.graph, make_graphed_callables,
+graph_pool_handle, is_current_stream_capturing -> the device module's (torch.get_device_module(device).*).
 
-``if graphs:`` -> ``if graphs and device.type == "cuda":`` (``if not graphs: <eager> else: <capture>``
--> ``if not graphs or device.type != "cuda":``): on CUDA the program's choice is unchanged; a device
-without CUDA graphs runs the program's own eager code for the step (``tools/codemods/graph_branches.py``).
-The graph API uses that only that branch reaches (in it, or in a module-level function called from such
-branches only) are then review findings: they run on CUDA only. Capture without an eager ``else`` stays
-unsupported.
+On CUDA the device module is ``torch.cuda``: the same calls. tpx has no graphs of kernels; its device
+module replays a capture eagerly with the same contract (``backend/graphs.py``): a capture computes
+nothing the program can see, and ``replay()`` runs the captured ops again on the tensors the capture used,
+so it reads the static inputs as they are now and writes the static outputs the code kept (the program
+does on tpx what it does on CUDA, warm-up and all; a switch to the program's own eager path would not,
+where the two paths differ). Other references to the graph API (``isinstance(g, torch.cuda.CUDAGraph)``)
+stay unsupported.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import RuleContext
-from tools.codemods.generic import NameReportRule
-from tools.codemods.graph_branches import GraphBranch, capturing_functions, graph_branches, guarded_test
-from tools.codemods.nodes import code, expr
-from tools.codemods.tables import GRAPH_NAMES, Report
+from tools.codemods.generic import CallMapRule, NameReportRule
+from tools.codemods.tables import GRAPH_CALLS, GRAPH_NAMES
 
 
-class _Calls(cst.CSTVisitor):
-    """Every call of a plain name, and the node of each."""
-
-    def __init__(self, names: frozenset[str]) -> None:
-        self.names = names
-        self.calls: list[cst.Call] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value in self.names:
-            self.calls.append(node)
-
-
-class CudaGraphs(NameReportRule):
+class CudaGraphs(CallMapRule, NameReportRule):
     ID = "FRY021"
     NAME = "streams.cuda-graphs"
-    DESCRIPTION = ("torch.cuda.CUDAGraph, torch.cuda.graph, make_graphed_callables -> unsupported on tpx (run eagerly "
-                   "behind a flag); an `if` whose one branch captures a graph and whose `else` is the program's "
-                   "eager path -> capture on CUDA only (`if graphs and device.type == \"cuda\":`), the graph uses "
-                   "only that branch reaches -> review.")
-    CATEGORY = "unsupported"
+    DESCRIPTION = ("torch.cuda.CUDAGraph(), torch.cuda.graph(g), make_graphed_callables(...), graph_pool_handle(), "
+                   "is_current_stream_capturing() -> torch.get_device_module(device).* (torch.cuda on CUDA; tpx "
+                   "replays a capture eagerly on the captured tensors); other references to the graph API -> "
+                   "unsupported.")
+    CATEGORY = "auto"
     ENTRIES = (21,)
+    CALLS = GRAPH_CALLS
     NAMES = GRAPH_NAMES
 
-    def __init__(self, ctx: RuleContext) -> None:
-        super().__init__(ctx)
-        self._branches: dict[int, GraphBranch] = {}
-        self._cuda_only: set[int] = set()  # ids of the capture blocks and functions that run on CUDA only
-
-    def _is_graph_name(self, node: cst.CSTNode) -> bool:
-        return self.qname_in(node, GRAPH_NAMES) is not None and self.is_outermost_attribute(node)
-
-    def visit_Module(self, node: cst.Module) -> None:
-        branches = graph_branches(node, self._is_graph_name)
-        self._branches = {id(b.node): b for b in branches}
-        blocks = [b.node.body if b.captures_in_body else b.node.orelse for b in branches]
-        self._cuda_only = {id(block) for block in blocks if block is not None}
-        functions = capturing_functions(node, self._is_graph_name)
-        calls = _Calls(functions)
-        node.visit(calls)
-        for function in (s for s in node.body if isinstance(s, cst.FunctionDef) and s.name.value in functions):
-            sites = [c for c in calls.calls if c.func.value == function.name.value]  # type: ignore[attr-defined]
-            if sites and all(self._inside(c, self._cuda_only) for c in sites):
-                self._cuda_only.add(id(function))
-
-    def _inside(self, node: cst.CSTNode, ids: set[int]) -> bool:
+    def _check(self, node: cst.CSTNode) -> None:
         parent = self.parent(node)
-        while parent is not None:
-            if id(parent) in ids:
-                return True
-            parent = self.parent(parent)
-        return False
-
-    def _report(self, node: cst.CSTNode, rep: Report) -> None:
-        if self._inside(node, self._cuda_only):
-            self.hit(node, f"{rep.message}: this code runs on CUDA only (the capture branch is chosen on CUDA only)",
-                     category="review", suggestion=rep.suggestion)
-            return
-        super()._report(node, rep)
-
-    def visit_If(self, node: cst.If) -> None:
-        branch = self._branches.get(id(node))
-        if branch is None:
-            return
-        device_type = self.device_type(node.test)
-        in_body = branch.captures_in_body
-
-        def transform(updated: cst.CSTNode) -> cst.CSTNode:
-            assert isinstance(updated, cst.If)
-            test = expr(guarded_test(code(updated.test), updated.test, in_body, device_type))
-            return updated.with_changes(test=test)
-
-        shown = guarded_test(code(node.test), node.test, in_body, device_type)
-        self.hit(node, "the program chooses between CUDA graph capture and its own eager path here: on a device "
-                       "without CUDA graphs the eager path runs (on CUDA the choice is unchanged)",
-                 category="auto", suggestion=f"if {shown}:", transform=transform, needs_device=True)
+        if isinstance(parent, cst.Call) and parent.func is node and self.qname_in(node, GRAPH_CALLS) is not None:
+            return  # the call is rewritten (visit_Call)
+        super()._check(node)
 
 
 RULE = CudaGraphs
