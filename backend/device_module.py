@@ -14,10 +14,18 @@ from typing import Any
 
 import torch
 
-from backend import _ext, config, stats
+from backend import _ext, config, graphs, stats
 
 Stream = torch.Stream
 Event = torch.Event
+
+# graph capture, replayed eagerly (backend/graphs.py); CUDAGraph is the name code written for CUDA spells
+Graph = graphs.Graph
+CUDAGraph = graphs.Graph
+graph = graphs.graph
+make_graphed_callables = graphs.make_graphed_callables
+graph_pool_handle = graphs.graph_pool_handle
+is_current_stream_capturing = graphs.is_current_stream_capturing
 
 
 def _index(device=None) -> int:

@@ -12,6 +12,7 @@ from agent.policy import (
     rules_dtype,
     rules_ops,
     rules_parity,
+    rules_tolerance,
     rules_verdicts,
 )
 from agent.policy.base import Diagnosis, FixContext, Proposal, Verdict
@@ -30,7 +31,7 @@ RULES: tuple[tuple[str, tuple[str, ...], Rule], ...] = (
     (rules_device.RULE, rules_device.KINDS, rules_device.apply),
     (rules_ops.RULE, rules_ops.KINDS, rules_ops.apply),
     (rules_parity.RULE, rules_parity.KINDS, rules_parity.apply),
-    (rules_parity.RULE, rules_parity.TEST_KINDS, rules_parity.apply_to_test),
+    (rules_tolerance.RULE, rules_tolerance.KINDS, rules_tolerance.apply),
     ("tpx_oom_report", ("tpx_oom",), rules_verdicts.oom),
     ("cuda_only_package", ("missing_cuda_package",), rules_verdicts.missing_package),
     ("environment_error", ("import_error", "syntax_error"), rules_verdicts.environment),

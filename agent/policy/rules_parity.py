@@ -4,9 +4,8 @@ torch of the notebook the command names), on the target device only (a real CUDA
 program's TF32 choice), after the program's own module-level precision settings (which would undo it
 at import).
 
-The same for a test that fails ``torch.testing.assert_close`` on tpx (:func:`apply_to_test`): the fix
-goes into the failing test's module, which pytest imports (the run command's entry may never be
-imported by the tests: a program whose training runs under autocast passes parity without it).
+A test that fails ``torch.testing.assert_close`` on tpx by bf16 rounding gets the same statement in its
+own module: :mod:`agent.policy.rules_tolerance`.
 
 The edit is :mod:`tools.codemods.fixes` FIX008 (``target_matmul_precision``).
 """
@@ -23,9 +22,6 @@ from tools.scan.sources import edit_code_cell
 
 RULE = "matmul_precision_highest"
 KINDS = ("parity_failed",)
-TEST_KINDS = ("other",)
-#: what torch.testing.assert_close says of tensors (or scalars) that differ beyond its tolerances
-NOT_CLOSE = ("Tensor-likes are not close", "Scalars are not close")
 
 
 def attributed_to_matmul(parity: ParityReport | None) -> bool:
@@ -66,27 +62,4 @@ def _proposal(ctx: FixContext, rel: str, new: str, where: str) -> Proposal | Non
         reason=("parity failed and the divergence points at matmul precision: tpx runs float32 matmuls with "
                 f"bf16 inputs unless asked for 'highest'; set it {where}, after the program's own "
                 "precision settings, for tpx only (real CUDA keeps the program's TF32 choice)"),
-    )
-
-
-def apply_to_test(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
-    """A test failed ``torch.testing.assert_close`` on tpx: full fp32 matmuls in that test's module."""
-    site = diag.site
-    if (diag.phase != "test" or diag.exc_type != "AssertionError" or site is None
-            or not any(m in diag.message for m in NOT_CLOSE) or site.file not in ctx.known_files):
-        return None
-    key = f"{site.file}:1"
-    if f"{RULE}@{key}" in ctx.tried:
-        return None
-    text = ctx.text(site.file)
-    if text is None:
-        return None
-    new = new_text(target_matmul_precision(text, filename=site.file))
-    if new is None:
-        return None
-    return make_proposal(
-        ctx, rule=RULE, kind="policy", site=key, new_files={site.file: new},
-        reason=("a test's torch.testing.assert_close failed on tpx, whose float32 matmuls round their inputs to "
-                "bf16 unless asked for 'highest'; set it in that test's module, for tpx only (real CUDA keeps "
-                "the program's TF32 choice)"),
     )

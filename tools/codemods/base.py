@@ -41,6 +41,7 @@ _TORCH_RE = re.compile(r"(?<![\w.])torch\.")
 _LOOSE_PARENTS: tuple[type[cst.CSTNode], ...] = (
     cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Arg, cst.Param, cst.Return, cst.Expr, cst.If, cst.While,
     cst.Assert, cst.Element, cst.DictElement, cst.FormattedStringExpression)
+LOOSE_PARENTS = _LOOSE_PARENTS  # for rules that build their own replacement expressions
 #: parents that also take a comparison unparenthesised (``a != b and c``, ``not a != b``, ``x if a != b else y``)
 _COMPARISON_PARENTS: tuple[type[cst.CSTNode], ...] = (*_LOOSE_PARENTS, cst.BooleanOperation, cst.IfExp)
 
@@ -89,6 +90,9 @@ class RuleContext:
     module: cst.Module | None = None
     #: the device variable holds a device string (``device = 'cuda'`` kept a string), not a torch.device
     device_is_string: bool = False
+    #: the device variable is already Ferry's accelerator definition (a migrated module): a comparison of its
+    #: type with "cuda" asks whether the accelerator is CUDA (a CUDA-only feature), it assumes nothing
+    device_is_accelerator: bool = False
     #: function/class/comprehension scopes that bind ``device_name`` to something else (a parameter,
     #: ``device = x.device``): naming the module's device variable there would mean the local one
     unsafe_scopes: frozenset[Scope] = frozenset()

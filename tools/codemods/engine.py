@@ -127,7 +127,7 @@ def _one_pass(module: cst.Module, device_mode: DeviceMode, rule_ids: set[str] | 
                       alias_names=_alias_names(wrapper.module.code if source is None else source)
                       | {name for name, q in outer.items() if name != q.rsplit(".", 1)[-1]},
                       module=wrapper.module, parents=parents, outer_imports=outer,
-                      device_is_string=info.is_string, unsafe_scopes=unsafe)
+                      device_is_string=info.is_string, device_is_accelerator=info.defined, unsafe_scopes=unsafe)
     info.torch_name = ctx.torch_name
     # per-rule pre-filter: only rules whose trigger words occur in the text can fire; the
     # contextual ones run only once another rule has found something

@@ -60,10 +60,11 @@ DEVICE_PROPERTY_CALLS = _prefixed({
     "get_device_name": CallMapping("torch.get_device_module({device}).get_device_name", needs_device=True),
     "get_device_properties": CallMapping("torch.get_device_module({device}).get_device_properties",
                                          needs_device=True),
-    "get_device_capability": CallMapping(
-        "torch.accelerator.get_device_capability",
-        review="compute-capability checks are CUDA-specific; branch on features, not on (major, minor)"),
+    # its comparisons with a CUDA capability are FRY012's capability branches (tools/codemods/capability.py)
+    "get_device_capability": CallMapping("torch.get_device_module({device}).get_device_capability",
+                                         needs_device=True),
 }, "torch.cuda")
+CAPABILITY_CALLS = frozenset({"torch.cuda.get_device_capability"})
 
 # 13. synchronize (the device module's synchronize also works on CPU)
 SYNC_CALLS = {"torch.cuda.synchronize": CallMapping("torch.get_device_module({device}).synchronize",
@@ -187,12 +188,17 @@ STREAM_REVIEW_NAMES = {
 
 # 21. CUDA graphs
 GRAPH_NAMES = {
-    f"torch.cuda.{n}": Report(f"torch.cuda.{n}: CUDA graphs are not supported on tpx",
-                              "run eagerly: put the capture behind a flag such as "
-                              "`if device.type == \"cuda\":` and call the model directly otherwise",
-                              "unsupported")
+    f"torch.cuda.{n}": Report(f"torch.cuda.{n} referenced other than in a call (calls go to the device module, "
+                              "whose graphs tpx replays eagerly)",
+                              f"torch.get_device_module(device).{n.rsplit('.', 1)[-1]}", "review")
     for n in ("CUDAGraph", "graph", "make_graphed_callables", "graphs.CUDAGraph", "graphs.graph",
               "graphs.make_graphed_callables", "graph_pool_handle")
+}
+#: their calls -> the device module's (torch.cuda's on CUDA; tpx replays a capture eagerly: backend/graphs.py)
+GRAPH_CALLS = {
+    f"torch.cuda.{n}": CallMapping(f"torch.get_device_module({{device}}).{n.rsplit('.', 1)[-1]}", needs_device=True)
+    for n in ("CUDAGraph", "graph", "make_graphed_callables", "graphs.CUDAGraph", "graphs.graph",
+              "graphs.make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing")
 }
 
 # 22. seeding
@@ -409,7 +415,7 @@ def _known_cuda_names() -> frozenset[str]:
     tables: list[object] = [
         AVAILABILITY_CALLS, DEVICE_INDEX_CALLS, DEVICE_CONTEXT_CALLS, DEVICE_PROPERTY_CALLS, SYNC_CALLS,
         MEMORY_CALLS, MEM_INFO_CALLS, ALLOCATOR_NAMES, STREAM_CALLS, EVENT_CALLS, STREAM_REVIEW_NAMES,
-        GRAPH_NAMES, SEED_CALLS, RNG_STATE_CALLS, AUTOCAST_CUDA, GRADSCALER_CUDA, CUSTOM_AUTOGRAD_CUDA,
+        GRAPH_NAMES, GRAPH_CALLS, SEED_CALLS, RNG_STATE_CALLS, AUTOCAST_CUDA, GRADSCALER_CUDA, CUSTOM_AUTOGRAD_CUDA,
         AUTOCAST_STATE_CALLS, BF16_SUPPORTED, NVTX_NAMES, CUDA_VERSION_NAMES, TENSOR_TYPES]
     names: set[str] = set()
     for table in tables:

@@ -9,6 +9,8 @@ updates (an optimizer step) apply again. Capturing executes nothing on CUDA, so 
 existed before the capture and were written during it get their old contents back at its end.
 
 As on CUDA, Python code inside the capture runs once: only what it dispatched is replayed.
+tpx's device module replays graphs the same way (backend/graphs.py, its twin: importing the backend
+would register tpx in a reference run).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import libcst as cst
 
 from tools.codemods.base import Rule
 from tools.codemods.device_strings import is_device_string_predicate_part
-from tools.codemods.nodes import cuda_device_string, expr, int_value, positional
+from tools.codemods.nodes import code, cuda_device_string, expr, int_value, positional
 from tools.codemods.tables import DEVICE_OBJECT, DEVICE_TYPE_CALLS, INIT_PROCESS_GROUP, SET_DEFAULT_DEVICE
 
 #: calls whose "cuda" argument other rules handle
@@ -77,12 +77,26 @@ class DeviceLiterals(Rule):
                     and pos[0] is parent and ordinal in (None, 0)):
                 self._replace_with_device(node, '.to("cuda"): hard-coded CUDA device')
                 return
+        if self._asks_the_accelerator(node, parent, ordinal):
+            return
         if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.Param)) and ordinal in (None, 0):
             # a string stays a string: code goes on to test it ('cuda' in device), parse it or override it
             self.string_device_hit(node, "hard-coded CUDA device string", ordinal)
             return
         self.hit(node, "CUDA device string in a context Ferry cannot rewrite safely", category="review",
                  suggestion=f"use {self.dev} (a torch.device) or {self.dev}.type (its type string)")
+
+    def _asks_the_accelerator(self, node: cst.SimpleString, parent: cst.CSTNode | None, ordinal: int | None) -> bool:
+        """``device.type == "cuda"`` (``!=``) where ``device`` is already the accelerator (Ferry's definition):
+        the question whether the accelerator is CUDA, as FRY012/FRY021 write it around CUDA-only features."""
+        if not self.ctx.device_is_accelerator or ordinal is not None or not isinstance(parent, cst.ComparisonTarget):
+            return False
+        comparison = self.parent(parent)
+        if not (isinstance(comparison, cst.Comparison) and len(comparison.comparisons) == 1
+                and isinstance(parent.operator, (cst.Equal, cst.NotEqual)) and parent.comparator is node):
+            return False
+        asked = code(comparison.left)
+        return asked in (f"{self.dev}.type", self.torch_text(f"torch.device({self.dev}).type"))
 
 
 RULE = DeviceLiterals
