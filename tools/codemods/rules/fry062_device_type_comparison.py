@@ -123,8 +123,9 @@ class DeviceTypeComparison(Rule):
                 continue
             op = node.comparisons[0].operator
             assert isinstance(op, (cst.Equal, cst.NotEqual))
-            ws = {"whitespace_before": op.whitespace_before, "whitespace_after": op.whitespace_after}
-            new_op: cst.BaseCompOp = cst.Equal(**ws) if negated else cst.NotEqual(**ws)
+            before, after = op.whitespace_before, op.whitespace_after
+            new_op: cst.BaseCompOp = (cst.Equal(whitespace_before=before, whitespace_after=after) if negated
+                                      else cst.NotEqual(whitespace_before=before, whitespace_after=after))
             text = f'{code(subject)} {"==" if negated else "!="} "cpu"'
 
             def transform(updated: cst.CSTNode, new_op: cst.BaseCompOp = new_op,
