@@ -174,3 +174,19 @@ def in_test_code(node: cst.CSTNode, parent_of: Parents) -> bool:
             return True
         current = parent_of(current)
     return False
+
+
+def builds_extension(body: cst.CSTNode) -> bool:
+    """Whether ``body`` builds a C++/CUDA extension (``_ext = load(name=..., sources=[...])``): what an
+    availability guard around it keeps off every other accelerator (the build needs nvcc and a GPU)."""
+
+    class _Builds(cst.CSTVisitor):
+        found = False
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if _is_extension_build(node):
+                self.found = True
+
+    visitor = _Builds()
+    body.visit(visitor)
+    return visitor.found
