@@ -24,7 +24,7 @@ _TO = r"\.[\s\\]*(?:#[^\n]*\n[\s\\]*)*to\b"
 #: able to fire (see the module docstring); None = contextual rule (runs after another finding)
 RULE_TRIGGERS: dict[str, tuple[str, ...] | None] = {
     **{f"FRY{n:03d}": _CUDA for n in (1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22,
-                                      23, 24, 25, 26, 37, 38, 42, 53, 60)},
+                                      23, 24, 25, 26, 37, 38, 42, 53, 60, 61, 62)},
     "FRY003": (_TO,),
     "FRY054": ("cuda", "gpu"),
     # by design only in modules that mention CUDA: an integer device is a CUDA ordinal in code written for it

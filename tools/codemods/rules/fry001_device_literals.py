@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from tools.codemods.base import Rule
-from tools.codemods.device_strings import is_device_string_predicate_part
+from tools.codemods.device_strings import argument_literal, is_device_string_predicate_part, is_type_comparison_part
 from tools.codemods.nodes import code, cuda_device_string, expr, int_value, positional
 from tools.codemods.tables import DEVICE_OBJECT, DEVICE_TYPE_CALLS, INIT_PROCESS_GROUP, SET_DEFAULT_DEVICE
 
@@ -58,6 +58,8 @@ class DeviceLiterals(Rule):
         parent = self.parent(node)
         if isinstance(parent, cst.IfExp) or is_device_string_predicate_part(node, parent, self.parent):
             return  # FRY008 / FRY053
+        if "FRY062" in self.ctx.running_rules and is_type_comparison_part(node, parent, self.parent):
+            return  # <x>.type == "cuda": FRY062
         if isinstance(parent, cst.Arg):
             call = self.parent(parent)
             if not isinstance(call, cst.Call):
@@ -83,6 +85,8 @@ class DeviceLiterals(Rule):
             # a string stays a string: code goes on to test it ('cuda' in device), parse it or override it
             self.string_device_hit(node, "hard-coded CUDA device string", ordinal)
             return
+        if "FRY061" in self.ctx.running_rules and argument_literal(node, parent, self.parent):
+            return  # an argument or a list of devices: FRY061
         self.hit(node, "CUDA device string in a context Ferry cannot rewrite safely", category="review",
                  suggestion=f"use {self.dev} (a torch.device) or {self.dev}.type (its type string)")
 
