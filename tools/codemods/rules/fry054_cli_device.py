@@ -187,8 +187,9 @@ class CliDevice(Rule):
             for line, name in parses:
                 self._map_after_parse(line, name)
             if not parses and self._device_reads:  # read back here, but not parsed where a line can follow
-                self.hit(options[0], "--device takes a device string, but no `args = parser.parse_args()` here "
-                         "reads it back as args.device: `--device cuda` fails where CUDA is absent",
+                self.hit(options[0], "--device takes a device string, read back here but not parsed on a line "
+                         "of its own (`args = parser.parse_args()`) that a mapping could follow: `--device cuda` "
+                         "fails where CUDA is absent",
                          category="review", suggestion=f"after the parse: args.device = {cli_device.HELPER_NAME}"
                          "(args.device), mapping cuda[:N] to the available accelerator")
 
