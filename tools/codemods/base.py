@@ -66,6 +66,9 @@ class Hit:
     needs_device: bool = False
     add_imports: tuple[tuple[str, str | None], ...] = ()
     remove_imports: tuple[tuple[str, str | None, str | None], ...] = ()
+    #: module-level definitions the rewrite needs, (name, source): inserted once after the imports
+    #: (and the device variable) unless the module binds the name already
+    add_definitions: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -230,7 +233,8 @@ class Rule(cst.BatchableCSTVisitor):
             suggestion: str | None = None, transform: Transform | None = None,
             needs_device: bool = False, blocks: tuple[str, ...] = ALL_TARGETS,
             add_imports: tuple[tuple[str, str | None], ...] = (),
-            remove_imports: tuple[tuple[str, str | None, str | None], ...] = ()) -> None:
+            remove_imports: tuple[tuple[str, str | None, str | None], ...] = (),
+            add_definitions: tuple[tuple[str, str], ...] = ()) -> None:
         cat = category or (self.CATEGORY if transform is not None or self.CATEGORY != "auto" else "review")
         if transform is None and cat == "auto":
             cat = "review"
@@ -240,7 +244,7 @@ class Rule(cst.BatchableCSTVisitor):
                        f"assignment), so the module's device variable cannot be named in this function")
         self.ctx.hits.append(Hit(self.ID, node, cat, message, suggestion,
                                  transform if cat == "auto" else None, blocks, needs_device,
-                                 add_imports, remove_imports))
+                                 add_imports, remove_imports, add_definitions))
 
     def torch_text(self, text: str) -> str:
         """Rewrites ``torch.`` in generated code to the module's own alias for torch."""

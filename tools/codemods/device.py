@@ -157,6 +157,26 @@ def insert_device_definition(module: cst.Module, name: str, mode: DeviceMode,
     return module.with_changes(body=body)
 
 
+def insert_definitions(module: cst.Module, definitions: Mapping[str, str], after: int = 0) -> cst.Module:
+    """Insert each ``name -> source`` definition the module does not bind yet after the leading
+    docstring/import block and ``after`` more statements (the device variable just inserted)."""
+    stmts = [cst.parse_statement(source).with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+             for name, source in definitions.items() if not module_binds(module, name)]
+    if not stmts:
+        return module
+    index = min(header_length(module) + after, len(module.body))
+    body = list(module.body)
+    body[index:index] = stmts
+    after_last = index + len(stmts)
+    if after_last < len(body):  # two blank lines after a definition, as before it
+        lines = body[after_last].leading_lines
+        blank = next((i for i, line in enumerate(lines) if line.comment is not None), len(lines))
+        if blank < 2:
+            body[after_last] = body[after_last].with_changes(
+                leading_lines=[*[cst.EmptyLine()] * (2 - blank), *lines])
+    return module.with_changes(body=body)
+
+
 def _binds_a_cuda_device(assignment_node: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> bool:
     """A local ``NAME = <cuda device object>`` (rewritten to the device expression itself): naming NAME after
     it is safe. A device *string* is not (it stays a string, and has no ``.type``)."""

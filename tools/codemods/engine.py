@@ -18,6 +18,7 @@ from tools.codemods.device import (
     FALLBACK_NAME,
     DeviceInfo,
     find_device_variable,
+    insert_definitions,
     insert_device_definition,
     module_binds,
     torch_alias,
@@ -313,6 +314,9 @@ def _apply_once(current: cst.MetadataWrapper, todo: list[Hit], info: DeviceInfo,
     inserted = needs_device and not info.defined and not info.definition_used
     if inserted:
         new_module = insert_device_definition(new_module, info.name, device_mode, alias or "torch")
+    definitions = dict(d for h in applier.applied for d in h.add_definitions)
+    if definitions:
+        new_module = insert_definitions(new_module, definitions, after=1 if inserted else 0)
     for h in applier.applied:
         for mod, obj in h.add_imports:
             if not (mod == "torch" and obj is None and alias is not None):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from tools.codemods.base import Rule
+from tools.codemods.cli_device import inside_helper
 from tools.codemods.device_strings import argument_literal, is_device_string_predicate_part, is_type_comparison_part
 from tools.codemods.nodes import code, cuda_device_string, expr, int_value, positional
 from tools.codemods.tables import DEVICE_OBJECT, DEVICE_TYPE_CALLS, INIT_PROCESS_GROUP, SET_DEFAULT_DEVICE
@@ -53,8 +54,8 @@ class DeviceLiterals(Rule):
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         is_cuda, ordinal = cuda_device_string(node)
-        if not is_cuda:
-            return
+        if not is_cuda or inside_helper(node, self.parent):
+            return  # not CUDA, or the "cuda" that Ferry's own --device helper compares with (FRY054)
         parent = self.parent(node)
         if isinstance(parent, cst.IfExp) or is_device_string_predicate_part(node, parent, self.parent):
             return  # FRY008 / FRY053

@@ -6,7 +6,10 @@ or a hard-coded ``use_cuda = False``: after the rest of the migration such a pro
 on the CPU (catalogue 55). Each becomes "the accelerator when one is available", and the user can still
 ask for the CPU: ``--cuda`` becomes ``argparse.BooleanOptionalAction`` (``--cuda`` / ``--no-cuda``),
 ``--device cpu`` still works, a ``--no-cuda`` flag keeps its meaning. On a machine without an accelerator
-every default is the CPU, as before. What the rule cannot decide (a negative flag beside the positive one,
+every default is the CPU, as before. A ``--device`` string option read back as ``args.device`` gets, right
+after its parse, ``args.device = ferry_cli_device(args.device)`` (tools.codemods.cli_device): ``--device cuda``
+or ``cuda:1`` then selects the available accelerator with that index where CUDA is absent, and means CUDA
+where CUDA is there; "cpu" and "mps" stay. What the rule cannot decide (a negative flag beside the positive one,
 another action, a switch assigned more than once) is left for review with the reason.
 """
 
@@ -16,6 +19,7 @@ import re
 
 import libcst as cst
 
+from tools.codemods import cli_device
 from tools.codemods.base import Rule, RuleContext
 from tools.codemods.nodes import add_kwarg, bool_value, code, expr, kwarg, string_value
 
@@ -24,6 +28,7 @@ _ON = re.compile(r"^(use_|with_|enable_)?(cuda|gpu)$", re.I)
 _OFF = re.compile(r"^(no_?|disable_)(cuda|gpu)$", re.I)
 _AVAILABLE = "torch.accelerator.is_available()"
 _ADD_ARGUMENT = "add_argument"
+_PARSE = ("parse_args", "parse_known_args")
 
 
 def _dest(option: str) -> str:
@@ -66,9 +71,13 @@ class CliDevice(Rule):
                    "CUDA switch, set_defaults(cuda=False) and a module's use_cuda = False assigned once -> "
                    "torch.accelerator.is_available() (a --no-cuda default=True -> not ...); --device default='cpu' "
                    "in a module with a CUDA path -> the accelerator's type name, 'cpu' without one (--device cpu "
-                   "still works). A --no-cuda flag defaulting off keeps its meaning. Review: a positive flag beside "
-                   "a negative one for the same destination, other actions, a switch assigned more than once, "
-                   "argparse imported under another name.")
+                   "still works); after the parse of a --device string option read back as args.device, args.device = "
+                   "ferry_cli_device(args.device), a helper inserted once: a CUDA device string ('cuda', 'cuda:1') "
+                   "selects the available accelerator with the same index where CUDA is absent ('cpu', 'mps' and "
+                   "every value on CUDA stay). A --no-cuda flag defaulting off keeps its meaning. Review: a positive "
+                   "flag beside a negative one for the same destination, other actions, a switch assigned more than "
+                   "once, argparse imported under another name, a --device string option read back here but not "
+                   "parsed on a line of its own (args = parser.parse_args()).")
     CATEGORY = "auto"
     ENTRIES = (55,)
     METADATA_DEPENDENCIES = ()  # syntactic: option strings, literals and module-level names
@@ -82,6 +91,9 @@ class CliDevice(Rule):
         self._cuda_path = False
         self._argparse_alias = False
         self._help_strings: set[int] = set()
+        self._parses: list[tuple[cst.SimpleStatementLine, str]] = []
+        self._device_reads: set[str] = set()
+        self._has_helper = False
 
     # -- collection ----------------------------------------------------------------------
     def visit_Import(self, node: cst.Import) -> None:
@@ -97,6 +109,12 @@ class CliDevice(Rule):
                 self._help_strings.add(id(help_arg.value))
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "set_defaults":
             self._set_defaults.append(node)
+        elif cli_device.is_helper_call(node):
+            self._has_helper = True
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node.name.value == cli_device.HELPER_NAME:
+            self._has_helper = True
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -106,6 +124,20 @@ class CliDevice(Rule):
                 and _ON.match(node.targets[0].target.value) and bool_value(node.value) is False
                 and self.ctx.module is not None and self._at_module_level(node)):
             self._switches.append(node)
+        self._parse(node)
+
+    def _parse(self, node: cst.Assign) -> None:
+        """``args = parser.parse_args(...)`` / ``args, rest = parser.parse_known_args(...)`` on a line of its own."""
+        value = node.value
+        if not (len(node.targets) == 1 and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in _PARSE):
+            return
+        target: cst.BaseExpression = node.targets[0].target
+        if isinstance(target, cst.Tuple) and target.elements and value.func.attr.value == "parse_known_args":
+            target = target.elements[0].value
+        line = self.parent(node)
+        if isinstance(target, cst.Name) and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+            self._parses.append((line, target.value))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.target, cst.Name):
@@ -122,6 +154,8 @@ class CliDevice(Rule):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if "cuda" in node.attr.value.lower():
             self._cuda_path = True
+        if node.attr.value == "device" and isinstance(node.value, cst.Name):
+            self._device_reads.add(node.value.value)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         value = string_value(node)
@@ -147,6 +181,33 @@ class CliDevice(Rule):
             self._default_keyword(arg, name)
         for node in self._switches:
             self._switch(node)
+        options = dests.get("device", [])
+        if not self._has_helper and len(options) == 1 and _takes_a_cuda_string(options[0]):
+            parses = [(line, name) for line, name in self._parses if name in self._device_reads]
+            for line, name in parses:
+                self._map_after_parse(line, name)
+            if not parses and self._device_reads:  # read back here, but not parsed where a line can follow
+                self.hit(options[0], "--device takes a device string, read back here but not parsed on a line "
+                         "of its own (`args = parser.parse_args()`) that a mapping could follow: `--device cuda` "
+                         "fails where CUDA is absent",
+                         category="review", suggestion=f"after the parse: args.device = {cli_device.HELPER_NAME}"
+                         "(args.device), mapping cuda[:N] to the available accelerator")
+
+    def _map_after_parse(self, line: cst.SimpleStatementLine, name: str) -> None:
+        """After the parse: ``args.device = ferry_cli_device(args.device)``, the helper inserted once."""
+        target = f"{name}.device"
+        call = cli_device.call_statement(target)
+
+        def transform(updated: cst.CSTNode) -> cst.CSTNode:
+            # two statements for one line: the engine hands the sentinel on to libcst (as FRY019's do)
+            return cst.FlattenSentinel([updated, call])  # type: ignore[return-value]
+
+        self.hit(line, f"--device takes a device string: `--device cuda` (or cuda:N) fails where CUDA is absent; "
+                 f"{target} = {cli_device.HELPER_NAME}({target}) after the parse selects the available "
+                 "accelerator with that index there (cpu, mps and every value on CUDA stay)", category="auto",
+                 suggestion=f"{target} = {cli_device.HELPER_NAME}({target})", transform=transform,
+                 add_imports=(("torch", None),),
+                 add_definitions=((cli_device.HELPER_NAME, self.torch_text(cli_device.HELPER_SOURCE)),))
 
     def _argument(self, call: cst.Call, all_options: set[str], dests: dict[str, list[cst.Call]],
                   defaults: dict[str, cst.Arg]) -> None:
@@ -238,6 +299,23 @@ class CliDevice(Rule):
             return
         self.replace_expression(node.value, f"{target.value} = False: the run stays on the CPU",
                                 self.torch_text(_AVAILABLE))
+
+
+def _takes_a_cuda_string(call: cst.Call) -> bool:
+    """A ``--device`` option that stores the string given (no other type, action or nargs), and whose
+    ``choices=``, where it lists them, include a CUDA device."""
+    type_arg, action_arg = kwarg(call, "type"), kwarg(call, "action")
+    if type_arg is not None and code(type_arg.value).strip() != "str":
+        return False
+    if action_arg is not None and string_value(action_arg.value) != "store":
+        return False
+    if kwarg(call, "nargs") is not None:
+        return False
+    choices = kwarg(call, "choices")
+    if choices is not None and isinstance(choices.value, (cst.List, cst.Tuple, cst.Set)):
+        values = [string_value(e.value) for e in choices.value.elements]
+        return any(v is None or v.startswith("cuda") for v in values)
+    return True
 
 
 RULE = CliDevice

@@ -19,6 +19,7 @@ from __future__ import annotations
 import libcst as cst
 
 from tools.codemods.base import Rule
+from tools.codemods.cli_device import inside_helper
 from tools.codemods.cuda_guards import cuda_only_names, guard_of, guards_cuda_only_code, in_test_code
 from tools.codemods.device_strings import type_comparison_subject
 from tools.codemods.nodes import code, dotted
@@ -66,7 +67,8 @@ class DeviceTypeComparison(Rule):
         return self._cuda_only
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
-        if type_comparison_subject(node) is None or self._asks_the_accelerator(node):
+        if (type_comparison_subject(node) is None or self._asks_the_accelerator(node)
+                or inside_helper(node, self.parent)):  # FRY054's helper asks whether the accelerator is CUDA
             return
         found = guard_of(node, self.parent)
         if found is not None:
