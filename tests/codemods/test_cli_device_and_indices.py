@@ -7,10 +7,9 @@ they cannot decide for review, and never rewrite an integer or a flag that is no
 
 from __future__ import annotations
 
-import os
+import importlib.util
 import subprocess
 import sys
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,10 @@ from tools.codemods.engine import analyze
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("program_runs", Path(__file__).with_name("program_runs.py"))
+program_runs = importlib.util.module_from_spec(_spec)
+sys.modules["program_runs"] = program_runs
+_spec.loader.exec_module(program_runs)  # type: ignore[union-attr]
 AVAILABLE = "torch.accelerator.is_available()"
 
 # runs a program as __main__ and prints the device type of its `model` (or `x`) afterwards
@@ -32,17 +35,11 @@ print("ran-on", t.device.type)
 """
 
 
-def _env(tpx: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DEVICE_BACKEND_AUTOLOAD", "TPX_"))}
-    env.update(TORCH_DEVICE_BACKEND_AUTOLOAD="1" if tpx else "0", CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
-    return env
 
 
 def _run(path: Path, args: list[str], cwd: Path, *, tpx: bool = False,
          extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = _env(tpx) | (extra_env or {})
-    return subprocess.run([sys.executable, "-c", _WHERE, str(path), *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env=env)
+    return program_runs.run_with(_WHERE, path, args, cwd, tpx=tpx, extra_env=extra_env)
 
 
 def _migrate(case: str, tmp_path: Path) -> Path:
@@ -52,12 +49,6 @@ def _migrate(case: str, tmp_path: Path) -> Path:
     return out
 
 
-@lru_cache(maxsize=1)
-def _tpx_missing() -> str | None:
-    probe = "import torch; x = torch.ones(2, device='tpx'); assert (x + 1).sum().item() == 4"
-    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
-                         env=_env(tpx=True), cwd=ROOT)
-    return None if res.returncode == 0 else f"tpx backend unavailable: {res.stderr.strip()[-300:]}"
 
 
 # (fixture, the command line of the original's CPU run, the migrated program's way of asking for the CPU)
@@ -87,7 +78,7 @@ def test_migrated_cli_runs_on_cpu_where_the_original_did_and_cpu_can_still_be_ch
 @pytest.mark.parametrize(("case", "cpu_args"), [("FRY054/store_true_flag", ["--no-cuda"]),
                                                  ("FRY054/device_option", ["--device", "cpu"])])
 def test_on_tpx_the_default_run_uses_the_accelerator_and_the_cpu_flag_still_works(case, cpu_args, tmp_path):
-    why = _tpx_missing()
+    why = program_runs.tpx_missing()
     if why is not None:
         pytest.skip(why)
     migrated = _migrate(case, tmp_path)
@@ -118,7 +109,7 @@ def test_an_integer_device_default_stays_an_integer_and_runs_on_the_accelerator(
     run = _run(FIXTURES / "FRY055/int_default.out.py", [], tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["14.0", "1", "None", "torch.float32", "ran-on", "cpu"]
-    if _tpx_missing() is None:
+    if program_runs.tpx_missing() is None:
         on_tpx = _run(FIXTURES / "FRY055/int_default.out.py", [], tmp_path, tpx=True)
         assert on_tpx.returncode == 0, on_tpx.stderr[-2000:]
         assert on_tpx.stdout.split()[-1] == "tpx"

@@ -8,10 +8,9 @@ CUDA. Options the mapping cannot follow are left alone or for review.
 
 from __future__ import annotations
 
-import os
+import importlib.util
 import subprocess
 import sys
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,10 @@ from tools.codemods.engine import analyze
 
 FIXTURES = Path(__file__).parent / "fixtures" / "FRY054"
 ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("program_runs", Path(__file__).with_name("program_runs.py"))
+program_runs = importlib.util.module_from_spec(_spec)
+sys.modules["program_runs"] = program_runs
+_spec.loader.exec_module(program_runs)  # type: ignore[union-attr]
 CALL = f"args.device = {HELPER_NAME}(args.device)"
 
 # runs a program as __main__ and prints where its `model` ended up and the device string it parsed
@@ -32,23 +35,12 @@ print("ran-on", next(g["model"].parameters()).device)
 """
 
 
-def _env(tpx: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_DEVICE_BACKEND_AUTOLOAD", "TPX_"))}
-    env.update(TORCH_DEVICE_BACKEND_AUTOLOAD="1" if tpx else "0", CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
-    return env
 
 
 def _run(path: Path, args: list[str], cwd: Path, *, tpx: bool) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", _WHERE, str(path), *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env=_env(tpx))
+    return program_runs.run_with(_WHERE, path, args, cwd, tpx=tpx)
 
 
-@lru_cache(maxsize=1)
-def _tpx_missing() -> str | None:
-    probe = "import torch; x = torch.ones(2, device='tpx'); assert (x + 1).sum().item() == 4"
-    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
-                         env=_env(tpx=True), cwd=ROOT)
-    return None if res.returncode == 0 else f"tpx backend unavailable: {res.stderr.strip()[-300:]}"
 
 
 ORIGINAL = FIXTURES / "cuda_string_option.in.py"
@@ -65,7 +57,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(("args", "where"), [(["--device", "cuda"], "tpx:0"), (["--device=cuda:0"], "tpx:0"),
                                              (["--device", "cpu"], "cpu"), ([], "tpx:0")])
 def test_on_tpx_a_cuda_device_string_selects_the_accelerator_and_cpu_stays_cpu(args, where, migrated, tmp_path):
-    why = _tpx_missing()
+    why = program_runs.tpx_missing()
     if why is not None:
         pytest.skip(why)
     run = _run(migrated, args, tmp_path, tpx=True)
