@@ -9,7 +9,9 @@ entry file is not imported by such a test). The statement applies to the target 
 keeps the program's TF32 choice) and to every test of the session that runs after the import.
 
 Only ``torch.testing.assert_close``'s messages ("Tensor-likes are not close!", "Scalars are not close!")
-whose greatest relative difference is one bf16 rounding can explain; anything larger is not precision.
+whose greatest difference bf16 rounding can explain: a few bf16 roundings relative (5%), or, where the
+relative difference is large only because an element is near zero, a few bf16 ulps of an O(1) result
+absolute (0.01); anything larger is not precision.
 """
 
 from __future__ import annotations
@@ -26,12 +28,15 @@ NOT_CLOSE = ("Tensor-likes are not close!", "Scalars are not close!")
 #: the largest relative difference bf16-rounded matmul inputs explain: 8 significant bits (2**-8 = 0.0039 per
 #: input), a few times that through a small network; a larger difference is a different result, not precision
 BF16_EXPLAINS = 0.05
+#: the largest absolute difference it explains where elements near zero make the relative one large: a bf16 ulp
+#: at magnitude 1-2 is 2**-7 = 0.0078
+BF16_EXPLAINS_ABS = 0.01
 _RELATIVE = re.compile(r"Greatest relative difference: ([0-9.eE+-]+|inf|nan)")
+_ABSOLUTE = re.compile(r"Greatest absolute difference: ([0-9.eE+-]+|inf|nan)")
 
 
-def relative_difference(message: str) -> float | None:
-    """The greatest relative difference assert_close reported, or None when the message has none."""
-    m = _RELATIVE.search(message)
+def _greatest(pattern: re.Pattern[str], message: str) -> float | None:
+    m = pattern.search(message)
     if m is None:
         return None
     try:
@@ -40,13 +45,23 @@ def relative_difference(message: str) -> float | None:
         return None
 
 
+def relative_difference(message: str) -> float | None:
+    """The greatest relative difference assert_close reported, or None when the message has none."""
+    return _greatest(_RELATIVE, message)
+
+
+def absolute_difference(message: str) -> float | None:
+    """The greatest absolute difference assert_close reported, or None when the message has none."""
+    return _greatest(_ABSOLUTE, message)
+
+
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     if diag.phase != "test" or diag.kind not in KINDS or diag.exc_type != "AssertionError":
         return None
     if diag.first_line.strip() not in NOT_CLOSE or not diag.frames:
         return None
-    rel = relative_difference(diag.message)
-    if rel is None or not rel <= BF16_EXPLAINS:
+    rel, absolute = relative_difference(diag.message), absolute_difference(diag.message)
+    if rel is None or not (rel <= BF16_EXPLAINS or (absolute is not None and absolute <= BF16_EXPLAINS_ABS)):
         return None
     test_file = diag.frames[0].file  # outermost user frame: the test module pytest imported
     site = f"{test_file}:1"
@@ -58,7 +73,8 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
         return None
     return make_proposal(
         ctx, rule=RULE, kind="policy", site=site, new_files={test_file: new},
-        reason=(f"a float32 tolerance check of the tests failed at {diag.where()} by a relative {rel:.2g}, what "
+        reason=(f"a float32 tolerance check of the tests failed at {diag.where()} by a relative {rel:.2g} "
+                f"(absolute {absolute if absolute is not None else float('nan'):.2g}), what "
                 "tpx's bf16-rounded float32 matmuls lose (CUDA computes them in full float32 by default): full "
                 f"fp32 matmuls on the target device in {test_file}, for the test session on tpx only"),
     )

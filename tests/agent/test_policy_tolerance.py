@@ -28,12 +28,13 @@ def test_two_matmul_orders_agree():
 '''
 
 NOT_CLOSE = ("Tensor-likes are not close!\n\nMismatched elements: 14 / 16 (87.5%)\n"
-             "Greatest absolute difference: 0.00043 at index (1, 0) (up to 1e-05 allowed)\n"
+             "Greatest absolute difference: {abs} at index (1, 0) (up to 1e-05 allowed)\n"
              "Greatest relative difference: {rel} at index (3, 1) (up to 0.0001 allowed)")
 
 
-def _diag(rel: str = "0.0038792660925537348", phase: str = "test", exc_type: str = "AssertionError") -> Diagnosis:
-    return Diagnosis(phase=phase, kind="other", exc_type=exc_type, message=NOT_CLOSE.format(rel=rel),
+def _diag(rel: str = "0.0038792660925537348", phase: str = "test", exc_type: str = "AssertionError",
+          absolute: str = "0.00043") -> Diagnosis:
+    return Diagnosis(phase=phase, kind="other", exc_type=exc_type, message=NOT_CLOSE.format(rel=rel, abs=absolute),
                      frames=[Frame(file="tests/test_m.py", line=9, function="test_two_matmul_orders_agree")])
 
 
@@ -64,9 +65,16 @@ def test_the_fix_is_not_proposed_twice(tmp_path):
     assert propose(_diag(), _ctx(tmp_path, tried=[p.key])) is None
 
 
+def test_a_large_relative_difference_at_a_near_zero_element_is_still_rounding(tmp_path):
+    """apex_flash_attn's attention test: relative 0.18 at an element near zero, absolute 0.0036 (under a bf16 ulp
+    at magnitude 1)."""
+    p = propose(_diag(rel="0.18423232436180115", absolute="0.0035622119903564453"), _ctx(tmp_path))
+    assert isinstance(p, Proposal) and p.rule == "test_tolerance_matmul_precision"
+
+
 @pytest.mark.parametrize("diag", [
-    _diag(rel="0.8"),  # a different result, not rounding
-    _diag(rel="inf"),
+    _diag(rel="0.8", absolute="0.5"),  # a different result, not rounding
+    _diag(rel="inf", absolute="inf"),
     _diag(phase="run"),  # the program's own run: parity judges it, not this rule
     _diag(exc_type="ValueError"),
     Diagnosis(phase="test", kind="other", exc_type="AssertionError", message="assert 0.7 > 0.8",
