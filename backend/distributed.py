@@ -5,25 +5,29 @@ them (``backend.bridge.to_cpu``): gloo reads and writes the tpx memory itself, n
 
 ``TpxGlooProcessGroup`` is a Python ``ProcessGroup`` (c10d's ``Backend`` cannot be subclassed
 from Python) that owns a real ``ProcessGroupGloo`` and forwards every collective to it with each
-tpx tensor replaced by its CPU view; CPU (and CUDA) tensors pass through unchanged, so one group
-serves every device. The returned work's future holds the caller's own (tpx) tensors, which is
-what DDP's reducer builds its gradient views from.
+tpx tensor replaced by its CPU view; CPU tensors pass through unchanged, so one group serves tpx
+and CPU tensors (object collectives, CPU barriers). The returned work is gloo's own, still
+running when ``async_op=True``; its future holds the caller's own (tpx) tensors, which is what
+DDP's reducer builds its gradient views from. Ops whose gloo binding is missing
+(``*_coalesced`` tensor collectives) are run one tensor at a time.
 
 Registration (``register()``, run by tpx's registration; ``torch.distributed`` is already imported
-by ``import torch``, so this costs nothing at startup):
-
-* ``Backend.register_backend("tpxgloo", ..., extended_api=True, devices=["tpx", "cpu"])``; tpx's
-  entry of ``Backend.default_device_backend_map`` becomes ``"tpxgloo"``.
-* ``init_process_group("gloo")`` and ``init_process_group()`` (no backend, tpx the accelerator)
-  bind every device to ``tpxgloo``; ``"cpu:gloo,tpx:tpxgloo"`` and ``"tpxgloo"`` work as written.
-  See docs/backend.md ("Distributed").
+by ``import torch``, so this costs nothing at startup) is PyTorch's own mechanism for a device's
+backend, with nothing patched:
+``Backend.register_backend("tpxgloo", ..., extended_api=True, devices=["tpx"])`` makes it tpx's
+entry of ``Backend.default_device_backend_map``, so ``init_process_group()`` (tpx the
+accelerator), ``init_process_group(device_id=torch.device("tpx", i))``,
+``init_process_group(dist.get_default_backend_for_device("tpx"))``, ``"tpxgloo"`` and
+``"cpu:gloo,tpx:tpxgloo"`` give this group. ``"gloo"`` is gloo, as in stock PyTorch (CPU/CUDA
+only). See docs/backend.md ("Distributed").
 """
 
 from __future__ import annotations
 
-import functools
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -31,12 +35,12 @@ import torch.distributed as dist
 logger = logging.getLogger(__name__)
 
 NAME = "tpxgloo"
-DEVICES = ["tpx", "cpu"]
+DEVICES = ["tpx"]
 
 _done = False
 
 
-def _cpu(obj):
+def _cpu(obj: Any) -> Any:
     """``obj`` with every tpx tensor (also inside lists) replaced by its zero-copy CPU view."""
     from backend.bridge import to_cpu
 
@@ -47,39 +51,92 @@ def _cpu(obj):
     return obj
 
 
-class _DoneWork(dist._Work):
-    """A finished collective; its future holds the caller's own tensors (tpx, not the views)."""
+def _opts(name: str) -> Any:
+    return getattr(torch._C._distributed_c10d, name)()
 
-    def __init__(self, result) -> None:
+
+def _future_of(work: Any) -> torch.futures.Future | None:
+    """gloo's future for ``work``; None when that op has none (then it is waited on here)."""
+    try:
+        return work.get_future()
+    except RuntimeError:  # "Work::getFuture not implemented" (e.g. gloo's reduce_scatter_tensor)
+        work.wait()
+        return None
+
+
+class _Work(dist._Work):
+    """gloo's work(s) for one collective; the future's value is the caller's own tensors.
+
+    With ``chain`` the future follows gloo's futures (DDP's reducer waits on it without calling
+    ``wait``); without (gloo's send/recv futures never complete) it is completed by ``wait``,
+    and ``get_future`` waits first."""
+
+    def __init__(self, works: Sequence[Any], result: Any, chain: bool = True) -> None:
         super().__init__()
-        self._future = torch.futures.Future()
-        self._future.set_result(result)
+        self._works = list(works)
+        self._result = result
+        self._future: torch.futures.Future | None = None
+        if chain:
+            futures = [f for f in map(_future_of, self._works) if f is not None]
+            if futures:
+                parent = futures[0] if len(futures) == 1 else torch.futures.collect_all(futures)
+                self._future = parent.then(self._finish)
+            else:
+                self._done()
+
+    def _finish(self, fut: torch.futures.Future) -> Any:
+        fut.value()  # re-raises gloo's error, if any
+        return self._result
+
+    def _done(self) -> torch.futures.Future:
+        if self._future is None:
+            self._future = torch.futures.Future()
+            self._future.set_result(self._result)
+        return self._future
 
     def wait(self, timeout: timedelta | None = None) -> bool:
+        for w in self._works:
+            w.wait() if timeout is None else w.wait(timeout)
+        self._done().wait()  # a chained future's callback has run: the result is in place
         return True
 
     def is_completed(self) -> bool:
-        return True
+        if self._future is None:
+            return all(w.is_completed() for w in self._works)
+        return self._future.done()
 
     def is_success(self) -> bool:
-        return True
+        return self.is_completed() and all(w.is_success() for w in self._works)
+
+    def exception(self) -> Any:
+        for w in self._works:
+            if w.exception() is not None:
+                return w.exception()
+        return None
 
     def get_future(self) -> torch.futures.Future:
-        return self._future
+        if self._future is None:
+            self.wait()
+        return self._done()
 
 
 class TpxGlooProcessGroup(dist.ProcessGroup):
-    """gloo over zero-copy CPU views of tpx tensors. Collectives complete before returning
-    (gloo's own work is waited on), so the tpx memory holds the result when the call returns."""
+    """gloo over zero-copy CPU views of tpx tensors (and over CPU tensors as given)."""
 
-    def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
+    def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta) -> None:
         super().__init__(rank, size)
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        # c10d asks groups for their per-device backend (``_get_backend``: ``device_id=`` binding,
+        # object collectives' device); the collectives themselves are this class's methods
+        for device in ("cpu", "tpx"):
+            self._register_backend(torch.device(device), dist.ProcessGroup.BackendType.CUSTOM, self._gloo)
 
-    def _run(self, method: str, result, *args):
-        work = getattr(self._gloo, method)(*(_cpu(a) for a in args))
-        work.wait()
-        return _DoneWork(result)
+    def _run(self, method: str, result: Any, *args: Any, chain: bool = True) -> _Work:
+        return _Work([getattr(self._gloo, method)(*(_cpu(a) for a in args))], result, chain)
+
+    def _each(self, method: str, result: Any, pairs: Sequence[tuple[Any, Any]], opts: Any) -> _Work:
+        """A coalesced op as one gloo op per (output, input) pair, issued in order on every rank."""
+        return _Work([getattr(self._gloo, method)(_cpu(o), _cpu(i), opts) for o, i in pairs], result)
 
     # collectives: (inputs/outputs as the caller gave them, options)
     def allreduce(self, tensors, opts=None):
@@ -95,13 +152,17 @@ class TpxGlooProcessGroup(dist.ProcessGroup):
         return self._run("reduce", tensors, tensors, opts or dist.ReduceOptions())
 
     def allgather(self, output_lists, inputs, opts=None):
-        return self._run("allgather", output_lists, output_lists, inputs, opts or dist.AllgatherOptions())
+        return self._run("allgather", output_lists, output_lists, inputs, opts or _opts("AllgatherOptions"))
+
+    def allgather_coalesced(self, output_lists, inputs, opts=None):
+        return self._run("allgather_coalesced", output_lists, output_lists, inputs, opts or _opts("AllgatherOptions"))
 
     def _allgather_base(self, output, input, opts=None):
-        return self._run("_allgather_base", [output], output, input, opts or dist.AllgatherOptions())
+        return self._run("_allgather_base", [output], output, input, opts or _opts("AllgatherOptions"))
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
-        return self._run("allgather_into_tensor_coalesced", outputs, outputs, inputs, opts or dist.AllgatherOptions())
+        return self._each("_allgather_base", outputs, list(zip(outputs, inputs, strict=True)),
+                          opts or _opts("AllgatherOptions"))
 
     def gather(self, output_lists, inputs, opts=None):
         return self._run("gather", output_lists, output_lists, inputs, opts or dist.GatherOptions())
@@ -115,6 +176,10 @@ class TpxGlooProcessGroup(dist.ProcessGroup):
     def _reduce_scatter_base(self, output, input, opts=None):
         return self._run("_reduce_scatter_base", [output], output, input, opts or dist.ReduceScatterOptions())
 
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        return self._each("_reduce_scatter_base", outputs, list(zip(outputs, inputs, strict=True)),
+                          opts or dist.ReduceScatterOptions())
+
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         return self._run(
             "alltoall_base", [output], output, input, output_split_sizes, input_split_sizes,
@@ -125,13 +190,24 @@ class TpxGlooProcessGroup(dist.ProcessGroup):
         return self._run("alltoall", outputs, outputs, inputs, opts or dist.AllToAllOptions())
 
     def send(self, tensors, dst: int, tag: int = 0):
-        return self._run("send", tensors, tensors, dst, tag)
+        return self._run("send", tensors, tensors, dst, tag, chain=False)
 
     def recv(self, tensors, src: int, tag: int = 0):
-        return self._run("recv", tensors, tensors, src, tag)
+        return self._run("recv", tensors, tensors, src, tag, chain=False)
+
+    def recv_anysource(self, tensors, tag: int = 0):
+        return self._run("recv_anysource", tensors, tensors, tag, chain=False)
 
     def barrier(self, opts=None):
         return self._run("barrier", [], opts or dist.BarrierOptions())
+
+    # PyTorch 2.13's names (dist.all_gather_into_tensor calls all_gather_single, ...); C++ callers
+    # such as functional collectives try these first and fall back to the older names above
+    all_gather_single = _allgather_base
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+    reduce_scatter_single = _reduce_scatter_base
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+    all_to_all_single = alltoall_base
 
     def getBackendName(self) -> str:
         return NAME
@@ -140,41 +216,15 @@ class TpxGlooProcessGroup(dist.ProcessGroup):
         return NAME
 
 
-def _create(opts, _backend_options) -> TpxGlooProcessGroup:
+def _create(opts: Any, _backend_options: Any) -> TpxGlooProcessGroup:
     return TpxGlooProcessGroup(opts.store, opts.group_rank, opts.group_size, opts.timeout)
 
 
 def register() -> None:
-    """Register ``tpxgloo`` and route gloo/default initialisation of tpx to it (idempotent)."""
+    """Register ``tpxgloo`` as tpx's collective backend (idempotent)."""
     global _done
     if _done or not dist.is_available():
         return
     _done = True
     dist.Backend.register_backend(NAME, _create, extended_api=True, devices=DEVICES)
-    dist.Backend.default_device_backend_map["tpx"] = NAME
-    _patch_backend_config()
-    logger.debug("tpx: c10d backend %r registered", NAME)
-
-
-def _patch_backend_config() -> None:
-    """``"gloo"`` names a CPU/CUDA-only backend and no backend picks just the accelerator's;
-    with tpx present both mean "gloo on every device", which is what ``tpxgloo`` is. Device
-    strings such as ``"cpu:gloo,tpx:tpxgloo"`` are left as written."""
-    from torch.distributed import distributed_c10d as c10d
-
-    cls = c10d.BackendConfig
-    if getattr(cls.__init__, "_tpx_patched", False):
-        return
-    original = cls.__init__
-
-    @functools.wraps(original)
-    def __init__(self, backend) -> None:
-        original(self, backend)
-        name = str(backend).lower()
-        values = {str(v) for v in self.device_backend_map.values()}
-        if name in (dist.Backend.GLOO, dist.Backend.UNDEFINED) and values <= {dist.Backend.GLOO, NAME}:
-            devices = set(self.device_backend_map) | set(DEVICES)
-            self.device_backend_map = {d: dist.Backend(NAME) for d in sorted(devices)}
-
-    __init__._tpx_patched = True
-    cls.__init__ = __init__
+    logger.debug("tpx: c10d backend %r registered for %s", NAME, DEVICES)

@@ -1,11 +1,10 @@
-"""torch.distributed on tpx: the tpxgloo backend (collectives in place on tpx memory, DDP == CPU)."""
+"""torch.distributed on tpx: the registered tpxgloo backend (which initialisations pick it,
+collectives in place on tpx memory, DDP == one process on the whole batch)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
+import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,99 +15,59 @@ import backend  # noqa: F401  (registers tpx and tpxgloo)
 from backend.bridge import to_cpu
 from backend.distributed import TpxGlooProcessGroup
 
-# A worker for torch.multiprocessing.spawn: run as a script so that spawn can import it.
-_WORKER = textwrap.dedent(
-    '''
-    import json, sys
-    import torch, torch.distributed as dist
-    import torch.multiprocessing as mp
-    from torch import nn
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    import backend
 
-    def train(model, device, group, rank):
-        ddp = DDP(model.to(device), process_group=group)
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
-        g = torch.Generator().manual_seed(100 + rank)
-        for _ in range(3):
-            x, y = torch.randn(6, 8, generator=g), torch.randn(6, 3, generator=g)
-            loss = nn.functional.mse_loss(ddp(x.to(device)), y.to(device))
-            opt.zero_grad(); loss.backward(); opt.step()
-        return [p.detach().cpu() for p in ddp.module.parameters()]
-
-    def worker(rank, world, init, backend_name, out):
-        backend.configure(matmul_precision="highest")
-        kwargs = {} if backend_name == "none" else {"backend": backend_name}
-        dist.init_process_group(init_method=init, rank=rank, world_size=world, **kwargs)
-        res = {"group": type(dist.group.WORLD).__name__}
-        x = torch.full((4,), float(rank + 1), device="tpx")
-        ptr = x.data_ptr()
-        dist.all_reduce(x)
-        res["all_reduce"] = x.cpu().tolist(); res["in_place"] = x.data_ptr() == ptr
-        b = torch.full((3,), float(rank * 10), device="tpx")
-        dist.broadcast(b, src=1)
-        res["broadcast"] = b.cpu().tolist()
-        outs = [torch.zeros(2, device="tpx") for _ in range(world)]
-        dist.all_gather(outs, torch.full((2,), float(rank), device="tpx"))
-        res["all_gather"] = [o.cpu().tolist() for o in outs]
-        dist.barrier()
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3))
-        init_params = [p.detach().clone() for p in model.parameters()]
-        cpu_group = dist.new_group(backend="cpu:gloo")  # a plain ProcessGroupGloo, CPU only
-        cpu_params = train(nn.Sequential(*[m for m in __import__("copy").deepcopy(model)]), "cpu", cpu_group, rank)
-        tpx_params = train(model, "tpx", None, rank)
-        res["max_diff"] = max((a - b).abs().max().item() for a, b in zip(cpu_params, tpx_params))
-        res["changed"] = min((a - b).abs().max().item() for a, b in zip(cpu_params, init_params))
-        gathered = [None] * world
-        dist.all_gather_object(gathered, [p.tolist() for p in tpx_params])
-        res["ranks_agree"] = all(g == gathered[0] for g in gathered)
-        with open(f"{out}.{rank}", "w") as f:
-            json.dump(res, f)
-        dist.destroy_process_group()
-
-    if __name__ == "__main__":
-        init, backend_name, out = sys.argv[1:4]
-        mp.spawn(worker, args=(2, init, backend_name, out), nprocs=2)
-    '''
-)
+def _load_worker():
+    spec = importlib.util.spec_from_file_location("_tpx_dist_worker", Path(__file__).with_name("_dist_worker.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+run_workers = _load_worker().run_workers
 
 
-@pytest.mark.parametrize("init,backend_name", [("file", "gloo"), ("tcp", "none")])
-def test_two_process_collectives_and_ddp_match_cpu(tmp_path, init, backend_name):
-    script = tmp_path / "worker.py"
-    script.write_text(_WORKER)
-    url = f"file://{tmp_path / 'rdzv'}" if init == "file" else f"tcp://127.0.0.1:{_free_port()}"
-    out = tmp_path / "result"
-    proc = subprocess.run(
-        [sys.executable, str(script), url, backend_name, str(out)],
-        capture_output=True, text=True, timeout=240,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for rank in range(2):
-        res = json.loads((tmp_path / f"result.{rank}").read_text())
+@pytest.mark.parametrize("mode,init", [("none", "tcp"), ("cpu:gloo,tpx:tpxgloo", "file"), ("device_id", "tcp")])
+def test_two_process_collectives_and_ddp_match_one_process(tmp_path, mode, init):
+    results = run_workers(tmp_path, "collectives", mode, init)
+    for rank, res in enumerate(results):
         assert res["group"] == "TpxGlooProcessGroup"
+        assert res["backend"] == {"none": "undefined", "device_id": "tpxgloo"}.get(mode, mode)
         assert res["all_reduce"] == [3.0] * 4 and res["in_place"]
+        assert res["avg_max"] == [[1.5, 1.5], [2.0, 2.0], f"tpx:{rank}"]
         assert res["broadcast"] == [10.0] * 3
         assert res["all_gather"] == [[0.0, 0.0], [1.0, 1.0]]
-        assert res["changed"] > 0
-        assert res["max_diff"] == 0.0
-        assert res["ranks_agree"]
+        assert res["all_gather_into_tensor"] == [0.0, 0.0, 1.0, 1.0]
+        # sum over ranks of arange(4) + rank = [1, 3, 5, 7]; rank r keeps chunk r
+        assert res["reduce_scatter_tensor"] == [[1.0, 3.0], [5.0, 7.0]][rank]
+        assert res["all_to_all_single"] == [[0.0, 1.0, 10.0, 11.0], [2.0, 3.0, 12.0, 13.0]][rank]
+        assert res["all_to_all"] == [[0.0, 10.0], [1.0, 11.0]][rank]
+        assert res["send_recv"] == [[14.0] * 3, [7.0] * 3][rank]
+        assert res["batch_isend_irecv"] == [float(1 - rank)] * 2
+        assert res["cpu_all_reduce"] == [2.0, 2.0]
+        assert res["all_gather_object"] == [{"rank": 0}, {"rank": 1}]
+        ddp = res["ddp"]
+        assert ddp["devices"] == [f"tpx:{rank}"] and ddp["changed"] > 1e-3
+        assert ddp["max_diff"] < 1e-6  # same parameters as one process on the concatenated batch
+
+
+def test_registered_for_tpx_without_patching_pytorch():
+    assert dist.get_default_backend_for_device("tpx") == "tpxgloo"
+    assert dist.get_default_backend_for_device(torch.device("tpx", 1)) == "tpxgloo"
+    assert dist.Backend.default_device_backend_map["cpu"] == "gloo"
+    assert dist.Backend.backend_capability["tpxgloo"] == ["tpx"]
+    assert dist.Backend.backend_capability["gloo"] == ["cpu", "cuda"]
+    from torch.distributed import distributed_c10d as c10d
+
+    assert c10d.BackendConfig("gloo").get_device_backend_map() == {"cpu": "gloo", "cuda": "gloo"}
+    assert not hasattr(c10d.BackendConfig.__init__, "_tpx_patched")
 
 
 @pytest.fixture
 def single_group(tmp_path):
-    def init(backend_name):
+    def init(backend_name, **kw):
         kwargs = {} if backend_name is None else {"backend": backend_name}
-        dist.init_process_group(init_method=f"file://{tmp_path / 'rdzv'}", rank=0, world_size=1, **kwargs)
+        dist.init_process_group(init_method=f"file://{tmp_path / 'rdzv'}", rank=0, world_size=1, **kwargs, **kw)
         return dist.group.WORLD
 
     yield init
@@ -116,15 +75,17 @@ def single_group(tmp_path):
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("backend_name", ["gloo", None, "cpu:gloo,tpx:tpxgloo", "tpxgloo"])
+@pytest.mark.parametrize("backend_name", [None, "cpu:gloo,tpx:tpxgloo", "tpxgloo", "default_for_device"])
 def test_single_process_collectives_write_tpx_memory(single_group, backend_name):
+    if backend_name == "default_for_device":  # what the migration codemods write
+        backend_name = dist.get_default_backend_for_device(torch.device("tpx", 0))
     assert isinstance(single_group(backend_name), TpxGlooProcessGroup)
     x = torch.arange(4.0, device="tpx")
     view = to_cpu(x)
     dist.all_reduce(x, op=dist.ReduceOp.MAX)
     work = dist.all_reduce(x, async_op=True)
     work.wait()
-    assert work.get_future().value()[0].device.type == "tpx"
+    assert work.is_completed() and work.get_future().value()[0].device.type == "tpx"
     view.add_(1)  # the CPU view still aliases the tpx memory the collective wrote
     assert x.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
     outs = [torch.zeros(4, device="tpx")]
@@ -136,16 +97,40 @@ def test_single_process_collectives_write_tpx_memory(single_group, backend_name)
     dist.barrier()
 
 
-def test_default_device_map_names_tpxgloo():
-    assert dist.Backend.default_device_backend_map["tpx"] == "tpxgloo"
-    assert "tpx" in dist.Backend.backend_capability["tpxgloo"]
+def test_coalesced_collectives(single_group):
+    from torch.distributed import distributed_c10d as c10d
+
+    single_group(None)
+    ins = [torch.arange(3.0, device="tpx"), torch.ones(2, device="tpx")]
+    outs = [torch.zeros(3, device="tpx"), torch.zeros(2, device="tpx")]
+    with c10d._coalescing_manager(async_ops=True) as cm:
+        for o, i in zip(outs, ins, strict=True):
+            dist.all_gather_into_tensor(o, i)
+    cm.wait()
+    assert [o.cpu().tolist() for o in outs] == [[0.0, 1.0, 2.0], [1.0, 1.0]]
+    rs = [torch.zeros(3, device="tpx"), torch.zeros(2, device="tpx")]
+    with c10d._coalescing_manager(async_ops=True) as cm:
+        for o, i in zip(rs, ins, strict=True):
+            dist.reduce_scatter_tensor(o, i * 2)
+    cm.wait()
+    assert [o.cpu().tolist() for o in rs] == [[0.0, 2.0, 4.0], [2.0, 2.0]]
+
+
+def test_plain_gloo_is_stock_gloo_and_refuses_tpx_tensors(single_group):
+    group = single_group("gloo")
+    assert not isinstance(group, TpxGlooProcessGroup)
+    c = torch.ones(2)
+    dist.all_reduce(c)  # CPU tensors: gloo as ever
+    assert c.tolist() == [1.0, 1.0]
+    with pytest.raises(RuntimeError, match="No backend type associated with device type tpx"):
+        dist.all_reduce(torch.ones(2, device="tpx"))
 
 
 def test_single_process_ddp_matches_cpu(single_group, tpx_config):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     tpx_config(matmul_precision="highest")
-    single_group("gloo")
+    single_group(None, device_id=torch.device("tpx", 0))
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
     ref = nn.Sequential(*[m for m in __import__("copy").deepcopy(model)])
