@@ -248,7 +248,7 @@ def _patch_module_to(target: str, rec: Recorder) -> None:
         return orig_to(self, *args, **kwargs)
 
     # torch's own method, replaced on purpose (the child's monkeypatching)
-    torch.nn.Module.to = to  # type: ignore[method-assign,assignment]
+    torch.nn.Module.to = to  # type: ignore[method-assign]
 
 
 def _patch_cpp_extension(target: str, rec: Recorder) -> None:
