@@ -8,8 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
+from tools.redirect.cuda_api import DEVICE_COUNT_ENV, build_cuda_api
 from tools.redirect.log import load_redirect_log
+from tools.redirect.sites import Recorder
 from tools.runner.api import run
 from tools.runner.models import RunRequest
 
@@ -297,3 +300,38 @@ def test_cpu_cast_policy_tables_are_tpxs():
     assert set(amp_policy.LOWER_PRECISION) == set(tpx_autocast.LOWER_PRECISION)
     assert set(amp_policy.FLOAT32) == set(tpx_autocast.FLOAT32)
     assert set(amp_policy.PROMOTE) == set(tpx_autocast.PROMOTE)
+
+
+def test_spawned_cuda_ddp_program_runs_on_cpu_with_two_processes(tmp_path):
+    # device_count() // world_size, set_device, nccl with device_id=torch.device("cuda", rank), .cuda(ids[0]),
+    # Module.to(rank), DDP(model, device_ids), barrier(device_ids): the original, two processes, on the CPU.
+    res = run(RunRequest(path=SCRIPTS, command=["python", "ddp_spawn.py", "2"], device="cpu", redirect_cuda="cpu",
+                         artifacts_dir=tmp_path, timeout_s=240, env={DEVICE_COUNT_ENV: "2"}))
+    assert res.status == "ok", res.stderr_tail[-3000:]
+    assert "count 2 n 1 backend gloo current 0 matches_one_process True ranks_agree True" in res.stdout_tail
+    apis = {r.api: r for r in load_redirect_log(res.redirect_log_path)}
+    assert apis["init_process_group(device_id)"].mapped_to == "None"
+    assert apis["init_process_group(nccl)"].mapped_to == "gloo"
+    assert apis["Module.to"].line == _script_line("ddp_spawn.py", "Linear(3, 2).to(rank)")
+    assert apis["torch.cuda.set_device"].processes == 2
+
+
+def test_device_count_covers_the_launchers_processes(monkeypatch):
+    for name in ("LOCAL_WORLD_SIZE", "WORLD_SIZE", DEVICE_COUNT_ENV):
+        monkeypatch.delenv(name, raising=False)
+    api = build_cuda_api("cpu", Recorder(None, "cpu", None))
+    assert api["device_count"]() == 1
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    assert api["device_count"]() == 3
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun: processes on this node
+    assert api["device_count"]() == 2
+    monkeypatch.setenv(DEVICE_COUNT_ENV, "4")  # the runner's
+    assert api["device_count"]() == 4
+    api["set_device"](3)
+    api["set_device"]("cuda:2")
+    assert api["current_device"]() == 2
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        api["set_device"](torch.device("cuda", 4))
+    monkeypatch.setenv(DEVICE_COUNT_ENV, "two")
+    with pytest.raises(ValueError, match=DEVICE_COUNT_ENV):
+        api["device_count"]()

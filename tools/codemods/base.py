@@ -102,7 +102,8 @@ class RuleContext:
     #: ids of the rules running in this pass (a rule leaves a site to another only when that one runs)
     running_rules: frozenset[str] = frozenset()
     #: integer-bound names of ``module`` (tools.codemods.device_indices), computed on first use
-    int_names: tuple[frozenset[str], frozenset[str], frozenset[str]] | None = None
+    int_names: tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]] | None = None
+    nccl_names: frozenset[str] | None = None  # names bound to "nccl" (FRY032), computed once per module
     #: child -> parent for every node of ``module``; built lazily by ``parent_of``
     parents: dict[cst.CSTNode, cst.CSTNode] | None = None
     #: names imported outside the module (earlier notebook cells): bound name -> qualified name

@@ -14,7 +14,12 @@ What counts as an index, from the module's text alone (no types):
 * where the place takes only a device (a ``.cuda(...)`` argument, ``device=``/``map_location=``, not the
   positional argument of ``.to``, which also takes dtypes and tensors): a name or attribute that says
   rank (``local_rank``, ``args.gpu``, ``self.device_id``) and an item of a list of them
-  (``device_ids[0]``, ``args.gpus[rank]``), unless the module binds that name to a non-zero literal.
+  (``device_ids[0]``, ``args.gpus[rank]``), unless the module binds that name to a non-zero literal;
+* also as the positional argument of ``.to`` (the DDP tutorials' ``model.to(rank)``,
+  ``source.to(self.gpu_id)``, ``labels.to(device_ids[0])``): a name or attribute that can only mean an
+  ordinal (``rank``, ``local_rank``, ``gpu_id``: not ``gpu`` or ``device_id``, which may hold a device)
+  and an item of a list of device ids, unless the module assigns that name (or attribute) anything but an
+  integer (``gpu_id = torch.device(...)``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ from tools.codemods.base import RuleContext
 INDEX_RULE = "FRY055"
 #: names that hold a device index by convention
 RANK_NAME = re.compile(r"(^|_)(local_rank|rank|gpu|gpu_id|gpu_idx|device_id|cuda_id|gpu_index)$", re.I)
+#: names that can only hold an ordinal (the positional argument of ``.to`` also takes devices and dtypes)
+ORDINAL_NAME = re.compile(r"(^|_)(local_rank|rank|gpu_id|gpu_idx|gpu_index|cuda_id|local_gpu)$", re.I)
+#: lists that can only hold ordinals (``devices`` may hold torch.device objects)
+_ID_LIST = re.compile(r"(^|_)(device_ids|gpu_ids|gpus)$", re.I)
 #: lists of device indices (``device_ids[0]``)
 _INDEX_LIST = re.compile(r"(^|_)(device_ids|gpus|gpu_ids|devices)$", re.I)
 
@@ -40,6 +49,8 @@ class _Bindings(cst.CSTVisitor):
     def __init__(self) -> None:
         self.kinds: dict[str, bool] = {}
         self.nonzero: set[str] = set()
+        #: names and attributes (``self.gpu_id``: ``gpu_id``) assigned a value that is not an integer
+        self.other: set[str] = set()
 
     def _bind(self, name: str, is_int: bool) -> None:
         self.kinds[name] = self.kinds.get(name, True) and is_int
@@ -65,7 +76,15 @@ class _Bindings(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             if isinstance(target.target, cst.Name):
-                self._bind(target.target.value, self._int_value(target.target.value, node.value))
+                is_int = self._int_value(target.target.value, node.value)
+                self._bind(target.target.value, is_int)
+                if not is_int and not isinstance(node.value, (cst.Name, cst.Attribute, cst.Subscript)):
+                    self.other.add(target.target.value)
+            elif isinstance(target.target, cst.Attribute):
+                if not isinstance(node.value, (cst.Integer, cst.Name, cst.Attribute, cst.Subscript, cst.Call)) or (
+                        isinstance(node.value, cst.Call) and not (isinstance(node.value.func, cst.Name)
+                                                                  and node.value.func.value == "int")):
+                    self.other.add(target.target.attr.value)
             else:
                 self._targets(target.target)
 
@@ -108,15 +127,15 @@ class _Bindings(cst.CSTVisitor):
             self._bind(bound.value, False)
 
 
-def _analysis(ctx: RuleContext) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
-    """(names bound only to integers, names bound to a non-zero literal, every name the module binds),
-    computed once per module."""
+def _analysis(ctx: RuleContext) -> tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]]:
+    """(names bound only to integers, names bound to a non-zero literal, every name the module binds, names
+    and attributes assigned something other than an integer), computed once per module."""
     if ctx.int_names is None:
         bindings = _Bindings()
         if ctx.module is not None:
             ctx.module.visit(bindings)
         ctx.int_names = (frozenset(n for n, ok in bindings.kinds.items() if ok), frozenset(bindings.nonzero),
-                         frozenset(bindings.kinds))
+                         frozenset(bindings.kinds), frozenset(bindings.other))
     return ctx.int_names
 
 
@@ -136,18 +155,30 @@ def left_to_index_rule(node: cst.CSTNode, ctx: RuleContext, *, device_only: bool
 def is_device_index(node: cst.CSTNode, ctx: RuleContext, *, device_only: bool) -> bool:
     """Whether ``node`` holds a CUDA device index (see the module docstring); ``device_only`` where the place
     takes nothing but a device (``.cuda(...)``, ``device=``, ``map_location=``)."""
-    ints, nonzero, bound = _analysis(ctx)
+    ints, nonzero, bound, other = _analysis(ctx)
     if isinstance(node, cst.Name) and node.value in ints:
         return True
     if (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "int"
             and "int" not in bound):  # a user's own ``int`` would not be the builtin
         return True
     if not device_only:
-        return False
+        return _ordinal(node, nonzero | other)
     name = _last_name(node)
     if name is not None:
         return RANK_NAME.search(name) is not None and name not in nonzero
     if isinstance(node, cst.Subscript) and len(node.slice) == 1:
         listed = _last_name(node.value)
         return listed is not None and _INDEX_LIST.search(listed) is not None
+    return False
+
+
+def _ordinal(node: cst.CSTNode, excluded: frozenset[str]) -> bool:
+    """A name or attribute that can only mean an ordinal, or an item of a list of device ids (see the module
+    docstring), where ``.to`` also takes devices and dtypes."""
+    name = _last_name(node)
+    if name is not None:
+        return ORDINAL_NAME.search(name) is not None and name not in excluded
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+        listed = _last_name(node.value)
+        return listed is not None and _ID_LIST.search(listed) is not None
     return False

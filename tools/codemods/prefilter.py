@@ -8,8 +8,8 @@ call ``.cuda``/``.to``/``.is_cuda``. Each such spelling contains one of the subs
 (case-insensitive), or matches the ``.to`` pattern (which allows whitespace, backslash
 continuations and comments between the dot and ``to``). Contextual rules (fp16/fp64, jit,
 performance) only report in files with other findings. One rule is gated by its word on purpose:
-FRY055 (integer device indices) runs only in files that mention CUDA, where an integer device is a
-CUDA ordinal. ``tests/codemods`` checks every
+FRY055 (integer device indices) runs only in files that mention CUDA or NCCL, where an integer device
+is a CUDA ordinal. ``tests/codemods`` checks every
 fixture against this filter.
 """
 
@@ -27,8 +27,9 @@ RULE_TRIGGERS: dict[str, tuple[str, ...] | None] = {
                                       23, 24, 25, 26, 37, 38, 42, 53, 60, 61, 62)},
     "FRY003": (_TO,),
     "FRY054": ("cuda", "gpu"),
-    # by design only in modules that mention CUDA: an integer device is a CUDA ordinal in code written for it
-    "FRY055": ("cuda",),
+    # by design only in modules that mention CUDA (or NCCL, its collectives): an integer device is a CUDA
+    # ordinal in code written for it
+    "FRY055": ("cuda", "nccl"),
     "FRY017": ("cuda", "nccl", "cublas", "nvidia", "alloc_conf", "cudnn"),
     "FRY027": ("autocast", "cuda"),
     "FRY030": ("tf32",),

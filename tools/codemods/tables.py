@@ -265,7 +265,12 @@ BARRIER = frozenset({"torch.distributed.barrier", "torch.distributed.distributed
 INIT_PROCESS_GROUP = frozenset({"torch.distributed.init_process_group",
                                 "torch.distributed.distributed_c10d.init_process_group"})
 DDP = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"})
-DEVICE_MESH = frozenset({"torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh"})
+DEVICE_MESH = frozenset({"torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh",
+                         # the older import paths of the tensor-parallel examples
+                         "torch.distributed._tensor.device_mesh.init_device_mesh",
+                         "torch.distributed._tensor.init_device_mesh",
+                         "torch.distributed.tensor.device_mesh.init_device_mesh",
+                         "torch.distributed.tensor.init_device_mesh"})
 
 # 36. legacy data parallel
 LEGACY_PARALLEL_NAMES = {

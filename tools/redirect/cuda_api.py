@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from types import SimpleNamespace
@@ -84,6 +85,44 @@ class _Stream:
         return None
 
 
+#: device count the reference run reports for ``torch.cuda.device_count()`` (the runner sets it to the
+#: launcher's processes per node); torchrun's ``LOCAL_WORLD_SIZE`` (else ``WORLD_SIZE``) counts as well
+DEVICE_COUNT_ENV = "FERRY_REDIRECT_DEVICE_COUNT"
+
+
+def _env_count(name: str) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return 0
+    if not value.isdigit():
+        raise ValueError(f"{name}={value!r}: expected a number of devices")
+    return int(value)
+
+
+def redirected_device_count() -> int:
+    """The CUDA device count of the reference run: at least 1, at least ``FERRY_REDIRECT_DEVICE_COUNT``
+    and at least the launcher's processes per node (``LOCAL_WORLD_SIZE``, else ``WORLD_SIZE``), so
+    ``torch.cuda.device_count() // world_size`` and ``set_device(local_rank)`` mean on the CPU what they
+    mean on a node with one GPU per process. Read at each call (a spawned child inherits the variables)."""
+    launcher = _env_count("LOCAL_WORLD_SIZE") or _env_count("WORLD_SIZE")
+    return max(1, _env_count(DEVICE_COUNT_ENV), launcher)
+
+
+def _device_index(device: object) -> int:
+    """The ordinal ``torch.cuda.set_device`` was given (an int, "cuda:N", a cuda torch.device)."""
+    if isinstance(device, bool):
+        raise TypeError(f"invalid device {device!r}")
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {device}")
+        return 0 if device.index is None else device.index
+    raise TypeError(f"invalid device {device!r}")
+
+
 def _meminfo() -> tuple[int, int]:
     fields: dict[str, int] = {}
     try:
@@ -133,7 +172,20 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
         if _from_torch_internals():
             return int(real_device_count())
         rec.record("torch.cuda.device_count", skip=3)
-        return 1
+        return redirected_device_count()
+
+    current = [0]  # the ordinal the program selected last (torch.cuda.current_device answers it)
+
+    def set_device(device: object) -> None:
+        index = _device_index(device)
+        if index < 0:
+            return  # CUDA ignores a negative ordinal too
+        count = redirected_device_count()
+        if index >= count:
+            # CUDA's own error: the reference run has as many devices as the launcher started processes
+            raise RuntimeError(f"CUDA error: invalid device ordinal (device {index}, {count} device(s) in the "
+                               f"reference run; set {DEVICE_COUNT_ENV} for more)")
+        current[0] = index
 
     def is_initialized() -> bool:
         if _from_torch_internals():
@@ -209,8 +261,8 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
         "device_count": device_count,
         "is_initialized": is_initialized,
         "init": noop,
-        "current_device": logged("current_device", lambda: 0),
-        "set_device": logged("set_device", noop),
+        "current_device": logged("current_device", lambda: current[0]),
+        "set_device": logged("set_device", set_device),
         "device": logged("device", device_ctx),
         "get_device_name": logged("get_device_name", lambda device=None: props().name),
         "get_device_properties": logged("get_device_properties", props),

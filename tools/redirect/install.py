@@ -188,6 +188,13 @@ def _patch_distributed(target: str, rec: Recorder) -> None:
     @functools.wraps(orig)
     def init_process_group(backend: str | None = None, *args: Any, **kwargs: Any) -> None:
         b = kwargs.pop("backend", backend)
+        device_id = kwargs.get("device_id")
+        if device_id is not None and is_cuda_device(device_id, allow_int=True):
+            # The GPU this rank binds to: the CPU takes no device_id (gloo runs unbound), tpx its own index.
+            kwargs["device_id"] = None if target == "cpu" else torch.device(target, _index(device_id))
+            rec.record("init_process_group(device_id)", mapped_to=str(kwargs["device_id"]), skip=3)
+            if b is None:
+                b = "cuda:nccl"  # what PyTorch picks for a CUDA device_id; mapped below
         if isinstance(b, str) and "nccl" in b.lower():
             # gloo for CPU tensors; tpx tensors are routed to gloo too (tpx memory is host memory).
             b = "gloo" if target == "cpu" else f"cpu:gloo,{target}:gloo"
@@ -213,6 +220,35 @@ def _patch_distributed(target: str, rec: Recorder) -> None:
 
     # torch's own method, replaced on purpose (the child's monkeypatching)
     ddp_mod.DistributedDataParallel.__init__ = ddp_init  # type: ignore[method-assign]
+
+
+def _index(device: object) -> int:
+    """The ordinal of a CUDA device given as an int, "cuda:N" or a torch.device (0 without one)."""
+    if isinstance(device, int):
+        return device
+    index = torch.device(device).index if isinstance(device, str) else getattr(device, "index", None)
+    return 0 if index is None else int(index)
+
+
+def _patch_module_to(target: str, rec: Recorder) -> None:
+    """``Module.to(local_rank)`` / ``Module.to("cuda:1")`` / ``Module.to(device=rank)``: an integer is a CUDA
+    ordinal, which PyTorch cannot parse without an accelerator ("Cannot access accelerator device when none
+    is available"); the module moves to the target as ``Module.cuda(rank)`` does."""
+    orig_to = torch.nn.Module.to
+    dev = torch.device(target)
+
+    @functools.wraps(orig_to)
+    def to(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if args and is_cuda_device(args[0], allow_int=True):
+            args = (dev, *args[1:])
+            rec.record("Module.to", skip=3)
+        elif "device" in kwargs and is_cuda_device(kwargs["device"], allow_int=True):
+            kwargs["device"] = dev
+            rec.record("Module.to", skip=3)
+        return orig_to(self, *args, **kwargs)
+
+    # torch's own method, replaced on purpose (the child's monkeypatching)
+    torch.nn.Module.to = to  # type: ignore[method-assign]
 
 
 def _patch_cpp_extension(target: str, rec: Recorder) -> None:
@@ -297,6 +333,7 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
         torch.cuda.amp.GradScaler  # noqa: B018 - resolve the lazy attribute before patching bases
     _patch_amp(target, rec)
     _patch_distributed(target, rec)
+    _patch_module_to(target, rec)
     _patch_cpp_extension(target, rec)
     patch_methods(target, rec)
 

@@ -21,11 +21,15 @@ class BackendChecks(Rule):
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if string_value(node) != "nccl":
             return
+        # inside a group call's argument: the backend itself (FRY032), or FRY032's own
+        # ``(get_default_backend_for_device(device) if backend == "nccl" else backend)``
+        child: cst.CSTNode = node
         parent = self.parent(node)
-        if isinstance(parent, cst.Arg):
-            call = self.parent(parent)
-            if isinstance(call, cst.Call) and self.qname_in(call.func, _GROUP_CALLS):
+        while parent is not None and not isinstance(parent, cst.BaseStatement):
+            if isinstance(child, cst.Arg) and isinstance(parent, cst.Call) \
+                    and self.qname_in(parent.func, _GROUP_CALLS):
                 return
+            child, parent = parent, self.parent(parent)
         self.hit(node, '"nccl" hard-codes the NVIDIA collective backend',
                  suggestion="torch.distributed.get_default_backend_for_device(device) or accept any backend")
 
