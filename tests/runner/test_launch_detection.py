@@ -30,8 +30,13 @@ def test_spawn_nprocs_from_the_entry_script(tmp_path: Path):
     (tmp_path / "main.py").write_text("import torch.multiprocessing as mp\n"
                                       "mp.spawn(train,\n         args=(cfg, len(x)),\n         nprocs=3, join=True)\n")
     (tmp_path / "other.py").write_text("mp.spawn(train, nprocs=world_size)\n")
+    (tmp_path / "named.py").write_text("WORLD_SIZE = 2  # processes\nmp.spawn(train, args=(WORLD_SIZE,), "
+                                       "nprocs=WORLD_SIZE)\n")
+    (tmp_path / "twice.py").write_text("n = 2\nif x:\n    n = 4\nmp.spawn(train, nprocs=n)\n")
     assert procs_per_node("python main.py --steps 2", tmp_path) == 3
     assert procs_per_node("python other.py", tmp_path) is None
+    assert procs_per_node("python named.py", tmp_path) == 2
+    assert procs_per_node("python twice.py", tmp_path) is None  # not one literal: not guessed
     assert procs_per_node("python ../main.py", tmp_path) is None
 
 

@@ -26,7 +26,7 @@ _NPROC_FLAGS = ("--nproc-per-node", "--nproc_per_node")
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
 # mp.spawn(fn, ..., nprocs=2) / torch.multiprocessing.spawn(..., nprocs=2): a literal count only
 _SPAWN_CALL = re.compile(rb"\bspawn\s*\(")
-_NPROCS = re.compile(rb"\bnprocs\s*=\s*(\d+)\b")
+_NPROCS = re.compile(rb"\bnprocs\s*=\s*(?:(?P<n>\d+)\b|(?P<name>[A-Za-z_]\w*)\s*[,)]?)")
 _MAX_SCRIPT_BYTES = 1 << 20
 
 
@@ -85,6 +85,12 @@ def spawn_procs(script: Path) -> int | None:
     return max(counts) if counts else None
 
 
+def _literal(data: bytes, name: bytes) -> int | None:
+    """The value of ``name = <int>`` when the file assigns it exactly one literal (``world_size = 2``)."""
+    found = set(re.findall(rb"^[ \t]*" + re.escape(name) + rb"\s*=\s*(\d+)\s*(?:#.*)?$", data, re.M))
+    return int(found.pop()) if len(found) == 1 else None
+
+
 def _nprocs_of_call(data: bytes, start: int) -> int | None:
     """The literal ``nprocs=`` among the arguments of the call whose ``(`` ends at ``start``."""
     depth, i = 1, start
@@ -96,7 +102,9 @@ def _nprocs_of_call(data: bytes, start: int) -> int | None:
             top.append(c)
         i += 1
     m = _NPROCS.search(b"".join(top))
-    return int(m.group(1)) if m else None
+    if m is None:
+        return None
+    return int(m["n"]) if m["n"] else _literal(data, m["name"])
 
 
 def _scripts(command: str | list[str], root: Path) -> list[Path]:
