@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from agent.policy.base import Diagnosis
+from tools.runner.models import RunResult
 
 _NO_MODULE = re.compile(r"No module named '(?P<name>[\w.]+)'")
 # ``python -m pytest`` without pytest: runpy's one line (no traceback), "<interpreter>: No module named pytest"
@@ -91,3 +92,17 @@ def environment_failure(diag: Diagnosis, output: str, known: list[str],
         if runner is not None:
             return runner
     return missing_module(diag, known, interpreter)
+
+
+def rendezvous_failure(run: RunResult, what: str) -> str | None:
+    """Why a distributed run could not start its job (torchrun's rendezvous, a TCP store that
+    nothing answers, a name that does not resolve): the message of a ``failed_environment`` status,
+    or None. The program's code is not to blame and no edit of it mends this."""
+    trace = run.trace
+    if trace is None or trace.signature.kind != "rendezvous":
+        return None
+    rank = f" (rank {trace.rank})" if trace.rank is not None else ""
+    return (f"{what} could not start its distributed job{rank}: {trace.exc_type.rsplit('.', 1)[-1]}: "
+            f"{(trace.message.strip().splitlines() or [''])[0][:300]}. {trace.signature.detail or ''}. This is the "
+            "run's environment, not the code: check that localhost resolves and loopback TCP works where Ferry "
+            "runs (`ferry doctor`), then start the migration again.")

@@ -23,6 +23,7 @@ from evals.cases import GRADING_DIRNAME, SyntheticCase
 from evals.results import GradedTests, TestOutcomeName
 from tools.patch import git_apply
 from tools.runner.api import run
+from tools.runner.launch import device_env
 from tools.runner.models import RunRequest, RunResult
 from tools.trace.pytest_out import JunitRefused, read_junit_xml
 
@@ -76,14 +77,17 @@ def _outcomes(res: RunResult, nodes: list[str]) -> dict[str, TestOutcomeName]:
 
 
 def run_tests(repo: Path, nodes: list[str], artifacts: Path, *, device: str, redirect_cuda: str | None,
-              timeout_s: float) -> tuple[dict[str, TestOutcomeName], RunResult]:
-    """Run the node ids with pytest in the sandbox; their outcomes (and the run)."""
+              timeout_s: float, launched_by: str | None = None) -> tuple[dict[str, TestOutcomeName], RunResult]:
+    """Run the node ids with pytest in the sandbox; their outcomes (and the run). ``launched_by``:
+    the case's run command; tests that start the program its way (torchrun, mp.spawn) get the
+    devices its processes need, as the run itself does (``tools.runner.launch``)."""
     if not nodes:
         return {}, RunResult(command=[], exit_code=0, status="ok", duration_s=0.0, stdout_tail="", stderr_tail="",
                              isolation="none")
     cmd = f"{PYTEST} " + " ".join(shlex.quote(n) for n in nodes)
+    env = device_env(launched_by, repo, device=device, redirect_cuda=redirect_cuda, env={}) if launched_by else {}
     res = run(RunRequest(path=repo, command=cmd, device=device, redirect_cuda=redirect_cuda,  # type: ignore[arg-type]
-                         timeout_s=timeout_s, artifacts_dir=artifacts))
+                         timeout_s=timeout_s, artifacts_dir=artifacts, env=env))
     if res.status == "sandbox_error":
         raise GradingError("sandbox_error", res.error or "the sandbox could not run the grading tests")
     return _outcomes(res, nodes), res
@@ -93,9 +97,9 @@ def grade(case: SyntheticCase, patch: str, work: Path, *, timeout_s: float) -> G
     """The grading tests' outcomes on tpx with ``patch`` applied, and the migrated run's own time."""
     repo = _copy(case, work / "repo", patch)
     f2p, _ = run_tests(repo, case.grading.fail_to_pass, work / "f2p", device="tpx", redirect_cuda=None,
-                       timeout_s=timeout_s)
+                       timeout_s=timeout_s, launched_by=case.run)
     p2p, _ = run_tests(repo, case.grading.pass_to_pass, work / "p2p", device="tpx", redirect_cuda=None,
-                       timeout_s=timeout_s)
+                       timeout_s=timeout_s, launched_by=case.run)
     own = run(RunRequest(path=repo, command=case.run, device="tpx", timeout_s=timeout_s, artifacts_dir=work / "own"))
     return Graded(tests=GradedTests(fail_to_pass=f2p, pass_to_pass=p2p),
                   own_run_s=own.duration_s if own.ok else None, own_run_ok=own.ok)
@@ -119,7 +123,7 @@ class Validation:
 def validate(case: SyntheticCase, work: Path, *, timeout_s: float) -> Validation:
     repo = _copy(case, work / "original", None)
     f2p, _ = run_tests(repo, case.grading.fail_to_pass, work / "v-f2p", device="tpx", redirect_cuda=None,
-                       timeout_s=timeout_s)
+                       timeout_s=timeout_s, launched_by=case.run)
     p2p, _ = run_tests(repo, case.grading.pass_to_pass, work / "v-p2p", device="cpu", redirect_cuda="cpu",
-                       timeout_s=timeout_s)
+                       timeout_s=timeout_s, launched_by=case.run)
     return Validation(f2p_on_tpx=f2p, p2p_on_cpu=p2p)

@@ -14,11 +14,13 @@ Levels, strongest first (the level in force is reported with every result):
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -31,8 +33,15 @@ ISOLATION_ENV = "FERRY_SANDBOX_ISOLATION"  # force a level: bwrap | unshare | rl
 # /etc entries the child may read (no shadow, no ssh keys, no machine secrets).
 ETC_ALLOW: tuple[str, ...] = (
     "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
-    "nsswitch.conf", "hosts", "host.conf", "alternatives", "ssl", "ca-certificates",
+    "nsswitch.conf", "host.conf", "alternatives", "ssl", "ca-certificates",
     "os-release", "mime.types", "gai.conf", "protocols", "services",
+)
+# The sandbox's own /etc/hosts (generated, bound read-only): the host's may be unreadable for the
+# run's uid, and `localhost` (torchrun --standalone's rendezvous, gloo's own hostname) must resolve.
+SANDBOX_HOSTNAME = "ferry-sandbox"
+SANDBOX_HOSTS = (
+    f"127.0.0.1\tlocalhost {SANDBOX_HOSTNAME}\n"
+    "::1\tlocalhost ip6-localhost ip6-loopback\n"
 )
 SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
@@ -93,6 +102,19 @@ def ferry_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+@lru_cache(maxsize=1)
+def hosts_file() -> Path:
+    """The generated hosts file every bubblewrap sandbox gets as /etc/hosts (made once per process,
+    0644 in a directory of Ferry's own; never one the run could write)."""
+    d = Path(tempfile.mkdtemp(prefix="ferry-etc-"))
+    os.chmod(d, 0o755)
+    path = d / "hosts"
+    path.write_text(SANDBOX_HOSTS)
+    os.chmod(path, 0o644)
+    atexit.register(shutil.rmtree, d, True)
+    return path
+
+
 def bwrap_prefix(
     *,
     workspace: Path,
@@ -120,8 +142,12 @@ def bwrap_prefix(
             argv += ["--symlink", os.readlink(p), d]
         elif p.is_dir():
             argv += ["--ro-bind", d, d]
+    # /etc made by bubblewrap for the files bound below would copy the mode of a parent it creates
+    # (0700 where the tmpfs root is): traversable, or nothing in it is readable for the child's uid.
+    argv += ["--perms", "0755", "--dir", "/etc"]
     for name in ETC_ALLOW:
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    argv += ["--ro-bind", str(hosts_file()), "/etc/hosts"]
     # sysfs read-only: CPU topology for torch/cpuinfo, PCI/net listings gloo walks at init.
     argv += ["--ro-bind-try", "/sys", "/sys"]
     argv += ["--proc", "/proc", "--dev", "/dev"]
@@ -157,9 +183,9 @@ def bwrap_prefix(
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not network:
         argv += ["--unshare-net"]
-    # "localhost" resolves through /etc/hosts, so code that looks its own hostname up
-    # (torch.distributed, gloo) finds the loopback interface of the private network namespace.
-    argv += ["--hostname", "localhost", "--new-session", "--die-with-parent"]
+    # The hostname resolves through the sandbox's own /etc/hosts (hosts_file), so code that looks its
+    # own hostname up (torch.distributed, gloo) finds the loopback interface of the private network namespace.
+    argv += ["--hostname", SANDBOX_HOSTNAME, "--new-session", "--die-with-parent"]
     if uid is not None:
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--"]
         argv += drop_uid_prefix(uid)

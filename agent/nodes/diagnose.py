@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.budget import time_left
-from agent.environment import environment_failure
+from agent.environment import environment_failure, rendezvous_failure
 from agent.errors import EnvironmentMissing, Status
 from agent.nodes.common import (
     SUMMARY,
@@ -53,8 +53,9 @@ def diagnose(state: MigrationState, runs: RunScheduler) -> Update:
     diag = diagnosis_from_run(run, phase, ctx.known_files)
     missing = environment_failure(diag, run.stderr_tail + "\n" + run.stdout_tail, ctx.known_files,
                                   opts.python or run.python)
-    if missing is not None:  # no edit of the code mends it, and no model either
-        msg = missing.message()
+    rendezvous = rendezvous_failure(run, f"the target {phase}")
+    if missing is not None or rendezvous is not None:  # no edit of the code mends it, and no model either
+        msg = missing.message() if missing is not None else str(rendezvous)
         return {"diagnosis": dump(diag), "proposal": None, "status": EnvironmentMissing.status, "summary": msg,
                 SUMMARY: f"{phase} failed: {msg}"}
     check_iteration_budget(state, f"the {phase} still fails")

@@ -17,6 +17,7 @@ from tools.parity.models import (
     ParityReport,
     TensorComparison,
 )
+from tools.parity.ranks import rank_agreement
 from tools.parity.tolerances import SCALAR_DTYPE
 from tools.parity.verdicts import VERDICT_RANK, Verdict
 from tools.probe.dump import ProbeDump
@@ -203,6 +204,11 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
     divergence = first_divergence(modules, tensors, scalars, ref, tgt)
     first_warning = next((t for t in all_items if t.verdict == "warn"), None)
     summary = _summary(verdict, counts, divergence, first_warning)
+    agreement = rank_agreement(ref_dir, target_dir)  # rank 0 was compared; the other ranks must agree with it
+    notes += agreement.notes()
+    if agreement.disagreeing:
+        verdict = "fail"
+        summary = f"the target's ranks disagree on {', '.join(agreement.disagreeing)}; " + summary
     if changed:
         summary += "; " + ", ".join(f"{c} by the migration: compared at the {c.split(' -> ')[1]} tier"
                                     for c in changed)

@@ -50,16 +50,30 @@ class ProbeSession:
         self.recorder.flush()
         return self
 
-    def close(self) -> None:
+    def discard(self) -> None:
+        """Stop recording and write nothing more: this process only launched the processes that
+        do the work (``torch.multiprocessing.spawn``'s parent); their dumps are the run's."""
         if self.closed:
             return
         self.closed = True
+        self.recorder.discarded = True
+        self._uninstall()
+        if rec.active() is self.recorder:
+            rec.set_active(None)
+
+    def _uninstall(self) -> None:
         self.modules.uninstall()
         for name, tee in self._tees:
             tee.finish()
             if getattr(sys, name) is tee:
                 setattr(sys, name, tee._stream)
         self._tees = []
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._uninstall()
         extra = _run_meta(final=True)
         extra["steps_seen"] = self.modules.step
         extra["optimizer_steps"] = self.modules.optimizer_steps
@@ -111,3 +125,10 @@ def install_from_env() -> ProbeSession | None:
     atexit.register(_CHILD_SESSION.close)
     logger.info("probe: recording to %s (steps=%d, max_bytes=%d)", config.out_dir, config.steps, config.max_bytes)
     return _CHILD_SESSION
+
+
+def discard_from_env() -> None:
+    """The bootstrap's: this process launched the job's workers (``torch.multiprocessing.spawn``);
+    its own (empty) dump must not replace theirs."""
+    if _CHILD_SESSION is not None:
+        _CHILD_SESSION.discard()

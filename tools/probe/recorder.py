@@ -78,6 +78,7 @@ class Recorder:
         self._seen: dict[int, tuple[weakref.ref[torch.Tensor], int, str]] = {}
         self._explicit_calls: dict[str, int] = {}
         self._written_state: tuple[int, int, int, int, bool] | None = None
+        self.discarded = False  # a launcher of the job's workers: it writes nothing more
         self.stopped: str | None = None  # why recording stopped (a budget was reached)
         self.closed = False
 
@@ -177,7 +178,7 @@ class Recorder:
     def flush(self) -> None:
         """Write pending tensors as one chunk and rewrite the index atomically (only when something
         changed since the last write: the index grows with the run, rewriting it unchanged costs)."""
-        if os.getpid() != self.meta["pid"]:
+        if os.getpid() != self.meta["pid"] or self.discarded:
             return  # a forked child (e.g. a DataLoader worker) must not overwrite the parent's dump
         with self._lock:
             if self._pending:
@@ -195,7 +196,22 @@ class Recorder:
             self._write_index()
             self._written_state = state
 
+    def _other_process_wrote(self) -> bool:
+        """Another process's dump is in the directory while this one recorded nothing: a process
+        of a multi-process job that ran no model (torchrun's launcher, multiprocessing's helpers)
+        must not replace the dump of the one that did."""
+        if self.events or self.scalars or self.module_ops or self._chunk:
+            return False
+        try:
+            doc = json.loads((self.out_dir / INDEX_NAME).read_text())
+        except (OSError, ValueError):
+            return False
+        return isinstance(doc, dict) and isinstance(doc.get("meta"), dict) and doc["meta"].get("pid") not in (
+            None, self.meta["pid"])
+
     def _write_index(self) -> None:
+        if self._other_process_wrote():
+            return
         doc = {
             "format": FORMAT,
             "meta": {
@@ -210,7 +226,7 @@ class Recorder:
             "module_ops": self.module_ops,
             "module_classes": self.module_classes,
         }
-        tmp = self.out_dir / (INDEX_NAME + ".tmp")
+        tmp = self.out_dir / f"{INDEX_NAME}.{os.getpid()}.tmp"  # processes of one job share the dir
         tmp.write_text(json.dumps(doc, default=str))
         os.replace(tmp, self.out_dir / INDEX_NAME)
 

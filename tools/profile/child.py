@@ -138,7 +138,9 @@ class ProfileSession:
             logger.warning("profile: could not read the torch.profiler window", exc_info=True)
 
     # ------------------------------------------------------------------ close
-    def close(self) -> None:
+    def close(self, write: bool = True) -> None:
+        """Stop profiling and write ``profile.json`` (``write=False``: nothing; the bootstrap's for
+        ``torch.multiprocessing.spawn``'s parent, whose workers' profiles are the run's)."""
         if self.closed:
             return
         self.closed = True
@@ -150,6 +152,8 @@ class ProfileSession:
         self._handles = []
         self.syncs.uninstall()
         self.dynamo.uninstall()
+        if not write:
+            return
         stats = read_tpx_stats()
         window = dict(self._window)
         if window["start_step"] is not None and window["end_step"] is not None:
@@ -233,3 +237,10 @@ def install_from_env() -> ProfileSession | None:
     _CHILD = ProfileSession(config).install()
     atexit.register(_CHILD.close)
     return _CHILD
+
+
+def discard_from_env() -> None:
+    """The bootstrap's: this process launched the job's workers (``torch.multiprocessing.spawn``);
+    it writes no profile of its own over theirs."""
+    if _CHILD is not None:
+        _CHILD.close(write=False)

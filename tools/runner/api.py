@@ -27,6 +27,7 @@ from sandbox.limits import disk_limit_from_env, format_size
 from sandbox.runspace import RunSpace, open_run_space
 from tools.runner.env import child_env, child_path_env
 from tools.runner.interpreter import Interpreter, InterpreterError, inspect_interpreter
+from tools.runner.launch import device_env
 from tools.runner.models import Device, RefusedArtifact, RunRequest, RunResult, RunStatus
 from tools.trace import Signature, Trace, parse_trace
 from tools.trace.models import TestOutcome
@@ -287,6 +288,8 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
     env = child_env(workspace=ws.path, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
                     redirect_log=redirect_log, probe_dir=probe_dir, profile_dir=profile_dir, junit_xml=junit,
                     caller_env=req.env, user_env=req.user_env)
+    env.update(device_env(req.command, ws.path / (req.cwd or ""), device=req.device, redirect_cuda=req.redirect_cuda,
+                          env=env))  # one device per process of a torchrun / mp.spawn job
     readable: list[Path] = interp.roots() if interp is not None else []
     path_env = child_path_env(interp.bin_dir if interp is not None else None)
     if "tpx" in (req.device, req.redirect_cuda):

@@ -19,6 +19,7 @@ SignatureKind = Literal[
     "timeout",
     "killed_by_limit",
     "disk_quota",
+    "rendezvous",
     "other",
 ]
 
@@ -70,6 +71,8 @@ class Trace(BaseModel):
     origin: Literal["main", "dataloader_worker", "subprocess", "pytest"] = "main"
     wrapped_by: str | None = None  # e.g. the DataLoader/CalledProcessError wrapper type
     tests: list[TestOutcome] = Field(default_factory=list)
+    rank: int | None = None  # the distributed rank (torchrun) / process index (mp.spawn) whose failure this is
+    failed_ranks: list[int] = Field(default_factory=list)  # every rank that printed a traceback
 
     @property
     def location(self) -> str | None:

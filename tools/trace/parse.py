@@ -8,6 +8,7 @@ from pathlib import Path
 from tools.trace.models import ExceptionInfo, Frame, Signature, TestOutcome, Trace
 from tools.trace.pytest_out import parse_junit_xml, parse_pytest_output
 from tools.trace.python_tb import parse_blocks, worker_original
+from tools.trace.ranks import root_cause, spawn_failure, split_ranks
 from tools.trace.signatures import classify
 
 # Exceptions that only report that something else failed elsewhere.
@@ -39,6 +40,10 @@ def _trace_from(primary: ExceptionInfo, chain: list[ExceptionInfo], roots: list[
     user = [f for f in frames if f.user]
     extra = [(c.exc_type, c.message) for c in reversed(chain)]
     signature = classify(primary.exc_type, primary.message, extra)
+    if signature.kind == "rendezvous":
+        root = chain[0] if chain else primary  # the oldest exception of the chain says what failed
+        first = (root.message.strip().splitlines() or [""])[0][:300]
+        signature.detail = f"{signature.detail}; cause: {root.exc_type.rsplit('.', 1)[-1]}: {first}".rstrip(": ")
     chain_out = [c.model_copy(update={"frames": [_user_frame(f, roots, library_roots) for f in c.frames]})
                  for c in chain]
     return Trace(
@@ -75,8 +80,10 @@ def parse_trace(
         tests = list(junit_tests)
     else:
         tests = parse_junit_xml(junit_xml) if junit_xml is not None else []
+    trace = _rank_trace(stderr, stdout, roots, libs, tests)
+    if trace is not None:
+        return trace
     blocks = parse_blocks(stderr) or parse_blocks(stdout)
-    trace: Trace | None = None
     if blocks:
         # Group into chains: a block preceded by a cause/context marker continues the chain.
         chains: list[list[ExceptionInfo]] = []
@@ -92,7 +99,12 @@ def parse_trace(
         last = chains[0] if is_pytest else chains[-1]
         primary, chain, wrapped_by = last[-1], last[:-1], None
         inner = worker_original(primary)
-        if inner is not None:
+        spawned = spawn_failure(chains[-2][-1]) if len(chains) > 1 and not is_pytest else None
+        if spawned is not None and primary.exc_type.rsplit(".", 1)[-1] not in WRAPPER_TYPES:
+            # torch.multiprocessing.spawn: the failing process's traceback inside ProcessRaisedException
+            wrapped_by = chains[-2][-1].exc_type
+            primary = primary.model_copy(update={"origin": "subprocess"})
+        elif inner is not None:
             chain, wrapped_by, primary = [*chain, primary], primary.exc_type, inner
         elif not is_pytest and primary.exc_type.rsplit(".", 1)[-1] in WRAPPER_TYPES and len(chains) > 1:
             # A subprocess failed: its own traceback (printed earlier) is the real failure.
@@ -101,6 +113,8 @@ def parse_trace(
             chain = [*sub[:-1], primary]
             primary = sub[-1].model_copy(update={"origin": "subprocess"})
         trace = _trace_from(primary, chain, roots, libs, wrapped_by=wrapped_by)
+        if spawned is not None and wrapped_by is not None:
+            trace.rank, trace.failed_ranks = spawned[0], [spawned[0]]
         if is_pytest:
             trace.origin = "pytest"
     else:
@@ -109,6 +123,41 @@ def parse_trace(
     if trace is not None and tests:
         trace.tests = tests
     return trace
+
+
+def _rank_trace(stderr: str, stdout: str, roots: list[str], libs: list[str], tests: list[TestOutcome]) -> Trace | None:
+    """A torchrun job's failure: the traceback of the first failing rank (the launcher's
+    ChildFailedError names it; else the first rank that printed one), never the launcher's own
+    ChildFailedError. None when no rank printed a traceback (the launcher failed by itself, e.g.
+    its rendezvous): the caller parses the whole output."""
+    per_rank, launcher = split_ranks(stderr)
+    failed = [r for r, text in per_rank.items() if parse_blocks(text)]
+    if not failed:
+        return None
+    wrapped_by = next((info.exc_type for info, _ in parse_blocks(launcher)
+                       if info.exc_type.rsplit(".", 1)[-1] == "ChildFailedError"), None)
+    # the failure table follows the exception line (its ===== rules end the parsed message)
+    cause = root_cause(launcher[launcher.rfind("ChildFailedError"):]) if wrapped_by is not None else None
+    rank = cause.rank if cause is not None and cause.rank in failed else _first_traceback(stderr, failed)
+    trace = parse_trace(per_rank[rank], stdout=stdout, repo_roots=list(roots), library_roots=list(libs),
+                        junit_tests=tests)
+    if trace is None:
+        return None
+    trace.rank, trace.failed_ranks = rank, failed
+    if wrapped_by is not None:
+        trace.wrapped_by = wrapped_by
+        if trace.origin == "main":
+            trace.origin = "subprocess"
+    return trace
+
+
+def _first_traceback(stderr: str, ranks: list[int]) -> int:
+    """The rank whose traceback header comes first in the output."""
+    for line in stderr.splitlines():
+        for r in ranks:
+            if line.startswith((f"[rank{r}]:", f"[default{r}]:")) and "Traceback (most recent call last)" in line:
+                return r
+    return ranks[0]
 
 
 def _trace_from_pytest(exc_type: str, message: str, frames: list[Frame], roots: list[str]) -> Trace:

@@ -15,6 +15,10 @@ CUDA_ONLY_PACKAGES: tuple[str, ...] = (
 )
 
 
+RENDEZVOUS_DETAIL = ("the distributed job could not reach its rendezvous / TCP store (the run's environment: "
+                     "name resolution, loopback, ports or a store timeout), not a failure of the program's code")
+
+
 @dataclass(frozen=True)
 class Rule:
     kind: SignatureKind
@@ -26,6 +30,11 @@ class Rule:
 RULES: tuple[Rule, ...] = (
     Rule("cuda_unmappable", r"ferry redirect: (?P<op>[\w.]+) cannot run", "op",
          "custom CUDA kernel, Triton or CUDA graph: no device-neutral equivalent"),
+    Rule("rendezvous", r"^(?:RendezvousConnectionError|RendezvousTimeoutError|RendezvousClosedError|RendezvousError|"
+         r"DistStoreError|DistNetworkError)\b|Temporary failure in name resolution|Name or service not known|"
+         r"client socket has timed out after \d+m?s while trying to connect|"
+         r"Timed out after \d+ seconds waiting for clients|Socket Timeout", None,
+         RENDEZVOUS_DETAIL),
     Rule("cuda_not_compiled", r"Torch not compiled with CUDA enabled", None,
          "CUDA API used on a build without CUDA"),
     Rule("cuda_not_compiled", r"Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver initialization failed|"

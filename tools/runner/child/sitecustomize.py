@@ -19,7 +19,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from importlib.machinery import ModuleSpec
-    from types import ModuleType
+    from types import ModuleType, TracebackType
+    from typing import Any
 
 FERRY_ROOT = os.environ.get("FERRY_ROOT", "")
 WARM_SERVER_ENV = "FERRY_WARM_SERVER"  # set in a warm server's own environment (tools.runner.warm)
@@ -134,9 +135,9 @@ def _on_numpy(np: "ModuleType") -> None:
         _say(f"could not seed numpy: {exc}")
 
 
-def _install_tool(module_name: str, env_name: str) -> None:
+def _install_tool(module_name: str, env_name: str) -> "ModuleType | None":
     if not os.environ.get(env_name):
-        return
+        return None
     import importlib
 
     with _ferry_namespace():
@@ -144,23 +145,131 @@ def _install_tool(module_name: str, env_name: str) -> None:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             _say(f"{env_name} is set but {module_name} is not available ({exc}); continuing without it")
-            return
+            return None
         try:
             module.install_from_env()
         except Exception as exc:
             _say(f"{module_name}.install_from_env() failed: {type(exc).__name__}: {exc}")
+            return None
+    return module
 
 
 def _on_random(random: "ModuleType") -> None:
     random.seed(_seed())
 
 
-def _install_tools() -> None:
-    if os.environ.get("FERRY_PROBE_DIR") or os.environ.get("FERRY_PROFILE_DIR"):
-        import torch  # noqa: F401  (runs _on_torch first: backend, seed, redirect)
+_TOOLS = (("tools.probe.child", "FERRY_PROBE_DIR"), ("tools.profile.child", "FERRY_PROFILE_DIR"))
+_INSTALLED: "list[ModuleType]" = []  # the tool modules installed here (out of sys.modules: see _ferry_namespace)
+_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
-        _install_tool("tools.probe.child", "FERRY_PROBE_DIR")
-        _install_tool("tools.profile.child", "FERRY_PROFILE_DIR")
+
+def _process_role() -> str:
+    """What this process is in a multi-process job: ``launcher`` (torchrun's agent, multiprocessing's
+    resource tracker: no model runs here), ``spawned`` (a ``spawn`` start-method child: its rank is
+    known once torch.multiprocessing.spawn's ``_wrap`` runs), else ``main`` (a plain program or a
+    torchrun worker, whose ``RANK`` is in its environment)."""
+    argv = list(getattr(sys, "orig_argv", None) or [])
+    names = [os.path.basename(a) for a in [*argv[1:2], *(sys.argv[:1] or [])]]
+    if "torchrun" in names:
+        return "launcher"
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "-m" and argv[i + 1] in _LAUNCHER_MODULES:
+            return "launcher"
+        if arg == "-c" and "multiprocessing.resource_tracker" in argv[i + 1]:
+            return "launcher"
+    return "spawned" if "--multiprocessing-fork" in argv else "main"
+
+
+def _rank_dirs(rank: int) -> None:
+    """Rank N > 0 of a job writes its probe dump and profile under ``rank-N/`` of the run's dirs;
+    rank 0's are the run's own (parity compares rank 0)."""
+    if rank > 0:
+        for name in ("FERRY_PROBE_DIR", "FERRY_PROFILE_DIR"):
+            if os.environ.get(name):
+                os.environ[name] = os.path.join(os.environ[name], f"rank-{rank}")
+
+
+def _install_all() -> None:
+    for module_name, env_name in _TOOLS:
+        module = _install_tool(module_name, env_name)
+        if module is not None:
+            _INSTALLED.append(module)
+
+
+def _discard_all() -> None:
+    for module in _INSTALLED:
+        try:
+            module.discard_from_env()
+        except Exception as exc:
+            _say(f"{module.__name__}.discard_from_env() failed: {type(exc).__name__}: {exc}")
+
+
+def _patch_spawn(torch: "ModuleType", role: str) -> None:
+    """torch.multiprocessing.spawn: the parent's own (empty) dump and profile are dropped when it
+    starts the workers; each worker installs the tools once ``_wrap`` knows its index (its rank)."""
+    spawn: Any = sys.modules.get("torch.multiprocessing.spawn")
+    if spawn is None:
+        return
+    if role == "spawned":
+        wrap = spawn._wrap
+
+        def _wrap(fn: "Callable[..., object]", i: int, *rest: object) -> object:
+            _rank_dirs(i)
+            _install_all()
+            return wrap(fn, i, *rest)
+
+        spawn._wrap = _wrap
+        return
+    start = spawn.start_processes
+
+    def start_processes(*args: object, **kwargs: object) -> object:
+        _discard_all()
+        return start(*args, **kwargs)
+
+    spawn.start_processes = start_processes
+
+
+def _record_worker_errors() -> None:
+    """A torchrun worker's uncaught exception goes to its ``TORCHELASTIC_ERROR_FILE`` (what
+    ``@record`` does), so the launcher's "Root Cause" holds the first failing rank's traceback."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path or not os.environ.get("RANK"):
+        return
+    previous = sys.excepthook
+
+    def hook(tp: "type[BaseException]", value: BaseException, tb: "TracebackType | None") -> None:
+        try:
+            if not os.path.exists(path):  # a worker's own @record wrote it already
+                import json
+                import time
+                import traceback
+
+                text = "".join(traceback.format_exception(tp, value, tb))
+                data = {"message": {"message": f"{tp.__name__}: {value}",
+                                    "extraInfo": {"py_callstack": text, "timestamp": str(int(time.time()))}}}
+                with open(path, "w") as fh:
+                    json.dump(data, fh)
+        except Exception:
+            pass
+        previous(tp, value, tb)
+
+    sys.excepthook = hook
+
+
+def _install_tools() -> None:
+    if not (os.environ.get("FERRY_PROBE_DIR") or os.environ.get("FERRY_PROFILE_DIR")):
+        return
+    role = _process_role()
+    if role == "launcher":
+        return  # its workers record; the launcher's own empty dump would only get in their way
+    import torch  # (runs _on_torch first: backend, seed, redirect)
+
+    _patch_spawn(torch, role)
+    if role == "spawned":
+        return  # installed by _wrap, under the worker's rank
+    rank = os.environ.get("RANK", "")
+    _rank_dirs(int(rank) if rank.isdigit() else 0)
+    _install_all()
 
 
 _HOOKS: "tuple[tuple[str, Callable[[ModuleType], None]], ...]" = (
@@ -175,6 +284,7 @@ def _main() -> None:
         else:
             finder.hooks[name] = hook
     sys.meta_path.insert(0, finder)
+    _record_worker_errors()
     _install_tools()
 
 
@@ -187,6 +297,7 @@ def ferry_after_fork() -> None:
     for name, hook in _HOOKS:
         if name in sys.modules:
             hook(sys.modules[name])
+    _record_worker_errors()
     _install_tools()
 
 
