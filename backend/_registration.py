@@ -15,6 +15,9 @@ import torch
 logger = logging.getLogger(__name__)
 
 _libs: list = []  # keep torch.library.Library objects alive
+# The dispatch key (unused by PyTorch and by tensors) through which tpx's C++ kernels reach the
+# Python kernels for the cases they leave to Python.
+PYTHON_KEY = "PrivateUse3"
 
 
 _done = False
@@ -40,6 +43,8 @@ def register() -> None:
 
     fb = torch.library.Library("_", "IMPL")
     fb.fallback(kernels.fallback, "PrivateUse1")
+    # The C++ kernels (tpx_dispatch.cpp) hand their special cases to Python through this spare key
+    fb.fallback(kernels.fallback, PYTHON_KEY)
     # ops without a tpx autocast rule run unchanged under torch.autocast("tpx")
     fb.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
     _libs.append(fb)
@@ -62,16 +67,18 @@ def register() -> None:
     # Composite ops whose generic decomposition would pick a backend-specific path tpx lacks:
     # (native_layer_norm: otherwise it decomposes into batch_norm math on non-CPU devices and
     # drifts from the CPU result; with a direct kernel its CPU kernel and autograd formula run.)
-    for name in ("convolution", "convolution_backward", "_convolution", "native_layer_norm", "native_group_norm"):
-        lib.impl(name, _boxed(name), "PrivateUse1")
+    direct = ["convolution", "convolution_backward", "_convolution", "native_layer_norm", "native_group_norm"]
     # Structured ops reach a backend without a functional kernel as empty + <op>.out (two
     # dispatches and an out= resize check): give their functional/in-place forms direct kernels.
-    for qualname in torch._C._dispatch_get_all_op_names():
-        if qualname.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(
-            qualname, "CompositeExplicitAutogradNonFunctional"
-        ):
-            name = qualname[len("aten::"):]
-            lib.impl(name, _boxed(name), "PrivateUse1")
+    direct += [q[len("aten::"):] for q in torch._C._dispatch_get_all_op_names()
+               if q.startswith("aten::")
+               and torch._C._dispatch_has_kernel_for_dispatch_key(q, "CompositeExplicitAutogradNonFunctional")]
+    _load_cached_ext()
+    # Python kernels for these until the extension is built; with it, C++ ones (and the Python
+    # ones behind PYTHON_KEY for their special cases)
+    key = PYTHON_KEY if _ext.is_loaded() else "PrivateUse1"
+    for name in direct:
+        lib.impl(name, _boxed(name), key)
     from backend import rnn_kernels
 
     rnn_kernels.register(lib)
@@ -85,12 +92,20 @@ def register() -> None:
     _patch_matmul_precision()
     __import__("backend.distributed", fromlist=["register"]).register()  # c10d backend "tpxgloo"
 
+    # The compute hot path in C++ (tpx_dispatch.cpp) for every op that would reach the Python
+    # fallback and for the direct ones above; ops with a Python tpx kernel keep it.
+    _ext.on_load(lambda mod: kernels.install_cpp_kernels(mod, direct))
+    logger.debug("tpx registered")
+
+
+def _load_cached_ext() -> None:
+    from backend import _ext
+
     if _ext.cached_library() is not None:
         try:
             _ext.get(build=False)
         except Exception as exc:  # a stale/corrupt cache: rebuilt on first use
             logger.warning("tpx: could not load the cached C++ extension (%s); it will be rebuilt on first use", exc)
-    logger.debug("tpx registered")
 
 
 def _boxed(name: str):

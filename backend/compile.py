@@ -340,7 +340,7 @@ def _make_output_code(inner: Any, out_on_tpx: list[bool], bf16: bool, eager_gm: 
             self.warned = False
 
         def __call__(self, inputs: list[Any]) -> Any:
-            from backend import bridge
+            from backend import _ext
 
             if matmul_bf16() != self.bf16:
                 # tpx's own precision setting changed without a Dynamo recompile (Dynamo guards
@@ -354,13 +354,11 @@ def _make_output_code(inner: Any, out_on_tpx: list[bool], bf16: bool, eager_gm: 
                 inputs.clear()
                 return self.eager_gm(*args)
             t0 = time.perf_counter_ns()
-            args = [bridge.to_cpu(x) if isinstance(x, torch.Tensor) and x.device.type == DEVICE else x
-                    for x in inputs]
+            ext = _ext.get()  # zero-copy CPU views in, tpx tensors out (backend.bridge, per list)
+            args = ext.to_cpu_list(inputs)
             inputs.clear()
             outs = self.inner(args)
-            result = [bridge.from_cpu(o) if isinstance(o, torch.Tensor) and i < len(self.out_on_tpx)
-                      and self.out_on_tpx[i] and o.device.type == "cpu" else o
-                      for i, o in enumerate(outs)]
+            result = ext.from_cpu_list(outs, self.out_on_tpx)
             _record_call(time.perf_counter_ns() - t0)
             return result
 

@@ -10,6 +10,7 @@ NotImplementedError in strict mode), bf16-input matmuls, mixed-device errors, st
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from typing import ClassVar
@@ -18,6 +19,7 @@ import torch
 
 from backend import _ext, config, stats
 
+logger = logging.getLogger(__name__)
 Tensor = torch.Tensor
 _F64 = (torch.float64, torch.complex128)
 _perf_ns = time.perf_counter_ns
@@ -70,6 +72,9 @@ def _refresh_matmul() -> None:
         S.matmul_bf16 = not (
             S.torch_precision_explicit_highest and torch.get_float32_matmul_precision() == "highest"
         )
+    if _cpp_kernels and S.matmul_bf16 != _pushed_bf16[0]:
+        _pushed_bf16[0] = S.matmul_bf16
+        _ext.get().set_matmul_bf16(S.matmul_bf16)
 
 
 def _apply_config(cfg: config.TpxConfig) -> None:
@@ -79,6 +84,15 @@ def _apply_config(cfg: config.TpxConfig) -> None:
     S.warn_fallback = cfg.warn_fallback
     S.precision_mode = cfg.matmul_precision
     _refresh_matmul()
+    if _cpp_kernels:
+        _push_to_cpp(_ext.get())
+
+
+def _push_to_cpp(mod) -> None:
+    """The settings the C++ kernels (tpx_dispatch.cpp) read."""
+    _pushed_bf16[0] = S.matmul_bf16
+    mod.set_matmul_bf16(S.matmul_bf16)
+    mod.set_fallback_ops(sorted(S.fallback_ops))
 
 
 def f64_allowed() -> bool:
@@ -294,3 +308,19 @@ def _sync_out_args(pairs) -> None:
 def fallback(op, *args, **kwargs):
     """The boxed PrivateUse1 fallback registered for every aten op without a tpx kernel."""
     return run_on_cpu(op, args, kwargs)
+
+
+# ---------------------------------------------------------------- the C++ kernels
+_cpp_kernels = False
+_pushed_bf16 = [None]  # the matmul rule the C++ kernels were last given
+
+
+def install_cpp_kernels(mod, direct: list[str]) -> None:
+    """Register the C++ kernels of ``tpx_dispatch.cpp`` (once, when the extension loads)."""
+    global _cpp_kernels
+    if _cpp_kernels:
+        return
+    _push_to_cpp(mod)
+    n = mod.install_kernels(direct)
+    _cpp_kernels = True
+    logger.debug("tpx: %d C++ kernels registered", n)

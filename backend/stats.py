@@ -42,7 +42,18 @@ def record_d2h(nbytes: int) -> None:
     transfers[3] += 1
 
 
+def _cpp_ops() -> list:
+    """(op, calls, ns) counted by the C++ kernels (tpx_dispatch.cpp), if the extension is loaded."""
+    from backend import _ext
+
+    return _ext.get().op_counters() if _ext.is_loaded() else []
+
+
 def reset() -> None:
+    from backend import _ext
+
+    if _ext.is_loaded():
+        _ext.get().reset_op_counters()
     ops.clear()
     syncs.clear()
     transfers[:] = [0, 0, 0, 0]
@@ -50,6 +61,11 @@ def reset() -> None:
 
 def snapshot() -> dict[str, Any]:
     """A JSON-ready copy of all counters."""
+    merged = {name: list(entry) for name, entry in ops.items()}
+    for name, calls, ns in _cpp_ops():
+        entry = merged.setdefault(name, [0, 0, 0])
+        entry[0] += calls
+        entry[1] += ns
     op_rows = {
         name: {
             "calls": calls,
@@ -57,7 +73,7 @@ def snapshot() -> dict[str, Any]:
             "cpu_fallback_calls": fb,
             "where": "cpu-fallback" if fb else "tpx",
         }
-        for name, (calls, ns, fb) in sorted(ops.items(), key=lambda kv: -kv[1][0])
+        for name, (calls, ns, fb) in sorted(merged.items(), key=lambda kv: -kv[1][0])
     }
     return {
         "ops": op_rows,

@@ -16,7 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-SOURCES = [Path(__file__).resolve().parent.parent / "backend" / "csrc" / "tpx_ext.cpp"]
+_CSRC = Path(__file__).resolve().parent.parent / "backend" / "csrc"
+SOURCES = [_CSRC / "tpx_ext.cpp", _CSRC / "tpx_dispatch.cpp"]
 
 
 def torch_version() -> str:

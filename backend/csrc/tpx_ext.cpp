@@ -690,8 +690,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", TORCH_FN(tpx::set_empty));
 }
 
+namespace tpx {
+void register_dispatch_bindings(py::module& m);  // tpx_dispatch.cpp: the C++ compute kernels
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   tpx::install();
+  tpx::register_dispatch_bindings(m);
   m.def("to_cpu", &tpx::to_cpu, "zero-copy CPU view of a tpx tensor");
   // What ATen's Scalar-overload composites pass to the Tensor overload (copysign.Scalar,
   // remainder.Scalar...): a 0-dim CPU tensor flagged as a wrapped number (it takes part in type

@@ -1,0 +1,430 @@
+// tpx's compute hot path in C++: a boxed PrivateUse1 kernel that runs the CPU kernel on zero-copy
+// CPU aliases of the inputs (the same thing backend/kernels.py's run_info does, without Python).
+//
+// Per call: tpx tensors (also inside tensor lists) become CPU aliases and tpx devices the CPU
+// device; a non-scalar CPU tensor next to tpx ones is the mixed-device error; float32 matmul
+// operands are rounded to bfloat16 when tpx's matmul rule says so; the op is called again (the
+// dispatcher now picks the CPU kernel); results that are aliases of inputs become the caller's own
+// tpx tensors (in-place ops), other CPU results become tpx tensors over the same memory, and a
+// float64 result is refused. Calls and time are counted per op (read by backend/stats.py).
+//
+// Python keeps the special cases (reached through the PrivateUse3 key, see TpxKernel::python):
+// data-dependent-shape ops (counted CPU fallbacks / strict mode), syncs (item),
+// tpx Generators, and any call while the
+// profiler runs (it labels the op "tpx::<name>").
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/profiler/api.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace tpx {
+
+// defined in tpx_ext.cpp
+at::Tensor to_cpu(const at::Tensor& t);
+at::Tensor from_cpu(const at::Tensor& c, int64_t index);
+bool float64_allowed();
+
+namespace {
+
+constexpr c10::DeviceType kTpx = c10::DeviceType::PrivateUse1;
+
+std::atomic<bool> g_matmul_bf16{true};
+std::atomic<int> g_fallback_epoch{1};
+std::mutex g_cfg_mu;
+std::unordered_set<std::string> g_fallback_ops;  // guarded by g_cfg_mu
+
+const std::unordered_set<std::string>& mixed_ok_ops() {
+  static const std::unordered_set<std::string> s{"index", "index_put_", "_index_put_impl_", "index_put",
+                                                  "copy_", "_copy_from", "_copy_from_and_resize",
+                                                  "_to_copy", "set_"};
+  return s;
+}
+
+std::vector<int> matmul_operands(const std::string& base) {
+  if (base == "mm" || base == "bmm" || base == "mv" || base == "dot" || base == "vdot" || base == "matmul" ||
+      base == "linear" || base == "convolution" || base == "_convolution")
+    return {0, 1};
+  if (base == "addmm" || base == "addmv" || base == "baddbmm" || base == "addbmm") return {1, 2};
+  if (base == "_scaled_dot_product_flash_attention_for_cpu") return {0, 1, 2};
+  if (base == "_scaled_dot_product_flash_attention_for_cpu_backward") return {0, 1, 2, 3};
+  return {};
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct OpCounter {
+  std::string full;
+  std::atomic<int64_t> calls{0};
+  std::atomic<int64_t> ns{0};
+};
+std::mutex g_counters_mu;
+std::vector<OpCounter*> g_counters;  // leaked with their kernels (kernels live as long as the process)
+
+struct Alias {
+  at::Tensor cpu;  // held until the results are wrapped: a freed alias's address may be reused
+  at::Tensor tpx;
+};
+
+struct Args {
+  std::vector<Alias> aliases;
+  int tpx_index = -2;
+  bool cpu_nonscalar = false;
+};
+
+at::Tensor alias_of(const at::Tensor& t, Args& a) {
+  at::Tensor c = to_cpu(t);
+  a.aliases.push_back({c, t});
+  a.tpx_index = t.device().index();
+  return c;
+}
+
+// Replace tpx tensors/devices in one argument by their CPU counterparts.
+void unwrap_arg(c10::IValue& v, Args& a) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) return;
+    auto dt = t.device().type();
+    if (dt == kTpx) {
+      v = alias_of(t, a);
+    } else if (dt == c10::kCPU && t.dim() != 0) {
+      a.cpu_nonscalar = true;
+    }
+    return;
+  }
+  if (v.isTensorList()) {
+    auto list = v.toTensorList();
+    bool any = false;
+    for (size_t i = 0; i < list.size(); ++i) {
+      at::Tensor t = list.get(i);
+      if (t.defined() && t.device().type() == kTpx) {
+        any = true;
+        break;
+      }
+    }
+    if (!any) {
+      for (size_t i = 0; i < list.size(); ++i) {
+        at::Tensor t = list.get(i);
+        if (t.defined() && t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+      }
+      return;
+    }
+    c10::List<at::Tensor> out;
+    out.reserve(list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      at::Tensor t = list.get(i);
+      if (t.defined() && t.device().type() == kTpx) {
+        out.push_back(alias_of(t, a));
+      } else {
+        if (t.defined() && t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+        out.push_back(t);
+      }
+    }
+    v = std::move(out);
+    return;
+  }
+  if (v.isList()) {  // e.g. Tensor?[] (index, index_put_)
+    auto list = v.toList();
+    if (!list.elementType()->isSubtypeOf(*c10::OptionalType::ofTensor())) return;
+    c10::List<std::optional<at::Tensor>> out;
+    out.reserve(list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      c10::IValue e = list.get(i);
+      if (e.isTensor()) {
+        const at::Tensor& t = e.toTensor();
+        if (t.defined() && t.device().type() == kTpx) {
+          out.push_back(alias_of(t, a));
+          continue;
+        }
+        if (t.defined() && t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+        out.push_back(t);
+      } else {
+        out.push_back(std::nullopt);
+      }
+    }
+    v = std::move(out);
+    return;
+  }
+  if (v.isDevice()) {
+    c10::Device d = v.toDevice();
+    if (d.type() == kTpx) {
+      if (a.tpx_index == -2) a.tpx_index = d.index();
+      v = c10::Device(c10::kCPU);
+    }
+    return;
+  }
+}
+
+[[noreturn]] void float64_refused(const std::string& full) {
+  TORCH_CHECK_TYPE(false, "tpx does not support torch.float64 (", full,
+                   "): the device has no float64 units. Use torch.float32 instead (e.g. .float(), "
+                   "dtype=torch.float32, or torch.set_default_dtype(torch.float32)), or keep this "
+                   "computation on the CPU.");
+}
+
+at::Tensor wrap_tensor(const at::Tensor& t, const Args& a, bool f64_ok, int64_t index, const std::string& full) {
+  if (!t.defined()) return t;
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  for (const auto& al : a.aliases)
+    if (al.cpu.unsafeGetTensorImpl() == impl) return al.tpx;
+  if (t.device().type() != c10::kCPU) return t;
+  auto st = t.scalar_type();
+  if ((st == c10::kDouble || st == c10::kComplexDouble) && !f64_ok) float64_refused(full);
+  return from_cpu(t, index);
+}
+
+c10::IValue wrap_value(const c10::IValue& v, const Args& a, bool f64_ok, int64_t index, const std::string& full) {
+  if (v.isTensor()) return wrap_tensor(v.toTensor(), a, f64_ok, index, full);
+  if (v.isTensorList()) {
+    auto list = v.toTensorList();
+    c10::List<at::Tensor> out;
+    out.reserve(list.size());
+    for (size_t i = 0; i < list.size(); ++i) out.push_back(wrap_tensor(list.get(i), a, f64_ok, index, full));
+    return out;
+  }
+  if (v.isTuple()) {
+    const auto& elems = v.toTupleRef().elements();
+    std::vector<c10::IValue> out;
+    out.reserve(elems.size());
+    for (const auto& e : elems) out.push_back(wrap_value(e, a, f64_ok, index, full));
+    return c10::ivalue::Tuple::create(std::move(out));
+  }
+  return v;
+}
+
+// After an out= or in-place view op: copy the CPU aliases' new metadata to the caller's tpx
+// tensors (and move the data if the CPU kernel had to grow an output into new memory).
+void sync_out_args(const Args& a) {
+  for (const auto& al : a.aliases) {
+    const at::Tensor& c = al.cpu;
+    const at::Tensor& t = al.tpx;
+    if (c.data_ptr() == t.data_ptr() && c.sizes() == t.sizes() && c.strides() == t.strides()) continue;
+    if (c.storage().data() == t.storage().data()) {
+      at::Tensor(t).set_(t.storage(), c.storage_offset(), c.sizes(), c.strides());
+    } else {
+      t.resize_(c.sizes());
+      if (c.strides() != t.strides()) at::Tensor(t).set_(t.storage(), t.storage_offset(), c.sizes(), c.strides());
+      to_cpu(t).copy_(c);
+    }
+  }
+}
+
+struct TpxKernel final : c10::OperatorKernel {
+  std::atomic<bool> ready{false};
+  bool python_only = false;  // syncs (item): always Python
+  bool mutable_out = false;  // out= and in-place view ops
+  bool fallback = false;     // a data-dependent-shape op (config): Python
+  int epoch = 0;
+  bool mixed_ok = false;
+  std::vector<int> matmul;
+  std::string name, base;
+  OpCounter* counter = nullptr;
+
+  void init(const c10::OperatorHandle& op) {
+    const auto& schema = op.schema();
+    name = schema.name();
+    base = name.rfind("aten::", 0) == 0 ? name.substr(6) : name;
+    mutable_out = op.hasTag(at::Tag::inplace_view);
+    for (const auto& arg : schema.arguments())
+      if (arg.alias_info() && arg.alias_info()->isWrite() && arg.kwarg_only()) mutable_out = true;
+    python_only = base == "_local_scalar_dense" || base == "item";
+    mixed_ok = mixed_ok_ops().count(base) > 0;
+    matmul = matmul_operands(base);
+    counter = new OpCounter();
+    counter->full = name;
+    {
+      std::lock_guard<std::mutex> lock(g_counters_mu);
+      g_counters.push_back(counter);
+    }
+    ready = true;
+  }
+
+  bool is_fallback() {
+    int e = g_fallback_epoch.load(std::memory_order_relaxed);
+    if (e != epoch) {
+      std::lock_guard<std::mutex> lock(g_cfg_mu);
+      fallback = g_fallback_ops.count(base) > 0;
+      epoch = e;
+    }
+    return fallback;
+  }
+
+  // The Python path: backend/kernels.py registers its kernels (the fallback and the direct
+  // ones) for the otherwise unused PrivateUse3 key too, so that this redispatch reaches them.
+  static void python(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse3), stack);
+  }
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    if (!ready) {
+      static std::mutex init_mu;
+      std::lock_guard<std::mutex> lock(init_mu);
+      if (!ready) init(op);
+    }
+    if (python_only || is_fallback() || torch::profiler::impl::profilerEnabled()) return python(op, stack);
+    int64_t t0 = now_ns();
+    size_t nargs = op.schema().arguments().size();
+    size_t first = stack->size() - nargs;
+    Args a;
+    for (size_t i = 0; i < nargs; ++i) {
+      // a tpx Generator: Python runs the op on a CPU generator with the same state
+      const auto& v = (*stack)[first + i];
+      if (v.isGenerator() && v.toGenerator().defined() && v.toGenerator().device().type() == kTpx)
+        return python(op, stack);
+    }
+    for (size_t i = 0; i < nargs; ++i) unwrap_arg((*stack)[first + i], a);
+    if (a.cpu_nonscalar && a.tpx_index != -2 && !mixed_ok) {
+      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpx:",
+                  a.tpx_index >= 0 ? a.tpx_index : 0, " and cpu!");
+    }
+    if (!matmul.empty() && g_matmul_bf16.load(std::memory_order_relaxed)) {
+      for (int i : matmul) {
+        if (static_cast<size_t>(i) >= nargs) continue;
+        auto& v = (*stack)[first + i];
+        if (v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() == at::kFloat)
+          v = v.toTensor().to(at::kBFloat16).to(at::kFloat);
+      }
+    }
+    op.callBoxed(stack);
+    if (mutable_out) sync_out_args(a);
+    bool f64_ok = float64_allowed();
+    int64_t index = a.tpx_index >= 0 ? a.tpx_index : -1;
+    size_t nout = op.schema().returns().size();
+    size_t ofirst = stack->size() - nout;
+    for (size_t i = 0; i < nout; ++i) {
+      auto& v = (*stack)[ofirst + i];
+      v = wrap_value(v, a, f64_ok, index, counter->full);
+    }
+    counter->calls.fetch_add(1, std::memory_order_relaxed);
+    counter->ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  }
+};
+
+std::vector<std::unique_ptr<torch::Library>> g_libs;
+std::mutex g_libs_mu;
+
+bool plain_fallback_op(const c10::OperatorHandle& op) {
+  using K = c10::DispatchKey;
+  return !op.hasKernelForDispatchKey(K::PrivateUse1) && !op.hasKernelForDispatchKey(K::CompositeExplicitAutograd) &&
+         !op.hasKernelForDispatchKey(K::CompositeExplicitAutogradNonFunctional) &&
+         !op.hasKernelForDispatchKey(K::CompositeImplicitAutograd) && op.hasKernelForDispatchKey(K::CPU);
+}
+
+// Give every aten op that would reach tpx's (Python) backend fallback a C++ kernel, plus the
+// named ops ("op" or "op.overload": the ones Python would otherwise give direct kernels).
+// Ops that already have a tpx kernel keep it. Returns the number of kernels registered.
+int64_t install_kernels(const std::vector<std::string>& forced) {
+  std::lock_guard<std::mutex> lock(g_libs_mu);
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                              __FILE__, __LINE__);
+  int64_t n = 0;
+  auto& d = c10::Dispatcher::singleton();
+  std::unordered_set<std::string> done;
+  for (const auto& qual : forced) {
+    std::string base = qual, overload;
+    auto dot = qual.find('.');
+    if (dot != std::string::npos) {
+      base = qual.substr(0, dot);
+      overload = qual.substr(dot + 1);
+    }
+    auto op = d.findOp(c10::OperatorName("aten::" + base, overload));
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    std::string key = overload.empty() ? base : base + "." + overload;
+    if (!done.insert(key).second) continue;
+    lib->impl(key.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TpxKernel>()));
+    ++n;
+  }
+  for (const auto& name : d.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = d.findOp(name);
+    if (!op || !plain_fallback_op(*op)) continue;
+    std::string key = name.name.substr(6);
+    if (!name.overload_name.empty()) key += "." + name.overload_name;
+    if (!done.insert(key).second) continue;
+    lib->impl(key.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TpxKernel>()));
+    ++n;
+  }
+  g_libs.push_back(std::move(lib));
+  return n;
+}
+
+// torch.compile's runtime wrapper (backend/compile.py): the CPU views of a graph's tpx inputs,
+// and its outputs flagged in ``on_tpx`` wrapped back as tpx tensors, each in one call.
+py::list to_cpu_list(const py::list& xs) {
+  py::list out(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    PyObject* p = xs[i].ptr();
+    if (THPVariable_Check(p)) {
+      const at::Tensor& t = THPVariable_Unpack(p);
+      if (t.defined() && t.device().type() == kTpx) {
+        out[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(to_cpu(t)));
+        continue;
+      }
+    }
+    out[i] = xs[i];
+  }
+  return out;
+}
+
+py::list from_cpu_list(const py::sequence& outs, const std::vector<bool>& on_tpx) {
+  size_t n = outs.size();
+  py::list out(n);
+  for (size_t i = 0; i < n; ++i) {
+    py::object o = outs[i];
+    PyObject* p = o.ptr();
+    if (i < on_tpx.size() && on_tpx[i] && THPVariable_Check(p)) {
+      const at::Tensor& t = THPVariable_Unpack(p);
+      if (t.defined() && t.device().type() == c10::kCPU) {
+        out[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(from_cpu(t, -1)));
+        continue;
+      }
+    }
+    out[i] = o;
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_dispatch_bindings(py::module& m) {
+  m.def("install_kernels", &install_kernels, "C++ tpx kernels for the plain-fallback aten ops and the named ones");
+  m.def("to_cpu_list", &to_cpu_list, "CPU views of the tpx tensors in a list (others unchanged)");
+  m.def("from_cpu_list", &from_cpu_list, "tpx tensors over the CPU tensors flagged in on_tpx");
+  m.def("set_matmul_bf16", [](bool v) { g_matmul_bf16 = v; });
+  m.def("set_fallback_ops", [](const std::vector<std::string>& names) {
+    std::lock_guard<std::mutex> lock(g_cfg_mu);
+    g_fallback_ops = std::unordered_set<std::string>(names.begin(), names.end());
+    g_fallback_epoch.fetch_add(1);
+  });
+  m.def("op_counters", [] {
+    std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+    std::lock_guard<std::mutex> lock(g_counters_mu);
+    for (auto* c : g_counters) {
+      int64_t calls = c->calls.load();
+      if (calls) out.emplace_back(c->full, calls, c->ns.load());
+    }
+    return out;
+  }, "(op, calls, ns) of the ops the C++ kernels ran");
+  m.def("reset_op_counters", [] {
+    std::lock_guard<std::mutex> lock(g_counters_mu);
+    for (auto* c : g_counters) {
+      c->calls = 0;
+      c->ns = 0;
+    }
+  });
+}
+
+}  // namespace tpx
