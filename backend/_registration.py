@@ -83,6 +83,7 @@ def register() -> None:
     _patch_printing()
     _patch_grad_scaler()
     _patch_matmul_precision()
+    __import__("backend.parallel", fromlist=["register"]).register()  # nn.DataParallel over tpx devices
     __import__("backend.distributed", fromlist=["register"]).register()  # c10d backend "tpxgloo"
 
     if _ext.cached_library() is not None:

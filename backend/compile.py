@@ -356,9 +356,12 @@ def _make_output_code(inner: Any, out_on_tpx: list[bool], bf16: bool, eager_gm: 
             t0 = time.perf_counter_ns()
             args = [bridge.to_cpu(x) if isinstance(x, torch.Tensor) and x.device.type == DEVICE else x
                     for x in inputs]
+            # outputs go to the inputs' device (tpx:1 in, tpx:1 out), else the current one
+            index = next((x.get_device() for x in inputs
+                          if isinstance(x, torch.Tensor) and x.device.type == DEVICE), -1)
             inputs.clear()
             outs = self.inner(args)
-            result = [bridge.from_cpu(o) if isinstance(o, torch.Tensor) and i < len(self.out_on_tpx)
+            result = [bridge.from_cpu(o, index) if isinstance(o, torch.Tensor) and i < len(self.out_on_tpx)
                       and self.out_on_tpx[i] and o.device.type == "cpu" else o
                       for i, o in enumerate(outs)]
             _record_call(time.perf_counter_ns() - t0)

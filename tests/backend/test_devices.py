@@ -221,3 +221,52 @@ def test_visible_devices_env_in_a_subprocess():
     assert "no tpx device is visible" in none["error"] and "TPX_VISIBLE_DEVICES=''" in none["error"]
     bad = _probe(TPX_VISIBLE_DEVICES="0,2")
     assert bad.get("returncode") and "TPX_VISIBLE_DEVICES: device 2 does not exist" in bad["stderr"]
+
+
+def test_kernels_outside_the_generic_path_keep_the_device():
+    """The fused RNN cells and compiled graphs put their results on their inputs' device."""
+    torch.manual_seed(0)
+    for rnn in (torch.nn.LSTM(3, 4), torch.nn.GRU(3, 4)):
+        rnn.to(1)
+        x = torch.randn(5, 2, 3, device="tpx:1", requires_grad=True)
+        out, _ = rnn(x)
+        out.sum().backward()
+        assert out.device == T1 and x.grad.device == T1
+        assert all(p.grad.device == T1 for p in rnn.parameters())
+    f = torch.compile(lambda a: (a * 2 + 1).relu(), backend="tpx")
+    a = torch.randn(6)
+    y = f(a.to("tpx:1"))
+    assert y.device == T1 and torch.equal(y.cpu(), (a * 2 + 1).relu())
+
+
+def test_save_and_load_keep_the_index(tmp_path):
+    x = torch.arange(4.0, device="tpx:1")
+    torch.save(x, tmp_path / "x.pt")
+    y = torch.load(tmp_path / "x.pt")
+    assert y.device == T1 and torch.equal(y.cpu(), x.cpu())
+    assert torch.load(tmp_path / "x.pt", map_location="tpx:0").device == T0
+
+
+def test_data_parallel_over_two_devices_matches_cpu(highest_precision):
+    """Code that wraps its model in DataParallel when device_count() > 1 takes that path on tpx."""
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+    model = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+    model.load_state_dict(ref.state_dict())
+    dp = torch.nn.DataParallel(model.to("tpx"), list(range(torch.accelerator.device_count())))
+    assert dp.device_ids == [0, 1]
+    x = torch.randn(6, 3)
+    for net, inp in ((ref, x), (dp, x.to("tpx"))):
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            net(inp).pow(2).sum().backward()
+            opt.step()
+    out = dp(x)  # a CPU batch is scattered too; the output is gathered on tpx:0
+    assert out.device == T0 and all(p.device == T0 for p in model.parameters())
+    torch.testing.assert_close(out.detach().cpu(), ref(x).detach(), rtol=1e-5, atol=1e-6)
+    for p, q in zip(ref.parameters(), model.parameters(), strict=True):
+        torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-5, atol=1e-6)
+    rows = torch.nn.parallel.comm.scatter(torch.arange(6.0), [0, 1])
+    assert [r.device for r in rows] == [T0, T1]
+    assert torch.equal(torch.nn.parallel.comm.gather(rows, destination=-1), torch.arange(6.0))
