@@ -90,6 +90,7 @@ def register() -> None:
     _patch_printing()
     _patch_grad_scaler()
     _patch_matmul_precision()
+    __import__("backend.parallel", fromlist=["register"]).register()  # nn.DataParallel over tpx devices
     __import__("backend.distributed", fromlist=["register"]).register()  # c10d backend "tpxgloo"
 
     # The compute hot path in C++ (tpx_dispatch.cpp) for every op that would reach the Python
@@ -132,9 +133,9 @@ def _push_config_to_ext(cfg) -> None:
     from backend import _ext
 
     def push(mod) -> None:
-        mod.set_capacity(cfg.memory_capacity)
+        mod.set_capacity(cfg.memory_capacity)  # each device has this capacity of its own
         mod.set_float64_allowed(cfg.allow_float64)
-        mod.set_device_count(cfg.device_count)
+        mod.set_device_count(cfg.visible_count, cfg.device_hint())
 
     _ext.on_load(push)
 

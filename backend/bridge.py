@@ -32,11 +32,12 @@ def to_cpu(t: torch.Tensor) -> torch.Tensor:
     return _ext.get().to_cpu(t)
 
 
-def from_cpu(t: torch.Tensor) -> torch.Tensor:
-    """A tpx tensor over a CPU tensor's memory (zero-copy)."""
+def from_cpu(t: torch.Tensor, index: int = -1) -> torch.Tensor:
+    """A tpx tensor over a CPU tensor's memory (zero-copy), on device ``tpx:index`` (default: the
+    current device)."""
     if not isinstance(t, torch.Tensor) or t.device.type == "tpx":
         return t
-    return _ext.get().from_cpu(t)
+    return _ext.get().from_cpu(t, index)
 
 
 def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:

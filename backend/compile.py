@@ -355,10 +355,13 @@ def _make_output_code(inner: Any, out_on_tpx: list[bool], bf16: bool, eager_gm: 
                 return self.eager_gm(*args)
             t0 = time.perf_counter_ns()
             ext = _ext.get()  # zero-copy CPU views in, tpx tensors out (backend.bridge, per list)
+            # outputs go to the inputs' device (tpx:1 in, tpx:1 out), else the current one
+            index = next((x.get_device() for x in inputs
+                          if isinstance(x, torch.Tensor) and x.device.type == DEVICE), -1)
             args = ext.to_cpu_list(inputs)
             inputs.clear()
             outs = self.inner(args)
-            result = ext.from_cpu_list(outs, self.out_on_tpx)
+            result = ext.from_cpu_list(outs, self.out_on_tpx, index)
             _record_call(time.perf_counter_ns() - t0)
             return result
 

@@ -79,8 +79,21 @@ class TpxConfig:
     warn_fallback: bool = True  # TPX_WARN_FALLBACK: warn once per fallback op
     matmul_precision: str = "auto"  # TPX_MATMUL_PRECISION: auto (follow torch), highest, bf16
     allow_float64: bool = False  # TPX_ALLOW_FLOAT64: lift the no-float64 rule (not like a real chip)
-    device_count: int = 1  # TPX_DEVICE_COUNT
+    device_count: int = 2  # TPX_DEVICE_COUNT: physical devices
+    # TPX_VISIBLE_DEVICES (like CUDA_VISIBLE_DEVICES): the physical indices this process sees, in
+    # order, as tpx:0, tpx:1...; None = all of them, () = none (device_count() is then 0)
+    visible_devices: tuple[int, ...] | None = None
     device_name: str = "tpx simulated accelerator (CPU)"
+
+    @property
+    def visible_count(self) -> int:
+        """How many devices the process sees: what ``torch.tpx.device_count()`` reports."""
+        return self.device_count if self.visible_devices is None else len(self.visible_devices)
+
+    def device_hint(self) -> str:
+        """The settings that decide the visible devices, for error messages."""
+        vis = "unset" if self.visible_devices is None else repr(",".join(map(str, self.visible_devices)))
+        return f"TPX_DEVICE_COUNT={self.device_count}, TPX_VISIBLE_DEVICES={vis}"
 
     def validate(self) -> TpxConfig:
         if self.matmul_precision not in MATMUL_PRECISIONS:
@@ -88,9 +101,45 @@ class TpxConfig:
                 f"matmul_precision must be one of {', '.join(MATMUL_PRECISIONS)}, got {self.matmul_precision!r}"
             )
         if not 1 <= self.device_count <= 64:
-            raise ValueError(f"device_count must be between 1 and 64, got {self.device_count}")
+            raise ValueError(f"device_count (TPX_DEVICE_COUNT) must be between 1 and 64, got {self.device_count}")
+        if self.visible_devices is not None:
+            check_visible(self.visible_devices, self.device_count)
         parse_bytes(self.memory_capacity)
         return self
+
+
+def check_visible(visible: tuple[int, ...], count: int) -> None:
+    seen: set[int] = set()
+    for i in visible:
+        if not 0 <= i < count:
+            raise ValueError(
+                f"TPX_VISIBLE_DEVICES: device {i} does not exist (TPX_DEVICE_COUNT={count}: "
+                f"physical devices 0..{count - 1})"
+            )
+        if i in seen:
+            raise ValueError(f"TPX_VISIBLE_DEVICES: device {i} is listed twice")
+        seen.add(i)
+
+
+def parse_visible(raw: str | list[int] | tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """``"1,0"`` -> (1, 0); ``""`` -> () (no device visible); None -> None (all visible)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        return tuple(int(i) for i in raw)
+    out = []
+    for item in (x.strip() for x in raw.split(",")):
+        if not item:
+            if raw.strip():
+                raise ValueError(f"TPX_VISIBLE_DEVICES={raw!r}: empty entry; use e.g. 0,1")
+            continue
+        if not re.fullmatch(r"[0-9]+", item):
+            raise ValueError(
+                f"TPX_VISIBLE_DEVICES={raw!r}: {item!r} is not a device index; use a comma list "
+                "of physical indices such as 0,1 (\"\" hides every device)"
+            )
+        out.append(int(item))
+    return tuple(out)
 
 
 def _fallback_ops_from(raw: str, base: frozenset[str]) -> frozenset[str]:
@@ -116,7 +165,12 @@ def from_env() -> TpxConfig:
     if os.environ.get("TPX_MATMUL_PRECISION"):
         kw["matmul_precision"] = os.environ["TPX_MATMUL_PRECISION"].strip().lower()
     if os.environ.get("TPX_DEVICE_COUNT"):
-        kw["device_count"] = int(os.environ["TPX_DEVICE_COUNT"])
+        raw = os.environ["TPX_DEVICE_COUNT"].strip()
+        if not re.fullmatch(r"[0-9]+", raw):
+            raise ValueError(f"TPX_DEVICE_COUNT={raw!r}: expected a number of devices (1..64)")
+        kw["device_count"] = int(raw)
+    if "TPX_VISIBLE_DEVICES" in os.environ:
+        kw["visible_devices"] = parse_visible(os.environ["TPX_VISIBLE_DEVICES"])
     return dataclasses.replace(cfg, **kw).validate()
 
 
@@ -151,6 +205,8 @@ def configure(**kwargs) -> TpxConfig:
         if isinstance(ops, str):
             ops = _fallback_ops_from(ops, get_config().fallback_ops)
         kwargs["fallback_ops"] = frozenset(str(o).removeprefix("aten::") for o in ops)
+    if "visible_devices" in kwargs:
+        kwargs["visible_devices"] = parse_visible(kwargs["visible_devices"])
     if "matmul_precision" in kwargs:
         kwargs["matmul_precision"] = str(kwargs["matmul_precision"]).lower()
     new = dataclasses.replace(get_config(), **kwargs).validate()

@@ -28,19 +28,36 @@ graph_pool_handle = graphs.graph_pool_handle
 is_current_stream_capturing = graphs.is_current_stream_capturing
 
 
-def _index(device=None) -> int:
+def _index(device=None, check: bool = True) -> int:
+    """The device index ``device`` names (None, "tpx": the current device); with ``check``, one
+    that is visible (else the invalid-ordinal error, naming TPX_DEVICE_COUNT/TPX_VISIBLE_DEVICES)."""
     if device is None:
-        return current_device()
-    if isinstance(device, int):
-        return device
-    dev = torch.device(device)
-    if dev.type != "tpx":
-        raise ValueError(f"expected a tpx device, got {dev}")
-    return current_device() if dev.index is None else dev.index
+        idx = current_device()
+    elif isinstance(device, int) and not isinstance(device, bool):
+        idx = device
+    else:
+        dev = torch.device(device)
+        if dev.type != "tpx":
+            raise ValueError(f"Expected a tpx device, but got: {dev}")
+        idx = current_device() if dev.index is None else dev.index
+    if check and not 0 <= idx < device_count():
+        raise RuntimeError(ordinal_error(idx))
+    return idx
+
+
+def ordinal_error(idx: int) -> str:
+    """What CUDA says for a bad device ordinal, with the settings that decide tpx's devices."""
+    cfg = config.get_config()
+    n = cfg.visible_count
+    if n == 0:
+        return (f"tpx error: no tpx device is visible ({cfg.device_hint()}); unset TPX_VISIBLE_DEVICES "
+                "or list the devices to use, e.g. TPX_VISIBLE_DEVICES=0")
+    return (f"tpx error: invalid device ordinal: tpx:{idx} requested but only {n} tpx device(s) are "
+            f"visible, tpx:0..tpx:{n - 1} ({cfg.device_hint()}; raise TPX_DEVICE_COUNT for more devices)")
 
 
 def is_available() -> bool:
-    return True
+    return device_count() > 0
 
 
 def is_initialized() -> bool:
@@ -68,7 +85,8 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 
 def device_count() -> int:
-    return config.get_config().device_count
+    """The visible tpx devices (TPX_DEVICE_COUNT, narrowed by TPX_VISIBLE_DEVICES)."""
+    return config.get_config().visible_count
 
 
 def current_device() -> int:
@@ -78,17 +96,22 @@ def current_device() -> int:
 
 
 def set_device(device) -> None:
-    idx = _index(device)
+    """Make ``device`` (an index, "tpx:i" or a torch.device) the current tpx device of this thread;
+    a negative index is a no-op, as in torch.cuda."""
+    idx = _index(device, check=False)
     if idx < 0:
         return
+    if idx >= device_count():
+        raise RuntimeError(ordinal_error(idx))
     _ext.get().set_device(idx)
 
 
 class device:
-    """Context manager that changes the current tpx device (like ``torch.cuda.device``)."""
+    """Context manager that changes the current tpx device (like ``torch.cuda.device``); None or
+    a negative index leaves it alone."""
 
     def __init__(self, device) -> None:
-        self.idx = _index(device) if device is not None else -1
+        self.idx = _index(device, check=False) if device is not None else -1
         self.prev = -1
 
     def __enter__(self):
@@ -102,9 +125,16 @@ class device:
             set_device(self.prev)
 
 
+class device_of(device):
+    """Context manager that makes the tensor's device current (like ``torch.cuda.device_of``)."""
+
+    def __init__(self, obj) -> None:
+        idx = obj.get_device() if obj.device.type == "tpx" else -1
+        super().__init__(idx)
+
+
 def synchronize(device=None) -> None:
     """Wait for all work on the device (tpx kernels are synchronous: nothing is pending)."""
-    _index(device)
     torch.accelerator.synchronize(_index(device))
 
 
@@ -174,15 +204,13 @@ def set_rng_state_all(states) -> None:
         set_rng_state(s)
 
 
-# ---------------------------------------------------------------- memory
+# ---------------------------------------------------------------- memory (per device)
 def memory_allocated(device=None) -> int:
-    _index(device)
-    return _ext.get().memory_allocated()
+    return _ext.get().memory_allocated(_index(device))
 
 
 def max_memory_allocated(device=None) -> int:
-    _index(device)
-    return _ext.get().max_memory_allocated()
+    return _ext.get().max_memory_allocated(_index(device))
 
 
 def memory_reserved(device=None) -> int:
@@ -194,8 +222,7 @@ def max_memory_reserved(device=None) -> int:
 
 
 def reset_peak_memory_stats(device=None) -> None:
-    _index(device)
-    _ext.get().reset_peak()
+    _ext.get().reset_peak(_index(device))
 
 
 def reset_max_memory_allocated(device=None) -> None:
@@ -203,21 +230,20 @@ def reset_max_memory_allocated(device=None) -> None:
 
 
 def mem_get_info(device=None) -> tuple[int, int]:
-    """(free bytes, total bytes) of the simulated capacity."""
-    ext = _ext.get()
-    cap = ext.capacity()
-    return max(cap - ext.memory_allocated(), 0), cap
+    """(free bytes, total bytes) of the device's simulated capacity."""
+    ext, idx = _ext.get(), _index(device)
+    cap = ext.capacity(idx)
+    return max(cap - ext.memory_allocated(idx), 0), cap
 
 
 def memory_stats(device=None) -> dict[str, Any]:
-    ext = _ext.get()
-    return {
-        "allocated_bytes.all.current": ext.memory_allocated(),
-        "allocated_bytes.all.peak": ext.max_memory_allocated(),
-        "reserved_bytes.all.current": ext.memory_allocated(),
-        "num_ooms": ext.num_ooms(),
-        "capacity": ext.capacity(),
-    }
+    """CUDA-style counters of one device: bytes and allocations (current/peak/allocated/freed),
+    ``num_ooms`` and the simulated ``capacity``."""
+    st = dict(_ext.get().memory_stats(_index(device)))
+    st["reserved_bytes.all.current"] = st["allocated_bytes.all.current"]
+    st["reserved_bytes.all.peak"] = st["allocated_bytes.all.peak"]
+    st["active_bytes.all.current"] = st["allocated_bytes.all.current"]
+    return st
 
 
 def empty_cache() -> None:

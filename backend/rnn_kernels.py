@@ -17,8 +17,9 @@ def _c(t):
     return kernels._to_cpu(t) if t is not None else None
 
 
-def _t(t):
-    return kernels._from_cpu(t.contiguous())
+def _t(t, index):
+    """A CPU result as a tpx tensor on ``tpx:index`` (the device of the kernel's inputs)."""
+    return kernels._from_cpu(t.contiguous(), index)
 
 
 def lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
@@ -34,7 +35,8 @@ def lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
     hy = o * cy.tanh()
     workspace = torch.cat([i, f, g, o], 1)
     stats.record_op("aten::_thnn_fused_lstm_cell", kernels._perf_ns() - t0)
-    return _t(hy), _t(cy), _t(workspace)
+    dev = input_gates.get_device()
+    return _t(hy, dev), _t(cy, dev), _t(workspace, dev)
 
 
 def lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
@@ -57,7 +59,8 @@ def lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
     grad_cx = d_cy * f
     grad_bias = grad_gates.sum(0) if has_bias else torch.empty(0, dtype=grad_gates.dtype)
     stats.record_op("aten::_thnn_fused_lstm_cell_backward_impl", kernels._perf_ns() - t0)
-    return _t(grad_gates), _t(grad_cx), _t(grad_bias)
+    dev = workspace.get_device()
+    return _t(grad_gates, dev), _t(grad_cx, dev), _t(grad_bias, dev)
 
 
 def gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
@@ -76,7 +79,8 @@ def gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
     hy = n + z * (hx_ - n)
     workspace = torch.cat([r, z, n, hx_, hn], 1)
     stats.record_op("aten::_thnn_fused_gru_cell", kernels._perf_ns() - t0)
-    return _t(hy), _t(workspace)
+    dev = input_gates.get_device()
+    return _t(hy, dev), _t(workspace, dev)
 
 
 def gru_cell_backward(grad_hy, workspace, has_bias):
@@ -96,7 +100,8 @@ def gru_cell_backward(grad_hy, workspace, has_bias):
     gib = grad_ig.sum(0) if has_bias else empty
     ghb = grad_hg.sum(0) if has_bias else empty
     stats.record_op("aten::_thnn_fused_gru_cell_backward", kernels._perf_ns() - t0)
-    return _t(grad_ig), _t(grad_hg), _t(d_hx), _t(gib), _t(ghb)
+    dev = workspace.get_device()
+    return _t(grad_ig, dev), _t(grad_hg, dev), _t(d_hx, dev), _t(gib, dev), _t(ghb, dev)
 
 
 def register(lib) -> None:

@@ -81,14 +81,20 @@ struct Alias {
 
 struct Args {
   std::vector<Alias> aliases;
-  int tpx_index = -2;
+  int tpx_index = -2;     // the tpx tensors' device index (-2: no tpx tensor)
+  int device_index = -2;  // a tpx device named by an argument (device="tpx:1"), -2: none
   bool cpu_nonscalar = false;
 };
 
 at::Tensor alias_of(const at::Tensor& t, Args& a) {
+  int idx = t.device().index();
+  if (a.tpx_index >= 0 && idx >= 0 && idx != a.tpx_index) {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpx:",
+                std::min(a.tpx_index, idx), " and tpx:", std::max(a.tpx_index, idx), "!");
+  }
   at::Tensor c = to_cpu(t);
   a.aliases.push_back({c, t});
-  a.tpx_index = t.device().index();
+  a.tpx_index = idx;
   return c;
 }
 
@@ -161,7 +167,7 @@ void unwrap_arg(c10::IValue& v, Args& a) {
   if (v.isDevice()) {
     c10::Device d = v.toDevice();
     if (d.type() == kTpx) {
-      if (a.tpx_index == -2) a.tpx_index = d.index();
+      if (a.device_index == -2) a.device_index = d.index();
       v = c10::Device(c10::kCPU);
     }
     return;
@@ -286,6 +292,8 @@ struct TpxKernel final : c10::OperatorKernel {
         return python(op, stack);
     }
     for (size_t i = 0; i < nargs; ++i) unwrap_arg((*stack)[first + i], a);
+    // results go to the device the op names (empty_like(x, device="tpx:1")), else to its tensors'
+    if (a.device_index != -2 && (a.device_index >= 0 || a.tpx_index == -2)) a.tpx_index = a.device_index;
     if (a.cpu_nonscalar && a.tpx_index != -2 && !mixed_ok) {
       TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpx:",
                   a.tpx_index >= 0 ? a.tpx_index : 0, " and cpu!");
@@ -379,7 +387,7 @@ py::list to_cpu_list(const py::list& xs) {
   return out;
 }
 
-py::list from_cpu_list(const py::sequence& outs, const std::vector<bool>& on_tpx) {
+py::list from_cpu_list(const py::sequence& outs, const std::vector<bool>& on_tpx, int64_t index) {
   size_t n = outs.size();
   py::list out(n);
   for (size_t i = 0; i < n; ++i) {
@@ -388,7 +396,7 @@ py::list from_cpu_list(const py::sequence& outs, const std::vector<bool>& on_tpx
     if (i < on_tpx.size() && on_tpx[i] && THPVariable_Check(p)) {
       const at::Tensor& t = THPVariable_Unpack(p);
       if (t.defined() && t.device().type() == c10::kCPU) {
-        out[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(from_cpu(t, -1)));
+        out[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(from_cpu(t, index)));
         continue;
       }
     }
@@ -402,7 +410,8 @@ py::list from_cpu_list(const py::sequence& outs, const std::vector<bool>& on_tpx
 void register_dispatch_bindings(py::module& m) {
   m.def("install_kernels", &install_kernels, "C++ tpx kernels for the plain-fallback aten ops and the named ones");
   m.def("to_cpu_list", &to_cpu_list, "CPU views of the tpx tensors in a list (others unchanged)");
-  m.def("from_cpu_list", &from_cpu_list, "tpx tensors over the CPU tensors flagged in on_tpx");
+  m.def("from_cpu_list", &from_cpu_list, "tpx tensors (on device index, -1: the current one) over the CPU tensors flagged in on_tpx",
+        py::arg("outs"), py::arg("on_tpx"), py::arg("index") = -1);
   m.def("set_matmul_bf16", [](bool v) { g_matmul_bf16 = v; });
   m.def("set_fallback_ops", [](const std::vector<std::string>& names) {
     std::lock_guard<std::mutex> lock(g_cfg_mu);

@@ -49,20 +49,53 @@ using c10::DeviceType;
 constexpr DeviceType kTpx = DeviceType::PrivateUse1;
 
 // ---------------------------------------------------------------- configuration state
-std::atomic<int64_t> g_capacity{int64_t(16) << 30};
-std::atomic<int64_t> g_allocated{0};
-std::atomic<int64_t> g_peak{0};
-std::atomic<int64_t> g_num_allocs{0};
-std::atomic<int64_t> g_num_frees{0};
-std::atomic<int64_t> g_num_ooms{0};
-std::atomic<int64_t> g_total_allocated{0};
-std::atomic<int64_t> g_total_freed{0};
+// Up to kMaxDevices tpx devices per process (the visible ones, tpx:0..tpx:N-1), each with its own
+// simulated capacity and its own accounting. The memory is host memory either way.
+constexpr int kMaxDevices = 64;
+
+struct DeviceMemory {
+  std::atomic<int64_t> capacity{int64_t(16) << 30};
+  std::atomic<int64_t> allocated{0};
+  std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> num_allocs{0};
+  std::atomic<int64_t> num_frees{0};
+  std::atomic<int64_t> num_ooms{0};
+  std::atomic<int64_t> total_allocated{0};
+  std::atomic<int64_t> total_freed{0};
+};
+
+DeviceMemory g_mem[kMaxDevices];
 std::atomic<bool> g_float64_allowed{false};
-std::atomic<int> g_device_count{1};
+std::atomic<int> g_device_count{2};
+std::mutex g_hint_mu;
+std::string g_device_hint = "TPX_DEVICE_COUNT=2, TPX_VISIBLE_DEVICES=unset";
 thread_local int t_float64_scope = 0;
 thread_local DeviceIndex t_current_device = 0;
 
 bool float64_allowed() { return g_float64_allowed.load() || t_float64_scope > 0; }
+
+std::string device_hint() {
+  std::lock_guard<std::mutex> lock(g_hint_mu);
+  return g_device_hint;
+}
+
+// An index of a visible device, or the error CUDA gives for a bad ordinal.
+void check_index(int64_t i) {
+  int n = g_device_count.load();
+  if (i >= 0 && i < n) return;
+  if (n == 0) {
+    TORCH_CHECK(false, "tpx error: no tpx device is visible (", device_hint(),
+                "); unset TPX_VISIBLE_DEVICES or list the devices to use, e.g. TPX_VISIBLE_DEVICES=0");
+  }
+  TORCH_CHECK(false, "tpx error: invalid device ordinal: tpx:", i, " requested but only ", n,
+              " tpx device(s) are visible, tpx:0..tpx:", n - 1, " (", device_hint(),
+              "; raise TPX_DEVICE_COUNT for more devices)");
+}
+
+DeviceMemory& mem(int64_t i) {
+  check_index(i);
+  return g_mem[i];
+}
 
 std::string human(int64_t n) {
   std::ostringstream os;
@@ -75,57 +108,61 @@ std::string human(int64_t n) {
   return os.str();
 }
 
-void account_alloc(int64_t n) {
+void account_alloc(int64_t n, DeviceIndex idx) {
+  DeviceMemory& m = mem(idx);
   if (n <= 0) return;
-  int64_t cur = g_allocated.fetch_add(n) + n;
-  int64_t cap = g_capacity.load();
+  int64_t cur = m.allocated.fetch_add(n) + n;
+  int64_t cap = m.capacity.load();
   if (cur > cap) {
-    g_allocated.fetch_sub(n);
-    g_num_ooms.fetch_add(1);
+    m.allocated.fetch_sub(n);
+    m.num_ooms.fetch_add(1);
     TORCH_CHECK_WITH(OutOfMemoryError, false,
-        "tpx out of memory: tried to allocate ", human(n), " (requested ", n, " bytes); ",
-        human(cur - n), " (", cur - n, " bytes) already allocated of ", human(cap), " (", cap,
-        " bytes) capacity. Free tensors you no longer need, use a smaller batch, or raise the "
-        "simulated capacity with backend.configure(memory_capacity=...) / TPX_MEMORY_CAPACITY.");
+        "tpx out of memory on device tpx:", int(idx), ": tried to allocate ", human(n), " (requested ", n,
+        " bytes); ", human(cur - n), " (", cur - n, " bytes) already allocated of ", human(cap), " (", cap,
+        " bytes) capacity of tpx:", int(idx), ". Free tensors you no longer need, use a smaller batch, or "
+        "raise the simulated capacity with backend.configure(memory_capacity=...) / TPX_MEMORY_CAPACITY.");
   }
-  g_num_allocs.fetch_add(1);
-  g_total_allocated.fetch_add(n);
-  int64_t peak = g_peak.load();
-  while (cur > peak && !g_peak.compare_exchange_weak(peak, cur)) {
+  m.num_allocs.fetch_add(1);
+  m.total_allocated.fetch_add(n);
+  int64_t peak = m.peak.load();
+  while (cur > peak && !m.peak.compare_exchange_weak(peak, cur)) {
   }
 }
 
-void account_free(int64_t n) {
-  if (n <= 0) return;
-  g_allocated.fetch_sub(n);
-  g_num_frees.fetch_add(1);
-  g_total_freed.fetch_add(n);
+void account_free(int64_t n, DeviceIndex idx) {
+  if (n <= 0 || idx < 0 || idx >= kMaxDevices) return;
+  DeviceMemory& m = g_mem[idx];
+  m.allocated.fetch_sub(n);
+  m.num_frees.fetch_add(1);
+  m.total_freed.fetch_add(n);
 }
 
 // ---------------------------------------------------------------- allocator
 struct Block {
   void* ptr;
   int64_t nbytes;
+  DeviceIndex device;
 };
 
 void free_block(void* ctx) {
   auto* b = static_cast<Block*>(ctx);
   std::free(b->ptr);
-  account_free(b->nbytes);
+  account_free(b->nbytes, b->device);
   delete b;
 }
 
 c10::DataPtr allocate_block(size_t n, DeviceIndex idx) {
+  check_index(idx);
   c10::Device dev(kTpx, idx);
   if (n == 0) return c10::DataPtr(nullptr, nullptr, &free_block, dev);
-  account_alloc(static_cast<int64_t>(n));
+  account_alloc(static_cast<int64_t>(n), idx);
   size_t rounded = (n + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);
   if (!p) {
-    account_free(static_cast<int64_t>(n));
+    account_free(static_cast<int64_t>(n), idx);
     TORCH_CHECK_WITH(OutOfMemoryError, false, "tpx: host allocation of ", human(n), " failed");
   }
-  return c10::DataPtr(p, new Block{p, static_cast<int64_t>(n)}, &free_block, dev);
+  return c10::DataPtr(p, new Block{p, static_cast<int64_t>(n), idx}, &free_block, dev);
 }
 
 struct TpxAllocator final : c10::DeviceAllocator {
@@ -137,7 +174,8 @@ struct TpxAllocator final : c10::DeviceAllocator {
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t) override {}
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
-  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(DeviceIndex) override {
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(DeviceIndex idx) override {
+    DeviceMemory& m = mem(idx < 0 ? t_current_device : idx);
     c10::CachingDeviceAllocator::DeviceStats s;
     auto fill = [](c10::CachingDeviceAllocator::StatArray& a, int64_t cur, int64_t peak, int64_t alloc,
                    int64_t freed) {
@@ -148,24 +186,30 @@ struct TpxAllocator final : c10::DeviceAllocator {
         st.freed = freed;
       }
     };
-    int64_t cur = g_allocated.load(), peak = g_peak.load();
-    fill(s.allocated_bytes, cur, peak, g_total_allocated.load(), g_total_freed.load());
-    fill(s.reserved_bytes, cur, peak, g_total_allocated.load(), g_total_freed.load());
-    fill(s.active_bytes, cur, peak, g_total_allocated.load(), g_total_freed.load());
-    fill(s.requested_bytes, cur, peak, g_total_allocated.load(), g_total_freed.load());
-    int64_t live = g_num_allocs.load() - g_num_frees.load();
-    fill(s.allocation, live, live, g_num_allocs.load(), g_num_frees.load());
-    s.num_ooms = g_num_ooms.load();
+    int64_t cur = m.allocated.load(), peak = m.peak.load();
+    int64_t ta = m.total_allocated.load(), tf = m.total_freed.load();
+    fill(s.allocated_bytes, cur, peak, ta, tf);
+    fill(s.reserved_bytes, cur, peak, ta, tf);
+    fill(s.active_bytes, cur, peak, ta, tf);
+    fill(s.requested_bytes, cur, peak, ta, tf);
+    int64_t na = m.num_allocs.load(), nf = m.num_frees.load();
+    fill(s.allocation, na - nf, na - nf, na, nf);
+    s.num_ooms = m.num_ooms.load();
     return s;
   }
-  void resetAccumulatedStats(DeviceIndex) override {
-    g_total_allocated = 0;
-    g_total_freed = 0;
-    g_num_ooms = 0;
+  void resetAccumulatedStats(DeviceIndex idx) override {
+    DeviceMemory& m = mem(idx < 0 ? t_current_device : idx);
+    m.total_allocated = 0;
+    m.total_freed = 0;
+    m.num_ooms = 0;
   }
-  void resetPeakStats(DeviceIndex) override { g_peak = g_allocated.load(); }
-  std::pair<size_t, size_t> getMemoryInfo(DeviceIndex) override {
-    int64_t cap = g_capacity.load(), cur = g_allocated.load();
+  void resetPeakStats(DeviceIndex idx) override {
+    DeviceMemory& m = mem(idx < 0 ? t_current_device : idx);
+    m.peak = m.allocated.load();
+  }
+  std::pair<size_t, size_t> getMemoryInfo(DeviceIndex idx) override {
+    DeviceMemory& m = mem(idx < 0 ? t_current_device : idx);
+    int64_t cap = m.capacity.load(), cur = m.allocated.load();
     return {static_cast<size_t>(std::max<int64_t>(cap - cur, 0)), static_cast<size_t>(cap)};
   }
 };
@@ -214,6 +258,7 @@ struct TpxRef {
 struct CpuRef {
   c10::intrusive_ptr<c10::StorageImpl> impl;
   int64_t counted;
+  DeviceIndex device;
 };
 // CPU StorageImpl -> the tpx storage already wrapping it, so that wrapping the same CPU memory
 // twice (two views of one fresh result, repeated from_cpu calls) yields one tpx storage, counted
@@ -229,7 +274,7 @@ void release_cpu_ref(void* ctx) {
     auto it = g_wrapped.find(r->impl.get());
     if (it != g_wrapped.end() && it->second.expired()) g_wrapped.erase(it);
   }
-  account_free(r->counted);
+  account_free(r->counted, r->device);
   delete r;
 }
 
@@ -284,10 +329,10 @@ at::Tensor from_cpu(const at::Tensor& c, int64_t index = -1) {
       dev = c10::Storage(std::move(existing));
     } else {
       int64_t n = static_cast<int64_t>(impl->nbytes());
-      account_alloc(n);
+      account_alloc(n, dev_index);
       impl->set_resizable(false);  // the tpx side holds this pointer: it must never move
       c10::DataPtr tdp(impl->mutable_data(),
-                       new CpuRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl), n},
+                       new CpuRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl), n, dev_index},
                        &release_cpu_ref, c10::Device(kTpx, dev_index));
       dev = c10::Storage(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(tdp), &g_allocator, true);
       g_wrapped.insert_or_assign(impl, dev.getWeakStorageImpl());
@@ -322,13 +367,18 @@ struct TpxGeneratorImpl : at::CPUGeneratorImpl {
 // ---------------------------------------------------------------- hooks
 struct TpxHooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return true; }
+  bool isAvailable() const override { return g_device_count.load() > 0; }
   bool hasPrimaryContext(DeviceIndex) const override { return true; }
   c10::DeviceIndex deviceCount() const override { return static_cast<DeviceIndex>(g_device_count.load()); }
-  void setCurrentDevice(DeviceIndex d) const override { t_current_device = d; }
+  void setCurrentDevice(DeviceIndex d) const override {
+    check_index(d);
+    t_current_device = d;
+  }
   DeviceIndex getCurrentDevice() const override { return t_current_device; }
   DeviceIndex exchangeDevice(DeviceIndex d) const override {
     auto old = t_current_device;
+    if (d < 0) return old;
+    check_index(d);
     t_current_device = d;
     return old;
   }
@@ -340,11 +390,12 @@ struct TpxHooks final : at::PrivateUse1HooksInterface {
       return v;
     }();
     DeviceIndex i = idx < 0 ? t_current_device : idx;
-    TORCH_CHECK(i >= 0 && i < g_device_count.load(), "tpx: invalid device index ", int(i));
+    check_index(i);
     return gens[i];
   }
   at::Generator getNewGenerator(DeviceIndex idx) const override {
     DeviceIndex i = idx < 0 ? t_current_device : idx;
+    check_index(i);
     return at::make_generator<TpxGeneratorImpl>(i);
   }
   at::Device getDeviceFromPtr(void*) const override { return c10::Device(kTpx, t_current_device); }
@@ -377,14 +428,17 @@ struct TpxGuardImpl final : c10::impl::DeviceGuardImplInterface {
   DeviceType type() const override { return kTpx; }
   c10::Device exchangeDevice(c10::Device d) const override {
     auto old = t_current_device;
-    if (d.index() >= 0) t_current_device = d.index();
+    if (d.index() >= 0 && d.index() != old) {
+      check_index(d.index());
+      t_current_device = d.index();
+    }
     return c10::Device(kTpx, old);
   }
   c10::Device getDevice() const override { return c10::Device(kTpx, t_current_device); }
   void setDevice(c10::Device d) const override {
-    TORCH_CHECK(d.index() < g_device_count.load(), "tpx: invalid device index ", int(d.index()),
-                " (device_count is ", g_device_count.load(), ")");
-    if (d.index() >= 0) t_current_device = d.index();
+    if (d.index() < 0) return;
+    check_index(d.index());
+    t_current_device = d.index();
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     if (d.index() >= 0) t_current_device = d.index();
@@ -549,7 +603,8 @@ int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 // lists and tuples) by its CPU alias and tpx devices by the CPU device; remember the pairs.
 struct Unwrap {
   py::list pairs;
-  int tpx_index = -2;
+  int tpx_index = -2;     // the tpx tensors' device index (-2: no tpx tensor)
+  int device_index = -2;  // an explicit tpx device argument's index (-1: "tpx", the current one)
   bool cpu_nonscalar = false;
   bool other = false;  // an object the Python path must handle (e.g. a tpx Generator)
 };
@@ -587,7 +642,13 @@ py::object unwrap_one(py::handle obj, Unwrap& u) {
     if (dt == kTpx) {
       py::object c = py::reinterpret_steal<py::object>(THPVariable_Wrap(to_cpu(t)));
       u.pairs.append(py::make_tuple(c, obj));
-      u.tpx_index = t.device().index();
+      int idx = t.device().index();
+      if (u.tpx_index >= 0 && idx != u.tpx_index) {
+        // what CUDA says for cuda:0 and cuda:1 operands of one op
+        TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpx:",
+                    std::min(idx, u.tpx_index), " and tpx:", std::max(idx, u.tpx_index), "!");
+      }
+      u.tpx_index = idx;
       return c;
     }
     if (dt == c10::kCPU && t.dim() != 0) u.cpu_nonscalar = true;
@@ -597,7 +658,7 @@ py::object unwrap_one(py::handle obj, Unwrap& u) {
   if (PyTuple_CheckExact(p)) return unwrap_seq(obj, u, true);
   if (THPDevice_Check(p)) {
     if (reinterpret_cast<THPDevice*>(p)->device.type() == kTpx) {
-      if (u.tpx_index == -2) u.tpx_index = reinterpret_cast<THPDevice*>(p)->device.index();
+      if (u.device_index == -2) u.device_index = reinterpret_cast<THPDevice*>(p)->device.index();
       return py::reinterpret_steal<py::object>(THPDevice_New(c10::Device(c10::kCPU)));
     }
     return py::reinterpret_borrow<py::object>(obj);
@@ -616,6 +677,8 @@ py::tuple unwrap(py::tuple args, py::dict kwargs) {
   for (size_t i = 0; i < args.size(); ++i) cargs[i] = unwrap_one(args[i], u);
   py::dict ckw;
   for (auto item : kwargs) ckw[item.first] = unwrap_one(item.second, u);
+  // Results go to the device the op names (empty_like(x, device="tpx:1")), else to its tensors'.
+  if (u.device_index != -2 && (u.device_index >= 0 || u.tpx_index == -2)) u.tpx_index = u.device_index;
   return py::make_tuple(cargs, ckw, u.pairs, u.tpx_index, u.cpu_nonscalar, u.other);
 }
 
@@ -718,24 +781,59 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("wrap", &tpx::wrap, "CPU results -> tpx tensors");
   m.def("from_cpu", &tpx::from_cpu, "zero-copy tpx tensor over a CPU tensor's memory",
         py::arg("t"), py::arg("index") = -1);
-  m.def("set_capacity", [](int64_t n) { tpx::g_capacity = n; });
-  m.def("capacity", [] { return tpx::g_capacity.load(); });
-  m.def("memory_allocated", [] { return tpx::g_allocated.load(); });
-  m.def("max_memory_allocated", [] { return tpx::g_peak.load(); });
-  m.def("reset_peak", [] { tpx::g_peak = tpx::g_allocated.load(); });
-  m.def("num_ooms", [] { return tpx::g_num_ooms.load(); });
+  // Memory accounting, per device index (-1: the current device). set_capacity(n) sets every
+  // device's capacity; set_capacity(n, i) one device's.
+  auto dev = [](int64_t i) -> tpx::DeviceMemory& { return tpx::mem(i < 0 ? tpx::t_current_device : i); };
+  m.def("set_capacity", [](int64_t n, int64_t i) {
+    if (i < 0) {
+      for (auto& d : tpx::g_mem) d.capacity = n;
+    } else {
+      tpx::mem(i).capacity = n;
+    }
+  }, py::arg("n"), py::arg("index") = -1);
+  m.def("capacity", [dev](int64_t i) { return dev(i).capacity.load(); }, py::arg("index") = -1);
+  m.def("memory_allocated", [dev](int64_t i) { return dev(i).allocated.load(); }, py::arg("index") = -1);
+  m.def("max_memory_allocated", [dev](int64_t i) { return dev(i).peak.load(); }, py::arg("index") = -1);
+  m.def("reset_peak", [dev](int64_t i) {
+    auto& d = dev(i);
+    d.peak = d.allocated.load();
+  }, py::arg("index") = -1);
+  m.def("num_ooms", [dev](int64_t i) { return dev(i).num_ooms.load(); }, py::arg("index") = -1);
+  m.def("memory_stats", [dev](int64_t i) {
+    auto& d = dev(i);
+    py::dict r;
+    int64_t na = d.num_allocs.load(), nf = d.num_frees.load();
+    r["allocated_bytes.all.current"] = d.allocated.load();
+    r["allocated_bytes.all.peak"] = d.peak.load();
+    r["allocated_bytes.all.allocated"] = d.total_allocated.load();
+    r["allocated_bytes.all.freed"] = d.total_freed.load();
+    r["allocation.all.current"] = na - nf;
+    r["allocation.all.allocated"] = na;
+    r["allocation.all.freed"] = nf;
+    r["num_ooms"] = d.num_ooms.load();
+    r["capacity"] = d.capacity.load();
+    return r;
+  }, py::arg("index") = -1);
   m.def("set_float64_allowed", [](bool v) { tpx::g_float64_allowed = v; });
   m.def("float64_scope_enter", [] { ++tpx::t_float64_scope; });
   m.def("float64_scope_exit", [] { --tpx::t_float64_scope; });
   m.def("float64_allowed", &tpx::float64_allowed);
-  m.def("set_device_count", [](int n) { tpx::g_device_count = n; });
+  m.def("set_device_count", [](int n, std::string hint) {
+    TORCH_CHECK(n >= 0 && n <= tpx::kMaxDevices, "tpx: device count must be 0..", tpx::kMaxDevices, ", got ", n);
+    tpx::g_device_count = n;
+    if (!hint.empty()) {
+      std::lock_guard<std::mutex> lock(tpx::g_hint_mu);
+      tpx::g_device_hint = hint;
+    }
+    if (tpx::t_current_device >= n) tpx::t_current_device = 0;
+  }, py::arg("n"), py::arg("hint") = "");
   m.def("device_count", [] { return tpx::g_device_count.load(); });
   m.def("current_device", [] { return int(tpx::t_current_device); });
   m.def("set_device", [](int i) {
-    TORCH_CHECK(i >= 0 && i < tpx::g_device_count.load(), "tpx: invalid device index ", i,
-                " (device_count is ", tpx::g_device_count.load(), ")");
+    tpx::check_index(i);
     tpx::t_current_device = static_cast<c10::DeviceIndex>(i);
   });
+  m.def("check_device", [](int64_t i) { tpx::check_index(i); }, "raise the invalid-ordinal error unless visible");
   m.def("storage_is_shared", [](const at::Tensor& a, const at::Tensor& b) {
     return a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
   });

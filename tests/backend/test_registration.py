@@ -14,14 +14,14 @@ import backend
 
 def test_device_module_like_cuda():
     t = torch.tpx
-    assert t.is_available() and t.device_count() == 1 and t.current_device() == 0
+    assert t.is_available() and t.device_count() == 2 and t.current_device() == 0
     t.set_device(0)
     t.synchronize()
     assert isinstance(t.get_device_name(), str) and "tpx" in t.get_device_name()
     assert t.get_device_properties().total_memory == backend.get_config().memory_capacity
     with t.device(0):
         assert torch.ones(1, device="tpx").device == torch.device("tpx", 0)
-    with pytest.raises(RuntimeError, match="invalid device index"):
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
         t.set_device(3)
     t.empty_cache()
     assert torch.bfloat16 in t.get_amp_supported_dtype()
@@ -52,7 +52,7 @@ def test_rng_state_roundtrip_matches_cpu_semantics():
 
 def test_accelerator_api_reports_tpx():
     assert torch.accelerator.current_accelerator().type == "tpx"
-    assert torch.accelerator.is_available() and torch.accelerator.device_count() == 1
+    assert torch.accelerator.is_available() and torch.accelerator.device_count() == 2
     torch.accelerator.synchronize()
     before = torch.accelerator.memory_allocated()
     x = torch.empty(4096, dtype=torch.uint8, device="tpx")
