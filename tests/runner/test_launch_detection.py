@@ -47,7 +47,10 @@ def test_device_env():
         "TPX_DEVICE_COUNT": "8"}  # at least N: a larger count the caller asked for stays
     assert device_env(cmd, None, device="cpu", redirect_cuda="cpu", env={}) == {"FERRY_REDIRECT_DEVICE_COUNT": "3"}
     assert device_env(cmd, None, device="cpu", redirect_cuda=None, env={}) == {}
-    assert device_env("python train.py", None, device="tpx", redirect_cuda="tpx", env={}) == {}
+    # one process: one device on both sides, so that device_count() > 1 branches agree
+    assert device_env("python train.py", None, device="tpx", redirect_cuda="tpx", env={}) == {
+        "TPX_DEVICE_COUNT": "1", "FERRY_REDIRECT_DEVICE_COUNT": "1"}
+    assert device_env("python train.py", None, device="tpx", redirect_cuda=None, env={}) == {"TPX_DEVICE_COUNT": "1"}
 
 
 TORCHRUN_FAILURE = """\
@@ -122,3 +125,9 @@ def test_a_launcher_rendezvous_failure_is_signed_with_its_cause():
     trace = parse_trace(RENDEZVOUS_FAILURE)
     assert trace is not None and trace.signature.kind == "rendezvous" and trace.rank is None
     assert "cause: DistNetworkError: The client socket has timed out" in (trace.signature.detail or "")
+
+
+def test_device_env_leaves_test_runs_alone():
+    # a test run may start torchrun jobs of its own: tpx keeps its default device count
+    assert device_env("python -m pytest -q tests", None, device="tpx", redirect_cuda=None, env={}) == {}
+    assert device_env(".venv/bin/pytest tests", None, device="tpx", redirect_cuda=None, env={}) == {}

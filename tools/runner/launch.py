@@ -129,14 +129,27 @@ def procs_per_node(command: str | list[str], start_dir: Path | None = None) -> i
     return max(found) if found else None
 
 
+def _runs_pytest(command: str | list[str]) -> bool:
+    try:
+        words = shlex.split(command) if isinstance(command, str) else list(command)
+    except ValueError:  # unbalanced quotes: the run itself reports the command
+        return False
+    return any(Path(w).name in ("pytest", "py.test") for w in words[:3]) or "pytest" in words[1:3]
+
+
 def device_env(command: str | list[str], start_dir: Path | None, *, device: str, redirect_cuda: str | None,
                env: dict[str, str]) -> dict[str, str]:
     """The variables a run of ``command`` needs for its processes per node (to merge into ``env``,
     the child's environment so far): ``TPX_DEVICE_COUNT`` at least N on tpx (a larger count the
-    caller set stays), ``FERRY_REDIRECT_DEVICE_COUNT`` N with the CUDA redirect (unless set)."""
+    caller set stays), ``FERRY_REDIRECT_DEVICE_COUNT`` N with the CUDA redirect (unless set).
+
+    A command that starts one process gets N = 1 on both sides: the reference (CUDA redirected,
+    one device) and the tpx run (tpx's default is 2 devices) must take the same
+    ``device_count() > 1`` branches (``nn.DataParallel``) for their outputs to compare."""
     n = procs_per_node(command, start_dir)
-    if n is None or n < 2:
-        return {}
+    if n is None and _runs_pytest(command):
+        return {}  # a test run: its tests may start jobs of their own; tpx keeps its default count
+    n = n or 1
     out: dict[str, str] = {}
     if "tpx" in (device, redirect_cuda):
         try:
@@ -146,6 +159,7 @@ def device_env(command: str | list[str], start_dir: Path | None, *, device: str,
         out[TPX_COUNT_ENV] = str(max(n, have))
     if redirect_cuda and REDIRECT_COUNT_ENV not in env:
         out[REDIRECT_COUNT_ENV] = str(n)
-    logger.info("runner: the command starts %d processes per node: %s", n,
-                ", ".join(f"{k}={v}" for k, v in out.items()))
+    if n > 1:
+        logger.info("runner: the command starts %d processes per node: %s", n,
+                    ", ".join(f"{k}={v}" for k, v in out.items()))
     return out
