@@ -16,7 +16,7 @@ from tools.redirect.cuda_api import build_cuda_api, patch_nvtx
 from tools.redirect.legacy import legacy_types, patch_legacy_type_checks
 from tools.redirect.methods import patch_methods
 from tools.redirect.mode import CudaRedirectMode, is_cuda_device
-from tools.redirect.patches import install_patches
+from tools.redirect.patches import install_patches, redirected_to
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
@@ -234,21 +234,9 @@ def _patch_module_to(target: str, rec: Recorder) -> None:
     """``Module.to(local_rank)`` / ``Module.to("cuda:1")`` / ``Module.to(device=rank)``: an integer is a CUDA
     ordinal, which PyTorch cannot parse without an accelerator ("Cannot access accelerator device when none
     is available"); the module moves to the target as ``Module.cuda(rank)`` does."""
-    orig_to = torch.nn.Module.to
-    dev = torch.device(target)
-
-    @functools.wraps(orig_to)
-    def to(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-        if args and is_cuda_device(args[0], allow_int=True):
-            args = (dev, *args[1:])
-            rec.record("Module.to", skip=3)
-        elif "device" in kwargs and is_cuda_device(kwargs["device"], allow_int=True):
-            kwargs["device"] = dev
-            rec.record("Module.to", skip=3)
-        return orig_to(self, *args, **kwargs)
-
     # torch's own method, replaced on purpose (the child's monkeypatching)
-    torch.nn.Module.to = to  # type: ignore[method-assign]
+    torch.nn.Module.to = redirected_to(  # type: ignore[method-assign]
+        torch.nn.Module.to, torch.device(target), rec, "Module.to")
 
 
 def _patch_cpp_extension(target: str, rec: Recorder) -> None:

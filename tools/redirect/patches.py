@@ -48,19 +48,8 @@ def install_patches(target: str, rec: Recorder) -> None:
             setattr(torch.Tensor, name, _wrap_factory(fn, f"Tensor.{name}(device=)", dev, rec))
 
     orig_to = torch.Tensor.to
-
-    @functools.wraps(orig_to)
-    def to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        if args and is_cuda_device(args[0], allow_int=True):
-            args = (dev, *args[1:])
-            rec.record("Tensor.to", skip=3)
-        elif "device" in kwargs and is_cuda_device(kwargs["device"], allow_int=True):
-            kwargs["device"] = dev
-            rec.record("Tensor.to", skip=3)
-        return orig_to(self, *args, **kwargs)
-
     # The redirect replaces torch's own methods on purpose (the child's monkeypatching).
-    torch.Tensor.to = to  # type: ignore[method-assign,assignment]
+    torch.Tensor.to = redirected_to(orig_to, dev, rec, "Tensor.to")  # type: ignore[method-assign]
 
     def cuda(self: torch.Tensor, device: object = None, non_blocking: bool = False,
              memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
@@ -83,3 +72,20 @@ def install_patches(target: str, rec: Recorder) -> None:
 
     # torch's own method, replaced on purpose (the child's monkeypatching)
     _device.DeviceContext.__init__ = ctx_init  # type: ignore[method-assign]
+
+
+def redirected_to(orig_to: Any, dev: torch.device, rec: Recorder, label: str) -> Any:
+    """``orig_to`` (``Tensor.to`` / ``Module.to``) with a CUDA device or a CUDA ordinal (an int, which
+    PyTorch cannot parse without an accelerator), positional or ``device=``, sent to ``dev``."""
+
+    @functools.wraps(orig_to)
+    def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if args and is_cuda_device(args[0], allow_int=True):
+            args = (dev, *args[1:])
+            rec.record(label, skip=3)
+        elif "device" in kwargs and is_cuda_device(kwargs["device"], allow_int=True):
+            kwargs["device"] = dev
+            rec.record(label, skip=3)
+        return orig_to(self, *args, **kwargs)
+
+    return to
