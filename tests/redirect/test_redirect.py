@@ -335,3 +335,13 @@ def test_device_count_covers_the_launchers_processes(monkeypatch):
     monkeypatch.setenv(DEVICE_COUNT_ENV, "two")
     with pytest.raises(ValueError, match=DEVICE_COUNT_ENV):
         api["device_count"]()
+
+
+def test_fsdp2_on_a_cuda_device_mesh_runs_on_cpu(tmp_path):
+    # init_device_mesh("cuda", ...) positional and device_type=: a CPU mesh, so fully_shard finds the
+    # parameters that .cuda() put on the CPU where the mesh says they are
+    res, records = _redirected(tmp_path, "fsdp2_mesh.py")
+    assert "mesh cpu cpu loss_matches True" in res.stdout_tail
+    lines = sorted(r.line for r in records if r.api == "init_device_mesh(cuda)")
+    assert lines == [_script_line("fsdp2_mesh.py", 'device_type="cuda"'),
+                     _script_line("fsdp2_mesh.py", "positional =")]

@@ -196,13 +196,15 @@ def _patch_distributed(target: str, rec: Recorder) -> None:
             if b is None:
                 b = "cuda:nccl"  # what PyTorch picks for a CUDA device_id; mapped below
         if isinstance(b, str) and "nccl" in b.lower():
-            # gloo for CPU tensors; tpx tensors are routed to gloo too (tpx memory is host memory).
-            b = "gloo" if target == "cpu" else f"cpu:gloo,{target}:gloo"
+            # gloo for CPU tensors; the target's own collective backend for its tensors
+            b = "gloo" if target == "cpu" else (
+                f"cpu:gloo,{target}:{torch.distributed.Backend.default_device_backend_map.get(target, 'gloo')}")
             rec.record("init_process_group(nccl)", mapped_to=b, skip=3)
         orig(b, *args, **kwargs)
 
     distributed_c10d.init_process_group = init_process_group
     torch.distributed.init_process_group = init_process_group
+    _patch_device_mesh(target, rec)
 
     from torch.nn.parallel import distributed as ddp_mod
 
@@ -220,6 +222,28 @@ def _patch_distributed(target: str, rec: Recorder) -> None:
 
     # torch's own method, replaced on purpose (the child's monkeypatching)
     ddp_mod.DistributedDataParallel.__init__ = ddp_init  # type: ignore[method-assign]
+
+
+def _patch_device_mesh(target: str, rec: Recorder) -> None:
+    """``init_device_mesh("cuda", shape)`` (positional or ``device_type=``): a mesh of the target's
+    devices, as ``Module.cuda()`` puts the parameters there (FSDP2 and DTensor check the two agree)."""
+    from torch.distributed import device_mesh
+
+    orig = device_mesh.init_device_mesh
+
+    @functools.wraps(orig)
+    def init_device_mesh(*args: Any, **kwargs: Any) -> Any:
+        if args and is_cuda_device(args[0]):
+            args = (target, *args[1:])
+            rec.record("init_device_mesh(cuda)", mapped_to=target, skip=3)
+        elif "device_type" in kwargs and is_cuda_device(kwargs["device_type"]):
+            kwargs["device_type"] = target
+            rec.record("init_device_mesh(cuda)", mapped_to=target, skip=3)
+        return orig(*args, **kwargs)
+
+    device_mesh.init_device_mesh = init_device_mesh
+    if getattr(torch.distributed, "init_device_mesh", None) is orig:
+        torch.distributed.init_device_mesh = init_device_mesh
 
 
 def _index(device: object) -> int:
