@@ -163,22 +163,21 @@ def is_device_index(node: cst.CSTNode, ctx: RuleContext, *, device_only: bool) -
         return True
     if not device_only:
         return _ordinal(node, nonzero | other)
-    name = _last_name(node)
-    if name is not None:
-        return RANK_NAME.search(name) is not None and name not in nonzero
-    if isinstance(node, cst.Subscript) and len(node.slice) == 1:
-        listed = _last_name(node.value)
-        return listed is not None and _INDEX_LIST.search(listed) is not None
-    return False
+    return _named_index(node, RANK_NAME, _INDEX_LIST, nonzero)
 
 
 def _ordinal(node: cst.CSTNode, excluded: frozenset[str]) -> bool:
     """A name or attribute that can only mean an ordinal, or an item of a list of device ids (see the module
     docstring), where ``.to`` also takes devices and dtypes."""
+    return _named_index(node, ORDINAL_NAME, _ID_LIST, excluded)
+
+
+def _named_index(node: cst.CSTNode, names: re.Pattern[str], lists: re.Pattern[str], excluded: frozenset[str]) -> bool:
+    """A name matching ``names`` (not in ``excluded``), or an item of a list whose name matches ``lists``."""
     name = _last_name(node)
     if name is not None:
-        return ORDINAL_NAME.search(name) is not None and name not in excluded
+        return names.search(name) is not None and name not in excluded
     if isinstance(node, cst.Subscript) and len(node.slice) == 1:
         listed = _last_name(node.value)
-        return listed is not None and _ID_LIST.search(listed) is not None
+        return listed is not None and lists.search(listed) is not None
     return False

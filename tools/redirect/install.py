@@ -243,7 +243,7 @@ def _patch_device_mesh(target: str, rec: Recorder) -> None:
 
     device_mesh.init_device_mesh = init_device_mesh
     if getattr(torch.distributed, "init_device_mesh", None) is orig:
-        torch.distributed.init_device_mesh = init_device_mesh
+        torch.distributed.init_device_mesh = init_device_mesh  # type: ignore[attr-defined]
 
 
 def _index(device: object) -> int:
