@@ -69,6 +69,7 @@ import torch
 x = torch.ones(2, device="tpx") * 3
 print("tpx", x.device.type, x.cpu().tolist())
 print("rand", torch.rand(3).tolist())
+print("devices", torch.tpx.device_count())
 """
 
 
@@ -80,6 +81,7 @@ def test_tpx_run_warm_matches_cold(prewarmed, monkeypatch, tmp_path: Path):
     assert hot.status == cold.status == "ok", (hot.stderr_tail, cold.stderr_tail)
     assert hot.warm_start is True and cold.warm_start is False
     assert "tpx tpx [3.0, 3.0]" in hot.stdout_tail
+    assert "devices 1" in hot.stdout_tail  # a one-process run's device count, set per run after the fork
     assert hot.stdout_tail == cold.stdout_tail
 
 

@@ -29,6 +29,7 @@ from sandbox.execute import RUN_MARKER_ENV
 from sandbox.isolation import SandboxUnavailable, choose
 from sandbox.warm import static_key
 from tools.runner.env import child_env, child_path_env
+from tools.runner.launch import REDIRECT_COUNT_ENV, TPX_COUNT_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,10 @@ WARM_SERVER_ENV = "FERRY_WARM_SERVER"
 # pytest at its start: one server serves the CPU reference run and the tpx runs alike.
 PER_RUN_KEYS = frozenset({RUN_MARKER_ENV, WARM_SERVER_ENV, "FERRY_DEVICE", "TORCH_DEVICE_BACKEND_AUTOLOAD",
                           "TPX_EXTENSION_DIR", "FERRY_REDIRECT_CUDA", "FERRY_REDIRECT_LOG", "FERRY_PROBE_DIR",
-                          "FERRY_PROFILE_DIR", "FERRY_WORKSPACE", "PYTEST_ADDOPTS", "FERRY_REDIRECT_AUTOCAST"})
+                          "FERRY_PROFILE_DIR", "FERRY_WORKSPACE", "PYTEST_ADDOPTS", "FERRY_REDIRECT_AUTOCAST",
+                          # the run's device counts (tools.runner.launch.device_env): read when tpx loads and
+                          # at each redirected device_count() call, both after the fork
+                          TPX_COUNT_ENV, REDIRECT_COUNT_ENV})
 MAX_SERVERS = 4  # kinds of run (seed, caller variables) kept warm at once
 
 EnvKey = tuple[tuple[str, str], ...]  # a server's static environment (sandbox.warm.static_key)
