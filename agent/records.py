@@ -119,10 +119,18 @@ class EditSummary(BaseModel):
 
 
 class LLMUsage(BaseModel):
+    """What the model cost: counted even when its calls failed."""
+
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    retries: int = 0
+    wall_s: float = 0.0
+    failures: dict[str, int] = Field(default_factory=dict, description="failed requests by kind, e.g. timeout: 2")
+    model: str | None = None
+    cost_usd: float | None = Field(default=None, description="estimated from the price table; None: no price "
+                                                             "known for the model (never guessed)")
 
 
 class ParityOutcome(BaseModel):

@@ -9,6 +9,7 @@ chose (summaries quoting trace messages, probe keys, finding titles) is escaped 
 
 from __future__ import annotations
 
+import os
 import re
 
 from agent.records import EditSummary, LLMUsage, MigrationRecord, ParityOutcome, ProfileOutcome, ReviewItem
@@ -46,10 +47,33 @@ def parity_outcome(report: ParityReport | None) -> ParityOutcome:
                          first_divergence=report.divergence_text() if report.failed else None)
 
 
+def llm_usage_of(state: State) -> LLMUsage:
+    """The model's use over the whole migration, with its estimated cost."""
+    from agent.llm.client import Usage
+    from agent.llm.config import MODEL_ENV
+    from agent.llm.prices import estimated_cost
+
+    usage = Usage.of_counters(state.get("llm_usage") or {})
+    opts = options_of(state)
+    model = (opts.llm_model or os.environ.get(MODEL_ENV)) if opts.llm or usage.calls else None
+    return LLMUsage(calls=usage.calls, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                    total_tokens=usage.tokens, retries=usage.retries, wall_s=round(usage.wall_s, 3),
+                    failures=usage.failures, model=model,
+                    cost_usd=estimated_cost(model, usage.prompt_tokens, usage.completion_tokens))
+
+
+def llm_usage_line(usage: LLMUsage) -> str:
+    """report.md's line on the model: calls, tokens, retries, failures by kind, estimated cost."""
+    cost = (f"${usage.cost_usd:.4f}" if usage.cost_usd is not None
+            else f"unknown (no price for {md_code(usage.model or '(no model)')})")
+    failures = ", ".join(f"{md_inline(k)} {n}" for k, n in sorted(usage.failures.items())) or "none"
+    return (f"- model {md_code(usage.model or '(none)')}: {usage.calls} calls, {usage.total_tokens} tokens "
+            f"({usage.prompt_tokens} prompt, {usage.completion_tokens} completion), {usage.retries} retries, "
+            f"failed requests: {failures}, estimated cost: {cost}")
+
+
 def result_of(state: State, patch_files: list[FileChange], applied: bool | None = None) -> MigrationRecord:
     opts = options_of(state)
-    usage = state.get("llm_usage") or {}
-    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
     profile, profile_error = profile_of(state), state.get("profile_error")
     status, plan = status_of(state), plan_of(state)
     if status is None:
@@ -59,8 +83,7 @@ def result_of(state: State, patch_files: list[FileChange], applied: bool | None 
         source=opts.source, run_command=opts.run_command, test_command=opts.test_command,
         python=opts.python, env=dict(opts.env), cwd=opts.cwd, entry_file=plan.entry_file if plan else None,
         iterations=state.get("iteration") or 0, runs=len(runs_of(state)), run_log=runs_of(state),
-        llm=LLMUsage(calls=int(usage.get("calls", 0)), prompt_tokens=prompt, completion_tokens=completion,
-                     total_tokens=prompt + completion),
+        llm=llm_usage_of(state),
         wall_time_s=round(float(state.get("elapsed_s") or 0.0), 3),
         edits=[EditSummary(step=e.step, kind=e.kind, rule=e.rule, site=e.site, files=e.files, reason=e.reason)
                for e in edits_of(state)],
@@ -202,7 +225,11 @@ def report_markdown(state: State, patch: str) -> str:
              f"- tests: {md_code(opts.test_command or '(none)')}", *_environment_lines(opts),
              f"- **status: {status}**",
              f"- iterations: {state.get('iteration') or 0}, runs: {len(runs_of(state))}, "
-             f"wall time: {float(state.get('elapsed_s') or 0):.1f}s", ""]
+             f"wall time: {float(state.get('elapsed_s') or 0):.1f}s"]
+    usage = llm_usage_of(state)
+    if usage.model is not None:
+        lines.append(llm_usage_line(usage))
+    lines.append("")
     if state.get("summary"):  # run-derived text (trace messages, stderr): escaped
         lines += [md_inline(str(state["summary"]), keep_code=True), ""]
     lines += ["## Steps", "", "| step | what happened | seconds |", "|---|---|---|"]

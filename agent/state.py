@@ -19,6 +19,8 @@ from typing import Annotated, Any, TypedDict, TypeVar
 from pydantic import BaseModel, Field
 
 from agent.errors import STATUSES, Status
+from agent.llm.config import DEFAULTS as LLM_DEFAULTS
+from agent.llm.config import LLMLimits
 from agent.records import CpuCheck, DeviceWork, Edit, Outputs, Plan, RunPhase, RunRecord, ScanDigest, Step
 from tools.parity.models import ParityReport
 from tools.profile.models import ProfileReport
@@ -60,9 +62,14 @@ class MigrationOptions(BaseModel):
     seed: int = 0
     disk_limit_bytes: int | None = Field(default=None, ge=1024**2,
                                          description="disk cap of each run, in all (None: $FERRY_DISK_LIMIT or 4 GiB)")
-    llm_max_calls: int = Field(default=30, ge=1)
-    llm_max_tokens: int = Field(default=200_000, ge=1)
-    llm_max_wall_s: float = Field(default=900.0, gt=0)
+    # the model's limits (agent.llm.config.LLMLimits: flags, else FERRY_LLM_*, else its defaults)
+    llm_max_calls: int = Field(default=LLM_DEFAULTS.max_calls, ge=1)
+    llm_max_tokens: int = Field(default=LLM_DEFAULTS.max_tokens, ge=1)
+    llm_max_wall_s: float = Field(default=LLM_DEFAULTS.max_wall_s, gt=0)
+    llm_timeout_s: float = Field(default=LLM_DEFAULTS.request_timeout_s, gt=0)
+    llm_retries: int = Field(default=LLM_DEFAULTS.max_retries, ge=0)
+    llm_backoff_s: float = Field(default=LLM_DEFAULTS.backoff_s, ge=0)
+    llm_max_reply_chars: int = Field(default=LLM_DEFAULTS.max_reply_chars, ge=1)
     llm_model: str | None = None
     llm_base_url: str | None = None
     # The user's own environment, for every run (reference, target, tests, profile): --python, --env, --cwd.
@@ -189,6 +196,13 @@ def status_of(state: State) -> Status | None:
     if status is not None and status not in STATUSES:
         raise ValueError(f"the state holds an unknown status {status!r}; expected one of {', '.join(STATUSES)}")
     return status  # checked against STATUSES just above
+
+
+def llm_limits_of(opts: MigrationOptions) -> LLMLimits:
+    """The model's limits a migration was started with."""
+    return LLMLimits(request_timeout_s=opts.llm_timeout_s, max_retries=opts.llm_retries, backoff_s=opts.llm_backoff_s,
+                     max_wall_s=opts.llm_max_wall_s, max_calls=opts.llm_max_calls, max_tokens=opts.llm_max_tokens,
+                     max_reply_chars=opts.llm_max_reply_chars)
 
 
 def llm_option(state: State) -> bool:

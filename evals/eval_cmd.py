@@ -22,6 +22,8 @@ HELP = "migrate and grade every case of an eval suite (default: the synthetic su
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from agent.cli.migrate_cmd import add_llm_limit_arguments
+
     parser.add_argument("suite", metavar="SUITE", nargs="?",
                         help="synthetic (default: evals/suite), real (evals/real/manifest.toml), a directory of "
                              "*/ferry-eval.toml cases or a manifest.toml of real cases")
@@ -34,8 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable)")
     parser.add_argument("--mirror", metavar="DIR", help="the real suite: a directory of clones of its repositories")
     parser.add_argument("--ray", metavar="ADDRESS", help="run the cases as Ray tasks: a cluster address or 'local'")
+    parser.add_argument("--llm-model", help="--policy llm: the model (default $FERRY_LLM_MODEL)")
+    parser.add_argument("--llm-base-url",
+                        help="--policy llm: any OpenAI-compatible server (default $FERRY_LLM_BASE_URL)")
+    add_llm_limit_arguments(parser)
     parser.add_argument("--prices", metavar="FILE",
-                        help="model prices for the cost estimate (default evals/prices.toml)")
+                        help="model prices for the cost estimate (default $FERRY_LLM_PRICES or agent/llm/prices.toml)")
     parser.add_argument("--regrade", metavar="DIR",
                         help="grade the saved patches of the run in DIR again (no migration)")
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
@@ -87,14 +93,24 @@ def _run(args: argparse.Namespace, suite: Suite, out: Path) -> int:
         prices = Prices.load(Path(args.prices)) if args.prices else Prices.load()
     except ValueError as exc:
         raise CliError(str(exc)) from exc
-    model = os.environ.get("FERRY_LLM_MODEL") if args.policy == "llm" else None
+    llm = None
+    if args.policy == "llm":
+        from agent.cli.migrate_cmd import llm_limits
+        from evals.harness import LLMSettings
+
+        model = args.llm_model or os.environ.get("FERRY_LLM_MODEL")
+        if not model:
+            raise CliError("--policy llm needs a model: pass --llm-model or set FERRY_LLM_MODEL (and --llm-base-url "
+                           "or FERRY_LLM_BASE_URL for a server other than OpenAI's)")
+        llm = LLMSettings(model=model, base_url=args.llm_base_url or os.environ.get("FERRY_LLM_BASE_URL") or None,
+                          limits=llm_limits(args))
     mirror = Path(args.mirror).expanduser() if args.mirror else None
     if mirror is not None and not mirror.is_dir():
         raise CliError(f"--mirror {args.mirror} is not a directory of clones")
     show = not (args.no_progress or args.json)
     try:
         with EvalProgress([c.name for c in suite.cases], enabled=show) as progress:
-            results = run_suite(suite, out, jobs=args.jobs, policy=args.policy, prices=prices, model=model,
+            results = run_suite(suite, out, jobs=args.jobs, policy=args.policy, prices=prices, llm=llm,
                                 mirror=mirror, progress=progress, executor=args.ray)
     except EvalError as exc:
         raise CliError(str(exc)) from exc

@@ -22,8 +22,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from agent.llm.config import LIMIT_SOURCES, LLMLimits
 from agent.nodes.report import work_problem
 from agent.records import MigrationRecord
 from evals.cases import Case, RealCase, Suite, SyntheticCase, slug
@@ -35,6 +36,24 @@ logger = logging.getLogger(__name__)
 
 Policy = Literal["offline", "llm"]
 ProgressFn = Callable[[str, str, str], None]  # (case, event: started|step|finished, detail)
+
+
+class LLMSettings(BaseModel):
+    """The model server a ``--policy llm`` run's migrations use, and its limits, passed to each case's
+    ``ferry migrate`` as flags; the API key stays in the environment (FERRY_LLM_API_KEY), never on a
+    command line."""
+
+    model: str | None = None
+    base_url: str | None = None
+    limits: LLMLimits = Field(default_factory=LLMLimits)
+
+    def migrate_args(self) -> list[str]:
+        args = ["--llm-model", self.model] if self.model else []
+        if self.base_url:
+            args += ["--llm-base-url", self.base_url]
+        for field, (flag, _env) in LIMIT_SOURCES.items():
+            args += [flag, str(getattr(self.limits, field))]
+        return args
 
 
 class EvalError(ValueError):
@@ -59,15 +78,18 @@ def _base(case: Case, suite: str, out: Path) -> dict[str, object]:
 BUDGET_MARGIN_S = 60.0  # of a case's timeout, left to Ferry's own start-up, patch and report
 
 
-def migrate(case: Case, repo: Path, out: Path, policy: Policy) -> tuple[MigrationRecord | None, str, float]:
+def migrate(case: Case, repo: Path, out: Path, policy: Policy,
+            llm: LLMSettings | None = None) -> tuple[MigrationRecord | None, str, float]:
     """``ferry migrate`` of ``repo`` into ``out``: its record (None when it wrote none), a reason when
-    it did not end normally, and its wall time."""
+    it did not end normally, and its wall time. ``llm``: the model's settings under ``--policy llm``."""
     args = ["migrate", str(repo), "--run", case.run, "--json", "--out", str(out), "--state-dir", str(out / "state"),
             "--id", migration_id(case.name), "--llm" if policy == "llm" else "--offline",
             # Ferry stops before a run that cannot finish, and writes its report, before the harness kills it
             "--max-wall", f"{max(case.timeout_s - BUDGET_MARGIN_S, case.timeout_s / 2):.0f}"]
     if case.test:
         args += ["--test", case.test]
+    if policy == "llm":
+        args += (llm or LLMSettings()).migrate_args()
     env = dict(case.env) if isinstance(case, RealCase) else {}
     t0 = time.monotonic()
     try:
@@ -92,6 +114,7 @@ def _rules(record: MigrationRecord) -> list[str]:
 
 
 def _from_record(record: MigrationRecord, prices: Prices, model: str | None) -> dict[str, object]:
+    model = record.llm.model or model
     return {"status": record.status, "parity_passed": record.parity.passed, "iterations": record.iterations,
             "runs": record.runs, "llm_calls": record.llm.calls, "prompt_tokens": record.llm.prompt_tokens,
             "completion_tokens": record.llm.completion_tokens, "model": model if record.llm.calls else None,
@@ -186,7 +209,7 @@ def grade_control(record: MigrationRecord, expected: str = "partial") -> tuple[s
     return ("partial" if ran else "failed"), f"{record.status}: " + "; ".join(why) + summary, own
 
 
-def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Prices, model: str | None,
+def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Prices, llm: LLMSettings | None,
              mirror: Path | None = None) -> CaseResult:
     """Migrate and grade one case; never raises (a broken case is a failed result with its reason)."""
     out = out_root / slug(case.name)
@@ -202,11 +225,11 @@ def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Pri
             repo = prepare(case, mirror, out / "checkout")
         else:
             repo = case.repo
-        record, why, wall = migrate(case, repo, out, policy)
+        record, why, wall = migrate(case, repo, out, policy, llm)
         if record is None:
             status = "failed_timeout" if "timeout" in why else "failed_harness"
             return CaseResult(**base, status=status, grade="failed", reason=why, wall_s=wall)  # type: ignore[arg-type]
-        fields = _from_record(record, prices, model)
+        fields = _from_record(record, prices, llm.model if llm is not None else None)
         if isinstance(case, SyntheticCase):
             g, reason, tests, own = grade_synthetic(case, record, out)
         else:
@@ -231,9 +254,13 @@ def check_out_dir(out_root: Path) -> None:
 
 def run_suite(suite: Suite, out_root: Path, *, jobs: int = 1, policy: Policy = "offline",
               prices: Prices | None = None, model: str | None = None, mirror: Path | None = None,
-              progress: ProgressFn | None = None, executor: str | None = None) -> list[CaseResult]:
+              progress: ProgressFn | None = None, executor: str | None = None,
+              llm: LLMSettings | None = None) -> list[CaseResult]:
     """Every case of ``suite``; ``results.jsonl`` grows a line as each finishes. ``executor``: None
-    for threads here (``jobs`` side by side), or a Ray address (``local`` starts one)."""
+    for threads here (``jobs`` side by side), or a Ray address (``local`` starts one). ``llm`` (or
+    just ``model``): the model server and limits each case's migration uses under ``--policy llm``."""
+    if llm is None and model is not None:
+        llm = LLMSettings(model=model)
     check_out_dir(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
     results_file = out_root / RESULTS_FILE
@@ -251,14 +278,14 @@ def run_suite(suite: Suite, out_root: Path, *, jobs: int = 1, policy: Policy = "
     if executor:
         from evals.ray_exec import run_on_ray
 
-        results = run_on_ray(executor, suite, out_root, policy, prices, model, mirror, done, jobs=jobs)
+        results = run_on_ray(executor, suite, out_root, policy, prices, llm, mirror, done, jobs=jobs)
     else:
-        results = _run_threads(suite, out_root, policy, prices, model, mirror, done, progress, jobs)
+        results = _run_threads(suite, out_root, policy, prices, llm, mirror, done, progress, jobs)
     order = {c.name: i for i, c in enumerate(suite.cases)}
     return sorted(results, key=lambda r: order.get(r.name, len(order)))
 
 
-def _run_threads(suite: Suite, out_root: Path, policy: Policy, prices: Prices, model: str | None,
+def _run_threads(suite: Suite, out_root: Path, policy: Policy, prices: Prices, llm: LLMSettings | None,
                  mirror: Path | None, done: Callable[[CaseResult], None], progress: ProgressFn | None,
                  jobs: int) -> list[CaseResult]:
     results: list[CaseResult] = []
@@ -270,7 +297,7 @@ def _run_threads(suite: Suite, out_root: Path, policy: Policy, prices: Prices, m
                 case = queue.pop(0)
                 if progress is not None:
                     progress(case.name, "started", "")
-                pending[pool.submit(run_case, case, suite.name, out_root, policy, prices, model, mirror)] = case.name
+                pending[pool.submit(run_case, case, suite.name, out_root, policy, prices, llm, mirror)] = case.name
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED, timeout=1.0)
             for fut in finished:
                 pending.pop(fut)

@@ -12,11 +12,14 @@ import logging
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evals.cases import Suite
 from evals.prices import Prices
 from evals.results import CaseResult
+
+if TYPE_CHECKING:
+    from evals.harness import LLMSettings
 
 logger = logging.getLogger(__name__)
 
@@ -33,15 +36,16 @@ def _ray() -> Any:
     return ray
 
 
-def _task(case_json: str, suite: str, out_root: str, policy: str, prices_json: str, model: str | None,
+def _task(case_json: str, suite: str, out_root: str, policy: str, prices_json: str, llm_json: str | None,
           mirror: str | None) -> str:
     from pydantic import TypeAdapter
 
     from evals.cases import Case
-    from evals.harness import run_case
+    from evals.harness import LLMSettings, run_case
 
     case = TypeAdapter(Case).validate_json(case_json)
-    result = run_case(case, suite, Path(out_root), policy, Prices.model_validate_json(prices_json), model,  # type: ignore[arg-type]
+    llm = LLMSettings.model_validate_json(llm_json) if llm_json else None
+    result = run_case(case, suite, Path(out_root), policy, Prices.model_validate_json(prices_json), llm,  # type: ignore[arg-type]
                       Path(mirror) if mirror else None)
     return result.model_dump_json()
 
@@ -61,7 +65,7 @@ def _reachable(address: str, timeout_s: float = 10.0) -> None:
                              "(ray start --head) or give its address, or use --ray local") from exc
 
 
-def run_on_ray(address: str, suite: Suite, out_root: Path, policy: str, prices: Prices, model: str | None,
+def run_on_ray(address: str, suite: Suite, out_root: Path, policy: str, prices: Prices, llm: LLMSettings | None,
                mirror: Path | None, done: Callable[[CaseResult], None], *, jobs: int = 1) -> list[CaseResult]:
     ray = _ray()
     started_here = not ray.is_initialized()
@@ -78,7 +82,8 @@ def run_on_ray(address: str, suite: Suite, out_root: Path, policy: str, prices: 
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(_task)
         refs = {remote.remote(c.model_dump_json(by_alias=True), suite.name, str(out_root), policy,
-                              prices.model_dump_json(), model, str(mirror) if mirror else None): c.name
+                              prices.model_dump_json(), llm.model_dump_json() if llm is not None else None,
+                              str(mirror) if mirror else None): c.name
                 for c in suite.cases}
         results: list[CaseResult] = []
         pending = list(refs)

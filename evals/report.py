@@ -23,6 +23,7 @@ def totals(results: list[CaseResult]) -> dict[str, float | int | None]:
     n = len(results)
     ratios = [r.ratio for r in results if r.ratio is not None]
     costs = [r.cost_usd for r in results if r.cost_usd is not None]
+    unpriced = sum(1 for r in results if r.cost_usd is None and r.llm_calls)
     return {
         "cases": n,
         "resolved": sum(r.resolved for r in results),
@@ -34,9 +35,17 @@ def totals(results: list[CaseResult]) -> dict[str, float | int | None]:
         "iterations": sum(r.iterations for r in results),
         "llm_calls": sum(r.llm_calls for r in results),
         "tokens": sum(r.prompt_tokens + r.completion_tokens for r in results),
-        "cost_usd": round(sum(costs), 4) if costs else None,
+        # a total over cases of which some have no price would understate: unknown, never a guess
+        "cost_usd": round(sum(costs), 4) if costs and not unpriced else None,
+        "unpriced_cases": unpriced,
         "wall_s": round(sum(r.wall_s for r in results), 1),
     }
+
+
+def _cost(r: CaseResult) -> str:
+    if r.cost_usd is not None:
+        return f"${r.cost_usd:.4f}"
+    return "unknown" if r.llm_calls else "-"
 
 
 def _pct(part: int, whole: int) -> str:
@@ -47,21 +56,22 @@ def leaderboard(results: list[CaseResult], title: str = "Ferry eval") -> str:
     t = totals(results)
     cases, resolved = int(t["cases"] or 0), int(t["resolved"] or 0)
     ratio = f"{t['median_ratio']}x" if t["median_ratio"] is not None else "-"
-    cost = f"${t['cost_usd']:.4f}" if t["cost_usd"] is not None else "n/a"
+    cost = (f"${t['cost_usd']:.4f}" if t["cost_usd"] is not None
+            else f"unknown ({t['unpriced_cases']} cases' model has no price)" if t["unpriced_cases"] else "n/a")
     lines = [f"# {md_inline(title)}", "",
              f"**{resolved}/{cases} resolved ({_pct(resolved, cases)})**, {t['partial']} partial, "
              f"{t['failed']} failed; {t['as_expected']}/{cases} ended with their expected status; "
              f"{t['p2p_regressions']} pass-to-pass regressions; median migration / own run: {ratio}; "
              f"LLM calls {t['llm_calls']}, tokens {t['tokens']}, cost {cost}; wall {t['wall_s']} s.", "",
              "| case | difficulty | grade | status (expected) | f2p | p2p | parity | iter | runs | LLM calls "
-             "| wall s | ratio | reason |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| cost | wall s | ratio | reason |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         f2p = f"{sum(o == 'passed' for o in r.tests.fail_to_pass.values())}/{len(r.tests.fail_to_pass)}"
         p2p = f"{sum(o == 'passed' for o in r.tests.pass_to_pass.values())}/{len(r.tests.pass_to_pass)}"
         parity = {True: "pass", False: "fail", None: "-"}[r.parity_passed]
         lines.append(f"| {md_code(r.name, table=True)} | {r.difficulty} | **{r.grade}** | {r.status} "
                      f"({r.expected_status}) | {f2p} | {p2p} | {parity} | {r.iterations} | {r.runs} | {r.llm_calls} | "
-                     f"{r.wall_s:.1f} | {f'{r.ratio:.2f}x' if r.ratio else '-'} | "
+                     f"{_cost(r)} | {r.wall_s:.1f} | {f'{r.ratio:.2f}x' if r.ratio else '-'} | "
                      f"{md_inline(r.reason[:300], keep_code=True, table=True)} |")
     return "\n".join(lines) + "\n"
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from agent.cli import DISK_LIMIT_HELP, environ
 
 if TYPE_CHECKING:
+    from agent.llm.config import LLMLimits
     from agent.state import MigrationOptions
 
 NAME = "migrate"
@@ -44,10 +45,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--id", dest="migration_id", metavar="ID", help="migration id (default: generated)")
     parser.add_argument("--llm-model", help="model name (default $FERRY_LLM_MODEL)")
     parser.add_argument("--llm-base-url", help="OpenAI-compatible server URL (default $FERRY_LLM_BASE_URL)")
-    parser.add_argument("--llm-max-calls", type=int, default=30)
-    parser.add_argument("--llm-max-tokens", type=int, default=200_000)
+    add_llm_limit_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print result.json on stdout (no progress display)")
     environ.add_arguments(parser)
+
+
+def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model's limits (each also an environment variable; a flag wins over it), for migrate and eval."""
+    from agent.llm.config import DEFAULTS, LIMIT_SOURCES
+
+    helps = {
+        "request_timeout_s": ("SECONDS", float, "seconds per request, capped by the LLM wall budget left"),
+        "max_retries": ("N", int, "retries of a timeout, 429, 5xx or refused connection"),
+        "backoff_s": ("SECONDS", float, "first backoff between retries, doubling (Retry-After wins when longer)"),
+        "max_wall_s": ("SECONDS", float, "wall-time budget of all the model's use in the migration"),
+        "max_calls": ("N", int, "requests to the model in the migration"),
+        "max_tokens": ("N", int, "tokens (prompt + completion) in the migration"),
+        "max_reply_chars": ("N", int, "largest reply content or tool-call arguments accepted"),
+    }
+    for field, (flag, env) in LIMIT_SOURCES.items():
+        metavar, kind, text = helps[field]
+        parser.add_argument(flag, dest=f"llm_{field}", type=kind, default=None, metavar=metavar,
+                            help=f"{text} (default ${env} or {getattr(DEFAULTS, field):g})")
+
+
+def llm_limits(args: argparse.Namespace) -> LLMLimits:
+    """The limits from the flags, else FERRY_LLM_*, else the defaults; a bad value is a CliError (exit 2)."""
+    from agent.cli import CliError
+    from agent.llm.config import LIMIT_SOURCES, resolve_limits
+
+    try:
+        return resolve_limits({field: getattr(args, f"llm_{field}", None) for field in LIMIT_SOURCES})
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def build_options(args: argparse.Namespace) -> MigrationOptions:
@@ -81,13 +111,17 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
                        "choose a directory outside it")
     sdir = output_dir(args.state_dir or DEFAULT_STATE_DIR, "--state-dir")
     own = environ.from_args(args, src)
+    limits = llm_limits(args)
     return MigrationOptions(
         source=str(src.resolve()), run_command=args.run, test_command=args.test or None, out_dir=out,
         state_dir=str(state_dir(sdir)), llm=use_llm, approve=args.approve, apply=args.apply,
         device=args.device, max_iterations=args.max_iterations, run_timeout_s=args.run_timeout, seed=args.seed,
         max_wall_s=args.max_wall, disk_limit_bytes=disk_limit(getattr(args, "disk_limit", None)),
-        llm_max_calls=args.llm_max_calls, llm_max_tokens=args.llm_max_tokens,
-        llm_model=args.llm_model, llm_base_url=args.llm_base_url,
+        llm_max_calls=limits.max_calls, llm_max_tokens=limits.max_tokens, llm_max_wall_s=limits.max_wall_s,
+        llm_timeout_s=limits.request_timeout_s, llm_retries=limits.max_retries, llm_backoff_s=limits.backoff_s,
+        llm_max_reply_chars=limits.max_reply_chars,
+        llm_model=(args.llm_model or os.environ.get("FERRY_LLM_MODEL")) if use_llm else args.llm_model,
+        llm_base_url=args.llm_base_url,
         python=own.python, env=own.env, cwd=own.cwd,
     )
 

@@ -1,13 +1,25 @@
-"""The openai client with Ferry's budgets, retries with backoff, and usage accounting."""
+"""The openai client with Ferry's budgets, retries with backoff, and usage accounting.
+
+Every request's timeout and every backoff sleep are capped by what the LLM wall budget has left,
+so a server that never answers ends within about that budget. Each way a request can fail is
+named (:data:`FAILURE_KINDS`), counted in :class:`Usage` and, once retries or the budget run out,
+raised as :class:`LLMFailure` (``failed_llm``) or :class:`BudgetExhausted` (``failed_budget``)
+with that name in the reason. The reply is read from the raw body (JSON checked here, sizes
+capped), never trusted to the openai library's lenient parsing.
+"""
 
 from __future__ import annotations
 
+import email.utils
+import json
 import logging
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import UTC
 from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, ValidationError
 
 from agent.errors import BudgetExhausted, LLMFailure
 from agent.llm.config import LLMConfig
@@ -17,31 +29,111 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+FAILURE_KINDS = {
+    "timeout": "no answer within the request timeout",
+    "rate_limited": "HTTP 429",
+    "server_error": "HTTP 5xx",
+    "connection": "the connection was refused or dropped",
+    "http_error": "another HTTP error status (4xx): not retried",
+    "non_json": "a reply whose body is not JSON",
+    "truncated_json": "a reply whose JSON is cut short or broken",
+    "malformed_reply": "JSON, but not a chat completion (no message, wrong types)",
+    "no_choices": "a completion with no choices",
+    "oversized": "a reply (content or tool-call arguments) over the size cap",
+    "tool_call": "a tool call to an unknown tool or with bad arguments (sent back to the model)",
+    "unexpected": "any other error of the client library",
+}
+RETRIED = ("timeout", "rate_limited", "server_error", "connection")
+FAILURE_PREFIX = "failures."
+
 
 class Usage(BaseModel):
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retries: int = 0
+    wall_s: float = 0.0
+    failures: dict[str, int] = Field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def as_counters(self) -> dict[str, float]:
-        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "retries": self.retries}
+        """Flat counters, as the state's ``llm_usage`` sums them (failures as ``failures.<kind>``)."""
+        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "retries": self.retries, "wall_s": round(self.wall_s, 3),
+                **{FAILURE_PREFIX + k: n for k, n in self.failures.items()}}
+
+    @classmethod
+    def of_counters(cls, counters: Mapping[str, float]) -> Usage:
+        return cls(calls=int(counters.get("calls", 0)), prompt_tokens=int(counters.get("prompt_tokens", 0)),
+                   completion_tokens=int(counters.get("completion_tokens", 0)),
+                   retries=int(counters.get("retries", 0)), wall_s=float(counters.get("wall_s", 0.0)),
+                   failures={k[len(FAILURE_PREFIX):]: int(v) for k, v in counters.items()
+                             if k.startswith(FAILURE_PREFIX) and v})
+
+
+class ReplyFunction(BaseModel):
+    name: str
+    arguments: str | None = ""
+
+
+class ReplyToolCall(BaseModel):
+    id: str = ""
+    type: str = "function"
+    function: ReplyFunction
+
+
+class Reply(BaseModel):
+    """The assistant message of a completion, checked (what the fixer reads)."""
+
+    content: str | None = None
+    tool_calls: list[ReplyToolCall] | None = None
+
+
+def retry_after_s(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """The server's ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``, in seconds."""
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            value = float(ms) / 1000
+            return value if math.isfinite(value) and value >= 0 else None
+        except ValueError:
+            pass
+    raw = (headers.get("retry-after") or "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+        return value if math.isfinite(value) and value >= 0 else None
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _snippet(text: str, n: int = 120) -> str:
+    return repr(text[:n]) + ("..." if len(text) > n else "")
 
 
 class ChatClient:
     """Chat completions with tool calling, within call / token / wall-time budgets.
 
-    ``spent`` is what earlier fix attempts of the same migration already used, so budgets hold
-    across the whole migration (and across ``ferry resume``).
+    ``spent`` is what earlier fix attempts of the same migration already used (calls, tokens, wall
+    seconds), so budgets hold across the whole migration (and across ``ferry resume``);
+    ``wall_left`` caps the wall budget further (the migration's own ``--max-wall`` left).
     """
 
-    def __init__(self, cfg: LLMConfig, spent: dict[str, float] | None = None, *,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, cfg: LLMConfig, spent: Mapping[str, float] | None = None, *,
+                 sleep: Callable[[float], None] = time.sleep, wall_left: float | None = None) -> None:
         import openai
 
         self.cfg = cfg
@@ -51,54 +143,141 @@ class ChatClient:
         spent = spent or {}
         self.prior_calls = int(spent.get("calls", 0))
         self.prior_tokens = int(spent.get("prompt_tokens", 0) + spent.get("completion_tokens", 0))
+        prior_wall = float(spent.get("wall_s", 0.0))
+        self.budget_s = cfg.max_wall_s - prior_wall
+        if wall_left is not None:
+            self.budget_s = min(self.budget_s, wall_left)
         self.usage = Usage()
         self.started = time.monotonic()
         self._sleep = sleep
 
-    def _check_budget(self) -> None:
+    # --- accounting -------------------------------------------------------------------------
+    def wall_left(self) -> float:
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def count_failure(self, kind: str) -> None:
+        self.usage.failures[kind] = self.usage.failures.get(kind, 0) + 1
+
+    def counters(self) -> dict[str, float]:
+        """This client's usage so far, as the state's ``llm_usage`` counters (wall time included)."""
+        self.usage.wall_s = time.monotonic() - self.started
+        return self.usage.as_counters()
+
+    def _failures_text(self) -> str:
+        return ", ".join(f"{k} x{n}" for k, n in self.usage.failures.items())
+
+    def _check_budget(self) -> float:
+        """The wall seconds left; BudgetExhausted when a budget is spent."""
         if self.prior_calls + self.usage.calls >= self.cfg.max_calls:
             raise BudgetExhausted(f"LLM call budget exhausted ({self.cfg.max_calls} calls)")
         if self.prior_tokens + self.usage.tokens >= self.cfg.max_tokens:
             raise BudgetExhausted(f"LLM token budget exhausted ({self.prior_tokens + self.usage.tokens} of "
                                   f"{self.cfg.max_tokens} tokens)")
-        if time.monotonic() - self.started >= self.cfg.max_wall_s:
-            raise BudgetExhausted(f"LLM wall-time budget exhausted ({self.cfg.max_wall_s:.0f}s)")
+        left = self.wall_left()
+        if left <= 0.05:
+            after = f" after {self._failures_text()}" if self.usage.failures else ""
+            raise BudgetExhausted(f"LLM wall-time budget exhausted ({self.cfg.max_wall_s:g} s){after}")
+        return left
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
-        """One completion (retried on timeouts, 429 and 5xx with exponential backoff)."""
+    def _fail(self, kind: str, message: str) -> LLMFailure:
+        self.count_failure(kind)
+        logger.warning("LLM request failed [%s]: %s", kind, message)
+        return LLMFailure(f"LLM {kind}: {message}")
+
+    # --- one completion ---------------------------------------------------------------------
+    def _kind(self, exc: Exception) -> str:
+        oa = self._openai
+        if isinstance(exc, oa.APITimeoutError):
+            return "timeout"
+        if isinstance(exc, oa.APIConnectionError):
+            return "connection"
+        if isinstance(exc, oa.RateLimitError):
+            return "rate_limited"
+        return "server_error"
+
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+        """One completion (timeouts, 429, 5xx and refused connections retried with backoff)."""
         oa = self._openai
         attempt = 0
         while True:
-            self._check_budget()
+            left = self._check_budget()
+            self.usage.calls += 1
             try:
-                self.usage.calls += 1
-                resp = self._client.chat.completions.create(  # messages and tools are built as plain JSON
+                raw = self._client.chat.completions.with_raw_response.create(  # messages/tools are plain JSON
                     model=self.cfg.model, messages=cast("list[ChatCompletionMessageParam]", messages),
                     tools=cast("list[ChatCompletionToolParam]", tools), tool_choice="auto", temperature=0,
-                )
+                    timeout=max(0.05, min(self.cfg.request_timeout_s, left)))
+                body = raw.http_response.content
+                content_type = raw.http_response.headers.get("content-type", "")
             except (oa.APITimeoutError, oa.RateLimitError, oa.InternalServerError, oa.APIConnectionError) as exc:
+                kind = self._kind(exc)
+                self.count_failure(kind)
                 attempt += 1
                 if attempt > self.cfg.max_retries:
-                    raise LLMFailure(f"the model server kept failing after {self.cfg.max_retries} retries: "
-                                     f"{type(exc).__name__}: {exc}") from exc
-                delay = self.cfg.backoff_s * (2 ** (attempt - 1))
-                retry_after = getattr(getattr(exc, "response", None), "headers", {}) or {}
-                if retry_after.get("retry-after"):
-                    try:
-                        delay = max(delay, min(float(retry_after["retry-after"]), 60.0))
-                    except ValueError:
-                        pass
-                self.usage.retries += 1
-                logger.warning("LLM call failed (%s); retry %d in %.1fs", type(exc).__name__, attempt, delay)
-                self._sleep(delay)
+                    raise LLMFailure(f"LLM {kind}: the model server kept failing after {self.cfg.max_retries} "
+                                     f"retries ({self._failures_text()}); last: {type(exc).__name__}: {exc}") from exc
+                self._back_off(kind, attempt, exc)
                 continue
             except oa.APIStatusError as exc:
-                raise LLMFailure(f"the model server refused the request: HTTP {exc.status_code}: "
-                                 f"{exc.message}") from exc
-            usage = getattr(resp, "usage", None)
-            if usage is not None:
-                self.usage.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
-                self.usage.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
-            if not resp.choices:
-                raise LLMFailure("the model server returned no choices")
-            return resp.choices[0].message
+                raise self._fail("http_error", f"the model server refused the request: HTTP {exc.status_code}: "
+                                               f"{exc.message}") from exc
+            except Exception as exc:  # anything else the library raises: a named failure, never a crash
+                raise self._fail("unexpected", f"{type(exc).__name__}: {exc}") from exc
+            return self._reply(body, content_type)
+
+    def _back_off(self, kind: str, attempt: int, exc: Exception) -> None:
+        delay = self.cfg.backoff_s * (2 ** (attempt - 1))
+        asked = retry_after_s(getattr(getattr(exc, "response", None), "headers", None))
+        if asked is not None:
+            delay = max(delay, asked)
+        left = self.wall_left()
+        if delay >= left:
+            raise BudgetExhausted(f"LLM wall-time budget exhausted ({self.cfg.max_wall_s:g} s): after "
+                                  f"{self._failures_text()} the next retry would wait {delay:.1f} s "
+                                  f"({'Retry-After' if asked is not None else 'backoff'}), {max(left, 0):.1f} s left")
+        self.usage.retries += 1
+        logger.warning("LLM call failed [%s]; retry %d in %.1fs", kind, attempt, delay)
+        self._sleep(delay)
+
+    def _reply(self, body: bytes, content_type: str) -> Reply:
+        cap = self.cfg.max_reply_chars
+        if len(body) > 4 * cap + 65536:
+            raise self._fail("oversized", f"the reply body is {len(body)} bytes, over the cap "
+                                          f"(FERRY_LLM_MAX_REPLY_CHARS={cap} characters)")
+        text = body.decode("utf-8", errors="replace")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if text.lstrip().startswith(("{", "[")):
+                raise self._fail("truncated_json", f"the reply's JSON is cut short or broken ({exc}): "
+                                                   f"{_snippet(text[-120:])}") from None
+            raise self._fail("non_json", f"the reply is not JSON (HTTP 200, content-type "
+                                         f"{content_type or 'none'}): {_snippet(text)}") from None
+        if not isinstance(data, dict):
+            raise self._fail("malformed_reply", f"the reply is JSON but not an object: {_snippet(text)}")
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            for key in ("prompt_tokens", "completion_tokens"):
+                try:
+                    setattr(self.usage, key, getattr(self.usage, key) + max(0, int(usage.get(key) or 0)))
+                except (TypeError, ValueError):
+                    pass
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            err = data.get("error")
+            why = f": {_snippet(str(err.get('message') if isinstance(err, dict) else err))}" if err else ""
+            raise self._fail("no_choices", f"the model server returned no choices{why}")
+        first = choices[0]
+        try:
+            reply = Reply.model_validate(first.get("message") if isinstance(first, dict) else None)
+        except ValidationError as exc:
+            raise self._fail("malformed_reply", "the reply's message is not a chat message: "
+                                                f"{exc.errors(include_url=False)[:2]}") from None
+        sizes = [len(reply.content or "")] + [len(tc.function.arguments or "") for tc in reply.tool_calls or []]
+        if max(sizes) > cap:
+            raise self._fail("oversized", f"the reply holds {max(sizes)} characters in one part, over the cap of "
+                                          f"{cap} (FERRY_LLM_MAX_REPLY_CHARS)")
+        for i, tc in enumerate(reply.tool_calls or []):
+            if not tc.id:
+                tc.id = f"call_{self.usage.calls}_{i}"
+        return reply

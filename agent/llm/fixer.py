@@ -99,9 +99,10 @@ def run_fixer(client: ChatClient, session: EditSession, diag: Diagnosis, tried: 
                 result = session.call(name, tc.function.arguments)
             except FixableError as exc:
                 malformed += 1
+                client.count_failure("tool_call")
                 logger.info("tool call %s rejected: %s", name, exc)
                 if malformed > client.cfg.max_malformed:
-                    raise LLMFailure(f"the model made {malformed} malformed or rejected tool calls; "
+                    raise LLMFailure(f"LLM tool_call: the model made {malformed} malformed or rejected tool calls; "
                                      f"last: {exc}") from exc
                 result = json.dumps({"error": str(exc)})
             messages.append({"role": "tool", "tool_call_id": tc.id, "content": result})

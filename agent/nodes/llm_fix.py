@@ -8,6 +8,7 @@ the iteration and LLM budgets.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from agent import toolbox
@@ -16,9 +17,11 @@ from agent.errors import FerryAgentError
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
 from agent.policy.base import Diagnosis, Proposal
 from agent.runs import RunScheduler
-from agent.state import MigrationState, dump, edits_of, options_of, parity_of, reference_of
+from agent.state import MigrationState, dump, edits_of, llm_limits_of, options_of, parity_of, reference_of
 from tools.patch import file_diff, read_text
 from tools.runner.models import RunResult
+
+logger = logging.getLogger(__name__)
 
 
 def diagnosis_for_model(state: MigrationState) -> Diagnosis:
@@ -40,10 +43,7 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
     opts = options_of(state)
     ensure_time_for(state, "target", "the model's fix (it runs the program to check its edits)")
     clock = Clock.of(state)
-    left = clock.left()
-    cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, max_calls=opts.llm_max_calls,
-                   max_tokens=opts.llm_max_tokens,
-                   max_wall_s=opts.llm_max_wall_s if left is None else max(1.0, min(opts.llm_max_wall_s, left)))
+    cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=llm_limits_of(opts))
     ws = ensure_workspace(state)
     it = state.get("iteration") or 0
     counter = {"n": 0}
@@ -60,12 +60,18 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
                           str(ref.probe_dir) if ref is not None and ref.probe_dir else None,
                           opts.run_command, opts.test_command, runs)
     diag = diagnosis_for_model(state)
-    client = ChatClient(cfg, state.get("llm_usage") or {})
+    left = clock.left()
+    client = ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))
     try:
         summary = run_fixer(client, session, diag, state.get("tried") or [])
     except FerryAgentError as exc:
-        return {"llm_usage": client.usage.as_counters(), "status": exc.status, "summary": f"LLM fix: {exc}",
+        return {"llm_usage": client.counters(), "status": exc.status, "summary": f"LLM fix: {exc}",
                 SUMMARY: f"model: {exc.status}: {exc}"}
+    except Exception as exc:  # a Ferry bug: still keep what the model used
+        logger.exception("llm_fix failed unexpectedly")
+        return {"llm_usage": client.counters(), "status": "failed_internal",
+                "summary": f"llm_fix: {type(exc).__name__}: {exc}",
+                SUMMARY: f"internal error: {type(exc).__name__}: {exc}"}
     base = state.get("files") or {}
     diff = "".join(file_diff(rel, base.get(rel, read_text(Path(opts.source) / rel)), text)
                    for rel, text in sorted(session.files.items()))
@@ -75,5 +81,5 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
         div = report.first_divergence if report is not None else None
         site = f"parity:{div.key if div is not None else 'unlocalised'}"
     proposal = Proposal(rule="llm", kind="llm", reason=f"model: {summary}", site=site, files=session.files, diff=diff)
-    return {"proposal": dump(proposal), "llm_usage": client.usage.as_counters(),
+    return {"proposal": dump(proposal), "llm_usage": client.counters(),
             SUMMARY: f"model proposes edits to {', '.join(sorted(session.files))} ({client.usage.calls} calls)"}

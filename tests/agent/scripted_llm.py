@@ -1,7 +1,9 @@
 """A scripted OpenAI-compatible chat server on loopback (a real HTTP server in a thread).
 
-Each POST /v1/chat/completions pops the next scripted step: either a reply (content and/or tool
-calls) or an HTTP error status. Requests are recorded so tests can check what the model saw.
+Each POST /v1/chat/completions pops the next scripted step: a reply (content and/or tool calls),
+an HTTP error status, a raw body (any status, content type and bytes: non-JSON, truncated JSON),
+a hang (no answer for a while) or a huge reply. Requests are recorded so tests can check what the
+model saw.
 """
 
 from __future__ import annotations
@@ -23,14 +25,34 @@ def reply(*calls: dict[str, Any], content: str | None = None, prompt_tokens: int
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}
 
 
-def error(status: int, message: str = "scripted error", retry_after: float | None = None) -> dict[str, Any]:
+def error(status: int, message: str = "scripted error", retry_after: float | str | None = None) -> dict[str, Any]:
     return {"kind": "error", "status": status, "message": message, "retry_after": retry_after}
+
+
+def raw(body: bytes, status: int = 200, content_type: str = "application/json") -> dict[str, Any]:
+    """Exactly these bytes as the reply's body (e.g. an HTML page, or JSON cut short)."""
+    return {"kind": "raw", "status": status, "content_type": content_type, "body": body}
+
+
+def hang(seconds: float) -> dict[str, Any]:
+    """Answer nothing for ``seconds`` (longer than the client's timeout), then close the connection."""
+    return {"kind": "hang", "seconds": seconds}
+
+
+def huge(chars: int) -> dict[str, Any]:
+    """A well-formed reply whose content is ``chars`` characters long."""
+    return reply(content="x" * chars)
+
+
+def no_choices() -> dict[str, Any]:
+    return {"kind": "no_choices"}
 
 
 class ScriptedLLM:
     def __init__(self, script: list[dict[str, Any]]) -> None:
         self.script = list(script)
         self.requests: list[dict[str, Any]] = []
+        self.stop = threading.Event()  # ends hangs early when the server shuts down
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -46,10 +68,22 @@ class ScriptedLLM:
                 if not outer.script:
                     return self._send(500, {"error": {"message": "script exhausted"}})
                 step = outer.script.pop(0)
-                if step["kind"] == "error":
+                kind = step["kind"]
+                if kind == "error":
                     headers = {"retry-after": str(step["retry_after"])} if step.get("retry_after") is not None else {}
                     return self._send(step["status"], {"error": {"message": step["message"], "type": "scripted"}},
                                       headers)
+                if kind == "raw":
+                    return self._send_bytes(step["status"], step["body"], step["content_type"])
+                if kind == "hang":
+                    outer.stop.wait(step["seconds"])
+                    self.close_connection = True
+                    return None
+                if kind == "no_choices":
+                    return self._send(200, {"id": "chatcmpl-x", "object": "chat.completion", "created": 0,
+                                            "model": body.get("model", "scripted"), "choices": [],
+                                            "usage": {"prompt_tokens": 10, "completion_tokens": 0,
+                                                      "total_tokens": 10}})
                 message: dict[str, Any] = {"role": "assistant", "content": step["content"]}
                 if step["calls"]:
                     message["tool_calls"] = step["calls"]
@@ -64,16 +98,23 @@ class ScriptedLLM:
                 })
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
+                self._send_bytes(status, json.dumps(payload).encode(), "application/json", headers)
+
+            def _send_bytes(self, status: int, data: bytes, content_type: str,
+                            headers: dict[str, str] | None = None) -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", content_type)
+                    self.send_header("content-length", str(len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up first
+                    pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -85,5 +126,6 @@ class ScriptedLLM:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stop.set()
         self.server.shutdown()
         self.server.server_close()

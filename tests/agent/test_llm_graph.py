@@ -57,7 +57,11 @@ def test_model_fixes_what_no_rule_can(tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     result = json.loads(res.stdout)
     assert result["status"] == "migrated"
-    assert result["llm"] == {"calls": 3, "prompt_tokens": 300, "completion_tokens": 60, "total_tokens": 360}
+    llm = result["llm"]
+    assert {k: llm[k] for k in ("calls", "prompt_tokens", "completion_tokens", "total_tokens")} == {
+        "calls": 3, "prompt_tokens": 300, "completion_tokens": 60, "total_tokens": 360}
+    # priced from agent/llm/prices.toml (scripted: $1 / $2 per million tokens)
+    assert llm["model"] == "scripted" and llm["cost_usd"] == pytest.approx(420e-6) and llm["failures"] == {}
     llm_edits = [e for e in result["edits"] if e["kind"] == "llm"]
     assert len(llm_edits) == 1 and "create the table tensor on the device" in llm_edits[0]["reason"]
     # re-verified: a target run after the model's edit passed
