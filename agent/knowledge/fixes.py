@@ -14,7 +14,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.knowledge.sources import Document, code_terms
+from agent.knowledge.sources import MAX_EXAMPLE_CHARS, Document, code_terms
 
 FIXES_FILE = "fixes.sqlite"
 MAX_DIFF_CHARS = 4000
@@ -39,7 +39,7 @@ class FixRecord:
         return Document("earlier_fix", f"fix:{self.id}", f"earlier fix by {self.rule} in {self.case_name} "
                         f"({self.signature})", body,
                         f"{self.signature} {self.rule} {code_terms(self.exception)} {code_terms(self.diff)}",
-                        self.diff)
+                        self.diff, self.diff[:MAX_EXAMPLE_CHARS])
 
 
 @contextmanager

@@ -90,13 +90,15 @@ class Match:
     title: str
     text: str
     score: float
+    example: str = ""  # a golden before/after diff of the rule or fix, an earlier fix's diff
 
     @property
     def label(self) -> str:
         return KIND_LABELS.get(self.kind, self.kind)
 
     def line(self) -> str:
-        return f"[{self.label}] {self.id}: {self.title} -- {self.text}"
+        example = "\n  " + self.example.replace("\n", "\n  ") if self.example else ""
+        return f"[{self.label}] {self.id}: {self.title} -- {self.text}{example}"
 
 
 def default_dir() -> Path:
@@ -206,9 +208,10 @@ class KnowledgeBase:
                     raise KnowledgeError(f"this Python's sqlite3 (SQLite {sqlite3.sqlite_version}) has no FTS5, "
                                          f"which the knowledge base needs: {exc}") from exc
                 conn.execute("CREATE TABLE docs (rowid INTEGER PRIMARY KEY, kind TEXT, id TEXT, title TEXT, "
-                             "summary TEXT)")
+                             "summary TEXT, example TEXT)")
                 for i, d in enumerate(docs, 1):
-                    conn.execute("INSERT INTO docs VALUES (?, ?, ?, ?, ?)", (i, d.kind, d.id, d.title, d.summary))
+                    conn.execute("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?)",
+                                 (i, d.kind, d.id, d.title, d.summary, d.example))
                     conn.execute("INSERT INTO kb (rowid, title, body, terms) VALUES (?, ?, ?, ?)",
                                  (i, d.title, d.body, d.terms))
                     if d.examples:
@@ -244,9 +247,11 @@ class KnowledgeBase:
                 for rowid, score in conn.execute(sql, (query,)):
                     scores[rowid] = scores.get(rowid, 0.0) + weight * float(score)
             best = sorted(scores, key=lambda r: (scores[r], r))[:k]
-            rows: dict[int, tuple[str, str, str, str]] = {
-                r[0]: (str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in conn.execute(
-                    f"SELECT rowid, kind, id, title, summary FROM docs WHERE rowid IN ({', '.join('?' * len(best))})",
-                    best)} if best else {}
+            if not best:
+                return []
+            marks = ", ".join("?" * len(best))
+            rows: dict[int, tuple[str, ...]] = {r[0]: tuple(str(v) for v in r[1:]) for r in conn.execute(
+                f"SELECT rowid, kind, id, title, summary, example FROM docs WHERE rowid IN ({marks})", best)}
         # bm25 is lower for better matches: the scores are negated so that higher is better
-        return [Match(*rows[r], round(-scores[r], 4)) for r in best]
+        return [Match(kind=rows[r][0], id=rows[r][1], title=rows[r][2], text=rows[r][3], score=round(-scores[r], 4),
+                      example=rows[r][4]) for r in best]

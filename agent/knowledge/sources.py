@@ -29,6 +29,7 @@ from pathlib import Path
 CODE_ROOT = Path(__file__).resolve().parents[2]
 MAX_FIXTURE_CHARS = 1500
 MAX_FIXTURES = 6
+MAX_EXAMPLE_CHARS = 600
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Document:
     body: str  # prose: descriptions, docstrings, reasons
     terms: str = ""  # identifiers: signature kinds, API names, code terms of the examples
     examples: str = ""  # golden before/after fixtures, diffs
+    example: str = ""  # shown with a match: the first golden pair that changes, as a diff (or a fix's diff)
 
     @property
     def summary(self) -> str:
@@ -64,6 +66,25 @@ def source_files(checkout: Path | None) -> list[Path]:
 
 def _doc(obj: object) -> str:
     return inspect.cleandoc(obj.__doc__ or "") if obj is not None else ""
+
+
+def example_diff(folder: Path) -> str:
+    """The first golden pair in ``folder`` whose after differs from its before, as a short unified diff."""
+    import difflib
+
+    if not folder.is_dir():
+        return ""
+    for before in sorted(folder.glob("*.in.py")):
+        after = before.with_name(before.name[: -len(".in.py")] + ".out.py")
+        if not after.is_file():
+            continue
+        old, new = before.read_text(encoding="utf-8"), after.read_text(encoding="utf-8")
+        if old != new:
+            name = before.name[: -len(".in.py")]
+            lines = difflib.unified_diff(old.splitlines(), new.splitlines(), f"{name} (before)", f"{name} (after)",
+                                         n=1, lineterm="")
+            return "\n".join(lines)[:MAX_EXAMPLE_CHARS]
+    return ""
 
 
 def _fixtures(folder: Path) -> str:
@@ -128,9 +149,10 @@ def _codemods(checkout: Path | None) -> Iterator[Document]:
             body += "\n" + "\n".join(f"{', '.join(names)}: {why}; {instead}"
                                      for (why, instead), names in grouped.items())
             terms += " " + " ".join(CUDA_ENV_VARS)
-        examples = _fixtures(checkout / "tests/codemods/fixtures" / rule.ID) if checkout else ""
+        folder = checkout / "tests/codemods/fixtures" / rule.ID if checkout else None
         yield Document("codemod", rule.ID, f"{rule.ID} {rule.NAME} ({rule.CATEGORY}; catalogue {entries or '-'})",
-                       body, f"{rule.NAME} {terms}", examples)
+                       body, f"{rule.NAME} {terms}", _fixtures(folder) if folder else "",
+                       example_diff(folder) if folder else "")
 
 
 def _fixes(checkout: Path | None) -> Iterator[Document]:
@@ -140,15 +162,15 @@ def _fixes(checkout: Path | None) -> Iterator[Document]:
 
     for fix in FIXES:
         body = "\n".join(p for p in (fix.DESCRIPTION, _doc(importlib.import_module(fix.__module__))) if p)
-        examples = _fixtures(checkout / "tests/codemods/fix_fixtures" / fix.ID) if checkout else ""
+        folder = checkout / "tests/codemods/fix_fixtures" / fix.ID if checkout else None
         yield Document("fix", fix.ID, f"{fix.ID} {fix.NAME}", body, f"{fix.NAME} {code_terms(body)}",
-                       examples)
+                       _fixtures(folder) if folder else "", example_diff(folder) if folder else "")
 
 
 def _pattern_words(pattern: str) -> str:
     """A signature's regex as the words it matches ("Torch not compiled with CUDA enabled")."""
-    text = re.sub(r"\(\?P<\w+>[^)]*\)|\(\?[:i]\)|\\[bsSdwW]|\[[^\]]*\][*+?]?|[\\^$()?*+{}|]", " ", pattern)
-    return " ".join(text.split())
+    text = re.sub(r"\(\?P<\w+>[^)]*\)|\(\?[:i]\)|\\[bsSdwW]|\[[^\]]*\][*+?]?", " ", pattern)
+    return " ".join(dict.fromkeys(re.findall(r"[A-Za-z_][\w']*", text)))
 
 
 def _policy() -> Iterator[Document]:

@@ -290,8 +290,8 @@ class EditSession:
             matches = search(a.query, a.k)
         except KnowledgeError as exc:
             raise ToolCallError(f"the knowledge base cannot be searched here: {exc}") from exc
-        return json.dumps([{"kind": m.label, "id": m.id, "title": m.title, "text": m.text} for m in matches]
-                          or "no matches")
+        return json.dumps([{"kind": m.label, "id": m.id, "title": m.title, "text": m.text, "example": m.example}
+                           for m in matches] or "no matches")
 
     def finish(self, a: Finish) -> str:
         self.finished = a.summary

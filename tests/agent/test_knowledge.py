@@ -199,9 +199,11 @@ def test_the_fixer_shows_the_knowledge_base_and_the_model_can_search_it(tmp_path
     first = server.requests[0]["body"]["messages"][1]["content"]
     section = first[first.index("Knowledge base"):]
     assert "float64_to_float32" in section and "FIX002" in section  # the top matches for the diagnosis
+    assert "(before)" in section and "(after)" in section  # with their golden pairs' diffs
     tool_msg = next(m for m in server.requests[1]["body"]["messages"] if m["role"] == "tool")
     result = json.loads(tool_msg["content"])
     assert [r["id"] for r in result] == ["FRY032", "FRY033"] and result[0]["kind"] == "codemod rule"
+    assert '-' in result[0]["example"] and "nccl" in result[0]["example"]  # its golden pair, as a diff
 
 
 def test_the_cli_searches_and_rebuilds(tmp_path, monkeypatch, capsys):
