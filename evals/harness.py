@@ -10,10 +10,13 @@ into a leaderboard and an HTML report, ``evals.compare`` compares two runs.
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 import posixpath
+import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -24,7 +27,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agent.knowledge import KnowledgeError, record_fix
 from agent.llm.config import LIMIT_SOURCES, LLMLimits
+from agent.materialise import artifacts_root
 from agent.nodes.report import work_problem
 from agent.records import MigrationRecord
 from evals.cases import Case, RealCase, Suite, SyntheticCase, slug
@@ -120,6 +125,49 @@ def _from_record(record: MigrationRecord, prices: Prices, model: str | None) -> 
             "completion_tokens": record.llm.completion_tokens, "model": model if record.llm.calls else None,
             "cost_usd": prices.cost(model, record.llm.prompt_tokens, record.llm.completion_tokens)
             if record.llm.calls else 0.0, "rules_fired": _rules(record)}
+
+
+def _failures(out: Path, name: str) -> list[tuple[str, str]]:
+    """(signature kind, "Type: first line") of the failed runs of the case's migration, oldest first
+    (their result.json in the migration's artifacts; the reference and CPU-check runs left out)."""
+    root = artifacts_root(out / "state", migration_id(name))
+    found: list[tuple[float, str, str]] = []
+    for path in root.glob("*/result.json"):
+        if path.parent.name.startswith(("reference", "golden", "cpu")):
+            continue
+        try:
+            run = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        trace = run.get("trace") or {}
+        if run.get("status") != "ok" and trace.get("exc_type"):
+            first = (trace.get("message") or "").strip().splitlines()
+            found.append((path.stat().st_mtime, (trace.get("signature") or {}).get("kind") or "other",
+                          f"{trace['exc_type']}: {first[0] if first else ''}"))
+    return [(kind, exc) for _, kind, exc in sorted(found)]
+
+
+def record_fixes(name: str, record: MigrationRecord, out: Path) -> int:
+    """Record the policy and model edits of the resolved case ``name`` in the knowledge base (``agent.knowledge``:
+    the model searches them later as earlier fixes); returns how many. Never fails the case."""
+    edits = [e for e in record.edits if e.kind in ("policy", "llm")]
+    if not edits:
+        return 0
+    try:
+        patch = (out / "ferry.patch").read_text(encoding="utf-8") if (out / "ferry.patch").is_file() else ""
+        sections = {m.group(1): m.group(0) for m in re.finditer(r"^diff --git a/(\S+) .*?(?=^diff --git |\Z)", patch,
+                                                                 flags=re.M | re.S)}
+        failures = _failures(out, name)
+        signature = ", ".join(dict.fromkeys(k for k, _ in failures)) or "other"
+        exception = "\n".join(dict.fromkeys(e for _, e in failures))
+        for e in edits:
+            record_fix(case=name, signature=signature, exception=exception or e.reason,
+                       rule=e.rule if e.kind == "policy" else "llm", reason=e.reason,
+                       diff="".join(sections.get(f, "") for f in e.files))
+    except (OSError, sqlite3.Error, KnowledgeError) as exc:
+        logger.warning("case %s: its fixes were not recorded in the knowledge base: %s", name, exc)
+        return 0
+    return len(edits)
 
 
 def grade_synthetic(case: SyntheticCase, record: MigrationRecord, out: Path) -> tuple[str, str, GradedTests,
@@ -235,6 +283,8 @@ def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Pri
         else:
             g, reason, own = grade_control(record, case.expected_status) if case.control else grade_real(record)
             tests = GradedTests()
+        if g == "resolved":
+            record_fixes(case.name, record, out)
         return CaseResult(**base, **fields, grade=g, reason=reason, tests=tests, wall_s=round(wall, 3),  # type: ignore[arg-type]
                           own_run_s=own, ratio=round(wall / own, 3) if own else None,
                           patch=str(out / "ferry.patch"))

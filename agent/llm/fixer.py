@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from agent.errors import FixableError, LLMFailure, NeedsHuman
+from agent.knowledge import prompt_section
 from agent.llm.client import ChatClient
 from agent.llm.evidence import parity_evidence
 from agent.llm.tools import EditSession, tool_schemas
@@ -57,6 +58,9 @@ def _context(session: EditSession, diag: Diagnosis, tried: list[str], window: in
         code = "\n".join(f"{'>' if i == fr.line else ' '}{i}: {lines[i - 1]}" for i in range(lo, hi + 1))
         parts.append(f"--- {fr.file} around line {fr.line} ({fr.function}) ---\n{code}")
     parts.append("Offline rules already applied: " + (", ".join(tried) if tried else "none"))
+    knowledge = prompt_section(diag)
+    if knowledge:
+        parts.append(knowledge)
     earlier = diag.earlier_edits
     if earlier:
         parts.append("Edits already applied in this migration (re-verified; the failure above is what remains):\n"

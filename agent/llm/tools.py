@@ -83,6 +83,14 @@ class Profile(BaseModel):
     """Run the program on tpx with the profiler; returns the findings."""
 
 
+class SearchKnowledge(BaseModel):
+    """Search Ferry's knowledge base (catalogue rules with before/after fixtures, fixes, offline policy
+    rules, numerics tiers, earlier fixes) with free text: a trace, an exception message, an API name."""
+
+    query: str = Field(min_length=1, max_length=4000)
+    k: int = Field(default=5, ge=1, le=20, description="how many matches")
+
+
 class Finish(BaseModel):
     """Stop: the edits made so far are the fix (they will be re-verified by a run)."""
 
@@ -91,7 +99,8 @@ class Finish(BaseModel):
 
 TOOL_MODELS: dict[str, type[BaseModel]] = {
     "read_file": ReadFile, "search_repo": SearchRepo, "apply_edit": ApplyEdit, "apply_diff": ApplyDiff,
-    "run": RunProgram, "scan": ScanRepo, "check_parity": CheckParity, "profile": Profile, "finish": Finish,
+    "run": RunProgram, "scan": ScanRepo, "check_parity": CheckParity, "profile": Profile,
+    "search_knowledge": SearchKnowledge, "finish": Finish,
 }
 
 
@@ -273,6 +282,16 @@ class EditSession:
             self.runs.wait_prewarm()
         rep = toolbox.profile_report(res.profile_dir, self.workspace)
         return json.dumps([f.model_dump(mode="json") for f in rep.findings[:20]])
+
+    def search_knowledge(self, a: SearchKnowledge) -> str:
+        from agent.knowledge import KnowledgeError, search
+
+        try:
+            matches = search(a.query, a.k)
+        except KnowledgeError as exc:
+            raise ToolCallError(f"the knowledge base cannot be searched here: {exc}") from exc
+        return json.dumps([{"kind": m.label, "id": m.id, "title": m.title, "text": m.text, "example": m.example}
+                           for m in matches] or "no matches")
 
     def finish(self, a: Finish) -> str:
         self.finished = a.summary
