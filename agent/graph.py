@@ -9,8 +9,14 @@ apply_fix -> target_run | report                       (routers.after_apply)
 parity -> tests | cpu_check | apply_fix | llm_fix | report   (routers.after_parity)
 tests -> cpu_check | diagnose | report                 (routers.after_tests)
 cpu_check -> profile | report                          (routers.after_cpu_check)
-profile -> report -> END
+profile -> profile_llm | profile_verdict | report      (routers.after_profile, --llm only)
+profile_llm -> apply_fix | report                      (routers.after_profile_llm)
+profile_verdict, profile_revert -> report -> END
 ```
+
+The model's profile round (``agent.nodes.profile_llm``) sends its edit the whole way again
+(apply_fix ... profile); while it is verified, a failure goes to ``profile_revert`` instead of a fix
+(``routers.verifying_profile_change``).
 
 ``reference_run`` starts the original code's run in the background (``agent.runs.RunScheduler``);
 it goes on beside the scan, the rewrite and the first target run, and ``await_reference`` joins
@@ -36,6 +42,7 @@ from agent.nodes.llm_fix import llm_fix
 from agent.nodes.parity import parity
 from agent.nodes.plan import plan
 from agent.nodes.profile import profile
+from agent.nodes.profile_llm import profile_llm, profile_revert, profile_verdict
 from agent.nodes.reference import await_reference, reference_run
 from agent.nodes.report import report
 from agent.nodes.rewrite import rewrite
@@ -56,7 +63,8 @@ NODES = (
     ("ingest", ingest), ("reference_run", reference_run), ("scan", scan), ("plan", plan), ("rewrite", rewrite),
     ("target_run", target_run), ("await_reference", await_reference), ("diagnose", diagnose), ("llm_fix", llm_fix),
     ("apply_fix", apply_fix), ("parity", parity), ("tests", tests), ("cpu_check", cpu_check),
-    ("profile", profile), ("report", report),
+    ("profile", profile), ("profile_llm", profile_llm), ("profile_verdict", profile_verdict),
+    ("profile_revert", profile_revert), ("report", report),
 )
 
 
@@ -79,7 +87,10 @@ def build_graph() -> StateGraph[MigrationState, MigrationContext, MigrationState
     g.add_conditional_edges("parity", routers.after_parity)
     g.add_conditional_edges("tests", routers.after_tests)
     g.add_conditional_edges("cpu_check", routers.after_cpu_check)
-    g.add_edge("profile", "report")
+    g.add_conditional_edges("profile", routers.after_profile)
+    g.add_conditional_edges("profile_llm", routers.after_profile_llm)
+    g.add_edge("profile_verdict", "report")
+    g.add_edge("profile_revert", "report")
     g.add_edge("report", END)
     return g
 

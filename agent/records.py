@@ -6,7 +6,7 @@ readers there; nothing reads these dicts by key.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -15,12 +15,20 @@ from tools.patch import FileChange
 from tools.profile.models import DeviceWork
 from tools.runner.models import RefusedArtifact, RunResult
 
-__all__ = ["CpuCheck", "DeviceWork", "Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord", "Outputs",
-           "ParityOutcome", "Plan", "ProfileOutcome", "ReviewItem", "RunPhase", "RunRecord", "RunRole", "ScanDigest",
-           "Step"]
+__all__ = ["CpuCheck", "DeviceWork", "Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord", "ModelPlan",
+           "Outputs", "ParityOutcome", "Plan", "ProfileChange", "ProfileOutcome", "ProfileRound", "ReviewItem",
+           "RunPhase", "RunRecord", "RunRole", "ScanDigest", "Step", "edit_by"]
 
 
-EditKind = Literal["codemod", "policy", "llm", "human"]
+#: who made an edit: a codemod, a policy rule, the model, a person, or Ferry undoing a rejected model change
+EditKind = Literal["codemod", "policy", "llm", "human", "revert"]
+
+
+def edit_by(kind: EditKind, rule: str) -> str:
+    """Who made an edit, as the report, result.json and pr.md say it: ``rule FRY001``, ``model``..."""
+    if kind == "codemod":
+        return f"rule {rule}" if rule else "codemods"
+    return {"policy": f"rule {rule}", "llm": "model", "human": "person", "revert": "Ferry (revert)"}[kind]
 RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original", "golden"]
 RunPhase = Literal["run", "test"]
 
@@ -46,6 +54,10 @@ class Edit(BaseModel):
     site: str | None = None
     #: dtypes the edit changed (original -> new, "float64" -> "float32"): parity compares them at the new tier
     dtype_changes: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def by(self) -> str:
+        return edit_by(self.kind, self.rule)
 
 
 class RunRecord(BaseModel):
@@ -84,6 +96,27 @@ class ScanDigest(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     findings: list[ReviewItem] = Field(default_factory=list)
 
+    def ids(self) -> dict[str, ReviewItem]:
+        """The findings by the id the model's plan names them with (F1, F2... in scan order)."""
+        return {f"F{i}": item for i, item in enumerate(self.findings, 1)}
+
+
+class ModelPlan(BaseModel):
+    """The model's plan over the scan (``agent.llm.planner``), validated: only files and finding ids the
+    scan found (unknown ones are dropped, each with a warning). ``error``: why there is none (the
+    offline plan ran)."""
+
+    files: list[str] = Field(default_factory=list)
+    findings: list[str] = Field(default_factory=list, description="finding ids (ScanDigest.ids) in the model's order")
+    verify: list[str] = Field(default_factory=list)
+    rationale: str = ""
+    warnings: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
 
 class Plan(BaseModel):
     """What the codemods will change, what is left for review, what the target run checks."""
@@ -96,6 +129,38 @@ class Plan(BaseModel):
     codemod_device: str
     checks: list[str]
     max_iterations: int
+    #: the model's plan under --llm (None: offline only); its order is what the report lists
+    model: ModelPlan | None = None
+
+    def ordered_files(self) -> list[str]:
+        """The files to rewrite: the model's order first (when it planned), then the rest in offline order."""
+        first = self.model.files if self.model is not None and self.model.ok else []
+        return list(dict.fromkeys([f for f in first if f in self.rewrite_files] + self.rewrite_files))
+
+    def ordered_review(self, scan: ScanDigest | None) -> list[ReviewItem]:
+        """The findings left for review: the model's order first (when it planned), then the rest."""
+        if self.model is None or not self.model.ok or scan is None:
+            return list(self.review)
+        ids = scan.ids()
+        named = [ids[i] for i in self.model.findings if i in ids and ids[i] in self.review]
+        return named + [r for r in self.review if r not in named]
+
+
+class ProfileRound(BaseModel):
+    """The one round per migration where the model is shown the profile's findings worth a change.
+
+    ``phase``: ``verifying`` while its edit goes through the full verification; ``kept`` (everything
+    passed), ``rejected`` (reverted to the last verified state: ``reason`` says why) or ``not_made``
+    (the model made no change: ``reason``). ``base_files`` / ``base_evidence``: the last verified
+    state, restored on a rejection."""
+
+    phase: Literal["verifying", "kept", "rejected", "not_made"]
+    findings: list[str] = Field(default_factory=list, description="the findings shown, as file:line  title")
+    summary: str = ""
+    files: list[str] = Field(default_factory=list, description="the files the model's change touched")
+    reason: str = ""
+    base_files: dict[str, str] = Field(default_factory=dict)
+    base_evidence: dict[str, Any] = Field(default_factory=dict)
 
 
 class Outputs(BaseModel):
@@ -113,6 +178,7 @@ class EditSummary(BaseModel):
     step: str
     kind: EditKind
     rule: str
+    by: str = Field(default="", description="who made it: 'rule FRY001', 'model', 'person', 'Ferry (revert)'")
     site: str | None = None
     files: list[str]
     reason: str
@@ -165,6 +231,16 @@ class ProfileOutcome(BaseModel):
     error: str | None = None
 
 
+class ProfileChange(BaseModel):
+    """result.json: what came of the model's profile round (``ProfileRound`` without its snapshot)."""
+
+    outcome: Literal["verifying", "kept", "rejected", "not_made"]
+    findings: list[str] = Field(default_factory=list)
+    summary: str = ""
+    files: list[str] = Field(default_factory=list)
+    reason: str = ""
+
+
 class MigrationRecord(BaseModel):
     """result.json (the design's MigrationResult; the service's response of that name carries it):
     how a migration ended, what it changed, what it showed, what it cost."""
@@ -188,6 +264,9 @@ class MigrationRecord(BaseModel):
     patch_files: list[FileChange] = Field(default_factory=list)
     parity: ParityOutcome = Field(default_factory=ParityOutcome)
     profile: ProfileOutcome = Field(default_factory=ProfileOutcome)
+    plan_source: Literal["offline", "model"] = "offline"  # whose order the report lists
+    model_plan: ModelPlan | None = None  # the model's plan under --llm (or why there is none)
+    profile_change: ProfileChange | None = None  # the model's profile round under --llm
     device_work: DeviceWork | None = None
     cpu_check: CpuCheck | None = None
     steps: list[Step] = Field(default_factory=list)

@@ -12,7 +12,17 @@ from __future__ import annotations
 import os
 import re
 
-from agent.records import EditSummary, LLMUsage, MigrationRecord, ParityOutcome, ProfileOutcome, ReviewItem
+from agent.records import (
+    EditSummary,
+    LLMUsage,
+    MigrationRecord,
+    ParityOutcome,
+    Plan,
+    ProfileChange,
+    ProfileOutcome,
+    ReviewItem,
+    ScanDigest,
+)
 from agent.state import (
     MigrationOptions,
     State,
@@ -23,7 +33,9 @@ from agent.state import (
     parity_of,
     plan_of,
     profile_of,
+    profile_round_of,
     runs_of,
+    scan_of,
     status_of,
     steps_of,
 )
@@ -75,7 +87,7 @@ def llm_usage_line(usage: LLMUsage) -> str:
 def result_of(state: State, patch_files: list[FileChange], applied: bool | None = None) -> MigrationRecord:
     opts = options_of(state)
     profile, profile_error = profile_of(state), state.get("profile_error")
-    status, plan = status_of(state), plan_of(state)
+    status, plan, rnd = status_of(state), plan_of(state), profile_round_of(state)
     if status is None:
         raise ValueError("a migration's result needs its status (the report node decides it)")
     return MigrationRecord(
@@ -85,10 +97,14 @@ def result_of(state: State, patch_files: list[FileChange], applied: bool | None 
         iterations=state.get("iteration") or 0, runs=len(runs_of(state)), run_log=runs_of(state),
         llm=llm_usage_of(state),
         wall_time_s=round(float(state.get("elapsed_s") or 0.0), 3),
-        edits=[EditSummary(step=e.step, kind=e.kind, rule=e.rule, site=e.site, files=e.files, reason=e.reason)
-               for e in edits_of(state)],
+        edits=[EditSummary(step=e.step, kind=e.kind, rule=e.rule, by=e.by, site=e.site, files=e.files,
+                           reason=e.reason) for e in edits_of(state)],
         patch_files=patch_files, parity=parity_outcome(parity_of(state)),
         profile=ProfileOutcome(findings=len(profile.findings) if profile else 0, error=profile_error),
+        plan_source="model" if plan is not None and plan.model is not None and plan.model.ok else "offline",
+        model_plan=plan.model if plan is not None else None,
+        profile_change=ProfileChange(outcome=rnd.phase, findings=rnd.findings, summary=rnd.summary, files=rnd.files,
+                                     reason=rnd.reason) if rnd is not None else None,
         device_work=device_work_of(state), cpu_check=cpu_check_of(state),
         steps=steps_of(state), applied=applied,
     )
@@ -194,8 +210,59 @@ def left_for_human(state: State) -> list[str]:
     if status != "migrated":
         left.append(f"- The migration ended with **{status}**: {md_inline(state.get('summary') or '', keep_code=True)}")
     plan = plan_of(state)
-    left += [review_line(item) for item in (plan.review if plan else [])]
+    left += [review_line(item) for item in (plan.ordered_review(scan_of(state)) if plan else [])]
     return left or ["Nothing."]
+
+
+def _plan_lines(plan: Plan, scan: ScanDigest | None) -> list[str]:
+    """The offline plan, then the model's (under --llm): its order, checks and dropped names, or why
+    there is none."""
+    files = ", ".join(md_code(f) for f in plan.rewrite_files) or "none"
+    lines = ["### Plan (offline)", "", f"- codemods on: {files} ({plan.auto_fix} sites)",
+             f"- checks: {', '.join(plan.checks)}", f"- findings for review: {len(plan.review)}"]
+    model = plan.model
+    if model is None:
+        return lines
+    lines += ["", "### Plan (model)", ""]
+    if not model.ok:
+        why = md_inline(model.error or "", keep_code=True)
+        return [*lines, f"The model's plan failed, so the offline plan ran: {why}"]
+    ids = scan.ids() if scan is not None else {}
+    lines.append("- files in order: " + (", ".join(md_code(f) for f in model.files) or "none named"))
+    lines.append("- findings in order: " + (", ".join(
+        f"{fid} {md_code(f'{ids[fid].file}:{ids[fid].line}')} [{ids[fid].rule}]" if fid in ids else fid
+        for fid in model.findings) or "none named"))
+    lines += ["- to verify:", *[f"  - {md_inline(v, keep_code=True)}" for v in model.verify]] if model.verify else [
+        "- to verify: nothing named"]
+    if model.rationale:
+        lines.append(f"- why: {md_inline(model.rationale, keep_code=True)}")
+    lines += [f"- warning: {md_inline(w, keep_code=True)}" for w in model.warnings]
+    return lines
+
+
+def plan_section(state: State) -> list[str]:
+    plan = plan_of(state)
+    return ["(no plan: the migration stopped before it)"] if plan is None else _plan_lines(plan, scan_of(state))
+
+
+def profile_change_lines(state: State) -> list[str]:
+    """The model's profile round (under --llm): kept, rejected and reverted (and why), or not made."""
+    rnd = profile_round_of(state)
+    if rnd is None:
+        return []
+    head = {"kept": "kept: it passed the run, parity, the tests, the CPU check and the profile",
+            "rejected": "rejected, and reverted to the last verified state",
+            "not_made": "not made", "verifying": "not verified (the migration ended first)"}[rnd.phase]
+    lines = ["", "### The model's profile change", "", f"- outcome: **{head}**"]
+    if rnd.findings:
+        lines.append("- findings shown: " + "; ".join(md_inline(f, keep_code=True) for f in rnd.findings))
+    if rnd.files:
+        lines.append("- files: " + ", ".join(md_code(f) for f in rnd.files))
+    if rnd.summary:
+        lines.append(f"- the model: {md_inline(rnd.summary, keep_code=True)}")
+    if rnd.reason:
+        lines.append(f"- why: {md_inline(rnd.reason, keep_code=True)}")
+    return lines
 
 
 def _fence(text: str) -> str:
@@ -235,19 +302,26 @@ def report_markdown(state: State, patch: str) -> str:
     lines += ["## Steps", "", "| step | what happened | seconds |", "|---|---|---|"]
     lines += [f"| {s.node} | {md_inline(s.summary, keep_code=True, table=True)} | {s.seconds:.2f} |"
               for s in steps_of(state)]
+    lines += ["", "## Plan", "", *plan_section(state)]
     lines += ["", "## What changed and why", ""]
     edits = edits_of(state)
     if not edits:
         lines.append("No edits.")
+    else:
+        lines += ["| step | by | site | files |", "|---|---|---|---|"]
+        lines += [f"| {e.step} | {md_inline(e.by, table=True)} | {md_code(e.site, table=True) if e.site else ''} "
+                  f"| {', '.join(md_code(f, table=True) for f in e.files)} |" for e in edits]
+        lines.append("")
     for e in edits:
         diff = e.diff.rstrip()
         fence = _fence(diff)
-        lines += [f"### {e.step}: {e.rule} ({e.kind})", "",  # Ferry's own step and rule ids
+        lines += [f"### {e.step}: {e.rule} ({e.kind}, by {e.by})", "",  # Ferry's own step and rule ids
                   md_inline(e.reason, keep_code=True), "", f"{fence}diff", diff, fence, ""]
     lines += ["## Parity", "", *parity_section(parity_of(state))]
     lines += ["", "## Device work (target run)", "", *device_work_section(state)]
     lines += ["", "## CPU check (migrated code on CPU vs the reference)", "", *cpu_check_section(state)]
-    lines += ["", "## Profile findings", "", *profile_section(profile_of(state), state.get("profile_error"))]
+    lines += ["", "## Profile findings", "", *profile_section(profile_of(state), state.get("profile_error")),
+              *profile_change_lines(state)]
     lines += ["", "## Left for a human", "", *left_for_human(state)]
     lines += ["", f"Patch: {len(patch.splitlines())} lines (ferry.patch)."]
     return "\n".join(lines) + "\n"
@@ -272,7 +346,7 @@ def pr_markdown(state: State, result: MigrationRecord, branch: str | None, base:
     lines += [f"- {md_code(f.path)} ({f.change}, +{f.added_lines} -{f.removed_lines})"
               for f in result.patch_files] or ["None."]
     lines += ["", "## Edits", ""]
-    lines += [f"- {md_code(e.rule)} ({e.kind}) {', '.join(md_code(p) for p in e.files)}: "
+    lines += [f"- {md_code(e.rule)} ({e.kind}, by {e.by}) {', '.join(md_code(p) for p in e.files)}: "
               f"{md_inline(e.reason, keep_code=True)}" for e in result.edits] or ["None."]
     lines += ["", "## Parity (original on CPU vs migrated on tpx)", "", *parity_section(parity_of(state))]
     lines += ["", "## Profile findings", "", *profile_section(profile_of(state), state.get("profile_error"))]

@@ -4,7 +4,31 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agent.state import State, last_run, llm_option, options_of, parity_of
+from agent.state import (
+    State,
+    findings_worth_a_change,
+    last_run,
+    llm_option,
+    options_of,
+    parity_of,
+    profile_round_of,
+)
+
+# Statuses that end the migration even while the model's profile change is verified (a Ferry bug, a
+# missing tool, outputs that cannot be written); any other failure on that way only rejects the change.
+ENDING = frozenset({"failed_internal", "failed_tool_unavailable", "failed_output"})
+
+
+def verifying_profile_change(state: State) -> bool:
+    """Whether the model's profile change is on its way through the verification."""
+    rnd = profile_round_of(state)
+    return rnd is not None and rnd.phase == "verifying"
+
+
+def _stopped(state: State) -> Literal["profile_revert", "report"]:
+    """Where a status sends the graph: to the report, or, while the model's profile change is verified,
+    back to the last verified state (the change failed, the migration stands)."""
+    return "profile_revert" if verifying_profile_change(state) and state.get("status") not in ENDING else "report"
 
 
 def after_ingest(state: State) -> Literal["reference_run", "report"]:
@@ -20,12 +44,14 @@ def after_step(state: State) -> Literal["next", "report"]:
     return "report" if state.get("status") else "next"
 
 
-def after_target(state: State) -> Literal["parity", "diagnose", "report"]:
+def after_target(state: State) -> Literal["parity", "diagnose", "profile_revert", "report"]:
     """After ``await_reference``: the target run's outcome (the reference settled, or it ended it)."""
     if state.get("status"):
-        return "report"
+        return _stopped(state)
     run = last_run(state)
-    return "parity" if run is not None and run.ok else "diagnose"
+    if run is not None and run.ok:
+        return "parity"
+    return "profile_revert" if verifying_profile_change(state) else "diagnose"
 
 
 def after_diagnose(state: State) -> Literal["apply_fix", "llm_fix", "report"]:
@@ -42,31 +68,56 @@ def after_llm(state: State) -> Literal["apply_fix", "report"]:
     return "apply_fix" if state.get("proposal") else "report"
 
 
-def after_apply(state: State) -> Literal["target_run", "report"]:
-    return "report" if state.get("status") else "target_run"
+def after_apply(state: State) -> Literal["target_run", "profile_revert", "report"]:
+    return _stopped(state) if state.get("status") else "target_run"
 
 
-def after_parity(state: State) -> Literal["tests", "cpu_check", "apply_fix", "llm_fix", "report"]:
+def after_parity(state: State) -> Literal["tests", "cpu_check", "apply_fix", "llm_fix", "profile_revert", "report"]:
     """A rule's fix first; a failure no rule explains goes to the model under --llm (the parity node
     ends the migration ``partial`` without it); a pass, or nothing to compare, goes on to the tests,
-    or the CPU check (the report node then says which)."""
+    or the CPU check (the report node then says which). A failure of the model's profile change
+    reverts it."""
     if state.get("status"):
-        return "report"
+        return _stopped(state)
+    report = parity_of(state)
+    if verifying_profile_change(state) and (state.get("proposal") or (report is not None and report.failed)):
+        return "profile_revert"
     if state.get("proposal"):
         return "apply_fix"
-    report = parity_of(state)
     if report is not None and report.failed:
         return "llm_fix" if llm_option(state) else "report"
     return "tests" if options_of(state).test_command else "cpu_check"
 
 
-def after_tests(state: State) -> Literal["cpu_check", "diagnose", "report"]:
+def after_tests(state: State) -> Literal["cpu_check", "diagnose", "profile_revert", "report"]:
+    if state.get("status"):
+        return _stopped(state)
+    run = last_run(state)
+    if run is not None and run.ok:
+        return "cpu_check"
+    return "profile_revert" if verifying_profile_change(state) else "diagnose"
+
+
+def after_cpu_check(state: State) -> Literal["profile", "profile_revert", "report"]:
+    """The CPU guard's outcome is the report node's to judge; the profile still runs."""
+    return _stopped(state) if state.get("status") else "profile"
+
+
+def after_profile(state: State) -> Literal["profile_llm", "profile_verdict", "profile_revert", "report"]:
+    """Under --llm, once per migration: a verified migration whose profile has findings worth a change
+    asks the model for one; the model's change, back from its verification, is judged."""
+    if state.get("status"):
+        return _stopped(state)
+    if verifying_profile_change(state):
+        return "profile_verdict"
+    if not llm_option(state) or profile_round_of(state) is not None or not findings_worth_a_change(state):
+        return "report"
+    from agent.nodes.report import final_status  # the evidence ``migrated`` needs: only such code is tuned
+
+    return "profile_llm" if final_status(state)[0] == "migrated" else "report"
+
+
+def after_profile_llm(state: State) -> Literal["apply_fix", "report"]:
     if state.get("status"):
         return "report"
-    run = last_run(state)
-    return "cpu_check" if run is not None and run.ok else "diagnose"
-
-
-def after_cpu_check(state: State) -> Literal["profile", "report"]:
-    """The CPU guard's outcome is the report node's to judge; the profile still runs."""
-    return "report" if state.get("status") else "profile"
+    return "apply_fix" if state.get("proposal") else "report"

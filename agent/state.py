@@ -21,9 +21,20 @@ from pydantic import BaseModel, Field
 from agent.errors import STATUSES, Status
 from agent.llm.config import DEFAULTS as LLM_DEFAULTS
 from agent.llm.config import LLMLimits
-from agent.records import CpuCheck, DeviceWork, Edit, Outputs, Plan, RunPhase, RunRecord, ScanDigest, Step
+from agent.records import (
+    CpuCheck,
+    DeviceWork,
+    Edit,
+    Outputs,
+    Plan,
+    ProfileRound,
+    RunPhase,
+    RunRecord,
+    ScanDigest,
+    Step,
+)
 from tools.parity.models import ParityReport
-from tools.profile.models import ProfileReport
+from tools.profile.models import Finding, ProfileReport
 from tools.runner.models import RunResult
 
 M = TypeVar("M", bound=BaseModel)
@@ -105,6 +116,7 @@ class MigrationState(TypedDict, total=False):
     parity: dict[str, Any] | None  # ParityReport
     profile: dict[str, Any] | None  # ProfileReport
     profile_error: str | None  # why there is no profile report (the migration is verified anyway)
+    profile_round: dict[str, Any] | None  # ProfileRound: the model's one profile round under --llm
     llm_usage: Annotated[dict[str, float], add_counters]
     elapsed_s: Annotated[float, operator.add]
     status: Status | None  # a named status (agent.errors.Status) once decided
@@ -165,6 +177,18 @@ def parity_of(state: State) -> ParityReport | None:
 
 def profile_of(state: State) -> ProfileReport | None:
     return _one(state, "profile", ProfileReport)
+
+
+def profile_round_of(state: State) -> ProfileRound | None:
+    """The model's profile round (None: not asked, or no --llm)."""
+    return _one(state, "profile_round", ProfileRound)
+
+
+def findings_worth_a_change(state: State) -> list[Finding]:
+    """The profile's high-severity findings (a sync or CPU fallback 10+ times, a copy every step...):
+    what the model is shown in its profile round."""
+    report = profile_of(state)
+    return [f for f in report.findings if f.severity == "high"] if report is not None else []
 
 
 def scan_of(state: State) -> ScanDigest | None:

@@ -27,6 +27,8 @@ NEXT_LABEL = {
     "target_run": "checking the result", "tests": "profiling", "diagnose": "fixing",
     "llm_fix": "applying the model's edit",
     "apply_fix": "target run on tpx", "parity": "tests / profiling", "profile": "writing the report",
+    "profile_llm": "applying the model's profile change", "profile_verdict": "writing the report",
+    "profile_revert": "writing the report",
 }
 
 

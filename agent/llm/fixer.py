@@ -28,6 +28,12 @@ target computes something else at the first divergence below (code that picks a 
 or constant by device, dtype changes, op semantics...) and make the tpx run compute what the reference \
 computes; check_parity verifies an edit before you finish. Every edit is re-verified by a probed run."""
 
+PROFILE_TASK = """The migrated program runs on tpx and passes its run, parity, tests and CPU check. The \
+profiler found the findings below worth a change (device-to-host syncs, CPU fallbacks, host-to-device \
+copies...). Make the smallest edit that removes or reduces them without changing what the program computes \
+or prints (parity must still pass). Every edit is re-verified in full (run, parity, tests, CPU check, \
+profile) and reverted if anything fails. If no safe change exists, call finish without an edit."""
+
 
 def _text_or_none(session: EditSession, rel: str) -> str | None:
     try:
@@ -47,6 +53,8 @@ def _parity_context(session: EditSession, diag: Diagnosis) -> list[str]:
 def _context(session: EditSession, diag: Diagnosis, tried: list[str], window: int = 12) -> str:
     if diag.phase == "parity":
         parts = _parity_context(session, diag)
+    elif diag.phase == "profile":  # diag.message lists the findings; their sites are diag.frames
+        parts = [PROFILE_TASK, f"Phase: profile\n{diag.message}"]
     else:
         parts = [f"Phase: {diag.phase}", f"Signature: {diag.kind}" + (f" (op {diag.op})" if diag.op else ""),
                  f"Exception: {diag.exc_type}: {diag.message[:1500]}"]

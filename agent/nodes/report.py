@@ -100,7 +100,7 @@ def cpu_check_problem(state: State) -> str | None:
     return check.reason if check.verdict == "fail" else None
 
 
-def final_status(state: MigrationState) -> tuple[Status, str]:
+def final_status(state: State) -> tuple[Status, str]:
     """The status the graph decided, or, when it went all the way, what the evidence shows."""
     status, summary = status_of(state), state.get("summary") or ""
     if status is not None:

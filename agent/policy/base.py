@@ -30,7 +30,7 @@ class Frame(BaseModel):
 class Diagnosis(BaseModel):
     """What failed and where, from a run's parsed trace or a parity/profile finding."""
 
-    phase: Literal["run", "test", "parity"]
+    phase: Literal["run", "test", "parity", "profile"]  # profile: findings worth a change (--llm only)
     kind: str = Field(description="trace signature kind (tpx_float64, mixed_devices, ...) or parity_failed")
     op: str | None = None
     exc_type: str = ""

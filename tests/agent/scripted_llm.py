@@ -4,6 +4,11 @@ Each POST /v1/chat/completions pops the next scripted step: a reply (content and
 an HTTP error status, a raw body (any status, content type and bytes: non-JSON, truncated JSON),
 a hang (no answer for a while) or a huge reply. Requests are recorded so tests can check what the
 model saw.
+
+The plan step's requests (they offer the ``submit_plan`` tool, agent/llm/planner.py) are served
+from their own script, ``plans``, and recorded in ``plan_requests``, so the fixers' script and
+``requests`` read as before; with no plan scripted they are answered HTTP 400 (no retry, no tokens:
+the migration records the failure and runs the offline plan).
 """
 
 from __future__ import annotations
@@ -48,11 +53,20 @@ def no_choices() -> dict[str, Any]:
     return {"kind": "no_choices"}
 
 
+PLAN_TOOL = "submit_plan"
+
+
+def _offers(body: dict[str, Any], name: str) -> bool:
+    return any((t.get("function") or {}).get("name") == name for t in body.get("tools") or [])
+
+
 class ScriptedLLM:
-    def __init__(self, script: list[dict[str, Any]]) -> None:
+    def __init__(self, script: list[dict[str, Any]], plans: list[dict[str, Any]] | None = None) -> None:
         self.script = list(script)
+        self.plans = list(plans or [])
         self.requests: list[dict[str, Any]] = []
         self.stop = threading.Event()  # ends hangs early when the server shuts down
+        self.plan_requests: list[dict[str, Any]] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -62,12 +76,16 @@ class ScriptedLLM:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                outer.requests.append({"path": self.path, "body": body, "auth": self.headers.get("authorization")})
+                plan = _offers(body, PLAN_TOOL)
+                log, script = (outer.plan_requests, outer.plans) if plan else (outer.requests, outer.script)
+                log.append({"path": self.path, "body": body, "auth": self.headers.get("authorization")})
                 if not self.path.endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
-                if not outer.script:
+                if plan and not script:
+                    return self._send(400, {"error": {"message": "no plan scripted", "type": "scripted"}})
+                if not script:
                     return self._send(500, {"error": {"message": "script exhausted"}})
-                step = outer.script.pop(0)
+                step = script.pop(0)
                 kind = step["kind"]
                 if kind == "error":
                     headers = {"retry-after": str(step["retry_after"])} if step.get("retry_after") is not None else {}

@@ -46,9 +46,13 @@ def test_model_fixes_what_no_rule_can(tmp_path):
                                                          "replace": 'torch.full((3,), 2.0, device=device)}'}, "c2")),
         scripted.reply(scripted.tool_call("finish", {"summary": "create the table tensor on the device"}, "c3")),
     ]
+    # the model's plan: one file the scan did not find and one unknown finding id, both dropped
+    plan = {"files": ["ghost.py", "prog.py"], "findings": ["F42", "F1"], "verify": ["the loss of every step matches"],
+            "rationale": "one file; its device first"}
+    plans = [scripted.reply(scripted.tool_call("submit_plan", plan, "p1"))]
     env = {**os.environ, "FERRY_LLM_API_KEY": "k"}
     env.pop("FERRY_LLM_BASE_URL", None)
-    with scripted.ScriptedLLM(script) as server:
+    with scripted.ScriptedLLM(script, plans=plans) as server:
         res = subprocess.run(
             [sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py", "--llm",
              "--llm-base-url", server.base_url, "--llm-model", "scripted", "--json",
@@ -58,12 +62,28 @@ def test_model_fixes_what_no_rule_can(tmp_path):
     result = json.loads(res.stdout)
     assert result["status"] == "migrated"
     llm = result["llm"]
+    # three fixer calls and the plan's
     assert {k: llm[k] for k in ("calls", "prompt_tokens", "completion_tokens", "total_tokens")} == {
-        "calls": 3, "prompt_tokens": 300, "completion_tokens": 60, "total_tokens": 360}
+        "calls": 4, "prompt_tokens": 400, "completion_tokens": 80, "total_tokens": 480}
     # priced from agent/llm/prices.toml (scripted: $1 / $2 per million tokens)
-    assert llm["model"] == "scripted" and llm["cost_usd"] == pytest.approx(420e-6) and llm["failures"] == {}
+    assert llm["model"] == "scripted" and llm["cost_usd"] == pytest.approx(560e-6) and llm["failures"] == {}
     llm_edits = [e for e in result["edits"] if e["kind"] == "llm"]
     assert len(llm_edits) == 1 and "create the table tensor on the device" in llm_edits[0]["reason"]
+    # every edit says who made it: the model's are `model`, the codemods' their rules
+    assert llm_edits[0]["by"] == "model"
+    assert [e["by"] for e in result["edits"] if e["kind"] == "codemod"] == ["rule FRY001"]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "| fix-1 | model | `prog.py:10` | `prog.py` |" in report and "### fix-1: llm (llm, by model)" in report
+    # the model's plan, validated against the scan and recorded beside the offline one
+    assert result["plan_source"] == "model"
+    model_plan = result["model_plan"]
+    assert model_plan["files"] == ["prog.py"] and model_plan["findings"] == ["F1"] and model_plan["error"] is None
+    assert model_plan["warnings"] == ["dropped file 'ghost.py': not a file the scan found",
+                                      "dropped finding 'F42': not a finding id of the scan"]
+    assert "### Plan (offline)" in report and "### Plan (model)" in report
+    assert "- files in order: `prog.py`" in report and "  - the loss of every step matches" in report
+    assert "- warning: dropped file 'ghost.py': not a file the scan found" in report
+    assert len(server.plan_requests) == 1
     # re-verified: a target run after the model's edit passed
     targets = [r for r in result["run_log"] if r["kind"] == "target"]
     assert [r["status"] for r in targets] == ["failed", "ok"]

@@ -85,8 +85,10 @@ def test_model_fixes_a_parity_failure_no_rule_explains(tmp_path):
         result, stderr = _migrate(tmp_path, server)
     assert result["status"] == "migrated", (result["summary"], stderr[-3000:])
     assert result["parity"]["passed"] is True
+    # 6 fixer calls and the plan's (no plan scripted: the server refused it, no tokens)
     assert {k: result["llm"][k] for k in ("calls", "prompt_tokens", "completion_tokens", "total_tokens")} == {
-        "calls": 6, "prompt_tokens": 600, "completion_tokens": 120, "total_tokens": 720}
+        "calls": 7, "prompt_tokens": 600, "completion_tokens": 120, "total_tokens": 720}
+    assert len(server.plan_requests) == 1 and result["plan_source"] == "offline"
     fixes = [(e["kind"], e["rule"]) for e in result["edits"] if e["kind"] != "codemod"]
     # the divergence is attributed to the computation, not to matmul precision: no offline rule fires
     assert fixes == [("llm", "llm"), ("llm", "llm")]
@@ -118,7 +120,8 @@ def test_model_edit_that_does_not_fix_parity_ends_in_the_budget_status(tmp_path,
                                                          "replace": WRONG_LINE.replace("1e-2", "1e-3")}, "r2a")),
         scripted.reply(scripted.tool_call("finish", {"summary": "smaller still"}, "r2b")),
     ] * 3
-    extra = ["--max-iterations", "2"] if budget == "iterations" else ["--llm-max-calls", "4"]
+    # the plan's call (refused: no plan scripted) counts against the call budget as well
+    extra = ["--max-iterations", "2"] if budget == "iterations" else ["--llm-max-calls", "5"]
     with scripted.ScriptedLLM(script) as server:
         result, stderr = _migrate(tmp_path, server, *extra)
     assert result["status"] == "failed_budget", (result["summary"], stderr[-3000:])
@@ -126,13 +129,13 @@ def test_model_edit_that_does_not_fix_parity_ends_in_the_budget_status(tmp_path,
         # the model's two rounds (fix rounds 1 and 2) leave parity failing: it is not asked a third time
         assert "iteration budget exhausted: 2 fix rounds" in result["summary"]
         assert "Net.norm#0" in result["summary"]
-        assert len(server.requests) == 5 and result["llm"]["calls"] == 5
+        assert len(server.requests) == 5 and result["llm"]["calls"] == 5 + 1
         assert [r["status"] for r in result["run_log"] if r["kind"] == "target"] == ["ok"] * 3
         assert [e["kind"] for e in result["edits"]].count("llm") == 2
     else:
         # the model is asked again after its first edit fails parity, and the call budget ends round two
-        assert "LLM call budget exhausted (4 calls)" in result["summary"]
-        assert len(server.requests) == 4 and result["llm"]["calls"] == 4
+        assert "LLM call budget exhausted (5 calls)" in result["summary"]
+        assert len(server.requests) == 4 and result["llm"]["calls"] == 4 + 1
         _assert_parity_evidence(_first_prompt(server.requests[3]))
         assert [e["kind"] for e in result["edits"]].count("llm") == 1
     assert len(server.script) > 0
