@@ -228,6 +228,12 @@ class KnowledgeBase:
 
     def search(self, text: str, k: int = 5) -> list[Match]:
         """The ``k`` best matches for free text (a trace, a message), best first."""
+        try:
+            return self._search(text, k)
+        except (OSError, sqlite3.Error) as exc:  # an unreadable source, a damaged or unwritable index
+            raise KnowledgeError(f"the knowledge base in {self.directory} cannot be searched: {exc}") from exc
+
+    def _search(self, text: str, k: int) -> list[Match]:
         strong, weak = query_tokens(text)
         if not strong and not weak:
             return []
