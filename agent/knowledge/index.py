@@ -219,6 +219,7 @@ class KnowledgeBase:
                 conn.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT)")
                 conn.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
                 conn.commit()
+            os.chmod(tmp, 0o644)  # mkstemp makes it private; the index holds nothing secret
             os.replace(tmp, self.path)
         finally:
             if os.path.exists(tmp):
