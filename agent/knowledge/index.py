@@ -219,6 +219,7 @@ class KnowledgeBase:
                 conn.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT)")
                 conn.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
                 conn.commit()
+            os.chmod(tmp, 0o644)  # mkstemp makes it private; the index holds nothing secret
             os.replace(tmp, self.path)
         finally:
             if os.path.exists(tmp):
@@ -228,6 +229,12 @@ class KnowledgeBase:
 
     def search(self, text: str, k: int = 5) -> list[Match]:
         """The ``k`` best matches for free text (a trace, a message), best first."""
+        try:
+            return self._search(text, k)
+        except (OSError, sqlite3.Error) as exc:  # an unreadable source, a damaged or unwritable index
+            raise KnowledgeError(f"the knowledge base in {self.directory} cannot be searched: {exc}") from exc
+
+    def _search(self, text: str, k: int) -> list[Match]:
         strong, weak = query_tokens(text)
         if not strong and not weak:
             return []

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
-from agent.knowledge import KnowledgeBase, fts_query, record_fix
+from agent.knowledge import KnowledgeBase, KnowledgeError, fts_query, prompt_section, record_fix
 from agent.knowledge.sources import default_checkout
 from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
@@ -217,3 +217,16 @@ def test_the_cli_searches_and_rebuilds(tmp_path, monkeypatch, capsys):
     assert main(["knowledge", "search", "NCCL", "-k", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["id"] == "FRY032"
     assert main(["knowledge", "search", "***"]) == 1  # nothing to search: said, not an error
+
+
+def test_a_damaged_index_is_rebuilt_and_an_unusable_directory_is_a_clear_error(tmp_path):
+    kb = KnowledgeBase(tmp_path / "kb", None)
+    kb.directory.mkdir()
+    kb.path.write_bytes(b"not an sqlite file at all" * 10)
+    assert kb.search("NCCL", 1)[0].id == "FRY032"
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    with pytest.raises(KnowledgeError, match="cannot"):
+        KnowledgeBase(blocked / "kb", None).search("NCCL")
+    diag = Diagnosis(phase="run", kind="other", exc_type="RuntimeError", message="NCCL error")
+    assert prompt_section(diag, kb=KnowledgeBase(blocked / "kb", None)) is None  # the prompt goes without it
