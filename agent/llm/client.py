@@ -138,8 +138,13 @@ class ChatClient:
 
         self.cfg = cfg
         self._openai = openai
-        self._client = openai.OpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
-                                     timeout=cfg.request_timeout_s)
+        self.usage = Usage()
+        try:
+            self._client = openai.OpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
+                                         timeout=cfg.request_timeout_s)
+        except Exception as exc:  # e.g. a base URL the library cannot use
+            raise self._fail("unexpected", f"cannot create the client for {cfg.base_url}: "
+                                           f"{type(exc).__name__}: {exc}") from exc
         spent = spent or {}
         self.prior_calls = int(spent.get("calls", 0))
         self.prior_tokens = int(spent.get("prompt_tokens", 0) + spent.get("completion_tokens", 0))
@@ -147,7 +152,6 @@ class ChatClient:
         self.budget_s = cfg.max_wall_s - prior_wall
         if wall_left is not None:
             self.budget_s = min(self.budget_s, wall_left)
-        self.usage = Usage()
         self.started = time.monotonic()
         self._sleep = sleep
 

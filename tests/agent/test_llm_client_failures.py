@@ -226,3 +226,22 @@ def test_a_non_json_reply_ends_the_migration_failed_llm_with_the_call_counted(tm
     assert result["llm"]["model"] == "scripted" and result["llm"]["cost_usd"] == 0.0  # no tokens were billed
     report = (tmp_path / "out" / "report.md").read_text()
     assert "model `scripted`: 1 calls" in report and "non_json 1" in report
+
+
+def test_migrate_stores_the_limits_flags_over_environment(tmp_path, monkeypatch):
+    import argparse
+
+    from agent.cli import migrate_cmd
+    from agent.state import llm_limits_of
+
+    (tmp_path / "repo").mkdir()
+    monkeypatch.setenv("FERRY_LLM_TIMEOUT_S", "7")
+    monkeypatch.setenv("FERRY_LLM_MAX_WALL_S", "45")
+    monkeypatch.setenv("FERRY_LLM_RETRIES", "1")
+    parser = argparse.ArgumentParser()
+    migrate_cmd.add_arguments(parser)
+    args = parser.parse_args([str(tmp_path / "repo"), "--run", "python p.py", "--offline", "--llm-retries", "6",
+                              "--llm-max-reply-chars", "5000", "--state-dir", str(tmp_path / "s")])
+    limits = llm_limits_of(migrate_cmd.build_options(args))
+    assert (limits.request_timeout_s, limits.max_wall_s, limits.max_retries, limits.max_reply_chars) == (7, 45, 6, 5000)
+    assert limits.max_calls == DEFAULTS.max_calls
