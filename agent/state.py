@@ -222,6 +222,14 @@ def status_of(state: State) -> Status | None:
     return status  # checked against STATUSES just above
 
 
+def with_llm_limits(opts: MigrationOptions, limits: LLMLimits) -> MigrationOptions:
+    """``opts`` with the model's limits (checked already: LLMLimits holds the same bounds)."""
+    return opts.model_copy(update={
+        "llm_timeout_s": limits.request_timeout_s, "llm_retries": limits.max_retries, "llm_backoff_s": limits.backoff_s,
+        "llm_max_wall_s": limits.max_wall_s, "llm_max_calls": limits.max_calls, "llm_max_tokens": limits.max_tokens,
+        "llm_max_reply_chars": limits.max_reply_chars})
+
+
 def llm_limits_of(opts: MigrationOptions) -> LLMLimits:
     """The model's limits a migration was started with."""
     return LLMLimits(request_timeout_s=opts.llm_timeout_s, max_retries=opts.llm_retries, backoff_s=opts.llm_backoff_s,

@@ -84,7 +84,7 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
     from agent.cli import CliError, disk_limit, output_dir
     from agent.llm.config import configured
     from agent.materialise import DEFAULT_STATE_DIR, state_dir
-    from agent.state import MigrationOptions
+    from agent.state import MigrationOptions, with_llm_limits
 
     src = Path(args.path).expanduser()
     if not src.is_dir():
@@ -112,18 +112,15 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
     sdir = output_dir(args.state_dir or DEFAULT_STATE_DIR, "--state-dir")
     own = environ.from_args(args, src)
     limits = llm_limits(args)
-    return MigrationOptions(
+    return with_llm_limits(MigrationOptions(
         source=str(src.resolve()), run_command=args.run, test_command=args.test or None, out_dir=out,
         state_dir=str(state_dir(sdir)), llm=use_llm, approve=args.approve, apply=args.apply,
         device=args.device, max_iterations=args.max_iterations, run_timeout_s=args.run_timeout, seed=args.seed,
         max_wall_s=args.max_wall, disk_limit_bytes=disk_limit(getattr(args, "disk_limit", None)),
-        llm_max_calls=limits.max_calls, llm_max_tokens=limits.max_tokens, llm_max_wall_s=limits.max_wall_s,
-        llm_timeout_s=limits.request_timeout_s, llm_retries=limits.max_retries, llm_backoff_s=limits.backoff_s,
-        llm_max_reply_chars=limits.max_reply_chars,
         llm_model=(args.llm_model or os.environ.get("FERRY_LLM_MODEL")) if use_llm else args.llm_model,
         llm_base_url=args.llm_base_url,
         python=own.python, env=own.env, cwd=own.cwd,
-    )
+    ), limits)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from agent.cli import CliError, output_dir
+    from agent.cli.migrate_cmd import llm_limits
     from agent.cli.progress import Progress, exit_code
     from agent.early import new_migration_id
     from agent.llm.config import configured
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.migration import start
     from agent.records import MigrationRecord
     from agent.render import pr_markdown
-    from agent.state import MigrationOptions, outputs_of
+    from agent.state import MigrationOptions, outputs_of, with_llm_limits
 
     repo = Path(args.path).expanduser()
     if not repo.is_dir():
@@ -102,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         _git(top, *NO_HOOKS, "worktree", "add", "--detach", str(wt), base)
         opts = MigrationOptions(source=str(wt / rel), run_command=args.run, test_command=args.test, out_dir=str(out),
                                 state_dir=str(state_dir(sdir)), llm=args.llm or configured())
+        opts = with_llm_limits(opts, llm_limits(args))  # FERRY_LLM_* or the defaults
         with Progress(enabled=not args.json) as progress:
             state = start(opts, migration_id=mid, progress=progress)
         outputs = outputs_of(state)

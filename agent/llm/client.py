@@ -120,6 +120,10 @@ def retry_after_s(headers: Mapping[str, str] | None, now: float | None = None) -
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+class _TooSlow(Exception):
+    """The reply's body did not arrive within the request timeout (counted and retried as a timeout)."""
+
+
 def _snippet(text: str, n: int = 120) -> str:
     return repr(text[:n]) + ("..." if len(text) > n else "")
 
@@ -138,8 +142,13 @@ class ChatClient:
 
         self.cfg = cfg
         self._openai = openai
-        self._client = openai.OpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
-                                     timeout=cfg.request_timeout_s)
+        self.usage = Usage()
+        try:
+            self._client = openai.OpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
+                                         timeout=cfg.request_timeout_s)
+        except Exception as exc:  # e.g. a base URL the library cannot use
+            raise self._fail("unexpected", f"cannot create the client for {cfg.base_url}: "
+                                           f"{type(exc).__name__}: {exc}") from exc
         spent = spent or {}
         self.prior_calls = int(spent.get("calls", 0))
         self.prior_tokens = int(spent.get("prompt_tokens", 0) + spent.get("completion_tokens", 0))
@@ -147,7 +156,6 @@ class ChatClient:
         self.budget_s = cfg.max_wall_s - prior_wall
         if wall_left is not None:
             self.budget_s = min(self.budget_s, wall_left)
-        self.usage = Usage()
         self.started = time.monotonic()
         self._sleep = sleep
 
@@ -202,15 +210,12 @@ class ChatClient:
         while True:
             left = self._check_budget()
             self.usage.calls += 1
+            timeout = max(0.05, min(self.cfg.request_timeout_s, left))
             try:
-                raw = self._client.chat.completions.with_raw_response.create(  # messages/tools are plain JSON
-                    model=self.cfg.model, messages=cast("list[ChatCompletionMessageParam]", messages),
-                    tools=cast("list[ChatCompletionToolParam]", tools), tool_choice="auto", temperature=0,
-                    timeout=max(0.05, min(self.cfg.request_timeout_s, left)))
-                body = raw.http_response.content
-                content_type = raw.http_response.headers.get("content-type", "")
-            except (oa.APITimeoutError, oa.RateLimitError, oa.InternalServerError, oa.APIConnectionError) as exc:
-                kind = self._kind(exc)
+                body, content_type = self._request(messages, tools, timeout)
+            except (oa.APITimeoutError, oa.RateLimitError, oa.InternalServerError, oa.APIConnectionError,
+                    _TooSlow) as exc:
+                kind = "timeout" if isinstance(exc, _TooSlow) else self._kind(exc)
                 self.count_failure(kind)
                 attempt += 1
                 if attempt > self.cfg.max_retries:
@@ -221,9 +226,34 @@ class ChatClient:
             except oa.APIStatusError as exc:
                 raise self._fail("http_error", f"the model server refused the request: HTTP {exc.status_code}: "
                                                f"{exc.message}") from exc
+            except LLMFailure:  # already named and counted (an oversized body)
+                raise
             except Exception as exc:  # anything else the library raises: a named failure, never a crash
                 raise self._fail("unexpected", f"{type(exc).__name__}: {exc}") from exc
             return self._reply(body, content_type)
+
+    def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                 timeout: float) -> tuple[bytes, str]:
+        """The reply's body, read in chunks: all of it within ``timeout`` (httpx's own timeout is per read,
+        so a server trickling bytes would hold it longer) and no more than the size cap."""
+        deadline = time.monotonic() + timeout
+        limit = 4 * self.cfg.max_reply_chars + 65536
+        with self._client.chat.completions.with_streaming_response.create(  # messages/tools are plain JSON
+                model=self.cfg.model, messages=cast("list[ChatCompletionMessageParam]", messages),
+                tools=cast("list[ChatCompletionToolParam]", tools), tool_choice="auto", temperature=0,
+                timeout=timeout) as resp:
+            content_type = resp.headers.get("content-type", "")
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in resp.iter_bytes():
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > limit:
+                    raise self._fail("oversized", f"the reply body is over {limit} bytes, over the cap "
+                                                  f"(FERRY_LLM_MAX_REPLY_CHARS={self.cfg.max_reply_chars} characters)")
+                if time.monotonic() > deadline:
+                    raise _TooSlow(f"the reply took longer than the {timeout:.1f} s request timeout to arrive")
+        return b"".join(chunks), content_type
 
     def _back_off(self, kind: str, attempt: int, exc: Exception) -> None:
         delay = self.cfg.backoff_s * (2 ** (attempt - 1))
@@ -241,9 +271,6 @@ class ChatClient:
 
     def _reply(self, body: bytes, content_type: str) -> Reply:
         cap = self.cfg.max_reply_chars
-        if len(body) > 4 * cap + 65536:
-            raise self._fail("oversized", f"the reply body is {len(body)} bytes, over the cap "
-                                          f"(FERRY_LLM_MAX_REPLY_CHARS={cap} characters)")
         text = body.decode("utf-8", errors="replace")
         try:
             data = json.loads(text)

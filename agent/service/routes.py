@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 
 from agent import records
 from agent.early import new_migration_id
+from agent.llm.config import resolve_limits
 from agent.locks import lock_holder
 from agent.migration import UnknownMigration, load, resume, start
 from agent.service.deps import Authorized, JobsDep, Settings, SettingsDep
@@ -23,7 +24,7 @@ from agent.service.schemas import (
     MigrationStatus,
     State,
 )
-from agent.state import MigrationOptions, outputs_of, runs_of, status_of, steps_of
+from agent.state import MigrationOptions, outputs_of, runs_of, status_of, steps_of, with_llm_limits
 from sandbox.execute import start_directory
 from tools.runner.interpreter import InterpreterError, ferrys_interpreter, inspect_interpreter
 
@@ -101,10 +102,16 @@ def create(body: MigrationCreate, settings: SettingsDep, jobs: JobsDep) -> Migra
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "cwd"), "msg": msg,
                                            "input": body.cwd}]) from None
     python = _allowed_python(body.python, settings)
+    try:  # the model's limits: the server's FERRY_LLM_* or the defaults
+        limits = resolve_limits({})
+    except ValueError as exc:  # the operator's setting, not the request's
+        raise HTTPException(status.HTTP_500_INTERNAL_SERVER_ERROR,
+                            f"the server's LLM settings are invalid: {exc}") from exc
     opts = MigrationOptions(source=str(src.resolve()), run_command=body.run, test_command=body.test, out_dir=body.out,
                             state_dir=settings.state_dir, llm=body.llm, approve=body.approve, apply=body.apply,
                             device=body.device, max_iterations=body.max_iterations, run_timeout_s=body.run_timeout_s,
                             max_wall_s=body.max_wall_s, seed=body.seed, python=python, env=dict(body.env), cwd=body.cwd)
+    opts = with_llm_limits(opts, limits)
     mid = new_migration_id()
     jobs.submit(mid, lambda: start(opts, migration_id=mid, runs=jobs.runs))
     return MigrationCreated(id=mid, status_url=f"/migrations/{mid}")

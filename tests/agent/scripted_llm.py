@@ -44,6 +44,11 @@ def hang(seconds: float) -> dict[str, Any]:
     return {"kind": "hang", "seconds": seconds}
 
 
+def trickle(seconds_per_byte: float, body: bytes = b'{"choices": []}' * 8) -> dict[str, Any]:
+    """A 200 whose body arrives one byte at a time, each after ``seconds_per_byte``."""
+    return {"kind": "trickle", "delay": seconds_per_byte, "body": body}
+
+
 def huge(chars: int) -> dict[str, Any]:
     """A well-formed reply whose content is ``chars`` characters long."""
     return reply(content="x" * chars)
@@ -97,6 +102,8 @@ class ScriptedLLM:
                     outer.stop.wait(step["seconds"])
                     self.close_connection = True
                     return None
+                if kind == "trickle":
+                    return self._trickle(step["body"], step["delay"])
                 if kind == "no_choices":
                     return self._send(200, {"id": "chatcmpl-x", "object": "chat.completion", "created": 0,
                                             "model": body.get("model", "scripted"), "choices": [],
@@ -114,6 +121,21 @@ class ScriptedLLM:
                                  "finish_reason": "tool_calls" if step["calls"] else "stop"}],
                     "usage": usage,
                 })
+
+            def _trickle(self, data: bytes, delay: float) -> None:
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    for i in range(len(data)):
+                        if outer.stop.wait(delay):
+                            break
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up first
+                    pass
+                self.close_connection = True
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
                 self._send_bytes(status, json.dumps(payload).encode(), "application/json", headers)

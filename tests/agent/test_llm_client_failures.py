@@ -79,6 +79,10 @@ def test_an_oversized_reply_is_refused():
     huge_args = scripted.reply(scripted.tool_call("apply_edit", {"path": "m.py", "search": "x", "replace": "y" * 3000}))
     client, raised, _ = _chat([huge_args], max_reply_chars=1000)
     assert isinstance(raised, LLMFailure) and "LLM oversized" in str(raised)
+    # a body far over the cap is refused while it is read, not after
+    client, raised, _ = _chat([scripted.huge(300_000)], max_reply_chars=1000)
+    assert isinstance(raised, LLMFailure) and "LLM oversized" in str(raised) and "bytes" in str(raised)
+    assert client.usage.failures == {"oversized": 1}
 
 
 def test_a_server_that_never_answers_ends_after_its_retries():
@@ -86,6 +90,14 @@ def test_a_server_that_never_answers_ends_after_its_retries():
     assert isinstance(raised, LLMFailure) and raised.status == "failed_llm" and "LLM timeout" in str(raised)
     assert client.usage.calls == 2 and client.usage.retries == 1 and client.usage.failures == {"timeout": 2}
     assert took < 20  # two 0.5 s timeouts, never 2 x 60 s
+
+
+def test_a_server_trickling_its_reply_is_a_timeout_not_a_wait_per_byte():
+    # 120 bytes at 0.2 s each is 24 s, every read well within httpx's per-read timeout: the request's
+    # own deadline stops it
+    client, raised, took = _chat([scripted.trickle(0.2)] * 2, request_timeout_s=1.0, max_retries=1)
+    assert isinstance(raised, LLMFailure) and "LLM timeout" in str(raised)
+    assert client.usage.failures == {"timeout": 2} and took < 10
 
 
 def test_the_wall_budget_bounds_a_hanging_server_not_retries_x_timeout():
@@ -226,3 +238,22 @@ def test_a_non_json_reply_ends_the_migration_failed_llm_with_the_call_counted(tm
     assert result["llm"]["model"] == "scripted" and result["llm"]["cost_usd"] == 0.0  # no tokens were billed
     report = (tmp_path / "out" / "report.md").read_text()
     assert "model `scripted`: 1 calls" in report and "non_json 1" in report
+
+
+def test_migrate_stores_the_limits_flags_over_environment(tmp_path, monkeypatch):
+    import argparse
+
+    from agent.cli import migrate_cmd
+    from agent.state import llm_limits_of
+
+    (tmp_path / "repo").mkdir()
+    monkeypatch.setenv("FERRY_LLM_TIMEOUT_S", "7")
+    monkeypatch.setenv("FERRY_LLM_MAX_WALL_S", "45")
+    monkeypatch.setenv("FERRY_LLM_RETRIES", "1")
+    parser = argparse.ArgumentParser()
+    migrate_cmd.add_arguments(parser)
+    args = parser.parse_args([str(tmp_path / "repo"), "--run", "python p.py", "--offline", "--llm-retries", "6",
+                              "--llm-max-reply-chars", "5000", "--state-dir", str(tmp_path / "s")])
+    limits = llm_limits_of(migrate_cmd.build_options(args))
+    assert (limits.request_timeout_s, limits.max_wall_s, limits.max_retries, limits.max_reply_chars) == (7, 45, 6, 5000)
+    assert limits.max_calls == DEFAULTS.max_calls

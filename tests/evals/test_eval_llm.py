@@ -1,0 +1,96 @@
+"""``ferry eval --policy llm`` against an OpenAI-compatible server (the scripted one on loopback): the
+harness passes the model's settings to the case's migration, the model is asked, and the case's LLM
+calls and estimated cost come back in results.jsonl and the leaderboard."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("scripted_llm_e", ROOT / "tests" / "agent" / "scripted_llm.py")
+scripted = importlib.util.module_from_spec(_spec)
+sys.modules["scripted_llm_e"] = scripted
+_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
+
+# The CPU tensor hidden in a dict defeats the offline rules (tests/agent/test_llm_graph.py): only the model fixes it.
+PROG = '''import torch
+
+device = torch.device("cuda")
+table = {"w": torch.full((3,), 2.0)}
+
+
+def main():
+    x = torch.ones(3, device=device)
+    loss = (x * table["w"]).sum().item()
+    print(f"loss {loss:.4f}")
+    return loss
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+GRADING = '''import prog
+
+
+def test_the_program_runs_on_the_accelerator():
+    assert prog.main() == 6.0
+'''
+
+CASE = '''name = "hidden_table"
+description = "A CPU tensor in a dict, used with device tensors: no offline rule applies."
+difficulty = "easy"
+idiom_groups = ["placement"]
+run = "python prog.py"
+expected_status = "migrated"
+timeout_s = 400
+
+[grading]
+fail_to_pass = ["ferry_grading/test_prog.py::test_the_program_runs_on_the_accelerator"]
+'''
+
+
+@pytest.mark.slow
+def test_eval_policy_llm_asks_the_configured_server_and_reports_calls_and_cost(tmp_path):
+    case = tmp_path / "suite" / "hidden_table"
+    (case / "repo").mkdir(parents=True)
+    (case / "grading").mkdir()
+    (case / "ferry-eval.toml").write_text(CASE)
+    (case / "repo" / "prog.py").write_text(PROG)
+    (case / "grading" / "test_prog.py").write_text(GRADING)
+    script = [
+        scripted.reply(scripted.tool_call("read_file", {"path": "prog.py", "start": 1, "end": 12})),
+        scripted.reply(scripted.tool_call("apply_edit", {"path": "prog.py", "search": "torch.full((3,), 2.0)}",
+                                                         "replace": "torch.full((3,), 2.0, device=device)}"}, "c2")),
+        scripted.reply(scripted.tool_call("finish", {"summary": "create the table tensor on the device"}, "c3")),
+    ]
+    env = {**os.environ, "FERRY_LLM_API_KEY": "k"}
+    for name in ("FERRY_LLM_BASE_URL", "FERRY_LLM_MODEL", "FERRY_LLM_PRICES"):
+        env.pop(name, None)
+    out = tmp_path / "run"
+    with scripted.ScriptedLLM(script) as server:
+        res = subprocess.run(
+            [sys.executable, "-m", "agent.cli", "eval", str(tmp_path / "suite"), "--policy", "llm",
+             "--llm-base-url", server.base_url, "--llm-model", "scripted", "--llm-timeout", "20",
+             "--llm-max-calls", "10", "--out", str(out), "--json"],
+            cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    result = json.loads(res.stdout)["results"][0]
+    # the model's fix made the case migrate (its grading by hidden tests is tests/evals/test_harness.py's subject)
+    assert result["status"] == "migrated", result["reason"]
+    assert result["llm_calls"] == 3 == len(server.requests)
+    assert (result["prompt_tokens"], result["completion_tokens"]) == (300, 60)
+    assert result["model"] == "scripted" and result["cost_usd"] == pytest.approx(420e-6)  # agent/llm/prices.toml
+    assert server.requests[0]["body"]["model"] == "scripted" and server.requests[0]["auth"] == "Bearer k"
+    # the settings reached the case's migration: its own result.json names the model and its cost
+    record = json.loads((Path(result["out_dir"]) / "result.json").read_text())
+    assert record["llm"]["model"] == "scripted" and record["llm"]["cost_usd"] == pytest.approx(420e-6)
+    board = (out / "leaderboard.md").read_text()
+    assert "cost $0.0004" in board and "| $0.0004 |" in board
