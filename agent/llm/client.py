@@ -64,17 +64,20 @@ class ChatClient:
         if time.monotonic() - self.started >= self.cfg.max_wall_s:
             raise BudgetExhausted(f"LLM wall-time budget exhausted ({self.cfg.max_wall_s:.0f}s)")
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
-        """One completion (retried on timeouts, 429 and 5xx with exponential backoff)."""
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Any:
+        """One completion (retried on timeouts, 429 and 5xx with exponential backoff). ``tools`` None:
+        a plain answer, no tools offered (the request carries neither ``tools`` nor ``tool_choice``)."""
         oa = self._openai
         attempt = 0
         while True:
             self._check_budget()
             try:
                 self.usage.calls += 1
+                offered: dict[str, Any] = ({"tools": cast("list[ChatCompletionToolParam]", tools),
+                                            "tool_choice": "auto"} if tools else {})
                 resp = self._client.chat.completions.create(  # messages and tools are built as plain JSON
                     model=self.cfg.model, messages=cast("list[ChatCompletionMessageParam]", messages),
-                    tools=cast("list[ChatCompletionToolParam]", tools), tool_choice="auto", temperature=0,
+                    temperature=0, **offered,
                 )
             except (oa.APITimeoutError, oa.RateLimitError, oa.InternalServerError, oa.APIConnectionError) as exc:
                 attempt += 1

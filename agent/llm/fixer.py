@@ -8,7 +8,7 @@ from typing import Any
 
 from agent.errors import FixableError, LLMFailure, NeedsHuman
 from agent.llm.client import ChatClient
-from agent.llm.evidence import parity_evidence
+from agent.llm.evidence import parity_evidence, test_evidence
 from agent.llm.tools import EditSession, tool_schemas
 from agent.policy.base import Diagnosis
 
@@ -28,6 +28,13 @@ or constant by device, dtype changes, op semantics...) and make the tpx run comp
 computes; check_parity verifies an edit before you finish. Every edit is re-verified by a probed run."""
 
 
+GUARD_TASK = """Your last edit was REJECTED by Ferry's CPU guard and reverted: the workspace is what it \
+was before that edit. A migration must keep the program's CPU path: the migrated code, run on CPU with no \
+accelerator, has to run and give the original's results. Fix the failure below again with an edit that works on \
+tpx AND keeps the CPU path (device-generic code: torch.accelerator, a single `device` variable, no device \
+hard-coded)."""
+
+
 def _text_or_none(session: EditSession, rel: str) -> str | None:
     try:
         return session.text(rel)
@@ -43,13 +50,36 @@ def _parity_context(session: EditSession, diag: Diagnosis) -> list[str]:
     return parts
 
 
-def _context(session: EditSession, diag: Diagnosis, tried: list[str], window: int = 12) -> str:
+def _guard_context(diag: Diagnosis) -> list[str]:
+    parts = [GUARD_TASK, f"The CPU guard's finding: {diag.message[:1500]}"]
+    if diag.frames:
+        where = " -> ".join(f"{f.file}:{f.line} ({f.function})" for f in diag.frames)
+        parts.append(f"Where the CPU run failed: {where}")
+    if diag.rejected_diff:
+        parts.append(f"The rejected edit (reverted):\n{diag.rejected_diff[:4000]}")
+    parts.append("The failure that edit was meant to fix:")
+    return parts
+
+
+def _failure_parts(session: EditSession, diag: Diagnosis) -> list[str]:
     if diag.phase == "parity":
-        parts = _parity_context(session, diag)
+        return _parity_context(session, diag)
+    parts = [f"Phase: {diag.phase}", f"Signature: {diag.kind}" + (f" (op {diag.op})" if diag.op else ""),
+             f"Exception: {diag.exc_type}: {diag.message[:1500]}"]
+    tests = test_evidence(diag.tests)
+    if tests:
+        parts.append(tests)
+    return parts
+
+
+def _context(session: EditSession, diag: Diagnosis, tried: list[str], window: int = 12) -> str:
+    if diag.phase == "cpu_check":
+        failure = diag.previous or Diagnosis(phase="run", kind="other")
+        parts = _guard_context(diag) + _failure_parts(session, failure)
+        frames = failure.frames
     else:
-        parts = [f"Phase: {diag.phase}", f"Signature: {diag.kind}" + (f" (op {diag.op})" if diag.op else ""),
-                 f"Exception: {diag.exc_type}: {diag.message[:1500]}"]
-    for fr in diag.frames[-3:]:
+        parts, frames = _failure_parts(session, diag), diag.frames
+    for fr in frames[-3:]:
         lines = (_text_or_none(session, fr.file) or "").splitlines()
         if not lines:
             continue
