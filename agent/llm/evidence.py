@@ -129,7 +129,7 @@ def parity_table(report: ParityReport, key: str | None) -> str:
     rows = [f"{'>' if m.key == key else ' '} {m.order} {m.key} ({m.module_class or '?'}, step {_fmt(m.step)}): "
             f"inputs {m.input_verdict}, outputs {m.output_verdict}, max_abs {_fmt(m.max_abs)}, "
             f"max_rel {_fmt(m.max_rel)}, cosine {_fmt(m.cosine)}" for m in mods[start:end]]
-    skipped = f" (calls {start}-{end - 1} of {len(mods)})" if start or end < len(mods) else ""
+    skipped = f", calls {start}-{end - 1} of {len(mods)}" if start or end < len(mods) else ""
     return f"Parity table (module calls in execution order{skipped}):\n" + "\n".join(rows) if rows else ""
 
 

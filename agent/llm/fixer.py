@@ -86,7 +86,8 @@ def _context(session: EditSession, diag: Diagnosis, tried: list[str], window: in
         lo, hi = max(1, fr.line - window), min(len(lines), fr.line + window)
         code = "\n".join(f"{'>' if i == fr.line else ' '}{i}: {lines[i - 1]}" for i in range(lo, hi + 1))
         parts.append(f"--- {fr.file} around line {fr.line} ({fr.function}) ---\n{code}")
-    parts.append("Offline rules already applied: " + (", ".join(tried) if tried else "none"))
+    rules = [t for t in tried if not t.startswith("llm@")]  # the model's own edits are listed below
+    parts.append("Offline rules already applied: " + (", ".join(rules) if rules else "none"))
     earlier = diag.earlier_edits
     if earlier:
         parts.append("Edits already applied in this migration (re-verified; the failure above is what remains):\n"
