@@ -2,21 +2,25 @@
 
 ```
 ingest -> reference_run -> scan -> plan -> rewrite -> target_run -> await_reference
-await_reference -> parity | diagnose | report          (routers.after_target)
-diagnose -> apply_fix | llm_fix | report               (routers.after_diagnose)
+reference_run -> scan | llm_explain | report           (routers.after_reference)
+await_reference -> parity | diagnose | llm_explain | report   (routers.after_target)
+diagnose -> apply_fix | llm_fix | llm_explain | report (routers.after_diagnose)
 llm_fix -> apply_fix | report                          (routers.after_llm)
 apply_fix -> target_run | report                       (routers.after_apply)
 parity -> tests | cpu_check | apply_fix | llm_fix | report   (routers.after_parity)
 tests -> cpu_check | diagnose | report                 (routers.after_tests)
-cpu_check -> profile | report                          (routers.after_cpu_check)
+cpu_check -> profile | llm_fix | report                (routers.after_cpu_check)
 profile -> profile_llm | profile_verdict | report      (routers.after_profile, --llm only)
 profile_llm -> apply_fix | report                      (routers.after_profile_llm)
-profile_verdict, profile_revert -> report -> END
+llm_explain, profile_verdict, profile_revert -> report -> END
 ```
 
-The model's profile round (``agent.nodes.profile_llm``) sends its edit the whole way again
-(apply_fix ... profile); while it is verified, a failure goes to ``profile_revert`` instead of a fix
-(``routers.verifying_profile_change``).
+Under --llm the model is consulted wherever the rules stop: ``llm_fix`` after ``diagnose`` (a run
+or test failure no rule fixes), after ``parity`` (a failure no rule explains) and after
+``cpu_check`` (the guard rejected and reverted the model's own edit); ``llm_explain`` explains a
+``failed_environment`` ending (no tools; the status stands). The model's profile round
+(``agent.nodes.profile_llm``) sends its edit the whole way again (apply_fix ... profile); while it is
+verified, a failure goes to ``profile_revert`` instead of a fix (``routers.verifying_profile_change``).
 
 ``reference_run`` starts the original code's run in the background (``agent.runs.RunScheduler``);
 it goes on beside the scan, the rewrite and the first target run, and ``await_reference`` joins
@@ -38,6 +42,7 @@ from agent.nodes.apply_fix import apply_fix
 from agent.nodes.cpu_check import cpu_check
 from agent.nodes.diagnose import diagnose
 from agent.nodes.ingest import ingest
+from agent.nodes.llm_explain import llm_explain
 from agent.nodes.llm_fix import llm_fix
 from agent.nodes.parity import parity
 from agent.nodes.plan import plan
@@ -64,7 +69,7 @@ NODES = (
     ("target_run", target_run), ("await_reference", await_reference), ("diagnose", diagnose), ("llm_fix", llm_fix),
     ("apply_fix", apply_fix), ("parity", parity), ("tests", tests), ("cpu_check", cpu_check),
     ("profile", profile), ("profile_llm", profile_llm), ("profile_verdict", profile_verdict),
-    ("profile_revert", profile_revert), ("report", report),
+    ("profile_revert", profile_revert), ("llm_explain", llm_explain), ("report", report),
 )
 
 
@@ -91,6 +96,7 @@ def build_graph() -> StateGraph[MigrationState, MigrationContext, MigrationState
     g.add_conditional_edges("profile_llm", routers.after_profile_llm)
     g.add_edge("profile_verdict", "report")
     g.add_edge("profile_revert", "report")
+    g.add_edge("llm_explain", "report")
     g.add_edge("report", END)
     return g
 

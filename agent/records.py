@@ -224,6 +224,8 @@ class CpuCheck(BaseModel):
     compared: int = 0
     first_divergence: str | None = None
     against: Literal["reference", "original_on_cpu"] | None = None
+    #: the model's edit this check rejected (its step, e.g. ``fix-3``): it was reverted and the model asked again
+    rejected_edit: str | None = None
 
 
 class ProfileOutcome(BaseModel):

@@ -6,6 +6,7 @@ from typing import Literal
 
 from agent.state import (
     State,
+    cpu_check_of,
     findings_worth_a_change,
     last_run,
     llm_option,
@@ -25,18 +26,26 @@ def verifying_profile_change(state: State) -> bool:
     return rnd is not None and rnd.phase == "verifying"
 
 
-def _stopped(state: State) -> Literal["profile_revert", "report"]:
-    """Where a status sends the graph: to the report, or, while the model's profile change is verified,
-    back to the last verified state (the change failed, the migration stands)."""
-    return "profile_revert" if verifying_profile_change(state) and state.get("status") not in ENDING else "report"
+def explain_or_report(state: State) -> Literal["llm_explain", "report"]:
+    """An environment failure under --llm gets the model's explanation (no tools) before the report."""
+    return "llm_explain" if state.get("status") == "failed_environment" and llm_option(state) else "report"
+
+
+def _stopped(state: State) -> Literal["profile_revert", "llm_explain", "report"]:
+    """Where a status sends the graph: to the report (through the model's explanation of an environment
+    failure under --llm), or, while the model's profile change is verified, back to the last verified
+    state (the change failed, the migration stands)."""
+    if verifying_profile_change(state) and state.get("status") not in ENDING:
+        return "profile_revert"
+    return explain_or_report(state)
 
 
 def after_ingest(state: State) -> Literal["reference_run", "report"]:
     return "report" if state.get("status") else "reference_run"
 
 
-def after_reference(state: State) -> Literal["scan", "report"]:
-    return "report" if state.get("status") else "scan"
+def after_reference(state: State) -> Literal["scan", "llm_explain", "report"]:
+    return explain_or_report(state) if state.get("status") else "scan"
 
 
 def after_step(state: State) -> Literal["next", "report"]:
@@ -44,7 +53,7 @@ def after_step(state: State) -> Literal["next", "report"]:
     return "report" if state.get("status") else "next"
 
 
-def after_target(state: State) -> Literal["parity", "diagnose", "profile_revert", "report"]:
+def after_target(state: State) -> Literal["parity", "diagnose", "profile_revert", "llm_explain", "report"]:
     """After ``await_reference``: the target run's outcome (the reference settled, or it ended it)."""
     if state.get("status"):
         return _stopped(state)
@@ -54,9 +63,9 @@ def after_target(state: State) -> Literal["parity", "diagnose", "profile_revert"
     return "profile_revert" if verifying_profile_change(state) else "diagnose"
 
 
-def after_diagnose(state: State) -> Literal["apply_fix", "llm_fix", "report"]:
+def after_diagnose(state: State) -> Literal["apply_fix", "llm_fix", "profile_revert", "llm_explain", "report"]:
     if state.get("status"):
-        return "report"
+        return _stopped(state)
     if state.get("proposal"):
         return "apply_fix"
     return "llm_fix" if llm_option(state) else "report"
@@ -68,11 +77,12 @@ def after_llm(state: State) -> Literal["apply_fix", "report"]:
     return "apply_fix" if state.get("proposal") else "report"
 
 
-def after_apply(state: State) -> Literal["target_run", "profile_revert", "report"]:
+def after_apply(state: State) -> Literal["target_run", "profile_revert", "llm_explain", "report"]:
     return _stopped(state) if state.get("status") else "target_run"
 
 
-def after_parity(state: State) -> Literal["tests", "cpu_check", "apply_fix", "llm_fix", "profile_revert", "report"]:
+def after_parity(
+        state: State) -> Literal["tests", "cpu_check", "apply_fix", "llm_fix", "profile_revert", "llm_explain", "report"]:
     """A rule's fix first; a failure no rule explains goes to the model under --llm (the parity node
     ends the migration ``partial`` without it); a pass, or nothing to compare, goes on to the tests,
     or the CPU check (the report node then says which). A failure of the model's profile change
@@ -89,7 +99,7 @@ def after_parity(state: State) -> Literal["tests", "cpu_check", "apply_fix", "ll
     return "tests" if options_of(state).test_command else "cpu_check"
 
 
-def after_tests(state: State) -> Literal["cpu_check", "diagnose", "profile_revert", "report"]:
+def after_tests(state: State) -> Literal["cpu_check", "diagnose", "profile_revert", "llm_explain", "report"]:
     if state.get("status"):
         return _stopped(state)
     run = last_run(state)
@@ -98,12 +108,20 @@ def after_tests(state: State) -> Literal["cpu_check", "diagnose", "profile_rever
     return "profile_revert" if verifying_profile_change(state) else "diagnose"
 
 
-def after_cpu_check(state: State) -> Literal["profile", "profile_revert", "report"]:
-    """The CPU guard's outcome is the report node's to judge; the profile still runs."""
-    return _stopped(state) if state.get("status") else "profile"
+def after_cpu_check(state: State) -> Literal["profile", "llm_fix", "profile_revert", "llm_explain", "report"]:
+    """The CPU guard's outcome is the report node's to judge; the profile still runs. A model's edit
+    the guard rejected (and reverted) goes back to the model, told why; while the model's profile change
+    is verified, ``profile_verdict`` judges it instead."""
+    if state.get("status"):
+        return _stopped(state)
+    check = cpu_check_of(state)
+    if (check is not None and check.rejected_edit is not None and llm_option(state)
+            and not verifying_profile_change(state)):
+        return "llm_fix"
+    return "profile"
 
 
-def after_profile(state: State) -> Literal["profile_llm", "profile_verdict", "profile_revert", "report"]:
+def after_profile(state: State) -> Literal["profile_llm", "profile_verdict", "profile_revert", "llm_explain", "report"]:
     """Under --llm, once per migration: a verified migration whose profile has findings worth a change
     asks the model for one; the model's change, back from its verification, is judged."""
     if state.get("status"):

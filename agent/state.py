@@ -118,6 +118,8 @@ class MigrationState(TypedDict, total=False):
     profile_error: str | None  # why there is no profile report (the migration is verified anyway)
     profile_round: dict[str, Any] | None  # ProfileRound: the model's one profile round under --llm
     llm_usage: Annotated[dict[str, float], add_counters]
+    # the texts of the files the model's last proposal edits, before it (the CPU guard reverts to them)
+    llm_before: dict[str, str] | None
     elapsed_s: Annotated[float, operator.add]
     status: Status | None  # a named status (agent.errors.Status) once decided
     summary: str | None  # one paragraph: why the status, what is left for a human

@@ -203,8 +203,9 @@ class ChatClient:
             return "rate_limited"
         return "server_error"
 
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
-        """One completion (timeouts, 429, 5xx and refused connections retried with backoff)."""
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Reply:
+        """One completion (timeouts, 429, 5xx and refused connections retried with backoff). ``tools``
+        None: a plain answer, no tools offered (the request carries neither ``tools`` nor ``tool_choice``)."""
         oa = self._openai
         attempt = 0
         while True:
@@ -232,16 +233,17 @@ class ChatClient:
                 raise self._fail("unexpected", f"{type(exc).__name__}: {exc}") from exc
             return self._reply(body, content_type)
 
-    def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+    def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                  timeout: float) -> tuple[bytes, str]:
         """The reply's body, read in chunks: all of it within ``timeout`` (httpx's own timeout is per read,
         so a server trickling bytes would hold it longer) and no more than the size cap."""
         deadline = time.monotonic() + timeout
         limit = 4 * self.cfg.max_reply_chars + 65536
+        offered: dict[str, Any] = ({"tools": cast("list[ChatCompletionToolParam]", tools), "tool_choice": "auto"}
+                                   if tools else {})
         with self._client.chat.completions.with_streaming_response.create(  # messages/tools are plain JSON
                 model=self.cfg.model, messages=cast("list[ChatCompletionMessageParam]", messages),
-                tools=cast("list[ChatCompletionToolParam]", tools), tool_choice="auto", temperature=0,
-                timeout=timeout) as resp:
+                temperature=0, timeout=timeout, **offered) as resp:
             content_type = resp.headers.get("content-type", "")
             chunks: list[bytes] = []
             size = 0

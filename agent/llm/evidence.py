@@ -1,9 +1,12 @@
-"""What the model is shown when the migrated program runs but parity fails.
+"""What the model is shown when the migrated program runs but parity fails, or its tests fail.
 
-Built from the parity report (``tools.parity.models.ParityReport``): the first divergent
-module call or probe key, its metrics against the tolerances it was judged with, the likely
-cause and its explanation, the module calls that fail after it, and the source where the
-module is defined, constructed and called, when those can be found in the repository.
+Built from the parity report (``tools.parity.models.ParityReport``): the parity table (module
+calls in execution order up to a few after the first divergence, with their verdicts and
+metrics), the first divergent module call or probe key, its inputs' and outputs' metrics against
+the tolerances they were judged with, the attributed cause and its explanation, the module calls
+that fail after it, and the source where the module is defined, constructed and called, when
+those can be found in the repository. For a test failure: the failing tests as the junit XML
+reports them (``test_evidence``).
 """
 
 from __future__ import annotations
@@ -13,11 +16,15 @@ from collections.abc import Callable
 from typing import Any
 
 from tools.parity.models import Divergence, ParityReport, TensorComparison
+from tools.trace.models import TestOutcome
 
 TextOf = Callable[[str], "str | None"]
 MAX_CLASS_LINES = 60
 MAX_SITES = 4
 SITE_CONTEXT = 2
+TABLE_AFTER = 4  # parity table rows shown after the first divergent call
+TABLE_ROWS = 16
+MAX_TESTS = 8
 
 
 def _fmt(value: Any) -> str:
@@ -110,6 +117,53 @@ def source_snippets(div: Divergence, files: list[str], text_of: TextOf) -> list[
     return out
 
 
+def parity_table(report: ParityReport, key: str | None) -> str:
+    """The module calls in execution order, up to ``TABLE_AFTER`` after ``key`` (the first divergence),
+    at most ``TABLE_ROWS`` rows ending there; the divergent call is marked ``>``."""
+    mods = report.modules
+    at = next((i for i, m in enumerate(mods) if m.key == key), None)
+    end = len(mods) if at is None else min(len(mods), at + 1 + TABLE_AFTER)
+    start = max(0, end - TABLE_ROWS)
+    if at is not None:
+        start = min(start, at)
+    rows = [f"{'>' if m.key == key else ' '} {m.order} {m.key} ({m.module_class or '?'}, step {_fmt(m.step)}): "
+            f"inputs {m.input_verdict}, outputs {m.output_verdict}, max_abs {_fmt(m.max_abs)}, "
+            f"max_rel {_fmt(m.max_rel)}, cosine {_fmt(m.cosine)}" for m in mods[start:end]]
+    skipped = f", calls {start}-{end - 1} of {len(mods)}" if start or end < len(mods) else ""
+    return f"Parity table (module calls in execution order{skipped}):\n" + "\n".join(rows) if rows else ""
+
+
+def input_comparisons(report: ParityReport, div: Divergence) -> list[TensorComparison]:
+    """The divergent module call's input tensors as compared (kind ``module_input``)."""
+    return [t for t in report.tensors if t.kind == "module_input" and t.module == div.module and t.call == div.call]
+
+
+def inputs_lines(report: ParityReport, div: Divergence) -> list[str]:
+    """Each input tensor of the divergent call with its metrics (they pass: the drift is born inside)."""
+    lines: list[str] = []
+    for t in input_comparisons(report, div)[:6]:
+        m = t.metrics
+        figures = (f"max_abs {_fmt(m.max_abs)}, max_rel {_fmt(m.max_rel)}, cosine {_fmt(m.cosine)}, "
+                   f"elements off by more than the pass tolerance {_pct(m.frac_over_pass_rel)}"
+                   if m is not None else "no metrics")
+        lines.append(f"Input tensor {t.key} ({t.ref_dtype} {t.ref_shape} -> {t.target_dtype} on "
+                     f"{t.target_device or '?'}): {t.verdict} at the '{t.tier}' check; {figures}")
+    return lines or [f"(no input tensor of {div.key} was recorded: inputs verdict {div.inputs})"]
+
+
+def test_evidence(tests: list[TestOutcome], limit: int = MAX_TESTS) -> str:
+    """The failing tests of a test run as its junit XML reports them (node id, outcome, where, message)."""
+    bad = [t for t in tests if t.outcome in ("failed", "error")]
+    if not bad:
+        return ""
+    rows = [f"- {t.nodeid}: {t.outcome}" + (f" at {t.file}:{t.line}" if t.file else "")
+            + (f"\n  {(t.message or '').strip()[:800]}" if t.message else "") for t in bad[:limit]]
+    more = f"\n... and {len(bad) - limit} more" if len(bad) > limit else ""
+    passed = sum(1 for t in tests if t.outcome == "passed")
+    return (f"Failing tests (junit: {len(bad)} failed, {passed} passed of {len(tests)}):\n"
+            + "\n".join(rows) + more)
+
+
 def _failing_after(report: ParityReport, key: str | None, limit: int = 6) -> list[str]:
     rows = [f"{m.key} ({m.module_class}, step {m.step}): inputs {m.input_verdict}, max_abs {_fmt(m.max_abs)}, "
             f"cosine {_fmt(m.cosine)}" for m in report.modules if m.output_verdict == "fail" and m.key != key]
@@ -128,7 +182,11 @@ def parity_evidence(report: ParityReport, files: list[str], text_of: TextOf,
             f"First divergence: probe key {div.key} = module {div.module} (class {div.module_class or '?'}, call "
             f"{div.call}, step {div.step}); its inputs {div.inputs}.\nLikely cause: {div.likely_cause}: "
             f"{div.explanation}\nTorch functions called in it on the target: {', '.join(div.ops) or 'none recorded'}")
-        parts.append("\n".join(metrics_lines(div.output)))
+        table = parity_table(report, div.key)
+        if table:
+            parts.append(table)
+        parts.append("Inputs of the divergent call:\n" + "\n".join(inputs_lines(report, div)))
+        parts.append("Output of the divergent call:\n" + "\n".join(metrics_lines(div.output)))
         after = _failing_after(report, div.key)
         if after:
             parts.append("Module calls failing after it (they may only inherit the drift):\n" + "\n".join(after))
@@ -141,6 +199,9 @@ def parity_evidence(report: ParityReport, files: list[str], text_of: TextOf,
                 parts.append(f"What the migration changed in {rel} (original -> current):\n{diff}")
     else:
         failing = [t for t in report.rows() if t.verdict == "fail"]
+        table = parity_table(report, None)
+        if table:
+            parts.append(table)
         parts.append("No first divergence was localised." + (" Failing probe keys:" if failing else ""))
         for t in failing[:5]:
             parts.append("\n".join(metrics_lines(t)))

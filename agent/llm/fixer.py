@@ -9,7 +9,7 @@ from typing import Any
 from agent.errors import FixableError, LLMFailure, NeedsHuman
 from agent.knowledge import prompt_section
 from agent.llm.client import ChatClient
-from agent.llm.evidence import parity_evidence
+from agent.llm.evidence import parity_evidence, test_evidence
 from agent.llm.tools import EditSession, tool_schemas
 from agent.policy.base import Diagnosis
 
@@ -35,6 +35,13 @@ or prints (parity must still pass). Every edit is re-verified in full (run, pari
 profile) and reverted if anything fails. If no safe change exists, call finish without an edit."""
 
 
+GUARD_TASK = """Your last edit was REJECTED by Ferry's CPU guard and reverted: the workspace is what it \
+was before that edit. A migration must keep the program's CPU path: the migrated code, run on CPU with no \
+accelerator, has to run and give the original's results. Fix the failure below again with an edit that works on \
+tpx AND keeps the CPU path (device-generic code: torch.accelerator, a single `device` variable, no device \
+hard-coded)."""
+
+
 def _text_or_none(session: EditSession, rel: str) -> str | None:
     try:
         return session.text(rel)
@@ -50,23 +57,47 @@ def _parity_context(session: EditSession, diag: Diagnosis) -> list[str]:
     return parts
 
 
-def _context(session: EditSession, diag: Diagnosis, tried: list[str], window: int = 12) -> str:
+def _guard_context(diag: Diagnosis) -> list[str]:
+    parts = [GUARD_TASK, f"The CPU guard's finding: {diag.message[:1500]}"]
+    if diag.frames:
+        where = " -> ".join(f"{f.file}:{f.line} ({f.function})" for f in diag.frames)
+        parts.append(f"Where the CPU run failed: {where}")
+    if diag.rejected_diff:
+        parts.append(f"The rejected edit (reverted):\n{diag.rejected_diff[:4000]}")
+    parts.append("The failure that edit was meant to fix:")
+    return parts
+
+
+def _failure_parts(session: EditSession, diag: Diagnosis) -> list[str]:
     if diag.phase == "parity":
-        parts = _parity_context(session, diag)
-    elif diag.phase == "profile":  # diag.message lists the findings; their sites are diag.frames
-        parts = [PROFILE_TASK, f"Phase: profile\n{diag.message}"]
+        return _parity_context(session, diag)
+    if diag.phase == "profile":  # diag.message lists the findings; their sites are diag.frames
+        return [PROFILE_TASK, f"Phase: profile\n{diag.message}"]
+    parts = [f"Phase: {diag.phase}", f"Signature: {diag.kind}" + (f" (op {diag.op})" if diag.op else ""),
+             f"Exception: {diag.exc_type}: {diag.message[:1500]}"]
+    tests = test_evidence(diag.tests)
+    if tests:
+        parts.append(tests)
+    return parts
+
+
+def _context(session: EditSession, diag: Diagnosis, tried: list[str], window: int = 12) -> str:
+    if diag.phase == "cpu_check":
+        failure = diag.previous or Diagnosis(phase="run", kind="other")
+        parts = _guard_context(diag) + _failure_parts(session, failure)
+        frames = failure.frames
     else:
-        parts = [f"Phase: {diag.phase}", f"Signature: {diag.kind}" + (f" (op {diag.op})" if diag.op else ""),
-                 f"Exception: {diag.exc_type}: {diag.message[:1500]}"]
-    for fr in diag.frames[-3:]:
+        parts, frames = _failure_parts(session, diag), diag.frames
+    for fr in frames[-3:]:
         lines = (_text_or_none(session, fr.file) or "").splitlines()
         if not lines:
             continue
         lo, hi = max(1, fr.line - window), min(len(lines), fr.line + window)
         code = "\n".join(f"{'>' if i == fr.line else ' '}{i}: {lines[i - 1]}" for i in range(lo, hi + 1))
         parts.append(f"--- {fr.file} around line {fr.line} ({fr.function}) ---\n{code}")
-    parts.append("Offline rules already applied: " + (", ".join(tried) if tried else "none"))
-    knowledge = prompt_section(diag)
+    rules = [t for t in tried if not t.startswith("llm@")]  # the model's own edits are listed below
+    parts.append("Offline rules already applied: " + (", ".join(rules) if rules else "none"))
+    knowledge = prompt_section(diag.previous if diag.phase == "cpu_check" and diag.previous else diag)
     if knowledge:
         parts.append(knowledge)
     earlier = diag.earlier_edits

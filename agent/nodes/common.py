@@ -124,7 +124,8 @@ def diagnosis_from_run(run: RunResult, phase: RunPhase, known: list[str]) -> Dia
         if rel is not None:
             frames.append(Frame(file=rel, line=fr.line or 0, function=fr.function or "", source=fr.source or ""))
     return Diagnosis(phase=phase, kind=trace.signature.kind, op=trace.signature.op, exc_type=trace.exc_type,
-                     message=trace.message, frames=frames, run_status=run.status, exit_code=run.exit_code)
+                     message=trace.message, frames=frames, run_status=run.status, exit_code=run.exit_code,
+                     tests=trace.tests)
 
 
 def fix_context(state: MigrationState, workspace: Path | None = None) -> FixContext:

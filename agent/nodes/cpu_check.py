@@ -20,6 +20,7 @@ this node then only collects it.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -28,12 +29,25 @@ from typing import Literal
 from agent import toolbox
 from agent.budget import Clock, ensure_time_for, expected_run_s
 from agent.errors import BudgetExhausted, FerryAgentError, ToolUnavailable
-from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
+from agent.nodes.common import (
+    SUMMARY,
+    Update,
+    artifacts_dir,
+    diagnosis_from_run,
+    ensure_workspace,
+    fix_context,
+    source_of,
+    step,
+)
 from agent.nodes.parity import dtype_changes_of
-from agent.records import CpuCheck, RunRecord
+from agent.policy.base import Diagnosis
+from agent.records import CpuCheck, Edit, RunRecord
 from agent.runs import RunScheduler
-from agent.state import MigrationState, dump, options_of, reference_of
+from agent.state import MigrationState, dump, edits_of, options_of, reference_of
+from tools.patch import file_diff
 from tools.runner.models import RunResult
+
+logger = logging.getLogger(__name__)
 
 CPU_TIER = "assert_close"  # the tier a same-device comparison must pass at (tools/parity/metrics.py)
 NO_CPU_PATH = ("the original does not run on CPU either ({why}): it needs an accelerator, so there is no CPU "
@@ -163,5 +177,45 @@ def cpu_check(state: MigrationState, runs: RunScheduler) -> Update:
         return orig
 
     check = judge(state, run, runs, original_on_cpu)
-    return {"runs": records, "cpu_check": dump(check),
-            SUMMARY: f"{check.verdict}: {check.reason} in {run.duration_s:.1f}s{where}"}
+    update: Update = {"runs": records, SUMMARY: f"{check.verdict}: {check.reason} in {run.duration_s:.1f}s{where}"}
+    rejected = reject_model_edit(state, check, run)
+    if rejected is not None:
+        check = check.model_copy(update={"rejected_edit": rejected.pop("_rejected")})
+        update.update(rejected)
+        update[SUMMARY] = f"{update[SUMMARY]}; the model's edit {check.rejected_edit} is rejected and reverted"
+    update["cpu_check"] = dump(check)
+    return update
+
+
+def reject_model_edit(state: MigrationState, check: CpuCheck, run: RunResult) -> Update | None:
+    """When the guard failed on the model's last edit (under --llm, iterations left): the update that
+    reverts it and asks the model again (``_rejected``: the edit's step), else None."""
+    opts = options_of(state)
+    edits = edits_of(state)
+    before = state.get("llm_before") or {}
+    if check.verdict != "fail" or not opts.llm or not edits or edits[-1].kind != "llm" or not before:
+        return None
+    if (state.get("iteration") or 0) >= opts.max_iterations:
+        logger.info("the CPU guard failed on the model's edit, but no fix round is left: not asking again")
+        return None
+    last = edits[-1]
+    current = state.get("files") or {}
+    files = {rel: text for rel, text in before.items() if rel in last.files}
+    diff = "".join(file_diff(rel, current.get(rel), text) for rel, text in sorted(files.items()))
+    ws = ensure_workspace({**state, "files": {**current, **files}})
+    known = fix_context(state, ws).known_files
+    found = diagnosis_from_run(run, "run", known) if not run.ok else None
+    raw = state.get("diagnosis")
+    previous = Diagnosis.model_validate(raw) if raw else None
+    if previous is not None and previous.phase == "cpu_check":
+        previous = previous.previous  # rejected again: the failure to fix is still the first one
+    finding = check.reason + (f" (CPU run: {why_failed(run)})" if not run.ok else "")
+    diag = Diagnosis(phase="cpu_check", kind="cpu_guard_rejected", message=finding,
+                     frames=found.frames if found is not None else [], exc_type=found.exc_type if found else "",
+                     rejected_diff=last.diff, previous=previous)
+    revert = Edit(step=f"revert-{last.step}", kind="llm", rule="cpu_guard_revert", site=last.site,
+                  files=sorted(files), diff=diff,
+                  reason=f"the CPU guard rejected the model's edit {last.step}: {check.reason}")
+    return {"files": files, "workspace": str(ws), "edits": [dump(revert)],
+            "diagnosis": diag.model_dump(mode="json"),
+            "proposal": None, "_rejected": last.step}

@@ -1,9 +1,11 @@
 """llm_fix: when no offline rule applies and --llm is on, ask the model for an edit.
 
-Reached from ``diagnose`` (a run or test failure) and from ``parity`` (the program runs but its
-numbers differ); the model's edits become a proposal that ``apply_fix`` applies and the graph
-re-verifies (target_run, then parity), so an edit that does not fix it comes back here within
-the iteration and LLM budgets.
+Reached from ``diagnose`` (a run or test failure), from ``parity`` (the program runs but its
+numbers differ) and from ``cpu_check`` (the CPU guard rejected and reverted the model's last edit:
+the diagnosis, phase ``cpu_check``, carries the guard's finding, the rejected diff and the failure
+that edit was meant to fix); the model's edits become a proposal that ``apply_fix`` applies and the
+graph re-verifies (target_run, parity, tests, the CPU guard), so an edit that does not fix it comes
+back here within the iteration and LLM budgets.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ def diagnosis_for_model(state: MigrationState) -> Diagnosis:
     raw = state.get("diagnosis")
     diag = Diagnosis.model_validate(raw) if raw else Diagnosis(phase="run", kind="other")
     earlier = [f"{e.rule} at {e.site} ({e.kind}): {e.reason}" for e in edits_of(state) if e.kind != "codemod"]
+    if diag.phase == "cpu_check":
+        # the rejected edit's failure, with its own parity report (kept with it: the state's is the
+        # report of the rejected edit's run)
+        return diag.model_copy(update={"earlier_edits": earlier})
     return diag.model_copy(update={"parity": parity_of(state) if diag.phase == "parity" else None,
                                    "earlier_edits": earlier})
 
@@ -75,11 +81,17 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
     base = state.get("files") or {}
     diff = "".join(file_diff(rel, base.get(rel, read_text(Path(opts.source) / rel)), text)
                    for rel, text in sorted(session.files.items()))
-    site = diag.where()
-    if diag.phase == "parity":
-        report = parity_of(state)
+    fixing = diag.previous if diag.phase == "cpu_check" and diag.previous is not None else diag
+    site = fixing.where()
+    if fixing.phase == "parity":
+        report = fixing.parity or parity_of(state)
         div = report.first_divergence if report is not None else None
         site = f"parity:{div.key if div is not None else 'unlocalised'}"
     proposal = Proposal(rule="llm", kind="llm", reason=f"model: {summary}", site=site, files=session.files, diff=diff)
-    return {"proposal": dump(proposal), "llm_usage": client.counters(),
+    before = {rel: text for rel in session.files
+              if (text := base.get(rel, read_text(Path(opts.source) / rel))) is not None}
+    update: Update = {}
+    if diag.phase == "parity":  # kept with its report: the CPU guard may send this failure back to the model
+        update["diagnosis"] = diag.model_dump(mode="json", exclude={"earlier_edits"})
+    return {**update, "proposal": dump(proposal), "llm_usage": client.counters(), "llm_before": before,
             SUMMARY: f"model proposes edits to {', '.join(sorted(session.files))} ({client.usage.calls} calls)"}

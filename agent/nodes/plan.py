@@ -7,11 +7,12 @@ recorded in the plan (``Plan.model.error``) and the offline plan runs: it never 
 
 from __future__ import annotations
 
+from agent.budget import time_left
 from agent.entry import entry_file
 from agent.nodes.common import SUMMARY, Update, source_of, step
 from agent.records import ModelPlan, Plan, ScanDigest
 from agent.runs import RunScheduler
-from agent.state import MigrationState, dump, llm_option, options_of, scan_of
+from agent.state import MigrationState, dump, llm_limits_of, llm_option, options_of, scan_of
 from tools.patch import list_source_files
 
 AUTO = "auto"  # the scan's category of idioms the codemods rewrite (tools.scan.models.Category)
@@ -26,12 +27,12 @@ def _model_plan(state: MigrationState, scan: ScanDigest, offline: Plan) -> tuple
 
     opts = options_of(state)
     try:
-        cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, max_calls=opts.llm_max_calls,
-                       max_tokens=opts.llm_max_tokens, max_wall_s=opts.llm_max_wall_s)
-        client = ChatClient(cfg, state.get("llm_usage") or {})
+        cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=llm_limits_of(opts))
+        left = time_left(state)
+        client = ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))
     except FerryAgentError as exc:
         return ModelPlan(error=f"{exc.status}: {exc}"), {}
-    return ask_plan(client, scan, offline), client.usage.as_counters()
+    return ask_plan(client, scan, offline), client.counters()
 
 
 @step("plan")

@@ -28,6 +28,7 @@ from agent.state import (
     dump,
     findings_worth_a_change,
     last_run,
+    llm_limits_of,
     options_of,
     parity_of,
     profile_round_of,
@@ -96,23 +97,21 @@ def profile_llm(state: MigrationState, runs: RunScheduler) -> Update:
     diag = Diagnosis(phase="profile", kind="profile_findings", message=profile_evidence(worth),
                      frames=[Frame(file=f.file, line=f.line) for f in worth if f.file and f.line][-3:])
     try:
-        cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, max_calls=opts.llm_max_calls,
-                       max_tokens=opts.llm_max_tokens,
-                       max_wall_s=opts.llm_max_wall_s if left is None else max(1.0, min(opts.llm_max_wall_s, left)))
-        client = ChatClient(cfg, state.get("llm_usage") or {})
+        cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=llm_limits_of(opts))
+        client = ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))
     except FerryAgentError as exc:
         return _not_made(rnd, f"{exc.status}: {exc}")
     try:
         summary = run_fixer(client, session, diag, [])
     except FerryAgentError as exc:  # the migration is verified already: a model failure here ends nothing
-        return _not_made(rnd, f"{exc.status}: {exc}", client.usage.as_counters())
+        return _not_made(rnd, f"{exc.status}: {exc}", client.counters())
     diff = "".join(file_diff(rel, base.get(rel, read_text(Path(opts.source) / rel)), text)
                    for rel, text in sorted(session.files.items()))
     site = f"profile:{worth[0].where() or worth[0].title}" if worth else "profile"
     proposal = Proposal(rule="llm", kind="llm", reason=f"model (profile findings): {summary}", site=site,
                         files=session.files, diff=diff)
     rnd = rnd.model_copy(update={"summary": summary[:600], "files": sorted(session.files)})
-    return {"proposal": dump(proposal), "profile_round": dump(rnd), "llm_usage": client.usage.as_counters(),
+    return {"proposal": dump(proposal), "profile_round": dump(rnd), "llm_usage": client.counters(),
             SUMMARY: f"model proposes a profile change to {', '.join(sorted(session.files))}; verifying it"}
 
 

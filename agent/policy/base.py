@@ -15,6 +15,7 @@ from agent.records import EditKind
 from tools.codemods.fixes import FixResult, syntax_error
 from tools.parity.models import ParityReport
 from tools.patch import file_diff
+from tools.trace.models import TestOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +31,10 @@ class Frame(BaseModel):
 class Diagnosis(BaseModel):
     """What failed and where, from a run's parsed trace or a parity/profile finding."""
 
-    phase: Literal["run", "test", "parity", "profile"]  # profile: findings worth a change (--llm only)
-    kind: str = Field(description="trace signature kind (tpx_float64, mixed_devices, ...) or parity_failed")
+    # profile: findings worth a change (--llm only); cpu_check: the CPU guard rejected the model's edit
+    phase: Literal["run", "test", "parity", "profile", "cpu_check"]
+    kind: str = Field(description="trace signature kind (tpx_float64, mixed_devices, ...), parity_failed, "
+                                  "profile_findings, or cpu_guard_rejected (phase cpu_check)")
     op: str | None = None
     exc_type: str = ""
     message: str = ""
@@ -42,6 +45,10 @@ class Diagnosis(BaseModel):
                                                                   "with the diagnosis: the state holds it)")
     earlier_edits: list[str] = Field(default_factory=list, description="the migration's non-codemod edits so far, "
                                                                        "for the model")
+    tests: list[TestOutcome] = Field(default_factory=list, description="test failures: the test run's junit outcomes")
+    rejected_diff: str = Field("", description="cpu_check: the model's edit the CPU guard rejected (and reverted)")
+    previous: Diagnosis | None = Field(default=None, description="cpu_check: the failure the rejected edit was "
+                                                                 "meant to fix (what the model is asked again)")
 
     @property
     def site(self) -> Frame | None:

@@ -144,3 +144,51 @@ def test_fixer_sends_the_parity_evidence_and_the_edits_already_tried(tmp_path):
     assert "- matmul_precision_highest at net.py:1 (policy): bf16 matmuls" in prompt
     assert session.files["net.py"] == MIGRATED.replace("if x.device.type == device.type:",
                                                        'if x.device.type == "cuda":')
+
+
+def test_parity_evidence_has_the_table_and_the_divergent_calls_inputs_metrics():
+    report = _report(_divergence())
+    inp = _output("Net.blocks.0#0:in.0", "Net.blocks.0", kind="module_input").model_copy(
+        update={"verdict": "pass", "tier": "assert_close", "metrics": TensorMetrics(
+            numel=64, max_abs=1e-7, max_rel=2e-7, cosine=1.0, rmse=1e-8, nonfinite_mismatch=0, frac_over_pass_rel=0.0,
+            frac_over_warn_rel=0.0, assert_close_ok=True)})
+    report = report.model_copy(update={"tensors": [inp, _output("Net.blocks.0#0:out", "Net.blocks.0")]})
+    text = parity_evidence(report, ["net.py"], {"net.py": MIGRATED}.get)
+    assert "Parity table (module calls in execution order):" in text
+    assert "> 0 Net.blocks.0#0 (Gate, step 0): inputs pass, outputs fail, max_abs 0.0025" in text
+    assert "  1 Net.blocks.1#0 (Gate, step 0): inputs fail, outputs fail, max_abs 0.004" in text
+    assert ("Input tensor Net.blocks.0#0:in.0 (float32 [8, 8] -> float32 on tpx:0): pass at the 'assert_close' "
+            "check; max_abs 1e-07, max_rel 2e-07, cosine 1") in text
+    assert "Output of the divergent call:\nFailing tensor Net.blocks.0#0:out" in text
+    assert text.index("Inputs of the divergent call") < text.index("Output of the divergent call")
+    # without recorded inputs the evidence says so rather than inventing figures
+    bare = parity_evidence(_report(_divergence()), ["net.py"], {"net.py": MIGRATED}.get)
+    assert "(no input tensor of Net.blocks.0#0 was recorded: inputs verdict pass)" in bare
+
+
+def test_test_failures_are_shown_with_their_junit_outcomes(tmp_path):
+    from agent.llm.evidence import test_evidence
+    from tools.trace.models import TestOutcome
+
+    tests = [TestOutcome(nodeid="tests/test_net.py::test_close", outcome="failed", file="tests/test_net.py", line=7,
+                         message="AssertionError: Tensor-likes are not close!\nGreatest relative difference: 0.4"),
+             TestOutcome(nodeid="tests/test_net.py::test_shape", outcome="passed")]
+    text = test_evidence(tests)
+    assert text.startswith("Failing tests (junit: 1 failed, 1 passed of 2):")
+    assert "- tests/test_net.py::test_close: failed at tests/test_net.py:7" in text
+    assert "Greatest relative difference: 0.4" in text and "test_shape" not in text
+    assert test_evidence(tests[1:]) == ""
+    # the fixer's prompt for a test failure carries them
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "net.py").write_text(ORIGINAL)
+    diag = Diagnosis(phase="test", kind="other", exc_type="AssertionError", message="Tensor-likes are not close!",
+                     tests=tests)
+    script = [scripted.reply(scripted.tool_call("apply_edit", {"path": "net.py", "search": "if x.is_cuda:",
+                                                               "replace": "if False:"}),
+                             scripted.tool_call("finish", {"summary": "s"}, "c2"))]
+    with scripted.ScriptedLLM(script) as server:
+        session = EditSession(repo, repo, {}, lambda *a: None, None, "python net.py", "pytest")
+        run_fixer(ChatClient(LLMConfig(base_url=server.base_url, model="m", api_key="k")), session, diag, [])
+    prompt = server.requests[0]["body"]["messages"][1]["content"]
+    assert "Phase: test" in prompt and "- tests/test_net.py::test_close: failed at tests/test_net.py:7" in prompt

@@ -1,6 +1,7 @@
 """Routers are pure functions of the state (the tools' models as the state stores them)."""
 
 from agent import routers
+from agent.records import CpuCheck
 from agent.state import MigrationOptions, dump
 from tools.parity.models import ParityReport
 from tools.runner.models import RunResult
@@ -96,8 +97,31 @@ def test_tests_outcome():
     assert routers.after_tests({"status": "failed_timeout", "last_run": OK}) == "report"
 
 
+def _check(verdict: str = "fail", rejected: str | None = None) -> dict:
+    return dump(CpuCheck(verdict=verdict, passed=verdict == "pass", reason="r", run_status="failed",
+                         rejected_edit=rejected))
+
+
 def test_cpu_check_outcome_is_judged_by_the_report_node():
     """A failed CPU guard still gets its profile; only a decided status ends the graph there."""
-    assert routers.after_cpu_check({"cpu_check": {"passed": False}}) == "profile"
+    assert routers.after_cpu_check({"cpu_check": _check(), "options": _opts(llm=True)}) == "profile"
     assert routers.after_cpu_check({}) == "profile"
     assert routers.after_cpu_check({"status": "failed_sandbox"}) == "report"
+
+
+def test_a_model_edit_the_cpu_guard_rejected_goes_back_to_the_model():
+    rejected = _check(rejected="fix-2")
+    assert routers.after_cpu_check({"cpu_check": rejected, "options": _opts(llm=True)}) == "llm_fix"
+    assert routers.after_cpu_check({"cpu_check": rejected, "options": _opts(llm=False)}) == "profile"
+    assert routers.after_cpu_check({"cpu_check": rejected, "status": "failed_budget",
+                                    "options": _opts(llm=True)}) == "report"
+
+
+def test_an_environment_failure_is_explained_by_the_model_only_with_llm():
+    for llm, nxt in ((True, "llm_explain"), (False, "report")):
+        s = {"status": "failed_environment", "last_run": FAILED, "options": _opts(llm=llm)}
+        assert routers.after_reference(s) == nxt
+        assert routers.after_target(s) == nxt
+        assert routers.after_diagnose(s) == nxt
+    # other statuses are not explained
+    assert routers.after_diagnose({"status": "needs_human", "options": _opts(llm=True)}) == "report"
