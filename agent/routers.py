@@ -81,8 +81,10 @@ def after_apply(state: State) -> Literal["target_run", "profile_revert", "llm_ex
     return _stopped(state) if state.get("status") else "target_run"
 
 
-def after_parity(
-        state: State) -> Literal["tests", "cpu_check", "apply_fix", "llm_fix", "profile_revert", "llm_explain", "report"]:
+AfterParity = Literal["tests", "cpu_check", "apply_fix", "llm_fix", "profile_revert", "llm_explain", "report"]
+
+
+def after_parity(state: State) -> AfterParity:
     """A rule's fix first; a failure no rule explains goes to the model under --llm (the parity node
     ends the migration ``partial`` without it); a pass, or nothing to compare, goes on to the tests,
     or the CPU check (the report node then says which). A failure of the model's profile change
