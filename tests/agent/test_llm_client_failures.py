@@ -234,10 +234,11 @@ def test_a_non_json_reply_ends_the_migration_failed_llm_with_the_call_counted(tm
     result = json.loads(res.stdout)
     assert result["status"] == "failed_llm", result.get("summary")
     assert "LLM non_json" in result["summary"]
-    assert result["llm"]["calls"] == 1 and result["llm"]["failures"] == {"non_json": 1}
+    # the plan's call (no plan scripted: the server refuses it with HTTP 400, the offline plan runs) and the fixer's
+    assert result["llm"]["calls"] == 2 and result["llm"]["failures"] == {"http_error": 1, "non_json": 1}
     assert result["llm"]["model"] == "scripted" and result["llm"]["cost_usd"] == 0.0  # no tokens were billed
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "model `scripted`: 1 calls" in report and "non_json 1" in report
+    assert "model `scripted`: 2 calls" in report and "non_json 1" in report
 
 
 def test_migrate_stores_the_limits_flags_over_environment(tmp_path, monkeypatch):

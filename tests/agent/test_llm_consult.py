@@ -162,5 +162,5 @@ def test_an_environment_failure_gets_an_explanation_and_keeps_its_status(tmp_pat
     assert {r["kind"] for r in result["run_log"]} <= {"reference", "target", "cpu_original", "golden"}
     artifacts = tmp_path / "state" / "artifacts"
     assert not [p for p in artifacts.rglob("llm-*")]
-    assert result["llm"]["calls"] == 1
+    assert result["llm"]["calls"] == 2  # the plan's (no plan scripted: refused, the offline plan ran) and this one
     assert [s["node"] for s in result["steps"]][-1] == "llm_explain"  # then the report (not a step of its own)
