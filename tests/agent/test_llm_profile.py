@@ -71,7 +71,8 @@ def test_a_failed_plan_runs_the_offline_one_and_a_verified_profile_change_is_kep
     assert result["status"] == "migrated", result["summary"]
     # the plan: five HTTP 500s (the first try and 4 retries), recorded; the offline plan ran
     assert len(server.plan_requests) == 5 and result["plan_source"] == "offline"
-    assert result["model_plan"]["error"].startswith("failed_llm: LLM server_error: the model server kept failing after 4 retries")
+    assert result["model_plan"]["error"].startswith(
+        "failed_llm: LLM server_error: the model server kept failing after 4 retries")
     assert "The model's plan failed, so the offline plan ran: failed_llm:" in report
     assert result["llm"]["calls"] == 5 + 3
     # the profile round: the model saw the finding and the code around it

@@ -85,7 +85,8 @@ def test_eval_policy_llm_asks_the_configured_server_and_reports_calls_and_cost(t
     result = json.loads(res.stdout)["results"][0]
     # the model's fix made the case migrate (its grading by hidden tests is tests/evals/test_harness.py's subject)
     assert result["status"] == "migrated", result["reason"]
-    assert result["llm_calls"] == 3 == len(server.requests)
+    # the fixer's three and the plan's (no plan scripted: the server refused it, no tokens; the offline plan ran)
+    assert result["llm_calls"] == 4 and len(server.requests) == 3 and len(server.plan_requests) == 1
     assert (result["prompt_tokens"], result["completion_tokens"]) == (300, 60)
     assert result["model"] == "scripted" and result["cost_usd"] == pytest.approx(420e-6)  # agent/llm/prices.toml
     assert server.requests[0]["body"]["model"] == "scripted" and server.requests[0]["auth"] == "Bearer k"
