@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent import toolbox
 from agent.budget import Clock, ensure_time_for
@@ -23,7 +24,33 @@ from agent.state import MigrationState, dump, edits_of, llm_limits_of, options_o
 from tools.patch import file_diff, read_text
 from tools.runner.models import RunResult
 
+if TYPE_CHECKING:
+    from agent.llm.tools import EditSession
+
 logger = logging.getLogger(__name__)
+
+
+def model_session(state: MigrationState, runs: RunScheduler, label: str, base: dict[str, str]) -> EditSession:
+    """The model's tools over the workspace (edits on top of ``base``); its runs go to tpx, each with its
+    artefacts under ``<label>-N``, within what the wall-time budget has left."""
+    from agent.llm.tools import EditSession
+
+    opts = options_of(state)
+    clock = Clock.of(state)
+    ws = ensure_workspace(state)
+    counter = {"n": 0}
+
+    def runner(path: Path, command: str, probe: bool, profile: bool) -> RunResult:
+        counter["n"] += 1
+        return toolbox.run(path, command, device="tpx", redirect_cuda=None, probe=probe, profile=profile,
+                           timeout_s=clock.timeout(), seed=opts.seed,
+                           artifacts_dir=artifacts_dir(state, f"{label}-{counter['n']}"),
+                           disk_limit_bytes=opts.disk_limit_bytes)
+
+    ref = reference_of(state)
+    return EditSession(source_of(state), ws, base, runner,
+                       str(ref.probe_dir) if ref is not None and ref.probe_dir else None,
+                       opts.run_command, opts.test_command, runs)
 
 
 def diagnosis_for_model(state: MigrationState) -> Diagnosis:
@@ -44,27 +71,13 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
     from agent.llm.client import ChatClient
     from agent.llm.config import from_env
     from agent.llm.fixer import run_fixer
-    from agent.llm.tools import EditSession
 
     opts = options_of(state)
     ensure_time_for(state, "target", "the model's fix (it runs the program to check its edits)")
     clock = Clock.of(state)
     cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=llm_limits_of(opts))
-    ws = ensure_workspace(state)
     it = state.get("iteration") or 0
-    counter = {"n": 0}
-
-    def runner(path: Path, command: str, probe: bool, profile: bool) -> RunResult:
-        counter["n"] += 1
-        return toolbox.run(path, command, device="tpx", redirect_cuda=None, probe=probe, profile=profile,
-                           timeout_s=clock.timeout(), seed=opts.seed,
-                           artifacts_dir=artifacts_dir(state, f"llm-{it}-{counter['n']}"),
-                           disk_limit_bytes=opts.disk_limit_bytes)
-
-    ref = reference_of(state)
-    session = EditSession(source_of(state), ws, state.get("files") or {}, runner,
-                          str(ref.probe_dir) if ref is not None and ref.probe_dir else None,
-                          opts.run_command, opts.test_command, runs)
+    session = model_session(state, runs, f"llm-{it}", state.get("files") or {})
     diag = diagnosis_for_model(state)
     left = clock.left()
     client = ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))

@@ -15,10 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent import toolbox
 from agent.budget import Clock, has_time_for
 from agent.errors import FerryAgentError
-from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
+from agent.nodes.common import SUMMARY, Update, ensure_workspace, source_of, step
+from agent.nodes.llm_fix import model_session
 from agent.nodes.report import final_status
 from agent.policy.base import Diagnosis, Frame, Proposal
 from agent.records import Edit, ProfileRound
@@ -32,11 +32,9 @@ from agent.state import (
     options_of,
     parity_of,
     profile_round_of,
-    reference_of,
 )
 from tools.patch import file_diff, read_text
 from tools.profile.models import Finding
-from tools.runner.models import RunResult
 
 #: the state a rejected change is reverted to, besides the files: the evidence they were verified with
 EVIDENCE = ("parity", "last_run", "last_phase", "target_ok", "device_work", "device_work_error", "cpu_check",
@@ -66,7 +64,6 @@ def profile_llm(state: MigrationState, runs: RunScheduler) -> Update:
     from agent.llm.client import ChatClient
     from agent.llm.config import from_env
     from agent.llm.fixer import run_fixer
-    from agent.llm.tools import EditSession
 
     opts = options_of(state)
     worth = findings_worth_a_change(state)
@@ -80,20 +77,7 @@ def profile_llm(state: MigrationState, runs: RunScheduler) -> Update:
         return _not_made(rnd, "the wall-time budget (--max-wall) leaves no time to verify a change")
     clock = Clock.of(state)
     left = clock.left()
-    ws = ensure_workspace(state)
-    counter = {"n": 0}
-
-    def runner(path: Path, command: str, probe: bool, profile: bool) -> RunResult:
-        counter["n"] += 1
-        return toolbox.run(path, command, device="tpx", redirect_cuda=None, probe=probe, profile=profile,
-                           timeout_s=clock.timeout(), seed=opts.seed,
-                           artifacts_dir=artifacts_dir(state, f"llm-profile-{counter['n']}"),
-                           disk_limit_bytes=opts.disk_limit_bytes)
-
-    ref = reference_of(state)
-    session = EditSession(source_of(state), ws, base, runner,
-                          str(ref.probe_dir) if ref is not None and ref.probe_dir else None,
-                          opts.run_command, opts.test_command, runs)
+    session = model_session(state, runs, "llm-profile", base)
     diag = Diagnosis(phase="profile", kind="profile_findings", message=profile_evidence(worth),
                      frames=[Frame(file=f.file, line=f.line) for f in worth if f.file and f.line][-3:])
     try:
