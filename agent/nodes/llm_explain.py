@@ -13,11 +13,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agent.budget import time_left
 from agent.errors import FerryAgentError
 from agent.nodes.common import SUMMARY, Update, step
 from agent.runs import RunScheduler
-from agent.state import MigrationState, last_run, llm_limits_of, options_of, reference_of
+from agent.state import MigrationState, last_run, options_of, reference_of
 
 logger = logging.getLogger(__name__)
 
@@ -52,17 +51,14 @@ def explanation_prompt(state: MigrationState) -> str:
 @step("llm_explain")
 def llm_explain(state: MigrationState, runs: RunScheduler) -> Update:
     from agent.llm.client import ChatClient
-    from agent.llm.config import from_env
+    from agent.nodes.llm_fix import model_client
 
-    opts = options_of(state)
     summary = state.get("summary") or ""
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                       {"role": "user", "content": explanation_prompt(state)}]
     client: ChatClient | None = None
     try:
-        cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=llm_limits_of(opts))
-        left = time_left(state)
-        client = ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))
+        client = model_client(state)
         msg = client.chat(messages, None)  # no tools: the model can neither run nor install anything
         answer = " ".join((getattr(msg, "content", None) or "").split())[:MAX_ANSWER]
         if not answer:

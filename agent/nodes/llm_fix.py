@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent import toolbox
-from agent.budget import Clock, ensure_time_for
+from agent.budget import Clock, ensure_time_for, time_left
 from agent.errors import FerryAgentError
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
 from agent.policy.base import Diagnosis, Proposal
@@ -25,9 +25,22 @@ from tools.patch import file_diff, read_text
 from tools.runner.models import RunResult
 
 if TYPE_CHECKING:
+    from agent.llm.client import ChatClient
     from agent.llm.tools import EditSession
 
 logger = logging.getLogger(__name__)
+
+
+def model_client(state: MigrationState) -> ChatClient:
+    """The model server the migration was started with (its limits, the usage spent so far), within what
+    ``--max-wall`` has left; a missing model or key raises ``LLMFailure``."""
+    from agent.llm.client import ChatClient
+    from agent.llm.config import from_env
+
+    opts = options_of(state)
+    cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=llm_limits_of(opts))
+    left = time_left(state)
+    return ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))
 
 
 def model_session(state: MigrationState, runs: RunScheduler, label: str, base: dict[str, str]) -> EditSession:
@@ -68,19 +81,14 @@ def diagnosis_for_model(state: MigrationState) -> Diagnosis:
 
 @step("llm_fix")
 def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
-    from agent.llm.client import ChatClient
-    from agent.llm.config import from_env
     from agent.llm.fixer import run_fixer
 
     opts = options_of(state)
     ensure_time_for(state, "target", "the model's fix (it runs the program to check its edits)")
-    clock = Clock.of(state)
-    cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=llm_limits_of(opts))
+    client = model_client(state)
     it = state.get("iteration") or 0
     session = model_session(state, runs, f"llm-{it}", state.get("files") or {})
     diag = diagnosis_for_model(state)
-    left = clock.left()
-    client = ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))
     try:
         summary = run_fixer(client, session, diag, state.get("tried") or [])
     except FerryAgentError as exc:

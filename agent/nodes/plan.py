@@ -7,12 +7,11 @@ recorded in the plan (``Plan.model.error``) and the offline plan runs: it never 
 
 from __future__ import annotations
 
-from agent.budget import time_left
 from agent.entry import entry_file
 from agent.nodes.common import SUMMARY, Update, source_of, step
 from agent.records import ModelPlan, Plan, ScanDigest
 from agent.runs import RunScheduler
-from agent.state import MigrationState, dump, llm_limits_of, llm_option, options_of, scan_of
+from agent.state import MigrationState, dump, llm_option, options_of, scan_of
 from tools.patch import list_source_files
 
 AUTO = "auto"  # the scan's category of idioms the codemods rewrite (tools.scan.models.Category)
@@ -21,15 +20,11 @@ AUTO = "auto"  # the scan's category of idioms the codemods rewrite (tools.scan.
 def _model_plan(state: MigrationState, scan: ScanDigest, offline: Plan) -> tuple[ModelPlan, dict[str, float]]:
     """The model's validated plan (or why there is none) and the LLM usage it cost."""
     from agent.errors import FerryAgentError
-    from agent.llm.client import ChatClient
-    from agent.llm.config import from_env
     from agent.llm.planner import ask_plan
+    from agent.nodes.llm_fix import model_client
 
-    opts = options_of(state)
     try:
-        cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=llm_limits_of(opts))
-        left = time_left(state)
-        client = ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))
+        client = model_client(state)
     except FerryAgentError as exc:
         return ModelPlan(error=f"{exc.status}: {exc}"), {}
     return ask_plan(client, scan, offline), client.counters()

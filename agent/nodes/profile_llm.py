@@ -15,10 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent.budget import Clock, has_time_for
+from agent.budget import has_time_for
 from agent.errors import FerryAgentError
 from agent.nodes.common import SUMMARY, Update, ensure_workspace, source_of, step
-from agent.nodes.llm_fix import model_session
+from agent.nodes.llm_fix import model_client, model_session
 from agent.nodes.report import final_status
 from agent.policy.base import Diagnosis, Frame, Proposal
 from agent.records import Edit, ProfileRound
@@ -28,7 +28,6 @@ from agent.state import (
     dump,
     findings_worth_a_change,
     last_run,
-    llm_limits_of,
     options_of,
     parity_of,
     profile_round_of,
@@ -61,8 +60,6 @@ def _not_made(rnd: ProfileRound, reason: str, usage: dict[str, float] | None = N
 
 @step("profile_llm")
 def profile_llm(state: MigrationState, runs: RunScheduler) -> Update:
-    from agent.llm.client import ChatClient
-    from agent.llm.config import from_env
     from agent.llm.fixer import run_fixer
 
     opts = options_of(state)
@@ -75,14 +72,11 @@ def profile_llm(state: MigrationState, runs: RunScheduler) -> Update:
         return _not_made(rnd, f"the iteration budget ({opts.max_iterations} fix rounds) is spent")
     if not has_time_for(state, "target"):
         return _not_made(rnd, "the wall-time budget (--max-wall) leaves no time to verify a change")
-    clock = Clock.of(state)
-    left = clock.left()
     session = model_session(state, runs, "llm-profile", base)
     diag = Diagnosis(phase="profile", kind="profile_findings", message=profile_evidence(worth),
                      frames=[Frame(file=f.file, line=f.line) for f in worth if f.file and f.line][-3:])
     try:
-        cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=llm_limits_of(opts))
-        client = ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))
+        client = model_client(state)
     except FerryAgentError as exc:
         return _not_made(rnd, f"{exc.status}: {exc}")
     try:
