@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -79,30 +80,29 @@ def _norm(rel: str) -> str:
     return rel
 
 
+def _known(names: list[str], norm: Callable[[str], str], known: set[str], what: str, unknown: str,
+           warnings: list[str]) -> list[str]:
+    """``names`` normalised, in order, without unknown or repeated ones (each dropped with a warning)."""
+    kept: list[str] = []
+    for raw in names:
+        name = norm(raw)
+        if name not in known:
+            warnings.append(f"dropped {what} {raw!r}: {unknown}")
+        elif name in kept:
+            warnings.append(f"dropped {what} {raw!r}: named twice")
+        else:
+            kept.append(name)
+    return kept
+
+
 def validate_plan(reply: PlanReply, scan: ScanDigest, also: list[str]) -> ModelPlan:
     """Keep only what the scan found: files with findings (and ``also``: the entry file) and finding ids;
     each unknown or repeated name is dropped with a warning."""
-    files_found = {f.file for f in scan.findings} | set(also)
-    ids = scan.ids()
     warnings: list[str] = []
-    files: list[str] = []
-    for raw in reply.files:
-        rel = _norm(raw)
-        if rel not in files_found:
-            warnings.append(f"dropped file {raw!r}: not a file the scan found")
-        elif rel in files:
-            warnings.append(f"dropped file {raw!r}: named twice")
-        else:
-            files.append(rel)
-    findings: list[str] = []
-    for raw in reply.findings:
-        fid = raw.strip().upper()
-        if fid not in ids:
-            warnings.append(f"dropped finding {raw!r}: not a finding id of the scan")
-        elif fid in findings:
-            warnings.append(f"dropped finding {raw!r}: named twice")
-        else:
-            findings.append(fid)
+    files = _known(reply.files, _norm, {f.file for f in scan.findings} | set(also), "file",
+                   "not a file the scan found", warnings)
+    findings = _known(reply.findings, lambda raw: raw.strip().upper(), set(scan.ids()), "finding",
+                      "not a finding id of the scan", warnings)
     verify = [v.strip()[:300] for v in reply.verify if v.strip()]
     if len(verify) > MAX_VERIFY:
         warnings.append(f"kept the first {MAX_VERIFY} of {len(verify)} checks to verify")
