@@ -7,52 +7,61 @@ import logging
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
 NAME = "serve"
-HELP = "run the HTTP service (bearer token from FERRY_API_TOKEN when set)"
+HELP = "run the HTTP service: chat-style migration sessions (tokens from FERRY_API_TOKENS)"
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765,
                         help="port (default 8765; 0 picks a free one, printed with --json)")
-    parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"),
-                        help="checkpoints and workspaces (default ~/.ferry)")
+    parser.add_argument("--data-dir", "--state-dir", dest="data_dir", metavar="DIR",
+                        default=os.environ.get("FERRY_DATA_DIR"),
+                        help="sessions, workspaces, outputs, checkpoints (default $FERRY_DATA_DIR or ~/.ferry/service)")
+    parser.add_argument("--allow-root", metavar="DIR", action="append", default=[],
+                        help="a server directory whose repositories clients may name by path (repeatable; "
+                             "default none: uploads only)")
+    parser.add_argument("--workers", type=_positive, default=None,
+                        help="sessions migrated at once (default: the number of cores)")
+    parser.add_argument("--queue", type=_positive, default=64,
+                        help="sessions waiting for a worker before new ones get 429 (default 64)")
+    parser.add_argument("--max-upload-mb", type=_positive, default=50, help="largest archive accepted (default 50)")
+    parser.add_argument("--max-files", type=_positive, default=5000, help="most files in an upload (default 5000)")
     parser.add_argument("--python", metavar="PATH", action="append", default=[],
-                        help="an interpreter requests may name in 'python' (repeatable; default: only Ferry's own)")
+                        help="an interpreter sessions may name in 'python' (repeatable; default: only Ferry's own)")
     parser.add_argument("--json", action="store_true", help="print the listening address as JSON before serving")
 
 
-def _check_store(state_dir: str) -> None:
-    """Open the checkpoint store once, so a bad FERRY_DATABASE_URL or state dir fails here, not per request."""
+def _check_store(data_dir: Path) -> None:
+    """Open the checkpoint store once, so a bad FERRY_DATABASE_URL or data dir fails here, not per request."""
     from agent.checkpoints import checkpointer
     from agent.cli import CliError
     from agent.errors import FerryAgentError
 
     try:
-        with checkpointer(Path(state_dir)):
+        with checkpointer(data_dir):
             pass
     except FerryAgentError as exc:  # already says what is wrong and what to do
         raise CliError(str(exc)) from exc
-    except Exception as exc:  # sqlite: the state dir is not usable
-        raise CliError(f"cannot open the checkpoint store in {state_dir}: {exc}; pick a writable --state-dir") from exc
+    except Exception as exc:  # sqlite: the data dir is not usable
+        raise CliError(f"cannot open the checkpoint store in {data_dir}: {exc}; pick a writable --data-dir") from exc
 
 
-def run(args: argparse.Namespace) -> int:
-    import json
-
-    import uvicorn
-
-    from agent.cli import CliError, output_dir
-    from agent.service.app import create_app
-    from agent.service.deps import settings_from_env
-
-    if not 0 <= args.port < 65536:
-        raise CliError(f"--port must be 0..65535 (0: any free port), got {args.port}")
-    if args.state_dir:
-        output_dir(args.state_dir, "--state-dir")
+def _settings(args: argparse.Namespace) -> Any:
+    from agent.cli import CliError
+    from agent.service.settings import ServiceSettings, SettingsError, data_dir_from, resolve_roots, tokens_from_env
+    from agent.service.uploads import UploadLimits
     from tools.runner.interpreter import InterpreterError, inspect_interpreter
 
     pythons = []
@@ -62,13 +71,33 @@ def run(args: argparse.Namespace) -> int:
         except InterpreterError as exc:
             raise CliError(f"--python {path}: {exc}") from exc
     try:
-        settings = settings_from_env(args.state_dir, tuple(pythons))
-    except OSError as exc:
-        raise CliError(f"state dir {exc.filename or args.state_dir}: {exc.strerror or exc}; "
-                       "give --state-dir a directory Ferry can create and write") from exc
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not settings.token:
-        raise CliError(f"refusing to listen on {args.host} without a token: set FERRY_API_TOKEN")
-    _check_store(settings.state_dir)
+        return ServiceSettings(data_dir=data_dir_from(args.data_dir), tokens=tokens_from_env(),
+                               allow_roots=resolve_roots(args.allow_root), workers=args.workers or os.cpu_count() or 1,
+                               queue=args.queue, pythons=tuple(pythons),
+                               uploads=UploadLimits(max_bytes=args.max_upload_mb * 1024**2, max_files=args.max_files))
+    except SettingsError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    import uvicorn
+
+    from agent.cli import CliError
+    from agent.service.app import create_app
+    from agent.service.lock import DataDirBusy, hold_data_dir
+
+    if not 0 <= args.port < 65536:
+        raise CliError(f"--port must be 0..65535 (0: any free port), got {args.port}")
+    settings = _settings(args)
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not settings.tokens:
+        raise CliError(f"refusing to listen on {args.host} without tokens: set FERRY_API_TOKENS (owner=token,...)")
+    _check_store(settings.data_dir)
+    try:  # fail here, before the port is taken, when another server has this data dir
+        os.close(hold_data_dir(settings.data_dir))
+    except DataDirBusy as exc:
+        raise CliError(str(exc)) from exc
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -80,8 +109,9 @@ def run(args: argparse.Namespace) -> int:
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     if args.json:
-        print(json.dumps({"url": f"http://{host}:{port}", "state_dir": settings.state_dir}), flush=True)
-    logger.info("serving on http://%s:%d (state dir %s)", host, port, settings.state_dir)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning"))
+        print(json.dumps({"url": f"http://{host}:{port}", "data_dir": str(settings.data_dir)}), flush=True)
+    logger.info("serving on http://%s:%d (data dir %s, %d workers, %d allowed roots)", host, port,
+                settings.data_dir, settings.workers, len(settings.allow_roots))
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=5))
     server.run(sockets=[sock])
     return 0

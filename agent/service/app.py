@@ -1,34 +1,70 @@
-"""FastAPI application factory."""
+"""FastAPI application factory: the /v1 routers over the store and the workers."""
 
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from agent.errors import FerryAgentError
-from agent.service.deps import Jobs, Settings, settings_from_env
-from agent.service.routes import router
-from agent.service.schemas import Health
+from agent.service.lock import hold_data_dir
+from agent.service.routes import events, meta, outputs, sessions
+from agent.service.settings import ServiceSettings
+from agent.service.store import SessionStore
+from agent.service.workers import Workers
 
 logger = logging.getLogger(__name__)
+MAX_SHOWN_INPUT = 200
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    app = FastAPI(title="Ferry", description="Migrate PyTorch code from CUDA to tpx", version="0.1.0")
-    app.state.settings = settings or settings_from_env()
-    app.state.jobs = Jobs()
-    app.include_router(router)
+def _safe_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """FastAPI's error list with what the client sent cut short (a binary or huge body never reaches the
+    encoder or the logs whole)."""
+    out = []
+    for err in exc.errors():
+        item = {"type": err.get("type"), "loc": list(err.get("loc", ())), "msg": str(err.get("msg", ""))[:1000]}
+        value = err.get("input")
+        if isinstance(value, str | int | float | bool) and len(str(value)) <= MAX_SHOWN_INPUT:
+            item["input"] = value
+        out.append(item)
+    return out
+
+
+def create_app(settings: ServiceSettings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        fd = hold_data_dir(settings.data_dir)
+        store = SessionStore(settings.data_dir / "service.db")
+        workers = Workers(settings, store)
+        app.state.store, app.state.workers = store, workers
+        workers.start()
+        try:
+            yield
+        finally:
+            workers.stop()
+            store.close()
+            os.close(fd)
+
+    app = FastAPI(title="Ferry", description="Migrate PyTorch code from CUDA to tpx: chat-style sessions",
+                  version="1.0.0", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.settings = settings
+    for module in (meta, sessions, events, outputs):
+        app.include_router(module.router)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(status_code=422, content={"detail": _safe_errors(exc)})
 
     @app.exception_handler(FerryAgentError)
     async def store_unavailable(request: Request, exc: FerryAgentError) -> JSONResponse:
         # the checkpoint store (Postgres / SQLite) failed under a request: say why, not a bare 500
         logger.error("%s %s: %s", request.method, request.url.path, exc)
         return JSONResponse(status_code=503, content={"detail": str(exc)})
-
-    @app.get("/healthz", tags=["meta"], response_model=Health)
-    def healthz() -> Health:
-        return Health()
 
     return app

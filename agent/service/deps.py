@@ -1,93 +1,71 @@
-"""Dependencies: settings, bearer-token auth, the migration runner."""
+"""Dependencies of the routes: settings, the store, the workers, and the caller's identity (bearer tokens)."""
 
 from __future__ import annotations
 
+import hmac
 import logging
-import os
-import secrets
-import threading
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request, status
 
-from agent.runs import RunScheduler
+from agent.service.settings import LOCAL_OWNER, ServiceSettings
+from agent.service.store import SessionRow, SessionStore
+from agent.service.workers import Workers
 
 logger = logging.getLogger(__name__)
 
-TOKEN_ENV = "FERRY_API_TOKEN"
 
-
-@dataclass
-class Settings:
-    state_dir: str
-    token: str | None = None
-    # interpreters a request may name in ``python`` (``ferry serve --python PATH``); the server's own always
-    pythons: tuple[str, ...] = ()
-
-
-@dataclass
-class Jobs:
-    """Migrations running in the background (the graph itself keeps all state in the checkpointer)."""
-
-    pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(max_workers=2))
-    futures: dict[str, Future[Any]] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    runs: RunScheduler = field(default_factory=RunScheduler)  # the background runs of every migration here
-
-    def submit(self, mid: str, fn: Callable[[], Any]) -> None:
-        """Run ``fn`` in the background; 409 when this migration is already running."""
-
-        def job() -> Any:
-            try:
-                return fn()
-            except BaseException as exc:  # recorded before the future completes, so status never misses it
-                logger.exception("migration %s failed", mid)
-                self.errors[mid] = f"{type(exc).__name__}: {exc}"
-                raise
-
-        with self.lock:
-            running = self.futures.get(mid)
-            if running is not None and not running.done():
-                raise HTTPException(status.HTTP_409_CONFLICT, f"migration {mid} is already running")
-            self.errors.pop(mid, None)
-            self.futures[mid] = self.pool.submit(job)
-
-    def running(self, mid: str) -> bool:
-        fut = self.futures.get(mid)
-        return fut is not None and not fut.done()
-
-
-def get_settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
+def get_settings(request: Request) -> ServiceSettings:
+    settings: ServiceSettings = request.app.state.settings
     return settings
 
 
-def get_jobs(request: Request) -> Jobs:
-    jobs: Jobs = request.app.state.jobs
-    return jobs
+def get_store(request: Request) -> SessionStore:
+    store: SessionStore = request.app.state.store
+    return store
 
 
-def require_token(settings: Annotated[Settings, Depends(get_settings)],
-                  authorization: Annotated[str | None, Header()] = None) -> None:
-    if not settings.token:
-        return
-    expected = f"Bearer {settings.token}"
-    if authorization is None or not secrets.compare_digest(authorization, expected):
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing or wrong bearer token (FERRY_API_TOKEN)",
-                            headers={"WWW-Authenticate": "Bearer"})
+def get_workers(request: Request) -> Workers:
+    workers: Workers = request.app.state.workers
+    return workers
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
-JobsDep = Annotated[Jobs, Depends(get_jobs)]
-Authorized = Depends(require_token)
+SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
+StoreDep = Annotated[SessionStore, Depends(get_store)]
+WorkersDep = Annotated[Workers, Depends(get_workers)]
 
 
-def settings_from_env(state_dir: str | None = None, pythons: tuple[str, ...] = ()) -> Settings:
-    from agent.materialise import state_dir as resolve
+def _unauthorized(why: str) -> HTTPException:
+    return HTTPException(status.HTTP_401_UNAUTHORIZED, why, headers={"WWW-Authenticate": "Bearer"})
 
-    return Settings(state_dir=str(resolve(state_dir or os.environ.get("FERRY_STATE_DIR"))),
-                    token=os.environ.get(TOKEN_ENV) or None, pythons=pythons)
+
+def owner_of(settings: SettingsDep, authorization: Annotated[str | None, Header()] = None) -> str:
+    """The owner whose token the request carries. Every configured token is compared, in constant time
+    each, so the answer's timing does not tell which (or whether a prefix) matched; tokens are never logged."""
+    if not settings.tokens:
+        return LOCAL_OWNER
+    if authorization is None:
+        raise _unauthorized("this server needs 'Authorization: Bearer <token>' (a token from FERRY_API_TOKENS)")
+    scheme, _, given = authorization.partition(" ")
+    given_b = given.strip().encode()
+    found: str | None = None
+    for token, owner in settings.tokens.items():
+        if hmac.compare_digest(given_b, token.encode()) and scheme.lower() == "bearer":
+            found = owner
+    if found is None:
+        raise _unauthorized("wrong bearer token")
+    return found
+
+
+OwnerDep = Annotated[str, Depends(owner_of)]
+
+
+def session_of(sid: str, owner: OwnerDep, store: StoreDep) -> SessionRow:
+    """The caller's session; another owner's is answered exactly like one that does not exist."""
+    row = store.get(sid, owner)
+    if row is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no session {sid[:80]!r} (of yours) on this server")
+    return row
+
+
+SessionDep = Annotated[SessionRow, Depends(session_of)]

@@ -1,15 +1,15 @@
-"""Request and response bodies of the service."""
+"""Request and response bodies of the /v1 service."""
 
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent import records
 
-State = Literal["running", "waiting_for_approval", "finished", "stopped", "failed"]
+SessionState = Literal["queued", "running", "waiting_for_approval", "finished", "failed", "cancelled"]
 
 
 class ErrorDetail(BaseModel):
@@ -20,32 +20,37 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
 
-class MigrationCreate(BaseModel):
-    path: str = Field(min_length=1, description="repository directory on the server's filesystem")
-    run: str = Field(description="the command that runs the program, e.g. 'python train.py'")
-    test: str | None = Field(default=None, description="the test command, e.g. 'python -m pytest -q'")
-    out: str | None = Field(default=None, description="directory on the server for ferry.patch, report.md, result.json")
-    llm: bool = False
-    approve: bool = Field(default=False, description="pause before every edit that is not a catalogue codemod")
-    apply: bool = Field(default=False, description="write the verified patch into the repository at the end")
+class Ready(BaseModel):
+    status: Literal["ok", "fail"]
+    checks: dict[str, str] = Field(description="each check: 'ok: ...' or 'fail: why'")
+
+
+class SessionOptions(BaseModel):
+    """What the migration is asked to do (the server decides where it reads and writes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run: str = Field(max_length=4000, description="the command that runs the program, e.g. 'python train.py'")
+    test: str | None = Field(default=None, max_length=4000, description="the test command, e.g. 'python -m pytest -q'")
     device: Literal["accelerator", "tpx"] = "accelerator"
-    max_iterations: int = Field(default=8, ge=0)
-    run_timeout_s: float = Field(default=600.0, gt=0)
-    max_wall_s: float | None = Field(default=None, gt=0, description=(
-        "wall-time budget of the whole migration; a run that cannot finish in what is left is not started "
-        "(failed_budget)"))
+    llm: bool | None = Field(default=None, description="use the model the server is configured with "
+                                                        "(FERRY_LLM_*); default: on when it has one")
+    approve: bool = Field(default=False, description="pause before every edit that is not a catalogue codemod")
+    max_iterations: int = Field(default=8, ge=0, le=64)
+    run_timeout_s: float = Field(default=600.0, gt=0, le=6 * 3600)
+    max_wall_s: float | None = Field(default=None, gt=0, le=24 * 3600, description=(
+        "wall-time budget of the whole migration; a run that cannot finish in what is left is not started"))
     seed: int = 0
-    python: str | None = Field(default=None, description="the interpreter the code runs with, on the server "
-                                                          "(default: the server's own); needs torch==2.13.0")
-    env: dict[str, str] = Field(default_factory=dict, description="the user's own variables for every run")
-    cwd: str | None = Field(default=None, description="where every run starts, relative to the repository")
+    python: str | None = Field(default=None, max_length=1000, description=(
+        "the interpreter on the server the code runs with (one the operator allowed with --python)"))
+    env: dict[str, str] = Field(default_factory=dict, max_length=64, description="variables for every run")
+    cwd: str | None = Field(default=None, max_length=1000, description="where every run starts, in the repository")
+    skip_rules: list[str] = Field(default_factory=list, max_length=200, description="rule ids to leave out")
 
     @field_validator("python")
     @classmethod
     def _python_absolute(cls, v: str | None) -> str | None:
-        # Only checked for its form here: the route runs it (to inspect it) only when the server's
-        # operator allowed it (``ferry serve --python PATH``); a client never makes the server start
-        # a binary of its choosing.
+        # Only its form here: the route inspects it only when the operator allowed it.
         if v is not None and not Path(v).is_absolute():
             raise ValueError(f"python must be an absolute path on the server, got {v!r}")
         return v
@@ -76,15 +81,6 @@ class MigrationCreate(BaseModel):
             raise ValueError("run must be the command that runs the program (e.g. 'python train.py'), not empty")
         return v.strip()
 
-    @field_validator("out")
-    @classmethod
-    def _out_writable(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        from agent.outpaths import check_output_dir
-
-        return str(check_output_dir(v, "out"))  # OutputPathError is a ValueError: a 422 with its message
-
     @field_validator("test")
     @classmethod
     def _test_not_blank(cls, v: str | None) -> str | None:
@@ -93,35 +89,51 @@ class MigrationCreate(BaseModel):
         return v.strip() if v else v
 
 
-class MigrationCreated(BaseModel):
+class SessionCreate(BaseModel):
+    """A JSON create: a repository already on the server, under one of its --allow-root directories."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(min_length=1, max_length=4096, description="the repository directory on the server")
+    options: SessionOptions
+
+
+class SessionSource(BaseModel):
+    kind: Literal["path", "archive"]
+    name: str = Field(description="the server path, or the uploaded file's name")
+    files: int = 0
+
+
+class SessionCreated(BaseModel):
     id: str
     status_url: str
+    events_url: str
 
 
-class MigrationStatus(BaseModel):
+class SessionView(BaseModel):
     id: str
-    state: State = Field(description="running | waiting_for_approval (see interrupts) | finished | "
-                                      "stopped (POST .../resume continues it) | failed (no checkpoint; see error)")
-    status: str | None = Field(default=None, description="the named status once finished (migrated, partial, ...)")
+    owner: str
+    state: SessionState = Field(description="queued | running | waiting_for_approval (see interrupts) | "
+                                            "finished | failed (see error) | cancelled")
+    status: str | None = Field(default=None, description="the migration's named status once finished")
+    step: str | None = Field(default=None, description="the node running now, or the last one that ran")
     summary: str | None = None
-    iteration: int = 0
-    runs: int = 0
-    pending: list[str] = Field(default_factory=list, description="graph nodes still to run")
+    attempt: int = 1
+    counts: dict[str, int] = Field(default_factory=dict, description="steps, edits, runs, messages, events")
+    created_at: str
+    updated_at: str
+    options: SessionOptions
+    source: SessionSource
     interrupts: list[dict[str, Any]] = Field(default_factory=list,
                                              description="approval questions: rule, site, reason, diff")
-    steps: list[records.Step] = Field(default_factory=list)
     error: str | None = None
-    owner: str | None = Field(default=None, description="the process driving it now (pid, host, since), "
-                                                        "when it is another process than this server's own job")
 
 
-class MigrationResult(BaseModel):
-    id: str
-    status: str
-    summary: str | None = None
-    patch: str = Field(description="ferry.patch: unified diff, git-apply-able to the original repository")
-    report: str = Field(description="report.md: steps, edits with reasons, parity table, profile findings")
-    result: records.MigrationRecord = Field(description="result.json: iterations, runs, LLM usage, edits, parity, ...")
+class SessionList(BaseModel):
+    items: list[SessionView]
+    total: int
+    limit: int
+    offset: int
 
 
 def _repo_relative(path: str) -> str:
@@ -131,18 +143,46 @@ def _repo_relative(path: str) -> str:
     return str(p)
 
 
-class Decision(BaseModel):
+class Approval(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     action: Literal["approve", "reject", "edit"] = Field(
         description="approve: apply the proposed edit; reject: stop with status 'rejected'; "
-                    "edit: apply your files instead (verified the same way)")
-    files: dict[str, str] | None = Field(default=None, description="for action=edit only: repo path -> new text")
+                    "edit: apply your own version instead (files, or a diff against the proposal's files)")
+    files: dict[str, str] | None = Field(default=None, description="for edit: repo path -> new text")
+    diff: str | None = Field(default=None, max_length=2_000_000,
+                             description="for edit: a unified diff, applied to the files as they were before "
+                                         "the proposed edit")
 
     @model_validator(mode="after")
-    def _files_match_action(self) -> Decision:
+    def _matches_action(self) -> Approval:
         if self.action == "edit":
-            if not self.files:
-                raise ValueError("action=edit needs files: {repo path: new text}")
-            self.files = {_repo_relative(k): v for k, v in self.files.items()}
-        elif self.files:
-            raise ValueError(f"files go with action=edit only, not action={self.action}")
+            if not self.files and not self.diff:
+                raise ValueError("action=edit needs files ({repo path: new text}) or diff (a unified diff)")
+            if self.files and self.diff:
+                raise ValueError("give files or diff, not both")
+            if self.files:
+                self.files = {_repo_relative(k): v for k, v in self.files.items()}
+        elif self.files or self.diff:
+            raise ValueError(f"files and diff go with action=edit only, not action={self.action}")
         return self
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=4000, description="what you say to the agent")
+
+
+class MessageReply(BaseModel):
+    event_id: int = Field(description="the id of the reply's event in the session's stream")
+    text: str
+    intent: str
+    action: dict[str, Any] | None = None
+
+
+class Result(BaseModel):
+    id: str
+    status: str
+    summary: str | None = None
+    result: records.MigrationRecord

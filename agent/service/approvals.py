@@ -1,0 +1,50 @@
+"""A reviewer's edited diff, turned into the files an ``edit`` answer carries."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from agent.state import options_of
+from tools.patch import git_apply, read_text
+
+_TARGET = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.MULTILINE)
+
+
+def files_from_diff(state: dict[str, Any], diff: str) -> dict[str, str]:
+    """Apply ``diff`` to the files as the migration has them now (before the proposed edit); ValueError
+    saying why when it names a path outside the repository or does not apply."""
+    names = sorted(set(_TARGET.findall(diff)) - {"/dev/null"})
+    if not names:
+        raise ValueError("the diff names no file ('+++ b/path' lines); send a unified diff of the repository")
+    for name in names:
+        p = PurePosixPath(name)
+        if p.is_absolute() or ".." in p.parts:
+            raise ValueError(f"the diff names {name!r}, outside the repository")
+    source = Path(options_of(state).source)
+    current: dict[str, str] = dict(state.get("files") or {})
+    with tempfile.TemporaryDirectory(prefix="ferry-review-") as tmp:
+        root = Path(tmp)
+        for name in names:
+            text = current.get(name)
+            if text is None and (source / name).is_file():
+                text = read_text(source / name)
+            if text is not None:
+                (root / name).parent.mkdir(parents=True, exist_ok=True)
+                (root / name).write_text(text, encoding="utf-8")
+        try:
+            git_apply(root, diff)
+        except subprocess.CalledProcessError as exc:
+            raise ValueError(f"the diff does not apply to the files as they are before the proposed edit: "
+                             f"{(exc.stderr or '').strip()[:500]}") from None
+        out: dict[str, str] = {}
+        for name in names:
+            target = root / name
+            if target.is_symlink() or any(p.is_symlink() for p in target.parents if p != root and root in p.parents):
+                raise ValueError(f"the diff makes {name!r} a symbolic link; send file contents only")
+            if target.is_file():
+                out[name] = target.read_text(encoding="utf-8")
+        return out

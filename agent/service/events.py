@@ -1,0 +1,81 @@
+"""A session's events, derived from the migration's checkpointed state.
+
+Every event the graph's progress produces has a key made from its place in the state (the N-th step,
+edit, run of attempt A; the approval question asked after step N). The worker records them as the
+graph streams them, and again from the whole saved state when an attempt ends or a restarted server
+picks a session up: what was recorded is skipped, what a kill -9 lost between the checkpoint and the
+event write is added. Nothing is lost, nothing duplicated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from agent.state import edits_of, runs_of, status_of, steps_of
+
+Event = tuple[str, str | None, dict[str, Any]]  # kind, key (None: not derived from the state), data
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def approval_event(attempt: int, steps: int, question: dict[str, Any]) -> Event:
+    data = {k: question.get(k) for k in ("rule", "site", "reason", "diff", "files", "kind", "question")
+            if question.get(k) is not None}
+    return "approval_request", f"a{attempt}:approval:{steps}:{_digest(question)}", data
+
+
+def from_state(attempt: int, state: dict[str, Any]) -> list[Event]:
+    """Every event the saved state of this attempt accounts for, in the order they happened."""
+    out: list[Event] = []
+    steps = steps_of(state)
+    for i, step in enumerate(steps):
+        out.append(("step", f"a{attempt}:step:{i}", step.model_dump()))
+    for i, edit in enumerate(edits_of(state)):
+        out.append(("edit", f"a{attempt}:edit:{i}", {**edit.model_dump(), "by": edit.by}))
+    for i, run in enumerate(runs_of(state)):
+        out.append(("run", f"a{attempt}:run:{i}", run.model_dump()))
+    for question in state.get("interrupts") or []:
+        if isinstance(question, dict):
+            out.append(approval_event(attempt, len(steps), question))
+    status = status_of(state)
+    if status is not None:
+        out.append(("status", f"a{attempt}:status", {"status": status, "summary": state.get("summary")}))
+    return out
+
+
+class Progress:
+    """Turns the graph's streamed updates into keyed events, numbering from the state the attempt began with."""
+
+    def __init__(self, attempt: int, begun_with: dict[str, Any]) -> None:
+        self.attempt = attempt
+        self.steps = len(steps_of(begun_with))
+        self.edits = len(edits_of(begun_with))
+        self.runs = len(runs_of(begun_with))
+        self.node: str | None = None
+
+    def events(self, node: str, update: dict[str, Any]) -> list[Event]:
+        a = self.attempt
+        if node == "__interrupt__":
+            return [approval_event(a, self.steps, q) for q in update.get("interrupts", []) if isinstance(q, dict)]
+        self.node = node
+        out: list[Event] = []
+        edits = edits_of({"edits": update.get("edits") or []})
+        for edit in edits:
+            out.append(("edit", f"a{a}:edit:{self.edits}", {**edit.model_dump(), "by": edit.by}))
+            self.edits += 1
+        for run in runs_of({"runs": update.get("runs") or []}):
+            out.append(("run", f"a{a}:run:{self.runs}", run.model_dump()))
+            self.runs += 1
+        for step in steps_of({"steps": update.get("steps") or []}):
+            out.append(("step", f"a{a}:step:{self.steps}", step.model_dump()))
+            self.steps += 1
+        return out
+
+
+def sse(event_id: int, kind: str, data: dict[str, Any]) -> str:
+    """One Server-Sent Event (data is one line of JSON: no newline can split it)."""
+    return f"id: {event_id}\nevent: {kind}\ndata: {json.dumps(data, default=str)}\n\n"

@@ -1,0 +1,88 @@
+"""The service's configuration: flags and environment alike (``ferry serve`` reads both)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.service.uploads import UploadLimits
+
+TOKENS_ENV = "FERRY_API_TOKENS"
+LEGACY_TOKEN_ENV = "FERRY_API_TOKEN"
+DATA_DIR_ENV = "FERRY_DATA_DIR"
+DEFAULT_DATA_DIR = Path("~/.ferry/service")
+LOCAL_OWNER = "local"  # every caller's name when no token is configured (loopback only)
+
+
+class SettingsError(ValueError):
+    """A configuration value is wrong; the message names the flag or variable and what to give."""
+
+
+class ServiceSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    data_dir: Path = Field(description="sessions, their workspaces and outputs, the checkpoints, service.db")
+    tokens: dict[str, str] = Field(default_factory=dict, description="bearer token -> its owner's name")
+    allow_roots: tuple[Path, ...] = Field(default=(), description="server directories a JSON create may name")
+    workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
+    queue: int = Field(default=64, ge=1, description="sessions waiting for a worker before 429")
+    uploads: UploadLimits = Field(default_factory=UploadLimits)
+    pythons: tuple[str, ...] = Field(default=(), description="interpreters a session may name in python")
+
+
+def parse_tokens(text: str, source: str = f"${TOKENS_ENV}") -> dict[str, str]:
+    """``owner=token,token2``: each token with its owner (``default`` for a bare one)."""
+    tokens: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        owner, sep, token = part.partition("=")
+        if not sep:
+            owner, token = "default", part
+        owner, token = owner.strip(), token.strip()
+        if not owner or not token:
+            raise SettingsError(f"{source}: {part.split('=')[0]!r}... is not 'owner=token' or 'token'")
+        if len(token) < 8:
+            raise SettingsError(f"{source}: the token of {owner!r} is shorter than 8 characters; use a long random one")
+        if token in tokens and tokens[token] != owner:
+            raise SettingsError(f"{source}: one token is given to two owners ({tokens[token]!r}, {owner!r})")
+        tokens[token] = owner
+    return tokens
+
+
+def tokens_from_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if environ is None else environ
+    tokens = parse_tokens(env.get(TOKENS_ENV, ""))
+    legacy = env.get(LEGACY_TOKEN_ENV, "").strip()
+    if legacy:
+        tokens.update(parse_tokens(legacy, f"${LEGACY_TOKEN_ENV}"))
+    return tokens
+
+
+def resolve_roots(roots: list[str]) -> tuple[Path, ...]:
+    """Each ``--allow-root`` as the real directory it names (a link is resolved once, here)."""
+    out: list[Path] = []
+    for root in roots:
+        path = Path(root).expanduser()
+        if not path.is_dir():
+            raise SettingsError(f"--allow-root {root}: not a directory on this server")
+        real = path.resolve(strict=True)
+        if real == Path("/"):
+            raise SettingsError("--allow-root /: allowing the whole filesystem lets any client read any file; "
+                                "name the directories that hold repositories")
+        out.append(real)
+    return tuple(dict.fromkeys(out))
+
+
+def data_dir_from(value: str | None) -> Path:
+    raw = value or os.environ.get(DATA_DIR_ENV) or str(DEFAULT_DATA_DIR)
+    path = Path(raw).expanduser().absolute()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o700)
+    except OSError as exc:
+        raise SettingsError(f"data dir {path}: {exc.strerror or exc}; give --data-dir (or ${DATA_DIR_ENV}) "
+                            "a directory Ferry can create and write") from exc
+    return path

@@ -1,0 +1,190 @@
+"""The workers: a fixed number of threads that take queued sessions from the store and drive their migrations.
+
+The queue is the sessions table: a session is ``queued`` until a worker claims it, and a server that
+died leaves its ``running`` sessions to the next one, which queues them again; their migrations resume
+from their checkpoints (:func:`agent.migration.resume`), their events are completed from the saved state.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+from agent.llm.config import configured as llm_configured
+from agent.llm.config import resolve_limits
+from agent.materialise import artifacts_root, workspaces_root
+from agent.migration import UnknownMigration, load, resume, start
+from agent.runs import RunScheduler
+from agent.service import events
+from agent.service.schemas import SessionState
+from agent.service.settings import ServiceSettings
+from agent.service.store import SessionRow, SessionStore
+from agent.state import MigrationOptions, status_of, with_llm_limits
+
+logger = logging.getLogger(__name__)
+
+
+class SessionCancelled(Exception):
+    """DELETE asked for this session while its migration ran: it stops at the next step."""
+
+
+def session_dir(settings: ServiceSettings, sid: str) -> Path:
+    return settings.data_dir / "sessions" / sid
+
+
+def repo_dir(settings: ServiceSettings, sid: str) -> Path:
+    """The session's own copy of the repository (the migration reads only this)."""
+    return session_dir(settings, sid) / "repo"
+
+
+def out_dir(settings: ServiceSettings, row: SessionRow) -> Path:
+    return session_dir(settings, row.id) / f"out-{row.attempt}"
+
+
+def migration_options(settings: ServiceSettings, row: SessionRow) -> MigrationOptions:
+    o = row.options
+    llm = llm_configured() if o.llm is None else o.llm
+    extra: dict[str, Any] = {}
+    if "skip_rules" in MigrationOptions.model_fields:
+        extra["skip_rules"] = list(o.skip_rules)
+    opts = MigrationOptions(source=str(repo_dir(settings, row.id)), run_command=o.run, test_command=o.test,
+                            out_dir=str(out_dir(settings, row)), state_dir=str(settings.data_dir), llm=llm,
+                            approve=o.approve, apply=False, device=o.device, max_iterations=o.max_iterations,
+                            run_timeout_s=o.run_timeout_s, max_wall_s=o.max_wall_s, seed=o.seed, python=o.python,
+                            env=dict(o.env), cwd=o.cwd, **extra)
+    return with_llm_limits(opts, resolve_limits({}))
+
+
+def remove_files(settings: ServiceSettings, row: SessionRow) -> None:
+    """The session's repository copy, outputs, workspaces and run artifacts (its events stay until deleted)."""
+    mids = [row.id] + [f"{row.id}-a{n}" for n in range(2, row.attempt + 1)]
+    for path in [session_dir(settings, row.id), *(workspaces_root(settings.data_dir, m) for m in mids),
+                 *(artifacts_root(settings.data_dir, m) for m in mids)]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class Workers:
+    def __init__(self, settings: ServiceSettings, store: SessionStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.runs = RunScheduler()  # the background runs of every session here
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._cancel: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+        self.busy = 0
+
+    def start(self) -> None:
+        again = self.store.interrupted()
+        if again:
+            logger.info("resuming %d session(s) a previous server left running: %s", len(again), ", ".join(again))
+        for n in range(self.settings.workers):
+            t = threading.Thread(target=self._loop, name=f"ferry-worker-{n}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Stop taking sessions; running ones stay ``running`` in the store and resume at the next start."""
+        self._stop.set()
+        with self._lock:
+            for ev in self._cancel.values():
+                ev.set()
+        self.store._notify()
+        for t in self._threads:
+            t.join(timeout=grace_s)
+        self.runs.close(grace_s=grace_s)
+
+    def cancel(self, sid: str) -> bool:
+        """Ask a running session to stop; True when a worker has it."""
+        with self._lock:
+            ev = self._cancel.get(sid)
+        if ev is None:
+            return False
+        ev.set()
+        self.runs.cancel_prefix(f"{sid}")
+        return True
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            row = self.store.claim()
+            if row is None:
+                with self.store.changed:
+                    self.store.changed.wait(timeout=1.0)
+                continue
+            with self._lock:
+                self._cancel[row.id] = threading.Event()
+                self.busy += 1
+            try:
+                self._run(row)
+            except Exception:  # never lose a worker thread: the session says what happened
+                logger.exception("session %s: the worker failed", row.id)
+            finally:
+                with self._lock:
+                    self._cancel.pop(row.id, None)
+                    self.busy -= 1
+
+    def _run(self, row: SessionRow) -> None:
+        sid, mid, store = row.id, row.migration_id, self.store
+        cancel = self._cancel[sid]
+        sdir = self.settings.data_dir
+        try:
+            begun: dict[str, Any] | None = load(mid, sdir)
+        except UnknownMigration:
+            begun = None
+        store.add_event(sid, "started", {"attempt": row.attempt, "resumed": begun is not None})
+        if begun is not None:  # what a killed server did not record yet
+            store.add_events(sid, events.from_state(row.attempt, begun))
+        progress = events.Progress(row.attempt, begun or {})
+
+        def on_progress(node: str, update: dict[str, Any]) -> None:
+            store.add_events(sid, progress.events(node, update))
+            if node != "__interrupt__":
+                store.update(sid, step=node)
+            if cancel.is_set() and not self._stop.is_set():
+                raise SessionCancelled(sid)
+
+        try:
+            if begun is None:
+                state = start(migration_options(self.settings, row), migration_id=mid, progress=on_progress,
+                              runs=self.runs)
+            else:
+                state = resume(mid, sdir, answer=row.answer, progress=on_progress, runs=self.runs)
+        except SessionCancelled:
+            self._cancelled(row)
+            return
+        except Exception as exc:
+            if self._stop.is_set():
+                return  # the server is stopping: the session resumes at its next start
+            detail = f"{type(exc).__name__}: {exc}"
+            logger.warning("session %s failed: %s", sid, detail)
+            store.add_event(sid, "error", {"detail": detail})
+            self._finish(row, "failed", error=detail)
+            return
+        store.add_events(sid, events.from_state(row.attempt, state))
+        if state.get("interrupts"):
+            self._finish(row, "waiting_for_approval", step=progress.node)
+        elif state.get("pending"):
+            if self._stop.is_set():
+                return
+            detail = f"the migration stopped before its end (pending: {', '.join(state['pending'])})"
+            store.add_event(sid, "error", {"detail": detail})
+            self._finish(row, "failed", error=detail)
+        else:
+            self._finish(row, "finished", status=status_of(state), summary=state.get("summary"), step=progress.node)
+
+    def _finish(self, row: SessionRow, state: SessionState, **fields: Any) -> None:
+        if self.store.get(row.id) is None:
+            return  # deleted meanwhile
+        self.store.update(row.id, state=state, answer=None, **fields)
+        view = {"state": state, "status": fields.get("status"), "summary": fields.get("summary"),
+                "error": fields.get("error")}
+        self.store.add_event(row.id, "state", view, key=f"a{row.attempt}:end:{state}:{row.updated_at}")
+
+    def _cancelled(self, row: SessionRow) -> None:
+        remove_files(self.settings, row)
+        if self.store.get(row.id) is not None:
+            self.store.update(row.id, state="cancelled")
+            self.store.add_event(row.id, "cancelled", {})
