@@ -21,7 +21,7 @@ ALLOWED_FROM_PARENT: tuple[str, ...] = (
 # Keys a caller may add explicitly (prefix match), unless they look like a secret.
 CALLER_PREFIXES: tuple[str, ...] = ("FERRY_", "TPX_")
 
-_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|_KEY)$"
+_SECRET = re.compile(r"(TOKENS?|SECRETS?|PASSWORDS?|PASSWD|CREDENTIALS?|API_KEYS?|_KEYS?)$"
                      r"|^(OPENAI|ANTHROPIC|AWS|GITHUB|GH)_", re.I)
 
 

@@ -91,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port < 65536:
         raise CliError(f"--port must be 0..65535 (0: any free port), got {args.port}")
     settings = _settings(args)
+    if logging.getLogger().getEffectiveLevel() > logging.INFO:  # a service says what it does (-q not given)
+        logging.getLogger("agent.service").setLevel(logging.INFO)
     if args.host not in ("127.0.0.1", "localhost", "::1") and not settings.tokens:
         raise CliError(f"refusing to listen on {args.host} without tokens: set FERRY_API_TOKENS (owner=token,...)")
     _check_store(settings.data_dir)
