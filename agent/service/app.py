@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from agent.errors import FerryAgentError
 from agent.service.lock import hold_data_dir
+from agent.service.page import mount_page
 from agent.service.routes import events, meta, outputs, sessions
 from agent.service.settings import ServiceSettings
 from agent.service.store import SessionStore
@@ -56,6 +57,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app.state.settings = settings
     for module in (meta, sessions, events, outputs):
         app.include_router(module.router)
+    mount_page(app)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -8,7 +8,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent import records
+from tools.parity.models import TensorComparison
+from tools.profile.models import Finding
 
+MAX_PARITY_ROWS = 500
 SessionState = Literal["queued", "running", "waiting_for_approval", "finished", "failed", "cancelled"]
 
 
@@ -186,3 +189,8 @@ class Result(BaseModel):
     status: str
     summary: str | None = None
     result: records.MigrationRecord
+    parity_rows: list[TensorComparison] = Field(default_factory=list, description=(
+        "the parity table: every compared tensor and printed metric, reference vs target, with its tolerances "
+        f"and verdict (the first {MAX_PARITY_ROWS})"))
+    findings: list[Finding] = Field(default_factory=list, description="the profile's findings (file:line, what, "
+                                                                      "suggestion)")

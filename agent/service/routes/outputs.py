@@ -13,10 +13,10 @@ from fastapi import APIRouter, HTTPException, Response, status
 from agent import records
 from agent.migration import UnknownMigration, load
 from agent.service.deps import SessionDep, SettingsDep
-from agent.service.schemas import ErrorDetail, Result
+from agent.service.schemas import MAX_PARITY_ROWS, ErrorDetail, Result
 from agent.service.store import SessionRow
 from agent.service.workers import repo_dir
-from agent.state import outputs_of
+from agent.state import outputs_of, parity_of, profile_of
 
 router = APIRouter(prefix="/v1/sessions", tags=["outputs"])
 RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -58,8 +58,12 @@ def get_report(row: SessionDep, settings: SettingsDep) -> Response:
 @router.get("/{sid}/result", response_model=Result, responses=RESPONSES)
 def get_result(row: SessionDep, settings: SettingsDep) -> Result:
     """result.json: the verdict, iterations, runs, edits, parity, profile, model usage."""
+    state = _state(row, settings)
     record = records.MigrationRecord.model_validate_json(_output(row, settings, "result"))
-    return Result(id=row.id, status=record.status, summary=record.summary, result=record)
+    parity, profile = parity_of(state), profile_of(state)
+    return Result(id=row.id, status=record.status, summary=record.summary, result=record,
+                  parity_rows=parity.rows()[:MAX_PARITY_ROWS] if parity is not None else [],
+                  findings=profile.findings if profile is not None else [])
 
 
 def _regular_files(root: Path) -> list[str]:
