@@ -71,6 +71,18 @@ class RunEnvironment:
 # state's options (and carried into background runs by RunScheduler.start), so that every
 # toolbox.run of a node, whichever node, runs in the user's environment without each passing it.
 _current: ContextVar[RunEnvironment | None] = ContextVar("ferry_run_environment", default=None)
+# The migration's stop signal (the service's DELETE): a run of a node that has no cancel event of its own
+# stops when it is set. Set around the graph's drive; LangGraph copies the context into its node threads.
+_stop: ContextVar[threading.Event | None] = ContextVar("ferry_migration_stop", default=None)
+
+
+@contextmanager
+def stop_signal(event: threading.Event) -> Iterator[None]:
+    token = _stop.set(event)
+    try:
+        yield
+    finally:
+        _stop.reset(token)
 
 
 @contextmanager
@@ -122,7 +134,7 @@ def run(
         python=Path(own.python) if own.python else None, user_env=dict(own.env), cwd=own.cwd,
     )
     logger.info("run %s on %s (redirect=%s probe=%s profile=%s)", command, device, redirect_cuda, probe, profile)
-    result: RunResult = api.run(req, cancel=cancel)
+    result: RunResult = api.run(req, cancel=cancel or _stop.get())
     return result
 
 

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agent import toolbox
 from agent.llm.config import configured as llm_configured
 from agent.llm.config import resolve_limits
 from agent.materialise import artifacts_root, workspaces_root
@@ -87,15 +88,15 @@ class Workers:
             self._threads.append(t)
 
     def stop(self, grace_s: float = 5.0) -> None:
-        """Stop taking sessions; running ones stay ``running`` in the store and resume at the next start."""
+        """Stop taking sessions; running ones stay ``running`` in the store and resume at the next start.
+
+        Their runs are not cancelled: a cancelled run a node joined would be checkpointed as the run's
+        result; the sandboxes end with this process (bubblewrap's --die-with-parent), the node's
+        unfinished step is redone on resume."""
         self._stop.set()
-        with self._lock:
-            for ev in self._cancel.values():
-                ev.set()
-        self.store._notify()
+        self.store.notify()
         for t in self._threads:
             t.join(timeout=grace_s)
-        self.runs.close(grace_s=grace_s)
 
     def cancel(self, sid: str) -> bool:
         """Ask a running session to stop; True when a worker has it."""
@@ -147,11 +148,12 @@ class Workers:
                 raise SessionCancelled(sid)
 
         try:
-            if begun is None:
-                state = start(migration_options(self.settings, row), migration_id=mid, progress=on_progress,
-                              runs=self.runs)
-            else:
-                state = resume(mid, sdir, answer=row.answer, progress=on_progress, runs=self.runs)
+            with toolbox.stop_signal(cancel):
+                if begun is None:
+                    state = start(migration_options(self.settings, row), migration_id=mid, progress=on_progress,
+                                  runs=self.runs)
+                else:
+                    state = resume(mid, sdir, answer=row.answer, progress=on_progress, runs=self.runs)
         except SessionCancelled:
             self._cancelled(row)
             return
