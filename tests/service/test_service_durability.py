@@ -9,6 +9,7 @@ from pathlib import Path
 
 from service_client import PLAIN, create, read_events, wait_state, write_repo
 
+
 def slow(seconds: int) -> str:
     return f"import time\ntime.sleep({seconds})\n" + PLAIN
 
