@@ -130,6 +130,10 @@ class Workers:
     def _run(self, row: SessionRow) -> None:
         sid, mid, store = row.id, row.migration_id, self.store
         cancel = self._cancel[sid]
+        current = store.get(sid)
+        if current is None or current.cancel:
+            self._cancelled(row)
+            return
         sdir = self.settings.data_dir
         try:
             begun: dict[str, Any] | None = load(mid, sdir)
@@ -178,8 +182,12 @@ class Workers:
             self._finish(row, "finished", status=status_of(state), summary=state.get("summary"), step=progress.node)
 
     def _finish(self, row: SessionRow, state: SessionState, **fields: Any) -> None:
-        if self.store.get(row.id) is None:
+        current = self.store.get(row.id)
+        if current is None:
             return  # deleted meanwhile
+        if current.cancel:  # DELETE came between the claim and this worker's stop signal
+            self._cancelled(row)
+            return
         self.store.update(row.id, state=state, answer=None, **fields)
         view = {"state": state, "status": fields.get("status"), "summary": fields.get("summary"),
                 "error": fields.get("error")}
@@ -187,6 +195,7 @@ class Workers:
 
     def _cancelled(self, row: SessionRow) -> None:
         remove_files(self.settings, row)
-        if self.store.get(row.id) is not None:
+        current = self.store.get(row.id)
+        if current is not None and current.state != "cancelled":
             self.store.update(row.id, state="cancelled")
-            self.store.add_event(row.id, "cancelled", {})
+            self.store.add_event(row.id, "cancelled", {}, key="cancelled")
