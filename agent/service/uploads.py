@@ -10,6 +10,7 @@ to do) and leaves nothing behind in `dest`.
 from __future__ import annotations
 
 import gzip
+import io
 import logging
 import os
 import shutil
@@ -20,7 +21,7 @@ import zipfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,6 +30,7 @@ logger = logging.getLogger(__name__)
 _CHUNK = 1 << 16
 RATIO_FLOOR = 1 << 20  # the ratio is judged once this much is written: a tiny archive is never a bomb
 MAX_DEPTH = 64
+MAX_HEADER = 1 << 20  # tarfile reads a pax or long-name header into memory whole: larger ones are refused
 SKIPPED = frozenset({".git", "__pycache__"})  # a snapshot leaves these out: not needed to migrate
 _MACOS_FORKS = "__MACOSX"  # Finder's resource forks in a zip: skipped, not part of the repository
 NOT_ARCHIVE = "expected a tar.gz or zip archive"
@@ -142,9 +144,47 @@ def _empty(dest: Path) -> None:
             child.unlink()
 
 
+class _Seekable(Protocol):
+    def read(self, n: int, /) -> bytes: ...
+    def seek(self, position: int, /) -> int: ...
+    def tell(self) -> int: ...
+
+
+class _Capped:
+    """The (decompressed) tar stream as tarfile reads it, refused past `cap` bytes, so that skipping or
+    reading headers of a bomb costs bounded time and memory (member data is also counted by _Writer)."""
+
+    def __init__(self, raw: _Seekable, cap: int) -> None:
+        self.raw, self.cap = raw, cap
+
+    def _check(self, position: int) -> None:
+        if position > self.cap:
+            raise SourceRefused(f"the tar stream runs past {self.cap} bytes (the unpacked-size and ratio "
+                                "limits); refused as a likely archive bomb")
+
+    def read(self, n: int = -1) -> bytes:
+        if n < 0 or n > MAX_HEADER:
+            raise SourceRefused(f"the tar has a header over {MAX_HEADER} bytes; re-create the archive with tar")
+        data = self.raw.read(n)
+        self._check(self.raw.tell())
+        return data
+
+    def seek(self, position: int, whence: int = io.SEEK_SET) -> int:
+        target = position + (self.raw.tell() if whence == io.SEEK_CUR else 0)
+        self._check(target)
+        return self.raw.seek(target)
+
+    def tell(self) -> int:
+        return self.raw.tell()
+
+
 def _untar(archive: Path, gzipped: bool, w: _Writer) -> None:
+    limits, packed = w.limits, w.packed or 0
+    data = min(limits.max_unpacked_bytes, max(RATIO_FLOOR, int(limits.max_ratio * packed)))
+    cap = data + 2048 * (2 * limits.max_files + 16)  # headers and padding of the members the limits allow
     try:
-        with tarfile.open(archive, mode="r:gz" if gzipped else "r:", encoding="utf-8") as tf:
+        with (gzip.open(archive, "rb") if gzipped else open(archive, "rb")) as raw, \
+                tarfile.open(fileobj=_Capped(raw, cap), mode="r:", encoding="utf-8") as tf:  # type: ignore[call-overload]
             for member in tf:
                 parts = _parts(member.name)
                 if member.issym() or member.islnk():
@@ -154,16 +194,17 @@ def _untar(archive: Path, gzipped: bool, w: _Writer) -> None:
                 if not (member.isreg() or member.isdir()):
                     raise SourceRefused(f"member {_show(member.name)} is a device file, fifo or other special "
                                         "file; only regular files and directories are accepted")
-                try:
-                    checked = tarfile.data_filter(member, str(w.root))
-                except tarfile.FilterError as exc:
-                    raise SourceRefused(f"member {_show(member.name)} is refused: {exc}") from None
+                if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4; the checks above are a superset of it
+                    try:
+                        tarfile.data_filter(member, str(w.root))
+                    except tarfile.FilterError as exc:
+                        raise SourceRefused(f"member {_show(member.name)} is refused: {exc}") from None
                 if not parts or parts[0] == _MACOS_FORKS:
                     continue
-                if checked.isdir():
+                if member.isdir():
                     w.mkdir(parts)
                     continue
-                src = tf.extractfile(checked)
+                src = tf.extractfile(member)
                 if src is None:
                     raise SourceRefused(f"member {_show(member.name)} has no readable contents")
                 with src:
@@ -230,10 +271,11 @@ def extract_archive(archive: Path, dest: Path, limits: UploadLimits) -> int:
     is ever written through one); device files, fifos and other special members; encrypted zip members;
     a path given twice (or as both a file and a directory); more than max_files files (or directories);
     more than max_unpacked_bytes written or, once RATIO_FLOOR bytes are written, more than max_ratio
-    times the archive's size (both counted while writing, headers are not trusted); no file at all.
-    Tar members also go through tarfile's `data` filter. A single top-level directory is stripped so
-    the repository's root is dest itself; `__MACOSX/` entries are skipped. Files get 0644, or 0755 when
-    the member had an executable bit; directories 0755.
+    times the archive's size (both counted while writing, headers are not trusted); a decompressed tar
+    stream past those limits or with a header over MAX_HEADER; no file at all. Tar members also go
+    through tarfile's `data` filter (where the Python has it, 3.11.4 on). A single top-level directory
+    is stripped so the repository's root is dest itself; `__MACOSX/` entries are skipped. Files get
+    0644, or 0755 when the member had an executable bit; directories 0755.
     """
     size = archive.stat().st_size
     if size > limits.max_bytes:
@@ -295,7 +337,10 @@ def _copy_dir(dfd: int, rel: tuple[str, ...], real_src: str, w: _Writer) -> None
             continue
         parts = (*rel, name)
         shown = _show("/".join(parts))
-        mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
+        try:
+            mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
+        except FileNotFoundError:  # removed since it was listed
+            continue
         if stat.S_ISLNK(mode):
             target = os.path.realpath(os.path.join(real_src, *rel, os.readlink(name, dir_fd=dfd)))
             if target != real_src and not target.startswith(real_src + os.sep):
@@ -311,6 +356,8 @@ def _copy_dir(dfd: int, rel: tuple[str, ...], real_src: str, w: _Writer) -> None
             fd = os.open(name, flags, dir_fd=dfd)
         except PermissionError:
             raise SourceRefused(f"{shown} is not readable by the server; make it readable or leave it out") from None
+        except OSError as exc:  # ELOOP, ENOTDIR, ENOENT: swapped or removed since it was listed
+            raise SourceRefused(f"{shown} changed while it was copied ({exc.strerror}); try again") from None
         if stat.S_ISDIR(mode):
             try:
                 w.mkdir(parts)

@@ -321,3 +321,14 @@ def test_snapshot_refuses_what_the_server_cannot_read(tmp_path: Path) -> None:
             snapshot_tree(src, tmp_path / "d2", LIMITS)
     finally:
         os.chmod(src / "private", 0o700)
+
+
+def test_tar_header_and_skipped_member_bombs(tmp_path: Path) -> None:
+    """What tarfile reads itself (a pax header, data it seeks over) is capped too, not only what is written."""
+    dest = _dest(tmp_path)
+    info, data = _info("a.py", b"1")
+    info.pax_headers = {"comment": "x" * (8 * 1024**2)}
+    _refused(_tar(tmp_path / "pax.tgz", [(info, data)]), dest, "header over 1048576 bytes")
+    skipped = _tar(tmp_path / "skip.tgz", [_info("__MACOSX/zeros", bytes(50 * 1024**2)), _info("a.py", b"1")])
+    _refused(skipped, dest, "tar stream runs past .* likely archive bomb")
+    assert extract_archive(skipped, dest, UploadLimits(max_ratio=1e6)) == 1
