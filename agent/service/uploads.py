@@ -84,6 +84,7 @@ class _Writer:
 
     def __init__(self, root: Path, limits: UploadLimits, packed: int | None) -> None:
         self.root, self.limits, self.packed = root, limits, packed
+        self.packed_size = packed or 0
         self.files: set[tuple[str, ...]] = set()
         self.dirs: set[tuple[str, ...]] = set()
         self.written = 0
@@ -239,6 +240,8 @@ def _unzip(archive: Path, w: _Writer) -> None:
                                         "only regular files and directories are accepted")
                 if info.flag_bits & 0x1:
                     raise SourceRefused(f"member {_show(name)} is encrypted; upload an archive without a password")
+                if not 0 <= info.header_offset < w.packed_size:  # zipfile would seek there (EINVAL when < 0)
+                    raise SourceRefused(f"{NOT_ARCHIVE}; this zip is damaged (member {_show(name)} lies outside it)")
                 if not parts or parts[0] == _MACOS_FORKS:
                     continue
                 if info.is_dir() or stat.S_ISDIR(mode):
@@ -343,7 +346,7 @@ def _copy_dir(dfd: int, rel: tuple[str, ...], real_src: str, w: _Writer) -> None
             continue
         if stat.S_ISLNK(mode):
             target = os.path.realpath(os.path.join(real_src, *rel, os.readlink(name, dir_fd=dfd)))
-            if target != real_src and not target.startswith(real_src + os.sep):
+            if not Path(target).is_relative_to(real_src):
                 raise SourceRefused(f"{shown} is a link to outside the directory; replace it by a copy of "
                                     "what it points to (links inside the directory are skipped)")
             logger.info("snapshot: skipped the link %s (it points inside the tree)", shown)
@@ -373,6 +376,21 @@ def _copy_dir(dfd: int, rel: tuple[str, ...], real_src: str, w: _Writer) -> None
             w.write(parts, fh, executable=bool(opened & 0o111))
 
 
+def _open_real(real: str) -> int:
+    """A directory fd for a real path, opened component by component with O_NOFOLLOW: a directory on the
+    way swapped for a link after the path was resolved is refused (ELOOP), never followed."""
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in Path(real).parts[1:]:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def snapshot_tree(src: Path, dest: Path, limits: UploadLimits) -> int:
     """Copy the allowed directory src into dest (the session's frozen copy); return the file count.
 
@@ -380,12 +398,14 @@ def snapshot_tree(src: Path, dest: Path, limits: UploadLimits) -> int:
     O_NOFOLLOW, so no link is followed, even one swapped in mid-copy. `.git` and `__pycache__` are left
     out. A link that resolves inside src is skipped (its target is copied where it lies); a link that
     leaves src is refused. Fifos, sockets and devices are skipped. Refused (SourceRefused, dest left
-    empty): src not a readable directory or itself a link; a file or directory the server cannot read
+    empty): src not a readable directory, or a link; a file or directory the server cannot read
     (named); more than max_files files or more than max_unpacked_bytes. dest: an empty or absent directory.
     """
     real_src = os.path.realpath(src)
     try:
-        top = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        if os.path.islink(src):
+            raise OSError(0, "it is a symbolic link; pass the directory it points to")
+        top = _open_real(real_src)
     except OSError as exc:
         raise SourceRefused(f"{_show(str(src))} is not a directory the server can read ({exc.strerror})") from None
     dest.mkdir(parents=True, exist_ok=True)

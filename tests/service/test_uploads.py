@@ -6,6 +6,7 @@ import gzip
 import io
 import os
 import stat
+import struct
 import tarfile
 import zipfile
 from collections.abc import Callable
@@ -332,3 +333,14 @@ def test_tar_header_and_skipped_member_bombs(tmp_path: Path) -> None:
     skipped = _tar(tmp_path / "skip.tgz", [_info("__MACOSX/zeros", bytes(50 * 1024**2)), _info("a.py", b"1")])
     _refused(skipped, dest, "tar stream runs past .* likely archive bomb")
     assert extract_archive(skipped, dest, UploadLimits(max_ratio=1e6)) == 1
+
+
+def test_damaged_zip_offsets_are_refused_not_crashed(tmp_path: Path) -> None:
+    """A central directory whose offsets point before the file's start (zipfile seeks there: EINVAL)."""
+    path = _zip(tmp_path / "z.zip", [("a.py", b"1" * 100, 0)])
+    raw = bytearray(path.read_bytes())
+    eocd = raw.rfind(b"PK\x05\x06")
+    (cd_offset,) = struct.unpack_from("<I", raw, eocd + 16)
+    struct.pack_into("<I", raw, eocd + 16, cd_offset + 100)
+    path.write_bytes(bytes(raw))
+    _refused(path, _dest(tmp_path), f"^{NOT_ARCHIVE}; this zip is damaged")
