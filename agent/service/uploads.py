@@ -21,7 +21,7 @@ import zipfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,10 +42,10 @@ class UploadLimits(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    max_bytes: int = Field(50 * 1024**2, gt=0, description="the archive itself")
-    max_files: int = Field(5000, gt=0, description="members that are files (also the cap on directories)")
-    max_unpacked_bytes: int = Field(500 * 1024**2, gt=0, description="bytes written, counted while writing")
-    max_ratio: float = Field(100.0, gt=0, description="unpacked / packed: above it, a bomb")
+    max_bytes: int = Field(50 * 1024**2, gt=0)  # the archive itself
+    max_files: int = Field(5000, gt=0)  # members that are files (also the cap on directories)
+    max_unpacked_bytes: int = Field(500 * 1024**2, gt=0)  # bytes written, counted while writing
+    max_ratio: float = Field(100.0, gt=0)  # unpacked / packed: above it, a bomb
 
 
 class SourceRefused(ValueError):
@@ -66,11 +66,9 @@ def _parts(name: str) -> tuple[str, ...]:
     except UnicodeEncodeError:
         raise SourceRefused(f"member {_show(name)} has a name that is not valid UTF-8; rename it") from None
     if "\\" in name:
-        raise SourceRefused(f"member {_show(name)} has a backslash in its name; archives use '/' between "
-                            "directories (re-create the archive with tar or zip on a POSIX system)")
+        raise SourceRefused(f"member {_show(name)} has a backslash in its name; re-create the archive with '/'")
     if name.startswith("/"):
-        raise SourceRefused(f"member {_show(name)} has an absolute name; archive the repository with "
-                            "relative names (e.g. `tar czf repo.tar.gz -C parent repo`)")
+        raise SourceRefused(f"member {_show(name)} has an absolute name; use `tar czf repo.tgz -C parent repo`")
     parts = tuple(p for p in name.split("/") if p not in ("", "."))
     if ".." in parts:
         raise SourceRefused(f"member {_show(name)} has a '..' part, which could write outside the repository")
@@ -93,8 +91,7 @@ class _Writer:
         shown = _show("/".join(parts))
         if parts in self.files or (parts in self.dirs and not is_dir) or any(
                 parts[:i] in self.files for i in range(1, len(parts))):
-            raise SourceRefused(f"{shown} appears twice (or as both a file and a directory); "
-                                "each path may be in the archive once")
+            raise SourceRefused(f"{shown} appears twice (or as a file and a directory); each path may be once")
         if not is_dir and len(self.files) >= self.limits.max_files:
             raise SourceRefused(f"more than {self.limits.max_files} files; the limit is {self.limits.max_files} "
                                 "(leave out data, build outputs and virtual environments)")
@@ -137,6 +134,15 @@ class _Writer:
                                 "refused as a likely archive bomb")
 
 
+def _check_kind(name: str, link: str | None, special: bool) -> None:
+    if link:
+        raise SourceRefused(f"member {_show(name)} is a {link} link; links are refused in uploads: "
+                            "replace it by the file it points to")
+    if special:
+        raise SourceRefused(f"member {_show(name)} is a device file, fifo or other special file; "
+                            "only regular files and directories are accepted")
+
+
 def _empty(dest: Path) -> None:
     for child in dest.iterdir():
         if child.is_dir() and not child.is_symlink():
@@ -145,17 +151,11 @@ def _empty(dest: Path) -> None:
             child.unlink()
 
 
-class _Seekable(Protocol):
-    def read(self, n: int, /) -> bytes: ...
-    def seek(self, position: int, /) -> int: ...
-    def tell(self) -> int: ...
-
-
 class _Capped:
     """The (decompressed) tar stream as tarfile reads it, refused past `cap` bytes, so that skipping or
     reading headers of a bomb costs bounded time and memory (member data is also counted by _Writer)."""
 
-    def __init__(self, raw: _Seekable, cap: int) -> None:
+    def __init__(self, raw: gzip.GzipFile | io.BufferedReader, cap: int) -> None:
         self.raw, self.cap = raw, cap
 
     def _check(self, position: int) -> None:
@@ -188,13 +188,8 @@ def _untar(archive: Path, gzipped: bool, w: _Writer) -> None:
                 tarfile.open(fileobj=_Capped(raw, cap), mode="r:", encoding="utf-8") as tf:  # type: ignore[call-overload]
             for member in tf:
                 parts = _parts(member.name)
-                if member.issym() or member.islnk():
-                    kind = "symbolic" if member.issym() else "hard"
-                    raise SourceRefused(f"member {_show(member.name)} is a {kind} link; links are refused in "
-                                        "uploads: replace it by the file it points to")
-                if not (member.isreg() or member.isdir()):
-                    raise SourceRefused(f"member {_show(member.name)} is a device file, fifo or other special "
-                                        "file; only regular files and directories are accepted")
+                link = "symbolic" if member.issym() else "hard" if member.islnk() else None
+                _check_kind(member.name, link, special=not (member.isreg() or member.isdir()))
                 if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4; the checks above are a superset of it
                     try:
                         tarfile.data_filter(member, str(w.root))
@@ -221,8 +216,7 @@ def _zip_name(info: zipfile.ZipInfo) -> str:
     try:
         return info.orig_filename.encode("cp437").decode("utf-8")
     except UnicodeDecodeError:
-        raise SourceRefused(f"member {_show(info.orig_filename)} has a name that is not valid UTF-8; "
-                            "rename it") from None
+        raise SourceRefused(f"member {_show(info.orig_filename)} has a name that is not valid UTF-8") from None
 
 
 def _unzip(archive: Path, w: _Writer) -> None:
@@ -232,12 +226,8 @@ def _unzip(archive: Path, w: _Writer) -> None:
                 name = _zip_name(info)
                 parts = _parts(name)
                 mode = info.external_attr >> 16
-                if stat.S_ISLNK(mode):
-                    raise SourceRefused(f"member {_show(name)} is a symbolic link; links are refused in uploads: "
-                                        "replace it by the file it points to")
-                if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                    raise SourceRefused(f"member {_show(name)} is a device file, fifo or other special file; "
-                                        "only regular files and directories are accepted")
+                _check_kind(name, "symbolic" if stat.S_ISLNK(mode) else None,
+                            special=bool(stat.S_IFMT(mode)) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)))
                 if info.flag_bits & 0x1:
                     raise SourceRefused(f"member {_show(name)} is encrypted; upload an archive without a password")
                 if not 0 <= info.header_offset < w.packed_size:  # zipfile would seek there (EINVAL when < 0)
