@@ -195,11 +195,14 @@ def _set_run(msg: str, facts: SessionFacts) -> Reply | None:
 def _wanted_device(msg: str) -> Literal["accelerator", "tpx"] | None:
     """The device the message asks for: the one it names that is not negated ("tpx, not the generic device")."""
     wanted: list[Literal["accelerator", "tpx"]] = []
+    refused: list[Literal["accelerator", "tpx"]] = []
     for m in _DEVICE_WORDS.finditer(msg):
-        before = msg[max(0, m.start() - 12):m.start()].lower()
-        if re.search(r"\b(not|no|instead of|rather than)\s+(the\s+)?$", before):
-            continue
-        wanted.append("tpx" if m.group(1).lower() == "tpx" else "accelerator")
+        before = msg[max(0, m.start() - 20):m.start()].lower()
+        device: Literal["accelerator", "tpx"] = "tpx" if m.group(1).lower() == "tpx" else "accelerator"
+        negated = re.search(r"\b(not|no|don'?t\s+use|do\s+not\s+use|instead\s+of|rather\s+than)\s+(the\s+)?$", before)
+        (refused if negated else wanted).append(device)
+    if not wanted and len(set(refused)) == 1:  # "don't use tpx": the other one
+        return "accelerator" if refused[0] == "tpx" else "tpx"
     return wanted[0] if len(set(wanted)) == 1 else None
 
 

@@ -137,6 +137,7 @@ def test_skip_and_revert_by_id(edits):
     ("use tpx, not the generic device", "set_device", "device", "tpx"),
     ("target tpx", "set_device", "device", "tpx"),
     ("use the generic device, not tpx", "set_device", "device", "accelerator"),
+    ("don't use tpx", "set_device", "device", "accelerator"),
 ])
 def test_option_changes(edits, text, intent, field, value):
     f = facts(edits, device="tpx") if value == "accelerator" else facts(edits)
