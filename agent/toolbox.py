@@ -149,10 +149,16 @@ def scan(path: Path) -> ScanReport:
 
 
 def rewrite(path: Path, *, device: str, files: list[str] | None = None,
-            lines: dict[str, list[int]] | None = None) -> RewriteResult:
+            lines: dict[str, list[int]] | None = None, skip_rules: list[str] | None = None) -> RewriteResult:
+    """The catalogue codemods over ``path`` (``skip_rules``: catalogue ids left out, e.g. by the user's request)."""
     api = _import("tools.scan.api", "rewrite")
     models = _import("tools.scan.models", "rewrite")
-    result: RewriteResult = api.rewrite(models.RewriteRequest(path=Path(path), device=device, files=files, lines=lines))
+    rules = None
+    if skip_rules:
+        registry = _import("tools.codemods.registry", "rewrite")
+        rules = [r.ID for r in registry.all_rules() if r.ID not in set(skip_rules)]
+    result: RewriteResult = api.rewrite(models.RewriteRequest(path=Path(path), device=device, files=files, lines=lines,
+                                                              rules=rules))
     return result
 
 
