@@ -281,6 +281,8 @@ def _environment_lines(opts: MigrationOptions) -> list[str]:
         lines.append(f"- working directory: {md_code(opts.cwd)}")
     if opts.env:
         lines.append("- environment: " + ", ".join(md_code(f"{k}={v}") for k, v in sorted(opts.env.items())))
+    if opts.skip_rules:
+        lines.append("- rules skipped by request: " + ", ".join(md_code(r) for r in opts.skip_rules))
     return lines
 
 

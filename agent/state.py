@@ -65,6 +65,8 @@ class MigrationOptions(BaseModel):
     approve: bool = False
     apply: bool = False
     device: str = Field(default="accelerator", description="codemod target: accelerator or tpx")
+    skip_rules: list[str] = Field(default_factory=list, description=(
+        "rule ids the user asked to leave out: no codemod or policy rule with one of these ids edits anything"))
     max_iterations: int = Field(default=8, ge=0, description="fix/verify rounds before failed_budget")
     run_timeout_s: float = Field(default=600.0, gt=0)
     max_wall_s: float | None = Field(default=None, gt=0, description=(

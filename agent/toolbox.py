@@ -71,6 +71,18 @@ class RunEnvironment:
 # state's options (and carried into background runs by RunScheduler.start), so that every
 # toolbox.run of a node, whichever node, runs in the user's environment without each passing it.
 _current: ContextVar[RunEnvironment | None] = ContextVar("ferry_run_environment", default=None)
+# The migration's stop signal (the service's DELETE): a run of a node that has no cancel event of its own
+# stops when it is set. Set around the graph's drive; LangGraph copies the context into its node threads.
+_stop: ContextVar[threading.Event | None] = ContextVar("ferry_migration_stop", default=None)
+
+
+@contextmanager
+def stop_signal(event: threading.Event) -> Iterator[None]:
+    token = _stop.set(event)
+    try:
+        yield
+    finally:
+        _stop.reset(token)
 
 
 @contextmanager
@@ -122,7 +134,7 @@ def run(
         python=Path(own.python) if own.python else None, user_env=dict(own.env), cwd=own.cwd,
     )
     logger.info("run %s on %s (redirect=%s probe=%s profile=%s)", command, device, redirect_cuda, probe, profile)
-    result: RunResult = api.run(req, cancel=cancel)
+    result: RunResult = api.run(req, cancel=cancel or _stop.get())
     return result
 
 
@@ -137,10 +149,16 @@ def scan(path: Path) -> ScanReport:
 
 
 def rewrite(path: Path, *, device: str, files: list[str] | None = None,
-            lines: dict[str, list[int]] | None = None) -> RewriteResult:
+            lines: dict[str, list[int]] | None = None, skip_rules: list[str] | None = None) -> RewriteResult:
+    """The catalogue codemods over ``path`` (``skip_rules``: catalogue ids left out, e.g. by the user's request)."""
     api = _import("tools.scan.api", "rewrite")
     models = _import("tools.scan.models", "rewrite")
-    result: RewriteResult = api.rewrite(models.RewriteRequest(path=Path(path), device=device, files=files, lines=lines))
+    rules = None
+    if skip_rules:
+        registry = _import("tools.codemods.registry", "rewrite")
+        rules = [r.ID for r in registry.all_rules() if r.ID not in set(skip_rules)]
+    result: RewriteResult = api.rewrite(models.RewriteRequest(path=Path(path), device=device, files=files, lines=lines,
+                                                              rules=rules))
     return result
 
 

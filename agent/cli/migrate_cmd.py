@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--apply", action="store_true", help="apply the patch to PATH after a successful migration")
     parser.add_argument("--device", choices=("accelerator", "tpx"), default="accelerator",
                         help="codemod target: device-generic code (default) or tpx pinned")
+    parser.add_argument("--skip-rule", dest="skip_rules", action="append", default=[], metavar="RULE",
+                        help="leave this rule out: a catalogue codemod (FRY024) or a policy rule (float64_to_float32); "
+                             "repeatable")
     parser.add_argument("--max-iterations", type=int, default=8,
                         help="fix/verify rounds before failed_budget (default 8)")
     parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds per run (default 600)")
@@ -80,6 +83,19 @@ def llm_limits(args: argparse.Namespace) -> LLMLimits:
         raise CliError(str(exc)) from None
 
 
+def skipped_rules(ids: list[str]) -> list[str]:
+    """The --skip-rule ids, checked against the known rule ids (an unknown one is a CliError naming close matches)."""
+    from agent.cli import CliError
+    from agent.policy.catalogue import known_rules, unknown_rule_message
+
+    known = list(known_rules())
+    for rule_id in ids:
+        problem = unknown_rule_message(rule_id, known)
+        if problem is not None:
+            raise CliError(f"--skip-rule: {problem}")
+    return list(dict.fromkeys(ids))
+
+
 def build_options(args: argparse.Namespace) -> MigrationOptions:
     from agent.cli import CliError, disk_limit, output_dir
     from agent.llm.config import configured
@@ -97,6 +113,7 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
         raise CliError(f"--run-timeout must be positive, got {args.run_timeout}")
     if args.max_wall is not None and not args.max_wall > 0:
         raise CliError(f"--max-wall must be a positive number of seconds, got {args.max_wall}")
+    skip_rules = skipped_rules(getattr(args, "skip_rules", None) or [])
     use_llm = (args.llm or configured()) and not args.offline
     if args.llm and args.offline:
         raise CliError("--llm and --offline contradict each other; pick one")
@@ -115,7 +132,8 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
     return with_llm_limits(MigrationOptions(
         source=str(src.resolve()), run_command=args.run, test_command=args.test or None, out_dir=out,
         state_dir=str(state_dir(sdir)), llm=use_llm, approve=args.approve, apply=args.apply,
-        device=args.device, max_iterations=args.max_iterations, run_timeout_s=args.run_timeout, seed=args.seed,
+        device=args.device, skip_rules=skip_rules, max_iterations=args.max_iterations,
+        run_timeout_s=args.run_timeout, seed=args.seed,
         max_wall_s=args.max_wall, disk_limit_bytes=disk_limit(getattr(args, "disk_limit", None)),
         llm_model=(args.llm_model or os.environ.get("FERRY_LLM_MODEL")) if use_llm else args.llm_model,
         llm_base_url=args.llm_base_url,

@@ -104,16 +104,23 @@ TOOL_MODELS: dict[str, type[BaseModel]] = {
 }
 
 
+def tool_schema(name: str, model: type[BaseModel], omit: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One OpenAI tool definition derived from ``model`` (its docstring is the description); ``omit``:
+    fields the caller fills itself (not asked of the model)."""
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    schema.pop("description", None)
+    for field in omit:
+        schema.get("properties", {}).pop(field, None)
+        if field in schema.get("required", []):
+            schema["required"].remove(field)
+    return {"type": "function", "function": {
+        "name": name, "description": (model.__doc__ or "").strip(), "parameters": schema}}
+
+
 def tool_schemas() -> list[dict[str, Any]]:
     """OpenAI tool definitions, derived from the pydantic models."""
-    out = []
-    for name, model in TOOL_MODELS.items():
-        schema = model.model_json_schema()
-        schema.pop("title", None)
-        schema.pop("description", None)
-        out.append({"type": "function", "function": {
-            "name": name, "description": (model.__doc__ or "").strip(), "parameters": schema}})
-    return out
+    return [tool_schema(name, model) for name, model in TOOL_MODELS.items()]
 
 
 class EditSession:

@@ -136,5 +136,5 @@ def fix_context(state: MigrationState, workspace: Path | None = None) -> FixCont
         source=Path(opts.source), workspace=workspace, files=state.get("files") or {}, known_files=known,
         entry_file=entry_file(opts.run_command, known, opts.cwd),
         notebooks=notebooks_named(opts.run_command, known, opts.cwd), device_mode=opts.device,
-        tried=state.get("tried") or [],
+        tried=state.get("tried") or [], skip_rules=opts.skip_rules,
     )

@@ -137,6 +137,8 @@ def report(state: MigrationState, runs: RunScheduler) -> Update:
     stopped = cancel_reference(state, runs)  # the migration ended before its target run needed it
     runs.cancel_prefix(f"{state['migration_id']}:")  # speculative runs nobody will collect
     status, summary = final_status(state)
+    if opts.skip_rules and "skipped by request" not in summary:
+        summary = f"{summary} (rules skipped by request: {', '.join(opts.skip_rules)})"
     final: MigrationState = {**state, "status": status, "summary": summary}
     patch = build_patch(PatchRequest(original=Path(opts.source), files=dict(state.get("files") or {})))
     applied = None

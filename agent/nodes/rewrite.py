@@ -18,7 +18,7 @@ def rewrite(state: MigrationState, runs: RunScheduler) -> Update:
         return {SUMMARY: "already done"}
     opts = options_of(state)
     source = source_of(state)
-    result = toolbox.rewrite(source, device=opts.device)
+    result = toolbox.rewrite(source, device=opts.device, skip_rules=opts.skip_rules)
     new_files = rewritten_texts(result, str(source))
     rules_of = {entry.file: sorted(set(entry.applied_rules)) for entry in result.files}
     edits = [Edit(step="rewrite", kind="codemod", rule=",".join(rules_of.get(rel, [])) or "codemods", files=[rel],
@@ -28,8 +28,10 @@ def rewrite(state: MigrationState, runs: RunScheduler) -> Update:
     merged = {**(state.get("files") or {}), **new_files}
     ws = ensure_workspace({**state, "files": merged})
     warnings = result.warnings
+    skipped = f"; skipped by request: {', '.join(opts.skip_rules)}" if opts.skip_rules else ""
     return {"files": new_files, "edits": [dump(e) for e in edits], "workspace": str(ws),
-            SUMMARY: f"rewrote {len(new_files)} files" + (f"; {len(warnings)} warnings" if warnings else "")}
+            SUMMARY: f"rewrote {len(new_files)} files" + (f"; {len(warnings)} warnings" if warnings else "")
+            + skipped}
 
 
 def _dtype_changes(rule_ids: list[str]) -> dict[str, str]:

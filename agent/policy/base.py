@@ -75,6 +75,8 @@ class FixContext(BaseModel):
     notebooks: list[str] = Field(default_factory=list)
     device_mode: str = "accelerator"
     tried: list[str] = Field(default_factory=list)
+    #: rule ids the user asked to leave out (MigrationOptions.skip_rules): catalogue codemods and policy rules
+    skip_rules: list[str] = Field(default_factory=list)
 
     def text(self, rel: str) -> str | None:
         return current_text(self.source, self.files, rel)

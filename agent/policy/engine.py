@@ -38,9 +38,34 @@ RULES: tuple[tuple[str, tuple[str, ...], Rule], ...] = (
 )
 
 
+#: what each policy rule does, for the people who name them (``--skip-rule``, the service's chat)
+DESCRIPTIONS: dict[str, str] = {
+    "tpx_backend_unavailable": "tpx could not build/load: failed_sandbox (the environment, not the code); no edit",
+    "no_collective_backend": "no collective backend registered for the device: needs_human; no edit",
+    rules_dtype.RULE: "float64 on tpx -> float32 at the failing site (torch.float64/.double() -> float32/.float())",
+    rules_distributed.RULE: "init_process_group without a backend for the device -> a per-device backend "
+                            "(cpu:gloo plus the device's own)",
+    rules_cuda.RULE: "a CUDA call left at the failing line -> the catalogue codemod at that line, the scanner's "
+                     "rewrite of a review finding there, or its device-generic equivalent (torch.cuda.Event -> "
+                     "torch.Event)",
+    rules_device.RULE: "mixed devices -> device= added to the tensor factory created without one",
+    rules_ops.RULE: "an op tpx does not support (strict mode) -> the documented CPU fallback made explicit",
+    rules_parity.RULE: "parity failure from bf16 matmuls -> torch.set_float32_matmul_precision('highest') on tpx",
+    rules_tolerance.RULE: "a test's float32 assert_close fails by what bf16 matmuls round -> full fp32 matmuls "
+                          "on tpx in that test module",
+    "tpx_oom_report": "tpx out of memory: needs_human with the figures; no edit",
+    "cuda_only_package": "a CUDA-only package is imported: needs_human; no edit",
+    "environment_error": "an import or syntax error: needs_human; no edit",
+}
+
+
 def propose(diag: Diagnosis, ctx: FixContext) -> Proposal | Verdict | None:
+    skipped = set(ctx.skip_rules)
     for rule_id, kinds, rule in RULES:
         if diag.kind not in kinds:
+            continue
+        if rule_id in skipped:  # the user asked to leave this rule out
+            logger.info("policy: %s skipped by request", rule_id)
             continue
         result = rule(diag, ctx)
         if result is not None:

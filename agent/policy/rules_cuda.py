@@ -44,7 +44,7 @@ def _review_rewrite(ctx: FixContext, rel: str, line: int, text: str) -> tuple[st
     how many sites it changed (FIX006 ``replace_spans`` makes the edit)."""
     report = toolbox.scan(ctx.workspace / rel)  # type: ignore[operator]
     candidates = [f for f in report.findings
-                  if f.rewrite and f.category != "unsupported"
+                  if f.rewrite and f.category != "unsupported" and f.rule_id not in ctx.skip_rules
                   and CUDA_AT_LINE.search(span_text(text, Span.of_finding(f)))]
     for trigger in (f for f in candidates if f.line == line):
         same = [f for f in candidates if f.rule_id == trigger.rule_id]
@@ -82,7 +82,7 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
         if diag.kind != "cuda_not_compiled" and not CUDA_AT_LINE.search(lines[frame.line - 1]):
             continue
         result = toolbox.rewrite(ctx.workspace, device=ctx.device_mode, files=[frame.file],
-                                 lines={frame.file: [frame.line]})
+                                 lines={frame.file: [frame.line]}, skip_rules=ctx.skip_rules)
         new = rewritten_texts(result,
                               str(ctx.workspace)).get(frame.file)
         kind: EditKind = "codemod"

@@ -154,7 +154,7 @@ class SessionStore:
                        "VALUES (?, ?, 'queued', ?, ?, ?, ?, ?)",
                        (sid, owner, options.model_dump_json(), source.model_dump_json(), now, now, now))
             self._event(db, sid, "queued", {"position": waiting + 1}, key="a1:queued")
-        self._notify()
+        self.notify()
 
     def get(self, sid: str, owner: str | None = None) -> SessionRow | None:
         with self._lock:
@@ -197,7 +197,7 @@ class SessionStore:
             db.execute(f"UPDATE sessions SET {cols} WHERE id=?", [*fields.values(), sid])
             if event is not None:
                 self._event(db, sid, event[0], event[1])
-        self._notify()
+        self.notify()
 
     def claim(self) -> SessionRow | None:
         """The oldest queued session, now ``running``; None when none waits."""
@@ -249,7 +249,7 @@ class SessionStore:
             return []
         with self._tx() as db:
             ids = [self._event(db, sid, kind, data, key) for kind, key, data in events]
-        self._notify()
+        self.notify()
         return ids
 
     def add_event(self, sid: str, kind: str, data: dict[str, Any], key: str | None = None) -> int:
@@ -272,6 +272,6 @@ class SessionStore:
         self._last[sid] = value
         return value
 
-    def _notify(self) -> None:
+    def notify(self) -> None:
         with self.changed:
             self.changed.notify_all()

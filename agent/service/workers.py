@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agent import toolbox
 from agent.llm.config import configured as llm_configured
 from agent.llm.config import resolve_limits
 from agent.materialise import artifacts_root, workspaces_root
@@ -87,15 +88,15 @@ class Workers:
             self._threads.append(t)
 
     def stop(self, grace_s: float = 5.0) -> None:
-        """Stop taking sessions; running ones stay ``running`` in the store and resume at the next start."""
+        """Stop taking sessions; running ones stay ``running`` in the store and resume at the next start.
+
+        Their runs are not cancelled: a cancelled run a node joined would be checkpointed as the run's
+        result; the sandboxes end with this process (bubblewrap's --die-with-parent), the node's
+        unfinished step is redone on resume."""
         self._stop.set()
-        with self._lock:
-            for ev in self._cancel.values():
-                ev.set()
-        self.store._notify()
+        self.store.notify()
         for t in self._threads:
             t.join(timeout=grace_s)
-        self.runs.close(grace_s=grace_s)
 
     def cancel(self, sid: str) -> bool:
         """Ask a running session to stop; True when a worker has it."""
@@ -129,6 +130,10 @@ class Workers:
     def _run(self, row: SessionRow) -> None:
         sid, mid, store = row.id, row.migration_id, self.store
         cancel = self._cancel[sid]
+        current = store.get(sid)
+        if current is None or current.cancel:
+            self._cancelled(row)
+            return
         sdir = self.settings.data_dir
         try:
             begun: dict[str, Any] | None = load(mid, sdir)
@@ -147,11 +152,12 @@ class Workers:
                 raise SessionCancelled(sid)
 
         try:
-            if begun is None:
-                state = start(migration_options(self.settings, row), migration_id=mid, progress=on_progress,
-                              runs=self.runs)
-            else:
-                state = resume(mid, sdir, answer=row.answer, progress=on_progress, runs=self.runs)
+            with toolbox.stop_signal(cancel):
+                if begun is None:
+                    state = start(migration_options(self.settings, row), migration_id=mid, progress=on_progress,
+                                  runs=self.runs)
+                else:
+                    state = resume(mid, sdir, answer=row.answer, progress=on_progress, runs=self.runs)
         except SessionCancelled:
             self._cancelled(row)
             return
@@ -176,8 +182,12 @@ class Workers:
             self._finish(row, "finished", status=status_of(state), summary=state.get("summary"), step=progress.node)
 
     def _finish(self, row: SessionRow, state: SessionState, **fields: Any) -> None:
-        if self.store.get(row.id) is None:
+        current = self.store.get(row.id)
+        if current is None:
             return  # deleted meanwhile
+        if current.cancel:  # DELETE came between the claim and this worker's stop signal
+            self._cancelled(row)
+            return
         self.store.update(row.id, state=state, answer=None, **fields)
         view = {"state": state, "status": fields.get("status"), "summary": fields.get("summary"),
                 "error": fields.get("error")}
@@ -185,6 +195,7 @@ class Workers:
 
     def _cancelled(self, row: SessionRow) -> None:
         remove_files(self.settings, row)
-        if self.store.get(row.id) is not None:
+        current = self.store.get(row.id)
+        if current is not None and current.state != "cancelled":
             self.store.update(row.id, state="cancelled")
-            self.store.add_event(row.id, "cancelled", {})
+            self.store.add_event(row.id, "cancelled", {}, key="cancelled")

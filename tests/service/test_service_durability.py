@@ -4,9 +4,11 @@ resumes with Last-Event-ID across the restart with nothing lost or duplicated.""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from service_client import PLAIN, create, read_events, wait_state, write_repo
+
 
 def slow(seconds: int) -> str:
     return f"import time\ntime.sleep({seconds})\n" + PLAIN
@@ -33,6 +35,13 @@ def test_a_full_queue_answers_429_with_retry_after(serve, tmp_path: Path) -> Non
     assert create(c, quick).status_code == 202
     events = read_events(c, first)  # the stream of a cancelled session ends
     assert [e["event"] for e in events] == ["queued", "cancelled"]
+    # a running one stops its runs (each sleeps 60 s) and ends cancelled well before they would have
+    started = time.monotonic()
+    assert c.delete(f"/v1/sessions/{running}").status_code == 200
+    assert wait_state(c, running, {"cancelled"}, timeout=50)["state"] == "cancelled"
+    assert time.monotonic() - started < 50
+    assert not (srv.data_dir / "sessions" / running).exists()
+    assert read_events(c, running)[-1]["event"] == "cancelled"
 
 
 def test_sessions_survive_kill_9_and_the_stream_resumes_across_the_restart(serve, tmp_path: Path) -> None:

@@ -159,12 +159,11 @@ def get_session(row: SessionDep, settings: SettingsDep, store: StoreDep) -> Sess
 def cancel_session(row: SessionDep, settings: SettingsDep, store: StoreDep, workers: WorkersDep) -> SessionView:
     """Cancel the session (a running migration stops at its next step) and remove its workspace."""
     store.update(row.id, cancel=1)
-    if row.state == "running" and workers.cancel(row.id):
-        pass  # the worker removes the files when its migration stops
-    else:
+    if not workers.cancel(row.id):  # a worker that has it removes the files when its migration stops
         remove_files(settings, row)
-        store.update(row.id, state="cancelled")
-        store.add_event(row.id, "cancelled", {})
+        if row.state != "cancelled":
+            store.update(row.id, state="cancelled")
+            store.add_event(row.id, "cancelled", {}, key="cancelled")
     got = store.get(row.id)
     assert got is not None
     return view(got, store, settings, interrupts=False)
