@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from agent.errors import FerryAgentError
 from agent.service.lock import hold_data_dir
 from agent.service.page import mount_page
-from agent.service.routes import events, meta, outputs, sessions
+from agent.service.routes import events, messages, meta, outputs, sessions
 from agent.service.settings import ServiceSettings
 from agent.service.store import SessionStore
 from agent.service.workers import Workers
@@ -55,7 +55,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app = FastAPI(title="Ferry", description="Migrate PyTorch code from CUDA to tpx: chat-style sessions",
                   version="1.0.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
-    for module in (meta, sessions, events, outputs):
+    for module in (meta, sessions, events, messages, outputs):
         app.include_router(module.router)
     mount_page(app)
 

@@ -77,6 +77,16 @@ class SessionOptions(BaseModel):
             raise ValueError(problem)
         return v
 
+    @field_validator("skip_rules")
+    @classmethod
+    def _rules_known(cls, v: list[str]) -> list[str]:
+        from agent.policy.catalogue import unknown_rule_message
+
+        for rule in v:
+            if (problem := unknown_rule_message(rule)) is not None:
+                raise ValueError(problem)
+        return sorted(set(v))
+
     @field_validator("run")
     @classmethod
     def _run_not_blank(cls, v: str) -> str:

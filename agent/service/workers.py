@@ -48,14 +48,11 @@ def out_dir(settings: ServiceSettings, row: SessionRow) -> Path:
 def migration_options(settings: ServiceSettings, row: SessionRow) -> MigrationOptions:
     o = row.options
     llm = llm_configured() if o.llm is None else o.llm
-    extra: dict[str, Any] = {}
-    if "skip_rules" in MigrationOptions.model_fields:
-        extra["skip_rules"] = list(o.skip_rules)
     opts = MigrationOptions(source=str(repo_dir(settings, row.id)), run_command=o.run, test_command=o.test,
                             out_dir=str(out_dir(settings, row)), state_dir=str(settings.data_dir), llm=llm,
                             approve=o.approve, apply=False, device=o.device, max_iterations=o.max_iterations,
                             run_timeout_s=o.run_timeout_s, max_wall_s=o.max_wall_s, seed=o.seed, python=o.python,
-                            env=dict(o.env), cwd=o.cwd, **extra)
+                            env=dict(o.env), cwd=o.cwd, skip_rules=list(o.skip_rules))
     return with_llm_limits(opts, resolve_limits({}))
 
 

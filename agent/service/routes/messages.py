@@ -1,0 +1,108 @@
+"""Talking to the agent in a session: the message and the reply stream as events; the reply's action is
+carried out here (new options or a retry start a new attempt, an answer resumes the waiting one)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, status
+
+from agent.errors import LLMFailure
+from agent.llm.config import configured as llm_configured
+from agent.migration import UnknownMigration, load
+from agent.policy.catalogue import known_rules
+from agent.service import chat
+from agent.service.deps import SessionDep, SettingsDep, StoreDep
+from agent.service.schemas import ErrorDetail, Message, MessageReply
+from agent.service.settings import ServiceSettings
+from agent.service.store import SessionRow, SessionStore
+from agent.state import edits_of
+
+logger = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/v1/sessions", tags=["chat"])
+RESTARTABLE = frozenset({"finished", "failed"})
+
+
+def facts_of(row: SessionRow, settings: ServiceSettings) -> chat.SessionFacts:
+    try:
+        state: dict[str, Any] = load(row.migration_id, settings.data_dir)
+    except UnknownMigration:
+        state = {}
+    o = row.options
+    return chat.SessionFacts(state=row.state, status=row.status, summary=row.summary, run=o.run, test=o.test,
+                             device=o.device, skip_rules=list(o.skip_rules), edits=edits_of(state),
+                             interrupts=list(state.get("interrupts") or []), rules=known_rules())
+
+
+def _new_attempt(store: SessionStore, row: SessionRow, why: str, **options: Any) -> str:
+    opts = row.options.model_copy(update=options)
+    if row.state == "queued":  # not started yet: it starts with these options
+        store.update(row.id, options=opts)
+        return "The session has not started yet: it will start with this."
+    if row.state in RESTARTABLE:
+        store.requeue(row.id, options=opts, attempt=row.attempt + 1, status=None, summary=None, error=None,
+                      step=None, event=("attempt", {"attempt": row.attempt + 1, "why": why}))
+        return f"Attempt {row.attempt + 1} is queued with this."
+    store.update(row.id, options=opts)
+    return f"The session is {row.state.replace('_', ' ')}: this applies to its next attempt (say 'try again' " \
+           "once it has ended)."
+
+
+def _act(store: SessionStore, row: SessionRow, action: chat.Action) -> str:
+    """Carry out the reply's action; what happened, for the reply's text."""
+    if isinstance(action, chat.Decide):
+        if row.state != "waiting_for_approval":
+            return "There is nothing waiting for approval now."
+        store.requeue(row.id, answer={"action": action.action},
+                      event=("approval_answer", {"action": action.action, "files": []}))
+        return f"{action.action.capitalize()}d: the migration goes on."
+    if row.state == "cancelled":
+        return "This session was cancelled and its files removed: start a new session."
+    if isinstance(action, chat.SetOptions):
+        changes = {k: v for k, v in {"run": action.run, "test": action.test, "device": action.device}.items()
+                   if v is not None}
+        return _new_attempt(store, row, "options changed: " + ", ".join(sorted(changes)), **changes)
+    if isinstance(action, chat.SkipRules):
+        rules = sorted({*row.options.skip_rules, *action.rules})
+        return _new_attempt(store, row, "rules skipped: " + ", ".join(action.rules), skip_rules=rules)
+    if row.state not in RESTARTABLE:
+        return f"The session is {row.state.replace('_', ' ')}; a retry starts once it has ended."
+    return _new_attempt(store, row, "retry")
+
+
+def _answer(text: str, facts: chat.SessionFacts, row: SessionRow) -> chat.Reply:
+    """The model's answer when the server has one configured (FERRY_LLM_*), else the offline intents'."""
+    if not llm_configured():
+        return chat.reply(text, facts)
+    from agent.llm.client import ChatClient
+    from agent.llm.config import from_env, resolve_limits
+    from agent.service.chat_model import model_reply
+
+    try:
+        client = ChatClient(from_env(limits=resolve_limits({})))
+    except (LLMFailure, ValueError) as exc:
+        logger.warning("session %s: the model is not usable for chat: %s", row.id, exc)
+        offline = chat.reply(text, facts)
+        return offline.model_copy(update={"text": f"{offline.text}\n\n(The model could not be used: {exc}.)"})
+    return model_reply(text, facts, client)
+
+
+@router.post("/{sid}/messages", status_code=status.HTTP_202_ACCEPTED, response_model=MessageReply,
+             responses={404: {"model": ErrorDetail, "description": "no such session of yours"}})
+def post_message(body: Message, row: SessionDep, settings: SettingsDep, store: StoreDep) -> MessageReply:
+    """Say something to the agent: ask why an edit was made, skip or revert a rule, change the run or test
+    command or the device, retry, approve or reject. The reply also streams as a `reply` event."""
+    facts = facts_of(row, settings)
+    store.add_event(row.id, "message", {"text": body.text})
+    reply = _answer(body.text, facts, row)
+    text = reply.text
+    if reply.action is not None:
+        current = store.get(row.id)
+        if current is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"session {row.id} was deleted")
+        text = f"{text}\n\n{_act(store, current, reply.action)}"
+    action = reply.action.model_dump() if reply.action is not None else None
+    eid = store.add_event(row.id, "reply", {"text": text, "intent": reply.intent, "action": action})
+    return MessageReply(event_id=eid, text=text, intent=reply.intent, action=action)
