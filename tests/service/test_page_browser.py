@@ -139,6 +139,10 @@ def test_a_session_from_the_page_streams_is_approved_and_answers(serve, page, tm
     findings = page.locator("#findings")
     for f in result["findings"]:
         expect(findings).to_contain_text(f["suggestion"])
+        if f["file"] and f["line"]:
+            expect(findings).to_contain_text(f"{f['file']}:{f['line']}")
+    if not result["findings"]:
+        expect(findings).to_contain_text("no findings")
     assert page.locator("#downloads button[data-what=patch]").is_visible()
     with page.expect_download() as got:
         page.click("#downloads button[data-what=patch]")
@@ -193,6 +197,9 @@ def test_an_upload_through_the_page_file_input(serve, page, tmp_path: Path) -> N
     page.evaluate("renderEvent(999, 'reply', {text: '<img src=x onerror=window.pwned=1>', intent: 'x'})")
     assert page.locator("#events .reply img").count() == 0
     assert page.evaluate("window.pwned === undefined")
+    # the token went in headers only: never into a URL the server logged
+    srv.kill()
+    assert TOKENS["alice"].encode() not in srv.log.read_bytes()
 
 
 def test_docs_and_page_are_served_without_any_external_url(serve, tmp_path: Path) -> None:
