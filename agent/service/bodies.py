@@ -32,6 +32,7 @@ class CreateBody:
     options: SessionOptions
     path: str | None = None
     archive: Path | None = None
+    archive_name: str = "upload"  # the client's file name, as it said it (shown, never used as a path)
 
 
 def _too_large(limit: int, what: str) -> HTTPException:
@@ -104,7 +105,8 @@ async def _multipart(request: Request, settings: ServiceSettings, tmp: Path) -> 
                 if size > settings.uploads.max_bytes:
                     raise _too_large(settings.uploads.max_bytes, "the archive")
                 out.write(chunk)
-        return CreateBody(options=opts, archive=dest)
+        name = "".join(ch for ch in (archive.filename or "upload") if ch.isprintable())[:200] or "upload"
+        return CreateBody(options=opts, archive=dest, archive_name=name)
     finally:
         await form.close()
 

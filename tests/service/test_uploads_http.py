@@ -56,7 +56,7 @@ def test_an_uploaded_repository_is_migrated_from_the_sessions_own_copy(serve) ->
     assert got.status_code == 202, got.text
     sid = got.json()["id"]
     view = wait_state(c, sid, {"finished", "failed"})
-    assert view["status"] == "migrated" and view["source"]["kind"] == "archive" and view["source"]["files"] == 2
+    assert view["status"] == "migrated" and view["source"] == {"kind": "archive", "name": "repo.tar.gz", "files": 2}
     assert "current_accelerator" in c.get(f"/v1/sessions/{sid}/patch").text
     zipped = upload(c, zip_bytes({"prog.py": PLAIN.encode()}), "repo.zip")
     assert zipped.status_code == 202, zipped.text

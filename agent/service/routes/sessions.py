@@ -91,7 +91,8 @@ def _too_busy(waiting: int) -> HTTPException:
                          headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
-def _populate(settings: ServiceSettings, sid: str, path: str | None, archive: Path | None) -> SessionSource:
+def _populate(settings: ServiceSettings, sid: str, path: str | None, archive: Path | None,
+              archive_name: str) -> SessionSource:
     """The session's own copy of the repository; nothing is left behind when it is refused."""
     dest = repo_dir(settings, sid)
     dest.mkdir(parents=True, mode=0o700)
@@ -102,7 +103,7 @@ def _populate(settings: ServiceSettings, sid: str, path: str | None, archive: Pa
             return SessionSource(kind="path", name=str(src), files=files)
         assert archive is not None
         files = extract_archive(archive, dest, settings.uploads)
-        return SessionSource(kind="archive", name=archive.name, files=files)
+        return SessionSource(kind="archive", name=archive_name, files=files)
     except BaseException:
         shutil.rmtree(session_dir(settings, sid), ignore_errors=True)
         raise
@@ -127,7 +128,8 @@ async def create(request: Request, owner: OwnerDep, settings: SettingsDep, store
         opts = _check_options(body.options, settings)
         sid = "s" + new_migration_id()[1:]
         try:
-            source = await run_in_threadpool(_populate, settings, sid, body.path, body.archive)
+            source = await run_in_threadpool(_populate, settings, sid, body.path, body.archive,
+                                            body.archive_name)
         except SourceRefused as exc:
             raise HTTPException(status.HTTP_400_BAD_REQUEST, str(exc)) from None
     try:
