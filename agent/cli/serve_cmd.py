@@ -22,6 +22,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _env_int(name: str, default: int | None = None) -> int | None:
+    """A flag's default from the environment; a bad value is named with what to give."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise SystemExit(f"ferry serve: ${name} must be a whole number of 1 or more, got {text[:40]!r}")
+    return int(text)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765,
@@ -29,15 +39,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", "--state-dir", dest="data_dir", metavar="DIR",
                         default=os.environ.get("FERRY_DATA_DIR"),
                         help="sessions, workspaces, outputs, checkpoints (default $FERRY_DATA_DIR or ~/.ferry/service)")
-    parser.add_argument("--allow-root", metavar="DIR", action="append", default=[],
+    parser.add_argument("--allow-root", metavar="DIR", action="append", default=None,
                         help="a server directory whose repositories clients may name by path (repeatable; "
-                             "default none: uploads only)")
-    parser.add_argument("--workers", type=_positive, default=None,
-                        help="sessions migrated at once (default: the number of cores)")
-    parser.add_argument("--queue", type=_positive, default=64,
-                        help="sessions waiting for a worker before new ones get 429 (default 64)")
-    parser.add_argument("--max-upload-mb", type=_positive, default=50, help="largest archive accepted (default 50)")
-    parser.add_argument("--max-files", type=_positive, default=5000, help="most files in an upload (default 5000)")
+                             "default $FERRY_ALLOW_ROOTS, ':'-separated, else none: uploads only)")
+    parser.add_argument("--workers", type=_positive, default=_env_int("FERRY_WORKERS"),
+                        help="sessions migrated at once (default $FERRY_WORKERS, else the number of cores)")
+    parser.add_argument("--queue", type=_positive, default=_env_int("FERRY_QUEUE", 64),
+                        help="sessions waiting for a worker before new ones get 429 (default $FERRY_QUEUE or 64)")
+    parser.add_argument("--max-upload-mb", type=_positive, default=_env_int("FERRY_MAX_UPLOAD_MB", 50),
+                        help="largest archive accepted (default $FERRY_MAX_UPLOAD_MB or 50)")
+    parser.add_argument("--max-files", type=_positive, default=_env_int("FERRY_MAX_FILES", 5000),
+                        help="most files in an upload (default $FERRY_MAX_FILES or 5000)")
+    parser.add_argument("--max-unpacked-mb", type=_positive, default=_env_int("FERRY_MAX_UNPACKED_MB", 500),
+                        help="most bytes an upload unpacks to (default $FERRY_MAX_UNPACKED_MB or 500)")
     parser.add_argument("--python", metavar="PATH", action="append", default=[],
                         help="an interpreter sessions may name in 'python' (repeatable; default: only Ferry's own)")
     parser.add_argument("--json", action="store_true", help="print the listening address as JSON before serving")
@@ -64,6 +78,8 @@ def _settings(args: argparse.Namespace) -> Any:
     from agent.service.uploads import UploadLimits
     from tools.runner.interpreter import InterpreterError, inspect_interpreter
 
+    roots = args.allow_root if args.allow_root is not None else \
+        [r for r in os.environ.get("FERRY_ALLOW_ROOTS", "").split(os.pathsep) if r.strip()]
     pythons = []
     for path in args.python:
         try:
@@ -72,9 +88,10 @@ def _settings(args: argparse.Namespace) -> Any:
             raise CliError(f"--python {path}: {exc}") from exc
     try:
         return ServiceSettings(data_dir=data_dir_from(args.data_dir), tokens=tokens_from_env(),
-                               allow_roots=resolve_roots(args.allow_root), workers=args.workers or os.cpu_count() or 1,
+                               allow_roots=resolve_roots(roots), workers=args.workers or os.cpu_count() or 1,
                                queue=args.queue, pythons=tuple(pythons),
-                               uploads=UploadLimits(max_bytes=args.max_upload_mb * 1024**2, max_files=args.max_files))
+                               uploads=UploadLimits(max_bytes=args.max_upload_mb * 1024**2, max_files=args.max_files,
+                                                    max_unpacked_bytes=args.max_unpacked_mb * 1024**2))
     except SettingsError as exc:
         raise CliError(str(exc)) from exc
 

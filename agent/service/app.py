@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from agent.errors import FerryAgentError
+from agent.service.body_limits import BodyLimit
 from agent.service.lock import hold_data_dir
 from agent.service.page import mount_page
 from agent.service.routes import events, messages, meta, outputs, sessions
@@ -31,8 +32,9 @@ def _safe_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     for err in exc.errors():
         item = {"type": err.get("type"), "loc": list(err.get("loc", ())), "msg": str(err.get("msg", ""))[:1000]}
         value = err.get("input")
-        if isinstance(value, str | int | float | bool) and len(str(value)) <= MAX_SHOWN_INPUT:
-            item["input"] = value
+        if isinstance(value, str | int | float | bool) and len(str(value)) <= MAX_SHOWN_INPUT \
+                and str(value).encode("utf-8", "surrogatepass").decode("utf-8", "ignore") == str(value):
+            item["input"] = value  # short, plain text only: never bytes, never lone surrogates
         out.append(item)
     return out
 
@@ -55,6 +57,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     app = FastAPI(title="Ferry", description="Migrate PyTorch code from CUDA to tpx: chat-style sessions",
                   version="1.0.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
+    app.add_middleware(BodyLimit)
     for module in (meta, sessions, events, messages, outputs):
         app.include_router(module.router)
     mount_page(app)

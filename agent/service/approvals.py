@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import tempfile
@@ -11,13 +12,30 @@ from typing import Any
 from agent.state import options_of
 from tools.patch import git_apply, read_text
 
-_TARGET = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.MULTILINE)
+_TARGET = re.compile(r"^\+\+\+ ([^\t\n]+)", re.MULTILINE)
+
+
+def _target_names(diff: str) -> list[str]:
+    """The files a unified diff writes: each '+++' name to a tab or the line's end, git's C-quoted names
+    ("b/na\\303\\257ve.py") unquoted, the b/ prefix dropped."""
+    names: set[str] = set()
+    for raw in _TARGET.findall(diff):
+        name = raw.rstrip("\r")
+        if name.startswith('"') and name.endswith('"') and len(name) >= 2:
+            try:
+                name = ast.literal_eval("b" + name).decode("utf-8")
+            except (ValueError, SyntaxError, UnicodeDecodeError):
+                raise ValueError(f"the diff names a file git could not have written: {name[:100]!r}") from None
+        if name == "/dev/null":
+            continue
+        names.add(name[2:] if name.startswith("b/") else name)
+    return sorted(names)
 
 
 def files_from_diff(state: dict[str, Any], diff: str) -> dict[str, str]:
     """Apply ``diff`` to the files as the migration has them now (before the proposed edit); ValueError
     saying why when it names a path outside the repository or does not apply."""
-    names = sorted(set(_TARGET.findall(diff)) - {"/dev/null"})
+    names = _target_names(diff)
     if not names:
         raise ValueError("the diff names no file ('+++ b/path' lines); send a unified diff of the repository")
     for name in names:
@@ -47,4 +65,6 @@ def files_from_diff(state: dict[str, Any], diff: str) -> dict[str, str]:
                 raise ValueError(f"the diff makes {name!r} a symbolic link; send file contents only")
             if target.is_file():
                 out[name] = target.read_text(encoding="utf-8")
+        if not out:
+            raise ValueError("the diff leaves no file to apply (it only deletes files); send the files' new text")
         return out

@@ -66,7 +66,7 @@ async def _json(request: Request) -> CreateBody:
     raw = b"".join([c async for c in _limited(request, JSON_LIMIT, "a JSON create body")])
     try:
         data: Any = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise _invalid(("body",), "the body is not JSON; send {'path': ..., 'options': {...}} as application/json, "
                        "or an archive as multipart/form-data (fields 'archive' and 'options')") from None
     try:
@@ -93,8 +93,8 @@ async def _multipart(request: Request, settings: ServiceSettings, tmp: Path) -> 
             raise _invalid(("body", "options"), "a multipart create needs the text field 'options' (JSON)")
         try:
             opts = SessionOptions.model_validate(json.loads(options))
-        except json.JSONDecodeError:
-            raise _invalid(("body", "options"), "the field 'options' is not JSON") from None
+        except (json.JSONDecodeError, RecursionError):
+            raise _invalid(("body", "options"), "the field 'options' is not JSON (or nests too deep)") from None
         except ValidationError as exc:
             raise _validation(exc, ("body", "options")) from None
         dest = tmp / "upload"

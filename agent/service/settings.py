@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -13,7 +14,8 @@ TOKENS_ENV = "FERRY_API_TOKENS"
 LEGACY_TOKEN_ENV = "FERRY_API_TOKEN"
 DATA_DIR_ENV = "FERRY_DATA_DIR"
 DEFAULT_DATA_DIR = Path("~/.ferry/service")
-LOCAL_OWNER = "local"  # every caller's name when no token is configured (loopback only)
+LOCAL_OWNER = "local"
+_OWNER = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # every caller's name when no token is configured (loopback only)
 
 
 class SettingsError(ValueError):
@@ -35,19 +37,19 @@ class ServiceSettings(BaseModel):
 def parse_tokens(text: str, source: str = f"${TOKENS_ENV}") -> dict[str, str]:
     """``owner=token,token2``: each token with its owner (``default`` for a bare one)."""
     tokens: dict[str, str] = {}
-    for part in (p.strip() for p in text.split(",")):
+    for n, part in enumerate((p.strip() for p in text.split(",")), start=1):
         if not part:
             continue
         owner, sep, token = part.partition("=")
-        if not sep:
+        if not sep or not _OWNER.fullmatch(owner.strip()) or not token.strip("= "):  # a bare token (base64: '=')
             owner, token = "default", part
         owner, token = owner.strip(), token.strip()
-        if not owner or not token:
-            raise SettingsError(f"{source}: {part.split('=')[0]!r}... is not 'owner=token' or 'token'")
+        # entries are named by their place, never by their text: a message must not print a token
         if len(token) < 8:
-            raise SettingsError(f"{source}: the token of {owner!r} is shorter than 8 characters; use a long random one")
+            raise SettingsError(f"{source}: entry {n} has a token shorter than 8 characters; use a long random one")
         if token in tokens and tokens[token] != owner:
-            raise SettingsError(f"{source}: one token is given to two owners ({tokens[token]!r}, {owner!r})")
+            raise SettingsError(f"{source}: entry {n} gives one token to a second owner ({tokens[token]!r}, "
+                                f"{owner!r})")
         tokens[token] = owner
     return tokens
 

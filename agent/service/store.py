@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS events (
 """
 
 ENDED: frozenset[SessionState] = frozenset({"finished", "failed", "cancelled"})
+WAITING = "SELECT count(*) FROM sessions WHERE state='queued' AND cancel=0"
 
 
 class QueueFull(RuntimeError):
@@ -142,12 +143,12 @@ class SessionStore:
 
     def waiting(self) -> int:
         with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM sessions WHERE state='queued'").fetchone()[0])
+            return int(self._db.execute(WAITING).fetchone()[0])
 
     def create(self, sid: str, owner: str, options: SessionOptions, source: SessionSource, queue_limit: int) -> None:
         now = time.time()
         with self._tx() as db:
-            waiting = int(db.execute("SELECT count(*) FROM sessions WHERE state='queued'").fetchone()[0])
+            waiting = int(db.execute(WAITING).fetchone()[0])
             if waiting >= queue_limit:
                 raise QueueFull(waiting)
             db.execute("INSERT INTO sessions (id, owner, state, options, source, created_at, updated_at, queued_at) "
@@ -184,8 +185,11 @@ class SessionStore:
         with self._tx() as db:
             db.execute(f"UPDATE sessions SET {cols} WHERE id=?", [*fields.values(), sid])
 
-    def requeue(self, sid: str, *, event: tuple[str, dict[str, Any]] | None = None, **fields: Any) -> None:
-        """Back into the queue (an answer to resume with, a new attempt), with the event that says why."""
+    def requeue(self, sid: str, *, expect: tuple[SessionState, ...], queue_limit: int | None = None,
+                event: tuple[str, dict[str, Any]] | None = None, **fields: Any) -> bool:
+        """Back into the queue (an answer to resume with, a new attempt), with the event that says why; only
+        from one of the ``expect`` states and not cancelled (compare-and-set: of two answers at once, one
+        wins; False for the other). ``queue_limit``: QueueFull when that many already wait."""
         now = time.time()
         fields.update(state="queued", queued_at=now, updated_at=now)
         if fields.get("answer") is not None:
@@ -193,11 +197,18 @@ class SessionStore:
         if "options" in fields:
             fields["options"] = fields["options"].model_dump_json()
         cols = ", ".join(f"{k}=?" for k in fields)
+        marks = ", ".join("?" for _ in expect)
         with self._tx() as db:
-            db.execute(f"UPDATE sessions SET {cols} WHERE id=?", [*fields.values(), sid])
-            if event is not None:
+            if queue_limit is not None:
+                waiting = int(db.execute(WAITING).fetchone()[0])
+                if waiting >= queue_limit:
+                    raise QueueFull(waiting)
+            done = db.execute(f"UPDATE sessions SET {cols} WHERE id=? AND cancel=0 AND state IN ({marks})",
+                              [*fields.values(), sid, *expect]).rowcount
+            if done and event is not None:
                 self._event(db, sid, event[0], event[1])
         self.notify()
+        return bool(done)
 
     def claim(self) -> SessionRow | None:
         """The oldest queued session, now ``running``; None when none waits."""
@@ -211,12 +222,27 @@ class SessionStore:
         assert got is not None
         return got
 
-    def interrupted(self) -> list[str]:
-        """Sessions a previous server left ``running`` (killed, crashed): they go back to the queue's head."""
+    def interrupted(self) -> tuple[list[str], list[SessionRow]]:
+        """Sessions a previous server left ``running`` (killed, crashed) go back to the queue's head; those
+        a DELETE had asked to stop (running or queued) are returned to be finished as cancelled."""
         with self._tx() as db:
-            ids = [r["id"] for r in db.execute("SELECT id FROM sessions WHERE state='running'").fetchall()]
-            db.execute("UPDATE sessions SET state='queued' WHERE state='running'")
-        return ids
+            ids = [r["id"] for r in db.execute("SELECT id FROM sessions WHERE state='running' AND cancel=0")]
+            db.execute("UPDATE sessions SET state='queued' WHERE state='running' AND cancel=0")
+            stopped = [_row(r) for r in db.execute("SELECT * FROM sessions WHERE cancel=1 AND state IN "
+                                                   "('running', 'queued', 'waiting_for_approval')")]
+        return ids, stopped
+
+    def finish(self, sid: str, event: tuple[str, dict[str, Any], str | None], **fields: Any) -> None:
+        """The row's end state and the event that says so, in one transaction (a kill between the two
+        cannot lose the event)."""
+        fields["updated_at"] = time.time()
+        if "answer" in fields and fields["answer"] is not None:
+            fields["answer"] = json.dumps(fields["answer"])
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self._tx() as db:
+            db.execute(f"UPDATE sessions SET {cols} WHERE id=?", [*fields.values(), sid])
+            self._event(db, sid, event[0], event[1], event[2])
+        self.notify()
 
     def delete(self, sid: str) -> None:
         with self._tx() as db:

@@ -195,8 +195,8 @@ def _untar(archive: Path, gzipped: bool, w: _Writer) -> None:
                         tarfile.data_filter(member, str(w.root))
                     except tarfile.FilterError as exc:
                         raise SourceRefused(f"member {_show(member.name)} is refused: {exc}") from None
-                if not parts or parts[0] == _MACOS_FORKS:
-                    continue
+                if not parts or parts[0] == _MACOS_FORKS or not SKIPPED.isdisjoint(parts):
+                    continue  # .git (its config runs commands: core.fsmonitor, hooks) and caches: never unpacked
                 if member.isdir():
                     w.mkdir(parts)
                     continue
@@ -232,8 +232,8 @@ def _unzip(archive: Path, w: _Writer) -> None:
                     raise SourceRefused(f"member {_show(name)} is encrypted; upload an archive without a password")
                 if not 0 <= info.header_offset < w.packed_size:  # zipfile would seek there (EINVAL when < 0)
                     raise SourceRefused(f"{NOT_ARCHIVE}; this zip is damaged (member {_show(name)} lies outside it)")
-                if not parts or parts[0] == _MACOS_FORKS:
-                    continue
+                if not parts or parts[0] == _MACOS_FORKS or not SKIPPED.isdisjoint(parts):
+                    continue  # as for tar: no .git, no caches
                 if info.is_dir() or stat.S_ISDIR(mode):
                     w.mkdir(parts)
                     continue
@@ -322,6 +322,17 @@ def resolve_allowed(path: str, roots: Sequence[Path]) -> Path:
     return real
 
 
+def _check_shared(mode: int, shown: str) -> None:
+    """Only what every user of the server may read is copied: the session's copy is readable by the sandbox's
+    user and comes back in /archive, so a file or directory closed to others (0700, 0600: a secret, even one
+    inside an allowed root) is refused, never republished."""
+    need = (stat.S_IROTH | stat.S_IXOTH) if stat.S_ISDIR(mode) else stat.S_IROTH
+    if mode & need != need:
+        raise SourceRefused(f"{shown} is not readable by every user (mode {stat.S_IMODE(mode):04o}); the server "
+                            "copies only what it may show to any client: chmod o+r (o+rx for a directory) "
+                            "or leave it out")
+
+
 def _copy_dir(dfd: int, rel: tuple[str, ...], real_src: str, w: _Writer) -> None:
     with os.scandir(dfd) as it:
         names = sorted(entry.name for entry in it)
@@ -344,6 +355,7 @@ def _copy_dir(dfd: int, rel: tuple[str, ...], real_src: str, w: _Writer) -> None
         if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
             logger.info("snapshot: skipped the special file %s (fifo, socket or device)", shown)
             continue
+        _check_shared(mode, shown)
         flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if stat.S_ISDIR(mode) else os.O_NONBLOCK)
         try:
             fd = os.open(name, flags, dir_fd=dfd)
@@ -404,6 +416,7 @@ def snapshot_tree(src: Path, dest: Path, limits: UploadLimits) -> int:
             raise ValueError(f"{dest} must be an empty directory")
         writer = _Writer(dest, limits, packed=None)
         try:
+            _check_shared(os.fstat(top).st_mode, _show(str(src)))
             _copy_dir(top, (), real_src, writer)
         except BaseException:
             _empty(dest)

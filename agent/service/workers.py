@@ -76,7 +76,9 @@ class Workers:
         self.busy = 0
 
     def start(self) -> None:
-        again = self.store.interrupted()
+        again, stopped = self.store.interrupted()
+        for row in stopped:  # DELETE had asked them to stop before the previous server died
+            self._cancelled(row)
         if again:
             logger.info("resuming %d session(s) a previous server left running: %s", len(again), ", ".join(again))
         for n in range(self.settings.workers):
@@ -117,8 +119,10 @@ class Workers:
                 self.busy += 1
             try:
                 self._run(row)
-            except Exception:  # never lose a worker thread: the session says what happened
+            except Exception as exc:  # never lose a worker thread: the session says what happened
                 logger.exception("session %s: the worker failed", row.id)
+                if not self._stop.is_set():
+                    self._fail(row, f"the service failed while running it: {type(exc).__name__}: {exc}")
             finally:
                 with self._lock:
                     self._cancel.pop(row.id, None)
@@ -163,8 +167,7 @@ class Workers:
                 return  # the server is stopping: the session resumes at its next start
             detail = f"{type(exc).__name__}: {exc}"
             logger.warning("session %s failed: %s", sid, detail)
-            store.add_event(sid, "error", {"detail": detail})
-            self._finish(row, "failed", error=detail)
+            self._fail(row, detail)
             return
         store.add_events(sid, events.from_state(row.attempt, state))
         if state.get("interrupts"):
@@ -172,9 +175,7 @@ class Workers:
         elif state.get("pending"):
             if self._stop.is_set():
                 return
-            detail = f"the migration stopped before its end (pending: {', '.join(state['pending'])})"
-            store.add_event(sid, "error", {"detail": detail})
-            self._finish(row, "failed", error=detail)
+            self._fail(row, f"the migration stopped before its end (pending: {', '.join(state['pending'])})")
         else:
             self._finish(row, "finished", status=status_of(state), summary=state.get("summary"), step=progress.node)
 
@@ -185,14 +186,22 @@ class Workers:
         if current.cancel:  # DELETE came between the claim and this worker's stop signal
             self._cancelled(row)
             return
-        self.store.update(row.id, state=state, answer=None, **fields)
         view = {"state": state, "status": fields.get("status"), "summary": fields.get("summary"),
                 "error": fields.get("error")}
-        self.store.add_event(row.id, "state", view, key=f"a{row.attempt}:end:{state}:{row.updated_at}")
+        self.store.finish(row.id, ("state", view, f"a{row.attempt}:end:{state}:{row.updated_at}"), state=state,
+                          answer=None, **fields)
+
+    def _fail(self, row: SessionRow, detail: str) -> None:
+        self.store.add_event(row.id, "error", {"detail": detail})
+        self._finish(row, "failed", error=detail)
 
     def _cancelled(self, row: SessionRow) -> None:
-        remove_files(self.settings, row)
-        current = self.store.get(row.id)
-        if current is not None and current.state != "cancelled":
-            self.store.update(row.id, state="cancelled")
-            self.store.add_event(row.id, "cancelled", {}, key="cancelled")
+        cancelled(self.settings, self.store, row)
+
+
+def cancelled(settings: ServiceSettings, store: SessionStore, row: SessionRow) -> None:
+    """The session's files removed, its state ``cancelled`` with its event (once)."""
+    remove_files(settings, row)
+    current = store.get(row.id)
+    if current is not None and current.state != "cancelled":
+        store.finish(row.id, ("cancelled", {}, "cancelled"), state="cancelled")

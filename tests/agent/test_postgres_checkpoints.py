@@ -329,10 +329,10 @@ def test_server_dying_mid_migration_is_a_clear_stop_and_resume_finishes(tmp_path
         server.stop()
 
 
-def test_service_answers_503_naming_the_store_while_postgres_is_down(tmp_path):
-    """`ferry serve` on a Postgres store whose server dies: requests that need the store get 503
-    with what failed (not a bare 500), the service itself stays up, and answers again (404 for an
-    unknown id) once the server is back."""
+def test_service_is_not_ready_naming_the_store_while_postgres_is_down(tmp_path):
+    """`ferry serve` on a Postgres checkpoint store whose server dies: /readyz answers 503 saying the
+    store failed (its password hidden), the service itself stays up (its sessions list is its own
+    SQLite), and it is ready again once the server is back."""
     import httpx
 
     bin_dir = pg_server.find_bin_dir()
@@ -346,7 +346,7 @@ def test_service_answers_503_naming_the_store_while_postgres_is_down(tmp_path):
         user, rest = url.split("://", 1)[1].split("@", 1)
         # the server trusts loopback: the password only has to stay hidden
         url = f"postgresql://{user}:s3cret-pw@{rest}"
-        proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--json", "--state-dir",
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--json", "--data-dir",
                                  str(tmp_path / "state")], cwd=ROOT, env=_env(url), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
         line = proc.stdout.readline()
@@ -360,14 +360,16 @@ def test_service_answers_503_naming_the_store_while_postgres_is_down(tmp_path):
                 except httpx.TransportError:
                     assert time.monotonic() < deadline and proc.poll() is None
                     time.sleep(0.1)
-            assert client.get("/migrations/nope").status_code == 404
+            ready = client.get("/readyz")
+            assert ready.status_code == 200 and "Postgres" in ready.json()["checks"]["database"], ready.text
             server.crash()
-            r = client.get("/migrations/nope")
+            r = client.get("/readyz")
             assert r.status_code == 503, r.text
-            assert "Postgres" in r.json()["detail"] and "s3cret-pw" not in r.json()["detail"]
+            assert r.json()["checks"]["database"].startswith("fail") and "s3cret-pw" not in r.text
             assert client.get("/healthz").status_code == 200  # the service did not go down with the store
+            assert client.get("/v1/sessions").status_code == 200
             server.restart()
-            assert client.get("/migrations/nope").status_code == 404
+            assert client.get("/readyz").status_code == 200
     finally:
         if proc is not None and proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)

@@ -82,3 +82,20 @@ def test_notebook_code_cells_are_scanned_with_cell_and_line(tmp_path):
     (tmp_path / "nb.ipynb").write_text(json.dumps(nb, indent=1), encoding="utf-8")
     report = scan(ScanRequest(path=tmp_path))
     assert [(f.file, f.cell, f.line, f.rule_id) for f in report.findings] == [("nb.ipynb", 1, 3, "FRY002")]
+
+
+def test_a_repositorys_own_git_config_runs_nothing(tmp_path):
+    """An untrusted repository's .git/config names a command for git to run (core.fsmonitor); listing
+    its files must not run it."""
+    from tools.scan.walker import _git_files
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("x = 1\n")
+    marker = tmp_path / "PWNED"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "config", "core.fsmonitor", f"touch {marker}; false"], check=True)
+    assert _git_files(repo) == ["a.py"]
+    assert not marker.exists()
+    subprocess.run(["git", "-C", str(repo), "ls-files", "--others"], capture_output=True)  # plain git runs it
+    assert marker.exists()

@@ -4,6 +4,7 @@ resumes with Last-Event-ID across the restart with nothing lost or duplicated.""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 
@@ -52,9 +53,13 @@ def test_sessions_survive_kill_9_and_the_stream_resumes_across_the_restart(serve
     c = srv.client
     a = create(c, slow_repo).json()["id"]
     others = [create(c, quick).json()["id"] for _ in range(2)]
+    doomed = create(c, quick).json()["id"]
     seen = read_events(c, a, until=lambda e: e["event"] == "step" and e["data"]["node"] == "scan")
     assert c.get(f"/v1/sessions/{others[0]}").json()["state"] == "queued"
-    srv.kill()  # SIGKILL, mid-migration, two sessions waiting
+    srv.kill()  # SIGKILL, mid-migration, three sessions waiting
+    # as if a DELETE of a waiting session had been recorded an instant before the kill
+    with sqlite3.connect(srv.data_dir / "service.db") as db:
+        db.execute("UPDATE sessions SET cancel=1 WHERE id=?", (doomed,))
 
     again = srv.restart()
     c = again.client
@@ -71,6 +76,8 @@ def test_sessions_survive_kill_9_and_the_stream_resumes_across_the_restart(serve
     # every step of the migration once each (result.json is written by the report step, before its own)
     assert steps == [s["node"] for s in record["steps"]] + ["report"]
     assert len([e for e in full if e["event"] == "run"]) == record["runs"]
+    view = wait_state(c, doomed, {"cancelled", "finished", "failed"}, timeout=30)
+    assert view["state"] == "cancelled" and not (again.data_dir / "sessions" / doomed).exists()
     for sid in others:  # queued before the kill: ran after the restart
         view = wait_state(c, sid, {"finished", "failed"})
         assert view["status"] == "migrated", view

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -26,6 +27,13 @@ def test_paths_outside_the_allowed_roots_and_bad_bodies_are_refused_with_a_reaso
         got = create(c, path)
         assert got.status_code == 400, (path, got.text)
         assert "allowed root" in got.json()["detail"] and str(roots) in got.json()["detail"]
+    # a directory closed to other users inside an allowed root: refused, never republished
+    closed = write_repo(roots, "closed")
+    (closed / "private").mkdir(mode=0o700)
+    (closed / "private" / "key").write_text("TOPSECRET")
+    got = create(c, closed)
+    assert got.status_code == 400 and "not readable by every user" in got.json()["detail"]
+    assert "private" in got.json()["detail"] and "TOPSECRET" not in got.text
     # a client never names where outputs go, nor any other server-side field
     got = c.post("/v1/sessions", json={"path": str(repo), "out": "/etc/ferry", "options": {"run": "python prog.py"}})
     assert got.status_code == 422 and got.json()["detail"][0]["loc"] == ["body", "out"]
@@ -99,8 +107,12 @@ def test_an_approved_session_streams_every_event_once_and_serves_its_outputs(ser
     view = wait_state(c, sid, {"waiting_for_approval"})
     assert view["interrupts"][0]["rule"] == "float64_to_float32"
     assert c.get(f"/v1/sessions/{sid}/patch").status_code == 409
-    assert c.post(f"/v1/sessions/{sid}/approval", json={"action": "approve"}).status_code == 202
-    assert c.post(f"/v1/sessions/{sid}/approval", json={"action": "approve"}).status_code == 409
+    # three answers at once: one wins, the others are told it is no longer waiting
+    with ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda a: srv.as_owner("alice").post(f"/v1/sessions/{sid}/approval",
+                                                                     json={"action": a}).status_code,
+                                ["approve"] * 3))
+    assert sorted(answers) == [202, 409, 409], answers
     # resumed after the last event seen: exactly the rest, to the end of the session
     rest = read_events(c, sid, after=first[-1]["id"])
     assert [e["id"] for e in rest] == list(range(first[-1]["id"] + 1, first[-1]["id"] + 1 + len(rest)))
@@ -164,3 +176,34 @@ def test_readyz_checks_the_database_and_the_sandbox(serve, tmp_path: Path) -> No
     checks = got.json()["checks"]
     assert checks["database"].startswith("ok") and "service.db" in checks["database"]
     assert checks["sandbox"].startswith("ok")
+
+
+def test_junk_headers_queries_and_bodies_are_4xx_never_500(serve, tmp_path: Path) -> None:
+    roots = tmp_path / "roots"
+    repo = write_repo(roots, "r", PLAIN)
+    srv = serve("--allow-root", str(roots))
+    c = srv.client
+    sid = create(c, repo).json()["id"]
+    for junk in ("\u00b2", "9" * 5000, "-3", "abc"):  # not ids this server sent: ignored, the stream starts at 1
+        with c.stream("GET", f"/v1/sessions/{sid}/events", headers={"Last-Event-ID": junk.encode()},
+                      timeout=30) as resp:
+            assert resp.status_code == 200
+            first = next(line for line in resp.iter_lines() if line.startswith("id: "))
+            assert first == "id: 1"
+    assert c.get("/v1/sessions", params={"offset": 10**20}).status_code == 422
+    assert c.get(f"/v1/sessions/{sid}/events", params={"after": -1}).status_code == 422
+    deep = "[" * 200_000 + "]" * 200_000
+    got = c.post("/v1/sessions", content=deep, headers={"content-type": "application/json"})
+    assert got.status_code == 422
+    got = c.post("/v1/sessions", files={"archive": ("a.tgz", b"x")}, data={"options": "[" * 30_000})
+    assert got.status_code == 422 and got.json()["detail"][0]["loc"] == ["body", "options"]
+    lone = c.post(f"/v1/sessions/{sid}/messages", content=b'{"text": "hello \\ud800"}',
+                  headers={"content-type": "application/json"})
+    assert lone.status_code == 422
+    big = c.post(f"/v1/sessions/{sid}/messages", json={"text": "x" * 200_000})
+    assert big.status_code == 413 and "larger than this route accepts" in big.json()["detail"]
+    chunked = c.post(f"/v1/sessions/{sid}/messages", content=iter([b'{"text": "', b"y" * 100_000, b'"}']),
+                     headers={"content-type": "application/json"})
+    assert chunked.status_code == 413
+    assert c.post(f"/v1/sessions/{sid}/messages", json={"text": "status"}).status_code == 202
+    assert "Traceback" not in srv.log.read_text()

@@ -52,12 +52,16 @@ def upload(c: httpx.Client, data: bytes, name: str = "repo.tar.gz", options: str
 def test_an_uploaded_repository_is_migrated_from_the_sessions_own_copy(serve) -> None:
     srv = serve("--workers", "1")
     c = srv.client
-    got = upload(c, tar_gz({"myrepo-main/prog.py": PLAIN.encode(), "myrepo-main/README.md": b"hello\n"}))
+    marker = srv.data_dir.parent / "PWNED"  # a .git/config that would run a command: never unpacked
+    git_config = f"[core]\n\tfsmonitor = touch {marker}; false\n".encode()
+    got = upload(c, tar_gz({"myrepo-main/prog.py": PLAIN.encode(), "myrepo-main/README.md": b"hello\n",
+                            "myrepo-main/.git/config": git_config, "myrepo-main/.git/HEAD": b"ref: refs/heads/main\n"}))
     assert got.status_code == 202, got.text
     sid = got.json()["id"]
     view = wait_state(c, sid, {"finished", "failed"})
     assert view["status"] == "migrated" and view["source"] == {"kind": "archive", "name": "repo.tar.gz", "files": 2}
     assert "current_accelerator" in c.get(f"/v1/sessions/{sid}/patch").text
+    assert not marker.exists() and not (srv.data_dir / "sessions" / sid / "repo" / ".git").exists()
     zipped = upload(c, zip_bytes({"prog.py": PLAIN.encode()}), "repo.zip")
     assert zipped.status_code == 202, zipped.text
 

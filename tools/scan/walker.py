@@ -34,15 +34,28 @@ def _skipped(rel: str) -> bool:
     return any(p in SKIP_DIRS or p.endswith(".egg-info") for p in parts)
 
 
+# The repository is not trusted: its .git/config can name commands git would run (core.fsmonitor,
+# hooks, pagers...). Git reads only what these say: no system or global config, no fsmonitor or hooks.
+_GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false",
+        "--no-pager"]
+
+
+def _git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null", GIT_TERMINAL_PROMPT="0")
+    return env
+
+
 def _git_files(root: Path) -> list[str] | None:
     try:
-        inside = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
-                                capture_output=True, text=True, timeout=30)
+        env = _git_env()
+        inside = subprocess.run([*_GIT, "-C", str(root), "rev-parse", "--is-inside-work-tree"],
+                                capture_output=True, text=True, timeout=30, env=env)
         if inside.returncode != 0 or inside.stdout.strip() != "true":
             return None
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
+        out = subprocess.run([*_GIT, "-C", str(root), "ls-files", "-z", "--cached", "--others",
                               "--exclude-standard", "--", "."],
-                             capture_output=True, timeout=120, check=True)
+                             capture_output=True, timeout=120, check=True, env=env)
     except (OSError, subprocess.SubprocessError) as exc:
         logger.info("git unavailable for %s (%s); using the built-in .gitignore matcher", root, exc)
         return None

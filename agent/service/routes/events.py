@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -50,12 +51,13 @@ async def _stream(request: Request, store: SessionStore, sid: str, after: int) -
                              "description": "id: N / event: kind / data: JSON, until the session ends"}})
 async def stream_events(request: Request, row: SessionDep, store: StoreDep,
                         last_event_id: Annotated[str | None, Header()] = None,
-                        after: Annotated[int | None, Query(ge=0, description="resume after this event id")] = None
+                        after: Annotated[int | None, Query(ge=0, le=10**18, description="resume after this event id")]
+                        = None
                         ) -> StreamingResponse:
     """Every step, edit, run, approval request, message and reply of the session, in order. Reconnect with
     the `Last-Event-ID` header (or `?after=N`) to get exactly the events after N."""
     start = after or 0
-    if last_event_id is not None and last_event_id.strip().isdigit():
-        start = max(start, int(last_event_id.strip()))
+    if last_event_id is not None and re.fullmatch(r"[0-9]{1,18}", last_event_id.strip()):
+        start = max(start, int(last_event_id.strip()))  # anything else is not an id this server sent: ignored
     return StreamingResponse(_stream(request, store, row.id, start), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

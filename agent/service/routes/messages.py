@@ -14,15 +14,15 @@ from agent.migration import UnknownMigration, load
 from agent.policy.catalogue import known_rules
 from agent.service import chat
 from agent.service.deps import SessionDep, SettingsDep, StoreDep
-from agent.service.schemas import ErrorDetail, Message, MessageReply
+from agent.service.schemas import ErrorDetail, Message, MessageReply, SessionState
 from agent.service.settings import ServiceSettings
-from agent.service.store import SessionRow, SessionStore
+from agent.service.store import QueueFull, SessionRow, SessionStore
 from agent.state import edits_of
 
 logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/sessions", tags=["chat"])
-RESTARTABLE = frozenset({"finished", "failed"})
+RESTARTABLE: tuple[SessionState, ...] = ("finished", "failed")
 
 
 def facts_of(row: SessionRow, settings: ServiceSettings) -> chat.SessionFacts:
@@ -36,40 +36,48 @@ def facts_of(row: SessionRow, settings: ServiceSettings) -> chat.SessionFacts:
                              interrupts=list(state.get("interrupts") or []), rules=known_rules())
 
 
-def _new_attempt(store: SessionStore, row: SessionRow, why: str, **options: Any) -> str:
+def _new_attempt(store: SessionStore, settings: ServiceSettings, row: SessionRow, why: str, **options: Any) -> str:
     opts = row.options.model_copy(update=options)
     if row.state == "queued":  # not started yet: it starts with these options
         store.update(row.id, options=opts)
         return "The session has not started yet: it will start with this."
     if row.state in RESTARTABLE:
-        store.requeue(row.id, options=opts, attempt=row.attempt + 1, status=None, summary=None, error=None,
-                      step=None, event=("attempt", {"attempt": row.attempt + 1, "why": why}))
-        return f"Attempt {row.attempt + 1} is queued with this."
+        try:
+            queued = store.requeue(row.id, expect=RESTARTABLE, queue_limit=settings.queue, options=opts,
+                                   attempt=row.attempt + 1, status=None, summary=None, error=None, step=None,
+                                   event=("attempt", {"attempt": row.attempt + 1, "why": why}))
+        except QueueFull as exc:
+            return f"Not now: {exc} (the server's queue is full); ask again in a while."
+        if queued:
+            return f"Attempt {row.attempt + 1} is queued with this."
+        return "The session changed meanwhile (another message or a cancel came first); nothing was started."
     store.update(row.id, options=opts)
     return f"The session is {row.state.replace('_', ' ')}: this applies to its next attempt (say 'try again' " \
            "once it has ended)."
 
 
-def _act(store: SessionStore, row: SessionRow, action: chat.Action) -> str:
+def _act(store: SessionStore, settings: ServiceSettings, row: SessionRow, action: chat.Action) -> str:
     """Carry out the reply's action; what happened, for the reply's text."""
     if isinstance(action, chat.Decide):
         if row.state != "waiting_for_approval":
             return "There is nothing waiting for approval now."
-        store.requeue(row.id, answer={"action": action.action},
-                      event=("approval_answer", {"action": action.action, "files": []}))
+        answered: tuple[str, dict[str, Any]] = ("approval_answer", {"action": action.action, "files": []})
+        if not store.requeue(row.id, expect=("waiting_for_approval",), answer={"action": action.action},
+                             event=answered):
+            return "Another answer came first (or the session was cancelled): nothing was changed."
         return f"{action.action.capitalize()}d: the migration goes on."
     if row.state == "cancelled":
         return "This session was cancelled and its files removed: start a new session."
     if isinstance(action, chat.SetOptions):
         changes = {k: v for k, v in {"run": action.run, "test": action.test, "device": action.device}.items()
                    if v is not None}
-        return _new_attempt(store, row, "options changed: " + ", ".join(sorted(changes)), **changes)
+        return _new_attempt(store, settings, row, "options changed: " + ", ".join(sorted(changes)), **changes)
     if isinstance(action, chat.SkipRules):
         rules = sorted({*row.options.skip_rules, *action.rules})
-        return _new_attempt(store, row, "rules skipped: " + ", ".join(action.rules), skip_rules=rules)
+        return _new_attempt(store, settings, row, "rules skipped: " + ", ".join(action.rules), skip_rules=rules)
     if row.state not in RESTARTABLE:
         return f"The session is {row.state.replace('_', ' ')}; a retry starts once it has ended."
-    return _new_attempt(store, row, "retry")
+    return _new_attempt(store, settings, row, "retry")
 
 
 def _answer(text: str, facts: chat.SessionFacts, row: SessionRow) -> chat.Reply:
@@ -102,7 +110,7 @@ def post_message(body: Message, row: SessionDep, settings: SettingsDep, store: S
         current = store.get(row.id)
         if current is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"session {row.id} was deleted")
-        text = f"{text}\n\n{_act(store, current, reply.action)}"
+        text = f"{text}\n\n{_act(store, settings, current, reply.action)}"
     action = reply.action.model_dump() if reply.action is not None else None
     eid = store.add_event(row.id, "reply", {"text": text, "intent": reply.intent, "action": action})
     return MessageReply(event_id=eid, text=text, intent=reply.intent, action=action)

@@ -31,7 +31,7 @@ from agent.service.schemas import (
 from agent.service.settings import ServiceSettings
 from agent.service.store import QueueFull, SessionRow, SessionStore
 from agent.service.uploads import SourceRefused, extract_archive, resolve_allowed, snapshot_tree
-from agent.service.workers import remove_files, repo_dir, session_dir
+from agent.service.workers import cancelled, repo_dir, session_dir
 from tools.runner.interpreter import InterpreterError, ferrys_interpreter, inspect_interpreter
 
 logger = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ async def create(request: Request, owner: OwnerDep, settings: SettingsDep, store
 def list_sessions(owner: OwnerDep, settings: SettingsDep, store: StoreDep,
                   state: Annotated[SessionState | None, Query(alias="status")] = None,
                   limit: Annotated[int, Query(ge=1, le=200)] = 50,
-                  offset: Annotated[int, Query(ge=0)] = 0) -> SessionList:
+                  offset: Annotated[int, Query(ge=0, le=10**9)] = 0) -> SessionList:
     """Your sessions, newest first."""
     rows, total = store.sessions(owner, state, limit, offset)
     return SessionList(items=[view(r, store, settings, interrupts=False) for r in rows], total=total,
@@ -162,10 +162,7 @@ def cancel_session(row: SessionDep, settings: SettingsDep, store: StoreDep, work
     """Cancel the session (a running migration stops at its next step) and remove its workspace."""
     store.update(row.id, cancel=1)
     if not workers.cancel(row.id):  # a worker that has it removes the files when its migration stops
-        remove_files(settings, row)
-        if row.state != "cancelled":
-            store.update(row.id, state="cancelled")
-            store.add_event(row.id, "cancelled", {}, key="cancelled")
+        cancelled(settings, store, row)
     got = store.get(row.id)
     assert got is not None
     return view(got, store, settings, interrupts=False)
@@ -186,8 +183,11 @@ def answer_approval(body: Approval, row: SessionDep, settings: SettingsDep, stor
             except ValueError as exc:
                 raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
         answer["files"] = files
-    store.requeue(row.id, answer=answer, event=("approval_answer", {"action": body.action,
-                                                                     "files": sorted(answer.get("files") or [])}))
+    files_named = sorted(answer.get("files") or [])
+    answered: tuple[str, dict[str, Any]] = ("approval_answer", {"action": body.action, "files": files_named})
+    if not store.requeue(row.id, expect=("waiting_for_approval",), answer=answer, event=answered):
+        raise HTTPException(status.HTTP_409_CONFLICT, f"session {row.id} is no longer waiting for approval "
+                            "(another answer came first, or it was cancelled)")
     got = store.get(row.id)
     assert got is not None
     return view(got, store, settings, interrupts=False)
