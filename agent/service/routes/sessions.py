@@ -125,15 +125,15 @@ async def create(request: Request, owner: OwnerDep, settings: SettingsDep, store
         raise _too_busy(store.waiting())
     with tempfile.TemporaryDirectory(prefix="ferry-upload-", dir=settings.data_dir) as tmp:
         body = await read_create(request, settings, Path(tmp))
-        opts = _check_options(body.options, settings)
+        opts = await run_in_threadpool(_check_options, body.options, settings)  # may start an interpreter
         sid = "s" + new_migration_id()[1:]
         try:
             source = await run_in_threadpool(_populate, settings, sid, body.path, body.archive,
                                             body.archive_name)
         except SourceRefused as exc:
             raise HTTPException(status.HTTP_400_BAD_REQUEST, str(exc)) from None
-    try:
-        store.create(sid, owner, opts, source, settings.queue)
+    try:  # off the event loop: the commit waits for the disk (synchronous=FULL)
+        await run_in_threadpool(store.create, sid, owner, opts, source, settings.queue)
     except QueueFull as exc:
         shutil.rmtree(session_dir(settings, sid), ignore_errors=True)
         raise _too_busy(exc.waiting) from None
