@@ -9,8 +9,9 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from agent.materialise import current_text
 from agent.state import options_of
-from tools.patch import git_apply, read_text
+from tools.patch import git_apply
 
 _TARGET = re.compile(r"^\+\+\+ ([^\t\n]+)", re.MULTILINE)
 
@@ -43,13 +44,11 @@ def files_from_diff(state: dict[str, Any], diff: str) -> dict[str, str]:
         if p.is_absolute() or ".." in p.parts:
             raise ValueError(f"the diff names {name!r}, outside the repository")
     source = Path(options_of(state).source)
-    current: dict[str, str] = dict(state.get("files") or {})
+    edited: dict[str, str] = dict(state.get("files") or {})
     with tempfile.TemporaryDirectory(prefix="ferry-review-") as tmp:
         root = Path(tmp)
         for name in names:
-            text = current.get(name)
-            if text is None and (source / name).is_file():
-                text = read_text(source / name)
+            text = current_text(source, edited, name)
             if text is not None:
                 (root / name).parent.mkdir(parents=True, exist_ok=True)
                 (root / name).write_text(text, encoding="utf-8")

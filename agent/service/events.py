@@ -13,6 +13,7 @@ import hashlib
 import json
 from typing import Any
 
+from agent.records import Edit, RunRecord, Step
 from agent.state import edits_of, runs_of, status_of, steps_of
 
 Event = tuple[str, str | None, dict[str, Any]]  # kind, key (None: not derived from the state), data
@@ -20,6 +21,19 @@ Event = tuple[str, str | None, dict[str, Any]]  # kind, key (None: not derived f
 
 def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# The keys: the N-th step, edit or run of attempt A, whichever way the event was made (streamed or from the state).
+def step_event(attempt: int, n: int, step: Step) -> Event:
+    return "step", f"a{attempt}:step:{n}", step.model_dump()
+
+
+def edit_event(attempt: int, n: int, edit: Edit) -> Event:
+    return "edit", f"a{attempt}:edit:{n}", {**edit.model_dump(), "by": edit.by}
+
+
+def run_event(attempt: int, n: int, run: RunRecord) -> Event:
+    return "run", f"a{attempt}:run:{n}", run.model_dump()
 
 
 def approval_event(attempt: int, steps: int, question: dict[str, Any]) -> Event:
@@ -30,14 +44,10 @@ def approval_event(attempt: int, steps: int, question: dict[str, Any]) -> Event:
 
 def from_state(attempt: int, state: dict[str, Any]) -> list[Event]:
     """Every event the saved state of this attempt accounts for, in the order they happened."""
-    out: list[Event] = []
     steps = steps_of(state)
-    for i, step in enumerate(steps):
-        out.append(("step", f"a{attempt}:step:{i}", step.model_dump()))
-    for i, edit in enumerate(edits_of(state)):
-        out.append(("edit", f"a{attempt}:edit:{i}", {**edit.model_dump(), "by": edit.by}))
-    for i, run in enumerate(runs_of(state)):
-        out.append(("run", f"a{attempt}:run:{i}", run.model_dump()))
+    out = [step_event(attempt, i, step) for i, step in enumerate(steps)]
+    out += [edit_event(attempt, i, edit) for i, edit in enumerate(edits_of(state))]
+    out += [run_event(attempt, i, run) for i, run in enumerate(runs_of(state))]
     for question in state.get("interrupts") or []:
         if isinstance(question, dict):
             out.append(approval_event(attempt, len(steps), question))
@@ -63,15 +73,14 @@ class Progress:
             return [approval_event(a, self.steps, q) for q in update.get("interrupts", []) if isinstance(q, dict)]
         self.node = node
         out: list[Event] = []
-        edits = edits_of({"edits": update.get("edits") or []})
-        for edit in edits:
-            out.append(("edit", f"a{a}:edit:{self.edits}", {**edit.model_dump(), "by": edit.by}))
+        for edit in edits_of({"edits": update.get("edits") or []}):
+            out.append(edit_event(a, self.edits, edit))
             self.edits += 1
         for run in runs_of({"runs": update.get("runs") or []}):
-            out.append(("run", f"a{a}:run:{self.runs}", run.model_dump()))
+            out.append(run_event(a, self.runs, run))
             self.runs += 1
         for step in steps_of({"steps": update.get("steps") or []}):
-            out.append(("step", f"a{a}:step:{self.steps}", step.model_dump()))
+            out.append(step_event(a, self.steps, step))
             self.steps += 1
         return out
 

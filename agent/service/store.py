@@ -107,6 +107,18 @@ def _row(r: sqlite3.Row) -> SessionRow:
                       error=r["error"], created_at=r["created_at"], updated_at=r["updated_at"])
 
 
+def _assignments(fields: dict[str, Any]) -> tuple[str, list[Any]]:
+    """``col=?, ...`` and the values of a row update: the answer as JSON, the options as their model's JSON,
+    ``updated_at`` now."""
+    encoded = dict(fields)
+    if encoded.get("answer") is not None:
+        encoded["answer"] = json.dumps(encoded["answer"])
+    if "options" in encoded:
+        encoded["options"] = encoded["options"].model_dump_json()
+    encoded["updated_at"] = time.time()
+    return ", ".join(f"{k}=?" for k in encoded), list(encoded.values())
+
+
 class SessionStore:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -176,27 +188,16 @@ class SessionStore:
         return [_row(r) for r in rows], total
 
     def update(self, sid: str, **fields: Any) -> None:
-        if "answer" in fields and fields["answer"] is not None:
-            fields["answer"] = json.dumps(fields["answer"])
-        if "options" in fields:
-            fields["options"] = fields["options"].model_dump_json()
-        fields["updated_at"] = time.time()
-        cols = ", ".join(f"{k}=?" for k in fields)
+        cols, values = _assignments(fields)
         with self._tx() as db:
-            db.execute(f"UPDATE sessions SET {cols} WHERE id=?", [*fields.values(), sid])
+            db.execute(f"UPDATE sessions SET {cols} WHERE id=?", [*values, sid])
 
     def requeue(self, sid: str, *, expect: tuple[SessionState, ...], queue_limit: int | None = None,
                 event: tuple[str, dict[str, Any]] | None = None, **fields: Any) -> bool:
         """Back into the queue (an answer to resume with, a new attempt), with the event that says why; only
         from one of the ``expect`` states and not cancelled (compare-and-set: of two answers at once, one
         wins; False for the other). ``queue_limit``: QueueFull when that many already wait."""
-        now = time.time()
-        fields.update(state="queued", queued_at=now, updated_at=now)
-        if fields.get("answer") is not None:
-            fields["answer"] = json.dumps(fields["answer"])
-        if "options" in fields:
-            fields["options"] = fields["options"].model_dump_json()
-        cols = ", ".join(f"{k}=?" for k in fields)
+        cols, values = _assignments({**fields, "state": "queued", "queued_at": time.time()})
         marks = ", ".join("?" for _ in expect)
         with self._tx() as db:
             if queue_limit is not None:
@@ -204,7 +205,7 @@ class SessionStore:
                 if waiting >= queue_limit:
                     raise QueueFull(waiting)
             done = db.execute(f"UPDATE sessions SET {cols} WHERE id=? AND cancel=0 AND state IN ({marks})",
-                              [*fields.values(), sid, *expect]).rowcount
+                              [*values, sid, *expect]).rowcount
             if done and event is not None:
                 self._event(db, sid, event[0], event[1])
         self.notify()
@@ -235,19 +236,11 @@ class SessionStore:
     def finish(self, sid: str, event: tuple[str, dict[str, Any], str | None], **fields: Any) -> None:
         """The row's end state and the event that says so, in one transaction (a kill between the two
         cannot lose the event)."""
-        fields["updated_at"] = time.time()
-        if "answer" in fields and fields["answer"] is not None:
-            fields["answer"] = json.dumps(fields["answer"])
-        cols = ", ".join(f"{k}=?" for k in fields)
+        cols, values = _assignments(fields)
         with self._tx() as db:
-            db.execute(f"UPDATE sessions SET {cols} WHERE id=?", [*fields.values(), sid])
+            db.execute(f"UPDATE sessions SET {cols} WHERE id=?", [*values, sid])
             self._event(db, sid, event[0], event[1], event[2])
         self.notify()
-
-    def delete(self, sid: str) -> None:
-        with self._tx() as db:
-            db.execute("DELETE FROM events WHERE session_id=?", (sid,))
-            db.execute("DELETE FROM sessions WHERE id=?", (sid,))
 
     def counts(self, sid: str) -> dict[str, int]:
         with self._lock:

@@ -3,12 +3,10 @@ state-dependent answers; then the model's reply through the scripted OpenAI-comp
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from service_client import scripted
 
 from agent import toolbox
 from agent.llm.client import ChatClient
@@ -18,12 +16,6 @@ from agent.records import Edit
 from agent.service.chat import Decide, Retry, SessionFacts, SetOptions, SkipRules, model_reply, reply
 from agent.service.chat_diffs import hunks_of
 from tools.patch import file_diff
-
-_spec = importlib.util.spec_from_file_location("scripted_llm_chat",
-                                               Path(__file__).resolve().parents[1] / "agent" / "scripted_llm.py")
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm_chat"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 # 40 lines of set-up, then CUDA AMP at line 44 (autocast, FRY024) and 47 (GradScaler, FRY025)
 MODEL = ("import torch\n\n" + "".join(f"W{i} = {i}\n" for i in range(38)) + "\n\ndef train(x):\n"

@@ -4,18 +4,10 @@ the model answers (a scripted OpenAI-compatible server on loopback, through the 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 from pathlib import Path
 
-from service_client import PLAIN, PROG, create, read_events, wait_state, write_repo
-
-_spec = importlib.util.spec_from_file_location("scripted_llm_chat_http",
-                                               Path(__file__).resolve().parents[1] / "agent" / "scripted_llm.py")
-scripted = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-sys.modules["scripted_llm_chat_http"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
+from service_client import PLAIN, PROG, create, read_events, scripted, wait_state, write_repo
 
 
 def say(c, sid: str, text: str) -> dict:
