@@ -54,6 +54,8 @@ class Edit(BaseModel):
     site: str | None = None
     #: dtypes the edit changed (original -> new, "float64" -> "float32"): parity compares them at the new tier
     dtype_changes: dict[str, str] = Field(default_factory=dict)
+    #: how many sites each rule changed (the codemods; a fix edit is one site of its rule)
+    rule_counts: dict[str, int] = Field(default_factory=dict)
 
     @property
     def by(self) -> str:

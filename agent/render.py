@@ -327,32 +327,3 @@ def report_markdown(state: State, patch: str) -> str:
     lines += ["", "## Left for a human", "", *left_for_human(state)]
     lines += ["", f"Patch: {len(patch.splitlines())} lines (ferry.patch)."]
     return "\n".join(lines) + "\n"
-
-
-# --- pr.md ----------------------------------------------------------------------------------------
-
-
-def pr_markdown(state: State, result: MigrationRecord, branch: str | None, base: str) -> str:
-    """The pull-request description: status, changed files, edits, the parity table, profile findings."""
-    status = result.status
-    lines = ["# Migrate from CUDA to device-generic PyTorch (tpx verified)", ""]
-    if branch:
-        lines.append(f"Branch `{branch}` onto `{base}`, made by `ferry pr`.")
-    elif status == "migrated":
-        lines.append(f"No branch: `{base}` needed no changes.")
-    else:
-        lines.append(f"No branch was created: the migration of `{base}` ended with status `{status}`.")
-    lines += ["", f"**Status:** {status} — {md_inline(result.summary or '', keep_code=True)}", "",
-              f"Iterations: {result.iterations}, runs: {result.runs}, LLM calls: {result.llm.calls}.", "",
-              "## Changed files", ""]
-    lines += [f"- {md_code(f.path)} ({f.change}, +{f.added_lines} -{f.removed_lines})"
-              for f in result.patch_files] or ["None."]
-    lines += ["", "## Edits", ""]
-    lines += [f"- {md_code(e.rule)} ({e.kind}, by {e.by}) {', '.join(md_code(p) for p in e.files)}: "
-              f"{md_inline(e.reason, keep_code=True)}" for e in result.edits] or ["None."]
-    lines += ["", "## Parity (original on CPU vs migrated on tpx)", "", *parity_section(parity_of(state))]
-    lines += ["", "## Profile findings", "", *profile_section(profile_of(state), state.get("profile_error"))]
-    lines += ["", "## Verification", "",
-              f"- target run and tests on tpx: {'pass' if status == 'migrated' else 'see report'}",
-              "", "The full report (per-step reasons, what is left for a human) is in report.md."]
-    return "\n".join(lines) + "\n"

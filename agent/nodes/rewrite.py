@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from agent import toolbox
 from agent.nodes.common import SUMMARY, Update, ensure_workspace, source_of, step
 from agent.policy.rules_cuda import rewritten_texts
@@ -21,9 +23,10 @@ def rewrite(state: MigrationState, runs: RunScheduler) -> Update:
     result = toolbox.rewrite(source, device=opts.device, skip_rules=opts.skip_rules)
     new_files = rewritten_texts(result, str(source))
     rules_of = {entry.file: sorted(set(entry.applied_rules)) for entry in result.files}
+    counts_of = {entry.file: dict(Counter(entry.applied_rules)) for entry in result.files}
     edits = [Edit(step="rewrite", kind="codemod", rule=",".join(rules_of.get(rel, [])) or "codemods", files=[rel],
                   diff=file_diff(rel, read_text(source / rel), text), reason="catalogue codemods (CUDA_IDIOMS.md)",
-                  dtype_changes=_dtype_changes(rules_of.get(rel, [])))
+                  dtype_changes=_dtype_changes(rules_of.get(rel, [])), rule_counts=counts_of.get(rel, {}))
              for rel, text in sorted(new_files.items())]
     merged = {**(state.get("files") or {}), **new_files}
     ws = ensure_workspace({**state, "files": merged})

@@ -1,4 +1,5 @@
-"""ferry pr: one commit on a new branch and the PR text; the user's checkout is never touched and
+"""ferry pr: a stable branch with one commit per step, pushed, and the PR text; a dirty tree refused;
+the user's checkout is never touched and
 no worktree or temporary directory outlives the command, whether the migration succeeds or not."""
 
 from __future__ import annotations
@@ -75,16 +76,10 @@ def _checkout(repo: Path) -> dict[str, object]:
 def _env(tmp_path: Path) -> dict[str, str]:
     """A private TMPDIR, so leaked temporary directories can be seen; no model configured."""
     tmp = tmp_path / "tmpdir"
-    tmp.mkdir()
+    tmp.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FERRY_LLM", "FERRY_DATABASE"))}
     env["TMPDIR"] = str(tmp)
     return env
-
-
-def _pr(tmp_path: Path, path: Path, run: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent.cli", "pr", str(path), "--run", run, "--json",
-                           "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "out")],
-                          cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=600)
 
 
 def _assert_nothing_leaked(repo: Path, tmp_path: Path) -> None:
@@ -93,54 +88,122 @@ def _assert_nothing_leaked(repo: Path, tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "tmpdir").iterdir() if p.name.startswith("ferry-pr")] == []
 
 
+def _pr(tmp_path: Path, path: Path, run: str, *extra: str,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent.cli", "pr", str(path), "--run", run, "--json",
+                           "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "out"), *extra],
+                          cwd=ROOT, env={**_env(tmp_path), **(env or {})}, capture_output=True, text=True, timeout=600)
+
+
 @pytest.mark.slow
-def test_pr_commits_the_patch_on_a_new_branch_and_leaves_a_dirty_checkout_alone(tmp_path):
+def test_pr_makes_a_stable_branch_updates_it_on_a_rerun_and_pushes_it(tmp_path):
     readme = "# demo\n"
     repo = _repo(tmp_path, {"README.md": readme, "app/prog.py": PROG})
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    _git(repo, "remote", "add", "origin", str(remote))
     base_sha = _git(repo, "rev-parse", "HEAD")
-    # the user's work in progress: an unstaged edit, a staged edit and an untracked file
-    (repo / "app" / "prog.py").write_text(PROG + "# my local, uncommitted change\n")
+    # the user's work in progress outside the migrated directory: a staged edit and an untracked file
     (repo / "README.md").write_text(readme + "staged line\n")
     _git(repo, "add", "README.md")
     (repo / "notes.txt").write_text("untracked\n")
     marker = tmp_path / "hook-ran"
-    for hook in ("post-checkout", "pre-commit", "post-commit", "reference-transaction"):
+    for hook in ("post-checkout", "pre-commit", "post-commit", "reference-transaction", "pre-push"):
         script = repo / ".git" / "hooks" / hook
         script.write_text(f"#!/bin/sh\necho {hook} >> {marker}\n")
         script.chmod(0o755)
     before = _checkout(repo)
 
-    res = _pr(tmp_path, repo / "app", "python prog.py")
+    res = _pr(tmp_path, repo / "app", "python prog.py", "--push", "origin", "--author", "Ann Example <ann@example.com>",
+              env={"FERRY_GIT_COMMITTER": "CI Bot <ci@example.com>"})
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     out = json.loads(res.stdout)
     branch = out["branch"]
-    assert out["status"] == "migrated" and out["base"] == "main" and branch.startswith("ferry/migrate-")
+    assert out["status"] == "migrated" and out["base"] == "main" and branch == "ferry/migrate-tpx"
+    assert out["pushed"] and not out["updated"] and not out["unchanged"]
     assert _checkout(repo) == before  # working tree, index, HEAD, current branch: untouched
     assert _git(repo, "branch", "--format=%(refname:short)").splitlines() == [branch, "main"]
+    assert _git(remote, "rev-parse", f"refs/heads/{branch}") == out["head"] == _git(repo, "rev-parse", branch)
 
-    # exactly one commit on top of the base, holding exactly the verified patch
-    assert _git(repo, "rev-list", "--count", f"main..{branch}") == "1"
-    assert _git(repo, "rev-parse", f"{branch}^") == base_sha and _git(repo, "rev-parse", branch) == out["commit"]
+    # one commit per step on top of the base, the last holding exactly the verified patch
+    shas = _git(repo, "rev-list", "--reverse", f"main..{branch}").splitlines()
+    assert shas == [c["sha"] for c in out["commits"]] and len(shas) >= 1
+    assert _git(repo, "rev-parse", f"{shas[0]}^") == base_sha
     assert _git(repo, "diff", "--name-only", "main", branch).splitlines() == ["app/prog.py"]
+    assert out["commits"][0]["subject"] == "Rewrite CUDA idioms device-generically in prog.py"
+    assert "Rules: FRY" in _git(repo, "log", "-1", "--format=%B", shas[0])
+    assert _git(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>", branch) == \
+        "Ann Example <ann@example.com>|CI Bot <ci@example.com>"
     patch = (tmp_path / "out" / "ferry.patch").read_text()
     expected = tmp_path / "expected"
     expected.mkdir()
-    (expected / "prog.py").write_text(PROG)  # the committed base, not the dirty file
+    (expected / "prog.py").write_text(PROG)
     git_apply(expected, patch)
     migrated = _git(repo, "show", f"{branch}:app/prog.py") + "\n"
-    assert migrated == (expected / "prog.py").read_text()
-    assert ".cuda()" not in migrated and "uncommitted" not in migrated
+    assert migrated == (expected / "prog.py").read_text() and ".cuda()" not in migrated
     assert _git(repo, "show", f"{branch}:README.md") + "\n" == readme  # the staged change stays the user's
-    assert "Ferry" in _git(repo, "log", "-1", "--format=%an %s", branch)
     assert not marker.exists(), marker.read_text()  # the user's hooks did not run for ferry's git calls
 
     text = (tmp_path / "out" / "pr.md").read_text()
-    assert f"Branch `{branch}` onto `main`" in text
-    assert "**Status:** migrated" in text
-    assert "## Changed files" in text and "- `prog.py` (modified, +" in text
-    assert "| tensor | cosine | max abs | max rel | tier | verdict |" in text and "| `Linear#0" in text
-    assert "Verdict: **pass**" in text
+    assert f"Branch `{branch}` onto `main`" in text and "**Status:** migrated" in text
+    assert "| rule | by | sites | files | what |" in text and "| `FRY002` | codemod | " in text
+    assert "- `prog.py` (modified, +" in text
+    row = next(line for line in text.splitlines() if line.startswith("| `Linear#0:out`"))
+    assert [c.strip() for c in row.strip("|").split("|")][1:6] == ["1", "0", "0", "assert_close", "pass"]
+    assert "## Left for a human" in text and "- [ ] Run the migrated code once on a CUDA machine" in text
+    assert f"- `{shas[0][:10]}` Rewrite CUDA idioms" in text
+    assert "ferry pr " in text.split("## Reproduce", 1)[1] and "--push origin" in text
     _assert_nothing_leaked(repo, tmp_path)
+
+    # the same base again: the branch already holds this migration, so it is not moved
+    again = json.loads(_pr(tmp_path, repo / "app", "python prog.py").stdout)
+    assert again["branch"] == branch and again["unchanged"] and again["head"] == out["head"]
+
+    # a new base commit: the same branch is moved onto it (compare-and-swap), nothing else changes
+    _git(repo, "stash", "-q")  # (the staged README edit)
+    (repo / "app" / "extra.py").write_text("X = 1\n")
+    _git(repo, "add", "app/extra.py")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "more")
+    res = _pr(tmp_path, repo / "app", "python prog.py", "--push", "origin")
+    third = json.loads(res.stdout)
+    assert third["updated"] and third["branch"] == branch and third["head"] != out["head"], res.stderr[-2000:]
+    assert _git(repo, "rev-parse", f"{third['commits'][0]['sha']}^") == _git(repo, "rev-parse", "main")
+    assert _git(remote, "rev-parse", f"refs/heads/{branch}") == third["head"]
+    assert _git(repo, "branch", "--format=%(refname:short)").splitlines() == [branch, "main"]
+    _assert_nothing_leaked(repo, tmp_path)
+
+
+def test_a_dirty_tree_is_refused_with_exit_2_and_nothing_happens(tmp_path):
+    repo = _repo(tmp_path, {"prog.py": PROG, "lib/util.py": "A = 1\n"})
+    (repo / "lib" / "util.py").write_text("A = 2\n")
+    (repo / "new_helper.py").write_text("B = 1\n")
+    (repo / ".gitignore").write_text("ignored.log\n")
+    before = _checkout(repo)
+    res = _pr(tmp_path, repo, "python prog.py")
+    assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-3000:]
+    assert "changed: lib/util.py" in res.stderr and "untracked: .gitignore, new_helper.py" in res.stderr
+    assert "git stash -u" in res.stderr and "git add -A && git commit" in res.stderr
+    assert _checkout(repo) == before and _git(repo, "branch", "--format=%(refname:short)") == "main"
+    assert not (tmp_path / "state").exists() or not list_migrations(tmp_path / "state")
+    _assert_nothing_leaked(repo, tmp_path)
+    # an ignored file is not the migration's business
+    _git(repo, "checkout", "-q", "--", "lib/util.py")
+    (repo / "new_helper.py").unlink()
+    _git(repo, "add", ".gitignore")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "ignore")
+    (repo / "ignored.log").write_text("x\n")
+    res = _pr(tmp_path, repo, "python prog.py", "--author", "no email here")
+    assert res.returncode == 2 and "--author" in res.stderr and "Name <email>" in res.stderr
+
+
+def test_a_branch_checked_out_in_a_worktree_is_refused(tmp_path):
+    repo = _repo(tmp_path, {"prog.py": PROG})
+    _git(repo, "branch", "ferry/migrate-tpx")
+    _git(repo, "checkout", "-q", "ferry/migrate-tpx")
+    res = _pr(tmp_path, repo, "python prog.py", "--base", "main")
+    assert res.returncode == 2 and "checked out in a work tree" in res.stderr, res.stderr[-2000:]
+    res = _pr(tmp_path, repo, "python prog.py", "--branch", "bad..name")
+    assert res.returncode == 2 and "not a valid branch name" in res.stderr
 
 
 def test_failing_migration_creates_no_branch_and_leaks_nothing(tmp_path):
@@ -149,12 +212,12 @@ def test_failing_migration_creates_no_branch_and_leaks_nothing(tmp_path):
     res = _pr(tmp_path, repo, "python prog.py")
     assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-3000:]
     out = json.loads(res.stdout)
-    assert out["status"] == "needs_human" and out["branch"] is None and out["commit"] is None
+    assert out["status"] == "needs_human" and out["branch"] is None and out["head"] is None
     assert "does not run with CUDA redirected to CPU" in out["summary"]
     assert _git(repo, "branch", "--format=%(refname:short)") == "main"
     assert _checkout(repo) == before
     text = (tmp_path / "out" / "pr.md").read_text()
-    assert "No branch was created: the migration of `main` ended with status `needs_human`" in text
+    assert "No branch was made: the migration of `main` ended with status `needs_human`" in text
     assert "**Status:** needs_human" in text
     _assert_nothing_leaked(repo, tmp_path)
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.pr.body import pr_body
 from agent.records import MigrationRecord
-from agent.render import pr_markdown, report_markdown, result_of
+from agent.render import report_markdown, result_of
 from agent.state import MigrationOptions, dump
 from tools.parity.check import check
 from tools.parity.models import CheckRequest
@@ -47,7 +48,8 @@ def _cells(markdown: str, key: str) -> list[str]:
 def test_parity_table_shows_the_measured_metrics_in_report_and_pr(checked, tmp_path):
     state = _state(tmp_path, checked.parity, checked.profile)
     report = report_markdown(state, "")
-    pr = pr_markdown(state, result_of(state, []), None, "main")
+    pr = pr_body(state, result_of(state, []), branch=None, base="main", device="tpx", commits=[],
+                 reproduce="ferry pr . --run x")
     with_metrics = [t for t in checked.parity.rows() if t.metrics is not None]
     assert with_metrics, "the check compared no tensor with metrics"
     for text in (report, pr):
@@ -61,10 +63,13 @@ def test_parity_table_shows_the_measured_metrics_in_report_and_pr(checked, tmp_p
 def test_a_profile_finding_renders_as_file_line_then_title(checked, tmp_path):
     state = _state(tmp_path, checked.parity, checked.profile)
     report = report_markdown(state, "")
+    pr = pr_body(state, result_of(state, []), branch=None, base="main", device="tpx", commits=[],
+                 reproduce="ferry pr . --run x")
     located = [f for f in checked.profile.findings[:15] if f.file and f.line]
     assert located, "the sample's profile has no finding with a source line"
     for f in located:
-        assert f"- `{f.file}:{f.line}`  {md_inline(f.title, keep_code=True)} — " in report, f.title
+        line = f"- `{f.file}:{f.line}`  {md_inline(f.title, keep_code=True)} — "
+        assert line in report and line in pr, f.title
 
 
 NOTHING_TO_COMPARE = '''import torch

@@ -1,0 +1,135 @@
+"""``make_pr``: migrate a clean git work tree from a base into a stable branch, one commit per step.
+
+The user's checkout is never touched: the committed base is checked out into a temporary worktree,
+migrated there, and the verified edits committed there (detached). The branch
+(``ferry/migrate-<device>`` unless named) is then moved with a compare-and-swap, and only when the
+migration ended ``migrated`` with changes; a re-run that yields the same tree on the same base leaves
+the branch as it is. Pushing is leased on what the remote held just before.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+from agent.pr import gitops
+from agent.pr.body import pr_body, title
+from agent.pr.models import CommitInfo, PrRefused, PrRequest, PrResult
+from agent.pr.steps import CommitStep, plan_commits
+
+logger = logging.getLogger(__name__)
+
+
+def _commit_steps(wt: Path, base_sha: str, directory: str, steps: list[CommitStep], patch: str,
+                  env: dict[str, str]) -> tuple[list[CommitInfo], str | None]:
+    """Commit the steps in order; falls back to one commit of the verified patch when the steps do not
+    replay to exactly its tree. Returns the commits and a note when it fell back."""
+    expected = gitops.patched_tree(wt, base_sha, patch, directory)
+    commits: list[CommitInfo] = []
+    note = None
+    try:
+        for step in steps:
+            gitops.git(wt, "apply", "--index", "--whitespace=nowarn", *gitops.directory_arg(directory), "-",
+                       stdin=step.diff)
+            message = step.message()
+            sha = gitops.commit(wt, message, env)
+            commits.append(CommitInfo(sha=sha, subject=message.splitlines()[0], files=step.files))
+        if gitops.tree_of(wt, "HEAD") != expected:
+            raise gitops.GitError("the replayed steps differ from the verified patch")
+    except gitops.GitError as exc:
+        logger.warning("one commit instead of %d steps: %s", len(steps), exc)
+        note = f"the edits could not be replayed step by step ({exc}); one commit holds the verified patch"
+        gitops.git(wt, "reset", "-q", "--hard", base_sha)
+        gitops.git(wt, "apply", "--index", "--whitespace=nowarn", *gitops.directory_arg(directory), "-", stdin=patch)
+        message = "Migrate CUDA code to device-generic PyTorch\n\nThe verified patch of ferry pr, in one commit.\n"
+        commits = [CommitInfo(sha=gitops.commit(wt, message, env), subject=message.splitlines()[0])]
+    return commits, note
+
+
+def make_pr(req: PrRequest, progress: object | None = None) -> PrResult:
+    from agent.cli.progress import Progress
+    from agent.early import new_migration_id
+    from agent.llm.config import resolve_limits
+    from agent.materialise import DEFAULT_STATE_DIR, state_dir
+    from agent.migration import start
+    from agent.records import MigrationRecord
+    from agent.state import MigrationOptions, edits_of, outputs_of, plan_of, with_llm_limits
+
+    path = Path(req.path).expanduser()
+    top = gitops.toplevel(path)
+    rel = path.resolve().relative_to(top.resolve())
+    base, base_sha = gitops.resolve_base(top, req.base)
+    directory = "" if str(rel) == "." else rel.as_posix()
+    if directory and not gitops.git(top, "ls-tree", "-d", "--name-only", base_sha, directory, check=False):
+        raise PrRefused(f"{directory} is not in the committed {base}; ferry pr works from the committed base, "
+                        "commit it first")
+    gitops.refuse_dirty(top, rel)
+    opts_device = "tpx"
+    branch = req.branch or f"ferry/migrate-{opts_device}"
+    gitops.check_branch_name(top, branch)
+    mid = new_migration_id()
+    out = Path(req.out_dir) if req.out_dir else Path(tempfile.mkdtemp(prefix="ferry-pr-"))
+    out.mkdir(parents=True, exist_ok=True)
+    env = gitops.identity_env(req.author, req.committer)
+    commits: list[CommitInfo] = []
+    note = head = None
+    with gitops.worktree(top, base_sha) as wt:
+        opts = MigrationOptions(source=str(wt / rel), run_command=req.run_command, test_command=req.test_command,
+                                out_dir=str(out), state_dir=str(state_dir(req.state_dir or DEFAULT_STATE_DIR)),
+                                llm=req.llm)
+        opts = with_llm_limits(opts, resolve_limits({}))  # FERRY_LLM_* or the defaults
+        if isinstance(progress, Progress):
+            state = start(opts, migration_id=mid, progress=progress)
+        else:
+            state = start(opts, migration_id=mid)
+        outputs = outputs_of(state)
+        if outputs is None:
+            raise PrRefused(f"the migration {mid} wrote no outputs ({state.get('status')}: {state.get('summary')})")
+        result = MigrationRecord.model_validate_json(Path(outputs.result).read_text(encoding="utf-8"))
+        patch = Path(outputs.patch).read_text(encoding="utf-8")
+        plan = plan_of(state)
+        device = plan.target if plan is not None else opts_device
+        if result.status == "migrated" and patch.strip():
+            commits, note = _commit_steps(wt, base_sha, directory, plan_commits(edits_of(state)), patch, env)
+            head = commits[-1].sha
+    old = gitops.branch_head(top, branch)
+    updated = unchanged = False
+    if head is not None:
+        if old and gitops.tree_of(top, old) == gitops.tree_of(top, head) and \
+                gitops.git(top, "merge-base", old, base_sha, check=False) == base_sha:
+            unchanged, head = True, old  # the branch already holds this migration of this base
+            commits = _commits_between(top, base_sha, old)
+        else:
+            gitops.move_branch(top, branch, head, old)
+            updated = old is not None
+    pushed = False
+    if head is not None and req.push_remote:
+        gitops.push(top, req.push_remote, branch, head, req.push_env)
+        pushed = True
+    reproduce = req.reproduce or _reproduce(req, base)
+    made = branch if head is not None else None
+    text = pr_body(state, result, branch=made, base=base, device=device, commits=commits, reproduce=reproduce,
+                   note=note)
+    (out / "pr.md").write_text(text, encoding="utf-8")
+    return PrResult(migration_id=mid, status=result.status, summary=result.summary, base=base, base_sha=base_sha,
+                    branch=made, head=head, commits=commits, updated=updated, unchanged=unchanged, pushed=pushed,
+                    title=title(device), body=text, out_dir=str(out), pr_text=str(out / "pr.md"))
+
+
+def _commits_between(top: Path, base_sha: str, head: str) -> list[CommitInfo]:
+    lines = gitops.git(top, "log", "--reverse", "--format=%H%x00%s", f"{base_sha}..{head}").splitlines()
+    return [CommitInfo(sha=sha, subject=subject) for sha, _, subject in (ln.partition("\0") for ln in lines)]
+
+
+def _reproduce(req: PrRequest, base: str) -> str:
+    import shlex
+
+    parts = ["ferry", "pr", req.path, "--base", base, "--run", req.run_command]
+    if req.test_command:
+        parts += ["--test", req.test_command]
+    if req.branch:
+        parts += ["--branch", req.branch]
+    if req.llm:
+        parts.append("--llm")
+    return shlex.join(parts)
