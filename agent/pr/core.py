@@ -94,15 +94,19 @@ def make_pr(req: PrRequest, progress: object | None = None) -> PrResult:
             commits, note = _commit_steps(wt, base_sha, directory, plan_commits(edits_of(state)), patch, env)
             head = commits[-1].sha
     old = gitops.branch_head(top, branch)
+    # a fresh clone (CI, the service) has the branch only as the remote's: that is what a re-run compares with
+    known = old or (gitops.remote_branch_head(top, req.push_remote, branch) if req.push_remote else None)
     updated = unchanged = False
     if head is not None:
-        if old and gitops.tree_of(top, old) == gitops.tree_of(top, head) and \
-                gitops.git(top, "merge-base", old, base_sha, check=False) == base_sha:
-            unchanged, head = True, old  # the branch already holds this migration of this base
-            commits = _commits_between(top, base_sha, old)
+        if known and gitops.tree_of(top, known) == gitops.tree_of(top, head) and \
+                gitops.git(top, "merge-base", known, base_sha, check=False) == base_sha:
+            unchanged, head = True, known  # the branch already holds this migration of this base
+            commits = _commits_between(top, base_sha, known)
+            if old is None:
+                gitops.move_branch(top, branch, head, None)
         else:
             gitops.move_branch(top, branch, head, old)
-            updated = old is not None
+            updated = known is not None
     pushed = False
     if head is not None and req.push_remote:
         gitops.push(top, req.push_remote, branch, head, req.push_env)

@@ -89,6 +89,12 @@ def branch_head(top: Path, branch: str) -> str | None:
     return git(top, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}", check=False) or None
 
 
+def remote_branch_head(top: Path, remote: str, branch: str) -> str | None:
+    """The remote-tracking branch's commit (what the last fetch saw of ``remote``'s ``branch``)."""
+    return git(top, "rev-parse", "--verify", "--quiet", f"refs/remotes/{remote}/{branch}^{{commit}}",
+               check=False) or None
+
+
 @contextmanager
 def worktree(top: Path, base_sha: str) -> Iterator[Path]:
     """A detached temporary worktree at ``base_sha``: removed, with its admin entry, on every path out."""

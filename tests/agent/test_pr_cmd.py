@@ -102,6 +102,7 @@ def test_pr_makes_a_stable_branch_updates_it_on_a_rerun_and_pushes_it(tmp_path):
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
     _git(repo, "remote", "add", "origin", str(remote))
+    _git(repo, "push", "-q", "origin", "main")
     base_sha = _git(repo, "rev-parse", "HEAD")
     # the user's work in progress outside the migrated directory: a staged edit and an untracked file
     (repo / "README.md").write_text(readme + "staged line\n")
@@ -158,6 +159,14 @@ def test_pr_makes_a_stable_branch_updates_it_on_a_rerun_and_pushes_it(tmp_path):
     # the same base again: the branch already holds this migration, so it is not moved
     again = json.loads(_pr(tmp_path, repo / "app", "python prog.py").stdout)
     assert again["branch"] == branch and again["unchanged"] and again["head"] == out["head"]
+    # ... and so does a fresh clone of the remote (CI, the service), which has it only as origin's branch
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--branch", "main", str(remote), str(clone)], check=True)
+    (tmp_path / "out").rename(tmp_path / "out-1")
+    res = _pr(tmp_path, clone / "app", "python prog.py", "--push", "origin")
+    fresh = json.loads(res.stdout)
+    assert fresh["unchanged"] and fresh["head"] == out["head"] and fresh["pushed"], res.stderr[-2000:]
+    assert _git(clone, "rev-parse", branch) == out["head"] == _git(remote, "rev-parse", f"refs/heads/{branch}")
 
     # a new base commit: the same branch is moved onto it (compare-and-swap), nothing else changes
     _git(repo, "stash", "-q")  # (the staged README edit)
