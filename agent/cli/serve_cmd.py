@@ -74,6 +74,7 @@ def _check_store(data_dir: Path) -> None:
 
 def _settings(args: argparse.Namespace) -> Any:
     from agent.cli import CliError
+    from agent.github.config import GitHubConfig, GitHubConfigError
     from agent.service.settings import ServiceSettings, SettingsError, data_dir_from, resolve_roots, tokens_from_env
     from agent.service.uploads import UploadLimits
     from tools.runner.interpreter import InterpreterError, inspect_interpreter
@@ -87,7 +88,11 @@ def _settings(args: argparse.Namespace) -> Any:
         except InterpreterError as exc:
             raise CliError(f"--python {path}: {exc}") from exc
     try:
-        return ServiceSettings(data_dir=data_dir_from(args.data_dir), tokens=tokens_from_env(),
+        github = GitHubConfig.from_env()
+    except GitHubConfigError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        return ServiceSettings(data_dir=data_dir_from(args.data_dir), tokens=tokens_from_env(), github=github,
                                allow_roots=resolve_roots(roots), workers=args.workers or os.cpu_count() or 1,
                                queue=args.queue, pythons=tuple(pythons),
                                uploads=UploadLimits(max_bytes=args.max_upload_mb * 1024**2, max_files=args.max_files,

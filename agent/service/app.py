@@ -14,9 +14,10 @@ from fastapi.responses import JSONResponse
 
 from agent.errors import FerryAgentError
 from agent.service.body_limits import BodyLimit
+from agent.service.github_jobs import GitHubJobs
 from agent.service.lock import hold_data_dir
 from agent.service.page import mount_page
-from agent.service.routes import events, messages, meta, outputs, sessions
+from agent.service.routes import events, github, messages, meta, outputs, sessions
 from agent.service.settings import ServiceSettings
 from agent.service.store import SessionStore
 from agent.service.workers import Workers
@@ -39,6 +40,14 @@ def _safe_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     return out
 
 
+def github_jobs(settings: ServiceSettings) -> GitHubJobs | None:
+    if settings.github is None:
+        return None
+    from agent.github.client import GitHubClient
+
+    return GitHubJobs(settings, settings.github, GitHubClient(settings.github))
+
+
 def create_app(settings: ServiceSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -46,10 +55,16 @@ def create_app(settings: ServiceSettings) -> FastAPI:
         store = SessionStore(settings.data_dir / "service.db")
         workers = Workers(settings, store)
         app.state.store, app.state.workers = store, workers
+        jobs = github_jobs(settings)
+        app.state.github_jobs = jobs
         workers.start()
+        if jobs is not None:
+            jobs.start()
         try:
             yield
         finally:
+            if jobs is not None:
+                jobs.stop()
             workers.stop()
             store.close()
             os.close(fd)
@@ -58,7 +73,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
                   version="1.0.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.add_middleware(BodyLimit)
-    for module in (meta, sessions, events, messages, outputs):
+    for module in (meta, sessions, events, messages, outputs, github):
         app.include_router(module.router)
     mount_page(app)
 

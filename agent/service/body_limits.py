@@ -14,12 +14,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 MESSAGE_LIMIT = 64 * 1024
 APPROVAL_LIMIT = 8 * 1024**2  # an edited version of the files may be sent whole
 DEFAULT_LIMIT = 256 * 1024
+WEBHOOK_LIMIT = 2 * 1024**2  # GitHub's issue_comment / pull_request payloads, with their long bodies
 
 
 def limit_for(method: str, path: str) -> int | None:
     """The cap of a request's body; None for the create route (bodies.py streams and caps it)."""
     if method == "POST" and path.rstrip("/") == "/v1/sessions":
         return None
+    if path.rstrip("/") == "/v1/github/webhook":
+        return WEBHOOK_LIMIT
     if path.endswith("/messages"):
         return MESSAGE_LIMIT
     if path.endswith("/approval"):

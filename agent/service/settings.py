@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent.github.config import GitHubConfig
 from agent.service.uploads import UploadLimits
 
 TOKENS_ENV = "FERRY_API_TOKENS"
@@ -32,6 +33,8 @@ class ServiceSettings(BaseModel):
     queue: int = Field(default=64, ge=1, description="sessions waiting for a worker before 429")
     uploads: UploadLimits = Field(default_factory=UploadLimits)
     pythons: tuple[str, ...] = Field(default=(), description="interpreters a session may name in python")
+    github: GitHubConfig | None = Field(default=None, description="the PR bot's GitHub side (None: the webhook "
+                                                                  "answers 503)")
 
 
 def parse_tokens(text: str, source: str = f"${TOKENS_ENV}") -> dict[str, str]:

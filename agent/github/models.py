@@ -1,0 +1,99 @@
+"""The parts of GitHub's JSON that Ferry reads (REST responses and webhook payloads); extra fields ignored."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
+WRITE = frozenset({"admin", "maintain", "write"})
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class User(_M):
+    login: str
+
+
+class Repository(_M):
+    full_name: str
+    default_branch: str = "main"
+    private: bool = False
+
+    @property
+    def owner_name(self) -> tuple[str, str]:
+        owner, _, name = self.full_name.partition("/")
+        for part in (owner, name):
+            if not _NAME.fullmatch(part) or part in (".", ".."):
+                raise ValueError(f"{self.full_name!r} is not an owner/repository name")
+        return owner, name
+
+
+class Ref(_M):
+    ref: str
+    sha: str
+    repo: Repository | None = None
+
+
+class PullRequest(_M):
+    number: int
+    html_url: str
+    state: str
+    title: str
+    body: str | None = None
+    head: Ref
+    base: Ref
+
+
+class IssueComment(_M):
+    id: int
+    html_url: str | None = None
+    body: str
+    user: User
+
+
+class Issue(_M):
+    number: int
+    title: str = ""
+    pull_request: dict[str, Any] | None = None
+
+
+class Installation(_M):
+    id: int
+
+
+class Label(_M):
+    name: str
+
+
+class IssueCommentEvent(_M):
+    action: str
+    issue: Issue
+    comment: IssueComment
+    repository: Repository
+    sender: User
+    installation: Installation | None = None
+
+
+class PullRequestEvent(_M):
+    action: str
+    number: int
+    pull_request: PullRequest
+    label: Label | None = None
+    repository: Repository
+    sender: User
+    installation: Installation | None = None
+
+
+class PermissionAnswer(_M):
+    permission: Permission
+
+
+class AccessToken(_M):
+    token: str
+    expires_at: str

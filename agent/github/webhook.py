@@ -1,0 +1,139 @@
+"""The webhook's checks: the signature, the ``/ferry migrate`` command, and what a delivery asks for.
+
+Pure functions: the route verifies and parses, the jobs act. A delivery is turned into a
+:class:`Trigger` (what to migrate, for whom, on which thread) or an :class:`Ignored` with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import shlex
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from agent.github.config import GitHubConfig
+from agent.github.models import IssueCommentEvent, PullRequestEvent
+
+COMMAND = "/ferry migrate"
+_BRANCH_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class CommandError(ValueError):
+    """A ``/ferry migrate`` comment that cannot be read: the bot comments the message back."""
+
+
+class MigrateCommand(BaseModel):
+    run: str | None = None
+    test: str | None = None
+
+
+class Trigger(BaseModel):
+    """What one delivery asks for: migrate ``base`` of owner/repo, answering on thread ``number``."""
+
+    delivery: str
+    event: str
+    owner: str
+    repo: str
+    number: int
+    is_pull: bool
+    base: str | None = None  # the branch to migrate (None: the default branch, or the PR's head, read in the job)
+    run_command: str | None = None
+    test_command: str | None = None
+    sender: str
+    installation: int | None = None
+    error: str | None = None  # a command that could not be read: comment this, migrate nothing
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.repo}"
+
+
+class Ignored(BaseModel):
+    reason: str
+
+
+def verify_signature(secret: bytes, body: bytes, header: str | None) -> bool:
+    """``X-Hub-Signature-256: sha256=<hex>``: the HMAC-SHA256 of the raw body, compared in constant time."""
+    if not header or not header.startswith("sha256="):
+        return False
+    expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), header.strip().encode())
+
+
+def parse_command(text: str) -> MigrateCommand | None:
+    """The command of a comment whose first non-empty line is ``/ferry migrate [--run CMD] [--test CMD]``
+    (None: the comment is not a command). CommandError: it is one, but cannot be read."""
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    if first != COMMAND and not first.startswith(COMMAND + " "):
+        return None
+    try:
+        words = shlex.split(first[len(COMMAND):])
+    except ValueError as exc:
+        raise CommandError(f"the command's quoting is broken ({exc}); write e.g. "
+                           '`/ferry migrate --run "python train.py" --test "python -m pytest -q"`') from None
+    found: dict[str, str] = {}
+    while words:
+        flag = words.pop(0)
+        name, eq, value = flag.partition("=")
+        if name not in ("--run", "--test"):
+            raise CommandError(f"unknown option {flag!r}; `/ferry migrate` takes `--run \"CMD\"` and `--test \"CMD\"`")
+        if not eq:
+            if not words:
+                raise CommandError(f"{name} needs a command after it, e.g. {name} \"python train.py\"")
+            value = words.pop(0)
+        if not value.strip():
+            raise CommandError(f"{name} is empty")
+        found[name[2:]] = value
+    return MigrateCommand(**found)
+
+
+def ferry_branch(base: str, default_branch: str) -> str:
+    """``ferry/migrate-tpx`` for the default branch; ``ferry/migrate-tpx-for-<base>`` for another."""
+    if base == default_branch:
+        return "ferry/migrate-tpx"
+    return "ferry/migrate-tpx-for-" + (_BRANCH_SAFE.sub("-", base).strip("-.") or "branch")[:80]
+
+
+def trigger_of(event: str, delivery: str, payload: dict[str, Any], config: GitHubConfig) -> Trigger | Ignored:
+    try:
+        if event == "issue_comment":
+            return _comment(IssueCommentEvent.model_validate(payload), delivery, config)
+        if event == "pull_request":
+            return _labelled(PullRequestEvent.model_validate(payload), delivery, config)
+    except ValidationError as exc:
+        return Ignored(reason=f"the {event} payload is not one Ferry reads: {exc.errors()[0]['msg']}")
+    except ValueError as exc:  # a repository name that is not owner/name
+        return Ignored(reason=str(exc))
+    return Ignored(reason=f"event {event!r} is not one Ferry acts on (issue_comment, pull_request)")
+
+
+def _comment(ev: IssueCommentEvent, delivery: str, config: GitHubConfig) -> Trigger | Ignored:
+    if ev.action != "created":
+        return Ignored(reason=f"comment {ev.action}, not created")
+    if config.bot_login and ev.comment.user.login == config.bot_login:
+        return Ignored(reason="the bot's own comment")
+    owner, repo = ev.repository.owner_name
+    base = dict(delivery=delivery, event="issue_comment", owner=owner, repo=repo, number=ev.issue.number,
+                is_pull=ev.issue.pull_request is not None, sender=ev.sender.login,
+                installation=ev.installation.id if ev.installation else None)
+    try:
+        command = parse_command(ev.comment.body)
+    except CommandError as exc:
+        return Trigger(**base, error=str(exc))  # type: ignore[arg-type]
+    if command is None:
+        return Ignored(reason="not a /ferry migrate comment")
+    return Trigger(**base, run_command=command.run or config.run_command,  # type: ignore[arg-type]
+                   test_command=command.test or config.test_command)
+
+
+def _labelled(ev: PullRequestEvent, delivery: str, config: GitHubConfig) -> Trigger | Ignored:
+    if ev.action != "labeled" or ev.label is None or ev.label.name != config.label:
+        return Ignored(reason=f"pull request {ev.action}, not labelled {config.label!r}")
+    owner, repo = ev.repository.owner_name
+    return Trigger(delivery=delivery, event="pull_request", owner=owner, repo=repo, number=ev.number, is_pull=True,
+                   base=ev.pull_request.head.ref, sender=ev.sender.login,
+                   installation=ev.installation.id if ev.installation else None,
+                   run_command=config.run_command, test_command=config.test_command)

@@ -1,0 +1,205 @@
+"""The GitHub jobs: background threads that migrate what ``/ferry migrate`` (or the label) asked for.
+
+A job checks the sender's access, comments that it started, clones the repository from the
+configured remote, runs ``ferry pr`` on the clone (``agent.pr.core.make_pr``: the branch pushed
+before anything else), opens the pull request or updates the open one, and comments the result.
+Every way a job fails is commented on its thread with the reason. Git's credentials travel in its
+environment (``GIT_CONFIG_*``: an ``http.extraHeader``), never in a URL, an argument or a log.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+from agent.github.client import GitHubClient, GitHubError
+from agent.github.config import GitHubConfig
+from agent.github.models import WRITE
+from agent.github.webhook import Trigger, ferry_branch
+from agent.pr.gitops import GitError
+from agent.pr.models import GitIdentity, PrRefused, PrRequest, PrResult
+from agent.service.github_store import GitHubStore, JobRow, JobState
+from agent.service.settings import ServiceSettings
+
+logger = logging.getLogger(__name__)
+SAFE_GIT = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+
+
+class JobFailed(Exception):
+    """A job cannot go on: the message is what the thread is told."""
+
+
+def git_env(token: str | None) -> dict[str, str]:
+    """git's credentials as configuration in the environment (none: an empty dict)."""
+    if not token:
+        return {"GIT_TERMINAL_PROMPT": "0"}
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    return {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
+            "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"}
+
+
+class GitHubJobs:
+    def __init__(self, settings: ServiceSettings, config: GitHubConfig, client: GitHubClient) -> None:
+        self.settings, self.config, self.client = settings, config, client
+        root = settings.data_dir / "github"
+        root.mkdir(parents=True, exist_ok=True)
+        self.root = root
+        self.store = GitHubStore(root / "github.db")
+        self._wake = threading.Condition()
+        self._stop = False
+        self._threads: list[threading.Thread] = []
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        again = self.store.requeue_running()
+        if again:
+            logger.warning("queued again %d GitHub jobs a stopped server left running", len(again))
+        for i in range(self.config.workers):
+            t = threading.Thread(target=self._loop, name=f"ferry-github-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        with self._wake:
+            self._stop = True
+            self._wake.notify_all()
+        for t in self._threads:
+            t.join(timeout=5)
+        self.client.close()
+        self.store.close()
+
+    def submit(self, trigger: Trigger) -> bool:
+        """Queue a delivery's job (False: the delivery was seen before: nothing new happens)."""
+        new, ahead = self.store.add(trigger)
+        if not new:
+            return False
+        if ahead:
+            self._say(trigger, f"Ferry: queued behind {ahead} other migration(s) of {trigger.full_name}; it starts "
+                               "when they finish.")
+        with self._wake:
+            self._wake.notify_all()
+        return True
+
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                if self._stop:
+                    return
+            row = self.store.claim()
+            if row is None:
+                with self._wake:
+                    if not self._stop:
+                        self._wake.wait(timeout=1.0)
+                continue
+            self._run(row)
+            with self._wake:
+                self._wake.notify_all()  # the repository is free: a job waiting for it can start
+
+    # --- one job --------------------------------------------------------------------------------
+
+    def _say(self, t: Trigger, body: str) -> None:
+        try:
+            self.client.comment(t.owner, t.repo, t.number, body)
+        except GitHubError as exc:
+            logger.error("could not comment on %s#%d: %s", t.full_name, t.number, exc)
+
+    def _run(self, row: JobRow) -> None:
+        t = row.trigger
+        try:
+            outcome = self._migrate(t, self.root / "jobs" / _safe(row.delivery))
+        except (JobFailed, PrRefused, GitError) as exc:
+            self._say(t, f"Ferry could not migrate {t.full_name}: {exc}")
+            self.store.finish(row.delivery, "failed", str(exc))
+        except GitHubError as exc:
+            self._say(t, f"Ferry could not migrate {t.full_name}: GitHub answered {exc}")
+            self.store.finish(row.delivery, "failed", str(exc))
+        except Exception as exc:  # a bug: still told on the thread, never dropped
+            logger.exception("GitHub job %s failed", row.delivery)
+            self._say(t, f"Ferry failed on {t.full_name} with an internal error ({type(exc).__name__}); "
+                         "the server's log has the details.")
+            self.store.finish(row.delivery, "failed", f"internal: {type(exc).__name__}: {exc}")
+        else:
+            self._say(t, outcome[1])
+            self.store.finish(row.delivery, outcome[0], outcome[1])
+
+    def _migrate(self, t: Trigger, job_dir: Path) -> tuple[JobState, str]:
+        if t.error:
+            raise JobFailed(t.error)
+        permission = self.client.permission(t.owner, t.repo, t.sender)
+        if permission not in WRITE:
+            raise JobFailed(f"@{t.sender} has {permission} access; `/ferry migrate` needs write access")
+        if not t.run_command:
+            raise JobFailed('no run command: comment `/ferry migrate --run "python train.py"` (or configure '
+                            "FERRY_GITHUB_RUN for the label)")
+        repo = self.client.repository(t.owner, t.repo)
+        base = t.base
+        if t.is_pull:
+            pull = self.client.pull(t.owner, t.repo, t.number)
+            if pull.head.repo is None or pull.head.repo.full_name != repo.full_name:
+                raise JobFailed("the pull request's branch is in a fork; Ferry migrates branches of this repository")
+            base = pull.head.ref
+        base = base or repo.default_branch
+        branch = ferry_branch(base, repo.default_branch)
+        self._say(t, f"Ferry started migrating `{base}` of {t.full_name} into `{branch}` "
+                     f"(run: `{t.run_command}`{f', tests: `{t.test_command}`' if t.test_command else ''}).")
+        env = git_env(self.client.git_token(t.owner, t.repo))
+        shutil.rmtree(job_dir, ignore_errors=True)
+        job_dir.mkdir(parents=True)
+        clone = job_dir / "repo"
+        url = self.config.clone_url.format(owner=t.owner, repo=t.repo)
+        proc = subprocess.run(["git", *SAFE_GIT, "clone", "-q", "--no-tags", "--branch", base, "--", url, str(clone)],
+                              capture_output=True, text=True, env={**_base_env(), **env}, timeout=900)
+        if proc.returncode != 0:
+            raise JobFailed(f"cloning {t.full_name} failed: {proc.stderr.strip()[-500:]}")
+        subprocess.run(["git", "-C", str(clone), "fetch", "-q", "origin", f"+refs/heads/{branch}:refs/remotes/origin/"
+                        f"{branch}"], capture_output=True, env={**_base_env(), **env}, timeout=300)  # may not exist
+        author = GitIdentity.parse(self.config.author) if self.config.author else GitIdentity()
+        result = self._make_pr(PrRequest(
+            path=str(clone), run_command=t.run_command, test_command=t.test_command, base=base, branch=branch,
+            push_remote="origin", out_dir=str(job_dir / "out"), state_dir=str(self.settings.data_dir / "state"),
+            author=author, push_env=env, reproduce=_reproduce(base, branch, t)))
+        if result.status != "migrated":
+            return "failed", (f"Ferry's migration of `{base}` ended **{result.status}**: {result.summary or ''}\n\n"
+                              "No pull request was opened.")
+        if result.branch is None:
+            return "done", f"Ferry: `{base}` needs no changes ({result.summary or 'migrated'}); no pull request."
+        existing = self.client.find_pull(t.owner, t.repo, result.branch, base)
+        if existing is not None:
+            pr = self.client.update_pull(t.owner, t.repo, existing.number, title=result.title, body=result.body)
+            verb = "updated"
+        else:
+            pr = self.client.open_pull(t.owner, t.repo, head=result.branch, base=base, title=result.title,
+                                       body=result.body)
+            verb = "opened"
+        moved = "unchanged" if result.unchanged else "pushed"
+        return "done", (f"Ferry migrated `{base}`: **{result.status}**. Branch `{result.branch}` {moved}; "
+                        f"pull request {verb}: {pr.html_url}")
+
+    def _make_pr(self, req: PrRequest) -> PrResult:
+        from agent.pr.core import make_pr
+
+        return make_pr(req)
+
+
+def _safe(delivery: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in delivery)[:100]
+
+
+def _base_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "FERRY_GITHUB_"))}
+
+
+def _reproduce(base: str, branch: str, t: Trigger) -> str:
+    import shlex
+
+    parts = ["ferry", "pr", ".", "--base", base, "--branch", branch, "--run", t.run_command or ""]
+    if t.test_command:
+        parts += ["--test", t.test_command]
+    return shlex.join(parts)

@@ -1,0 +1,116 @@
+"""The GitHub jobs' own table (``github.db`` beside ``service.db``): one row per accepted delivery.
+
+The delivery id is the key, so a redelivery inserts nothing. A job is ``queued`` until a worker
+claims it, and a worker claims only a job whose repository has none ``running``: two commands on one
+repository run one after the other. A server that died leaves its ``running`` jobs to the next one,
+which queues them again (a job is safe to repeat: the branch moves by compare-and-swap and the
+pull request is found and updated).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from agent.github.webhook import Trigger
+
+JobState = Literal["queued", "running", "done", "failed"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    delivery TEXT PRIMARY KEY,
+    repo TEXT NOT NULL,
+    state TEXT NOT NULL,
+    trigger TEXT NOT NULL,
+    created REAL NOT NULL,
+    started REAL,
+    finished REAL,
+    outcome TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_repo_state ON jobs (repo, state);
+"""
+
+
+class JobRow(BaseModel):
+    delivery: str
+    repo: str
+    state: JobState
+    trigger: Trigger
+    outcome: str | None = None
+
+
+class GitHubStore:
+    def __init__(self, path: Path) -> None:
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def add(self, trigger: Trigger) -> tuple[bool, int]:
+        """Record a delivery's job: (False, 0) when the delivery was seen before, else (True, how many
+        jobs of its repository are ahead of it)."""
+        with self._tx() as db:
+            cur = db.execute("INSERT OR IGNORE INTO jobs (delivery, repo, state, trigger, created) "
+                             "VALUES (?, ?, 'queued', ?, ?)",
+                             (trigger.delivery, trigger.full_name, trigger.model_dump_json(), time.time()))
+            if cur.rowcount == 0:
+                return False, 0
+            ahead = db.execute("SELECT COUNT(*) FROM jobs WHERE repo = ? AND state IN ('queued', 'running') "
+                               "AND delivery != ?", (trigger.full_name, trigger.delivery)).fetchone()[0]
+            return True, int(ahead)
+
+    def claim(self) -> JobRow | None:
+        """The oldest queued job whose repository has none running, now ``running``."""
+        with self._tx() as db:
+            row = db.execute("SELECT * FROM jobs WHERE state = 'queued' AND repo NOT IN "
+                             "(SELECT repo FROM jobs WHERE state = 'running') ORDER BY created, rowid LIMIT 1"
+                             ).fetchone()
+            if row is None:
+                return None
+            db.execute("UPDATE jobs SET state = 'running', started = ? WHERE delivery = ?",
+                       (time.time(), row["delivery"]))
+        return JobRow(delivery=row["delivery"], repo=row["repo"], state="running",
+                      trigger=Trigger.model_validate_json(row["trigger"]))
+
+    def finish(self, delivery: str, state: JobState, outcome: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE jobs SET state = ?, finished = ?, outcome = ? WHERE delivery = ?",
+                       (state, time.time(), outcome[:4000], delivery))
+
+    def requeue_running(self) -> list[str]:
+        """At start: the jobs a dead server left running are queued again."""
+        with self._tx() as db:
+            rows = [r[0] for r in db.execute("SELECT delivery FROM jobs WHERE state = 'running'")]
+            db.execute("UPDATE jobs SET state = 'queued', started = NULL WHERE state = 'running'")
+        return rows
+
+    def get(self, delivery: str) -> JobRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM jobs WHERE delivery = ?", (delivery,)).fetchone()
+        if row is None:
+            return None
+        return JobRow(delivery=row["delivery"], repo=row["repo"], state=row["state"],
+                      trigger=Trigger.model_validate_json(row["trigger"]), outcome=row["outcome"])

@@ -1,0 +1,72 @@
+"""``POST /v1/github/webhook``: GitHub's deliveries, authenticated by their HMAC (not the service's tokens).
+
+Thin: the signature and the payload are checked (``agent.github.webhook``), the job is queued
+(``agent.service.github_jobs``) and 202 answered at once; the work and its comments happen after.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Header, HTTPException, Request, status
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel
+
+from agent.github.webhook import Ignored, trigger_of, verify_signature
+from agent.service.deps import SettingsDep
+from agent.service.github_jobs import GitHubJobs
+
+logger = logging.getLogger(__name__)
+router = APIRouter(prefix="/v1/github", tags=["github"])
+
+
+class WebhookAnswer(BaseModel):
+    accepted: bool
+    delivery: str
+    duplicate: bool = False
+    reason: str | None = None
+
+
+@router.post("/webhook", status_code=status.HTTP_202_ACCEPTED, response_model=WebhookAnswer,
+             responses={401: {"description": "the signature is missing or wrong"},
+                        503: {"description": "GitHub is not configured on this server"}})
+async def webhook(request: Request, settings: SettingsDep,
+                  x_github_event: Annotated[str | None, Header()] = None,
+                  x_github_delivery: Annotated[str | None, Header()] = None,
+                  x_hub_signature_256: Annotated[str | None, Header()] = None) -> WebhookAnswer:
+    """A GitHub delivery: an issue or PR comment ``/ferry migrate [--run "..."] [--test "..."]``, or the
+    configured label on a pull request. Verified by ``X-Hub-Signature-256``; answered 202 at once."""
+    config = settings.github
+    jobs: GitHubJobs | None = getattr(request.app.state, "github_jobs", None)
+    if config is None or jobs is None:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                            "GitHub is not configured on this server: set FERRY_GITHUB_WEBHOOK_SECRET and "
+                            "FERRY_GITHUB_TOKEN (or a GitHub App's credentials) and restart ferry serve")
+    body = await request.body()
+    if not x_hub_signature_256:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "X-Hub-Signature-256 is missing: set the webhook's secret")
+    if not verify_signature(config.webhook_secret.get_secret_value().encode(), body, x_hub_signature_256):
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED,
+                            "X-Hub-Signature-256 does not match the body: the webhook's secret differs from "
+                            "FERRY_GITHUB_WEBHOOK_SECRET")
+    if not x_github_event or not x_github_delivery or len(x_github_delivery) > 200:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, "X-GitHub-Event and X-GitHub-Delivery are required")
+    if x_github_event == "ping":
+        return WebhookAnswer(accepted=False, delivery=x_github_delivery, reason="pong")
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, "the body is not JSON (set the webhook's content type "
+                                                         "to application/json)") from None
+    if not isinstance(payload, dict):
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, "the body is not a JSON object")
+    trigger = trigger_of(x_github_event, x_github_delivery, payload, config)
+    if isinstance(trigger, Ignored):
+        return WebhookAnswer(accepted=False, delivery=x_github_delivery, reason=trigger.reason)
+    new = await run_in_threadpool(jobs.submit, trigger)  # may comment "queued behind": not on the loop
+    logger.info("github delivery %s for %s#%d: %s", x_github_delivery, trigger.full_name, trigger.number,
+                "queued" if new else "a redelivery, ignored")
+    return WebhookAnswer(accepted=new, delivery=x_github_delivery, duplicate=not new,
+                         reason=None if new else "this delivery was received before")

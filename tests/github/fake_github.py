@@ -1,0 +1,230 @@
+"""A fake GitHub REST API on loopback: the endpoints Ferry's PR bot uses, with in-memory state, and every
+request recorded and validated (the auth header, the API headers, the JSON bodies, and that a pull
+request's head branch was pushed to the backing bare repository before the pull request is opened)."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any
+    status: int = 0
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Repo:
+    full_name: str
+    default_branch: str
+    bare: Path | None
+    permissions: dict[str, str] = field(default_factory=dict)
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    next_number: int = 1
+
+
+class FakeGitHub:
+    def __init__(self, app_public_key: str | None = None, app_id: int | None = None) -> None:
+        self.token = "ghp_" + secrets.token_hex(16)
+        self.repos: dict[str, Repo] = {}
+        self.requests: list[Recorded] = []
+        self.errors: list[str] = []
+        self.app_public_key, self.app_id = app_public_key, app_id
+        self.installation_tokens: dict[str, float] = {}
+        self._fail: list[tuple[str, re.Pattern[str], int, str]] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # --- setup and inspection -------------------------------------------------------------------
+
+    def add_repo(self, full_name: str, default_branch: str = "main", bare: Path | None = None) -> Repo:
+        self.repos[full_name] = Repo(full_name, default_branch, bare)
+        return self.repos[full_name]
+
+    def set_permission(self, full_name: str, user: str, permission: str) -> None:
+        self.repos[full_name].permissions[user] = permission
+
+    def comments(self, full_name: str, number: int) -> list[str]:
+        return [c["body"] for c in self.repos[full_name].comments.get(number, [])]
+
+    def pulls(self, full_name: str) -> list[dict[str, Any]]:
+        return list(self.repos[full_name].pulls.values())
+
+    def fail_next(self, method: str, path_regex: str, status: int, message: str) -> None:
+        self._fail.append((method, re.compile(path_regex), status, message))
+
+    def of(self, method: str, path_regex: str) -> list[Recorded]:
+        return [r for r in self.requests if r.method == method and re.fullmatch(path_regex, r.path)]
+
+    # --- the API --------------------------------------------------------------------------------
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _do(self) -> None:
+                parts = urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = "<not json>"
+                rec = Recorded(self.command, parts.path, parse_qs(parts.query), dict(self.headers.items()), body)
+                with fake._lock:
+                    fake.requests.append(rec)
+                    status, answer = fake._answer(rec)
+                rec.status = status
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = _do
+
+        return Handler
+
+    def _error(self, rec: Recorded, status: int, message: str) -> tuple[int, dict[str, Any]]:
+        if status != 404 or "collaborators" not in rec.path:
+            self.errors.append(f"{rec.method} {rec.path}: {status} {message}")
+        return status, {"message": message}
+
+    def _auth_ok(self, rec: Recorded) -> bool:
+        auth = rec.headers.get("Authorization", "")
+        if not auth.startswith("Bearer "):
+            return False
+        token = auth.removeprefix("Bearer ")
+        if rec.path.startswith("/app/") or rec.path.endswith("/installation"):
+            return self._jwt_ok(token)
+        if token == self.token:
+            return True
+        return self.installation_tokens.get(token, 0) > time.time()
+
+    def _jwt_ok(self, token: str) -> bool:
+        if self.app_public_key is None:
+            return False
+        import jwt
+
+        try:
+            claims = jwt.decode(token, self.app_public_key, algorithms=["RS256"])
+        except jwt.PyJWTError:
+            return False
+        return str(claims.get("iss")) == str(self.app_id) and claims["exp"] - claims["iat"] <= 600
+
+    def _answer(self, rec: Recorded) -> tuple[int, Any]:
+        for i, (method, pattern, status, message) in enumerate(self._fail):
+            if method == rec.method and pattern.fullmatch(rec.path):
+                del self._fail[i]
+                return status, {"message": message}
+        if rec.headers.get("Accept") != "application/vnd.github+json" or \
+                rec.headers.get("X-GitHub-Api-Version") != "2022-11-28":
+            return self._error(rec, 400, "missing the GitHub API headers")
+        if not self._auth_ok(rec):
+            return self._error(rec, 401, "Bad credentials")
+        m = re.fullmatch(r"/app/installations/(\d+)/access_tokens", rec.path)
+        if m and rec.method == "POST":
+            token = "ghs_" + secrets.token_hex(16)
+            self.installation_tokens[token] = time.time() + 3600
+            expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+            return 201, {"token": token, "expires_at": expires}
+        m = re.fullmatch(r"/repos/([^/]+)/([^/]+)(/.*)?", rec.path)
+        if not m or f"{m.group(1)}/{m.group(2)}" not in self.repos:
+            return self._error(rec, 404, "Not Found")
+        repo, tail = self.repos[f"{m.group(1)}/{m.group(2)}"], m.group(3) or ""
+        return self._repo_api(rec, repo, tail)
+
+    def _repo_json(self, repo: Repo) -> dict[str, Any]:
+        return {"full_name": repo.full_name, "default_branch": repo.default_branch, "private": False}
+
+    def _pull_json(self, repo: Repo, n: int) -> dict[str, Any]:
+        p = repo.pulls[n]
+        return {"number": n, "html_url": f"https://github.example/{repo.full_name}/pull/{n}", "state": p["state"],
+                "title": p["title"], "body": p["body"],
+                "head": {"ref": p["head"], "sha": "0" * 40, "repo": self._repo_json(p.get("head_repo", repo))},
+                "base": {"ref": p["base"], "sha": "0" * 40, "repo": self._repo_json(repo)}}
+
+    def _branch_pushed(self, repo: Repo, branch: str) -> bool:
+        if repo.bare is None:
+            return True
+        proc = subprocess.run(["git", "--git-dir", str(repo.bare), "rev-parse", "--verify", "--quiet",
+                               f"refs/heads/{branch}"], capture_output=True)
+        return proc.returncode == 0
+
+    def _repo_api(self, rec: Recorded, repo: Repo, tail: str) -> tuple[int, Any]:
+        if rec.method == "GET" and tail == "":
+            return 200, self._repo_json(repo)
+        if rec.method == "GET" and tail == "/installation":
+            return 200, {"id": 77}
+        m = re.fullmatch(r"/collaborators/([^/]+)/permission", tail)
+        if m and rec.method == "GET":
+            perm = repo.permissions.get(m.group(1))
+            return (200, {"permission": perm}) if perm else self._error(rec, 404, "Not Found")
+        if tail == "/pulls" and rec.method == "GET":
+            head = rec.query.get("head", [""])[0]
+            owner, _, branch = head.partition(":")
+            found = [self._pull_json(repo, n) for n, p in repo.pulls.items()
+                     if p["state"] == rec.query.get("state", ["open"])[0] and (not head or p["head"] == branch)
+                     and owner == repo.full_name.split("/")[0]]
+            return 200, found
+        if tail == "/pulls" and rec.method == "POST":
+            b = rec.body
+            if not isinstance(b, dict) or not all(isinstance(b.get(k), str) and b.get(k) for k in
+                                                  ("title", "head", "base", "body")):
+                return self._error(rec, 422, "Validation Failed: title, head, base and body are required strings")
+            if not self._branch_pushed(repo, b["head"]):
+                return self._error(rec, 422, f"Validation Failed: head {b['head']} does not exist")
+            if any(p["head"] == b["head"] and p["state"] == "open" for p in repo.pulls.values()):
+                return self._error(rec, 422, f"A pull request already exists for {b['head']}")
+            n = repo.next_number
+            repo.next_number += 1
+            repo.pulls[n] = {"state": "open", "title": b["title"], "body": b["body"], "head": b["head"],
+                             "base": b["base"]}
+            return 201, self._pull_json(repo, n)
+        m = re.fullmatch(r"/pulls/(\d+)", tail)
+        if m and int(m.group(1)) in repo.pulls:
+            n = int(m.group(1))
+            if rec.method == "PATCH":
+                b = rec.body
+                if not isinstance(b, dict) or not isinstance(b.get("title"), str) or not isinstance(b.get("body"), str):
+                    return self._error(rec, 422, "Validation Failed: title and body must be strings")
+                repo.pulls[n].update(title=b["title"], body=b["body"])
+            return 200, self._pull_json(repo, n)
+        m = re.fullmatch(r"/issues/(\d+)/comments", tail)
+        if m and rec.method == "POST":
+            b = rec.body
+            if not isinstance(b, dict) or not isinstance(b.get("body"), str) or not b["body"]:
+                return self._error(rec, 422, "Validation Failed: body is required")
+            thread = repo.comments.setdefault(int(m.group(1)), [])
+            cid = sum(len(v) for v in repo.comments.values()) + 1
+            thread.append({"id": cid, "body": b["body"], "user": {"login": "ferry-bot"}})
+            return 201, {"id": cid, "html_url": f"https://github.example/c/{cid}", "body": b["body"],
+                         "user": {"login": "ferry-bot"}}
+        return self._error(rec, 404, "Not Found")

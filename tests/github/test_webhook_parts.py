@@ -1,0 +1,96 @@
+"""The webhook's pure parts and the jobs' table: the HMAC, the `/ferry migrate` command, what a delivery
+asks for, one row per delivery, one running job per repository, and a restart's requeue."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+import pytest
+from pydantic import SecretStr
+
+from agent.github.config import GitHubConfig
+from agent.github.webhook import (
+    CommandError,
+    Ignored,
+    Trigger,
+    ferry_branch,
+    parse_command,
+    trigger_of,
+    verify_signature,
+)
+from agent.service.github_store import GitHubStore
+
+CONFIG = GitHubConfig(token=SecretStr("t"), webhook_secret=SecretStr("x" * 20), bot_login="ferry-bot",
+                      run_command="python default.py")
+
+
+def test_the_signature_is_the_hmac_of_the_exact_body():
+    body = b'{"a": 1}'
+    good = "sha256=" + hmac.new(b"key", body, hashlib.sha256).hexdigest()
+    assert verify_signature(b"key", body, good)
+    assert not verify_signature(b"key", body + b" ", good)
+    assert not verify_signature(b"other", body, good)
+    assert not verify_signature(b"key", body, None) and not verify_signature(b"key", body, good.replace("256", "1"))
+
+
+def test_the_command_is_read_from_the_first_line_with_its_quoted_options():
+    assert parse_command("/ferry migrate").model_dump() == {"run": None, "test": None}
+    cmd = parse_command('\n  /ferry migrate --run "python train.py --steps 8" --test=\'pytest -q\'\nthanks!')
+    assert cmd is not None and (cmd.run, cmd.test) == ("python train.py --steps 8", "pytest -q")
+    assert parse_command("please /ferry migrate") is None and parse_command("/ferry migrated it") is None
+    for text, says in [('/ferry migrate --run "unclosed', "quoting is broken"), ("/ferry migrate --force", "unknown"),
+                       ("/ferry migrate --run", "needs a command"), ('/ferry migrate --test ""', "is empty")]:
+        with pytest.raises(CommandError, match=says):
+            parse_command(text)
+
+
+def _comment(body: str, user: str = "ann", action: str = "created", repo: str = "acme/app") -> dict:
+    return {"action": action, "issue": {"number": 4, "pull_request": None},
+            "comment": {"id": 1, "body": body, "user": {"login": user}},
+            "repository": {"full_name": repo}, "sender": {"login": user}, "installation": {"id": 9}}
+
+
+def test_what_a_delivery_asks_for():
+    t = trigger_of("issue_comment", "d1", _comment('/ferry migrate --test "pytest"'), CONFIG)
+    assert isinstance(t, Trigger)
+    assert (t.owner, t.repo, t.number, t.is_pull, t.run_command, t.test_command, t.installation) == (
+        "acme", "app", 4, False, "python default.py", "pytest", 9)
+    broken = trigger_of("issue_comment", "d2", _comment("/ferry migrate --nope"), CONFIG)
+    assert isinstance(broken, Trigger) and broken.error is not None and "unknown option" in broken.error
+    for payload, why in [(_comment("/ferry migrate", action="edited"), "comment edited"),
+                         (_comment("/ferry migrate", user="ferry-bot"), "the bot's own comment"),
+                         (_comment("/ferry migrate", repo="acme/../etc"), "not an owner/repository name"),
+                         ({"action": "created"}, "not one Ferry reads")]:
+        answer = trigger_of("issue_comment", "d3", payload, CONFIG)
+        assert isinstance(answer, Ignored) and why in answer.reason
+    assert "not one Ferry acts on" in trigger_of("push", "d4", {}, CONFIG).reason  # type: ignore[union-attr]
+    assert ferry_branch("main", "main") == "ferry/migrate-tpx"
+    assert ferry_branch("feat/x y", "main") == "ferry/migrate-tpx-for-feat-x-y"
+
+
+def _trigger(delivery: str, repo: str = "app") -> Trigger:
+    return Trigger(delivery=delivery, event="issue_comment", owner="acme", repo=repo, number=1, is_pull=False,
+                   sender="ann", run_command="python p.py")
+
+
+def test_one_row_per_delivery_and_one_running_job_per_repository(tmp_path):
+    store = GitHubStore(tmp_path / "github.db")
+    assert store.add(_trigger("a")) == (True, 0)
+    assert store.add(_trigger("a")) == (False, 0)  # a redelivery
+    assert store.add(_trigger("b")) == (True, 1)  # behind a
+    assert store.add(_trigger("c", repo="other")) == (True, 0)
+    first = store.claim()
+    assert first is not None and first.delivery == "a"
+    second = store.claim()
+    assert second is not None and second.delivery == "c"  # b waits: its repository is busy
+    assert store.claim() is None
+    store.finish("a", "done", "ok")
+    third = store.claim()
+    assert third is not None and third.delivery == "b"
+    store.close()
+    again = GitHubStore(tmp_path / "github.db")  # a restart: what was running is queued again
+    assert sorted(again.requeue_running()) == ["b", "c"]
+    row = again.get("a")
+    assert row is not None and row.state == "done" and row.outcome == "ok"
+    assert {again.claim().delivery, again.claim().delivery} == {"b", "c"}  # type: ignore[union-attr]
