@@ -26,6 +26,7 @@ from agent.service.github_store import GitHubStore, JobRow, JobState
 from agent.service.settings import ServiceSettings
 
 logger = logging.getLogger(__name__)
+BODY_LIMIT = 65000
 SAFE_GIT = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
 
@@ -168,13 +169,13 @@ class GitHubJobs:
                               "No pull request was opened.")
         if result.branch is None:
             return "done", f"Ferry: `{base}` needs no changes ({result.summary or 'migrated'}); no pull request."
+        body = pr_text(result.body)
         existing = self.client.find_pull(t.owner, t.repo, result.branch, base)
         if existing is not None:
-            pr = self.client.update_pull(t.owner, t.repo, existing.number, title=result.title, body=result.body)
+            pr = self.client.update_pull(t.owner, t.repo, existing.number, title=result.title, body=body)
             verb = "updated"
         else:
-            pr = self.client.open_pull(t.owner, t.repo, head=result.branch, base=base, title=result.title,
-                                       body=result.body)
+            pr = self.client.open_pull(t.owner, t.repo, head=result.branch, base=base, title=result.title, body=body)
             verb = "opened"
         moved = "unchanged" if result.unchanged else "pushed"
         return "done", (f"Ferry migrated `{base}`: **{result.status}**. Branch `{result.branch}` {moved}; "
@@ -184,6 +185,16 @@ class GitHubJobs:
         from agent.pr.core import make_pr
 
         return make_pr(req)
+
+
+def pr_text(body: str, limit: int = BODY_LIMIT) -> str:
+    """pr.md as the pull request's body: GitHub refuses one over 65536 characters, so a longer one is cut
+    at a line, saying so."""
+    if len(body) <= limit:
+        return body
+    cut = body.rfind("\n", 0, limit - 200)
+    return body[: cut if cut > 0 else limit - 200] + "\n\n(cut here: GitHub takes 65536 characters; the whole " \
+        "text is pr.md in the job's outputs on the Ferry server)\n"
 
 
 def _safe(delivery: str) -> str:

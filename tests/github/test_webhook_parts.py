@@ -94,3 +94,14 @@ def test_one_row_per_delivery_and_one_running_job_per_repository(tmp_path):
     row = again.get("a")
     assert row is not None and row.state == "done" and row.outcome == "ok"
     assert {again.claim().delivery, again.claim().delivery} == {"b", "c"}  # type: ignore[union-attr]
+
+
+def test_a_pull_request_body_over_githubs_limit_is_cut_at_a_line_saying_so():
+    from agent.service.github_jobs import pr_text
+
+    short = "# t\n\nbody\n"
+    assert pr_text(short) == short
+    long = "".join(f"| row {i} | 1 | 0 |\n" for i in range(10000))
+    cut = pr_text(long)
+    assert len(cut) <= 65000 and cut.startswith("| row 0 |") and "(cut here: GitHub takes 65536" in cut
+    assert cut.split("\n\n(cut here")[0].endswith("|")  # whole lines only
