@@ -50,6 +50,7 @@ class Server:
 
     def __init__(self, data_dir: Path, *flags: str, env: dict[str, str] | None = None) -> None:
         self.data_dir, self.flags = data_dir, flags
+        self.successor: Server | None = None
         base = {k: v for k, v in os.environ.items() if not k.startswith(("FERRY_LLM", "FERRY_DATABASE", "FERRY_API"))}
         base["FERRY_API_TOKENS"] = ",".join(f"{o}={t}" for o, t in TOKENS.items())
         self.env = {**base, **(env or {})}
@@ -79,8 +80,11 @@ class Server:
         return httpx.Client(base_url=self.url, headers=auth(owner) if owner else {}, timeout=60)
 
     def restart(self) -> Server:
+        """Kill this server and start another on its data dir; killing this one kills that one too (the
+        fixture that started this one never outlives the restarted server)."""
         self.kill()
-        return Server(self.data_dir, *self.flags, env=self.env)
+        self.successor = Server(self.data_dir, *self.flags, env=self.env)
+        return self.successor
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         self.client.close()
@@ -94,6 +98,8 @@ class Server:
         if self.proc.stdout:
             self.proc.stdout.close()
         self._log.close()
+        if self.successor is not None:
+            self.successor.kill()
 
 
 def write_repo(root: Path, name: str, text: str = PROG) -> Path:
