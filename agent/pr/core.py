@@ -12,11 +12,15 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.pr import gitops
 from agent.pr.body import pr_body, title
 from agent.pr.models import CommitInfo, PrRefused, PrRequest, PrResult
 from agent.pr.steps import CommitStep, plan_commits
+
+if TYPE_CHECKING:
+    from agent.graph import ProgressFn
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +34,7 @@ def _commit_steps(wt: Path, base_sha: str, directory: str, steps: list[CommitSte
     note = None
     try:
         for step in steps:
-            gitops.git(wt, "apply", "--index", "--whitespace=nowarn", *gitops.directory_arg(directory), "-",
-                       stdin=step.diff)
+            gitops.apply_index(wt, step.diff, directory)
             message = step.message()
             sha = gitops.commit(wt, message, env)
             commits.append(CommitInfo(sha=sha, subject=message.splitlines()[0], files=step.files))
@@ -41,14 +44,13 @@ def _commit_steps(wt: Path, base_sha: str, directory: str, steps: list[CommitSte
         logger.warning("one commit instead of %d steps: %s", len(steps), exc)
         note = f"the edits could not be replayed step by step ({exc}); one commit holds the verified patch"
         gitops.git(wt, "reset", "-q", "--hard", base_sha)
-        gitops.git(wt, "apply", "--index", "--whitespace=nowarn", *gitops.directory_arg(directory), "-", stdin=patch)
+        gitops.apply_index(wt, patch, directory)
         message = "Migrate CUDA code to device-generic PyTorch\n\nThe verified patch of ferry pr, in one commit.\n"
         commits = [CommitInfo(sha=gitops.commit(wt, message, env), subject=message.splitlines()[0])]
     return commits, note
 
 
-def make_pr(req: PrRequest, progress: object | None = None) -> PrResult:
-    from agent.cli.progress import Progress
+def make_pr(req: PrRequest, progress: ProgressFn | None = None) -> PrResult:
     from agent.early import new_migration_id
     from agent.llm.config import resolve_limits
     from agent.materialise import DEFAULT_STATE_DIR, state_dir
@@ -79,10 +81,7 @@ def make_pr(req: PrRequest, progress: object | None = None) -> PrResult:
                                 out_dir=str(out), state_dir=str(state_dir(req.state_dir or DEFAULT_STATE_DIR)),
                                 llm=req.llm)
         opts = with_llm_limits(opts, resolve_limits({}))  # FERRY_LLM_* or the defaults
-        if isinstance(progress, Progress):
-            state = start(opts, migration_id=mid, progress=progress)
-        else:
-            state = start(opts, migration_id=mid)
+        state = start(opts, migration_id=mid, progress=progress)
         outputs = outputs_of(state)
         if outputs is None:
             raise PrRefused(f"the migration {mid} wrote no outputs ({state.get('status')}: {state.get('summary')})")

@@ -142,6 +142,11 @@ def patched_tree(wt: Path, base_sha: str, patch: str, directory: str) -> str:
         os.unlink(index)
 
 
+def apply_index(wt: Path, diff: str, directory: str) -> None:
+    """Apply ``diff`` (paths relative to ``directory`` of the repository) to the worktree and its index."""
+    git(wt, "apply", "--index", "--whitespace=nowarn", *directory_arg(directory), "-", stdin=diff)
+
+
 def directory_arg(directory: str) -> list[str]:
     return [] if directory in ("", ".") else [f"--directory={directory}"]
 

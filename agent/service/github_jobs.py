@@ -20,14 +20,13 @@ from agent.github.client import GitHubClient, GitHubError
 from agent.github.config import GitHubConfig
 from agent.github.models import WRITE
 from agent.github.webhook import Trigger, ferry_branch
-from agent.pr.gitops import GitError
+from agent.pr.gitops import SAFE, GitError
 from agent.pr.models import GitIdentity, PrRefused, PrRequest, PrResult
 from agent.service.github_store import GitHubStore, JobRow, JobState
 from agent.service.settings import ServiceSettings
 
 logger = logging.getLogger(__name__)
 BODY_LIMIT = 65000
-SAFE_GIT = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
 
 class JobFailed(Exception):
@@ -153,12 +152,10 @@ class GitHubJobs:
         job_dir.mkdir(parents=True)
         clone = job_dir / "repo"
         url = self.config.clone_url.format(owner=t.owner, repo=t.repo)
-        proc = subprocess.run(["git", *SAFE_GIT, "clone", "-q", "--no-tags", "--branch", base, "--", url, str(clone)],
+        proc = subprocess.run(["git", *SAFE, "clone", "-q", "--no-tags", "--branch", base, "--", url, str(clone)],
                               capture_output=True, text=True, env={**_base_env(), **env}, timeout=900)
         if proc.returncode != 0:
             raise JobFailed(f"cloning {t.full_name} failed: {proc.stderr.strip()[-500:]}")
-        subprocess.run(["git", "-C", str(clone), "fetch", "-q", "origin", f"+refs/heads/{branch}:refs/remotes/origin/"
-                        f"{branch}"], capture_output=True, env={**_base_env(), **env}, timeout=300)  # may not exist
         author = GitIdentity.parse(self.config.author) if self.config.author else GitIdentity()
         result = self._make_pr(PrRequest(
             path=str(clone), run_command=t.run_command, test_command=t.test_command, base=base, branch=branch,

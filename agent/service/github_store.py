@@ -12,14 +12,14 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
 
 from agent.github.webhook import Trigger
+from agent.service.store import immediate
 
 JobState = Literal["queued", "running", "done", "failed"]
 
@@ -58,16 +58,8 @@ class GitHubStore:
     def close(self) -> None:
         self._db.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate(self._db, self._lock)
 
     def add(self, trigger: Trigger) -> tuple[bool, int]:
         """Record a delivery's job: (False, 0) when the delivery was seen before, else (True, how many

@@ -17,7 +17,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,6 +119,20 @@ def _assignments(fields: dict[str, Any]) -> tuple[str, list[Any]]:
     return ", ".join(f"{k}=?" for k in encoded), list(encoded.values())
 
 
+@contextmanager
+def immediate(db: sqlite3.Connection, lock: AbstractContextManager[object]) -> Iterator[sqlite3.Connection]:
+    """One write transaction (BEGIN IMMEDIATE) on a connection shared by threads: committed, or rolled
+    back on any error."""
+    with lock:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+
 class SessionStore:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -136,16 +150,8 @@ class SessionStore:
         with self._lock:
             self._db.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate(self._db, self._lock)
 
     def ping(self) -> None:
         with self._lock:

@@ -17,21 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 from fake_github import FakeGitHub
+from service_client import PLAIN as PROG  # a program the codemods alone migrate
 from service_client import Server
 
 SECRET = "webhook-secret-for-tests-0123456789"
-PROG = '''import torch
-from torch import nn
-
-device = torch.device("cuda")
-model = nn.Linear(4, 2)
-nn.init.constant_(model.weight, 0.5)
-nn.init.zeros_(model.bias)
-model = model.cuda()
-x = torch.arange(8, dtype=torch.float32).reshape(2, 4).cuda()
-for step in range(2):
-    print(f"step {step} loss {(model(x) * (step + 1)).sum().item():.4f}")
-'''
 BROKEN = 'import torch\n\nx = torch.ones(2).cuda()\nraise SystemExit("broken on purpose")\n'
 
 
