@@ -113,7 +113,13 @@ def drive(app: Any, payload: Any, migration_id: str, context: MigrationContext,
     """Run the compiled graph until it ends or interrupts; return the final state values."""
     cfg = config_for(migration_id)
     for chunk in app.stream(payload, cfg, context=context, stream_mode="updates", durability="sync"):
+        if (chunk.get("__metadata__") or {}).get("cached"):
+            # writes saved before a crash, replayed on resume: the state the caller loaded already
+            # holds them (get_state applies pending writes), so they are not progress of this run
+            continue
         for node, update in chunk.items():
+            if node == "__metadata__":
+                continue
             if progress is not None and node != "__interrupt__":
                 progress(node, update or {})
             elif progress is not None:
