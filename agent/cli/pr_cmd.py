@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.cli.progress import Progress
     from agent.llm.config import configured
     from agent.pr.core import make_pr
-    from agent.pr.gitops import GitError
+    from agent.pr.gitops import GitError, PushFailed
     from agent.pr.models import PrRefused, PrRequest
 
     if not args.run.strip():
@@ -71,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
             result = make_pr(req, progress=progress)
     except PrRefused as exc:
         raise CliError(str(exc)) from None
+    except PushFailed as exc:  # the branch was moved: saying "nothing changed" would be wrong
+        print(f"ferry pr: {exc}", file=sys.stderr)
+        return 1
     except GitError as exc:
         raise CliError(f"{exc}\nnothing of your checkout was changed; fix the cause and run ferry pr again") from None
     if args.json:

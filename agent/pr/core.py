@@ -106,15 +106,22 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None) -> PrResult:
         else:
             gitops.move_branch(top, branch, head, old)
             updated = known is not None
-    pushed = False
-    if head is not None and req.push_remote:
-        gitops.push(top, req.push_remote, branch, head, req.push_env)
-        pushed = True
     reproduce = req.reproduce or _reproduce(req, base)
     made = branch if head is not None else None
     text = pr_body(state, result, branch=made, base=base, device=device, commits=commits, reproduce=reproduce,
                    note=note)
     (out / "pr.md").write_text(text, encoding="utf-8")
+    pushed = False
+    if head is not None and req.push_remote:
+        try:
+            gitops.push(top, req.push_remote, branch, head, req.push_env)
+        except gitops.GitError as exc:
+            raise gitops.PushFailed(
+                f"the branch {branch} holds the migration ({head[:12]}; pr.md in {out}) but pushing it to "
+                f"{req.push_remote} failed: {exc}\nfix the cause and push it (git push {req.push_remote} {branch}), "
+                f"or run ferry pr again: it finds the branch up to date and only pushes it",
+                branch=branch, head=head, remote=req.push_remote, cause=str(exc)) from exc
+        pushed = True
     return PrResult(migration_id=mid, status=result.status, summary=result.summary, base=base, base_sha=base_sha,
                     branch=made, head=head, commits=commits, updated=updated, unchanged=unchanged, pushed=pushed,
                     title=title(device), body=text, out_dir=str(out), pr_text=str(out / "pr.md"))

@@ -27,6 +27,14 @@ class GitError(RuntimeError):
     """A git command failed: the message names the command and git's own words."""
 
 
+class PushFailed(GitError):
+    """The branch holds the migration (moved, pr.md written) but pushing it failed."""
+
+    def __init__(self, message: str, *, branch: str, head: str, remote: str, cause: str) -> None:
+        super().__init__(message)
+        self.branch, self.head, self.remote, self.cause = branch, head, remote, cause
+
+
 def git(repo: Path, *args: str, check: bool = True, stdin: str | None = None,
         env: Mapping[str, str] | None = None, strip: bool = True) -> str:
     full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}

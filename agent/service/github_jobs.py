@@ -20,10 +20,11 @@ from agent.github.client import GitHubClient, GitHubError
 from agent.github.config import GitHubConfig
 from agent.github.models import WRITE
 from agent.github.webhook import Trigger, ferry_branch
-from agent.pr.gitops import SAFE, GitError
+from agent.pr.gitops import SAFE, GitError, PushFailed
 from agent.pr.models import GitIdentity, PrRefused, PrRequest, PrResult
 from agent.service.github_store import GitHubStore, JobRow, JobState
 from agent.service.settings import ServiceSettings
+from tools.textsafe import md_code, md_inline
 
 logger = logging.getLogger(__name__)
 BODY_LIMIT = 65000
@@ -111,12 +112,16 @@ class GitHubJobs:
     def _run(self, row: JobRow) -> None:
         t = row.trigger
         try:
-            outcome = self._migrate(t, self.root / "jobs" / _safe(row.delivery))
+            outcome = self._migrate(t, self.root / "jobs" / _safe(row.delivery), row.attempt)
+        except PushFailed as exc:
+            self._say(t, failed_comment(t.full_name, f"the migration passed but pushing `{exc.branch}` failed "
+                                        f"({exc.cause}); comment `/ferry migrate` again to retry"))
+            self.store.finish(row.delivery, "failed", str(exc))
         except (JobFailed, PrRefused, GitError) as exc:
-            self._say(t, f"Ferry could not migrate {t.full_name}: {exc}")
+            self._say(t, failed_comment(t.full_name, str(exc)))
             self.store.finish(row.delivery, "failed", str(exc))
         except GitHubError as exc:
-            self._say(t, f"Ferry could not migrate {t.full_name}: GitHub answered {exc}")
+            self._say(t, failed_comment(t.full_name, f"GitHub answered {exc}"))
             self.store.finish(row.delivery, "failed", str(exc))
         except Exception as exc:  # a bug: still told on the thread, never dropped
             logger.exception("GitHub job %s failed", row.delivery)
@@ -127,7 +132,7 @@ class GitHubJobs:
             self._say(t, outcome[1])
             self.store.finish(row.delivery, outcome[0], outcome[1])
 
-    def _migrate(self, t: Trigger, job_dir: Path) -> tuple[JobState, str]:
+    def _migrate(self, t: Trigger, job_dir: Path, attempt: int = 1) -> tuple[JobState, str]:
         if t.error:
             raise JobFailed(t.error)
         permission = self.client.permission(t.owner, t.repo, t.sender)
@@ -145,8 +150,10 @@ class GitHubJobs:
             base = pull.head.ref
         base = base or repo.default_branch
         branch = ferry_branch(base, repo.default_branch)
-        self._say(t, f"Ferry started migrating `{base}` of {t.full_name} into `{branch}` "
-                     f"(run: `{t.run_command}`{f', tests: `{t.test_command}`' if t.test_command else ''}).")
+        tests = f", tests: {md_code(t.test_command)}" if t.test_command else ""
+        again = f" Attempt {attempt}: the server stopped during the one before." if attempt > 1 else ""
+        self._say(t, f"Ferry started migrating {md_code(base)} of {t.full_name} into {md_code(branch)} "
+                     f"(run: {md_code(t.run_command)}{tests}).{again}")
         env = git_env(self.client.git_token(t.owner, t.repo))
         shutil.rmtree(job_dir, ignore_errors=True)
         job_dir.mkdir(parents=True)
@@ -162,10 +169,10 @@ class GitHubJobs:
             push_remote="origin", out_dir=str(job_dir / "out"), state_dir=str(self.settings.data_dir / "state"),
             author=author, push_env=env, reproduce=_reproduce(base, branch, t)))
         if result.status != "migrated":
-            return "failed", (f"Ferry's migration of `{base}` ended **{result.status}**: {result.summary or ''}\n\n"
-                              "No pull request was opened.")
+            return "failed", not_migrated_comment(base, result)
         if result.branch is None:
-            return "done", f"Ferry: `{base}` needs no changes ({result.summary or 'migrated'}); no pull request."
+            return "done", (f"Ferry: {md_code(base)} needs no changes "
+                            f"({md_inline(result.summary or 'migrated', keep_code=True)}); no pull request.")
         body = pr_text(result.body)
         existing = self.client.find_pull(t.owner, t.repo, result.branch, base)
         if existing is not None:
@@ -175,13 +182,25 @@ class GitHubJobs:
             pr = self.client.open_pull(t.owner, t.repo, head=result.branch, base=base, title=result.title, body=body)
             verb = "opened"
         moved = "unchanged" if result.unchanged else "pushed"
-        return "done", (f"Ferry migrated `{base}`: **{result.status}**. Branch `{result.branch}` {moved}; "
-                        f"pull request {verb}: {pr.html_url}")
+        return "done", (f"Ferry migrated {md_code(base)}: **{result.status}**. Branch {md_code(result.branch)} "
+                        f"{moved}; pull request {verb}: {pr.html_url}")
 
     def _make_pr(self, req: PrRequest) -> PrResult:
         from agent.pr.core import make_pr
 
         return make_pr(req)
+
+
+def failed_comment(full_name: str, detail: str) -> str:
+    """Why a job failed, for its thread: the detail (git's or GitHub's words among Ferry's) renders as
+    written, its backtick-quoted names as code, and cannot add links, images, HTML or headings."""
+    return f"Ferry could not migrate {full_name}: {md_inline(detail, keep_code=True)}"
+
+
+def not_migrated_comment(base: str, result: PrResult) -> str:
+    """A migration that did not end ``migrated``: its status and summary (escaped), and no PR."""
+    return (f"Ferry's migration of {md_code(base)} ended **{md_inline(result.status)}**: "
+            f"{md_inline(result.summary or '', keep_code=True)}\n\nNo pull request was opened.")
 
 
 def pr_text(body: str, limit: int = BODY_LIMIT) -> str:

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agent.github.webhook import Trigger
 from agent.service.store import immediate
@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     created REAL NOT NULL,
     started REAL,
     finished REAL,
-    outcome TEXT
+    outcome TEXT,
+    attempt INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_repo_state ON jobs (repo, state);
 """
@@ -44,6 +45,7 @@ class JobRow(BaseModel):
     state: JobState
     trigger: Trigger
     outcome: str | None = None
+    attempt: int = Field(default=0, description="how many times a worker claimed it (2+: after a restart)")
 
 
 class GitHubStore:
@@ -53,6 +55,9 @@ class GitHubStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
+        if "attempt" not in columns:  # a github.db from before attempts were counted
+            self._db.execute("ALTER TABLE jobs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0")
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -82,10 +87,10 @@ class GitHubStore:
                              ).fetchone()
             if row is None:
                 return None
-            db.execute("UPDATE jobs SET state = 'running', started = ? WHERE delivery = ?",
+            db.execute("UPDATE jobs SET state = 'running', started = ?, attempt = attempt + 1 WHERE delivery = ?",
                        (time.time(), row["delivery"]))
         return JobRow(delivery=row["delivery"], repo=row["repo"], state="running",
-                      trigger=Trigger.model_validate_json(row["trigger"]))
+                      trigger=Trigger.model_validate_json(row["trigger"]), attempt=int(row["attempt"]) + 1)
 
     def finish(self, delivery: str, state: JobState, outcome: str) -> None:
         with self._tx() as db:
@@ -105,4 +110,5 @@ class GitHubStore:
         if row is None:
             return None
         return JobRow(delivery=row["delivery"], repo=row["repo"], state=row["state"],
-                      trigger=Trigger.model_validate_json(row["trigger"]), outcome=row["outcome"])
+                      trigger=Trigger.model_validate_json(row["trigger"]), outcome=row["outcome"],
+                      attempt=int(row["attempt"]))

@@ -182,6 +182,33 @@ def test_pr_makes_a_stable_branch_updates_it_on_a_rerun_and_pushes_it(tmp_path):
     _assert_nothing_leaked(repo, tmp_path)
 
 
+@pytest.mark.slow
+def test_a_refused_push_says_the_branch_moved_and_a_rerun_only_pushes_it(tmp_path):
+    repo = _repo(tmp_path, {"prog.py": PROG})
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    _git(repo, "remote", "add", "origin", str(remote))
+    _git(repo, "push", "-q", "origin", "main")
+    gate = remote / "hooks" / "pre-receive"  # the remote's own policy (Ferry disables only local hooks)
+    gate.write_text("#!/bin/sh\necho 'refused by the branch policy' >&2\nexit 1\n")
+    gate.chmod(0o755)
+    res = _pr(tmp_path, repo, "python prog.py", "--push", "origin")
+    assert res.returncode == 1 and res.stdout == "", res.stderr[-3000:]
+    head = _git(repo, "rev-parse", "ferry/migrate-tpx")
+    assert f"the branch ferry/migrate-tpx holds the migration ({head[:12]}" in res.stderr
+    assert "refused by the branch policy" in res.stderr and "git push origin ferry/migrate-tpx" in res.stderr
+    assert "nothing of your checkout was changed" not in res.stderr
+    assert "## Reproduce" in (tmp_path / "out" / "pr.md").read_text()
+    assert _git(remote, "branch", "--format=%(refname:short)") == "main"
+
+    gate.unlink()  # the cause fixed: the re-run finds the branch up to date and pushes it as it is
+    res = _pr(tmp_path, repo, "python prog.py", "--push", "origin")
+    again = json.loads(res.stdout)
+    assert again["unchanged"] and again["pushed"] and again["head"] == head, res.stderr[-2000:]
+    assert _git(remote, "rev-parse", "refs/heads/ferry/migrate-tpx") == head
+    _assert_nothing_leaked(repo, tmp_path)
+
+
 def test_a_dirty_tree_is_refused_with_exit_2_and_nothing_happens(tmp_path):
     repo = _repo(tmp_path, {"prog.py": PROG, "lib/util.py": "A = 1\n"})
     (repo / "lib" / "util.py").write_text("A = 2\n")

@@ -81,7 +81,7 @@ def test_one_row_per_delivery_and_one_running_job_per_repository(tmp_path):
     assert store.add(_trigger("b")) == (True, 1)  # behind a
     assert store.add(_trigger("c", repo="other")) == (True, 0)
     first = store.claim()
-    assert first is not None and first.delivery == "a"
+    assert first is not None and first.delivery == "a" and first.attempt == 1
     second = store.claim()
     assert second is not None and second.delivery == "c"  # b waits: its repository is busy
     assert store.claim() is None
@@ -93,7 +93,24 @@ def test_one_row_per_delivery_and_one_running_job_per_repository(tmp_path):
     assert sorted(again.requeue_running()) == ["b", "c"]
     row = again.get("a")
     assert row is not None and row.state == "done" and row.outcome == "ok"
-    assert {again.claim().delivery, again.claim().delivery} == {"b", "c"}  # type: ignore[union-attr]
+    resumed = [again.claim(), again.claim()]
+    assert {(r.delivery, r.attempt) for r in resumed if r} == {("b", 2), ("c", 2)}  # the comment says so
+    again.close()
+
+
+def test_a_github_db_from_before_attempts_were_counted_is_upgraded(tmp_path):
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "github.db") as db:
+        db.executescript("CREATE TABLE jobs (delivery TEXT PRIMARY KEY, repo TEXT NOT NULL, state TEXT NOT NULL, "
+                         "trigger TEXT NOT NULL, created REAL NOT NULL, started REAL, finished REAL, outcome TEXT);")
+        db.execute("INSERT INTO jobs (delivery, repo, state, trigger, created) VALUES ('old', 'acme/app', "
+                   "'running', ?, 1.0)", (_trigger("old").model_dump_json(),))
+    store = GitHubStore(tmp_path / "github.db")
+    assert store.requeue_running() == ["old"]
+    row = store.claim()
+    assert row is not None and row.delivery == "old" and row.attempt == 1
+    store.close()
 
 
 def test_a_pull_request_body_over_githubs_limit_is_cut_at_a_line_saying_so():
@@ -105,3 +122,19 @@ def test_a_pull_request_body_over_githubs_limit_is_cut_at_a_line_saying_so():
     cut = pr_text(long)
     assert len(cut) <= 65000 and cut.startswith("| row 0 |") and "(cut here: GitHub takes 65536" in cut
     assert cut.split("\n\n(cut here")[0].endswith("|")  # whole lines only
+
+
+def test_what_a_job_comments_renders_git_and_run_text_as_written():
+    from agent.pr.models import PrResult
+    from agent.service.github_jobs import failed_comment, not_migrated_comment
+
+    hostile = "fatal: [click](https://evil.example) <img src=x onerror=alert(1)> **bold** `x` \n# heading"
+    said = failed_comment("acme/app", f"cloning acme/app failed: {hostile}")
+    assert said.startswith("Ferry could not migrate acme/app: cloning acme/app failed: fatal: ")
+    assert "\\[click\\](https://evil.example)" in said and "\\<img src=x" in said and "\\*\\*bold\\*\\*" in said
+    assert "`x`" in said and "\n" not in said  # Ferry's own quoting kept; one line: no heading
+    result = PrResult(migration_id="m", status="needs_human", summary="the original fails: <script>`a|b`",
+                      base="feat`x", base_sha="0" * 40, title="t", body="", out_dir="/o", pr_text="/o/pr.md")
+    text = not_migrated_comment("feat`x", result)
+    assert text.startswith("Ferry's migration of ``feat`x`` ended **needs_human**: the original fails: \\<script\\>")
+    assert "`a|b`" in text and text.endswith("No pull request was opened.")
