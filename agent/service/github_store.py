@@ -48,6 +48,33 @@ class JobRow(BaseModel):
     attempt: int = Field(default=0, description="how many times a worker claimed it (2+: after a restart)")
 
 
+class JobView(BaseModel):
+    """A job as ``GET /v1/github/jobs`` shows it: what it was asked, where it stands, how it ended."""
+
+    delivery: str
+    repo: str
+    number: int = Field(description="the issue or pull request it answers on")
+    event: str
+    sender: str
+    base: str | None
+    run_command: str | None
+    test_command: str | None
+    state: JobState
+    attempt: int
+    created: float
+    started: float | None
+    finished: float | None
+    outcome: str | None = Field(description="the result comment's text, or the failure's reason")
+
+
+def _view(row: sqlite3.Row) -> JobView:
+    t = Trigger.model_validate_json(row["trigger"])
+    return JobView(delivery=row["delivery"], repo=row["repo"], number=t.number, event=t.event, sender=t.sender,
+                   base=t.base, run_command=t.run_command, test_command=t.test_command, state=row["state"],
+                   attempt=int(row["attempt"]), created=row["created"], started=row["started"],
+                   finished=row["finished"], outcome=row["outcome"])
+
+
 class GitHubStore:
     def __init__(self, path: Path) -> None:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
@@ -112,3 +139,25 @@ class GitHubStore:
         return JobRow(delivery=row["delivery"], repo=row["repo"], state=row["state"],
                       trigger=Trigger.model_validate_json(row["trigger"]), outcome=row["outcome"],
                       attempt=int(row["attempt"]))
+
+    def view(self, delivery: str) -> JobView | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM jobs WHERE delivery = ?", (delivery,)).fetchone()
+        return None if row is None else _view(row)
+
+    def views(self, *, repo: str | None = None, state: JobState | None = None, limit: int = 50,
+              offset: int = 0) -> tuple[int, list[JobView]]:
+        """Jobs newest first (optionally of one repository or in one state), and how many match."""
+        where, args = [], []
+        if repo is not None:
+            where.append("repo = ?")
+            args.append(repo)
+        if state is not None:
+            where.append("state = ?")
+            args.append(state)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        with self._lock:
+            total = int(self._db.execute(f"SELECT COUNT(*) FROM jobs{clause}", args).fetchone()[0])
+            rows = self._db.execute(f"SELECT * FROM jobs{clause} ORDER BY created DESC, rowid DESC LIMIT ? OFFSET ?",
+                                    [*args, limit, offset]).fetchall()
+        return total, [_view(r) for r in rows]

@@ -123,6 +123,7 @@ def test_the_signature_is_checked_before_anything_and_an_unconfigured_server_say
     plain = serve()
     off = _deliver(plain, "issue_comment", payload)
     assert off.status_code == 503 and "FERRY_GITHUB_WEBHOOK_SECRET" in off.json()["detail"]
+    assert plain.client.get("/v1/github/jobs").status_code == 503
 
 
 @pytest.mark.slow
@@ -190,6 +191,18 @@ def test_a_comment_opens_a_pull_request_and_redeliveries_reruns_and_races_are_ha
             and "pull request updated" in r.body["body"]]
     assert starts[-1] > ends[0]  # the second started only after the first had finished
     assert fake_github.errors == []
+
+    # the jobs as the service shows them to a holder of its token: newest first, each with its ending
+    assert httpx.get(f"{server.url}/v1/github/jobs", timeout=30).status_code == 401
+    listed = server.client.get("/v1/github/jobs", params={"repo": "acme/app"}).json()
+    assert listed["total"] == 4 and [j["number"] for j in listed["items"]][-2:] == [7, 5]
+    assert all(j["state"] in {"done", "failed"} and j["attempt"] == 1 for j in listed["items"])
+    job = server.client.get("/v1/github/jobs/d-1").json()
+    assert job["state"] == "done" and job["sender"] == "ann" and job["run_command"] == "python prog.py"
+    assert "pull request opened" in job["outcome"] and job["finished"] >= job["started"] >= job["created"]
+    refused = server.client.get("/v1/github/jobs", params={"state": "failed"}).json()["items"]
+    assert [j["number"] for j in refused] == [7] and "needs write access" in refused[0]["outcome"]
+    assert server.client.get("/v1/github/jobs/nope").status_code == 404
 
 
 @pytest.mark.slow

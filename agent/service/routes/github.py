@@ -1,4 +1,5 @@
-"""``POST /v1/github/webhook``: GitHub's deliveries, authenticated by their HMAC (not the service's tokens).
+"""``POST /v1/github/webhook``: GitHub's deliveries, authenticated by their HMAC (not the service's tokens);
+``GET /v1/github/jobs[/{delivery}]``: what the deliveries started, for any holder of a service token.
 
 Thin: the signature and the payload are checked (``agent.github.webhook``), the job is queued
 (``agent.service.github_jobs``) and 202 answered at once; the work and its comments happen after.
@@ -10,16 +11,40 @@ import json
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Request, status
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
 from agent.github.webhook import Ignored, trigger_of, verify_signature
-from agent.service.deps import SettingsDep
+from agent.service.deps import OwnerDep, SettingsDep
 from agent.service.github_jobs import GitHubJobs
+from agent.service.github_store import JobState, JobView
 
 logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/github", tags=["github"])
+
+
+class JobList(BaseModel):
+    items: list[JobView]
+    total: int
+    limit: int
+    offset: int
+
+
+def _not_configured() -> HTTPException:
+    return HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                         "GitHub is not configured on this server: set FERRY_GITHUB_WEBHOOK_SECRET and "
+                         "FERRY_GITHUB_TOKEN (or a GitHub App's credentials) and restart ferry serve")
+
+
+def get_jobs(request: Request, _owner: OwnerDep) -> GitHubJobs:
+    jobs: GitHubJobs | None = getattr(request.app.state, "github_jobs", None)
+    if jobs is None:
+        raise _not_configured()
+    return jobs
+
+
+JobsDep = Annotated[GitHubJobs, Depends(get_jobs)]
 
 
 class WebhookAnswer(BaseModel):
@@ -41,9 +66,7 @@ async def webhook(request: Request, settings: SettingsDep,
     config = settings.github
     jobs: GitHubJobs | None = getattr(request.app.state, "github_jobs", None)
     if config is None or jobs is None:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
-                            "GitHub is not configured on this server: set FERRY_GITHUB_WEBHOOK_SECRET and "
-                            "FERRY_GITHUB_TOKEN (or a GitHub App's credentials) and restart ferry serve")
+        raise _not_configured()
     body = await request.body()
     if not x_hub_signature_256:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "X-Hub-Signature-256 is missing: set the webhook's secret")
@@ -70,3 +93,24 @@ async def webhook(request: Request, settings: SettingsDep,
                 "queued" if new else "a redelivery, ignored")
     return WebhookAnswer(accepted=new, delivery=x_github_delivery, duplicate=not new,
                          reason=None if new else "this delivery was received before")
+
+
+@router.get("/jobs", response_model=JobList, responses={503: {"description": "GitHub is not configured"}})
+def list_jobs(jobs: JobsDep, repo: Annotated[str | None, Query(max_length=200, description="owner/name")] = None,
+              state: Annotated[JobState | None, Query()] = None,
+              limit: Annotated[int, Query(ge=1, le=200)] = 50,
+              offset: Annotated[int, Query(ge=0, le=10**9)] = 0) -> JobList:
+    """The jobs GitHub's deliveries started, newest first: queued, running (which attempt), done or failed
+    (with the comment that said so)."""
+    total, items = jobs.store.views(repo=repo, state=state, limit=limit, offset=offset)
+    return JobList(items=items, total=total, limit=limit, offset=offset)
+
+
+@router.get("/jobs/{delivery}", response_model=JobView,
+            responses={404: {"description": "no job for this delivery"}, 503: {"description": "not configured"}})
+def get_job(delivery: str, jobs: JobsDep) -> JobView:
+    found = jobs.store.view(delivery)
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no GitHub job for delivery {delivery!r} (GET /v1/github/jobs "
+                                                       "lists them)")
+    return found
