@@ -108,17 +108,20 @@ def final_status(state: State) -> tuple[Status, str]:
     parity = parity_of(state)
     if parity is None:
         return "partial", "the graph ended without a parity verdict"
+    # what was shown of the tests: without a test command none ran, and the summary must not say they passed
+    given = bool(options_of(state).test_command)
+    tests = "tests pass" if given else "no test command was given (no tests ran)"
     if not parity.compared:
-        return "partial", ("runs on tpx and the tests pass, but parity could not be shown: the program ran no "
-                           "nn.Module, printed no metric and recorded nothing to compare")
+        return "partial", (f"runs on tpx and {'the tests pass' if given else tests}, but parity could not be shown: "
+                           "the program ran no nn.Module, printed no metric and recorded nothing to compare")
     problems = [p for p in (device_work_problem(state), cpu_check_problem(state)) if p]
     if problems:
-        return "partial", "runs on tpx, tests pass and parity passes, but " + "; and ".join(problems)
+        return "partial", f"runs on tpx, {tests} and parity passes, but " + "; and ".join(problems)
     work, check = device_work_of(state), cpu_check_of(state)
     shown = f" ({work.describe()})" if work is not None else ""
     cpu = ("the original needs an accelerator (no CPU path to keep)" if check and check.verdict == "not_applicable"
            else "the migrated code still runs on CPU")
-    return "migrated", f"runs on tpx{shown}, tests pass, parity passes and {cpu}"
+    return "migrated", f"runs on tpx{shown}, {tests}, parity passes and {cpu}"
 
 
 def _write_outputs(out: Path, final: MigrationState, patch: Patch, applied: bool | None) -> Outputs:

@@ -77,6 +77,9 @@ def checklist(state: State, result: MigrationRecord) -> list[str]:
     plan = plan_of(state)
     for item in (plan.ordered_review(scan_of(state)) if plan else []):
         items.append("- [ ] " + review_line(item).removeprefix("- "))
+    if not result.test_command:
+        items.append("- [ ] No test command was given, so no tests ran on the accelerator: run `ferry pr` again "
+                     "with `--test` (the command that runs the repository's tests)")
     if result.cpu_check is not None and result.cpu_check.passed is None:
         items.append("- [ ] The original does not run on CPU, so the CPU path could not be checked here")
     items.append("- [ ] Run the migrated code once on a CUDA machine: Ferry verified CPU and the accelerator, "

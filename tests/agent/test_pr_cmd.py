@@ -198,7 +198,10 @@ def test_a_refused_push_says_the_branch_moved_and_a_rerun_only_pushes_it(tmp_pat
     assert f"the branch ferry/migrate-tpx holds the migration ({head[:12]}" in res.stderr
     assert "refused by the branch policy" in res.stderr and "git push origin ferry/migrate-tpx" in res.stderr
     assert "nothing of your checkout was changed" not in res.stderr
-    assert "## Reproduce" in (tmp_path / "out" / "pr.md").read_text()
+    text = (tmp_path / "out" / "pr.md").read_text()
+    assert "## Reproduce" in text
+    assert "- [ ] No test command was given, so no tests ran on the accelerator" in text  # none was
+    assert "tests pass" not in text.split("## Changes by rule")[0]
     assert _git(remote, "branch", "--format=%(refname:short)") == "main"
 
     gate.unlink()  # the cause fixed: the re-run finds the branch up to date and pushes it as it is

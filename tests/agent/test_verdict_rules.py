@@ -77,8 +77,9 @@ def _repo(tmp_path: Path, program: str) -> Path:
 
 # --- the rules, on the state the graph leaves (pure) -----------------------------------------------
 
-def _state(work: DeviceWork | None, check: CpuCheck | None, **extra) -> dict:
-    opts = MigrationOptions(source="/repo", run_command="python x.py", state_dir="/state")
+def _state(work: DeviceWork | None, check: CpuCheck | None, test: str | None = "python -m pytest -q",
+           **extra) -> dict:
+    opts = MigrationOptions(source="/repo", run_command="python x.py", test_command=test, state_dir="/state")
     parity = ParityReport(verdict="pass", summary="parity pass", ref_dir="/r", target_dir="/t", counts={"pass": 3},
                           modules=[], tensors=[], scalars=[])
     return {"migration_id": "m", "options": dump(opts), "parity": dump(parity),
@@ -93,6 +94,15 @@ CPU_OK = CpuCheck(verdict="pass", passed=True, reason="runs on CPU; 3 compared t
 def test_work_on_tpx_and_a_passing_cpu_guard_is_migrated():
     status, summary = final_status(_state(ON_TPX, CPU_OK))
     assert status == "migrated" and "90 of 100 ops on tpx (90%)" in summary
+    assert "tests pass, parity passes" in summary
+
+
+def test_without_a_test_command_the_summary_says_no_tests_ran():
+    status, summary = final_status(_state(ON_TPX, CPU_OK, test=None))
+    assert status == "migrated" and "tests pass" not in summary
+    assert "no test command was given (no tests ran), parity passes" in summary
+    status, summary = final_status(_state(ON_TPX, None, test=None))
+    assert status == "partial" and "tests pass" not in summary and "no test command was given" in summary
 
 
 @pytest.mark.parametrize("work, why", [
