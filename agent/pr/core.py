@@ -37,7 +37,7 @@ def _commit_steps(wt: Path, base_sha: str, directory: str, steps: list[CommitSte
             gitops.apply_index(wt, step.diff, directory)
             message = step.message()
             sha = gitops.commit(wt, message, env)
-            commits.append(CommitInfo(sha=sha, subject=message.splitlines()[0], files=step.files))
+            commits.append(CommitInfo(sha=sha, subject=message.splitlines()[0], files=gitops.files_of(wt, sha)))
         if gitops.tree_of(wt, "HEAD") != expected:
             raise gitops.GitError("the replayed steps differ from the verified patch")
     except gitops.GitError as exc:
@@ -46,7 +46,8 @@ def _commit_steps(wt: Path, base_sha: str, directory: str, steps: list[CommitSte
         gitops.git(wt, "reset", "-q", "--hard", base_sha)
         gitops.apply_index(wt, patch, directory)
         message = "Migrate CUDA code to device-generic PyTorch\n\nThe verified patch of ferry pr, in one commit.\n"
-        commits = [CommitInfo(sha=gitops.commit(wt, message, env), subject=message.splitlines()[0])]
+        sha = gitops.commit(wt, message, env)
+        commits = [CommitInfo(sha=sha, subject=message.splitlines()[0], files=gitops.files_of(wt, sha))]
     return commits, note
 
 
@@ -128,8 +129,10 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None) -> PrResult:
 
 
 def _commits_between(top: Path, base_sha: str, head: str) -> list[CommitInfo]:
+    """The branch's commits on the base, as a fresh run would have reported them (files repository-relative)."""
     lines = gitops.git(top, "log", "--reverse", "--format=%H%x00%s", f"{base_sha}..{head}").splitlines()
-    return [CommitInfo(sha=sha, subject=subject) for sha, _, subject in (ln.partition("\0") for ln in lines)]
+    return [CommitInfo(sha=sha, subject=subject, files=gitops.files_of(top, sha))
+            for sha, _, subject in (ln.partition("\0") for ln in lines)]
 
 
 def _reproduce(req: PrRequest, base: str) -> str:

@@ -45,6 +45,12 @@ def git(repo: Path, *args: str, check: bool = True, stdin: str | None = None,
     return proc.stdout.strip() if strip else proc.stdout
 
 
+def files_of(repo: Path, sha: str) -> list[str]:
+    """The paths (repository-relative) a commit changes against its parent."""
+    out = git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", sha, strip=False)
+    return [p for p in out.split("\0") if p]
+
+
 def toplevel(path: Path) -> Path:
     if not path.is_dir():
         raise PrRefused(f"{path} is not a directory")

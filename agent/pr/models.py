@@ -44,7 +44,7 @@ class PrRequest(BaseModel):
 class CommitInfo(BaseModel):
     sha: str
     subject: str
-    files: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list, description="the paths it changes, repository-relative")
 
 
 class PrResult(BaseModel):

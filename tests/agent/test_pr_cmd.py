@@ -159,6 +159,7 @@ def test_pr_makes_a_stable_branch_updates_it_on_a_rerun_and_pushes_it(tmp_path):
     # the same base again: the branch already holds this migration, so it is not moved
     again = json.loads(_pr(tmp_path, repo / "app", "python prog.py").stdout)
     assert again["branch"] == branch and again["unchanged"] and again["head"] == out["head"]
+    assert again["commits"] == out["commits"] and out["commits"][0]["files"] == ["app/prog.py"]  # as made
     # ... and so does a fresh clone of the remote (CI, the service), which has it only as origin's branch
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--branch", "main", str(remote), str(clone)], check=True)
