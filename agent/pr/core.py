@@ -121,7 +121,7 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None) -> PrResult:
                 f"the branch {branch} holds the migration ({head[:12]}; pr.md in {out}) but pushing it to "
                 f"{req.push_remote} failed: {exc}\nfix the cause and push it (git push {req.push_remote} {branch}), "
                 f"or run ferry pr again: it finds the branch up to date and only pushes it",
-                branch=branch, head=head, remote=req.push_remote, cause=str(exc)) from exc
+                branch=branch, head=head, remote=req.push_remote, cause=exc.public) from exc
         pushed = True
     return PrResult(migration_id=mid, status=result.status, summary=result.summary, base=base, base_sha=base_sha,
                     branch=made, head=head, commits=commits, updated=updated, unchanged=unchanged, pushed=pushed,

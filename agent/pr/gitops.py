@@ -24,14 +24,19 @@ DIRTY_SHOWN = 10
 
 
 class GitError(RuntimeError):
-    """A git command failed: the message names the command and git's own words."""
+    """A git command failed: the message names the command and git's own words; ``public`` is the same
+    without the local path (what a GitHub thread is told)."""
+
+    def __init__(self, message: str, *, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = public or message
 
 
 class PushFailed(GitError):
     """The branch holds the migration (moved, pr.md written) but pushing it failed."""
 
     def __init__(self, message: str, *, branch: str, head: str, remote: str, cause: str) -> None:
-        super().__init__(message)
+        super().__init__(message, public=cause)
         self.branch, self.head, self.remote, self.cause = branch, head, remote, cause
 
 
@@ -41,7 +46,9 @@ def git(repo: Path, *args: str, check: bool = True, stdin: str | None = None,
     proc = subprocess.run(["git", *SAFE, "-C", str(repo), *args], capture_output=True, text=True, input=stdin,
                           env=full_env)
     if check and proc.returncode != 0:
-        raise GitError(f"git {' '.join(args[:3])} failed in {repo}: {proc.stderr.strip()[-800:]}")
+        said = proc.stderr.strip()[-800:]
+        raise GitError(f"git {' '.join(args[:3])} failed in {repo}: {said}",
+                       public=f"git {' '.join(args[:3])} failed: {said}")
     return proc.stdout.strip() if strip else proc.stdout
 
 

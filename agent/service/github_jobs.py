@@ -117,7 +117,10 @@ class GitHubJobs:
             self._say(t, failed_comment(t.full_name, f"the migration passed but pushing `{exc.branch}` failed "
                                         f"({exc.cause}); comment `/ferry migrate` again to retry"))
             self.store.finish(row.delivery, "failed", str(exc))
-        except (JobFailed, PrRefused, GitError) as exc:
+        except GitError as exc:  # git's words without the server's paths
+            self._say(t, failed_comment(t.full_name, exc.public))
+            self.store.finish(row.delivery, "failed", str(exc))
+        except (JobFailed, PrRefused) as exc:
             self._say(t, failed_comment(t.full_name, str(exc)))
             self.store.finish(row.delivery, "failed", str(exc))
         except GitHubError as exc:

@@ -230,3 +230,27 @@ def test_the_label_on_a_pull_request_migrates_its_branch_and_a_failure_says_why(
     assert subprocess.run(["git", "--git-dir", str(bare), "rev-parse", "--verify", "--quiet",
                            "refs/heads/ferry/migrate-tpx-for-feature"], capture_output=True).returncode != 0
     assert fake_github.errors == []
+
+
+@pytest.mark.slow
+def test_a_push_the_remote_refuses_is_commented_without_the_servers_paths_and_opens_no_pr(tmp_path, fake_github,
+                                                                                          serve):
+    bare = _remote(tmp_path, "acme/locked", {"main": {"prog.py": PROG}})
+    gate = bare / "hooks" / "pre-receive"
+    gate.write_text("#!/bin/sh\necho 'protected: pushes need a review' >&2\nexit 1\n")
+    gate.chmod(0o755)
+    fake_github.add_repo("acme/locked", bare=bare)
+    fake_github.set_permission("acme/locked", "ann", "maintain")
+    server = _server(tmp_path, fake_github, serve)
+    assert _deliver(server, "issue_comment", _comment("acme/locked", 2, "ann", "/ferry migrate"),
+                    delivery="locked-1").json()["accepted"]
+    _wait(lambda: len(fake_github.comments("acme/locked", 2)) >= 2, "the failure comment")
+    failed = fake_github.comments("acme/locked", 2)[1]
+    assert failed.startswith("Ferry could not migrate acme/locked: the migration passed but pushing "
+                             "`ferry/migrate-tpx` failed (git push --porcelain")
+    assert "protected: pushes need a review" in failed and "comment `/ferry migrate` again" in failed
+    assert str(server.data_dir) not in failed  # the job's clone lies there: the thread is not told the server's paths
+    assert fake_github.pulls("acme/locked") == [] and fake_github.of("POST", "/repos/acme/locked/pulls") == []
+    job = server.client.get("/v1/github/jobs/locked-1").json()
+    assert job["state"] == "failed" and "holds the migration" in job["outcome"]
+    assert fake_github.errors == []
