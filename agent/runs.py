@@ -223,4 +223,5 @@ class RunScheduler:
             job.cancel.set()
         for job in jobs:
             job.thread.join(timeout=grace_s)
+        atexit.unregister(self.close)  # a scheduler per job (the service's GitHub jobs) leaves nothing behind
 

@@ -21,6 +21,7 @@ from agent.pr.steps import CommitStep, plan_commits
 
 if TYPE_CHECKING:
     from agent.graph import ProgressFn
+    from agent.runs import RunScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,10 @@ def _commit_steps(wt: Path, base_sha: str, directory: str, steps: list[CommitSte
     return commits, note
 
 
-def make_pr(req: PrRequest, progress: ProgressFn | None = None) -> PrResult:
+def make_pr(req: PrRequest, progress: ProgressFn | None = None, runs: RunScheduler | None = None) -> PrResult:
+    """Migrate ``req.path``'s committed base in a temporary worktree and commit it onto the branch (pushed
+    with ``push_remote``). ``runs``: the scheduler of its background runs (the caller's, to stop them
+    when it gives up on the migration; a new one otherwise)."""
     from agent.early import new_migration_id
     from agent.llm.config import resolve_limits
     from agent.materialise import DEFAULT_STATE_DIR, state_dir
@@ -82,7 +86,7 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None) -> PrResult:
                                 out_dir=str(out), state_dir=str(state_dir(req.state_dir or DEFAULT_STATE_DIR)),
                                 llm=req.llm)
         opts = with_llm_limits(opts, resolve_limits({}))  # FERRY_LLM_* or the defaults
-        state = start(opts, migration_id=mid, progress=progress)
+        state = start(opts, migration_id=mid, progress=progress, runs=runs)
         outputs = outputs_of(state)
         if outputs is None:
             raise PrRefused(f"the migration {mid} wrote no outputs ({state.get('status')}: {state.get('summary')})")

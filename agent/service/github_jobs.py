@@ -15,23 +15,33 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
+from agent import toolbox
 from agent.github.client import GitHubClient, GitHubError
 from agent.github.config import GitHubConfig
 from agent.github.models import WRITE
 from agent.github.webhook import Trigger, ferry_branch
+from agent.graph import ProgressFn
 from agent.pr.gitops import SAFE, GitError, PushFailed
 from agent.pr.models import GitIdentity, PrRefused, PrRequest, PrResult
+from agent.runs import RunScheduler
 from agent.service.github_store import GitHubStore, JobRow, JobState
 from agent.service.settings import ServiceSettings
 from tools.textsafe import md_code, md_inline
 
 logger = logging.getLogger(__name__)
 BODY_LIMIT = 65000
+CANCELLED = ("Ferry: this migration was cancelled on the server while it ran; nothing was pushed and no pull "
+             "request was opened or changed.")
 
 
 class JobFailed(Exception):
     """A job cannot go on: the message is what the thread is told."""
+
+
+class JobCancelled(Exception):
+    """``DELETE /v1/github/jobs/{delivery}`` asked a running job to stop."""
 
 
 def git_env(token: str | None) -> dict[str, str]:
@@ -53,6 +63,8 @@ class GitHubJobs:
         self._wake = threading.Condition()
         self._stop = False
         self._threads: list[threading.Thread] = []
+        self._running: dict[str, threading.Event] = {}  # delivery -> its stop signal, while it runs
+        self._running_lock = threading.Lock()
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -60,6 +72,8 @@ class GitHubJobs:
         again = self.store.requeue_running()
         if again:
             logger.warning("queued again %d GitHub jobs a stopped server left running", len(again))
+        for row in self.store.cancelled_at_restart():
+            self._say(row.trigger, CANCELLED)
         for i in range(self.config.workers):
             t = threading.Thread(target=self._loop, name=f"ferry-github-{i}", daemon=True)
             t.start()
@@ -86,6 +100,21 @@ class GitHubJobs:
             self._wake.notify_all()
         return True
 
+    def cancel(self, delivery: str) -> JobState | None:
+        """Cancel a job: a queued one at once (commented), a running one at its next step (its runs are
+        stopped; its thread says so when it has). Returns the state the job was in, None when unknown."""
+        was = self.store.request_cancel(delivery)
+        if was == "queued":
+            row = self.store.get(delivery)
+            if row is not None:
+                self._say(row.trigger, "Ferry: this migration was cancelled on the server before it started.")
+        elif was == "running":
+            with self._running_lock:
+                signal = self._running.get(delivery)
+            if signal is not None:
+                signal.set()
+        return was
+
     def _loop(self) -> None:
         while True:
             with self._wake:
@@ -111,8 +140,18 @@ class GitHubJobs:
 
     def _run(self, row: JobRow) -> None:
         t = row.trigger
+        signal = threading.Event()
+        with self._running_lock:
+            self._running[row.delivery] = signal
+        if self.store.cancel_requested(row.delivery):  # asked between the claim and now
+            signal.set()
+        runs = RunScheduler()  # this job's background runs: stopped with it, whichever way it ends
         try:
-            outcome = self._migrate(t, self.root / "jobs" / _safe(row.delivery), row.attempt)
+            with toolbox.stop_signal(signal):
+                outcome = self._migrate(t, self.root / "jobs" / _safe(row.delivery), row.attempt, signal, runs)
+        except JobCancelled:
+            self._say(t, CANCELLED)
+            self.store.finish(row.delivery, "cancelled", "cancelled while it ran")
         except PushFailed as exc:
             self._say(t, failed_comment(t.full_name, f"the migration passed but pushing `{exc.branch}` failed "
                                         f"({exc.cause}); comment `/ferry migrate` again to retry"))
@@ -134,8 +173,17 @@ class GitHubJobs:
         else:
             self._say(t, outcome[1])
             self.store.finish(row.delivery, outcome[0], outcome[1])
+        finally:
+            runs.close()
+            with self._running_lock:
+                self._running.pop(row.delivery, None)
 
-    def _migrate(self, t: Trigger, job_dir: Path, attempt: int = 1) -> tuple[JobState, str]:
+    def _migrate(self, t: Trigger, job_dir: Path, attempt: int, signal: threading.Event,
+                 runs: RunScheduler) -> tuple[JobState, str]:
+        def stop_if_asked(_node: str = "", _update: dict[str, Any] | None = None) -> None:
+            if signal.is_set():
+                raise JobCancelled
+
         if t.error:
             raise JobFailed(t.error)
         permission = self.client.permission(t.owner, t.repo, t.sender)
@@ -164,13 +212,14 @@ class GitHubJobs:
         url = self.config.clone_url.format(owner=t.owner, repo=t.repo)
         proc = subprocess.run(["git", *SAFE, "clone", "-q", "--no-tags", "--branch", base, "--", url, str(clone)],
                               capture_output=True, text=True, env={**_base_env(), **env}, timeout=900)
+        stop_if_asked()
         if proc.returncode != 0:
             raise JobFailed(f"cloning {t.full_name} failed: {proc.stderr.strip()[-500:]}")
         author = GitIdentity.parse(self.config.author) if self.config.author else GitIdentity()
         result = self._make_pr(PrRequest(
             path=str(clone), run_command=t.run_command, test_command=t.test_command, base=base, branch=branch,
             push_remote="origin", out_dir=str(job_dir / "out"), state_dir=str(self.settings.data_dir / "state"),
-            author=author, push_env=env, reproduce=_reproduce(base, branch, t)))
+            author=author, push_env=env, reproduce=_reproduce(base, branch, t)), stop_if_asked, runs)
         if result.status != "migrated":
             return "failed", not_migrated_comment(base, result)
         if result.branch is None:
@@ -188,10 +237,10 @@ class GitHubJobs:
         return "done", (f"Ferry migrated {md_code(base)}: **{result.status}**. Branch {md_code(result.branch)} "
                         f"{moved}; pull request {verb}: {pr.html_url}")
 
-    def _make_pr(self, req: PrRequest) -> PrResult:
+    def _make_pr(self, req: PrRequest, progress: ProgressFn, runs: RunScheduler) -> PrResult:
         from agent.pr.core import make_pr
 
-        return make_pr(req)
+        return make_pr(req, progress=progress, runs=runs)  # progress raises JobCancelled between steps: nothing pushed
 
 
 def failed_comment(full_name: str, detail: str) -> str:

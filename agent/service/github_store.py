@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from agent.github.webhook import Trigger
 from agent.service.store import immediate
 
-JobState = Literal["queued", "running", "done", "failed"]
+JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     started REAL,
     finished REAL,
     outcome TEXT,
-    attempt INTEGER NOT NULL DEFAULT 0
+    attempt INTEGER NOT NULL DEFAULT 0,
+    cancel INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_repo_state ON jobs (repo, state);
 """
@@ -61,6 +62,7 @@ class JobView(BaseModel):
     test_command: str | None
     state: JobState
     attempt: int
+    cancel_requested: bool
     created: float
     started: float | None
     finished: float | None
@@ -71,8 +73,8 @@ def _view(row: sqlite3.Row) -> JobView:
     t = Trigger.model_validate_json(row["trigger"])
     return JobView(delivery=row["delivery"], repo=row["repo"], number=t.number, event=t.event, sender=t.sender,
                    base=t.base, run_command=t.run_command, test_command=t.test_command, state=row["state"],
-                   attempt=int(row["attempt"]), created=row["created"], started=row["started"],
-                   finished=row["finished"], outcome=row["outcome"])
+                   attempt=int(row["attempt"]), cancel_requested=bool(row["cancel"]), created=row["created"],
+                   started=row["started"], finished=row["finished"], outcome=row["outcome"])
 
 
 class GitHubStore:
@@ -83,8 +85,9 @@ class GitHubStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
         columns = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
-        if "attempt" not in columns:  # a github.db from before attempts were counted
-            self._db.execute("ALTER TABLE jobs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0")
+        for column in ("attempt", "cancel"):  # a github.db from before jobs counted attempts and took cancels
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -125,11 +128,41 @@ class GitHubStore:
                        (state, time.time(), outcome[:4000], delivery))
 
     def requeue_running(self) -> list[str]:
-        """At start: the jobs a dead server left running are queued again."""
+        """At start: the jobs a dead server left running are queued again (those it was asked to cancel
+        end ``cancelled``: see :meth:`cancelled_at_restart`)."""
         with self._tx() as db:
-            rows = [r[0] for r in db.execute("SELECT delivery FROM jobs WHERE state = 'running'")]
-            db.execute("UPDATE jobs SET state = 'queued', started = NULL WHERE state = 'running'")
+            rows = [r[0] for r in db.execute("SELECT delivery FROM jobs WHERE state = 'running' AND cancel = 0")]
+            db.execute("UPDATE jobs SET state = 'queued', started = NULL WHERE state = 'running' AND cancel = 0")
         return rows
+
+    def cancelled_at_restart(self) -> list[JobRow]:
+        """At start: the running jobs a dead server had been asked to cancel, now ``cancelled``."""
+        with self._tx() as db:
+            rows = db.execute("SELECT * FROM jobs WHERE state = 'running' AND cancel = 1").fetchall()
+            db.execute("UPDATE jobs SET state = 'cancelled', finished = ?, outcome = 'cancelled (the server "
+                       "stopped before the job did)' WHERE state = 'running' AND cancel = 1", (time.time(),))
+        return [JobRow(delivery=r["delivery"], repo=r["repo"], state="cancelled",
+                       trigger=Trigger.model_validate_json(r["trigger"]), attempt=int(r["attempt"])) for r in rows]
+
+    def request_cancel(self, delivery: str) -> JobState | None:
+        """Cancel a job; returns the state it was in. A ``queued`` one is now ``cancelled``; a ``running``
+        one is marked, and its worker stops it at its next step; an ended one is left. None: no such job."""
+        with self._tx() as db:
+            row = db.execute("SELECT state FROM jobs WHERE delivery = ?", (delivery,)).fetchone()
+            if row is None:
+                return None
+            if row["state"] == "queued":
+                db.execute("UPDATE jobs SET state = 'cancelled', cancel = 1, finished = ?, outcome = 'cancelled "
+                           "before it started' WHERE delivery = ?", (time.time(), delivery))
+            elif row["state"] == "running":
+                db.execute("UPDATE jobs SET cancel = 1 WHERE delivery = ?", (delivery,))
+            was: JobState = row["state"]
+            return was
+
+    def cancel_requested(self, delivery: str) -> bool:
+        with self._lock:
+            row = self._db.execute("SELECT cancel FROM jobs WHERE delivery = ?", (delivery,)).fetchone()
+        return bool(row and row[0])
 
     def get(self, delivery: str) -> JobRow | None:
         with self._lock:

@@ -254,3 +254,39 @@ def test_a_push_the_remote_refuses_is_commented_without_the_servers_paths_and_op
     job = server.client.get("/v1/github/jobs/locked-1").json()
     assert job["state"] == "failed" and "holds the migration" in job["outcome"]
     assert fake_github.errors == []
+
+
+@pytest.mark.slow
+def test_jobs_are_cancelled_queued_at_once_and_running_before_anything_is_pushed(tmp_path, fake_github, serve):
+    bare = _remote(tmp_path, "acme/slow", {"main": {"prog.py": "import time\ntime.sleep(60)\n" + PROG}})
+    fake_github.add_repo("acme/slow", bare=bare)
+    fake_github.set_permission("acme/slow", "ann", "write")
+    server = _server(tmp_path, fake_github, serve)
+    c = server.client
+    ask = _deliver(server, "issue_comment", _comment("acme/slow", 1, "ann", "/ferry migrate"), delivery="s-1")
+    assert ask.json()["accepted"]
+    _wait(lambda: fake_github.comments("acme/slow", 1), "the started comment")
+    ask = _deliver(server, "issue_comment", _comment("acme/slow", 2, "ann", "/ferry migrate"), delivery="s-2")
+    assert ask.json()["accepted"]
+    _wait(lambda: fake_github.comments("acme/slow", 2), "the queued comment")
+    assert httpx.delete(f"{server.url}/v1/github/jobs/s-2", timeout=30).status_code == 401  # the service's token
+
+    queued = c.delete("/v1/github/jobs/s-2")
+    assert queued.status_code == 202 and queued.json()["state"] == "cancelled"
+    assert fake_github.comments("acme/slow", 2)[-1] == \
+        "Ferry: this migration was cancelled on the server before it started."
+    started = time.monotonic()
+    running = c.delete("/v1/github/jobs/s-1")
+    assert running.status_code == 202 and running.json()["state"] == "running" and running.json()["cancel_requested"]
+    _wait(lambda: c.get("/v1/github/jobs/s-1").json()["state"] == "cancelled", "the running job to stop", timeout=50)
+    assert time.monotonic() - started < 50  # its runs (60 s each) were stopped, not waited for
+    assert fake_github.comments("acme/slow", 1)[-1].startswith("Ferry: this migration was cancelled on the server "
+                                                               "while it ran; nothing was pushed")
+    assert _git(bare, "branch", "--format=%(refname:short)") == "main" and fake_github.pulls("acme/slow") == []
+    again = c.delete("/v1/github/jobs/s-1")
+    assert again.status_code == 409 and "already ended (cancelled)" in again.json()["detail"]
+    assert c.delete("/v1/github/jobs/nope").status_code == 404
+    assert c.get("/v1/github/jobs", params={"state": "cancelled"}).json()["total"] == 2
+    time.sleep(1.5)  # the worker is free again and claims nothing: the cancelled job never runs
+    assert len(fake_github.comments("acme/slow", 2)) == 2
+    assert fake_github.errors == []

@@ -110,7 +110,29 @@ def test_a_github_db_from_before_attempts_were_counted_is_upgraded(tmp_path):
     assert store.requeue_running() == ["old"]
     row = store.claim()
     assert row is not None and row.delivery == "old" and row.attempt == 1
+    view = store.view("old")
+    assert view is not None and view.state == "running" and not view.cancel_requested
     store.close()
+
+
+def test_cancels_queued_at_once_running_marked_ended_left_and_honoured_after_a_restart(tmp_path):
+    store = GitHubStore(tmp_path / "github.db")
+    for d in ("done", "run", "wait"):  # oldest first
+        store.add(_trigger(d, repo=d))
+    assert store.claim().delivery == "done"  # type: ignore[union-attr]  (each its own repository)
+    store.finish("done", "done", "ok")
+    assert store.claim().delivery == "run"  # type: ignore[union-attr]
+    assert store.request_cancel("wait") == "queued" and store.view("wait").state == "cancelled"  # type: ignore[union-attr]
+    assert store.claim() is None  # a cancelled job is never claimed
+    assert store.request_cancel("run") == "running" and store.cancel_requested("run")
+    assert store.request_cancel("done") == "done" and not store.cancel_requested("done")
+    assert store.request_cancel("nope") is None
+    store.close()
+    again = GitHubStore(tmp_path / "github.db")  # the server died before the running job saw its cancel
+    assert again.requeue_running() == []
+    assert [r.delivery for r in again.cancelled_at_restart()] == ["run"]
+    assert again.view("run").state == "cancelled" and again.claim() is None  # type: ignore[union-attr]
+    again.close()
 
 
 def test_a_pull_request_body_over_githubs_limit_is_cut_at_a_line_saying_so():

@@ -114,3 +114,19 @@ def get_job(delivery: str, jobs: JobsDep) -> JobView:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no GitHub job for delivery {delivery!r} (GET /v1/github/jobs "
                                                        "lists them)")
     return found
+
+
+@router.delete("/jobs/{delivery}", status_code=status.HTTP_202_ACCEPTED, response_model=JobView,
+               responses={404: {"description": "no job for this delivery"},
+                          409: {"description": "the job has already ended"}, 503: {"description": "not configured"}})
+def cancel_job(delivery: str, jobs: JobsDep) -> JobView:
+    """Cancel a job: a queued one ends ``cancelled`` at once; a running one stops at its next step, before
+    anything is pushed (``cancel_requested`` until then; one already pushing ends as it would have)."""
+    was = jobs.cancel(delivery)
+    if was is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no GitHub job for delivery {delivery!r}")
+    if was not in ("queued", "running"):
+        raise HTTPException(status.HTTP_409_CONFLICT, f"the job has already ended ({was}); nothing to cancel")
+    found = jobs.store.view(delivery)
+    assert found is not None
+    return found
