@@ -184,6 +184,7 @@ class GitHubJobs:
             if signal.is_set():
                 raise JobCancelled
 
+        stop_if_asked()  # cancelled between its claim and now: not even the "started" comment
         if t.error:
             raise JobFailed(t.error)
         permission = self.client.permission(t.owner, t.repo, t.sender)
