@@ -131,11 +131,16 @@ class RunScheduler:
         """Wait for the run under ``key`` and return its result (exceptions re-raised); without a job
         in this process, a finished result left on disk; None when neither exists or it was cancelled."""
         with self._lock:
-            job = self._jobs.pop(key, None)
-        if job is not None:
+            job = self._jobs.get(key)
+        if job is None:
+            return finished(artifacts)
+        try:  # listed while it is waited for, so that a cancel (a session's, a job's) still reaches it
             result = job.future.result()
-            return None if result.status == "cancelled" else result
-        return finished(artifacts)
+        finally:
+            with self._lock:
+                if self._jobs.get(key) is job:
+                    del self._jobs[key]
+        return None if result.status == "cancelled" else result
 
     def cancel(self, key: str) -> bool:
         """Stop the run under ``key`` (it ends with status ``cancelled``); False if there is none."""

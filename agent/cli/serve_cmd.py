@@ -117,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("agent.service").setLevel(logging.INFO)
     if args.host not in ("127.0.0.1", "localhost", "::1") and not settings.tokens:
         raise CliError(f"refusing to listen on {args.host} without tokens: set FERRY_API_TOKENS (owner=token,...)")
+    if settings.github is not None and not settings.tokens:  # GitHub must reach it: so can anyone else
+        raise CliError("the GitHub webhook is configured, so this server is reachable from outside: set "
+                       "FERRY_API_TOKENS (owner=token,...) so that its sessions and jobs need a token")
     _check_store(settings.data_dir)
     try:  # fail here, before the port is taken, when another server has this data dir
         os.close(hold_data_dir(settings.data_dir))

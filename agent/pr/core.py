@@ -123,8 +123,9 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None, runs: RunSchedul
         except gitops.GitError as exc:
             raise gitops.PushFailed(
                 f"the branch {branch} holds the migration ({head[:12]}; pr.md in {out}) but pushing it to "
-                f"{req.push_remote} failed: {exc}\nfix the cause and push it (git push {req.push_remote} {branch}), "
-                f"or run ferry pr again: it finds the branch up to date and only pushes it",
+                f"{req.push_remote} failed: {exc}\nfix the cause, then push it (git push --force-with-lease "
+                f"{req.push_remote} {branch}) or run ferry pr again (on the same base, a migration giving the same "
+                f"tree finds the branch up to date and only pushes it)",
                 branch=branch, head=head, remote=req.push_remote, cause=exc.public) from exc
         pushed = True
     return PrResult(migration_id=mid, status=result.status, summary=result.summary, base=base, base_sha=base_sha,

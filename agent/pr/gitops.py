@@ -46,9 +46,15 @@ def git(repo: Path, *args: str, check: bool = True, stdin: str | None = None,
     proc = subprocess.run(["git", *SAFE, "-C", str(repo), *args], capture_output=True, text=True, input=stdin,
                           env=full_env)
     if check and proc.returncode != 0:
-        said = proc.stderr.strip()[-800:]
+        # a push says why a ref was refused on stdout ("!" lines of --porcelain), the rest on stderr
+        refused = [ln.strip() for ln in proc.stdout.splitlines() if ln.startswith("!")]
+        said = "; ".join([*refused, proc.stderr.strip()])[-800:]
+        public = said.replace(str(repo), "<repository>")
+        for arg in args:  # worktree paths and the like: not the business of whoever reads the public text
+            if arg.startswith("/") and len(arg) > 1:
+                public = public.replace(arg, "<path>")
         raise GitError(f"git {' '.join(args[:3])} failed in {repo}: {said}",
-                       public=f"git {' '.join(args[:3])} failed: {said}")
+                       public=f"git {' '.join(args[:3])} failed: {public}")
     return proc.stdout.strip() if strip else proc.stdout
 
 
@@ -179,7 +185,13 @@ def move_branch(top: Path, branch: str, new: str, old: str | None) -> None:
 
 def push(top: Path, remote: str, branch: str, sha: str, env: Mapping[str, str]) -> None:
     """Push ``sha`` to ``remote``'s ``branch``, leased on what the remote had just before."""
-    line = git(top, "ls-remote", remote, f"refs/heads/{branch}", env=env)
-    expect = line.split()[0] if line else ""
-    git(top, "push", "--porcelain", f"--force-with-lease=refs/heads/{branch}:{expect}", remote,
-        f"{sha}:refs/heads/{branch}", env=env)
+    try:
+        line = git(top, "ls-remote", remote, f"refs/heads/{branch}", env=env)
+        expect = line.split()[0] if line else ""
+        git(top, "push", "--porcelain", f"--force-with-lease=refs/heads/{branch}:{expect}", remote,
+            f"{sha}:refs/heads/{branch}", env=env)
+    except GitError as exc:  # the public text names the remote, not its URL (a path, an internal mirror)
+        url = git(top, "remote", "get-url", remote, check=False)
+        if url:
+            exc.public = exc.public.replace(url, remote)
+        raise

@@ -41,7 +41,12 @@ class JobFailed(Exception):
 
 
 class JobCancelled(Exception):
-    """``DELETE /v1/github/jobs/{delivery}`` asked a running job to stop."""
+    """``DELETE /v1/github/jobs/{delivery}`` asked a running job to stop; ``comment`` tells its thread how far
+    it had gone."""
+
+    def __init__(self, comment: str = "") -> None:
+        super().__init__(comment)
+        self.comment = comment or CANCELLED
 
 
 def git_env(token: str | None) -> dict[str, str]:
@@ -63,7 +68,8 @@ class GitHubJobs:
         self._wake = threading.Condition()
         self._stop = False
         self._threads: list[threading.Thread] = []
-        self._running: dict[str, threading.Event] = {}  # delivery -> its stop signal, while it runs
+        # delivery -> its stop signal and its runs, while it runs
+        self._running: dict[str, tuple[threading.Event, RunScheduler]] = {}
         self._running_lock = threading.Lock()
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -73,7 +79,8 @@ class GitHubJobs:
         if again:
             logger.warning("queued again %d GitHub jobs a stopped server left running", len(again))
         for row in self.store.cancelled_at_restart():
-            self._say(row.trigger, CANCELLED)
+            self._say(row.trigger, "Ferry: this migration was cancelled on the server, which stopped while it ran; "
+                                   "it did not finish (what it had pushed before, if anything, stays).")
         for i in range(self.config.workers):
             t = threading.Thread(target=self._loop, name=f"ferry-github-{i}", daemon=True)
             t.start()
@@ -110,9 +117,11 @@ class GitHubJobs:
                 self._say(row.trigger, "Ferry: this migration was cancelled on the server before it started.")
         elif was == "running":
             with self._running_lock:
-                signal = self._running.get(delivery)
-            if signal is not None:
-                signal.set()
+                running = self._running.get(delivery)
+            if running is not None:
+                signal, runs = running
+                signal.set()  # the foreground run stops, and the job at its next step
+                runs.cancel_prefix("")  # and the background ones a step may be waiting for
         return was
 
     def _loop(self) -> None:
@@ -126,7 +135,10 @@ class GitHubJobs:
                     if not self._stop:
                         self._wake.wait(timeout=1.0)
                 continue
-            self._run(row)
+            try:
+                self._run(row)
+            except Exception:  # never lose a worker thread
+                logger.exception("GitHub job %s: the worker failed", row.delivery)
             with self._wake:
                 self._wake.notify_all()  # the repository is free: a job waiting for it can start
 
@@ -137,46 +149,52 @@ class GitHubJobs:
             self.client.comment(t.owner, t.repo, t.number, body)
         except GitHubError as exc:
             logger.error("could not comment on %s#%d: %s", t.full_name, t.number, exc)
+        except Exception:  # a comment lost is logged, never a job's end lost with it
+            logger.exception("could not comment on %s#%d", t.full_name, t.number)
 
     def _run(self, row: JobRow) -> None:
+        """One job, start to end: whatever happens, its thread is told and its row ends."""
         t = row.trigger
         signal = threading.Event()
+        runs = RunScheduler()  # this job's background runs: stopped with it, whichever way it ends
         with self._running_lock:
-            self._running[row.delivery] = signal
+            self._running[row.delivery] = (signal, runs)
         if self.store.cancel_requested(row.delivery):  # asked between the claim and now
             signal.set()
-        runs = RunScheduler()  # this job's background runs: stopped with it, whichever way it ends
         try:
-            with toolbox.stop_signal(signal):
-                outcome = self._migrate(t, self.root / "jobs" / _safe(row.delivery), row.attempt, signal, runs)
-        except JobCancelled:
-            self._say(t, CANCELLED)
-            self.store.finish(row.delivery, "cancelled", "cancelled while it ran")
-        except PushFailed as exc:
-            self._say(t, failed_comment(t.full_name, f"the migration passed but pushing `{exc.branch}` failed "
-                                        f"({exc.cause}); comment `/ferry migrate` again to retry"))
-            self.store.finish(row.delivery, "failed", str(exc))
-        except GitError as exc:  # git's words without the server's paths
-            self._say(t, failed_comment(t.full_name, exc.public))
-            self.store.finish(row.delivery, "failed", str(exc))
-        except (JobFailed, PrRefused) as exc:
-            self._say(t, failed_comment(t.full_name, str(exc)))
-            self.store.finish(row.delivery, "failed", str(exc))
-        except GitHubError as exc:
-            self._say(t, failed_comment(t.full_name, f"GitHub answered {exc}"))
-            self.store.finish(row.delivery, "failed", str(exc))
-        except Exception as exc:  # a bug: still told on the thread, never dropped
-            logger.exception("GitHub job %s failed", row.delivery)
-            self._say(t, f"Ferry failed on {t.full_name} with an internal error ({type(exc).__name__}); "
-                         "the server's log has the details.")
-            self.store.finish(row.delivery, "failed", f"internal: {type(exc).__name__}: {exc}")
-        else:
-            self._say(t, outcome[1])
-            self.store.finish(row.delivery, outcome[0], outcome[1])
+            state, comment, outcome = self._attempt(row, signal, runs)
         finally:
             runs.close()
             with self._running_lock:
                 self._running.pop(row.delivery, None)
+        self._say(t, comment)
+        try:
+            self.store.finish(row.delivery, state, outcome)
+        except Exception:  # the database failed: the row stays running and is queued again at the next start
+            logger.exception("GitHub job %s: could not record its end (%s)", row.delivery, state)
+
+    def _attempt(self, row: JobRow, signal: threading.Event, runs: RunScheduler) -> tuple[JobState, str, str]:
+        """The job's (state, comment for its thread, outcome for its row); never raises."""
+        t = row.trigger
+        try:
+            with toolbox.stop_signal(signal):
+                state, comment = self._migrate(t, self.root / "jobs" / _safe(row.delivery), row.attempt, signal, runs)
+        except JobCancelled as exc:
+            return "cancelled", exc.comment, "cancelled while it ran"
+        except PushFailed as exc:
+            return "failed", failed_comment(t.full_name, f"the migration passed but pushing `{exc.branch}` failed "
+                                            f"({exc.cause}); comment `/ferry migrate` again to retry"), str(exc)
+        except GitError as exc:  # git's words without the server's paths
+            return "failed", failed_comment(t.full_name, exc.public), str(exc)
+        except (JobFailed, PrRefused) as exc:
+            return "failed", failed_comment(t.full_name, str(exc)), str(exc)
+        except GitHubError as exc:
+            return "failed", failed_comment(t.full_name, f"GitHub answered {exc}"), str(exc)
+        except Exception as exc:  # a bug: still told on the thread, never dropped
+            logger.exception("GitHub job %s failed", row.delivery)
+            return "failed", (f"Ferry failed on {t.full_name} with an internal error ({type(exc).__name__}); "
+                              "the server's log has the details."), f"internal: {type(exc).__name__}: {exc}"
+        return state, comment, comment
 
     def _migrate(self, t: Trigger, job_dir: Path, attempt: int, signal: threading.Event,
                  runs: RunScheduler) -> tuple[JobState, str]:
@@ -226,6 +244,10 @@ class GitHubJobs:
         if result.branch is None:
             return "done", (f"Ferry: {md_code(base)} needs no changes "
                             f"({md_inline(result.summary or 'migrated', keep_code=True)}); no pull request.")
+        if signal.is_set():  # cancelled after the migration's last step, while the branch was being pushed
+            raise JobCancelled(f"Ferry: this migration was cancelled on the server after its branch "
+                               f"{md_code(result.branch)} was pushed; no pull request was opened or "
+                               "changed.")
         body = pr_text(result.body)
         existing = self.client.find_pull(t.owner, t.repo, result.branch, base)
         if existing is not None:
@@ -244,16 +266,22 @@ class GitHubJobs:
         return make_pr(req, progress=progress, runs=runs)  # progress raises JobCancelled between steps: nothing pushed
 
 
+def quiet(text: str) -> str:
+    """Run- or git-derived text that pings no one and links nowhere on GitHub: a zero-width space after each
+    ``@`` (no mention, no team notification) and inside ``://`` and ``www.`` (no autolink)."""
+    return text.replace("@", "@\u200b").replace("://", ":\u200b//").replace("www.", "www\u200b.")
+
+
 def failed_comment(full_name: str, detail: str) -> str:
     """Why a job failed, for its thread: the detail (git's or GitHub's words among Ferry's) renders as
-    written, its backtick-quoted names as code, and cannot add links, images, HTML or headings."""
-    return f"Ferry could not migrate {full_name}: {md_inline(detail, keep_code=True)}"
+    written, its backtick-quoted names as code, and cannot add links, images, HTML, headings or mentions."""
+    return f"Ferry could not migrate {full_name}: {quiet(md_inline(detail, keep_code=True))}"
 
 
 def not_migrated_comment(base: str, result: PrResult) -> str:
     """A migration that did not end ``migrated``: its status and summary (escaped), and no PR."""
     return (f"Ferry's migration of {md_code(base)} ended **{md_inline(result.status)}**: "
-            f"{md_inline(result.summary or '', keep_code=True)}\n\nNo pull request was opened.")
+            f"{quiet(md_inline(result.summary or '', keep_code=True))}\n\nNo pull request was opened.")
 
 
 def pr_text(body: str, limit: int = BODY_LIMIT) -> str:

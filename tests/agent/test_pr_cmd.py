@@ -197,7 +197,8 @@ def test_a_refused_push_says_the_branch_moved_and_a_rerun_only_pushes_it(tmp_pat
     assert res.returncode == 1 and res.stdout == "", res.stderr[-3000:]
     head = _git(repo, "rev-parse", "ferry/migrate-tpx")
     assert f"the branch ferry/migrate-tpx holds the migration ({head[:12]}" in res.stderr
-    assert "refused by the branch policy" in res.stderr and "git push origin ferry/migrate-tpx" in res.stderr
+    assert "refused by the branch policy" in res.stderr
+    assert "git push --force-with-lease origin ferry/migrate-tpx" in res.stderr
     assert "nothing of your checkout was changed" not in res.stderr
     text = (tmp_path / "out" / "pr.md").read_text()
     assert "## Reproduce" in text

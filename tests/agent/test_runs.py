@@ -58,6 +58,28 @@ def test_cancel_stops_a_sandboxed_run_and_it_never_counts_as_finished(repo: Path
     assert runs.join(key, adir) is None
 
 
+def test_a_run_being_joined_can_still_be_cancelled(repo: Path, tmp_path: Path, runs: RunScheduler):
+    """A node waiting for a background run (await_reference) must not outlast a cancel of its migration."""
+    import threading
+    import time
+
+    adir = tmp_path / "art-joined"
+    key = "t5:slow"
+    runs.start(key, lambda cancel: _run(repo, "python slow.py", adir, cancel))
+    joined: list[RunResult | None] = []
+    waiter = threading.Thread(target=lambda: joined.append(runs.join(key, adir)))
+    waiter.start()
+    deadline = time.monotonic() + 30
+    while not (adir / "child").exists() and time.monotonic() < deadline:  # (its sandbox is up)
+        time.sleep(0.1)
+    time.sleep(0.5)
+    started = time.monotonic()
+    assert runs.cancel_prefix("t5:") == [key]  # the join did not hide it
+    waiter.join(timeout=60)
+    assert not waiter.is_alive() and joined == [None] and time.monotonic() - started < 30
+    assert not runs.has(key)
+
+
 def test_a_finished_run_is_joined_and_found_again_on_disk(repo: Path, tmp_path: Path, runs: RunScheduler):
     adir = tmp_path / "art-quick"
     key = "t2:quick"

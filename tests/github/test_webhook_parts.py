@@ -153,8 +153,11 @@ def test_what_a_job_comments_renders_git_and_run_text_as_written():
     hostile = "fatal: [click](https://evil.example) <img src=x onerror=alert(1)> **bold** `x` \n# heading"
     said = failed_comment("acme/app", f"cloning acme/app failed: {hostile}")
     assert said.startswith("Ferry could not migrate acme/app: cloning acme/app failed: fatal: ")
-    assert "\\[click\\](https://evil.example)" in said and "\\<img src=x" in said and "\\*\\*bold\\*\\*" in said
+    assert "\\[click\\](https:\u200b//evil.example)" in said and "\\<img src=x" in said and "\\*\\*bold\\*\\*" in said
     assert "`x`" in said and "\n" not in said  # Ferry's own quoting kept; one line: no heading
+    pinged = failed_comment("acme/app", "fatal: @octo-org/security see https://evil.example and www.evil.example")
+    assert "@octo" not in pinged and "https://" not in pinged and "www.evil" not in pinged  # no mention, no autolink
+    assert pinged.replace("\u200b", "").endswith("@octo-org/security see https://evil.example and www.evil.example")
     result = PrResult(migration_id="m", status="needs_human", summary="the original fails: <script>`a|b`",
                       base="feat`x", base_sha="0" * 40, title="t", body="", out_dir="/o", pr_text="/o/pr.md")
     text = not_migrated_comment("feat`x", result)
