@@ -47,6 +47,9 @@ def worker(rank, world_size):
         agree = all(torch.equal(g, gathered[0]) for g in gathered)
         print(f"count {torch.cuda.device_count()} n {n} backend {dist.get_backend()} "
               f"current {torch.cuda.current_device()} matches_one_process {same} ranks_agree {agree}")
+    # both ranks leave the group together: a rank tearing gloo down while its peer still computes was seen
+    # to abort (SIGABRT, "terminate called without an active exception") once on a loaded 2-core machine
+    dist.barrier()
     dist.destroy_process_group()
 
 
