@@ -14,7 +14,7 @@ import threading
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -69,6 +69,14 @@ class JobView(BaseModel):
     outcome: str | None = Field(description="the result comment's text, or the failure's reason")
 
 
+def _job(row: sqlite3.Row, **now: Any) -> JobRow:
+    """A row as the workers use it; ``now``: fields the statement that read it has just changed."""
+    fields = {"delivery": row["delivery"], "repo": row["repo"], "state": row["state"],
+              "trigger": Trigger.model_validate_json(row["trigger"]), "outcome": row["outcome"],
+              "attempt": int(row["attempt"])}
+    return JobRow(**{**fields, **now})
+
+
 def _view(row: sqlite3.Row) -> JobView:
     t = Trigger.model_validate_json(row["trigger"])
     return JobView(delivery=row["delivery"], repo=row["repo"], number=t.number, event=t.event, sender=t.sender,
@@ -119,8 +127,7 @@ class GitHubStore:
                 return None
             db.execute("UPDATE jobs SET state = 'running', started = ?, attempt = attempt + 1 WHERE delivery = ?",
                        (time.time(), row["delivery"]))
-        return JobRow(delivery=row["delivery"], repo=row["repo"], state="running",
-                      trigger=Trigger.model_validate_json(row["trigger"]), attempt=int(row["attempt"]) + 1)
+        return _job(row, state="running", attempt=int(row["attempt"]) + 1)
 
     def finish(self, delivery: str, state: JobState, outcome: str) -> None:
         with self._tx() as db:
@@ -141,8 +148,7 @@ class GitHubStore:
             rows = db.execute("SELECT * FROM jobs WHERE state = 'running' AND cancel = 1").fetchall()
             db.execute("UPDATE jobs SET state = 'cancelled', finished = ?, outcome = 'cancelled (the server "
                        "stopped before the job did)' WHERE state = 'running' AND cancel = 1", (time.time(),))
-        return [JobRow(delivery=r["delivery"], repo=r["repo"], state="cancelled",
-                       trigger=Trigger.model_validate_json(r["trigger"]), attempt=int(r["attempt"])) for r in rows]
+        return [_job(r, state="cancelled") for r in rows]
 
     def request_cancel(self, delivery: str) -> JobState | None:
         """Cancel a job; returns the state it was in. A ``queued`` one is now ``cancelled``; a ``running``
@@ -169,9 +175,7 @@ class GitHubStore:
             row = self._db.execute("SELECT * FROM jobs WHERE delivery = ?", (delivery,)).fetchone()
         if row is None:
             return None
-        return JobRow(delivery=row["delivery"], repo=row["repo"], state=row["state"],
-                      trigger=Trigger.model_validate_json(row["trigger"]), outcome=row["outcome"],
-                      attempt=int(row["attempt"]))
+        return _job(row)
 
     def view(self, delivery: str) -> JobView | None:
         with self._lock:

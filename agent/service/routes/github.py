@@ -16,7 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
 from agent.github.webhook import Ignored, trigger_of, verify_signature
-from agent.service.deps import OwnerDep, SettingsDep
+from agent.service.deps import OwnerDep
 from agent.service.github_jobs import GitHubJobs
 from agent.service.github_store import JobState, JobView
 
@@ -37,11 +37,16 @@ def _not_configured() -> HTTPException:
                          "FERRY_GITHUB_TOKEN (or a GitHub App's credentials) and restart ferry serve")
 
 
-def get_jobs(request: Request, _owner: OwnerDep) -> GitHubJobs:
+def configured_jobs(request: Request) -> GitHubJobs:
+    """The server's GitHub jobs (they exist exactly when GitHub is configured); 503 otherwise."""
     jobs: GitHubJobs | None = getattr(request.app.state, "github_jobs", None)
     if jobs is None:
         raise _not_configured()
     return jobs
+
+
+def get_jobs(request: Request, _owner: OwnerDep) -> GitHubJobs:
+    return configured_jobs(request)  # the caller's token first: 401 before 503
 
 
 JobsDep = Annotated[GitHubJobs, Depends(get_jobs)]
@@ -57,16 +62,14 @@ class WebhookAnswer(BaseModel):
 @router.post("/webhook", status_code=status.HTTP_202_ACCEPTED, response_model=WebhookAnswer,
              responses={401: {"description": "the signature is missing or wrong"},
                         503: {"description": "GitHub is not configured on this server"}})
-async def webhook(request: Request, settings: SettingsDep,
+async def webhook(request: Request,
                   x_github_event: Annotated[str | None, Header()] = None,
                   x_github_delivery: Annotated[str | None, Header()] = None,
                   x_hub_signature_256: Annotated[str | None, Header()] = None) -> WebhookAnswer:
     """A GitHub delivery: an issue or PR comment ``/ferry migrate [--run "..."] [--test "..."]``, or the
     configured label on a pull request. Verified by ``X-Hub-Signature-256``; answered 202 at once."""
-    config = settings.github
-    jobs: GitHubJobs | None = getattr(request.app.state, "github_jobs", None)
-    if config is None or jobs is None:
-        raise _not_configured()
+    jobs = configured_jobs(request)
+    config = jobs.config
     body = await request.body()
     if not x_hub_signature_256:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "X-Hub-Signature-256 is missing: set the webhook's secret")
