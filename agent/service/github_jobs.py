@@ -50,7 +50,7 @@ class JobCancelled(Exception):
 
 
 def git_env(token: str | None) -> dict[str, str]:
-    """git's credentials as configuration in the environment (none: an empty dict)."""
+    """git's credentials as configuration in the environment (no token: only no prompting)."""
     if not token:
         return {"GIT_TERMINAL_PROMPT": "0"}
     basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
