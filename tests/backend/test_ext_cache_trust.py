@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,42 @@ def test_ready_must_name_a_library_beside_it(tmp_path: Path, name: str) -> None:
     shutil.copy(d / "tpx_ext.so", d.parent / "tpx_ext.so")
     (d / "READY").write_text(name + "\n")
     assert ext_cache.built_library(d) is None
+
+
+@needs_root
+def test_a_library_planted_by_an_unshare_run_is_not_loaded_by_the_host(tmp_path: Path) -> None:
+    """End to end: a real run at ``--isolation unshare`` (a throw-away uid, the host's filesystem)
+    plants ``ferry-tpx-ext-0/<digest>`` in a world-writable sticky dir, as it could in /tmp; a root
+    interpreter using that dir as its temp dir, with an empty home cache, must not run it."""
+    from sandbox.runspace import mount_support
+    from tools.runner.api import run
+    from tools.runner.models import RunLimits, RunRequest
+
+    if not mount_support()[0]:
+        pytest.skip(f"no run space here: {mount_support()[1]}")
+    digest = ext_cache.source_hash()
+    marker = tmp_path / "marker"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copy(_planted_library(tmp_path, marker), repo / "plant.so")
+    shared = Path(tempfile.mkdtemp(prefix="ferry-test-shared-tmp-", dir="/tmp"))  # reachable by the run's uid
+    try:
+        shared.chmod(0o1777)
+        plant = shared / "ferry-tpx-ext-0" / digest
+        (repo / "plant.py").write_text(
+            "import os, shutil\n"
+            f"os.makedirs({str(plant)!r})\n"
+            f"shutil.copy('plant.so', {str(plant / 'tpx_ext.so')!r})\n"
+            f"open({str(plant / 'READY')!r}, 'w').write('tpx_ext.so\\n')\n"
+            "print('planted by uid', os.getuid())\n")
+        res = run(RunRequest(path=repo, command=["python", "plant.py"], device="cpu", isolation="unshare",
+                             artifacts_dir=tmp_path / "art", timeout_s=60, limits=RunLimits(disk_bytes=64 * 1024**2)))
+        assert res.status == "ok" and res.isolation == "unshare", res.stderr_tail
+        assert (plant / "READY").is_file() and (plant / "tpx_ext.so").stat().st_uid not in (0, os.geteuid())
+
+        (tmp_path / "home").mkdir()
+        proc = _fresh_python({"HOME": str(tmp_path / "home"), "TMPDIR": str(shared)}, tmp_path, _LOAD)
+    finally:
+        shutil.rmtree(shared)
+    assert not marker.exists(), "the library a sandboxed run planted ran as root on the host"
+    assert "ERROR tpx C++ extension is not built yet" in proc.stdout, proc.stderr
