@@ -41,13 +41,15 @@ def _overflow_uid() -> int | None:
         return 65534
 
 
+def _root_uids(*, above_root: bool) -> set[int]:
+    """The owners that count as root: 0, and above the cache root the overflow uid in a user namespace."""
+    overflow = _overflow_uid() if above_root else None
+    return {0} if overflow is None else {0, overflow}
+
+
 def _owner_problem(st: os.stat_result, *, above_root: bool) -> str | None:
     euid = os.geteuid()
-    trusted = {euid, 0}
-    overflow = _overflow_uid() if above_root else None
-    if overflow is not None:
-        trusted.add(overflow)
-    if st.st_uid not in trusted:
+    if st.st_uid != euid and st.st_uid not in _root_uids(above_root=above_root):
         return f"owned by uid {st.st_uid}, not by this process (uid {euid}) or root"
     return None
 
@@ -62,7 +64,8 @@ def _stat_problem(st: os.stat_result, *, kind: str, above_root: bool) -> str | N
     problem = _owner_problem(st, above_root=above_root)
     if problem is not None:
         return problem
-    if st.st_mode & _OTHERS_WRITE and not (above_root and st.st_uid == 0 and st.st_mode & stat.S_ISVTX):
+    sticky_root = above_root and st.st_mode & stat.S_ISVTX and st.st_uid in _root_uids(above_root=True)
+    if st.st_mode & _OTHERS_WRITE and not sticky_root:
         return f"is writable by others than its owner (mode {stat.S_IMODE(st.st_mode):o})"
     return None
 

@@ -247,3 +247,35 @@ def test_a_library_planted_by_an_unshare_run_is_not_loaded_by_the_host(tmp_path:
         shutil.rmtree(shared)
     assert not marker.exists(), "the library a sandboxed run planted ran as root on the host"
     assert "ERROR tpx C++ extension is not built yet" in proc.stdout, proc.stderr
+
+
+@needs_root
+def test_an_unprivileged_user_namespace_still_trusts_its_own_cache(tmp_path: Path) -> None:
+    """A sandboxed child of an unprivileged Ferry (bwrap --unshare-user) sees root's directories
+    (/, /tmp) owned by the overflow uid: above the cache root they count as root's, so its own
+    cache below a sticky /tmp is used; one owned by anybody else still is not."""
+    if shutil.which("unshare") is None or shutil.which("setpriv") is None:
+        pytest.skip("needs util-linux's unshare and setpriv")
+    python = Path("/usr/bin/python3")  # the checks are standard library: any interpreter another uid may run
+    if not python.is_file():
+        pytest.skip("no /usr/bin/python3 for an unprivileged uid (Ferry's interpreter may sit in root's home)")
+    uid = OTHER_UID + 1
+    base = Path(tempfile.mkdtemp(prefix="ferry-test-userns-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        mine, theirs = base / "mine" / "0123456789abcdef", base / "theirs" / "0123456789abcdef"
+        _fill(mine, _real_library(), uid=uid)
+        _fill(theirs, _real_library(), uid=OTHER_UID)
+        code = ("import sys\nfrom pathlib import Path\nfrom backend_autoload import ext_cache, ext_trust\n"
+                "assert ext_trust._overflow_uid() is not None, 'not in a user namespace'\n"
+                "print([str(ext_cache.built_library(Path(p))) for p in sys.argv[1:]])\n")
+        proc = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "unshare", "--user",
+                               "--map-root-user", str(python), "-c", code, str(mine), str(theirs)],
+                              cwd=base, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                              timeout=60)
+    finally:
+        shutil.rmtree(base)
+    if proc.returncode != 0 and "unshare failed" in proc.stderr:
+        pytest.skip(f"no unprivileged user namespaces here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str([str(mine / "tpx_ext.so"), "None"])
