@@ -4,7 +4,9 @@ The backend JIT-builds its extension once into a cache (``$TPX_EXTENSION_DIR`` o
 ``~/.cache/ferry/tpx-ext``). A sandboxed child sees neither the home directory nor a compiler
 cache, and building there would cost 30-60 s per run, so the runner builds (or finds) it on
 the host once per process (a cache lookup when it is built already) and binds the cache read-only into the sandbox with
-``TPX_EXTENSION_DIR`` pointing at it.
+``TPX_EXTENSION_DIR`` pointing at it. The lookup (``backend_autoload.ext_cache``) uses only a
+cache dir no other uid could write, so nothing a run left in a directory it shares with the host
+(the host's /tmp at ``--isolation unshare``) is found here and bound into later runs.
 """
 
 from __future__ import annotations
