@@ -95,7 +95,7 @@ def python_roots() -> list[Path]:
     roots = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.exec_prefix).resolve()}
     exe = Path(sys.executable)
     roots.add(exe.resolve().parent.parent)
-    roots.add(ferry_root())
+    roots.update(ferry_child_dirs())
     # Remove roots nested in others (bwrap would mount twice).
     ordered = sorted(roots, key=lambda p: len(p.parts))
     kept: list[Path] = []
@@ -110,6 +110,24 @@ def python_roots() -> list[Path]:
 def ferry_root() -> Path:
     """The directory holding Ferry's top-level packages (``sandbox/``, ``tools/``...)."""
     return Path(__file__).resolve().parent.parent
+
+
+# Ferry's packages a sandboxed child imports (its bootstrap ``tools/runner/child``, the CUDA
+# redirect and the probe/profile hooks in ``tools/``, which read settings with ``sandbox.envvars``;
+# the tpx backend and its autoload entry point). Only these are bound into the sandbox, never the
+# whole tree: a checkout also holds ``.git``, ``ferry-out/`` of earlier runs, state directories.
+CHILD_PACKAGES: tuple[str, ...] = ("backend", "backend_autoload", "sandbox", "tools")
+
+
+def ferry_child_dirs() -> list[Path]:
+    """The directories of ``CHILD_PACKAGES`` in this installation (each a real directory)."""
+    root = ferry_root()
+    out: list[Path] = []
+    for name in CHILD_PACKAGES:
+        path = root / name
+        if path.is_dir() and not path.is_symlink():
+            out.append(path)
+    return out
 
 
 @lru_cache(maxsize=1)
