@@ -162,8 +162,8 @@ def bwrap_prefix(
     /tmp and /dev/shm are ``tmp_dir`` and ``shm_dir`` when given (directories of the run's capped
     space, ``sandbox.runspace``), otherwise tmpfs mounts of bubblewrap's own, ``tmp_bytes`` each.
     ``seccomp_fd``: a descriptor holding the filter (``sandbox.seccomp``), inherited by bubblewrap.
-    Every capability is dropped (root: all but what ``setpriv`` needs to change uid and empty the
-    sets before the command starts)."""
+    The command gets no capability in any set: ``--cap-drop ALL``, or, with ``uid``, ``setpriv``
+    changing uid and emptying the inheritable, ambient and bounding sets."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable("bwrap is not installed (apt-get install bubblewrap)")
@@ -220,14 +220,15 @@ def bwrap_prefix(
     argv += ["--hostname", SANDBOX_HOSTNAME, "--new-session", "--die-with-parent"]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
-    argv += ["--cap-drop", "ALL"]
     if uid is not None:
-        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP", "--"]
+        # bubblewrap keeps root's capabilities for its own setup (--chdir into the run's chowned dirs);
+        # setpriv empties every set as it changes uid, before the command runs
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--"]
         argv += drop_uid_prefix(uid)
     else:
         if not _is_root():
             argv.insert(1, "--unshare-user")
-        argv += ["--"]
+        argv += ["--cap-drop", "ALL", "--"]
     return argv
 
 
