@@ -22,6 +22,7 @@ from sandbox import (
 )
 from sandbox.artifacts import ArtifactLimits, ArtifactRefused, Collected, Refusal, collect
 from sandbox.execute import start_directory
+from sandbox import hostmem
 from sandbox.isolation import choose, ferry_root
 from sandbox.limits import disk_limit_from_env, format_size
 from sandbox.runspace import RunSpace, open_run_space
@@ -94,6 +95,10 @@ def _limits(req: RunRequest) -> Limits:
             raise RunnerInputError(f"{exc}; unset it or give a size like 4G") from None
         if env_cap is not None:
             overrides["disk_bytes"] = env_cap
+    for key in ("memory_bytes", "run_memory_bytes", "disk_bytes"):  # explicit values win, but are not hidden
+        warning = hostmem.oversized(f"the run's {key}", overrides[key]) if overrides.get(key) else None
+        if warning is not None:
+            logger.warning("runner: %s", warning)
     return Limits(**{**base.to_dict(), **overrides})
 
 
