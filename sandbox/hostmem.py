@@ -88,7 +88,7 @@ def cgroup_memory_limit(cgroup_file: Path = CGROUP_FILE, root: Path = CGROUP_ROO
         return None
     limits: list[int] = []
     for line in lines:
-        _, controllers, rel = (line.split(":", 2) + ["", ""])[:3]
+        _, controllers, rel = [*line.split(":", 2), "", ""][:3]
         if controllers == "":
             base, name = root, "memory.max"
         elif "memory" in controllers.split(","):
@@ -133,7 +133,7 @@ class HostBudget:
                 f"{self.runs_in_flight} runs in flight (host {format_size(self.total_bytes)}{limit}, "
                 f"{format_size(self.usable_bytes)} usable by runs)")
 
-    def to_dict(self) -> dict[str, int | None | str]:
+    def to_dict(self) -> dict[str, int | str | None]:
         return {"total_bytes": self.total_bytes, "available_bytes": self.available_bytes,
                 "cgroup_bytes": self.cgroup_bytes, "usable_bytes": self.usable_bytes,
                 "runs_in_flight": self.runs_in_flight, "run_memory_bytes": self.run_memory_bytes,

@@ -8,6 +8,7 @@ from pathlib import Path
 from sandbox import hostmem
 from sandbox.hostmem import GiB, MiB
 
+
 def meminfo(total_gib: float, available_gib: float | None = None) -> str:
     kb = lambda g: int(g * 1024 * 1024)  # noqa: E731
     avail = total_gib if available_gib is None else available_gib

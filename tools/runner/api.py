@@ -18,11 +18,11 @@ from sandbox import (
     Workspace,
     WorkspaceError,
     create_workspace,
+    hostmem,
     run_in_sandbox,
 )
 from sandbox.artifacts import ArtifactLimits, ArtifactRefused, Collected, Refusal, collect
 from sandbox.execute import start_directory
-from sandbox import hostmem
 from sandbox.isolation import choose, ferry_root
 from sandbox.limits import disk_limit_from_env, format_size
 from sandbox.runspace import RunSpace, open_run_space
