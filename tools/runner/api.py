@@ -26,6 +26,7 @@ from sandbox.execute import start_directory
 from sandbox.isolation import choose, ferry_root
 from sandbox.limits import disk_limit_from_env, format_size
 from sandbox.runspace import RunSpace, open_run_space
+from tools.repopath import repo_path_problem
 from tools.runner.env import child_env, child_path_env
 from tools.runner.interpreter import Interpreter, InterpreterError, inspect_interpreter
 from tools.runner.launch import device_env
@@ -209,6 +210,9 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
     ``cancel``: an event another thread may set to stop the run early (status ``cancelled``).
     """
     src = Path(req.path).expanduser()
+    problem = repo_path_problem(src)
+    if problem is not None:
+        raise RunnerInputError(problem)
     if not src.is_dir():
         raise RunnerInputError(f"repository path {src} is not a directory; pass the folder of the repo to run")
     command = ["/bin/sh", "-c", req.command] if isinstance(req.command, str) else list(req.command)
