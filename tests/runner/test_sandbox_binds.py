@@ -72,3 +72,4 @@ def test_the_sandbox_sees_only_the_child_packages_of_the_ferry_tree(tmp_path: Pa
     shown = set(eval(listed.split(" ", 1)[1]))
     assert shown <= allowed and {"backend", "tools"} <= shown, listed
     assert "DEVICE tpx 6.0" in out, out
+    assert (res.seccomp or "").startswith("on"), res.seccomp

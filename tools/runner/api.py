@@ -374,6 +374,7 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
             disk_cap=res.disk_cap,
             resource_control=res.resource_control,
             resource_control_reasons=res.resource_control_reasons,
+            seccomp=res.seccomp or None,
             trace=trace,
             signal=res.signal,
             limit_hit=res.limit_hit,

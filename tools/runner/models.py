@@ -122,6 +122,7 @@ class RunResult(BaseModel):
     disk_cap: str | None = None  # what capped the run's writes, e.g. "tmpfs 4 GiB in all (workspace, /tmp, ...)"
     resource_control: str | None = None  # cgroup2 | cgroup1 | rlimits: whole-run memory/process limits
     resource_control_reasons: list[str] = Field(default_factory=list)  # why not a stronger level
+    seccomp: str | None = None  # "on: ..." under bubblewrap with the filter, else "off: why" (sandbox.seccomp)
     trace: Trace | None = None
     signal: int | None = None
     limit_hit: str | None = None
