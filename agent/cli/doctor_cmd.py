@@ -144,8 +144,8 @@ def render(report: dict[str, Any]) -> str:
     strength = " (strongest)" if iso["level"] == "bwrap" else " (WEAKER FALLBACK)"
     lines = [f"sandbox isolation: {iso['level']}{strength}"]
     if iso["level"] == "bwrap":
-        lines.append("  bubblewrap: no network, read-only system/Python/Ferry, only the workspace and a private /tmp "
-                     "writable,")
+        lines.append("  bubblewrap: no network, read-only system/Python/Ferry's runtime packages, only the "
+                     "workspace and a private /tmp writable,")
         uid = ", child runs under a throw-away uid" if iso["drops_uid"] else ""
         lines.append(f"  pid/ipc/uts namespaces, new session, rlimits, whole-tree kill{uid}")
     if iso.get("seccomp"):
