@@ -8,10 +8,10 @@ new mount API), load kernel code or programs (``bpf``, ``init_module``/``finit_m
 ``request_key``), and others that have been a source of kernel exploits and that no training or
 test program needs (``perf_event_open``, ``userfaultfd``, ``ptrace``, ``personality`` changes other
 than the harmless ones, ``swapon``/``swapoff``, ``reboot``, ``acct``, ``quotactl``,
-``lookup_dcookie``, ``iopl``/``ioperm``, ``open_by_handle_at``/``name_to_handle_at``). ``clone3``
+``lookup_dcookie``, ``iopl``/``ioperm``, ``open_by_handle_at``/``name_to_handle_at``, ``io_uring_*``). ``clone3``
 passes its flags in memory a filter cannot read, so it returns ``ENOSYS``: the C library then
 falls back to ``clone``, whose flags are checked. Every other call is allowed. A system call of
-another ABI than the native one (32-bit ``int 0x80`` or x32 on x86_64) ends the process.
+another ABI than the native one (32-bit ``int 0x80``) ends the process; x32 calls return ``ENOSYS``.
 
 Built for x86_64 and aarch64 (``platform.machine()``); elsewhere ``filter_program`` returns None
 and the runs say the filter is unavailable. Standard library only: the instructions are
@@ -68,6 +68,8 @@ DENIED: dict[str, str] = {
     "iopl": "I/O ports", "ioperm": "I/O ports",
     "open_by_handle_at": "opening files by handle (escapes a mount tree)",
     "name_to_handle_at": "file handles",
+    "io_uring_setup": "io_uring (a second way into the kernel that a filter cannot see into)",
+    "io_uring_enter": "io_uring", "io_uring_register": "io_uring",
 }
 
 _SYSCALLS: dict[str, dict[str, int]] = {
@@ -79,6 +81,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
         "finit_module": 313, "delete_module": 176, "ptrace": 101, "swapon": 167, "swapoff": 168,
         "reboot": 169, "acct": 163, "quotactl": 179, "quotactl_fd": 443, "lookup_dcookie": 212,
         "iopl": 172, "ioperm": 173, "open_by_handle_at": 304, "name_to_handle_at": 303,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
         "clone": 56, "clone3": 435, "personality": 135,
     },
     "aarch64": {
@@ -89,6 +92,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
         "finit_module": 273, "delete_module": 106, "ptrace": 117, "swapon": 224, "swapoff": 225,
         "reboot": 142, "acct": 89, "quotactl": 60, "quotactl_fd": 443, "lookup_dcookie": 18,
         "open_by_handle_at": 265, "name_to_handle_at": 264,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
         "clone": 220, "clone3": 435, "personality": 92,
     },
 }
@@ -131,8 +135,8 @@ def filter_program(machine: str | None = None) -> bytes | None:
         _insn(_RET_K, RET_KILL_PROCESS),  # another ABI (i386 int 0x80): its numbers mean other calls
         _insn(_LD_W_ABS, _NR),
     ]
-    if arch == "x86_64":  # x32 calls share the arch value and set bit 30 of the number
-        prog += [_insn(_JGE_K, X32_BIT, jt=0, jf=1), _insn(_RET_K, RET_KILL_PROCESS)]
+    if arch == "x86_64":  # x32 calls share the arch value and set bit 30 of the number: none exist here
+        prog += [_insn(_JGE_K, X32_BIT, jt=0, jf=1), _insn(_RET_K, _errno(errno.ENOSYS))]
     for name in DENIED:
         if name in nrs:
             prog += [_insn(_JEQ_K, nrs[name], jt=0, jf=1), _insn(_RET_K, _errno(errno.EPERM))]

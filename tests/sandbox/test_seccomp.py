@@ -23,9 +23,9 @@ PROBE = textwrap.dedent("""
     import ctypes, errno, os, sys
     libc = ctypes.CDLL(None, use_errno=True)
     NR = {"x86_64": dict(bpf=321, keyctl=250, add_key=248, perf_event_open=298, userfaultfd=323, mount=165,
-                         setns=308, unshare=272, ptrace=101, personality=135),
+                         setns=308, unshare=272, ptrace=101, personality=135, io_uring_setup=425),
           "aarch64": dict(bpf=280, keyctl=219, add_key=217, perf_event_open=241, userfaultfd=282, mount=40,
-                          setns=268, unshare=97, ptrace=117, personality=92)}[os.uname().machine]
+                          setns=268, unshare=97, ptrace=117, personality=92, io_uring_setup=425)}[os.uname().machine]
     def call(name, *args):
         ctypes.set_errno(0)
         ret = libc.syscall(NR[name], *[ctypes.c_long(a) for a in args])
@@ -39,6 +39,7 @@ PROBE = textwrap.dedent("""
     out["mount"] = call("mount", 0, 0, 0, 0, 0)
     out["setns"] = call("setns", 0, 0)
     out["ptrace"] = call("ptrace", 0, 0, 0, 0)
+    out["io_uring_setup"] = call("io_uring_setup", 1, 0)
     out["personality_query"] = call("personality", 0xffffffff)
     out["personality_norandom"] = call("personality", 0x0040000)
     ctypes.set_errno(0)  # what os.unshare(os.CLONE_NEWUSER) does (Python 3.12+)
@@ -62,7 +63,7 @@ def _parse(stdout: str) -> dict[str, str]:
 def _assert_refused(values: dict[str, str]) -> None:
     eperm = str(__import__("errno").EPERM)
     for name in ("bpf", "keyctl", "add_key", "perf_event_open", "userfaultfd", "mount", "setns", "ptrace",
-                 "unshare_newuser", "personality_norandom"):
+                 "io_uring_setup", "unshare_newuser", "personality_norandom"):
         assert values[name] == eperm, (name, values)
     assert values["personality_query"] == "0", values  # the harmless query stays allowed
     for key in CAP_SETS:
