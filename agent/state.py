@@ -74,7 +74,8 @@ class MigrationOptions(BaseModel):
         "is not started (failed_budget); None: no budget"))
     seed: int = 0
     disk_limit_bytes: int | None = Field(default=None, ge=1024**2,
-                                         description="disk cap of each run, in all (None: $FERRY_DISK_LIMIT or 4 GiB)")
+                                         description="disk cap of each run, in all (None: $FERRY_DISK_LIMIT or "
+                                                     "what the host can back)")
     # the model's limits (agent.llm.config.LLMLimits: flags, else FERRY_LLM_*, else its defaults)
     llm_max_calls: int = Field(default=LLM_DEFAULTS.max_calls, ge=1)
     llm_max_tokens: int = Field(default=LLM_DEFAULTS.max_tokens, ge=1)

@@ -115,7 +115,7 @@ def run(
     disk_limit_bytes: int | None = None,
     environment: RunEnvironment | None = None,
 ) -> RunResult:
-    """One sandboxed run (``disk_limit_bytes``: its disk cap in all; None: $FERRY_DISK_LIMIT or 4 GiB),
+    """One sandboxed run (``disk_limit_bytes``: its disk cap in all; None: $FERRY_DISK_LIMIT or host-based),
     in ``environment`` (default: the current migration's, ``run_environment``)."""
     models = _import("tools.runner.models", "runner")
     api = _import("tools.runner.api", "runner")

@@ -15,9 +15,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox import seccomp
 from sandbox.cgroups import RunCgroup, open_for_run
 from sandbox.env import scrubbed_env
-from sandbox.isolation import IsolationInfo, SandboxUnavailable, bwrap_prefix, choose, drop_uid_prefix, unshare_prefix
+from sandbox.isolation import (
+    IsolationInfo,
+    SandboxUnavailable,
+    bwrap_prefix,
+    choose,
+    drop_caps_prefix,
+    drop_uid_prefix,
+    unshare_prefix,
+)
 from sandbox.limits import Limits, apply_rlimits, prlimit_prefix, rlimit_pairs, soft_hard
 from sandbox.procs import kill_run
 from sandbox.runspace import RunSpace, disk_cap_text
@@ -55,6 +64,7 @@ class SandboxResult:
     disk_cap: str = ""  # what capped the run's writes (``sandbox.runspace.disk_cap_text``)
     resource_control: str = "rlimits"  # cgroup2 | cgroup1 | rlimits: whole-run memory/process limits
     resource_control_reasons: list[str] = field(default_factory=list)  # why not a stronger level
+    seccomp: str = ""  # on: ... / off: why (``IsolationInfo.seccomp_text``)
 
     @property
     def status(self) -> str:
@@ -107,7 +117,11 @@ class WarmStart:
 
 
 def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str],
-                preexec: Callable[[], object] | None) -> subprocess.Popen[bytes]:
+                preexec: Callable[[], object] | None, seccomp_fd: int | None = None) -> subprocess.Popen[bytes]:
+    pass_fds: tuple[int, ...] = ()
+    if seccomp_fd is not None:  # from its start: a warm start that fell back may have read it
+        os.lseek(seccomp_fd, 0, os.SEEK_SET)
+        pass_fds = (seccomp_fd,)
     try:
         return subprocess.Popen(
             argv,
@@ -119,6 +133,7 @@ def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str],
             start_new_session=True,
             preexec_fn=preexec,
             close_fds=True,
+            pass_fds=pass_fds,
         )
     except OSError as exc:
         raise SandboxUnavailable(f"cannot start {argv[0]}: {exc}") from exc
@@ -127,7 +142,7 @@ def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str],
 def _start_warm(warm: WarmStart, command: list[str], sandbox_argv: list[str], workspace: Path,
                 child_env: dict[str, str], preexec: Callable[[], object] | None, pairs: list[tuple[int, int]],
                 uid: int | None, cancel: threading.Event | None, ready_timeout: float,
-                cgroup: RunCgroup | None) -> tuple[WarmProcess | None, str | None]:
+                cgroup: RunCgroup | None, seccomp_fd: int | None) -> tuple[WarmProcess | None, str | None]:
     """The started warm run, or None and why it starts cold (not waiting for a server still
     importing longer than ``ready_timeout``)."""
     if not warm.server.accepts(child_env):
@@ -140,11 +155,14 @@ def _start_warm(warm: WarmStart, command: list[str], sandbox_argv: list[str], wo
     request = {"cwd": str(workspace), "env": run_env, "uid": uid, "spec": warm.spec.to_dict(),
                "rlimits": [[res, *soft_hard(res, value)] for res, value in pairs],
                "after_fork": warm.server.after_fork,
+               # the forked command is not bubblewrap's child: it installs the same filter itself
+               "seccomp": seccomp_fd is not None,
                # the forked process joins the run's cgroup(s) first, while it is still root
                "cgroup_procs": cgroup.procs_files if cgroup is not None else []}
     try:
         return start_warm(warm.server, request, sandbox_argv + PLACEHOLDER, cwd=str(workspace), env=child_env,
-                          cancel=cancel, ready_timeout=ready_timeout, preexec_fn=preexec), None
+                          cancel=cancel, ready_timeout=ready_timeout, preexec_fn=preexec,
+                          pass_fds=(seccomp_fd,) if seccomp_fd is not None else ()), None
     except (WarmUnavailable, OSError) as exc:
         logger.info("warm start unavailable, starting cold: %s", exc)
         return None, str(exc) or type(exc).__name__
@@ -207,33 +225,51 @@ def run_in_sandbox(
     extra[RUN_MARKER_ENV] = run_marker
     marker = run_marker if uid is None else None
     space_tmp = space.tmp if space is not None else None  # None: no mounted space
-    space_shm = space.shm if space is not None else None
     # At the weaker levels /tmp is the host's: programs that honour TMPDIR/HOME write into the space.
     tmp = str(space_tmp) if space_tmp is not None and info.level != "bwrap" else "/tmp"
     child_env = scrubbed_env(dict(os.environ), extra, path=path_env or "/usr/local/bin:/usr/bin:/bin",
                              home=tmp, tmp=tmp)
     disk_cap = disk_cap_text(space, info.level, limits)
 
+    program = seccomp.filter_program() if info.level == "bwrap" and not info.seccomp_unavailable else None
+    seccomp_fd = seccomp.filter_fd(program) if program is not None else None
+    try:
+        return _run_with(command, workspace, start_dir, limits, info, child_env, writable, readable, uid, marker,
+                         cancel, warm, space, disk_cap, seccomp_fd)
+    finally:
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
+
+
+def _run_with(command: list[str], workspace: Path, start_dir: Path, limits: Limits, info: IsolationInfo,
+              child_env: dict[str, str], writable: list[Path], readable: list[Path], uid: int | None,
+              marker: str | None, cancel: threading.Event | None, warm: WarmStart | None, space: RunSpace | None,
+              disk_cap: str, seccomp_fd: int | None) -> SandboxResult:
+    space_tmp = space.tmp if space is not None else None
+    space_shm = space.shm if space is not None else None
     if info.level == "bwrap":
         prefix = bwrap_prefix(workspace=workspace, writable=writable, readable=readable, uid=uid,
-                              tmp_bytes=limits.disk_bytes, tmp_dir=space_tmp, shm_dir=space_shm, chdir=start_dir)
+                              tmp_bytes=limits.disk_bytes, tmp_dir=space_tmp, shm_dir=space_shm, chdir=start_dir,
+                              seccomp_fd=seccomp_fd)
     elif info.level == "unshare":
-        prefix = unshare_prefix() + (drop_uid_prefix(uid) if uid is not None else [])
+        # as root: setpriv to the run's uid; otherwise the namespace's root, all capability sets emptied
+        prefix = unshare_prefix() + (drop_uid_prefix(uid) if uid is not None else drop_caps_prefix(bounding=True))
     else:
-        prefix = drop_uid_prefix(uid) if uid is not None else []
+        prefix = drop_uid_prefix(uid) if uid is not None else drop_caps_prefix(bounding=False)
     pairs = rlimit_pairs(limits)
     limiter = prlimit_prefix(pairs)
     preexec = None if limiter else functools.partial(apply_rlimits, pairs)  # the limits without prlimit
     cgroup, control, control_reasons = open_for_run(limits.run_memory_bytes, limits.run_processes)
     try:
         res = _run(command, start_dir, limits, info, child_env, prefix, limiter, preexec, pairs, uid, marker,
-                   cancel, warm, cgroup, space)
+                   cancel, warm, cgroup, space, seccomp_fd)
     finally:
         if cgroup is not None:
             cgroup.remove()  # strays included: whatever of the run is left in it dies here
     res.disk_cap = disk_cap
     res.resource_control = control
     res.resource_control_reasons = list(control_reasons)
+    res.seccomp = info.seccomp_text()
     return res
 
 
@@ -256,7 +292,7 @@ def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInf
          prefix: list[str], limiter: list[str] | None, preexec: Callable[[], object] | None,
          pairs: list[tuple[int, int]], uid: int | None, marker: str | None,
          cancel: threading.Event | None, warm: WarmStart | None, cgroup: RunCgroup | None,
-         space: RunSpace | None) -> SandboxResult:
+         space: RunSpace | None, seccomp_fd: int | None) -> SandboxResult:
     # The cgroup wrapper first: it runs as root and makes every later process of the run a member.
     sandbox_argv = (cgroup.wrapper() if cgroup is not None else []) + (limiter or []) + prefix
     argv = sandbox_argv + list(command)
@@ -269,7 +305,7 @@ def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInf
         # Waiting for a server still importing is bounded by the run's own timeout, and the run's
         # clock starts when its command does (warm or, after the wait, cold).
         proc, warm_fallback = _start_warm(warm, list(command), sandbox_argv, workspace, child_env, preexec, pairs,
-                                          uid, cancel, limits.timeout_s, cgroup)
+                                          uid, cancel, limits.timeout_s, cgroup, seccomp_fd)
     elif warm is not None:
         warm_fallback = f"warm starts need bubblewrap; isolation in force is {info.level}"
     warm_started = proc is not None
@@ -282,7 +318,7 @@ def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInf
                              warm_fallback=warm_fallback)
     start = time.monotonic()
     if proc is None:
-        proc = _start_cold(argv, workspace, child_env, preexec)
+        proc = _start_cold(argv, workspace, child_env, preexec, seccomp_fd)
     else:
         argv = [*sandbox_argv, "<warm>", *command]
     procs = RunProcs(proc.pid, uid, marker, getattr(proc, "command_pid", None),

@@ -56,6 +56,16 @@ class IsolationInfo:
     reasons: tuple[str, ...] = field(default_factory=tuple)  # why this level, why not stronger
     available: tuple[str, ...] = field(default_factory=tuple)
     drops_uid: bool = False  # runs the child under a throw-away uid (parent is root)
+    # bwrap runs (cold and warm) get the seccomp filter of ``sandbox.seccomp``; None: why not
+    seccomp_unavailable: str | None = None
+
+    def seccomp_text(self) -> str:
+        """What the run's seccomp state is, as results and ``ferry doctor`` say it."""
+        if self.level != "bwrap":
+            return f"off: the {self.level} level has no seccomp filter (bubblewrap only)"
+        if self.seccomp_unavailable:
+            return f"off: {self.seccomp_unavailable}"
+        return "on: namespaces, mounts, bpf, keyrings, kernel modules, ptrace, perf, userfaultfd refused (EPERM)"
 
     def describe(self) -> str:
         return f"{self.level} ({'; '.join(self.reasons)})" if self.reasons else self.level
@@ -85,7 +95,7 @@ def python_roots() -> list[Path]:
     roots = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.exec_prefix).resolve()}
     exe = Path(sys.executable)
     roots.add(exe.resolve().parent.parent)
-    roots.add(ferry_root())
+    roots.update(ferry_child_dirs())
     # Remove roots nested in others (bwrap would mount twice).
     ordered = sorted(roots, key=lambda p: len(p.parts))
     kept: list[Path] = []
@@ -100,6 +110,24 @@ def python_roots() -> list[Path]:
 def ferry_root() -> Path:
     """The directory holding Ferry's top-level packages (``sandbox/``, ``tools/``...)."""
     return Path(__file__).resolve().parent.parent
+
+
+# Ferry's packages a sandboxed child imports (its bootstrap ``tools/runner/child``, the CUDA
+# redirect and the probe/profile hooks in ``tools/``, which read settings with ``sandbox.envvars``;
+# the tpx backend and its autoload entry point). Only these are bound into the sandbox, never the
+# whole tree: a checkout also holds ``.git``, ``ferry-out/`` of earlier runs, state directories.
+CHILD_PACKAGES: tuple[str, ...] = ("backend", "backend_autoload", "sandbox", "tools")
+
+
+def ferry_child_dirs() -> list[Path]:
+    """The directories of ``CHILD_PACKAGES`` in this installation (each a real directory)."""
+    root = ferry_root()
+    out: list[Path] = []
+    for name in CHILD_PACKAGES:
+        path = root / name
+        if path.is_dir() and not path.is_symlink():
+            out.append(path)
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -126,12 +154,16 @@ def bwrap_prefix(
     tmp_dir: Path | None = None,
     shm_dir: Path | None = None,
     chdir: Path | None = None,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The bubblewrap argv (up to and including ``--``) for one run (started in ``chdir``, by
     default ``workspace``).
 
     /tmp and /dev/shm are ``tmp_dir`` and ``shm_dir`` when given (directories of the run's capped
-    space, ``sandbox.runspace``), otherwise tmpfs mounts of bubblewrap's own, ``tmp_bytes`` each."""
+    space, ``sandbox.runspace``), otherwise tmpfs mounts of bubblewrap's own, ``tmp_bytes`` each.
+    ``seccomp_fd``: a descriptor holding the filter (``sandbox.seccomp``), inherited by bubblewrap.
+    The command gets no capability in any set: ``--cap-drop ALL``, or, with ``uid``, ``setpriv``
+    changing uid and emptying the inheritable, ambient and bounding sets."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable("bwrap is not installed (apt-get install bubblewrap)")
@@ -186,21 +218,41 @@ def bwrap_prefix(
     # The hostname resolves through the sandbox's own /etc/hosts (hosts_file), so code that looks its
     # own hostname up (torch.distributed, gloo) finds the loopback interface of the private network namespace.
     argv += ["--hostname", SANDBOX_HOSTNAME, "--new-session", "--die-with-parent"]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     if uid is not None:
+        # bubblewrap keeps root's capabilities for its own setup (--chdir into the run's chowned dirs);
+        # setpriv empties every set as it changes uid, before the command runs
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--"]
         argv += drop_uid_prefix(uid)
     else:
         if not _is_root():
             argv.insert(1, "--unshare-user")
-        argv += ["--"]
+        argv += ["--cap-drop", "ALL", "--"]
     return argv
 
 
+_CAP_SETS = ("--inh-caps=-all", "--ambient-caps=-all")
+
+
 def drop_uid_prefix(uid: int) -> list[str]:
+    """``setpriv`` to ``uid`` with every capability set empty (inheritable, ambient, bounding; the
+    uid change empties permitted and effective) and no new privileges."""
     setpriv = _setpriv()
     if setpriv is None:
         raise SandboxUnavailable("setpriv (util-linux) is needed to drop root privileges")
-    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
+    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *_CAP_SETS, "--bounding-set=-all",
+            "--no-new-privs", "--"]
+
+
+def drop_caps_prefix(*, bounding: bool) -> list[str]:
+    """``setpriv`` emptying the capability sets without a uid change (the weaker levels when Ferry
+    is not root; ``bounding``: inside ``unshare --map-root-user``, where the child may drop it, and
+    where an empty bounding set leaves the namespace's root no capability after exec)."""
+    setpriv = _setpriv()
+    if setpriv is None:
+        return []
+    return [setpriv, *_CAP_SETS, *(["--bounding-set=-all"] if bounding else []), "--no-new-privs", "--"]
 
 
 def unshare_prefix() -> list[str]:
@@ -215,6 +267,7 @@ def detect() -> IsolationInfo:
     """Probe what works here (cached for the process)."""
     reasons: list[str] = []
     available: list[str] = []
+    seccomp_off: str | None = None
     root = _is_root()
     drops = root and _setpriv() is not None
     if root and not drops:
@@ -223,11 +276,12 @@ def detect() -> IsolationInfo:
         reasons.append("bwrap not installed (apt-get install bubblewrap)")
     else:
         probe_dir = Path(os.environ.get("TMPDIR", "/tmp"))
-        argv = bwrap_prefix(workspace=probe_dir, writable=[], readable=[], uid=65534 if drops else None,
-                            tmp_bytes=16 * 1024**2)
+        uid = 65534 if drops else None
+        argv = bwrap_prefix(workspace=probe_dir, writable=[], readable=[], uid=uid, tmp_bytes=16 * 1024**2)
         ok, why = _try([*argv, "/bin/true"])
         if ok:
             available.append("bwrap")
+            seccomp_off = _probe_seccomp(probe_dir, uid)
         else:
             reasons.append(f"bwrap cannot create its namespaces here: {why}")
     if shutil.which("unshare"):
@@ -243,7 +297,33 @@ def detect() -> IsolationInfo:
     level = available[0]
     if level != "bwrap":
         logger.warning("sandbox: bubblewrap unavailable, using weaker isolation %r: %s", level, "; ".join(reasons))
-    return IsolationInfo(level=level, reasons=tuple(reasons), available=tuple(available), drops_uid=drops)
+    if seccomp_off and level == "bwrap":
+        logger.warning("sandbox: bubblewrap runs without a seccomp filter: %s", seccomp_off)
+    return IsolationInfo(level=level, reasons=tuple(reasons), available=tuple(available), drops_uid=drops,
+                         seccomp_unavailable=seccomp_off)
+
+
+def _probe_seccomp(probe_dir: Path, uid: int | None) -> str | None:
+    """None when bubblewrap accepts the filter here, else why the runs go without it."""
+    from sandbox import seccomp
+
+    program = seccomp.filter_program()
+    if program is None:
+        return seccomp.unavailable_reason()
+    fd = seccomp.filter_fd(program)
+    try:
+        argv = bwrap_prefix(workspace=probe_dir, writable=[], readable=[], uid=uid, tmp_bytes=16 * 1024**2,
+                            seccomp_fd=fd)
+        try:
+            proc = subprocess.run([*argv, "/bin/true"], capture_output=True, text=True, timeout=20, pass_fds=(fd,))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap refused the seccomp filter: {exc}"
+        if proc.returncode != 0:
+            lines = (proc.stderr or "").strip().splitlines()
+            return f"bubblewrap refused the seccomp filter: {lines[-1] if lines else proc.returncode}"
+        return None
+    finally:
+        os.close(fd)
 
 
 def choose(requested: str | None = None) -> IsolationInfo:
@@ -260,4 +340,5 @@ def choose(requested: str | None = None) -> IsolationInfo:
     reasons = info.reasons
     if want != info.level:
         reasons = (f"{want} chosen explicitly (best available: {info.level})", *reasons)
-    return IsolationInfo(level=want, reasons=tuple(reasons), available=info.available, drops_uid=info.drops_uid)
+    return IsolationInfo(level=want, reasons=tuple(reasons), available=info.available, drops_uid=info.drops_uid,
+                         seccomp_unavailable=info.seccomp_unavailable)

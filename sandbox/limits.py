@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import resource
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sandbox import envvars
+from sandbox.hostmem import default_disk, default_run_memory
 
 GiB = 1024**3
 MiB = 1024**2
@@ -20,7 +21,9 @@ class Limits:
     """What one sandboxed command may use. ``None`` means "leave the inherited limit"."""
 
     timeout_s: float = 600.0  # wall clock, whole process tree killed at the deadline
-    memory_bytes: int | None = 16 * GiB  # RLIMIT_AS (address space) per process
+    # The memory and disk defaults follow the host (``sandbox.hostmem``): at most 16 GiB and 4 GiB,
+    # less where the host cannot back them for every run in flight.
+    memory_bytes: int | None = field(default_factory=default_run_memory)  # RLIMIT_AS (address space) per process
     cpu_seconds: int | None = None  # RLIMIT_CPU per process; None = derived from timeout_s
     processes: int | None = 1024  # RLIMIT_NPROC (tasks incl. threads) of the sandbox uid
     file_size_bytes: int | None = 4 * GiB  # RLIMIT_FSIZE: largest file a write may produce
@@ -30,8 +33,9 @@ class Limits:
     # Everything a run may write, in all: its workspace, /tmp, /dev/shm and its artifacts dir (one
     # size-limited tmpfs, ``sandbox.runspace``); where Ferry cannot mount, the size of bubblewrap's
     # own /tmp and /dev/shm tmpfs each (the workspace then only has RLIMIT_FSIZE per file).
-    disk_bytes: int = 4 * GiB
-    run_memory_bytes: int | None = 16 * GiB  # all the run's processes together (cgroup), ``sandbox.cgroups``
+    disk_bytes: int = field(default_factory=default_disk)
+    # all the run's processes together (cgroup), ``sandbox.cgroups``
+    run_memory_bytes: int | None = field(default_factory=default_run_memory)
     run_processes: int | None = 1024  # processes + threads of the whole run (cgroup pids.max)
 
     def effective_cpu_seconds(self) -> int | None:

@@ -83,7 +83,7 @@ def disk_limit(value: str | None) -> int | None:
 
 
 DISK_LIMIT_HELP = ("cap on all a run writes (workspace, /tmp, /dev/shm, artifacts), e.g. 512M, 4G "
-                   "(default $FERRY_DISK_LIMIT or 4G)")
+                   "(default $FERRY_DISK_LIMIT, else what the host can back: at most 4G; see ferry doctor)")
 
 
 COMMANDS_ENTRY_POINTS = "ferry.commands"  # commands other packages add (evals: ``ferry eval``)

@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from agent.cli import EXIT_FAILED, EXIT_OK, CliError, disk_limit, output_dir, sandbox_settings
+    from tools.repopath import repo_path_problem
 
     if args.steps < 1:
         raise CliError(f"--steps must be at least 1, got {args.steps}")
@@ -45,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(f"--run {args.run_cmd!r} cannot be parsed as a shell command: {exc}") from exc
     repo = Path(args.path).expanduser()
+    problem = repo_path_problem(repo)
+    if problem is not None:
+        raise CliError(problem)
     if not repo.is_dir():
         raise CliError(f"{repo} is not a directory: pass the repository folder to check")
     out = output_dir(args.out, "--out") if args.out else None

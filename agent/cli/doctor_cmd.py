@@ -46,6 +46,10 @@ def collect() -> dict[str, Any]:
         "workspace": {"root": str(default_root()), "copy_on_write": reflink_supported(str(default_root()))},
         "python": sys.version.split()[0],
     }
+    from sandbox import hostmem
+
+    report["isolation"]["seccomp"] = in_force.seccomp_text()
+    report["host_defaults"] = hostmem.current().to_dict()
     report["disk"] = disk_check(in_force.level)
     report["resource_control"] = resource_check()
     report["warm_start"] = warm_check(in_force.level)
@@ -140,10 +144,13 @@ def render(report: dict[str, Any]) -> str:
     strength = " (strongest)" if iso["level"] == "bwrap" else " (WEAKER FALLBACK)"
     lines = [f"sandbox isolation: {iso['level']}{strength}"]
     if iso["level"] == "bwrap":
-        lines.append("  bubblewrap: no network, read-only system/Python/Ferry, only the workspace and a private /tmp "
-                     "writable,")
+        lines.append("  bubblewrap: no network, read-only system/Python/Ferry's runtime packages, only the "
+                     "workspace and a private /tmp writable,")
         uid = ", child runs under a throw-away uid" if iso["drops_uid"] else ""
         lines.append(f"  pid/ipc/uts namespaces, new session, rlimits, whole-tree kill{uid}")
+    if iso.get("seccomp"):
+        lines.append(f"  seccomp filter: {iso['seccomp']}")
+        lines.append("  capabilities: every set empty (inheritable, permitted, effective, bounding, ambient)")
     lines.append(f"  available levels: {', '.join(iso['available'])}")
     for reason in iso["reasons"]:
         lines.append(f"  - {reason}")
@@ -151,6 +158,9 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"  forced by FERRY_SANDBOX_ISOLATION={iso['forced_by_env']}")
     if iso.get("error"):
         lines.append(f"  error: {iso['error']}")
+    host = report.get("host_defaults") or {}
+    if host:
+        lines.append(f"per-run defaults (follow the host): {host['describe']}")
     disk = report.get("disk") or {}
     if disk:
         weaker = " (WEAKER: per area)" if disk["mode"] != "tmpfs" else ""

@@ -101,8 +101,12 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
     from agent.llm.config import configured
     from agent.materialise import DEFAULT_STATE_DIR, state_dir
     from agent.state import MigrationOptions, with_llm_limits
+    from tools.repopath import repo_path_problem
 
     src = Path(args.path).expanduser()
+    problem = repo_path_problem(src)
+    if problem is not None:
+        raise CliError(problem)
     if not src.is_dir():
         raise CliError(f"{args.path} is not a directory; pass the root folder of the repository to migrate")
     if not args.run.strip():

@@ -67,6 +67,8 @@ def _render(result: RunResult) -> str:
         lines.append(f"working directory: {result.cwd}")
     if result.disk_cap:
         lines.append(f"disk cap: {result.disk_cap}")
+    if result.seccomp:
+        lines.append(f"seccomp: {result.seccomp}")
     if result.resource_control:
         lines.append(f"resource control: {result.resource_control}"
                      + (f" ({'; '.join(result.resource_control_reasons)})" if result.resource_control_reasons else ""))

@@ -101,6 +101,33 @@ def _settings(args: argparse.Namespace) -> Any:
         raise CliError(str(exc)) from exc
 
 
+def _back_workers(settings: Any, *, explicit: bool) -> Any:
+    """The settings with as many workers as the host's memory can back (``sandbox.hostmem``): each
+    session may have ``RUNS_PER_SESSION`` sandboxed runs in flight, each needing at least
+    ``MIN_RUN_MEMORY`` + ``MIN_RUN_DISK``. Too many ``--workers``/``$FERRY_WORKERS`` is an error;
+    the default (the number of cores) is lowered to what fits. The per-run defaults follow."""
+    from agent.cli import CliError
+    from sandbox import hostmem
+    from sandbox.limits import format_size
+
+    host = hostmem.budget(settings.workers * hostmem.RUNS_PER_SESSION)
+    fits = host.max_runs() // hostmem.RUNS_PER_SESSION
+    if not host.fits():
+        need = format_size(hostmem.RUNS_PER_SESSION * (hostmem.MIN_RUN_MEMORY + hostmem.MIN_RUN_DISK))
+        if explicit or fits < 1:
+            raise CliError(f"--workers {settings.workers}: each session runs up to {hostmem.RUNS_PER_SESSION} "
+                           f"sandboxed runs at once and needs at least {need} of memory for them; this host can give "
+                           f"its runs {format_size(host.usable_bytes)} (of {format_size(host.total_bytes)}), enough "
+                           f"for {fits} worker(s). Lower --workers (or $FERRY_WORKERS) to {max(fits, 1)} or less"
+                           + ("" if fits >= 1 else ", or run the server on a host with more memory"))
+        logger.warning("ferry serve: %d workers (one per core) would need more memory than this host has; "
+                       "using %d (set --workers to choose)", settings.workers, fits)
+        settings = settings.model_copy(update={"workers": fits})
+    host = hostmem.set_runs_in_flight(settings.workers * hostmem.RUNS_PER_SESSION)
+    logger.info("ferry serve: per-run defaults %s", host.describe())
+    return settings
+
+
 def run(args: argparse.Namespace) -> int:
     import json
 
@@ -120,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
     if settings.github is not None and not settings.tokens:  # GitHub must reach it: so can anyone else
         raise CliError("the GitHub webhook is configured, so this server is reachable from outside: set "
                        "FERRY_API_TOKENS (owner=token,...) so that its sessions and jobs need a token")
+    settings = _back_workers(settings, explicit=args.workers is not None)
     _check_store(settings.data_dir)
     try:  # fail here, before the port is taken, when another server has this data dir
         os.close(hold_data_dir(settings.data_dir))

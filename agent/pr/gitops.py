@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agent.pr.models import GitIdentity, PrRefused
+from tools.repopath import repo_path_problem
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,9 @@ def files_of(repo: Path, sha: str) -> list[str]:
 
 
 def toplevel(path: Path) -> Path:
+    problem = repo_path_problem(path)
+    if problem is not None:
+        raise PrRefused(problem)
     if not path.is_dir():
         raise PrRefused(f"{path} is not a directory")
     top = git(path, "rev-parse", "--show-toplevel", check=False)

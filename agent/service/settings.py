@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent.github.config import GitHubConfig
 from agent.service.uploads import UploadLimits
+from tools.repopath import repo_path_problem
 
 TOKENS_ENV = "FERRY_API_TOKENS"
 LEGACY_TOKEN_ENV = "FERRY_API_TOKEN"
@@ -74,6 +75,8 @@ def resolve_roots(roots: list[str]) -> tuple[Path, ...]:
         if not path.is_dir():
             raise SettingsError(f"--allow-root {root}: not a directory on this server")
         real = path.resolve(strict=True)
+        if real != Path("/") and repo_path_problem(real) is not None:
+            raise SettingsError(f"--allow-root {root}: {repo_path_problem(real)}")
         if real == Path("/"):
             raise SettingsError("--allow-root /: allowing the whole filesystem lets any client read any file; "
                                 "name the directories that hold repositories")

@@ -25,6 +25,8 @@ from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.repopath import repo_path_problem
+
 logger = logging.getLogger(__name__)
 
 _CHUNK = 1 << 16
@@ -314,6 +316,9 @@ def resolve_allowed(path: str, roots: Sequence[Path]) -> Path:
     if ".." in Path(path).parts:
         raise SourceRefused(f"path must not have '..' parts; name a directory under an allowed root ({allowed})")
     real = Path(os.path.realpath(path))
+    problem = repo_path_problem(real)
+    if problem is not None:
+        raise SourceRefused(problem)
     if not any(real == root or real.is_relative_to(root) for root in real_roots):
         raise SourceRefused(f"{_show(path)} is not under an allowed root ({allowed}); "
                             "name a directory under one of them or upload an archive")

@@ -35,6 +35,7 @@ import zipfile
 from collections.abc import Callable
 from typing import Any
 
+from sandbox import seccomp
 from sandbox.warm.nsjoin import die_with_parent, drop_privileges, join_namespaces
 
 _HERE = os.path.abspath(__file__)
@@ -126,7 +127,13 @@ def _become_command(req: dict[str, Any], out_fd: int, err_fd: int, alive_r: int)
     for res, soft, hard in req.get("rlimits", []):
         resource.setrlimit(res, (soft, hard))
     os.chdir(req["cwd"])
+    # built before the privileges go (a program that cannot be built is a setup error: a cold start)
+    program = seccomp.filter_program() if req.get("seccomp") else None
+    if req.get("seccomp") and program is None:
+        raise OSError(seccomp.unavailable_reason() or "no seccomp filter for this machine")
     drop_privileges(req.get("uid"))
+    if program is not None:  # after no_new_privs, as bubblewrap does for a cold run
+        seccomp.install(program)
     die_with_parent(signal.SIGKILL)  # again: the uid change cleared it
     if _orphaned(alive_r):
         os._exit(1)

@@ -275,7 +275,7 @@ class WarmProcess:
 
 def start_warm(server: WarmServer, request: dict[str, Any], argv: list[str], *, cwd: str, env: dict[str, str],
                preexec_fn: Callable[[], object] | None = None, cancel: threading.Event | None = None,
-               ready_timeout: float | None = None) -> WarmProcess:
+               ready_timeout: float | None = None, pass_fds: tuple[int, ...] = ()) -> WarmProcess:
     """Start the sandbox (``argv`` = its prefix + the placeholder) and fork the command into it.
 
     Raises ``WarmUnavailable`` (nothing left running) when the command could not be started warm:
@@ -292,7 +292,7 @@ def start_warm(server: WarmServer, request: dict[str, Any], argv: list[str], *, 
     conn = None
     try:
         proc = subprocess.Popen(argv, stdin=in_r, stdout=out_w, stderr=err_w, cwd=cwd, env=env,
-                                start_new_session=True, preexec_fn=preexec_fn, close_fds=True)
+                                start_new_session=True, preexec_fn=preexec_fn, close_fds=True, pass_fds=pass_fds)
         ns_pid, sandbox_pids = placeholder_pid(proc.pid)
         request = {**request, "ns_pid": ns_pid}
         conn = server.spawn(request, out_w, err_w)

@@ -164,7 +164,8 @@ class CheckRequest(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, description="FERRY_*/TPX_* settings for both runs")
     target_env: dict[str, str] = Field(default_factory=dict, description="extra FERRY_*/TPX_* for the target run only")
     disk_limit_bytes: int | None = Field(default=None, ge=1024**2,
-                                         description="disk cap of each run, in all (None: $FERRY_DISK_LIMIT or 4 GiB)")
+                                         description="disk cap of each run, in all (None: $FERRY_DISK_LIMIT or "
+                                                     "what the host can back)")
     python: Path | None = Field(default=None, description="the interpreter both runs use (None: Ferry's own)")
     user_env: dict[str, str] = Field(default_factory=dict, description="the user's own variables for both runs")
     cwd: str | None = Field(default=None, description="where both runs start, relative to the repository")

@@ -18,6 +18,7 @@ from sandbox import (
     Workspace,
     WorkspaceError,
     create_workspace,
+    hostmem,
     run_in_sandbox,
 )
 from sandbox.artifacts import ArtifactLimits, ArtifactRefused, Collected, Refusal, collect
@@ -25,6 +26,7 @@ from sandbox.execute import start_directory
 from sandbox.isolation import choose, ferry_root
 from sandbox.limits import disk_limit_from_env, format_size
 from sandbox.runspace import RunSpace, open_run_space
+from tools.repopath import repo_path_problem
 from tools.runner.env import child_env, child_path_env
 from tools.runner.interpreter import Interpreter, InterpreterError, inspect_interpreter
 from tools.runner.launch import device_env
@@ -94,6 +96,10 @@ def _limits(req: RunRequest) -> Limits:
             raise RunnerInputError(f"{exc}; unset it or give a size like 4G") from None
         if env_cap is not None:
             overrides["disk_bytes"] = env_cap
+    for key in ("memory_bytes", "run_memory_bytes", "disk_bytes"):  # explicit values win, but are not hidden
+        warning = hostmem.oversized(f"the run's {key}", overrides[key]) if overrides.get(key) else None
+        if warning is not None:
+            logger.warning("runner: %s", warning)
     return Limits(**{**base.to_dict(), **overrides})
 
 
@@ -204,6 +210,9 @@ def run(req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
     ``cancel``: an event another thread may set to stop the run early (status ``cancelled``).
     """
     src = Path(req.path).expanduser()
+    problem = repo_path_problem(src)
+    if problem is not None:
+        raise RunnerInputError(problem)
     if not src.is_dir():
         raise RunnerInputError(f"repository path {src} is not a directory; pass the folder of the repo to run")
     command = ["/bin/sh", "-c", req.command] if isinstance(req.command, str) else list(req.command)
@@ -365,6 +374,7 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
             disk_cap=res.disk_cap,
             resource_control=res.resource_control,
             resource_control_reasons=res.resource_control_reasons,
+            seccomp=res.seccomp or None,
             trace=trace,
             signal=res.signal,
             limit_hit=res.limit_hit,

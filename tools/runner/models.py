@@ -22,9 +22,10 @@ class RunLimits(BaseModel):
     file_size_bytes: int | None = None
     open_files: int | None = None
     output_bytes: int | None = None
-    # Everything the run may write in all (workspace, /tmp, /dev/shm, artifacts); None: $FERRY_DISK_LIMIT or 4 GiB
+    # Everything the run may write in all (workspace, /tmp, /dev/shm, artifacts); None: $FERRY_DISK_LIMIT or the
+    # host-following default (sandbox.hostmem: at most 4 GiB)
     disk_bytes: int | None = Field(default=None, ge=1024**2)
-    run_memory_bytes: int | None = None  # all the run's processes together (cgroup); None: 16 GiB
+    run_memory_bytes: int | None = None  # all the run's processes together (cgroup); None: host-following, <= 16 GiB
     run_processes: int | None = None  # processes + threads of the whole run (cgroup); None: 1024
 
 
@@ -122,6 +123,7 @@ class RunResult(BaseModel):
     disk_cap: str | None = None  # what capped the run's writes, e.g. "tmpfs 4 GiB in all (workspace, /tmp, ...)"
     resource_control: str | None = None  # cgroup2 | cgroup1 | rlimits: whole-run memory/process limits
     resource_control_reasons: list[str] = Field(default_factory=list)  # why not a stronger level
+    seccomp: str | None = None  # "on: ..." under bubblewrap with the filter, else "off: why" (sandbox.seccomp)
     trace: Trace | None = None
     signal: int | None = None
     limit_hit: str | None = None

@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from tools.codemods.registry import all_rules
+from tools.repopath import repo_path_problem
 from tools.scan.analysis import FileJob, FileOutcome, process
 from tools.scan.diffs import unified_diff
 from tools.scan.models import FileNote, FileRewrite, RewriteRequest, RewriteResult, ScanReport, ScanRequest, ScanSummary
@@ -41,6 +42,9 @@ def _check_rules(rules: list[str] | None) -> tuple[str, ...] | None:
 
 def _files(path: Path, respect_gitignore: bool) -> tuple[Path, list[str]]:
     path = path.expanduser()
+    problem = repo_path_problem(path)
+    if problem is not None:
+        raise ScanInputError(problem)
     if not path.exists():
         raise ScanInputError(f"{path} does not exist")
     if path.is_file():

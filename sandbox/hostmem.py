@@ -1,0 +1,202 @@
+"""Per-run memory and disk defaults that follow the host (``/proc/meminfo``, Ferry's own cgroup).
+
+A run's memory cap (``RLIMIT_AS`` and the whole-run cgroup) and its disk cap (a tmpfs: RAM) used
+to be fixed at 16 GiB and 4 GiB; several runs go at once (the service's workers, a migration's
+background reference run beside its tpx run), so on a small host a few hostile runs could push
+the whole machine out of memory. The defaults are now what the host can back:
+
+    usable  = min(MemTotal, the memory limit of Ferry's own cgroup) - headroom
+    headroom = max(1 GiB, usable total / 8)            (the host, Ferry itself, page cache)
+    budget  = usable / runs in flight                  (memory + tmpfs of one run)
+    disk    = min(4 GiB, budget / 4), memory = min(16 GiB, budget - disk)
+
+never below ``MIN_RUN_MEMORY`` (1 GiB; the disk then gives way) / ``MIN_RUN_DISK`` (256 MiB): a
+host that cannot give every run in flight that much does not ``fit()``, and ``ferry serve`` refuses
+such a worker count. "Runs in flight" is what this process may run
+at once: ``DEFAULT_RUNS_IN_FLIGHT`` (a migration's two) unless the service sets it from its
+workers (``set_runs_in_flight``). Readers take a path or the text, so tests need no real /proc.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+GiB = 1024**3
+MiB = 1024**2
+MAX_RUN_MEMORY = 16 * GiB
+MAX_RUN_DISK = 4 * GiB
+MIN_RUN_MEMORY = 1 * GiB  # below this a PyTorch run does not start: refuse rather than OOM
+MIN_RUN_DISK = 256 * MiB
+MIN_HEADROOM = 1 * GiB
+RUNS_PER_SESSION = 2  # a migration's background reference run and its tpx run
+DEFAULT_RUNS_IN_FLIGHT = RUNS_PER_SESSION
+MEMINFO = Path("/proc/meminfo")
+MEMINFO_ENV = "FERRY_MEMINFO"
+CGROUP_FILE = Path("/proc/self/cgroup")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_NO_LIMIT = 1 << 62  # cgroup v1's "unlimited" is 2^63 rounded to pages
+
+_runs_in_flight = DEFAULT_RUNS_IN_FLIGHT
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """``/proc/meminfo`` as bytes per key (``MemTotal``, ``MemAvailable``...)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if not parts or not parts[0].isdigit():
+            continue
+        unit = parts[1].lower() if len(parts) > 1 else ""
+        out[key.strip()] = int(parts[0]) * (1024 if unit == "kb" else 1)
+    return out
+
+
+def read_meminfo(path: Path | None = None) -> dict[str, int]:
+    """The host's meminfo: ``path``, else ``$FERRY_MEMINFO`` (a container whose /proc/meminfo shows
+    the machine's, not its own share), else /proc/meminfo."""
+    path = path or Path(os.environ.get(MEMINFO_ENV) or MEMINFO)
+    try:
+        return parse_meminfo(path.read_text())
+    except OSError as exc:
+        logger.warning("cannot read %s (%s): per-run defaults assume a 16 GiB host", path, exc)
+        return {"MemTotal": 16 * GiB, "MemAvailable": 16 * GiB}
+
+
+def _read_limit(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    if not text.isdigit():
+        return None  # "max"
+    value = int(text)
+    return value if value < _NO_LIMIT else None
+
+
+def cgroup_memory_limit(cgroup_file: Path = CGROUP_FILE, root: Path = CGROUP_ROOT) -> int | None:
+    """The tightest memory limit of the cgroup this process is in and of its ancestors (v2
+    ``memory.max``, v1 ``memory.limit_in_bytes``), or None when there is none."""
+    try:
+        lines = cgroup_file.read_text().splitlines()
+    except OSError:
+        return None
+    limits: list[int] = []
+    for line in lines:
+        _, controllers, rel = [*line.split(":", 2), "", ""][:3]
+        if controllers == "":
+            base, name = root, "memory.max"
+        elif "memory" in controllers.split(","):
+            base, name = root / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        path = base / rel.lstrip("/")
+        while True:
+            limit = _read_limit(path / name)
+            if limit is not None:
+                limits.append(limit)
+            if path == base or base not in path.parents:
+                break
+            path = path.parent
+    return min(limits) if limits else None
+
+
+@dataclass(frozen=True)
+class HostBudget:
+    """What the host can back and how the per-run defaults follow from it."""
+
+    total_bytes: int  # MemTotal
+    available_bytes: int  # MemAvailable (now)
+    cgroup_bytes: int | None  # Ferry's own cgroup limit, if any
+    usable_bytes: int  # what runs may take in all, headroom left for the host
+    runs_in_flight: int
+    run_memory_bytes: int  # the default memory cap of one run
+    disk_bytes: int  # the default disk (tmpfs) cap of one run
+
+    def fits(self) -> bool:
+        """True when ``runs_in_flight`` runs of the minimum size fit in the usable memory."""
+        return self.runs_in_flight * (MIN_RUN_MEMORY + MIN_RUN_DISK) <= self.usable_bytes
+
+    def max_runs(self) -> int:
+        return max(0, self.usable_bytes // (MIN_RUN_MEMORY + MIN_RUN_DISK))
+
+    def describe(self) -> str:
+        from sandbox.limits import format_size
+
+        limit = f", cgroup limit {format_size(self.cgroup_bytes)}" if self.cgroup_bytes else ""
+        return (f"{format_size(self.run_memory_bytes)} memory + {format_size(self.disk_bytes)} disk per run, "
+                f"{self.runs_in_flight} runs in flight (host {format_size(self.total_bytes)}{limit}, "
+                f"{format_size(self.usable_bytes)} usable by runs)")
+
+    def to_dict(self) -> dict[str, int | str | None]:
+        return {"total_bytes": self.total_bytes, "available_bytes": self.available_bytes,
+                "cgroup_bytes": self.cgroup_bytes, "usable_bytes": self.usable_bytes,
+                "runs_in_flight": self.runs_in_flight, "run_memory_bytes": self.run_memory_bytes,
+                "disk_bytes": self.disk_bytes, "describe": self.describe()}
+
+
+def budget(runs_in_flight: int | None = None, *, meminfo: dict[str, int] | None = None,
+           cgroup_bytes: int | None = None, read_cgroup: bool = True) -> HostBudget:
+    """The per-run defaults for ``runs_in_flight`` runs at once (default: this process's setting)
+    on the host ``meminfo`` describes (default: ``/proc/meminfo``) under ``cgroup_bytes`` (default:
+    Ferry's own cgroup, unless ``read_cgroup`` is False)."""
+    runs = max(1, runs_in_flight if runs_in_flight is not None else _runs_in_flight)
+    info = meminfo if meminfo is not None else read_meminfo()
+    total = info.get("MemTotal", 16 * GiB)
+    available = info.get("MemAvailable", total)
+    if cgroup_bytes is None and read_cgroup and meminfo is None:
+        cgroup_bytes = cgroup_memory_limit()
+    ceiling = min(total, cgroup_bytes) if cgroup_bytes else total
+    usable = max(0, ceiling - max(MIN_HEADROOM, ceiling // 8))
+    per_run = usable // runs
+    disk = max(MIN_RUN_DISK, min(MAX_RUN_DISK, per_run // 4))
+    memory = min(MAX_RUN_MEMORY, per_run - disk)
+    if memory < MIN_RUN_MEMORY:  # memory first: the disk gives way down to its own floor
+        memory = MIN_RUN_MEMORY
+        disk = max(MIN_RUN_DISK, per_run - memory)
+    return HostBudget(total_bytes=total, available_bytes=available, cgroup_bytes=cgroup_bytes, usable_bytes=usable,
+                      runs_in_flight=runs, run_memory_bytes=memory, disk_bytes=disk)
+
+
+_cached: dict[int, HostBudget] = {}
+
+
+def current() -> HostBudget:
+    """This host's budget for this process's runs in flight (read once per setting)."""
+    runs = _runs_in_flight
+    if runs not in _cached:
+        _cached[runs] = budget(runs)
+    return _cached[runs]
+
+
+def set_runs_in_flight(runs: int) -> HostBudget:
+    """How many runs this process may have in flight (the service: workers x ``RUNS_PER_SESSION``);
+    the defaults of later ``Limits()`` follow. Returns the budget that results."""
+    global _runs_in_flight
+    _runs_in_flight = max(1, int(runs))
+    return current()
+
+
+def default_run_memory() -> int:
+    return current().run_memory_bytes
+
+
+def default_disk() -> int:
+    return current().disk_bytes
+
+
+def oversized(what: str, value: int) -> str | None:
+    """A warning when an explicit cap (``what``) is larger than the memory runs may use here."""
+    host = current()
+    if value <= host.usable_bytes:
+        return None
+    from sandbox.limits import format_size
+
+    return (f"{what} {format_size(value)} is more than the {format_size(host.usable_bytes)} of memory this host "
+            f"can give its runs (host {format_size(host.total_bytes)}, {host.runs_in_flight} runs in flight): "
+            "a run that uses it can push the whole machine out of memory")
