@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from agent import toolbox
+from agent.ids import inside
 from tools.patch import list_source_files, read_text
 
 logger = logging.getLogger(__name__)
@@ -27,11 +28,13 @@ def state_dir(path: str | Path | None) -> Path:
 
 
 def workspaces_root(state_dir: str | Path, migration_id: str) -> Path:
-    return Path(state_dir).expanduser() / "workspaces" / migration_id
+    """``<state dir>/workspaces/<id>``; InvalidId for an id that is not a plain name or leads out of it."""
+    return inside(Path(state_dir).expanduser() / "workspaces", migration_id)
 
 
 def artifacts_root(state_dir: str | Path, migration_id: str) -> Path:
-    return Path(state_dir).expanduser() / "artifacts" / migration_id
+    """``<state dir>/artifacts/<id>``; InvalidId for an id that is not a plain name or leads out of it."""
+    return inside(Path(state_dir).expanduser() / "artifacts", migration_id)
 
 
 def materialise(source: Path, workspace: Path | None, files: dict[str, str], root: Path) -> Path:
