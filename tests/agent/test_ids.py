@@ -48,13 +48,13 @@ def test_resume_refuses_an_id_that_is_not_a_plain_name(tmp_path):
 
 
 def test_the_validator_and_the_paths_made_from_ids():
-    from agent.ids import InvalidId, check_id, id_problem, inside
+    from agent.ids import InvalidId, check_id, id_problem
     from agent.materialise import artifacts_root, workspaces_root
 
     for good in ("m20250101-120000-abc123", "s1", "eval-mlp_training", "a.b", "9" * 128,
                  "3f1c2a6e-1b2c-4d5e-8f90-a1b2c3d4e5f6"):
         assert id_problem(good) is None and check_id(good) == good
-    for bad in BAD + ["9" * 129, "a..b", ".hidden", "a b", "é"]:
+    for bad in [*BAD, "9" * 129, "a..b", ".hidden", "a b", "é"]:
         assert id_problem(bad) is not None
         with pytest.raises(InvalidId, match="plain name"):
             check_id(bad)

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -64,7 +64,7 @@ def _deliver(server: Server, event: str, payload: dict, delivery: str | None = N
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")  # as GitHub writes it
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")  # as GitHub writes it
 
 
 def _comment(full_name: str, number: int, user: str, body: str, pull: bool = False) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -27,7 +27,7 @@ def payload_key(event: str, body: bytes) -> str:  # imported here: the end-to-en
 
 
 def _stamp(ago_s: float) -> str:
-    return (datetime.now(timezone.utc) - timedelta(seconds=ago_s)).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return (datetime.now(UTC) - timedelta(seconds=ago_s)).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _comment(comment_id: int, ago_s: float | None = 0, user: str = "eve", number: int = 3) -> dict:
@@ -59,14 +59,15 @@ def test_an_event_older_than_the_window_or_without_its_time_is_ignored():
     assert isinstance(stale_label, Ignored) and "pull_request.updated_at is 72" in stale_label.reason
     assert GitHubConfig.from_env({"FERRY_GITHUB_WEBHOOK_SECRET": "s" * 20, "FERRY_GITHUB_TOKEN": "t",
                                   "FERRY_GITHUB_MAX_EVENT_AGE": "600"}).max_event_age_s == 600  # type: ignore[union-attr]
-    with pytest.raises(GitHubConfigError, match="MAX_EVENT_AGE .* at least 60"):
+    with pytest.raises(GitHubConfigError, match=r"MAX_EVENT_AGE .* at least 60"):
         GitHubConfig.from_env({"FERRY_GITHUB_WEBHOOK_SECRET": "s" * 20, "FERRY_GITHUB_TOKEN": "t",
                                "FERRY_GITHUB_MAX_EVENT_AGE": "5"})
 
 
 def _trigger(delivery: str, key: str | None, repo: str = "app") -> Trigger:
-    return Trigger.model_validate(dict(delivery=delivery, event="issue_comment", owner="acme", repo=repo, number=1, is_pull=False,
-                   sender="ann", run_command="python p.py", payload_key=key))
+    return Trigger.model_validate({"delivery": delivery, "event": "issue_comment", "owner": "acme", "repo": repo,
+                                   "number": 1, "is_pull": False, "sender": "ann", "run_command": "python p.py",
+                                   "payload_key": key})
 
 
 def test_the_store_keeps_one_job_per_signed_event(tmp_path):
