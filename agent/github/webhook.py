@@ -11,7 +11,7 @@ import hmac
 import re
 import shlex
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -81,7 +81,7 @@ def stale(what: str, when: datetime | None, max_age_s: float, now: float | None 
     ``max_age_s`` or far in the future; None when it is recent."""
     if when is None:
         return Ignored(reason=f"ignored: stale: the event carries no {what}, so its age cannot be told")
-    stamp = (when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)).timestamp()
+    stamp = (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
     age = (time.time() if now is None else now) - stamp
     if age > max_age_s:
         return Ignored(reason=f"ignored: stale: its {what} is {int(age)} s old, more than the {int(max_age_s)} s "
