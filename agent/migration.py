@@ -13,6 +13,7 @@ from agent.checkpoints import checkpointer, describe_store, migration_ids, one_l
 from agent.early import new_migration_id
 from agent.errors import ToolUnavailable
 from agent.graph import MigrationContext, ProgressFn, build_graph, drive, snapshot
+from agent.ids import check_id
 from agent.locks import MigrationLocked, migration_lock
 from agent.materialise import state_dir
 from agent.runs import RunScheduler
@@ -63,7 +64,7 @@ def start(opts: MigrationOptions, *, migration_id: str | None = None, progress: 
 
     ``runs``: the scheduler its background runs go to (the CLI's, which may already run the
     reference; a new one otherwise)."""
-    migration_id = migration_id or new_migration_id()
+    migration_id = check_id(migration_id or new_migration_id())  # a plain name: it names directories
     runs = runs or RunScheduler()
     sdir = state_dir(opts.state_dir)
     with checkpointer(sdir) as saver, migration_lock(sdir, migration_id):
@@ -78,7 +79,9 @@ def resume(migration_id: str, sdir: str | Path | None, *, answer: dict[str, Any]
            progress: ProgressFn | None = None, runs: RunScheduler | None = None) -> dict[str, Any]:
     """Continue from the last checkpoint (answering a pending approval when ``answer`` is given).
 
-    Raises :class:`MigrationLocked` at once when another process is driving this migration."""
+    Raises :class:`MigrationLocked` at once when another process is driving this migration, and
+    :class:`agent.ids.InvalidId` for an id that is not a plain name."""
+    check_id(migration_id)
     runs = runs or RunScheduler()
     with checkpointer(state_dir(sdir)) as saver, migration_lock(state_dir(sdir), migration_id):
         app = build_graph().compile(checkpointer=saver)
@@ -95,6 +98,7 @@ def resume(migration_id: str, sdir: str | Path | None, *, answer: dict[str, Any]
 
 
 def load(migration_id: str, sdir: str | Path | None) -> dict[str, Any]:
+    check_id(migration_id)
     with checkpointer(state_dir(sdir)) as saver:
         app = build_graph().compile(checkpointer=saver)
         current = snapshot(app, migration_id)

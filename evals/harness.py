@@ -9,6 +9,7 @@ into a leaderboard and an HTML report, ``evals.compare`` compares two runs.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import logging
@@ -27,6 +28,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agent.ids import id_problem
 from agent.knowledge import KnowledgeError, record_fix
 from agent.llm.config import LIMIT_SOURCES, LLMLimits
 from agent.materialise import artifacts_root
@@ -71,8 +73,10 @@ def _ferry(args: list[str], timeout_s: float, env: dict[str, str] | None = None)
 
 
 def migration_id(name: str) -> str:
-    """The id a case's migration runs under (its own state dir holds only it)."""
-    return f"eval-{slug(name)}"
+    """The id a case's migration runs under (its own state dir holds only it): a plain name (a digest of
+    the case's name when its slug is not one, e.g. too long)."""
+    mid = f"eval-{slug(name)}"
+    return mid if id_problem(mid) is None else "eval-" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def _base(case: Case, suite: str, out: Path) -> dict[str, object]:

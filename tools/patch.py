@@ -9,10 +9,13 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import stat
 import subprocess
 from pathlib import Path
 
 from pydantic import BaseModel, Field
+
+from tools import repofiles
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +26,7 @@ SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", ".mypy_cache",
      ".pytest_cache", ".ruff_cache", "node_modules", "build", "dist", ".ferry", ".eggs"}
 )
-MAX_SOURCE_BYTES = 2_000_000
+MAX_SOURCE_BYTES = repofiles.MAX_REPO_FILE_BYTES
 
 
 class FileChange(BaseModel):
@@ -57,23 +60,40 @@ def is_source_file(rel: str) -> bool:
 
 
 def list_source_files(root: Path) -> list[str]:
-    """Relative paths ('/'-separated) of the source files under ``root``, sorted."""
+    """Relative paths ('/'-separated) of the source files under ``root``, sorted: regular files only (a
+    symlink, a FIFO or a device named like a source file is skipped, the special ones with a warning) of at
+    most MAX_SOURCE_BYTES. Symlinked directories are not entered."""
     out: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info"))
         for name in filenames:
             full = Path(dirpath) / name
             rel = full.relative_to(root).as_posix()
-            if is_source_file(rel) and not full.is_symlink() and full.stat().st_size <= MAX_SOURCE_BYTES:
+            if not is_source_file(rel):
+                continue
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                logger.warning("skipping %s: not a regular file (a FIFO, socket or device is never read)", rel)
+                continue
+            if st.st_size <= MAX_SOURCE_BYTES:
                 out.append(rel)
     return sorted(out)
 
 
-def read_text(path: Path) -> str | None:
+def read_text(path: Path, root: Path | None = None) -> str | None:
+    """The UTF-8 text of a repository file, or None when it cannot be one (missing, not UTF-8, a link, a FIFO
+    or device, too large): read by :mod:`tools.repofiles`, never blocking and never through a link (below
+    ``root`` when given, else at the file itself)."""
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        base, rel = repofiles.split(path, root)
+    except repofiles.RepoFileError:
         return None
+    return repofiles.read_text_or_none(base, rel)
 
 
 def file_diff(rel: str, old: str | None, new: str | None) -> str:
@@ -118,7 +138,7 @@ def build_patch(req: PatchRequest) -> Patch:
         if not is_source_file(rel):
             logger.debug("patch: skipping non-source file %s", rel)
             continue
-        old = read_text(req.original / rel) if (req.original / rel).is_file() else None
+        old = read_text(req.original / rel, req.original) if (req.original / rel).is_file() else None
         new = req.files[rel]
         diff = file_diff(rel, old, new)
         if not diff:
@@ -136,8 +156,8 @@ def diff_trees(original: Path, workspace: Path) -> Patch:
     after = set(list_source_files(workspace))
     files: dict[str, str | None] = {}
     for rel in sorted(before | after):
-        new = read_text(workspace / rel) if rel in after else None
-        old = read_text(original / rel) if rel in before else None
+        new = read_text(workspace / rel, workspace) if rel in after else None
+        old = read_text(original / rel, original) if rel in before else None
         if new != old:
             files[rel] = new
     return build_patch(PatchRequest(original=original, files=files))

@@ -145,14 +145,23 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
     ), limits)
 
 
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 60 else value[:60] + "...")
+
+
 def run(args: argparse.Namespace) -> int:
     from agent import early
     from agent.cli import CliError
     from agent.cli.approval import drive_interactively
     from agent.cli.progress import Progress, exit_code, print_result
     from agent.errors import FerryAgentError
+    from agent.ids import ID_RULE, id_problem
     from agent.runs import RunScheduler
 
+    if args.migration_id is not None:  # before anything: the id names directories in the state dir
+        problem = id_problem(args.migration_id)
+        if problem is not None:
+            raise CliError(f"--id {_shown(args.migration_id)}: {problem}; {ID_RULE}")
     opts = build_options(args)
     runs = RunScheduler()
     migration_id = args.migration_id

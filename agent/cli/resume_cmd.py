@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.cli.approval import drive_interactively, parse_edits
     from agent.cli.progress import Progress, exit_code, print_result
     from agent.errors import FerryAgentError
+    from agent.ids import ID_RULE, id_problem
     from agent.materialise import DEFAULT_STATE_DIR, state_dir
     from agent.migration import UnknownMigration, list_migrations, resume
     from agent.runs import RunScheduler
@@ -44,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.migration_id:
         raise CliError("give the migration ID to resume (ferry resume --list shows them)")
+    problem = id_problem(args.migration_id)
+    if problem is not None:
+        shown = args.migration_id if len(args.migration_id) <= 60 else args.migration_id[:60] + "..."
+        raise CliError(f"ID {shown!r}: {problem}; {ID_RULE} (ferry resume --list shows the ids)")
     runs = RunScheduler()
     answer: dict[str, Any] | None = None
     if args.approve:

@@ -33,6 +33,7 @@ class GitHubConfig(BaseModel):
     user_agent: str = "ferry-pr-bot"
     timeout_s: float = 30.0
     workers: int = 1
+    max_event_age_s: int = 3600  # an event whose own timestamp is older is ignored (a replay, or stale)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> GitHubConfig | None:
@@ -69,13 +70,18 @@ class GitHubConfig(BaseModel):
         if "{owner}" not in clone or "{repo}" not in clone:
             raise GitHubConfigError(f"{PREFIX}CLONE_URL must hold {{owner}} and {{repo}}, got {clone!r}")
         workers = _int(values, "WORKERS")
+        max_age = _int(values, "MAX_EVENT_AGE")
+        if max_age is not None and max_age < 60:
+            raise GitHubConfigError(f"{PREFIX}MAX_EVENT_AGE is the oldest event Ferry acts on, in seconds: give at "
+                                    f"least 60 (default 3600), got {values['MAX_EVENT_AGE']!r}")
         token = values.get("TOKEN")
         return cls(api_url=api, token=SecretStr(token) if token else None, app_id=app_id,
                    private_key=SecretStr(key) if key else None,
                    installation_id=_int(values, "INSTALLATION_ID"), webhook_secret=SecretStr(secret),
                    label=values.get("LABEL", "ferry-migrate"), clone_url=clone, bot_login=values.get("BOT_LOGIN"),
                    run_command=values.get("RUN"), test_command=values.get("TEST"), author=values.get("AUTHOR"),
-                   workers=max(1, workers or 1))
+                   workers=max(1, workers or 1),
+                   max_event_age_s=max_age if max_age is not None else cls.model_fields["max_event_age_s"].default)
 
 
 def _int(values: Mapping[str, str], name: str) -> int | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -48,6 +49,7 @@ class PullRequest(_M):
     body: str | None = None
     head: Ref
     base: Ref
+    updated_at: datetime | None = None  # a label added moves it: the labelled event's own time
 
 
 class IssueComment(_M):
@@ -55,6 +57,8 @@ class IssueComment(_M):
     html_url: str | None = None
     body: str
     user: User
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 class Issue(_M):

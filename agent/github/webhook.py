@@ -10,6 +10,8 @@ import hashlib
 import hmac
 import re
 import shlex
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -19,6 +21,7 @@ from agent.github.models import IssueCommentEvent, PullRequestEvent
 
 COMMAND = "/ferry migrate"
 _BRANCH_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+FUTURE_SKEW_S = 300  # an event stamped this far ahead of the server's clock is still taken (clock skew)
 
 
 class CommandError(ValueError):
@@ -45,6 +48,8 @@ class Trigger(BaseModel):
     sender: str
     installation: int | None = None
     error: str | None = None  # a command that could not be read: comment this, migrate nothing
+    payload_key: str | None = None  # what the signature covers (payload_key()): one job per signed event
+
 
     @property
     def full_name(self) -> str:
@@ -61,6 +66,29 @@ def verify_signature(secret: bytes, body: bytes, header: str | None) -> bool:
         return False
     expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected.encode(), header.strip().encode())
+
+
+def payload_key(event: str, body: bytes) -> str:
+    """The replay key of a delivery: the SHA-256 of its event name and its exact signed body. A new
+    ``X-GitHub-Delivery`` (unsigned) on the same body is the same key; GitHub's own redelivery (the
+    same delivery and body) too; a genuinely new event (a new comment, a label added again) has a new
+    body (its own ids and timestamps) and so a new key."""
+    return hashlib.sha256(event.encode() + b"\0" + body).hexdigest()
+
+
+def stale(what: str, when: datetime | None, max_age_s: float, now: float | None = None) -> Ignored | None:
+    """An Ignored when the event's own time (``when``, signed with the body) is missing, older than
+    ``max_age_s`` or far in the future; None when it is recent."""
+    if when is None:
+        return Ignored(reason=f"ignored: stale: the event carries no {what}, so its age cannot be told")
+    stamp = (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
+    age = (time.time() if now is None else now) - stamp
+    if age > max_age_s:
+        return Ignored(reason=f"ignored: stale: its {what} is {int(age)} s old, more than the {int(max_age_s)} s "
+                              "Ferry acts on (FERRY_GITHUB_MAX_EVENT_AGE); comment the command again")
+    if age < -FUTURE_SKEW_S:
+        return Ignored(reason=f"ignored: stale: its {what} is {int(-age)} s ahead of this server's clock")
+    return None
 
 
 def parse_command(text: str) -> MigrateCommand | None:
@@ -97,12 +125,14 @@ def ferry_branch(base: str, default_branch: str) -> str:
     return "ferry/migrate-tpx-for-" + (_BRANCH_SAFE.sub("-", base).strip("-.") or "branch")[:80]
 
 
-def trigger_of(event: str, delivery: str, payload: dict[str, Any], config: GitHubConfig) -> Trigger | Ignored:
+def trigger_of(event: str, delivery: str, payload: dict[str, Any], config: GitHubConfig,
+               now: float | None = None) -> Trigger | Ignored:
+    """What a verified delivery asks for (``now``: the server's clock, for the event's age)."""
     try:
         if event == "issue_comment":
-            return _comment(IssueCommentEvent.model_validate(payload), delivery, config)
+            return _comment(IssueCommentEvent.model_validate(payload), delivery, config, now)
         if event == "pull_request":
-            return _labelled(PullRequestEvent.model_validate(payload), delivery, config)
+            return _labelled(PullRequestEvent.model_validate(payload), delivery, config, now)
     except ValidationError as exc:
         return Ignored(reason=f"the {event} payload is not one Ferry reads: {exc.errors()[0]['msg']}")
     except ValueError as exc:  # a repository name that is not owner/name
@@ -110,7 +140,7 @@ def trigger_of(event: str, delivery: str, payload: dict[str, Any], config: GitHu
     return Ignored(reason=f"event {event!r} is not one Ferry acts on (issue_comment, pull_request)")
 
 
-def _comment(ev: IssueCommentEvent, delivery: str, config: GitHubConfig) -> Trigger | Ignored:
+def _comment(ev: IssueCommentEvent, delivery: str, config: GitHubConfig, now: float | None) -> Trigger | Ignored:
     if ev.action != "created":
         return Ignored(reason=f"comment {ev.action}, not created")
     if config.bot_login and ev.comment.user.login == config.bot_login:
@@ -119,6 +149,9 @@ def _comment(ev: IssueCommentEvent, delivery: str, config: GitHubConfig) -> Trig
     base = dict(delivery=delivery, event="issue_comment", owner=owner, repo=repo, number=ev.issue.number,
                 is_pull=ev.issue.pull_request is not None, sender=ev.sender.login,
                 installation=ev.installation.id if ev.installation else None)
+    too_old = stale("comment.created_at", ev.comment.created_at, config.max_event_age_s, now)
+    if too_old is not None:
+        return too_old
     try:
         command = parse_command(ev.comment.body)
     except CommandError as exc:
@@ -129,9 +162,12 @@ def _comment(ev: IssueCommentEvent, delivery: str, config: GitHubConfig) -> Trig
                    test_command=command.test or config.test_command)
 
 
-def _labelled(ev: PullRequestEvent, delivery: str, config: GitHubConfig) -> Trigger | Ignored:
+def _labelled(ev: PullRequestEvent, delivery: str, config: GitHubConfig, now: float | None) -> Trigger | Ignored:
     if ev.action != "labeled" or ev.label is None or ev.label.name != config.label:
         return Ignored(reason=f"pull request {ev.action}, not labelled {config.label!r}")
+    too_old = stale("pull_request.updated_at", ev.pull_request.updated_at, config.max_event_age_s, now)
+    if too_old is not None:
+        return too_old
     owner, repo = ev.repository.owner_name
     return Trigger(delivery=delivery, event="pull_request", owner=owner, repo=repo, number=ev.number, is_pull=True,
                    base=ev.pull_request.head.ref, sender=ev.sender.login,

@@ -21,7 +21,8 @@ from agent import toolbox
 from agent.errors import EditRejected, FerryAgentError, ToolCallError
 from agent.policy.edits import check_parses
 from agent.runs import RunScheduler
-from tools.patch import file_diff, list_source_files
+from tools import repofiles
+from tools.patch import file_diff, list_source_files, read_text
 from tools.runner.models import RunResult
 
 MAX_READ_LINES = 200
@@ -149,18 +150,19 @@ class EditSession:
             return self.files[rel]
         if rel in self.base:
             return self.base[rel]
-        p = self.source / rel
-        if rel not in self.known or not p.is_file():
+        if rel not in self.known:
             raise ToolCallError(f"no such source file {rel!r}; known files: {', '.join(self.known[:30])}")
-        return p.read_text(encoding="utf-8")
+        try:  # the user's repository: no link followed, no FIFO opened
+            return repofiles.read_text(self.source, rel)
+        except repofiles.RepoFileError as exc:
+            raise ToolCallError(f"source file {exc}") from None
 
     def migration_diff(self, rel: str) -> str:
         """What the migration so far (codemods and applied fixes) changed in ``rel``; '' if nothing."""
         rel = _norm(rel)
         if rel not in self.base:
             return ""
-        p = self.source / rel
-        return file_diff(rel, p.read_text(encoding="utf-8") if p.is_file() else "", self.base[rel])
+        return file_diff(rel, read_text(self.source / rel, self.source) or "", self.base[rel])
 
     def _set(self, rel: str, new: str) -> str:
         if rel.endswith(".py"):

@@ -62,7 +62,7 @@ def apply_fix(state: MigrationState, runs: RunScheduler) -> Update:
             check_parses(text, rel)
     orig_root = Path(opts.source)
     prev = state.get("files") or {}
-    diff = "".join(file_diff(rel, prev.get(rel, read_text(orig_root / rel)), text) for rel,
+    diff = "".join(file_diff(rel, prev.get(rel, read_text(orig_root / rel, orig_root)), text) for rel,
                    text in sorted(files.items()))
     ws = ensure_workspace({**state, "files": {**prev, **files}})
     edit = Edit(step=f"fix-{(state.get('iteration') or 0) + 1}", kind=kind, rule=proposal.rule, site=proposal.site,

@@ -100,7 +100,7 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
                 "summary": f"llm_fix: {type(exc).__name__}: {exc}",
                 SUMMARY: f"internal error: {type(exc).__name__}: {exc}"}
     base = state.get("files") or {}
-    diff = "".join(file_diff(rel, base.get(rel, read_text(Path(opts.source) / rel)), text)
+    diff = "".join(file_diff(rel, base.get(rel, read_text(Path(opts.source) / rel, Path(opts.source))), text)
                    for rel, text in sorted(session.files.items()))
     fixing = diag.previous if diag.phase == "cpu_check" and diag.previous is not None else diag
     site = fixing.where()
@@ -110,7 +110,7 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
         site = f"parity:{div.key if div is not None else 'unlocalised'}"
     proposal = Proposal(rule="llm", kind="llm", reason=f"model: {summary}", site=site, files=session.files, diff=diff)
     before = {rel: text for rel in session.files
-              if (text := base.get(rel, read_text(Path(opts.source) / rel))) is not None}
+              if (text := base.get(rel, read_text(Path(opts.source) / rel, Path(opts.source)))) is not None}
     update: Update = {}
     if diag.phase == "parity":  # kept with its report: the CPU guard may send this failure back to the model
         update["diagnosis"] = diag.model_dump(mode="json", exclude={"earlier_edits"})

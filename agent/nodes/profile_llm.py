@@ -83,7 +83,7 @@ def profile_llm(state: MigrationState, runs: RunScheduler) -> Update:
         summary = run_fixer(client, session, diag, [])
     except FerryAgentError as exc:  # the migration is verified already: a model failure here ends nothing
         return _not_made(rnd, f"{exc.status}: {exc}", client.counters())
-    diff = "".join(file_diff(rel, base.get(rel, read_text(Path(opts.source) / rel)), text)
+    diff = "".join(file_diff(rel, base.get(rel, read_text(Path(opts.source) / rel, Path(opts.source))), text)
                    for rel, text in sorted(session.files.items()))
     site = f"profile:{worth[0].where() or worth[0].title}" if worth else "profile"
     proposal = Proposal(rule="llm", kind="llm", reason=f"model (profile findings): {summary}", site=site,
@@ -116,7 +116,7 @@ def revert(state: MigrationState, reason: str) -> Update:
     current = state.get("files") or {}
     restored: dict[str, str] = {}
     for rel, text in sorted(current.items()):
-        before = rnd.base_files.get(rel, read_text(source / rel))
+        before = rnd.base_files.get(rel, read_text(source / rel, source))
         if before is not None and before != text:
             restored[rel] = before
     diff = "".join(file_diff(rel, current[rel], text) for rel, text in restored.items())

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Request, status
 
+from agent.ids import id_problem
 from agent.service.settings import LOCAL_OWNER, ServiceSettings
 from agent.service.store import SessionRow, SessionStore
 from agent.service.workers import Workers
@@ -61,7 +62,12 @@ OwnerDep = Annotated[str, Depends(owner_of)]
 
 
 def session_of(sid: str, owner: OwnerDep, store: StoreDep) -> SessionRow:
-    """The caller's session; another owner's is answered exactly like one that does not exist."""
+    """The caller's session; another owner's is answered exactly like one that does not exist, and so is
+    an id that is not a plain name (it is never looked up, nor turned into a path)."""
+    problem = id_problem(sid)
+    if problem is not None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no session {sid[:80]!r} on this server; the id is not a "
+                                                       f"plain name ({problem})")
     row = store.get(sid, owner)
     if row is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no session {sid[:80]!r} (of yours) on this server")

@@ -10,6 +10,7 @@ environment (``GIT_CONFIG_*``: an ``http.extraHeader``), never in a URL, an argu
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from agent.github.config import GitHubConfig
 from agent.github.models import WRITE
 from agent.github.webhook import Trigger, ferry_branch
 from agent.graph import ProgressFn
+from agent.ids import id_problem, inside
 from agent.pr.gitops import SAFE, GitError, PushFailed
 from agent.pr.models import GitIdentity, PrRefused, PrRequest, PrResult
 from agent.runs import RunScheduler
@@ -178,7 +180,7 @@ class GitHubJobs:
         t = row.trigger
         try:
             with toolbox.stop_signal(signal):
-                state, comment = self._migrate(t, self.root / "jobs" / _safe(row.delivery), row.attempt, signal, runs)
+                state, comment = self._migrate(t, job_dir(self.root, row.delivery), row.attempt, signal, runs)
         except JobCancelled as exc:
             return "cancelled", exc.comment, "cancelled while it ran"
         except PushFailed as exc:
@@ -294,8 +296,11 @@ def pr_text(body: str, limit: int = BODY_LIMIT) -> str:
         "text is pr.md in the job's outputs on the Ferry server)\n"
 
 
-def _safe(delivery: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in delivery)[:100]
+def job_dir(root: Path, delivery: str) -> Path:
+    """``<github dir>/jobs/<delivery>``: the delivery id when it is a plain name (the webhook accepts no other),
+    a digest of it for a row an older server accepted; never outside ``jobs/``."""
+    name = delivery if id_problem(delivery) is None else "d-" + hashlib.sha256(delivery.encode()).hexdigest()[:40]
+    return inside(root / "jobs", name, what="delivery id")
 
 
 def _base_env() -> dict[str, str]:

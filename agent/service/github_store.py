@@ -1,6 +1,7 @@
 """The GitHub jobs' own table (``github.db`` beside ``service.db``): one row per accepted delivery.
 
-The delivery id is the key, so a redelivery inserts nothing. A job is ``queued`` until a worker
+The delivery id is a key, and so is the SHA-256 of the signed event (``payload_key``): a redelivery, or the
+same signed body replayed under a new delivery id, inserts nothing. A job is ``queued`` until a worker
 claims it, and a worker claims only a job whose repository has none ``running``: two commands on one
 repository run one after the other. A server that died leaves its ``running`` jobs to the next one,
 which queues them again (a job is safe to repeat: the branch moves by compare-and-swap and the
@@ -34,10 +35,15 @@ CREATE TABLE IF NOT EXISTS jobs (
     finished REAL,
     outcome TEXT,
     attempt INTEGER NOT NULL DEFAULT 0,
-    cancel INTEGER NOT NULL DEFAULT 0
+    cancel INTEGER NOT NULL DEFAULT 0,
+    payload_key TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_repo_state ON jobs (repo, state);
 """
+# After the upgrade below (an older github.db has no payload_key column yet). A job's signed event is its
+# key as much as its delivery: a replay of the body under a new X-GitHub-Delivery inserts nothing.
+# (NULL, rows from before the column, never collide.)
+PAYLOAD_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS jobs_payload_key ON jobs (payload_key)"
 
 
 class JobRow(BaseModel):
@@ -96,6 +102,9 @@ class GitHubStore:
         for column in ("attempt", "cancel"):  # a github.db from before jobs counted attempts and took cancels
             if column not in columns:
                 self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+        if "payload_key" not in columns:  # a github.db from before replays were keyed on the signed body
+            self._db.execute("ALTER TABLE jobs ADD COLUMN payload_key TEXT")
+        self._db.execute(PAYLOAD_INDEX)
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -105,12 +114,13 @@ class GitHubStore:
         return immediate(self._db, self._lock)
 
     def add(self, trigger: Trigger) -> tuple[bool, int]:
-        """Record a delivery's job: (False, 0) when the delivery was seen before, else (True, how many
-        jobs of its repository are ahead of it)."""
+        """Record a delivery's job: (False, 0) when the delivery, or its signed event (``payload_key``), was
+        seen before, else (True, how many jobs of its repository are ahead of it)."""
         with self._tx() as db:
-            cur = db.execute("INSERT OR IGNORE INTO jobs (delivery, repo, state, trigger, created) "
-                             "VALUES (?, ?, 'queued', ?, ?)",
-                             (trigger.delivery, trigger.full_name, trigger.model_dump_json(), time.time()))
+            cur = db.execute("INSERT OR IGNORE INTO jobs (delivery, repo, state, trigger, created, payload_key) "
+                             "VALUES (?, ?, 'queued', ?, ?, ?)",
+                             (trigger.delivery, trigger.full_name, trigger.model_dump_json(), time.time(),
+                              trigger.payload_key))
             if cur.rowcount == 0:
                 return False, 0
             ahead = db.execute("SELECT COUNT(*) FROM jobs WHERE repo = ? AND state IN ('queued', 'running') "

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import toolbox
+from agent.ids import inside
 from agent.llm.config import configured as llm_configured
 from agent.llm.config import resolve_limits
 from agent.materialise import artifacts_root, workspaces_root
@@ -33,7 +34,8 @@ class SessionCancelled(Exception):
 
 
 def session_dir(settings: ServiceSettings, sid: str) -> Path:
-    return settings.data_dir / "sessions" / sid
+    """``<data dir>/sessions/<sid>``; InvalidId for an id that is not a plain name or leads out of it."""
+    return inside(settings.data_dir / "sessions", sid, what="session id")
 
 
 def repo_dir(settings: ServiceSettings, sid: str) -> Path:

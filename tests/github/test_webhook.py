@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -62,10 +63,14 @@ def _deliver(server: Server, event: str, payload: dict, delivery: str | None = N
     return httpx.post(f"{server.url}/v1/github/webhook", content=body, headers=headers, timeout=30)
 
 
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")  # as GitHub writes it
+
+
 def _comment(full_name: str, number: int, user: str, body: str, pull: bool = False) -> dict:
     return {"action": "created", "issue": {"number": number, "title": "t", "pull_request": {"url": "x"} if pull
                                            else None},
-            "comment": {"id": 1, "body": body, "user": {"login": user}},
+            "comment": {"id": 1, "body": body, "user": {"login": user}, "created_at": _now(), "updated_at": _now()},
             "repository": {"full_name": full_name, "default_branch": "main"}, "sender": {"login": user}}
 
 
@@ -221,7 +226,7 @@ def test_the_label_on_a_pull_request_migrates_its_branch_and_a_failure_says_why(
     server = _server(tmp_path, fake_github, serve)
     pr = {"number": 3, "html_url": "u", "state": "open", "title": "feature", "body": None,
           "head": {"ref": "feature", "sha": "0" * 40, "repo": {"full_name": "acme/broken"}},
-          "base": {"ref": "main", "sha": "0" * 40}}
+          "base": {"ref": "main", "sha": "0" * 40}, "updated_at": _now()}
     event = {"action": "labeled", "number": 3, "pull_request": pr, "label": {"name": "ferry-migrate"},
              "repository": {"full_name": "acme/broken", "default_branch": "main"}, "sender": {"login": "ann"}}
     other = _deliver(server, "pull_request", {**event, "label": {"name": "bug"}})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from datetime import UTC, datetime
 
 import pytest
 from pydantic import SecretStr
@@ -46,8 +47,9 @@ def test_the_command_is_read_from_the_first_line_with_its_quoted_options():
 
 
 def _comment(body: str, user: str = "ann", action: str = "created", repo: str = "acme/app") -> dict:
+    now = datetime.now(UTC).isoformat()
     return {"action": action, "issue": {"number": 4, "pull_request": None},
-            "comment": {"id": 1, "body": body, "user": {"login": user}},
+            "comment": {"id": 1, "body": body, "user": {"login": user}, "created_at": now, "updated_at": now},
             "repository": {"full_name": repo}, "sender": {"login": user}, "installation": {"id": 9}}
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sandbox.env import CALLER_PREFIXES, filter_caller_env, is_secret_name
 from sandbox.isolation import ferry_root
+from tools import repofiles
 
 logger = logging.getLogger(__name__)
 
@@ -35,16 +36,19 @@ def imports_anywhere(root: Path, packages: set[str]) -> set[str]:
     seen = 0
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
+        here = Path(dirpath).relative_to(root).as_posix()
         for name in filenames:
             if not name.endswith(".py"):
                 continue
             seen += 1
             if seen > _MAX_FILES:
                 return found | packages  # too big to read: assume the user may need them all
-            try:
-                with open(os.path.join(dirpath, name), "rb") as fh:
-                    data = fh.read(_MAX_BYTES)
-            except OSError:
+            rel = name if here == "." else f"{here}/{name}"
+            try:  # a FIFO never blocks, a link is not followed, a big file is read up to the cap
+                data = repofiles.read_bytes(root, rel, max_bytes=_MAX_BYTES, head=True)
+            except repofiles.RepoFileError as exc:
+                if exc.kind in repofiles.WARN_KINDS:
+                    logger.warning("import scan: skipping %s", exc)
                 continue
             found.update(m.group(1).decode() for m in pattern.finditer(data))
             if found >= packages:

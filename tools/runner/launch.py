@@ -15,6 +15,8 @@ import re
 import shlex
 from pathlib import Path
 
+from tools import repofiles
+
 logger = logging.getLogger(__name__)
 
 TPX_COUNT_ENV = "TPX_DEVICE_COUNT"
@@ -75,10 +77,9 @@ def launcher_procs(command: str | list[str]) -> int | None:
 
 def spawn_procs(script: Path) -> int | None:
     """A literal ``nprocs=N`` of a ``spawn(...)`` call in ``script`` (the run's entry file), or None."""
-    try:
-        with open(script, "rb") as fh:
-            data = fh.read(_MAX_SCRIPT_BYTES)
-    except OSError:
+    try:  # the user's file: a FIFO never blocks, a link is not followed
+        data = repofiles.read_bytes(script.parent, script.name, max_bytes=_MAX_SCRIPT_BYTES, head=True)
+    except repofiles.RepoFileError:
         return None
     counts = [n for n in (_nprocs_of_call(data, m.end()) for m in _SPAWN_CALL.finditer(data))
               if n is not None and 0 < n <= MAX_PROCS]

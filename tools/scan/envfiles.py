@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from tools import repofiles
 from tools.codemods.base import ALL_TARGETS
 from tools.codemods.tables import cuda_env_var
 
@@ -68,10 +69,9 @@ def env_file_kind(root: Path, rel: str) -> str | None:
     kind = kind_by_name(rel)
     if kind is not None or not may_have_shebang(rel):
         return kind
-    try:
-        with open(root / rel, "rb") as fh:
-            head = fh.read(_HEAD_BYTES)
-    except OSError:
+    try:  # a FIFO never blocks, a link is not followed
+        head = repofiles.read_bytes(root, rel, max_bytes=_HEAD_BYTES, head=True)
+    except repofiles.RepoFileError:
         return None
     return "shell" if shell_shebang(head) else None
 

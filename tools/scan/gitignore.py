@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools import repofiles
+
 logger = logging.getLogger(__name__)
 
 
@@ -85,10 +87,13 @@ class IgnoreRules:
         self.patterns: list[_Pattern] = []
 
     def add_file(self, path: Path, base: str) -> None:
-        try:
-            self.patterns.extend(parse(path.read_text(encoding="utf-8", errors="replace"), base))
-        except OSError as exc:
-            logger.warning("cannot read %s: %s", path, exc)
+        try:  # the repository's own file: a FIFO never blocks, a link is not followed
+            data = repofiles.read_bytes(path.parent, path.name, max_bytes=repofiles.MAX_REPO_FILE_BYTES, head=True)
+        except repofiles.RepoFileError as exc:
+            if exc.kind != "missing":
+                logger.warning("cannot read %s: %s", path, exc.reason)
+            return
+        self.patterns.extend(parse(data.decode("utf-8", errors="replace"), base))
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         result = False

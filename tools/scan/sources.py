@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools import repofiles
 from tools.codemods.prefilter import may_contain_idioms
 from tools.scan.models import FileNote
 
@@ -91,14 +92,18 @@ def cell_source(cell: dict[str, Any]) -> str:
 
 
 def load(path: Path, rel: str, max_bytes: int) -> Loaded:
+    """``path`` (``rel`` in the repository) read by :mod:`tools.repofiles`: a link, a FIFO or a device is a
+    note, never opened or followed."""
+    posix = path.as_posix()
+    # from the repository's root when ``path`` is root/rel: no link is followed on the way either
+    base, name = (Path(posix[: -len(rel) - 1]), rel) if posix.endswith("/" + rel) else (path.parent, path.name)
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
+        data = repofiles.read_bytes(base, name, max_bytes=max_bytes)
+    except repofiles.RepoFileError as exc:
+        if exc.kind == "too_large":
             return Loaded([], note=FileNote(file=rel, kind="skipped_size",
-                                            message=f"{size} bytes > limit {max_bytes} (raise --max-file-bytes)"))
-        data = path.read_bytes()
-    except OSError as exc:
-        return Loaded([], note=FileNote(file=rel, kind="error", message=f"cannot read: {exc}"))
+                                            message=f"{exc.reason} (raise --max-file-bytes)"))
+        return Loaded([], note=FileNote(file=rel, kind="error", message=f"cannot read: {exc.reason}"))
     if b"\0" in data[:8192]:
         return Loaded([], note=FileNote(file=rel, kind="skipped_binary", message="binary content (NUL bytes)"))
     try:

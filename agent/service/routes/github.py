@@ -15,7 +15,8 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, s
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
-from agent.github.webhook import Ignored, trigger_of, verify_signature
+from agent.github.webhook import Ignored, payload_key, trigger_of, verify_signature
+from agent.ids import ID_RULE, id_problem
 from agent.service.deps import OwnerDep
 from agent.service.github_jobs import GitHubJobs
 from agent.service.github_store import JobState, JobView
@@ -77,8 +78,12 @@ async def webhook(request: Request,
         raise HTTPException(status.HTTP_401_UNAUTHORIZED,
                             "X-Hub-Signature-256 does not match the body: the webhook's secret differs from "
                             "FERRY_GITHUB_WEBHOOK_SECRET")
-    if not x_github_event or not x_github_delivery or len(x_github_delivery) > 200:
+    if not x_github_event or not x_github_delivery:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, "X-GitHub-Event and X-GitHub-Delivery are required")
+    problem = id_problem(x_github_delivery)  # it names the job and its directory: a plain name (GitHub's: a UUID)
+    if problem is not None:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, f"X-GitHub-Delivery is not a plain name ({problem}); "
+                                                         f"GitHub sends a UUID. {ID_RULE}")
     if x_github_event == "ping":
         return WebhookAnswer(accepted=False, delivery=x_github_delivery, reason="pong")
     try:
@@ -89,13 +94,16 @@ async def webhook(request: Request,
     if not isinstance(payload, dict):
         raise HTTPException(status.HTTP_400_BAD_REQUEST, "the body is not a JSON object")
     trigger = trigger_of(x_github_event, x_github_delivery, payload, config)
-    if isinstance(trigger, Ignored):
+    if isinstance(trigger, Ignored):  # 2xx: GitHub lists a non-2xx answer as a failed delivery
         return WebhookAnswer(accepted=False, delivery=x_github_delivery, reason=trigger.reason)
+    # one job per signed event: the delivery header is not signed, so a replay under a new one is the same key
+    trigger = trigger.model_copy(update={"payload_key": payload_key(x_github_event, body)})
     new = await run_in_threadpool(jobs.submit, trigger)  # may comment "queued behind": not on the loop
     logger.info("github delivery %s for %s#%d: %s", x_github_delivery, trigger.full_name, trigger.number,
-                "queued" if new else "a redelivery, ignored")
+                "queued" if new else "a redelivery or replay, ignored")
     return WebhookAnswer(accepted=new, delivery=x_github_delivery, duplicate=not new,
-                         reason=None if new else "this delivery was received before")
+                         reason=None if new else "ignored: replay: this event (its signed body) was received "
+                                                 "before; it started one job")
 
 
 @router.get("/jobs", response_model=JobList, responses={503: {"description": "GitHub is not configured"}})
@@ -112,7 +120,7 @@ def list_jobs(jobs: JobsDep, repo: Annotated[str | None, Query(max_length=200, d
 @router.get("/jobs/{delivery}", response_model=JobView,
             responses={404: {"description": "no job for this delivery"}, 503: {"description": "not configured"}})
 def get_job(delivery: str, jobs: JobsDep) -> JobView:
-    found = jobs.store.view(delivery)
+    found = jobs.store.view(delivery) if id_problem(delivery) is None else None
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no GitHub job for delivery {delivery!r} (GET /v1/github/jobs "
                                                        "lists them)")
@@ -125,7 +133,7 @@ def get_job(delivery: str, jobs: JobsDep) -> JobView:
 def cancel_job(delivery: str, jobs: JobsDep) -> JobView:
     """Cancel a job: a queued one ends ``cancelled`` at once; a running one stops at its next step, before
     anything is pushed (``cancel_requested`` until then; one already pushing ends as it would have)."""
-    was = jobs.cancel(delivery)
+    was = jobs.cancel(delivery) if id_problem(delivery) is None else None
     if was is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no GitHub job for delivery {delivery!r}")
     if was not in ("queued", "running"):
