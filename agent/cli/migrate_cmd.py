@@ -60,7 +60,8 @@ def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
     helps = {
         "request_timeout_s": ("SECONDS", numbers.seconds, "seconds per request, capped by the LLM wall budget left"),
         "max_retries": ("N", numbers.non_negative_int, "retries of a timeout, 429, 5xx or refused connection"),
-        "backoff_s": ("SECONDS", numbers.non_negative_seconds, "first backoff between retries, doubling (Retry-After wins when longer)"),
+        "backoff_s": ("SECONDS", numbers.non_negative_seconds,
+                      "first backoff between retries, doubling (Retry-After wins when longer)"),
         "max_wall_s": ("SECONDS", numbers.seconds, "wall-time budget of all the model's use in the migration"),
         "max_calls": ("N", numbers.positive_int, "requests to the model in the migration"),
         "max_tokens": ("N", numbers.positive_int, "tokens (prompt + completion) in the migration"),
