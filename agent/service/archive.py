@@ -104,12 +104,12 @@ def stream(prefix: str, root: Path, edited: Mapping[str, str]) -> Iterator[bytes
     if not _SLOTS.acquire(blocking=False):
         raise Busy(f"{MAX_BUILDS} archives are being built; try again in a moment")
     chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_CHUNKS)
-    stop = threading.Event()
-    released = threading.Lock()
-    state = {"released": False}
+    stop, done = threading.Event(), threading.Event()
+    lock = threading.Lock()
+    state = {"released": False, "failed": False}
 
     def release() -> None:
-        with released:
+        with lock:
             if not state["released"]:
                 state["released"] = True
                 _SLOTS.release()
@@ -123,12 +123,9 @@ def stream(prefix: str, root: Path, edited: Mapping[str, str]) -> Iterator[bytes
             pass
         except Exception:
             logger.exception("building the archive of %s failed", prefix)
-            stop.set()
-            try:
-                chunks.put_nowait(None)
-            except queue.Full:
-                pass
+            state["failed"] = True
         finally:
+            done.set()
             release()
 
     started: list[threading.Thread] = []
@@ -138,8 +135,18 @@ def stream(prefix: str, root: Path, edited: Mapping[str, str]) -> Iterator[bytes
         started.append(thread)
         thread.start()
         try:
-            while (chunk := chunks.get()) is not None:
+            while True:
+                try:
+                    chunk = chunks.get(timeout=_PUT_WAIT_S)
+                except queue.Empty:
+                    if done.is_set() and chunks.empty():
+                        break
+                    continue
+                if chunk is None:
+                    break
                 yield chunk
+            if state["failed"]:  # end the response without its last chunk: the client sees a broken download
+                raise RuntimeError(f"the archive of {prefix} could not be built (the server's log says why)")
         finally:
             stop.set()
 

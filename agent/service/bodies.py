@@ -105,10 +105,10 @@ async def _multipart(request: Request, settings: ServiceSettings, tmp: Path) -> 
             raise _invalid(("body", "options"), "a multipart create needs the text field 'options' (JSON)")
         try:
             opts = SessionOptions.model_validate(json.loads(options))
+        except ValidationError as exc:  # first: a ValidationError is a ValueError too
+            raise _validation(exc, ("body", "options")) from None
         except (ValueError, RecursionError) as exc:
             raise _invalid(("body", "options"), f"the field 'options' is not JSON we accept ({_why(exc)})") from None
-        except ValidationError as exc:
-            raise _validation(exc, ("body", "options")) from None
         dest = tmp / "upload"
         size = 0
         with dest.open("wb") as out:
