@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import ToolUnavailable
+from agent.redact import redact_dsn, scrub
 
 if TYPE_CHECKING:
     import psycopg
@@ -43,24 +44,15 @@ def database_url() -> str | None:
     if not url.startswith(("postgres://", "postgresql://")):
         raise ToolUnavailable(
             f"{DATABASE_URL_ENV} must be a postgresql:// URL (postgresql://USER:PASSWORD@HOST:PORT/DBNAME), "
-            f"got {redact_url(url)!r}; fix it, or unset {DATABASE_URL_ENV} to keep checkpoints in SQLite "
+            f"got {redact_dsn(url)!r}; fix it, or unset {DATABASE_URL_ENV} to keep checkpoints in SQLite "
             "under the state dir")
     return url
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``, for messages."""
-    scheme, sep, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if not (sep and at and ":" in creds):
-        return url
-    return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
 
 
 def describe_store(state_directory: Path) -> str:
     """Where the checkpoints are, in words (for messages)."""
     url = database_url()
-    return f"the Postgres database {redact_url(url)}" if url else str(state_directory / SQLITE_FILE)
+    return f"the Postgres database {redact_dsn(url)}" if url else str(state_directory / SQLITE_FILE)
 
 
 @contextlib.contextmanager
@@ -97,7 +89,7 @@ def _postgres_saver(url: str) -> Iterator[Any]:
             f"{DATABASE_URL_ENV} names a Postgres database but langgraph-checkpoint-postgres / psycopg is not "
             f"installed ({exc}); install Ferry's 'postgres' extra (pip install -e '.[postgres]'), or unset "
             f"{DATABASE_URL_ENV} to keep checkpoints in SQLite under the state dir") from exc
-    where = redact_url(url)
+    where = redact_dsn(url)
     try:
         # The options PostgresSaver relies on: autocommit (each write is durable at once),
         # no server-side prepared statements (safe behind poolers), rows as dicts.
@@ -146,8 +138,9 @@ def pg_conninfo(url: str) -> str:
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception's message on one line (for messages that quote a driver's error)."""
-    return " ".join(str(exc).split())
+    """An exception's message on one line (for messages that quote a driver's error), with the secrets of
+    FERRY_DATABASE_URL and anything shaped like a credential hidden (a driver may quote its input)."""
+    return scrub(" ".join(str(exc).split()), os.environ.get(DATABASE_URL_ENV, "").strip() or None)
 
 
 def migration_ids(state_directory: Path) -> list[str]:

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.checkpoints import SQLITE_FILE, database_url, describe_store, one_line, pg_conninfo, redact_url
+from agent.checkpoints import SQLITE_FILE, database_url, describe_store, one_line, pg_conninfo
+from agent.redact import redact_dsn
 
 if TYPE_CHECKING:
     import psycopg
@@ -343,7 +344,7 @@ def _pg_holder(url: str, migration_id: str) -> LockHolder | None:
         conn.execute(_SCHEMA)
     except psycopg.Error as exc:
         raise ToolUnavailable(f"cannot read the lock of migration {migration_id} in the Postgres database "
-                              f"{redact_url(url)}: {one_line(exc)}; check the database server and FERRY_DATABASE_URL"
+                              f"{redact_dsn(url)}: {one_line(exc)}; check the database server and FERRY_DATABASE_URL"
                               ) from exc
     with conn:
         # Read pg_locks rather than try the lock: a try that succeeded for an instant would refuse a

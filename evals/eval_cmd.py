@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent.cli import numbers
+
 if TYPE_CHECKING:
     from evals.cases import Suite
     from evals.results import CaseResult
@@ -28,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="synthetic (default: evals/suite), real (evals/real/manifest.toml), a directory of "
                              "*/ferry-eval.toml cases or a manifest.toml of real cases")
     parser.add_argument("--suite", dest="suite_opt", metavar="SUITE", help="the same as the SUITE argument")
-    parser.add_argument("--jobs", type=int, default=1, help="cases migrated side by side (default 1)")
+    parser.add_argument("--jobs", type=numbers.positive_int, default=1, help="cases migrated side by side (default 1)")
     parser.add_argument("--policy", choices=("offline", "llm"), default="offline",
                         help="fixing policy (default offline)")
     parser.add_argument("--out", metavar="DIR", default="ferry-eval",

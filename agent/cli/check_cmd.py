@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from agent.cli import DISK_LIMIT_HELP, environ
+from agent.cli import DISK_LIMIT_HELP, environ, numbers
 
 NAME = "check"
 HELP = "run a command on CPU (reference) and on tpx (target), compare numerics, profile the target"
@@ -16,9 +16,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", dest="run_cmd", required=True, metavar="CMD",
                         help='the command to run in the repository, e.g. "python train.py --steps 3"')
     parser.add_argument("--out", metavar="DIR", help="where reports go (default: a new temporary directory)")
-    parser.add_argument("--steps", type=int, default=2, help="steps whose module calls are recorded (default 2)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for both runs (default 0)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (default 600)")
+    parser.add_argument("--steps", type=numbers.positive_int, default=2,
+                        help="steps whose module calls are recorded (default 2)")
+    parser.add_argument("--seed", type=numbers.seed, default=0, help="seed for both runs (default 0)")
+    parser.add_argument("--timeout", type=numbers.seconds, default=600.0, help="seconds per run (default 600)")
     parser.add_argument("--no-profile", action="store_true", help="skip profiling the target run")
     parser.add_argument("--disk-limit", default=None, metavar="SIZE", help=DISK_LIMIT_HELP)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from agent.cli import numbers
+
 NAME = "demo"
 HELP = "train a small model for a few steps on the tpx device and report what ran where"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=5, help="training steps (default 5)")
+    parser.add_argument("--steps", type=numbers.positive_int, default=5, help="training steps (default 5)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 

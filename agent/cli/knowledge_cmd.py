@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from agent.cli import numbers
+
 NAME = "knowledge"
 HELP = "search the knowledge base (catalogue rules, fixes, policy rules, numerics tiers, earlier fixes), or rebuild it"
 
@@ -15,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub.required = True
     search = sub.add_parser("search", help="the best matches for a trace, an exception message or an API name")
     search.add_argument("text", nargs="?", help="what to search for ('-' or none: read it from stdin)")
-    search.add_argument("-k", type=int, default=5, help="how many matches (default 5)")
+    search.add_argument("-k", type=numbers.positive_int, default=5, help="how many matches (default 5)")
     search.add_argument("--json", action="store_true", help="print the matches as JSON")
     sub.add_parser("rebuild", help="build the index again from its sources")
 

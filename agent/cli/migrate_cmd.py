@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.cli import DISK_LIMIT_HELP, environ
+from agent.cli import DISK_LIMIT_HELP, environ, numbers
 
 if TYPE_CHECKING:
     from agent.llm.config import LLMLimits
@@ -35,13 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-rule", dest="skip_rules", action="append", default=[], metavar="RULE",
                         help="leave this rule out: a catalogue codemod (FRY024) or a policy rule (float64_to_float32); "
                              "repeatable")
-    parser.add_argument("--max-iterations", type=int, default=8,
+    parser.add_argument("--max-iterations", type=numbers.positive_int, default=8,
                         help="fix/verify rounds before failed_budget (default 8)")
-    parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds per run (default 600)")
-    parser.add_argument("--max-wall", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--run-timeout", type=numbers.seconds, default=600.0, help="seconds per run (default 600)")
+    parser.add_argument("--max-wall", type=numbers.seconds, default=None, metavar="SECONDS",
                         help="wall-time budget of the whole migration: runs are capped by what is left, and one that "
                              "cannot finish in it is not started (ends failed_budget with its report; default: none)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for the reference and target runs")
+    parser.add_argument("--seed", type=numbers.seed, default=0, help="seed for the reference and target runs")
     parser.add_argument("--disk-limit", default=None, metavar="SIZE", help=DISK_LIMIT_HELP.replace("a run", "each run"))
     parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"),
                         help="checkpoints and workspaces (default ~/.ferry or $FERRY_STATE_DIR)")
@@ -58,13 +58,14 @@ def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
     from agent.llm.config import DEFAULTS, LIMIT_SOURCES
 
     helps = {
-        "request_timeout_s": ("SECONDS", float, "seconds per request, capped by the LLM wall budget left"),
-        "max_retries": ("N", int, "retries of a timeout, 429, 5xx or refused connection"),
-        "backoff_s": ("SECONDS", float, "first backoff between retries, doubling (Retry-After wins when longer)"),
-        "max_wall_s": ("SECONDS", float, "wall-time budget of all the model's use in the migration"),
-        "max_calls": ("N", int, "requests to the model in the migration"),
-        "max_tokens": ("N", int, "tokens (prompt + completion) in the migration"),
-        "max_reply_chars": ("N", int, "largest reply content or tool-call arguments accepted"),
+        "request_timeout_s": ("SECONDS", numbers.seconds, "seconds per request, capped by the LLM wall budget left"),
+        "max_retries": ("N", numbers.non_negative_int, "retries of a timeout, 429, 5xx or refused connection"),
+        "backoff_s": ("SECONDS", numbers.non_negative_seconds,
+                      "first backoff between retries, doubling (Retry-After wins when longer)"),
+        "max_wall_s": ("SECONDS", numbers.seconds, "wall-time budget of all the model's use in the migration"),
+        "max_calls": ("N", numbers.positive_int, "requests to the model in the migration"),
+        "max_tokens": ("N", numbers.positive_int, "tokens (prompt + completion) in the migration"),
+        "max_reply_chars": ("N", numbers.positive_int, "largest reply content or tool-call arguments accepted"),
     }
     for field, (flag, env) in LIMIT_SOURCES.items():
         metavar, kind, text = helps[field]

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from agent.cli import DISK_LIMIT_HELP, environ
+from agent.cli import DISK_LIMIT_HELP, environ, numbers
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,9 +31,11 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
                         help="run original CUDA code on DEV (tpx or cpu) and log every redirected call site")
     parser.add_argument("--probe", action="store_true", help="record module outputs for parity (issue-5 probe)")
     parser.add_argument("--profile", action="store_true", help="collect a tpx profile (issue-5 profiler)")
-    parser.add_argument("--seed", type=int, default=0, help="FERRY_SEED for random, numpy and torch (default 0)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit in seconds (default 600)")
-    parser.add_argument("--memory-gb", type=float, default=None,
+    parser.add_argument("--seed", type=numbers.seed, default=0,
+                        help="FERRY_SEED for random, numpy and torch (default 0)")
+    parser.add_argument("--timeout", type=numbers.seconds, default=600.0,
+                        help="wall-clock limit in seconds (default 600)")
+    parser.add_argument("--memory-gb", type=numbers.gigabytes, default=None,
                         help="address-space limit per process, GiB (default 16)")
     parser.add_argument("--disk-limit", default=None, metavar="SIZE", help=DISK_LIMIT_HELP)
     parser.add_argument("--isolation", choices=("auto", "bwrap", "unshare", "rlimits"), default=None,

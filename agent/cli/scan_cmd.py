@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agent.cli import numbers
+
 NAME = "scan"
 HELP = ("find CUDA idioms in a repository (.py, notebooks; CUDA environment variables in shell/Docker/make/.env/"
         "YAML files), classify them and propose rewrites")
@@ -26,9 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_selection_arguments(parser: argparse.ArgumentParser, rules_verb: str, files_verb: str) -> None:
     """The options ``ferry scan`` and ``ferry rewrite`` share: which rules, which files, how many workers."""
     parser.add_argument("--rules", help=f"comma-separated rule ids to {rules_verb} (default: all)")
-    parser.add_argument("--max-file-bytes", type=int, default=2_000_000,
+    parser.add_argument("--max-file-bytes", type=numbers.positive_int, default=2_000_000,
                         help="skip files larger than this (default 2000000)")
-    parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    parser.add_argument("--jobs", type=numbers.positive_int, default=None, help="worker processes (default: all cores)")
     parser.add_argument("--no-gitignore", action="store_true", help=f"also {files_verb} files .gitignore excludes")
 
 

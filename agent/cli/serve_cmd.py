@@ -9,32 +9,24 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from agent.cli import numbers
+
 logger = logging.getLogger(__name__)
+DEFAULT_HEADER_S = 30.0  # agent.service.deadlines (not imported here: `ferry --help` stays light)
+DEFAULT_BODY_IDLE_S = 60.0
 
 NAME = "serve"
 HELP = "run the HTTP service: chat-style migration sessions (tokens from FERRY_API_TOKENS)"
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
-
-
-def _env_int(name: str, default: int | None = None) -> int | None:
-    """A flag's default from the environment; a bad value is named with what to give."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    if not text.isdigit() or int(text) < 1:
-        raise SystemExit(f"ferry serve: ${name} must be a whole number of 1 or more, got {text[:40]!r}")
-    return int(text)
+def _env_int(name: str, default: int | None) -> int | None:
+    """A whole-number flag's default from ``$name`` (a bad value exits 2 naming the variable)."""
+    return numbers.from_env(name, numbers.positive_int, default)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8765,
+    parser.add_argument("--port", type=numbers.port, default=8765,
                         help="port (default 8765; 0 picks a free one, printed with --json)")
     parser.add_argument("--data-dir", "--state-dir", dest="data_dir", metavar="DIR",
                         default=os.environ.get("FERRY_DATA_DIR"),
@@ -42,18 +34,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-root", metavar="DIR", action="append", default=None,
                         help="a server directory whose repositories clients may name by path (repeatable; "
                              "default $FERRY_ALLOW_ROOTS, ':'-separated, else none: uploads only)")
-    parser.add_argument("--workers", type=_positive, default=_env_int("FERRY_WORKERS"),
+    parser.add_argument("--workers", type=numbers.positive_int, default=_env_int("FERRY_WORKERS", None),
                         help="sessions migrated at once (default $FERRY_WORKERS, else the number of cores)")
-    parser.add_argument("--queue", type=_positive, default=_env_int("FERRY_QUEUE", 64),
+    parser.add_argument("--queue", type=numbers.positive_int, default=_env_int("FERRY_QUEUE", 64),
                         help="sessions waiting for a worker before new ones get 429 (default $FERRY_QUEUE or 64)")
-    parser.add_argument("--max-upload-mb", type=_positive, default=_env_int("FERRY_MAX_UPLOAD_MB", 50),
+    parser.add_argument("--max-upload-mb", type=numbers.positive_int, default=_env_int("FERRY_MAX_UPLOAD_MB", 50),
                         help="largest archive accepted (default $FERRY_MAX_UPLOAD_MB or 50)")
-    parser.add_argument("--max-files", type=_positive, default=_env_int("FERRY_MAX_FILES", 5000),
+    parser.add_argument("--max-files", type=numbers.positive_int, default=_env_int("FERRY_MAX_FILES", 5000),
                         help="most files in an upload (default $FERRY_MAX_FILES or 5000)")
-    parser.add_argument("--max-unpacked-mb", type=_positive, default=_env_int("FERRY_MAX_UNPACKED_MB", 500),
+    parser.add_argument("--max-unpacked-mb", type=numbers.positive_int, default=_env_int("FERRY_MAX_UNPACKED_MB", 500),
                         help="most bytes an upload unpacks to (default $FERRY_MAX_UNPACKED_MB or 500)")
     parser.add_argument("--python", metavar="PATH", action="append", default=[],
                         help="an interpreter sessions may name in 'python' (repeatable; default: only Ferry's own)")
+    parser.add_argument("--allowed-host", metavar="NAME[:PORT]", action="append", default=None,
+                        help="a Host name this server answers for besides loopback and its --host address, e.g. "
+                             "the name a proxy or GitHub uses (repeatable; default $FERRY_ALLOWED_HOSTS, "
+                             "comma-separated)")
+    parser.add_argument("--header-timeout", metavar="SECONDS", type=numbers.seconds,
+                        default=numbers.from_env("FERRY_HEADER_TIMEOUT", numbers.seconds, DEFAULT_HEADER_S),
+                        help="a request's line and headers must arrive within this, else the connection is "
+                             f"closed (default $FERRY_HEADER_TIMEOUT or {DEFAULT_HEADER_S:g})")
+    parser.add_argument("--body-timeout", metavar="SECONDS", type=numbers.seconds,
+                        default=numbers.from_env("FERRY_BODY_TIMEOUT", numbers.seconds, DEFAULT_BODY_IDLE_S),
+                        help="longest pause in a request body before the connection is closed (default "
+                             f"$FERRY_BODY_TIMEOUT or {DEFAULT_BODY_IDLE_S:g})")
     parser.add_argument("--json", action="store_true", help="print the listening address as JSON before serving")
 
 
@@ -75,7 +79,14 @@ def _check_store(data_dir: Path) -> None:
 def _settings(args: argparse.Namespace) -> Any:
     from agent.cli import CliError
     from agent.github.config import GitHubConfig, GitHubConfigError
-    from agent.service.settings import ServiceSettings, SettingsError, data_dir_from, resolve_roots, tokens_from_env
+    from agent.service.settings import (
+        ServiceSettings,
+        SettingsError,
+        allowed_hosts,
+        data_dir_from,
+        resolve_roots,
+        tokens_from_env,
+    )
     from agent.service.uploads import UploadLimits
     from tools.runner.interpreter import InterpreterError, inspect_interpreter
 
@@ -94,7 +105,9 @@ def _settings(args: argparse.Namespace) -> Any:
     try:
         return ServiceSettings(data_dir=data_dir_from(args.data_dir), tokens=tokens_from_env(), github=github,
                                allow_roots=resolve_roots(roots), workers=args.workers or os.cpu_count() or 1,
-                               queue=args.queue, pythons=tuple(pythons),
+                               queue=args.queue, pythons=tuple(pythons), bind_host=args.host,
+                               allowed_hosts=allowed_hosts(args.allowed_host),
+                               header_timeout_s=args.header_timeout, body_idle_timeout_s=args.body_timeout,
                                uploads=UploadLimits(max_bytes=args.max_upload_mb * 1024**2, max_files=args.max_files,
                                                     max_unpacked_bytes=args.max_unpacked_mb * 1024**2))
     except SettingsError as exc:
@@ -135,10 +148,9 @@ def run(args: argparse.Namespace) -> int:
 
     from agent.cli import CliError
     from agent.service.app import create_app
+    from agent.service.deadlines import KEEP_ALIVE_S, protocol_with
     from agent.service.lock import DataDirBusy, hold_data_dir
 
-    if not 0 <= args.port < 65536:
-        raise CliError(f"--port must be 0..65535 (0: any free port), got {args.port}")
     settings = _settings(args)
     if logging.getLogger().getEffectiveLevel() > logging.INFO:  # a service says what it does (-q not given)
         logging.getLogger("agent.service").setLevel(logging.INFO)
@@ -167,6 +179,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"url": f"http://{host}:{port}", "data_dir": str(settings.data_dir)}), flush=True)
     logger.info("serving on http://%s:%d (data dir %s, %d workers, %d allowed roots)", host, port,
                 settings.data_dir, settings.workers, len(settings.allow_roots))
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=5))
+    if settings.tokens and host.strip("[]") in ("0.0.0.0", "::") and not settings.allowed_hosts:
+        logger.warning("listening on every address without --allowed-host: the Host header is not checked (the "
+                       "API needs a token); name the server's public names with --allowed-host to check it")
+    protocol = protocol_with(settings.header_timeout_s, settings.body_idle_timeout_s)
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=5,
+                                           http=protocol, timeout_keep_alive=KEEP_ALIVE_S))
     server.run(sockets=[sock])
     return 0

@@ -13,9 +13,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from agent.errors import FerryAgentError
+from agent.service import leftovers
 from agent.service.body_limits import BodyLimit
 from agent.service.github_jobs import GitHubJobs
 from agent.service.lock import hold_data_dir
+from agent.service.origins import SameSite
 from agent.service.page import mount_page
 from agent.service.routes import events, github, messages, meta, outputs, sessions
 from agent.service.settings import ServiceSettings
@@ -53,6 +55,7 @@ def create_app(settings: ServiceSettings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         fd = hold_data_dir(settings.data_dir)
         store = SessionStore(settings.data_dir / "service.db")
+        leftovers.sweep(settings.data_dir, store)
         workers = Workers(settings, store)
         app.state.store, app.state.workers = store, workers
         jobs = github_jobs(settings)
@@ -73,6 +76,9 @@ def create_app(settings: ServiceSettings) -> FastAPI:
                   version="1.0.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.add_middleware(BodyLimit)
+    # added last, so it runs first: a request for another host or from another site reaches nothing
+    app.add_middleware(SameSite, allowed=settings.allowed_hosts, bound=settings.bind_host,
+                       tokens=bool(settings.tokens))
     for module in (meta, sessions, events, messages, outputs, github):
         app.include_router(module.router)
     mount_page(app)

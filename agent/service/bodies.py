@@ -62,13 +62,25 @@ def _validation(exc: ValidationError, prefix: tuple[str, ...]) -> RequestValidat
                                    for e in exc.errors()])
 
 
+def _why(exc: BaseException) -> str:
+    """What was wrong with a JSON text, in words that never quote it."""
+    if isinstance(exc, RecursionError):
+        return "it nests too deep"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON at character {exc.pos}"
+    if isinstance(exc, UnicodeDecodeError):
+        return "it is not UTF-8"
+    return "a number in it has too many digits" if "digits" in str(exc) else "it cannot be read as JSON"
+
+
 async def _json(request: Request) -> CreateBody:
     raw = b"".join([c async for c in _limited(request, JSON_LIMIT, "a JSON create body")])
     try:
         data: Any = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise _invalid(("body",), "the body is not JSON; send {'path': ..., 'options': {...}} as application/json, "
-                       "or an archive as multipart/form-data (fields 'archive' and 'options')") from None
+    except (ValueError, RecursionError) as exc:  # ValueError: not JSON, not UTF-8, or a number too long
+        raise _invalid(("body",), f"the body is not JSON we accept ({_why(exc)}); send {{'path': ..., 'options': "
+                       "{...}} as application/json, or an archive as multipart/form-data (fields 'archive' and "
+                       "'options')") from None
     try:
         body = SessionCreate.model_validate(data)
     except ValidationError as exc:
@@ -93,10 +105,10 @@ async def _multipart(request: Request, settings: ServiceSettings, tmp: Path) -> 
             raise _invalid(("body", "options"), "a multipart create needs the text field 'options' (JSON)")
         try:
             opts = SessionOptions.model_validate(json.loads(options))
-        except (json.JSONDecodeError, RecursionError):
-            raise _invalid(("body", "options"), "the field 'options' is not JSON (or nests too deep)") from None
-        except ValidationError as exc:
+        except ValidationError as exc:  # first: a ValidationError is a ValueError too
             raise _validation(exc, ("body", "options")) from None
+        except (ValueError, RecursionError) as exc:
+            raise _invalid(("body", "options"), f"the field 'options' is not JSON we accept ({_why(exc)})") from None
         dest = tmp / "upload"
         size = 0
         with dest.open("wb") as out:

@@ -25,7 +25,8 @@ class Health(BaseModel):
 
 class Ready(BaseModel):
     status: Literal["ok", "fail"]
-    checks: dict[str, str] = Field(description="each check: 'ok: ...' or 'fail: why'")
+    checks: dict[str, str] = Field(description="each check: 'ok' or 'fail' (GET /readyz), 'ok: where' or "
+                                               "'fail: why' (GET /v1/ready, with a token)")
 
 
 class SessionOptions(BaseModel):
@@ -43,7 +44,7 @@ class SessionOptions(BaseModel):
     run_timeout_s: float = Field(default=600.0, gt=0, le=6 * 3600)
     max_wall_s: float | None = Field(default=None, gt=0, le=24 * 3600, description=(
         "wall-time budget of the whole migration; a run that cannot finish in what is left is not started"))
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="seed of every run (random, numpy, torch)")
     python: str | None = Field(default=None, max_length=1000, description=(
         "the interpreter on the server the code runs with (one the operator allowed with --python)"))
     env: dict[str, str] = Field(default_factory=dict, max_length=64, description="variables for every run")

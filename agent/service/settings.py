@@ -9,12 +9,15 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.github.config import GitHubConfig
+from agent.service.deadlines import DEFAULT_BODY_IDLE_S, DEFAULT_HEADER_S
+from agent.service.origins import host_entry
 from agent.service.uploads import UploadLimits
 from tools.repopath import repo_path_problem
 
 TOKENS_ENV = "FERRY_API_TOKENS"
 LEGACY_TOKEN_ENV = "FERRY_API_TOKEN"
 DATA_DIR_ENV = "FERRY_DATA_DIR"
+ALLOWED_HOSTS_ENV = "FERRY_ALLOWED_HOSTS"
 DEFAULT_DATA_DIR = Path("~/.ferry/service")
 LOCAL_OWNER = "local"
 _OWNER = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # every caller's name when no token is configured (loopback only)
@@ -34,6 +37,13 @@ class ServiceSettings(BaseModel):
     queue: int = Field(default=64, ge=1, description="sessions waiting for a worker before 429")
     uploads: UploadLimits = Field(default_factory=UploadLimits)
     pythons: tuple[str, ...] = Field(default=(), description="interpreters a session may name in python")
+    allowed_hosts: tuple[tuple[str, int | None], ...] = Field(
+        default=(), description="Host names (name, port or None: any) answered besides loopback and the bound "
+                                "address (--allowed-host)")
+    bind_host: str = Field(default="127.0.0.1", description="the address the server listens on")
+    header_timeout_s: float = Field(default=DEFAULT_HEADER_S, gt=0, description="a request's line and headers "
+                                                                                  "must arrive within this")
+    body_idle_timeout_s: float = Field(default=DEFAULT_BODY_IDLE_S, gt=0, description="longest pause in a body")
     github: GitHubConfig | None = Field(default=None, description="the PR bot's GitHub side (None: the webhook "
                                                                   "answers 503)")
 
@@ -94,3 +104,17 @@ def data_dir_from(value: str | None) -> Path:
         raise SettingsError(f"data dir {path}: {exc.strerror or exc}; give --data-dir (or ${DATA_DIR_ENV}) "
                             "a directory Ferry can create and write") from exc
     return path
+
+
+def allowed_hosts(flags: list[str] | None, environ: dict[str, str] | None = None) -> tuple[tuple[str, int | None], ...]:
+    """``--allowed-host`` (repeatable; wins) or ``$FERRY_ALLOWED_HOSTS`` (comma-separated) as host entries."""
+    env = os.environ if environ is None else environ
+    given = flags if flags is not None else [h for h in env.get(ALLOWED_HOSTS_ENV, "").split(",") if h.strip()]
+    source = "--allowed-host" if flags is not None else f"${ALLOWED_HOSTS_ENV}"
+    out: list[tuple[str, int | None]] = []
+    for value in given:
+        try:
+            out.append(host_entry(value))
+        except ValueError as exc:
+            raise SettingsError(f"{source}: {exc}") from None
+    return tuple(dict.fromkeys(out))

@@ -361,10 +361,13 @@ def test_service_is_not_ready_naming_the_store_while_postgres_is_down(tmp_path):
                     assert time.monotonic() < deadline and proc.poll() is None
                     time.sleep(0.1)
             ready = client.get("/readyz")
-            assert ready.status_code == 200 and "Postgres" in ready.json()["checks"]["database"], ready.text
+            assert ready.status_code == 200 and ready.json()["checks"]["database"] == "ok", ready.text
+            assert "Postgres" in client.get("/v1/ready").json()["checks"]["database"]  # the details
             server.crash()
             r = client.get("/readyz")
             assert r.status_code == 503, r.text
+            assert r.json()["checks"]["database"] == "fail" and "s3cret-pw" not in r.text
+            r = client.get("/v1/ready")
             assert r.json()["checks"]["database"].startswith("fail") and "s3cret-pw" not in r.text
             assert client.get("/healthz").status_code == 200  # the service did not go down with the store
             assert client.get("/v1/sessions").status_code == 200

@@ -88,7 +88,7 @@ async def webhook(request: Request,
         return WebhookAnswer(accepted=False, delivery=x_github_delivery, reason="pong")
     try:
         payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, a 5,000-digit number, nesting too deep
         raise HTTPException(status.HTTP_400_BAD_REQUEST, "the body is not JSON (set the webhook's content type "
                                                          "to application/json)") from None
     if not isinstance(payload, dict):

@@ -1,13 +1,18 @@
-"""Liveness and readiness."""
+"""Liveness and readiness: the anonymous routes say only ok or fail; the details need a token."""
 
 from __future__ import annotations
 
+import os
+
 from fastapi import APIRouter, Response, status
 
-from agent.service.deps import SettingsDep, StoreDep
+from agent.service.deps import OwnerDep, SettingsDep, StoreDep
 from agent.service.schemas import Health, Ready
+from agent.service.settings import ServiceSettings
+from agent.service.store import SessionStore
 
 router = APIRouter(tags=["meta"])
+MAX_DETAIL = 300
 
 
 @router.get("/healthz", response_model=Health)
@@ -16,10 +21,10 @@ def healthz() -> Health:
     return Health()
 
 
-@router.get("/readyz", response_model=Ready, responses={503: {"model": Ready}})
-def readyz(response: Response, settings: SettingsDep, store: StoreDep) -> Ready:
-    """The session store, the checkpoint store and the sandbox work."""
-    from agent.checkpoints import checkpointer, describe_store
+def _checks(settings: ServiceSettings, store: SessionStore) -> dict[str, str]:
+    """Each check as 'ok: where' or 'fail: why', every credential of the database address hidden."""
+    from agent.checkpoints import DATABASE_URL_ENV, checkpointer, describe_store
+    from agent.redact import scrub
     from sandbox.isolation import SandboxUnavailable, choose
 
     checks: dict[str, str] = {}
@@ -28,13 +33,32 @@ def readyz(response: Response, settings: SettingsDep, store: StoreDep) -> Ready:
         with checkpointer(settings.data_dir):
             pass
         checks["database"] = f"ok: sessions in {store.path.name}, checkpoints in {describe_store(settings.data_dir)}"
-    except Exception as exc:
-        checks["database"] = f"fail: {type(exc).__name__}: {str(exc)[:300]}"
+    except Exception as exc:  # any failure is a 'fail' here, never a 500
+        why = scrub(f"{type(exc).__name__}: {' '.join(str(exc).split())}", os.environ.get(DATABASE_URL_ENV))
+        checks["database"] = f"fail: {why[:MAX_DETAIL]}"
     try:
         checks["sandbox"] = f"ok: {choose().describe()}"
     except SandboxUnavailable as exc:
-        checks["sandbox"] = f"fail: {exc}"
+        checks["sandbox"] = f"fail: {str(exc)[:MAX_DETAIL]}"
+    return checks
+
+
+def _answer(response: Response, checks: dict[str, str]) -> Ready:
     ok = all(v.startswith("ok") for v in checks.values())
     if not ok:
         response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     return Ready(status="ok" if ok else "fail", checks=checks)
+
+
+@router.get("/readyz", response_model=Ready, responses={503: {"model": Ready}})
+def readyz(response: Response, settings: SettingsDep, store: StoreDep) -> Ready:
+    """The session store, the checkpoint store and the sandbox work: 'ok' or 'fail' per check, nothing
+    more (no paths, no addresses, no error text: anyone may ask). GET /v1/ready, with a token, says why."""
+    checks = _checks(settings, store)
+    return _answer(response, {name: "ok" if v.startswith("ok") else "fail" for name, v in checks.items()})
+
+
+@router.get("/v1/ready", response_model=Ready, responses={503: {"model": Ready}})
+def ready_details(response: Response, owner: OwnerDep, settings: SettingsDep, store: StoreDep) -> Ready:
+    """/readyz with each check's details ('ok: where' or 'fail: why'; database credentials hidden)."""
+    return _answer(response, _checks(settings, store))

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import io
-import os
-import tarfile
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response, status
+from fastapi.responses import StreamingResponse
 
 from agent import records
 from agent.migration import UnknownMigration, load
+from agent.service import archive
 from agent.service.deps import SessionDep, SettingsDep
 from agent.service.schemas import MAX_PARITY_ROWS, ErrorDetail, Result
 from agent.service.store import SessionRow
@@ -66,27 +65,15 @@ def get_result(row: SessionDep, settings: SettingsDep) -> Result:
                   findings=profile.findings if profile is not None else [])
 
 
-def _regular_files(root: Path) -> list[str]:
-    out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        out.extend((Path(dirpath) / n).relative_to(root).as_posix() for n in filenames
-                   if (Path(dirpath) / n).is_file() and not (Path(dirpath) / n).is_symlink())
-    return out
-
-
-@router.get("/{sid}/archive", responses={**RESPONSES, 200: {"content": {"application/gzip": {}}}})
-def get_archive(row: SessionDep, settings: SettingsDep) -> Response:
-    """The migrated repository as tar.gz: the session's copy with the migration's edits."""
+@router.get("/{sid}/archive", responses={**RESPONSES, 200: {"content": {"application/gzip": {}}},
+                                        429: {"model": ErrorDetail, "description": "too many archives at once"}})
+def get_archive(row: SessionDep, settings: SettingsDep) -> StreamingResponse:
+    """The migrated repository as tar.gz: the session's copy with the migration's edits (streamed as it is
+    built; at most a few archives are built at once, the next one is answered 429)."""
     edited: dict[str, str] = dict(_state(row, settings).get("files") or {})
-    root = repo_dir(settings, row.id)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        names = sorted({*_regular_files(root), *edited})
-        for rel in names:
-            data = edited[rel].encode() if rel in edited else (root / rel).read_bytes()
-            info = tarfile.TarInfo(f"{row.id}/{rel}")
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return Response(buf.getvalue(), media_type="application/gzip",
-                    headers={"Content-Disposition": f'attachment; filename="{row.id}.tar.gz"'})
+    try:
+        body = archive.stream(row.id, repo_dir(settings, row.id), edited)
+    except archive.Busy as exc:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, str(exc), headers={"Retry-After": "5"}) from None
+    return StreamingResponse(body, media_type="application/gzip",
+                             headers={"Content-Disposition": f'attachment; filename="{row.id}.tar.gz"'})

@@ -18,6 +18,7 @@ from agent.migration import UnknownMigration, load
 from agent.service.approvals import files_from_diff
 from agent.service.bodies import read_create
 from agent.service.deps import OwnerDep, SessionDep, SettingsDep, StoreDep, WorkersDep
+from agent.service.leftovers import UPLOAD_PREFIX
 from agent.service.schemas import (
     Approval,
     ErrorDetail,
@@ -123,7 +124,7 @@ async def create(request: Request, owner: OwnerDep, settings: SettingsDep, store
     of the server's --allow-root roots (JSON: `path`, `options`). Outputs stay in the server's data dir."""
     if store.waiting() >= settings.queue:  # before reading an upload nobody will run
         raise _too_busy(store.waiting())
-    with tempfile.TemporaryDirectory(prefix="ferry-upload-", dir=settings.data_dir) as tmp:
+    with tempfile.TemporaryDirectory(prefix=UPLOAD_PREFIX, dir=settings.data_dir) as tmp:
         body = await read_create(request, settings, Path(tmp))
         opts = await run_in_threadpool(_check_options, body.options, settings)  # may start an interpreter
         sid = "s" + new_migration_id()[1:]

@@ -109,7 +109,9 @@ function describeDetail(detail) {
 }
 
 async function api(method, path, body) {
-  const headers = authHeaders();
+  // X-Ferry-Request: a header a form on another site cannot send (a server without tokens wants it on
+  // uploads, whose multipart body a cross-site form could otherwise post)
+  const headers = { ...authHeaders(), "X-Ferry-Request": "1" };
   let payload;
   if (body instanceof FormData) payload = body;
   else if (body !== undefined) {

@@ -1,0 +1,70 @@
+"""Credentials out of what Ferry prints: one redaction for every form a database address can take.
+
+A Postgres address carries its secrets in three places: the user-info of a URL
+(``postgresql://user:SECRET@host/db``), its query string (``?password=SECRET``, ``sslpassword=``,
+``passfile=``, anything named ``*pass*``, ``*secret*``, ``*token*``), and libpq's ``key=value`` form
+(``host=h password=SECRET``, quoted values included). :func:`redact_dsn` hides all three;
+:func:`scrub` also takes those secrets out of any other text (a driver's error quoting its input).
+Over-redaction is accepted: a value is hidden whenever it might be a secret.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+HIDDEN = "***"
+_SECRET_KEY = r"[A-Za-z0-9_.-]*(?:pass|secret|token)[A-Za-z0-9_.-]*"
+_QUERY = re.compile(rf"(?i)(?P<key>{_SECRET_KEY})(?P<eq>\s*=\s*)(?P<value>[^&#;\s]*)")
+_KEYVALUE = re.compile(rf"(?i)(?P<key>{_SECRET_KEY})(?P<eq>\s*=\s*)(?P<value>'(?:[^'\\]|\\.)*'?|\S*)")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_INLINE_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*):[^\s@]*@")
+
+
+def _userinfo(url: str) -> tuple[str, str | None]:
+    """``url`` with the password of its user-info hidden, and that password (None when it has none)."""
+    m = _SCHEME.match(url)
+    if m is None:
+        return url, None
+    head, rest = url[:m.end()], url[m.end():]
+    at = rest.rfind("@")  # the last '@': a password may hold '@' (then the host part follows the last)
+    if at < 0:
+        return url, None
+    creds, host = rest[:at], rest[at + 1:]
+    user, colon, password = creds.partition(":")
+    if not colon:
+        return url, None
+    return f"{head}{user}:{HIDDEN}@{host}", password
+
+
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` (a URL or a libpq ``key=value`` string) with every credential in it replaced by ``***``."""
+    text, _ = _userinfo(dsn.strip())
+    pattern = _QUERY if _SCHEME.match(text) else _KEYVALUE
+    return pattern.sub(lambda m: f"{m['key']}{m['eq']}{HIDDEN}" if m["value"] else m[0], text)
+
+
+def secrets_of(dsn: str) -> set[str]:
+    """The secret values ``dsn`` holds, as written and percent-decoded (for :func:`scrub`)."""
+    found: set[str] = set()
+    text = dsn.strip()
+    _, password = _userinfo(text)
+    if password:
+        found.add(password)
+    pattern = _QUERY if _SCHEME.match(text) else _KEYVALUE
+    for m in pattern.finditer(text):
+        value = m["value"]
+        if len(value) >= 2 and value[0] == value[-1] == "'":
+            value = value[1:-1]
+        if value:
+            found.add(value)
+    return found | {unquote(v) for v in found} - {""}
+
+
+def scrub(text: str, dsn: str | None) -> str:
+    """``text`` with every secret of ``dsn`` (and any credential-shaped ``key=value``) hidden."""
+    if dsn:
+        for secret in sorted(secrets_of(dsn), key=len, reverse=True):
+            text = text.replace(secret, HIDDEN)
+    out = _INLINE_USERINFO.sub(lambda m: f"{m['head']}:{HIDDEN}@", text)
+    return _QUERY.sub(lambda m: f"{m['key']}{m['eq']}{HIDDEN}" if m["value"] else m[0], out)
