@@ -6,6 +6,8 @@ import functools
 import logging
 import os
 import random
+import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -31,6 +33,7 @@ from sandbox.limits import Limits, apply_rlimits, prlimit_prefix, rlimit_pairs, 
 from sandbox.procs import kill_run
 from sandbox.runspace import RunSpace, disk_cap_text
 from sandbox.supervise import TERM_GRACE_S, RunProcs, supervise
+from sandbox.userenv import host_safe_env
 from sandbox.warm.command import PythonSpec
 from sandbox.warm.server import PLACEHOLDER, WarmProcess, WarmServer, WarmUnavailable, start_warm
 
@@ -38,6 +41,11 @@ logger = logging.getLogger(__name__)
 
 RUN_MARKER_ENV = "FERRY_SANDBOX_RUN"
 UID_RANGE = (200_000, 900_000)
+# The whole environment of what a run starts on the host before its program (the cgroup wrapper's
+# shell, prlimit, bubblewrap or unshare, setpriv, env): fixed, none of the run's variables. Those are
+# set by ``env -i`` (``exec_env_prefix``) at the last exec, inside the sandbox (see run_in_sandbox).
+HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass
@@ -116,7 +124,42 @@ class WarmStart:
     spec: PythonSpec
 
 
-def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str],
+def host_env(marker: str | None = None) -> dict[str, str]:
+    """The environment of the processes a run starts on the host (and, under bubblewrap, of the sandbox's
+    own setup before the program): a fixed PATH and locale, and the run's stray marker when it has one."""
+    env = {"PATH": HOST_PATH, "LC_ALL": "C"}
+    if marker is not None:
+        env[RUN_MARKER_ENV] = marker
+    return env
+
+
+def exec_env_prefix(child_env: dict[str, str]) -> list[str]:
+    """``env -i NAME=VALUE... ``: the last exec before the program, which replaces the whole environment
+    with ``child_env``. It runs inside the sandbox, with the run's uid; nothing before it sees the run's
+    variables. A name that is not a plain name (which ``env`` would split or read as an option) or a NUL
+    byte is a ValueError."""
+    exe = shutil.which("env", path="/usr/bin:/bin")
+    if exe is None:
+        raise SandboxUnavailable("env (coreutils) is needed to set the run's environment")
+    pairs: list[str] = []
+    for key, value in child_env.items():
+        if not _PLAIN_NAME.fullmatch(key) or "\0" in value:
+            raise ValueError(f"the run's environment holds {key[:60]!r}, which is not a plain variable name "
+                             "with a value without NUL bytes")
+        pairs.append(f"{key}={value}")
+    return [exe, "-i", *pairs]
+
+
+def shown_argv(argv: list[str], env_prefix: list[str]) -> list[str]:
+    """``argv`` as results and logs show it: the variables ``env -i`` sets counted, not listed."""
+    n = len(env_prefix)
+    for i in range(len(argv) - n + 1):
+        if argv[i:i + n] == env_prefix:
+            return [*argv[:i], env_prefix[0], "-i", f"<{n - 2} variables>", *argv[i + n:]]
+    return list(argv)
+
+
+def _start_cold(argv: list[str], workspace: Path, marker: str | None,
                 preexec: Callable[[], object] | None, seccomp_fd: int | None = None) -> subprocess.Popen[bytes]:
     pass_fds: tuple[int, ...] = ()
     if seccomp_fd is not None:  # from its start: a warm start that fell back may have read it
@@ -129,7 +172,7 @@ def _start_cold(argv: list[str], workspace: Path, child_env: dict[str, str],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=str(workspace),
-            env=child_env,
+            env=host_env(marker),
             start_new_session=True,
             preexec_fn=preexec,
             close_fds=True,
@@ -160,9 +203,11 @@ def _start_warm(warm: WarmStart, command: list[str], sandbox_argv: list[str], wo
                # the forked process joins the run's cgroup(s) first, while it is still root
                "cgroup_procs": cgroup.procs_files if cgroup is not None else []}
     try:
-        return start_warm(warm.server, request, sandbox_argv + PLACEHOLDER, cwd=str(workspace), env=child_env,
-                          cancel=cancel, ready_timeout=ready_timeout, preexec_fn=preexec,
-                          pass_fds=(seccomp_fd,) if seccomp_fd is not None else ()), None
+        # The placeholder's sandbox gets the fixed host environment; the command takes ``run_env`` from
+        # the request once it has joined that sandbox and given up root (sandbox.warm.child).
+        return start_warm(warm.server, request, sandbox_argv + PLACEHOLDER, cwd=str(workspace),
+                          env=host_env(child_env.get(RUN_MARKER_ENV)), cancel=cancel, ready_timeout=ready_timeout,
+                          preexec_fn=preexec, pass_fds=(seccomp_fd,) if seccomp_fd is not None else ()), None
     except (WarmUnavailable, OSError) as exc:
         logger.info("warm start unavailable, starting cold: %s", exc)
         return None, str(exc) or type(exc).__name__
@@ -247,22 +292,40 @@ def _run_with(command: list[str], workspace: Path, start_dir: Path, limits: Limi
               disk_cap: str, seccomp_fd: int | None) -> SandboxResult:
     space_tmp = space.tmp if space is not None else None
     space_shm = space.shm if space is not None else None
+    # The run's variables are set by ``env -i`` (exec_env_prefix), never in the environment of what
+    # starts before it (host_env): under bubblewrap after the uid drop, inside the sandbox, as the last
+    # exec; without bubblewrap and without a uid drop the same (after the capability sets are emptied).
+    # Without bubblewrap but with a uid drop, the drop (setpriv, still root, which execs the program with
+    # the privileges it had: the program path may lie below a directory only root can pass, as a venv's
+    # interpreter under /root) is the last exec, and env -i comes just before it with the variables minus
+    # every loader, C-library and shell one (never allowed from a user; see sandbox.userenv), so nothing
+    # that runs as root loads code because of them.
+    env_args = exec_env_prefix(child_env)
+    last = env_args
     if info.level == "bwrap":
         prefix = bwrap_prefix(workspace=workspace, writable=writable, readable=readable, uid=uid,
                               tmp_bytes=limits.disk_bytes, tmp_dir=space_tmp, shm_dir=space_shm, chdir=start_dir,
                               seccomp_fd=seccomp_fd)
-    elif info.level == "unshare":
-        # as root: setpriv to the run's uid; otherwise the namespace's root, all capability sets emptied
-        prefix = unshare_prefix() + (drop_uid_prefix(uid) if uid is not None else drop_caps_prefix(bounding=True))
     else:
-        prefix = drop_uid_prefix(uid) if uid is not None else drop_caps_prefix(bounding=False)
+        prefix = unshare_prefix() if info.level == "unshare" else []
+        if uid is not None:
+            safe, dropped = host_safe_env(child_env)
+            if dropped:
+                logger.warning("sandbox: not passing %s to a run at the %s level (loader, C-library or shell "
+                               "variables never reach the uid drop, which runs as root)", ", ".join(dropped),
+                               info.level)
+            env_args = exec_env_prefix(safe)
+            prefix += env_args + drop_uid_prefix(uid)
+            last = []
+        else:  # the namespace's root (unshare) or the user itself: all capability sets emptied first
+            prefix += drop_caps_prefix(bounding=info.level == "unshare")
     pairs = rlimit_pairs(limits)
     limiter = prlimit_prefix(pairs)
     preexec = None if limiter else functools.partial(apply_rlimits, pairs)  # the limits without prlimit
     cgroup, control, control_reasons = open_for_run(limits.run_memory_bytes, limits.run_processes)
     try:
-        res = _run(command, start_dir, limits, info, child_env, prefix, limiter, preexec, pairs, uid, marker,
-                   cancel, warm, cgroup, space, seccomp_fd)
+        res = _run(command, start_dir, limits, info, child_env, prefix, last, env_args, limiter, preexec, pairs, uid,
+                   marker, cancel, warm, cgroup, space, seccomp_fd)
     finally:
         if cgroup is not None:
             cgroup.remove()  # strays included: whatever of the run is left in it dies here
@@ -289,13 +352,17 @@ def start_directory(workspace: Path, cwd: str | None) -> Path:
 
 
 def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInfo, child_env: dict[str, str],
-         prefix: list[str], limiter: list[str] | None, preexec: Callable[[], object] | None,
+         prefix: list[str], last: list[str], env_args: list[str], limiter: list[str] | None,
+         preexec: Callable[[], object] | None,
          pairs: list[tuple[int, int]], uid: int | None, marker: str | None,
          cancel: threading.Event | None, warm: WarmStart | None, cgroup: RunCgroup | None,
          space: RunSpace | None, seccomp_fd: int | None) -> SandboxResult:
     # The cgroup wrapper first: it runs as root and makes every later process of the run a member.
     sandbox_argv = (cgroup.wrapper() if cgroup is not None else []) + (limiter or []) + prefix
-    argv = sandbox_argv + list(command)
+    # ``last`` (env -i with the run's variables) goes right before the command; every process before it
+    # has the fixed host_env (see run_in_sandbox).
+    launch = sandbox_argv + last + list(command)
+    argv = shown_argv(launch, env_args)
     logger.debug("sandbox argv: %s", argv)
 
     t0 = time.monotonic()
@@ -318,7 +385,7 @@ def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInf
                              warm_fallback=warm_fallback)
     start = time.monotonic()
     if proc is None:
-        proc = _start_cold(argv, workspace, child_env, preexec, seccomp_fd)
+        proc = _start_cold(launch, workspace, marker, preexec, seccomp_fd)
     else:
         argv = [*sandbox_argv, "<warm>", *command]
     procs = RunProcs(proc.pid, uid, marker, getattr(proc, "command_pid", None),

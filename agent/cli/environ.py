@@ -14,8 +14,9 @@ if TYPE_CHECKING:
 PYTHON_HELP = ("the interpreter the code runs with (default: the active virtualenv's, $VIRTUAL_ENV/bin/python, "
                "else Ferry's); it needs torch==2.13.0, not Ferry")
 ENV_HELP = ("a variable of your own for every run (repeatable), e.g. --env PYTHONPATH=. --env HF_HOME=/tmp/hf; "
-            "PYTHONPATH is kept after Ferry's bootstrap dir; FERRY_*/TPX_*, PATH, HOME and the runner's hooks are "
-            "refused")
+            "it reaches only the sandboxed program; PYTHONPATH is kept after Ferry's bootstrap dir; FERRY_*/TPX_*, "
+            "PATH, HOME, the runner's hooks, credentials and loader/interpreter variables (LD_*, PYTHON*, BASH_ENV...; "
+            "docs/sandbox.md) are refused")
 CWD_HELP = "start every run in this directory of the repository (relative to its root), e.g. --cwd examples/mnist"
 
 
@@ -47,17 +48,20 @@ def python_option(value: str | None) -> str | None:
 def env_option(items: list[str], flag: str = "--env") -> dict[str, str]:
     """Repeated ``KEY=VALUE`` of the user's own variables, each checked."""
     from agent.cli import CliError
-    from tools.runner.env import user_env_problem
+    from tools.runner.env import user_env_problem, user_env_problems
 
     env: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise CliError(f"{flag} {item!r}: use KEY=VALUE, e.g. {flag} PYTHONPATH=.")
+            raise CliError(f"{flag} {item[:80]!r}: use KEY=VALUE, e.g. {flag} PYTHONPATH=.")
         problem = user_env_problem(key, value)
         if problem is not None:
-            raise CliError(f"{flag} {key}: {problem}")
+            raise CliError(f"{flag} {key[:80]}: {problem}")
         env[key] = value
+    problem = user_env_problems(env)  # their number and size together
+    if problem is not None:
+        raise CliError(f"{flag}: {problem}")
     return env
 
 

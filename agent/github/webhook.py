@@ -106,6 +106,14 @@ def parse_command(text: str) -> MigrateCommand | None:
     while words:
         flag = words.pop(0)
         name, eq, value = flag.partition("=")
+        if name == "--env":
+            # The bot's runs take no variables from a comment anyone with access can write: a loader or
+            # interpreter variable (LD_PRELOAD...) there is what issue 34 ran code on the host with.
+            raise CommandError("`--env` is refused: the bot takes no environment variables from a comment. Set a "
+                               "variable your program needs in the run command itself, e.g. "
+                               '`/ferry migrate --run "DATA_DIR=data python train.py"`, where it reaches only the '
+                               "sandboxed program (loader and interpreter variables such as LD_PRELOAD or "
+                               "PYTHONSTARTUP are never accepted as options; see docs/sandbox.md)")
         if name not in ("--run", "--test"):
             raise CommandError(f"unknown option {flag!r}; `/ferry migrate` takes `--run \"CMD\"` and `--test \"CMD\"`")
         if not eq:

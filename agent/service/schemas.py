@@ -47,7 +47,9 @@ class SessionOptions(BaseModel):
     seed: int = Field(default=0, ge=0, le=2**32 - 1, description="seed of every run (random, numpy, torch)")
     python: str | None = Field(default=None, max_length=1000, description=(
         "the interpreter on the server the code runs with (one the operator allowed with --python)"))
-    env: dict[str, str] = Field(default_factory=dict, max_length=64, description="variables for every run")
+    env: dict[str, str] = Field(default_factory=dict, max_length=64, description=(
+        "variables of your own for every run; they reach only the sandboxed program, and loader, interpreter and "
+        "shell variables (LD_*, PYTHON* but PYTHONPATH, BASH_ENV...), Ferry's own and credentials are refused"))
     cwd: str | None = Field(default=None, max_length=1000, description="where every run starts, in the repository")
     skip_rules: list[str] = Field(default_factory=list, max_length=200, description="rule ids to leave out")
 
@@ -62,11 +64,10 @@ class SessionOptions(BaseModel):
     @field_validator("env")
     @classmethod
     def _env_allowed(cls, v: dict[str, str]) -> dict[str, str]:
-        from tools.runner.env import user_env_problem
+        from tools.runner.env import user_env_problems
 
-        for key, value in v.items():
-            if (problem := user_env_problem(key, value)) is not None:
-                raise ValueError(problem)
+        if (problem := user_env_problems(v)) is not None:
+            raise ValueError(problem)
         return v
 
     @field_validator("cwd")

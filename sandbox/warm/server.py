@@ -44,7 +44,14 @@ class WarmServer:
     def __init__(self, env: dict[str, str], preload: list[str], *, after_fork: str | None = None,
                  dynamic_keys: frozenset[str] = frozenset(), python: str | None = None):
         from sandbox.isolation import ferry_root
+        from sandbox.userenv import host_env_problem
 
+        # The server runs on the host, as Ferry's user (root in our containers), before any sandbox: nothing
+        # in its environment may change how the loader, the C library or a shell starts it. The user's own
+        # variables never come here (tools.runner.warm: such runs start cold).
+        problem = host_env_problem(env)
+        if problem is not None:
+            raise ValueError(f"warm server: {problem}")
         self.env = dict(env)
         self.preload = list(preload)
         self.after_fork = after_fork

@@ -6,11 +6,13 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from sandbox.env import CALLER_PREFIXES, filter_caller_env, is_secret_name
+from sandbox.env import filter_caller_env
 from sandbox.isolation import ferry_root
+from sandbox.userenv import variable_problem, variables_problem
 from tools import repofiles
 
 logger = logging.getLogger(__name__)
@@ -79,24 +81,22 @@ def ensure_bytecode() -> None:
 # a user's --env may not replace them. PYTHONPATH is merged instead (see child_env).
 RUNNER_OWNED = frozenset({"PATH", "HOME", "TMPDIR", "PYTHONNOUSERSITE", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
                           "PYTHONHOME", "PYTHONSAFEPATH", "PYTEST_ADDOPTS", "TORCH_DEVICE_BACKEND_AUTOLOAD"})
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def user_env_problem(key: str, value: str) -> str | None:
-    """Why ``key=value`` cannot be one of the user's own variables for the runs, or None."""
-    if not _ENV_NAME.match(key):
-        return f"{key!r} is not a variable name (letters, digits and _, not starting with a digit)"
-    if "\0" in value:
-        return f"the value of {key} holds a NUL byte"
-    if key.startswith(CALLER_PREFIXES):
-        return (f"{key} is one of Ferry's own settings or run hooks (FERRY_*/TPX_*), which the runner sets; "
-                "give Ferry settings with --set (ferry check), --env on ferry run, or Ferry's own environment")
+    """Why ``key=value`` cannot be one of the user's own variables for the runs, or None: the one check
+    for ``--env``, a session's ``options.env`` and ``RunRequest.user_env`` (the rule and the deny-list
+    are ``sandbox.userenv``'s; the runner adds the names it sets itself)."""
     if key in RUNNER_OWNED:
         return (f"{key} is set by the runner for every run (the interpreter's PATH, a private HOME/TMPDIR, the "
                 "seed and the test hooks); it cannot be replaced. For another interpreter use --python")
-    if is_secret_name(key):
-        return f"{key} looks like a credential; Ferry never passes secrets into the sandbox"
-    return None
+    return variable_problem(key, value)
+
+
+def user_env_problems(env: Mapping[str, str]) -> str | None:
+    """``user_env_problem`` of each of the user's variables, and their number and size in all; None when
+    they may all be set."""
+    return variables_problem(env, user_env_problem)
 
 
 def child_path_env(python_bin: Path | None = None) -> str:
@@ -133,10 +133,9 @@ def child_env(
         logger.warning("runner: not passing %s to the child (only FERRY_*/TPX_* keys, never secrets)",
                        ", ".join(sorted(dropped)))
     own = dict(user_env or {})
-    for key, value in own.items():
-        problem = user_env_problem(key, value)
-        if problem is not None:
-            raise ValueError(problem)
+    problem = user_env_problems(own)
+    if problem is not None:
+        raise ValueError(problem)
     user_path = own.pop("PYTHONPATH", "")
     env = {**own, **kept}
     env.update(

@@ -39,8 +39,9 @@ class RunRequest(BaseModel):
     seed: int = 0
     timeout_s: float = 600.0
     env: dict[str, str] = Field(default_factory=dict)  # only FERRY_*/TPX_* keys pass through
-    # The user's own variables (--env KEY=VALUE): any name but the runner's own (FERRY_*/TPX_*, PATH,
-    # HOME...: tools.runner.env.user_env_problem); a PYTHONPATH is merged after Ferry's bootstrap dir.
+    # The user's own variables (--env KEY=VALUE): plain names, none of the runner's own (FERRY_*/TPX_*, PATH,
+    # HOME...) nor of the loader/interpreter deny-list (tools.runner.env.user_env_problems, sandbox.userenv);
+    # a PYTHONPATH is merged after Ferry's bootstrap dir. They reach only the sandboxed program.
     user_env: dict[str, str] = Field(default_factory=dict)
     python: Path | None = None  # the interpreter the code runs with (None: Ferry's own); tools.runner.interpreter
     cwd: str | None = None  # where the command starts, relative to the repository (None: its root)
@@ -59,11 +60,10 @@ class RunRequest(BaseModel):
     @field_validator("user_env")
     @classmethod
     def _user_env(cls, value: dict[str, str]) -> dict[str, str]:
-        from tools.runner.env import user_env_problem
+        from tools.runner.env import user_env_problems
 
-        for key, val in value.items():
-            if (problem := user_env_problem(key, val)) is not None:
-                raise ValueError(problem)
+        if (problem := user_env_problems(value)) is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("cwd")

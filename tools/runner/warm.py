@@ -65,20 +65,19 @@ def _sandbox_env(extra: dict[str, str]) -> dict[str, str]:
     return scrubbed_env(dict(os.environ), extra, path=child_path_env())
 
 
-def server_env(seed: int, caller_env: dict[str, str] | None = None,
-               user_env: dict[str, str] | None = None) -> dict[str, str]:
-    """A server's own environment: a CPU run's (no device backend loaded before the fork)."""
+def server_env(seed: int, caller_env: dict[str, str] | None = None) -> dict[str, str]:
+    """A server's own environment: a CPU run's (no device backend loaded before the fork), never with
+    any of the user's variables (the server is a host process, started before any sandbox)."""
     env = child_env(workspace=Path("/"), device="cpu", redirect_cuda=None, seed=seed, redirect_log=None,
-                    probe_dir=None, profile_dir=None, junit_xml=None, caller_env=dict(caller_env or {}),
-                    user_env=dict(user_env or {}))
+                    probe_dir=None, profile_dir=None, junit_xml=None, caller_env=dict(caller_env or {}))
     return {**_sandbox_env(env), WARM_SERVER_ENV: "1"}
 
 
 def prewarm(seed: int = 0, caller_env: dict[str, str] | None = None,
             user_env: dict[str, str] | None = None) -> bool:
-    """Start (once) a warm interpreter for runs with ``seed`` and these caller (and user) variables;
-    False when warm starts are off or cannot be used here (no bubblewrap), or when all ``MAX_SERVERS``
-    kept are serving runs (these runs start cold), or for a user PYTHONPATH (``cold_reason``)."""
+    """Start (once) a warm interpreter for runs with ``seed`` and these caller variables; False when warm
+    starts are off or cannot be used here (no bubblewrap), or when all ``MAX_SERVERS`` kept are serving
+    runs (these runs start cold), or when the runs have variables of the user's (``cold_reason``)."""
     if not enabled() or cold_reason(user_env or {}) is not None:
         return False
     try:
@@ -86,7 +85,7 @@ def prewarm(seed: int = 0, caller_env: dict[str, str] | None = None,
             return False
     except SandboxUnavailable:
         return False
-    env = server_env(seed, caller_env, user_env)
+    env = server_env(seed, caller_env)
     key = _key(env)
     with _lock:
         server = _servers.get(key)
@@ -105,10 +104,14 @@ def prewarm(seed: int = 0, caller_env: dict[str, str] | None = None,
 
 
 def cold_reason(user_env: dict[str, str]) -> str | None:
-    """Why runs with the user's variables ``user_env`` cannot start warm, or None."""
-    if user_env.get("PYTHONPATH"):
-        return ("the run sets its own PYTHONPATH (--env), which a warm interpreter, started before the run, "
-                "cannot take: it starts cold")
+    """Why runs with the user's variables ``user_env`` cannot start warm, or None.
+
+    A warm interpreter reads its environment when it starts, on the host, before any sandbox: the
+    user's variables may reach only the sandboxed program, so a run with any of them starts cold."""
+    if user_env:
+        names = ", ".join(sorted(user_env)[:5]) + (", ..." if len(user_env) > 5 else "")
+        return (f"the run sets variables of its own (--env {names}), which reach only the sandboxed program; "
+                "a warm interpreter, started on the host before the run, never gets them: it starts cold")
     return None
 
 
