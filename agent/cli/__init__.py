@@ -142,7 +142,10 @@ def _configure_logging(verbosity: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage error or --help: argparse has printed why; the caller gets the code
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     _configure_logging(args.verbose)
     from agent.locks import MigrationLocked
 

@@ -196,7 +196,7 @@ def test_a_bad_limit_is_a_cli_error(tmp_path):
     res = subprocess.run([sys.executable, "-m", "agent.cli", "migrate", str(tmp_path), "--run", "python p.py",
                           "--offline", "--llm-timeout", "0", "--state-dir", str(tmp_path / "s")],
                          cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
-    assert res.returncode == 2 and "--llm-timeout" in res.stderr and "greater than 0" in res.stderr
+    assert res.returncode == 2 and "--llm-timeout" in res.stderr and "must be a finite number above 0" in res.stderr
     res = subprocess.run([sys.executable, "-m", "agent.cli", "migrate", str(tmp_path), "--run", "python p.py",
                           "--offline", "--state-dir", str(tmp_path / "s")],
                          cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)

@@ -28,4 +28,4 @@ def test_ferry_demo_json(capsys):
 
 def test_ferry_demo_rejects_bad_steps(capsys):
     assert main(["demo", "--steps", "0"]) == 2
-    assert "--steps must be at least 1" in capsys.readouterr().err
+    assert "argument --steps: must be a whole number of 1 or more" in capsys.readouterr().err
