@@ -29,6 +29,11 @@ MAX_READ_LINES = 200
 MAX_RESULT_CHARS = 6000
 
 
+# git diff header lines that change what a path is rather than its text
+_NOT_CONTENT = re.compile(r"^((?:new file mode|deleted file mode|new mode|old mode|rename from|rename to|copy from|"
+                          r"copy to|similarity index|GIT binary patch|Binary files)\b.*)$", re.M)
+
+
 def _norm(rel: str) -> str:
     """A repo-relative path as the model may write it ('./train.py' -> 'train.py')."""
     rel = rel.strip().replace("\\", "/")
@@ -216,6 +221,10 @@ class EditSession:
         tmp = Path(tempfile.mkdtemp(prefix="ferry-diff-"))
         try:
             touched = sorted(set(re.findall(r"^\+\+\+ b/(\S+)", a.diff, flags=re.M)))
+            header = _NOT_CONTENT.search(a.diff)
+            if header is not None:  # a link, a mode, a rename or a binary blob: none of them is an edit of text
+                raise EditRejected(f"the diff has a {header.group(1).strip()!r} line; send changes of file text "
+                                   "only (no new, deleted, renamed or linked files, no mode changes)")
             if not touched:
                 raise EditRejected("the diff names no files (expected '+++ b/<path>' headers)")
             for rel in touched:
@@ -226,7 +235,10 @@ class EditSession:
                                   capture_output=True)
             if proc.returncode != 0:
                 raise EditRejected(f"the diff does not apply: {proc.stderr.strip()}")
-            new = {rel: (tmp / rel).read_text(encoding="utf-8") for rel in touched}
+            try:  # what git apply left: a link or a FIFO there is refused, never followed
+                new = {rel: repofiles.read_text(tmp, rel) for rel in touched}
+            except repofiles.RepoFileError as exc:
+                raise EditRejected(f"the diff does not leave plain text files: {exc}") from None
             for rel, text in new.items():
                 if rel.endswith(".py"):
                     check_parses(text, rel)
