@@ -14,6 +14,7 @@ from agent.cli import numbers
 logger = logging.getLogger(__name__)
 DEFAULT_HEADER_S = 30.0  # agent.service.deadlines (not imported here: `ferry --help` stays light)
 DEFAULT_BODY_IDLE_S = 60.0
+DEFAULT_BODY_TOTAL_S = 600.0
 
 NAME = "serve"
 HELP = "run the HTTP service: chat-style migration sessions (tokens from FERRY_API_TOKENS)"
@@ -58,6 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=numbers.from_env("FERRY_BODY_TIMEOUT", numbers.seconds, DEFAULT_BODY_IDLE_S),
                         help="longest pause in a request body before the connection is closed (default "
                              f"$FERRY_BODY_TIMEOUT or {DEFAULT_BODY_IDLE_S:g})")
+    parser.add_argument("--body-total-timeout", metavar="SECONDS", type=numbers.seconds,
+                        default=numbers.from_env("FERRY_BODY_TOTAL_TIMEOUT", numbers.seconds, DEFAULT_BODY_TOTAL_S),
+                        help="longest time a request body may take in all, however steadily it arrives (default "
+                             f"$FERRY_BODY_TOTAL_TIMEOUT or {DEFAULT_BODY_TOTAL_S:g})")
     parser.add_argument("--json", action="store_true", help="print the listening address as JSON before serving")
 
 
@@ -108,6 +113,7 @@ def _settings(args: argparse.Namespace) -> Any:
                                queue=args.queue, pythons=tuple(pythons), bind_host=args.host,
                                allowed_hosts=allowed_hosts(args.allowed_host),
                                header_timeout_s=args.header_timeout, body_idle_timeout_s=args.body_timeout,
+                               body_total_timeout_s=args.body_total_timeout,
                                uploads=UploadLimits(max_bytes=args.max_upload_mb * 1024**2, max_files=args.max_files,
                                                     max_unpacked_bytes=args.max_unpacked_mb * 1024**2))
     except SettingsError as exc:
@@ -182,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
     if settings.tokens and host.strip("[]") in ("0.0.0.0", "::") and not settings.allowed_hosts:
         logger.warning("listening on every address without --allowed-host: the Host header is not checked (the "
                        "API needs a token); name the server's public names with --allowed-host to check it")
-    protocol = protocol_with(settings.header_timeout_s, settings.body_idle_timeout_s)
+    protocol = protocol_with(settings.header_timeout_s, settings.body_idle_timeout_s,
+                             settings.body_total_timeout_s)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=5,
                                            http=protocol, timeout_keep_alive=KEEP_ALIVE_S))
     server.run(sockets=[sock])

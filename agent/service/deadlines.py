@@ -4,7 +4,10 @@ uvicorn closes a connection idle between requests (``timeout_keep_alive``) but w
 client that has begun a request and then sends nothing more (a slow-loris client holds its socket and
 its memory). Here a request's line and headers must all arrive within ``header_s`` of the connection
 (or of the previous response), and a body must not pause for more than ``body_idle_s`` while the server
-is reading it; past either the connection is closed (408 when no response has started).
+is reading it, nor take more than ``body_total_s`` in all (a client that sends a byte just before each
+idle deadline would hold the connection for ever otherwise); past any of them the connection is closed
+(408 when no response has started). A response sent before its request's body is all in (a 401 to an
+upload, say) closes the connection: the rest of that body would only be read and discarded.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_HEADER_S = 30.0
 DEFAULT_BODY_IDLE_S = 60.0
+DEFAULT_BODY_TOTAL_S = 600.0
 KEEP_ALIVE_S = 5
 _TIMEOUT_BODY = b"the request was not received in time; send the request line and headers at once\n"
 
@@ -29,11 +33,13 @@ class DeadlineH11Protocol(H11Protocol):
 
     header_s: float = DEFAULT_HEADER_S
     body_idle_s: float = DEFAULT_BODY_IDLE_S
+    body_total_s: float = DEFAULT_BODY_TOTAL_S
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
         self._phase = ""
+        self._body_since: float | None = None  # when the current request's body began
 
     def _arm(self, phase: str, seconds: float) -> None:
         self._disarm()
@@ -60,6 +66,11 @@ class DeadlineH11Protocol(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            self._disarm()  # answered before its body was in: the rest would only be discarded
+            self.transport.close()
+            return
+        self._body_since = None
         if not self.transport.is_closing():
             self._arm("headers", self.header_s)  # the next request's headers have the same deadline
             self._follow()  # a pipelined request may already be in
@@ -70,7 +81,12 @@ class DeadlineH11Protocol(H11Protocol):
         if state is h11.IDLE:  # no request line and headers yet: the headers deadline runs on
             return
         if state is h11.SEND_BODY:
-            self._arm("body", self.body_idle_s)  # idle time: each chunk restarts it
+            now = self.loop.time()
+            if self._body_since is None:
+                self._body_since = now
+            left = self.body_total_s - (now - self._body_since)
+            # idle time: each chunk restarts it, within the body's total time
+            self._arm("body", max(min(self.body_idle_s, left), 0.0))
             return
         self._disarm()  # the whole request is in (or the connection is done)
 
@@ -78,13 +94,20 @@ class DeadlineH11Protocol(H11Protocol):
         self._deadline = None
         if self.transport.is_closing():
             return
-        if self._phase == "body" and self.flow.read_paused:  # the app is behind, not the client: wait on
+        total_over = self._body_since is not None and self.loop.time() - self._body_since >= self.body_total_s
+        if self._phase == "body" and self.flow.read_paused and not total_over:  # the app is behind, not the client
             self._arm("body", self.body_idle_s)
             return
         client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
-        logger.info("closing the connection of %s: its request %s did not arrive within %.0f s", client,
-                    "line and headers" if self._phase == "headers" else "body paused and",
-                    self.header_s if self._phase == "headers" else self.body_idle_s)
+        if self._phase == "headers":
+            logger.info("closing the connection of %s: its request line and headers did not arrive within "
+                        "%.0f s", client, self.header_s)
+        elif total_over:
+            logger.info("closing the connection of %s: its request body took more than %.0f s in all", client,
+                        self.body_total_s)
+        else:
+            logger.info("closing the connection of %s: its request body paused for %.0f s", client,
+                        self.body_idle_s)
         if self._phase == "headers" and self.conn.our_state is h11.IDLE and self.conn.their_state is h11.IDLE:
             self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
                                  b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
@@ -93,6 +116,8 @@ class DeadlineH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def protocol_with(header_s: float, body_idle_s: float) -> type[DeadlineH11Protocol]:
+def protocol_with(header_s: float, body_idle_s: float,
+                  body_total_s: float = DEFAULT_BODY_TOTAL_S) -> type[DeadlineH11Protocol]:
     """The protocol class for uvicorn's ``http=`` with these deadlines (seconds, above 0)."""
-    return type("FerryH11Protocol", (DeadlineH11Protocol,), {"header_s": header_s, "body_idle_s": body_idle_s})
+    return type("FerryH11Protocol", (DeadlineH11Protocol,),
+                {"header_s": header_s, "body_idle_s": body_idle_s, "body_total_s": max(body_total_s, body_idle_s)})

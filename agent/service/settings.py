@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.github.config import GitHubConfig
-from agent.service.deadlines import DEFAULT_BODY_IDLE_S, DEFAULT_HEADER_S
+from agent.service.deadlines import DEFAULT_BODY_IDLE_S, DEFAULT_BODY_TOTAL_S, DEFAULT_HEADER_S
 from agent.service.origins import host_entry
 from agent.service.uploads import UploadLimits
 from tools.repopath import repo_path_problem
@@ -44,6 +44,8 @@ class ServiceSettings(BaseModel):
     header_timeout_s: float = Field(default=DEFAULT_HEADER_S, gt=0, description="a request's line and headers "
                                                                                   "must arrive within this")
     body_idle_timeout_s: float = Field(default=DEFAULT_BODY_IDLE_S, gt=0, description="longest pause in a body")
+    body_total_timeout_s: float = Field(default=DEFAULT_BODY_TOTAL_S, gt=0,
+                                        description="longest time a request body may take in all")
     github: GitHubConfig | None = Field(default=None, description="the PR bot's GitHub side (None: the webhook "
                                                                   "answers 503)")
 

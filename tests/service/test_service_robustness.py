@@ -162,3 +162,49 @@ def test_an_upload_cut_by_kill_9_leaves_nothing_after_the_restart(serve, tmp_pat
     assert not list(again.data_dir.glob("ferry-upload-*"))
     assert not orphan.parent.exists()
     assert again.client.get("/v1/sessions").json()["total"] == 0
+
+
+def _trickle(sock: socket.socket, limit: float, every: float = 0.5) -> tuple[float, bytes]:
+    """Send a byte every ``every`` s (a body that never pauses long) until the server closes the socket."""
+    started = time.monotonic()
+    sock.settimeout(every)
+    got = b""
+    while time.monotonic() - started < limit:
+        try:
+            sock.sendall(b"x")
+        except OSError:  # closed under us
+            break
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    return time.monotonic() - started, got
+
+
+def _head(url: httpx.URL, method: str, path: str, extra: bytes = b"", length: int = 100_000_000) -> bytes:
+    return (f"{method} {path} HTTP/1.1\r\nHost: {url.host}:{url.port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\n").encode() + extra + b"\r\n"
+
+
+def test_a_steady_trickle_does_not_hold_a_connection(serve) -> None:
+    """A body sent a byte at a time, each inside the idle deadline, still ends: after a response that
+    came before the body (a 401, a GET's 200) the connection closes at once, and a body being read is
+    cut at its total deadline (second reader's finding: both held the socket for ever)."""
+    srv = serve("--header-timeout", "3", "--body-timeout", "2", "--body-total-timeout", "4")
+    url = httpx.URL(srv.url)
+    for method, path in [("POST", "/v1/sessions"), ("GET", "/healthz")]:  # answered before the body is in
+        with socket.create_connection((url.host, url.port)) as s:
+            s.sendall(_head(url, method, path))
+            took, said = _trickle(s, 15)
+        assert took < 4 and said.startswith(b"HTTP/1.1 "), (method, took, said)
+    with socket.create_connection((url.host, url.port)) as s:  # read by the app, never pausing 2 s
+        s.sendall(_head(url, "POST", "/v1/sessions", b"Authorization: Bearer alice-token-0001\r\n",
+                        length=5000))
+        took, _ = _trickle(s, 15)
+    assert 3.5 < took < 9, took
+    assert httpx.get(f"{srv.url}/healthz").status_code == 200
