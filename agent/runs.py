@@ -24,7 +24,6 @@ import atexit
 import contextvars
 import importlib
 import logging
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -33,12 +32,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from sandbox.envvars import EnvVarError, env_int
+from sandbox import hostmem
 from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
 
-PARALLEL_ENV = "FERRY_PARALLEL_RUNS"
+PARALLEL_ENV = hostmem.PARALLEL_ENV
 RunFn = Callable[[threading.Event], RunResult]
 
 # Modules the migration process needs later (parity compare, profile report); importing them on
@@ -56,18 +55,9 @@ class _Job:
 
 def parallel_limit() -> int:
     """How many runs may go side by side: ``FERRY_PARALLEL_RUNS`` if set (1 turns side-by-side
-    runs off), else this process's usable cores."""
-    try:
-        wanted = env_int(PARALLEL_ENV, None, expected="a number")
-    except EnvVarError as exc:
-        logger.warning("%s; using the core count", exc)
-        wanted = None
-    if wanted is not None:
-        return max(1, wanted)
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    runs off), else this process's usable cores (``sandbox.hostmem.parallel_runs``: the memory
+    budget counts the same number)."""
+    return hostmem.parallel_runs()
 
 
 def finished(artifacts: Path) -> RunResult | None:

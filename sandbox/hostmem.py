@@ -12,9 +12,12 @@ the whole machine out of memory. The defaults are now what the host can back:
 
 never below ``MIN_RUN_MEMORY`` (1 GiB; the disk then gives way) / ``MIN_RUN_DISK`` (256 MiB): a
 host that cannot give every run in flight that much does not ``fit()``, and ``ferry serve`` refuses
-such a worker count. "Runs in flight" is what this process may run
-at once: ``DEFAULT_RUNS_IN_FLIGHT`` (a migration's two) unless the service sets it from its
-workers (``set_runs_in_flight``). Readers take a path or the text, so tests need no real /proc.
+such a worker count. "Runs in flight" is what this process may run at once (:func:`runs_in_flight`):
+one foreground run per session (a CLI migration is one; the service has its workers and the PR bot's)
+plus the background runs beside them: each session's reference run, and while cores are spare the
+speculative tests and the CPU check, at most ``parallel - 1`` of those in the whole process (the
+scheduler's ``spare_cores``). The service sets it from its workers (``set_runs_in_flight``).
+Readers take a path or the text, so tests need no real /proc.
 """
 
 from __future__ import annotations
@@ -33,15 +36,38 @@ MAX_RUN_DISK = 4 * GiB
 MIN_RUN_MEMORY = 1 * GiB  # below this a PyTorch run does not start: refuse rather than OOM
 MIN_RUN_DISK = 256 * MiB
 MIN_HEADROOM = 1 * GiB
-RUNS_PER_SESSION = 2  # a migration's background reference run and its tpx run
-DEFAULT_RUNS_IN_FLIGHT = RUNS_PER_SESSION
+PARALLEL_ENV = "FERRY_PARALLEL_RUNS"
 MEMINFO = Path("/proc/meminfo")
 MEMINFO_ENV = "FERRY_MEMINFO"
 CGROUP_FILE = Path("/proc/self/cgroup")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _NO_LIMIT = 1 << 62  # cgroup v1's "unlimited" is 2^63 rounded to pages
 
-_runs_in_flight = DEFAULT_RUNS_IN_FLIGHT
+_runs_in_flight: int | None = None  # None: one session's (runs_in_flight(1))
+
+
+def parallel_runs() -> int:
+    """How many runs may go side by side: ``FERRY_PARALLEL_RUNS`` if set to a whole number (1 turns
+    side-by-side runs off), else this process's usable cores."""
+    raw = os.environ.get(PARALLEL_ENV, "").strip()
+    if raw:
+        if raw.isdigit():
+            return max(1, int(raw))
+        logger.warning("%s=%r is not a whole number; using the core count", PARALLEL_ENV, raw[:40])
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def runs_in_flight(sessions: int, parallel: int | None = None) -> int:
+    """The most sandboxed runs ``sessions`` migrations in one process can have at once: a foreground
+    run each, plus the background runs (each session's reference, and up to ``parallel - 1`` in all:
+    the tests and the CPU check that start only on spare cores). With ``parallel`` 1 nothing runs
+    beside the foreground."""
+    sessions = max(1, int(sessions))
+    parallel = parallel_runs() if parallel is None else max(1, int(parallel))
+    return sessions if parallel < 2 else sessions + max(sessions, parallel - 1)
 
 
 def parse_meminfo(text: str) -> dict[str, int]:
@@ -145,7 +171,7 @@ def budget(runs_in_flight: int | None = None, *, meminfo: dict[str, int] | None 
     """The per-run defaults for ``runs_in_flight`` runs at once (default: this process's setting)
     on the host ``meminfo`` describes (default: ``/proc/meminfo``) under ``cgroup_bytes`` (default:
     Ferry's own cgroup, unless ``read_cgroup`` is False)."""
-    runs = max(1, runs_in_flight if runs_in_flight is not None else _runs_in_flight)
+    runs = max(1, runs_in_flight if runs_in_flight is not None else _current_runs())
     info = meminfo if meminfo is not None else read_meminfo()
     total = info.get("MemTotal", 16 * GiB)
     available = info.get("MemAvailable", total)
@@ -166,16 +192,20 @@ def budget(runs_in_flight: int | None = None, *, meminfo: dict[str, int] | None 
 _cached: dict[int, HostBudget] = {}
 
 
+def _current_runs() -> int:
+    return _runs_in_flight if _runs_in_flight is not None else runs_in_flight(1)
+
+
 def current() -> HostBudget:
     """This host's budget for this process's runs in flight (read once per setting)."""
-    runs = _runs_in_flight
+    runs = _current_runs()
     if runs not in _cached:
         _cached[runs] = budget(runs)
     return _cached[runs]
 
 
 def set_runs_in_flight(runs: int) -> HostBudget:
-    """How many runs this process may have in flight (the service: workers x ``RUNS_PER_SESSION``);
+    """How many runs this process may have in flight (the service: :func:`runs_in_flight` of its sessions);
     the defaults of later ``Limits()`` follow. Returns the budget that results."""
     global _runs_in_flight
     _runs_in_flight = max(1, int(runs))

@@ -121,28 +121,41 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 def _back_workers(settings: Any, *, explicit: bool) -> Any:
-    """The settings with as many workers as the host's memory can back (``sandbox.hostmem``): each
-    session may have ``RUNS_PER_SESSION`` sandboxed runs in flight, each needing at least
-    ``MIN_RUN_MEMORY`` + ``MIN_RUN_DISK``. Too many ``--workers``/``$FERRY_WORKERS`` is an error;
-    the default (the number of cores) is lowered to what fits. The per-run defaults follow."""
+    """The settings with as many workers as the host's memory can back (``sandbox.hostmem``): the
+    sessions (the workers, and the PR bot's job workers when it is on) each have a foreground run and a
+    background reference run in flight, with the tests and CPU checks on spare cores beside them
+    (``hostmem.runs_in_flight``), each run needing at least ``MIN_RUN_MEMORY`` + ``MIN_RUN_DISK``. Too
+    many ``--workers``/``$FERRY_WORKERS`` is an error; the default (the number of cores) is lowered to
+    what fits. The per-run defaults follow."""
     from agent.cli import CliError
     from sandbox import hostmem
     from sandbox.limits import format_size
 
-    host = hostmem.budget(settings.workers * hostmem.RUNS_PER_SESSION)
-    fits = host.max_runs() // hostmem.RUNS_PER_SESSION
+    bot = settings.github.workers if settings.github is not None else 0
+
+    def runs(workers: int) -> int:
+        return hostmem.runs_in_flight(workers + bot)
+
+    host = hostmem.budget(runs(settings.workers))
+    fits = 0
+    while fits < settings.workers and runs(fits + 1) <= host.max_runs():
+        fits += 1
     if not host.fits():
-        need = format_size(hostmem.RUNS_PER_SESSION * (hostmem.MIN_RUN_MEMORY + hostmem.MIN_RUN_DISK))
+        per_run = format_size(hostmem.MIN_RUN_MEMORY + hostmem.MIN_RUN_DISK)
+        bots = f" and the PR bot's {bot} job worker(s)" if bot else ""
         if explicit or fits < 1:
-            raise CliError(f"--workers {settings.workers}: each session runs up to {hostmem.RUNS_PER_SESSION} "
-                           f"sandboxed runs at once and needs at least {need} of memory for them; this host can give "
-                           f"its runs {format_size(host.usable_bytes)} (of {format_size(host.total_bytes)}), enough "
-                           f"for {fits} worker(s). Lower --workers (or $FERRY_WORKERS) to {max(fits, 1)} or less"
-                           + ("" if fits >= 1 else ", or run the server on a host with more memory"))
+            raise CliError(f"--workers {settings.workers}: these sessions{bots} run up to "
+                           f"{runs(settings.workers)} sandboxed runs at once (a foreground and a reference run "
+                           f"each, tests and CPU checks on spare cores), each needing at least {per_run}; this "
+                           f"host can give its runs {format_size(host.usable_bytes)} (of "
+                           f"{format_size(host.total_bytes)}), enough for {fits} worker(s). Lower --workers (or "
+                           f"$FERRY_WORKERS) to {max(fits, 1)} or less"
+                           + ("" if fits >= 1 else ", lower $FERRY_PARALLEL_RUNS or $FERRY_GITHUB_WORKERS, or run "
+                                                   "the server on a host with more memory"))
         logger.warning("ferry serve: %d workers (one per core) would need more memory than this host has; "
                        "using %d (set --workers to choose)", settings.workers, fits)
         settings = settings.model_copy(update={"workers": fits})
-    host = hostmem.set_runs_in_flight(settings.workers * hostmem.RUNS_PER_SESSION)
+    host = hostmem.set_runs_in_flight(runs(settings.workers))
     logger.info("ferry serve: per-run defaults %s", host.describe())
     return settings
 

@@ -57,3 +57,23 @@ def test_a_tiny_host_does_not_fit_and_says_how_many_runs_do():
     b = hostmem.budget(8, meminfo=hostmem.parse_meminfo(meminfo(4)))
     assert not b.fits() and b.max_runs() == (3 * GiB) // (hostmem.MIN_RUN_MEMORY + hostmem.MIN_RUN_DISK)
     assert b.run_memory_bytes >= hostmem.MIN_RUN_MEMORY and b.disk_bytes >= 256 * MiB
+
+
+def test_runs_in_flight_counts_what_the_scheduler_can_start(monkeypatch) -> None:
+    """A migration's tpx run, its reference, and the tests and CPU check beside them on spare cores: the
+    budget divides memory by all of them (second reader: a 4-core host ran 3 runs on a 2-run budget)."""
+    assert hostmem.runs_in_flight(1, parallel=1) == 1  # side-by-side runs off: the foreground only
+    assert hostmem.runs_in_flight(1, parallel=2) == 2  # tpx run + reference
+    assert hostmem.runs_in_flight(1, parallel=4) == 4  # + tests + CPU check (3 background on 4 cores)
+    assert hostmem.runs_in_flight(3, parallel=4) == 6  # 3 foreground + 3 references (spare cores: none)
+    monkeypatch.setenv("FERRY_PARALLEL_RUNS", "3")
+    assert hostmem.parallel_runs() == 3 and hostmem.runs_in_flight(1) == 3
+    monkeypatch.setenv("FERRY_PARALLEL_RUNS", "lots")
+    assert hostmem.parallel_runs() >= 1  # the core count, with a warning
+
+
+def test_three_runs_on_a_small_host_share_its_memory() -> None:
+    info = hostmem.parse_meminfo("MemTotal: 24117248 kB\nMemAvailable: 24117248 kB\n")  # 23 GiB
+    host = hostmem.budget(hostmem.runs_in_flight(1, parallel=4), meminfo=info)
+    assert host.runs_in_flight == 4
+    assert 4 * (host.run_memory_bytes + host.disk_bytes) <= host.usable_bytes
