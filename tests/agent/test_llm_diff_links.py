@@ -51,7 +51,8 @@ def test_a_diff_that_makes_a_file_a_link_to_a_host_file_is_refused(tmp_path: Pat
 @pytest.mark.parametrize("header", ["old mode 100644\nnew mode 100755", "rename from train.py\nrename to t2.py",
                                     "GIT binary patch\nliteral 0"])
 def test_other_non_text_headers_are_refused(tmp_path: Path, header: str) -> None:
-    diff = f"diff --git a/train.py b/train.py\n{header}\n--- a/train.py\n+++ b/train.py\n@@ -1 +1 @@\n-print(1)\n+print(2)\n"
+    diff = (f"diff --git a/train.py b/train.py\n{header}\n--- a/train.py\n+++ b/train.py\n"
+            "@@ -1 +1 @@\n-print(1)\n+print(2)\n")
     with pytest.raises(EditRejected, match="send changes of file text only"):
         _session(tmp_path).apply_diff(ApplyDiff(diff=diff))
 
