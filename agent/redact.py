@@ -1,9 +1,10 @@
 """Credentials out of what Ferry prints: one redaction for every form a database address can take.
 
 A Postgres address carries its secrets in three places: the user-info of a URL
-(``postgresql://user:SECRET@host/db``), its query string (``?password=SECRET``, ``sslpassword=``,
-``passfile=``, anything named ``*pass*``, ``*secret*``, ``*token*``), and libpq's ``key=value`` form
-(``host=h password=SECRET``, quoted values included). :func:`redact_dsn` hides all three;
+(``postgresql://user:SECRET@host/db``), its query string (``?password=SECRET``; libpq decodes the
+keys too, so ``?pass%77ord=`` is a password: the whole query is hidden, ``?***``), and libpq's
+``key=value`` form (``host=h password=SECRET``, quoted values and backslash escapes such as
+``SEC\ RET`` included; keys named ``*pass*``, ``*secret*``, ``*token*``). :func:`redact_dsn` hides all three;
 :func:`scrub` also takes those secrets out of any other text (a driver's error quoting its input).
 Over-redaction is accepted: a value is hidden whenever it might be a secret.
 """
@@ -16,7 +17,7 @@ from urllib.parse import unquote
 HIDDEN = "***"
 _SECRET_KEY = r"[A-Za-z0-9_.-]*(?:pass|secret|token)[A-Za-z0-9_.-]*"
 _QUERY = re.compile(rf"(?i)(?P<key>{_SECRET_KEY})(?P<eq>\s*=\s*)(?P<value>[^&#;\s]*)")
-_KEYVALUE = re.compile(rf"(?i)(?P<key>{_SECRET_KEY})(?P<eq>\s*=\s*)(?P<value>'(?:[^'\\]|\\.)*'?|\S*)")
+_KEYVALUE = re.compile(rf"(?i)(?P<key>{_SECRET_KEY})(?P<eq>\s*=\s*)(?P<value>'(?:[^'\\]|\\.)*'?|(?:\\.|[^\s\\])*)")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _INLINE_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*):[^\s@]*@")
 
@@ -37,11 +38,19 @@ def _userinfo(url: str) -> tuple[str, str | None]:
     return f"{head}{user}:{HIDDEN}@{host}", password
 
 
+def _query(url: str) -> tuple[str, str]:
+    """A URL split before its query string (``?`` and after, fragment included; '' when none)."""
+    q = url.find("?")
+    return (url, "") if q < 0 else (url[:q], url[q:])
+
+
 def redact_dsn(dsn: str) -> str:
     """``dsn`` (a URL or a libpq ``key=value`` string) with every credential in it replaced by ``***``."""
     text, _ = _userinfo(dsn.strip())
-    pattern = _QUERY if _SCHEME.match(text) else _KEYVALUE
-    return pattern.sub(lambda m: f"{m['key']}{m['eq']}{HIDDEN}" if m["value"] else m[0], text)
+    if _SCHEME.match(text):
+        head, query = _query(text)
+        return f"{head}?{HIDDEN}" if query.strip("?#") else head
+    return _KEYVALUE.sub(lambda m: f"{m['key']}{m['eq']}{HIDDEN}" if m["value"] else m[0], text)
 
 
 def secrets_of(dsn: str) -> set[str]:
@@ -51,13 +60,19 @@ def secrets_of(dsn: str) -> set[str]:
     _, password = _userinfo(text)
     if password:
         found.add(password)
-    pattern = _QUERY if _SCHEME.match(text) else _KEYVALUE
-    for m in pattern.finditer(text):
-        value = m["value"]
-        if len(value) >= 2 and value[0] == value[-1] == "'":
-            value = value[1:-1]
-        if value:
-            found.add(value)
+    if _SCHEME.match(text):
+        _, query = _query(text)
+        for pair in query.lstrip("?").split("&"):  # libpq keeps a "#" or ";" in the value
+            _, eq, value = pair.partition("=")
+            if eq and value:
+                found.add(value)
+    else:
+        for m in _KEYVALUE.finditer(text):
+            value = m["value"]
+            if len(value) >= 2 and value[0] == value[-1] == "'":
+                value = value[1:-1]
+            if value:
+                found |= {value, re.sub(r"\\(.)", r"\1", value)}  # as written, and as libpq reads it
     return found | {unquote(v) for v in found} - {""}
 
 
