@@ -1,4 +1,4 @@
-"""Credentials out of what Ferry prints: one redaction for every form a database address can take.
+r"""Credentials out of what Ferry prints: one redaction for every form a database address can take.
 
 A Postgres address carries its secrets in three places: the user-info of a URL
 (``postgresql://user:SECRET@host/db``), its query string (``?password=SECRET``; libpq decodes the

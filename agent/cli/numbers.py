@@ -23,18 +23,30 @@ MAX_GB = 2**20
 _MAX_DIGITS = 30
 
 
+_MAX_CHARS = 64  # no number a flag takes is longer; the whole text is parsed, never a cut of it
+
+
 def _text(text: str) -> str:
-    return str(text).strip()[:40]
+    raw = str(text).strip()
+    if len(raw) > _MAX_CHARS:
+        raise argparse.ArgumentTypeError(f"must be a plain number, got {len(raw)} characters "
+                                         f"({_shown(raw)})")
+    return raw
+
+
+def _shown(raw: str) -> str:
+    """The value as an error message quotes it: at most 40 characters."""
+    return repr(raw) if len(raw) <= 40 else repr(raw[:40]) + "..."
 
 
 def _integer(text: str, low: int, high: int, what: str) -> int:
     raw = _text(text)
     body = raw[1:] if raw[:1] in "+-" else raw
     if not body.isdigit() or len(body) > _MAX_DIGITS:  # isdigit: no '1e3', no '1.5', no 'nan'
-        raise argparse.ArgumentTypeError(f"must be {what}, got {raw!r}")
+        raise argparse.ArgumentTypeError(f"must be {what}, got {_shown(raw)}")
     value = int(raw)
     if not low <= value <= high:
-        raise argparse.ArgumentTypeError(f"must be {what}, got {raw!r}")
+        raise argparse.ArgumentTypeError(f"must be {what}, got {_shown(raw)}")
     return value
 
 
@@ -64,9 +76,9 @@ def positive_float(text: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {raw!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {_shown(raw)}") from None
     if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {raw!r}")
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {_shown(raw)}")
     return value
 
 
@@ -74,7 +86,7 @@ def seconds(text: str) -> float:
     """A time limit: a finite number of seconds above 0 and at most ten years."""
     value = positive_float(text)
     if value > MAX_SECONDS:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:.0f} seconds, got {_text(text)!r}")
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:.0f} seconds, got {_shown(_text(text))}")
     return value
 
 
@@ -82,7 +94,7 @@ def gigabytes(text: str) -> float:
     """A memory size in GB: a finite number above 0 and at most 2**20 (a PiB)."""
     value = positive_float(text)
     if value > MAX_GB:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_GB} (GB), got {_text(text)!r}")
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_GB} (GB), got {_shown(_text(text))}")
     return value
 
 
@@ -92,9 +104,9 @@ def non_negative_float(text: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of 0 or more, got {raw!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a number of 0 or more, got {_shown(raw)}") from None
     if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of 0 or more, got {raw!r}")
+        raise argparse.ArgumentTypeError(f"must be a finite number of 0 or more, got {_shown(raw)}")
     return value
 
 
@@ -102,7 +114,7 @@ def non_negative_seconds(text: str) -> float:
     """A pause: a finite number of seconds of 0 or more and at most ten years."""
     value = non_negative_float(text)
     if value > MAX_SECONDS:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:.0f} seconds, got {_text(text)!r}")
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:.0f} seconds, got {_shown(_text(text))}")
     return value
 
 

@@ -3,9 +3,11 @@ and the value (argparse's usage error), before anything runs; the real CLI's mai
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
-from agent.cli import main
+from agent.cli import main, numbers
 
 # (command and the arguments it needs besides the flag, the flag)
 FLAGS = [
@@ -81,3 +83,13 @@ def test_a_bad_number_in_the_environment_names_the_variable(name: str, value: st
     assert _exit_of(["serve", "--help"]) == 2
     err = capsys.readouterr().err
     assert f"${name}" in err and value in err, err
+
+
+@pytest.mark.parametrize("parse", [numbers.seconds, numbers.positive_float, numbers.positive_int, numbers.gigabytes])
+def test_the_whole_text_is_parsed_not_its_first_40_characters(parse) -> None:
+    """Second reader: '600.000...000garbage' parsed as 600 because only a cut of the text was read."""
+    text = "600." + "0" * 36 + "garbage"
+    with pytest.raises(argparse.ArgumentTypeError, match="must be"):
+        parse(text)
+    with pytest.raises(argparse.ArgumentTypeError, match="must be a plain number, got 5000 characters"):
+        parse("1" * 5000)
