@@ -3,7 +3,9 @@
 A producer thread writes the archive (``tarfile`` in stream mode) into a bounded queue of chunks and
 the response reads them as they come, so a download holds at most ``QUEUE_CHUNKS`` chunks of the
 archive at a time, whatever the repository's size. At most ``MAX_BUILDS`` archives are built at once
-(the next download is answered 429); a client that goes away stops its build.
+(the next download is answered 429); a client that goes away stops its build, and so does one that
+stops reading: a build whose next chunk is not taken within ``STALL_S`` gives its slot back (a client
+holding two downloads open without reading would otherwise keep every other download at 429).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ CHUNK = 256 * 1024
 QUEUE_CHUNKS = 8
 MAX_BUILDS = 2
 _PUT_WAIT_S = 0.5
+STALL_S = 60.0
 _SLOTS = threading.BoundedSemaphore(MAX_BUILDS)
 
 
@@ -41,6 +44,7 @@ class _Sink:
 
     def __init__(self, chunks: queue.Queue[bytes | None], stop: threading.Event) -> None:
         self.chunks, self.stop, self.buf = chunks, stop, bytearray()
+        self.stalled = False
 
     def write(self, data: bytes) -> int:
         self.buf += data
@@ -55,14 +59,19 @@ class _Sink:
             self.buf.clear()
 
     def _put(self, chunk: bytes | None) -> None:
+        waited = 0.0
         while True:
             if self.stop.is_set():
+                raise _Cancelled
+            if waited >= STALL_S:
+                logger.info("an archive download stopped reading for %.0f s: its build is stopped", waited)
+                self.stalled = True
                 raise _Cancelled
             try:
                 self.chunks.put(chunk, timeout=_PUT_WAIT_S)
                 return
             except queue.Full:
-                continue
+                waited += _PUT_WAIT_S
 
 
 def regular_files(root: Path) -> list[str]:
@@ -120,7 +129,7 @@ def stream(prefix: str, root: Path, edited: Mapping[str, str]) -> Iterator[bytes
             _write(sink, prefix, root, edited)
             sink._put(None)
         except _Cancelled:
-            pass
+            state["failed"] = sink.stalled  # a reader that comes back gets a broken download, not a short one
         except Exception:
             logger.exception("building the archive of %s failed", prefix)
             state["failed"] = True
@@ -146,7 +155,8 @@ def stream(prefix: str, root: Path, edited: Mapping[str, str]) -> Iterator[bytes
                     break
                 yield chunk
             if state["failed"]:  # end the response without its last chunk: the client sees a broken download
-                raise RuntimeError(f"the archive of {prefix} could not be built (the server's log says why)")
+                raise RuntimeError(f"the archive of {prefix} could not be built or was not read in time "
+                                   "(the server's log says why)")
         finally:
             stop.set()
 
