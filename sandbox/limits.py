@@ -58,12 +58,18 @@ def format_size(n: int) -> str:
     return f"{n} bytes"
 
 
+MAX_DISK_BYTES = 2**50  # 1 PiB: past it a size is a typo (and overflows the kernel's counters)
+
+
 def parse_size(text: str) -> int:
     """A run's disk cap: ``512M``, ``4G``, ``4GiB``, ``1.5G`` or plain bytes (``sandbox.envvars.parse_size``),
     at least 1M; ValueError saying what is accepted otherwise."""
     value = envvars.parse_size(text)
     if value < MIN_DISK_BYTES:
         raise ValueError(f"{text!r} is too small: a run needs at least 1M")
+    if value > MAX_DISK_BYTES:
+        raise ValueError(f"{str(text)[:40]!r} is more than any host has: give at most 1024T (the run's disk is a "
+                         "tmpfs in memory; the host's figures are in `ferry doctor`)")
     return value
 
 

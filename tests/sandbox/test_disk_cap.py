@@ -271,3 +271,13 @@ def test_a_ferry_exiting_mid_run_leaves_no_mount_and_no_cgroup(tmp_path: Path, r
 def root_pid(root: str) -> int:
     """The owner pid in a run space's name (``ferry-space-PID-START-RANDOM``)."""
     return int(Path(root).name.split("-")[2])
+
+
+@pytest.mark.parametrize("text", ["99999999999999999999999T", "2000T", str(2**51)])
+def test_a_disk_cap_past_any_host_is_refused(text: str) -> None:
+    """Second reader: such a cap was accepted and the run started with it."""
+    from sandbox.limits import parse_size
+
+    with pytest.raises(ValueError, match="more than any host has: give at most 1024T"):
+        parse_size(text)
+    assert parse_size("1024T") == 2**50
