@@ -1,9 +1,8 @@
 """``torch.tpx``: the device module, shaped like ``torch.cuda``.
 
-RNG note: tpx kernels draw from the host (CPU) default generator, so that ``torch.manual_seed(s)``
-gives the same random streams on tpx as on the CPU (a seeded run on tpx matches the same run on
-CPU draw for draw). The ``*_rng_state`` / ``manual_seed`` functions below therefore act on that
-generator. ``torch.Generator(device="tpx")`` makes an independent tpx generator for explicit use.
+RNG: each device has a counter-based default generator with CUDA's (seed, offset) state; the
+``*_rng_state`` / ``manual_seed`` functions act on those (backend/rng.py, which says where the
+numbers come from: a seeded tpx run still matches the CPU run draw for draw).
 """
 
 from __future__ import annotations
@@ -15,6 +14,8 @@ from typing import Any
 import torch
 
 from backend import _ext, config, graphs, stats
+
+from . import rng
 
 Stream = torch.Stream
 Event = torch.Event
@@ -166,42 +167,17 @@ def set_stream(s: torch.Stream) -> None:
     torch.accelerator.set_stream(s)
 
 
-# ---------------------------------------------------------------- RNG (the host generator)
-def manual_seed(seed: int) -> None:
-    torch.default_generator.manual_seed(int(seed))
-
-
-def manual_seed_all(seed: int) -> None:
-    manual_seed(seed)
-
-
-def seed() -> None:
-    torch.default_generator.seed()
-
-
-def seed_all() -> None:
-    seed()
-
-
-def initial_seed() -> int:
-    return torch.default_generator.initial_seed()
-
-
-def get_rng_state(device="tpx") -> torch.Tensor:
-    return torch.default_generator.get_state()
-
-
-def set_rng_state(new_state: torch.Tensor, device="tpx") -> None:
-    torch.default_generator.set_state(new_state.cpu() if new_state.device.type != "cpu" else new_state)
-
-
-def get_rng_state_all() -> list[torch.Tensor]:
-    return [get_rng_state() for _ in range(device_count())]
-
-
-def set_rng_state_all(states) -> None:
-    for s in states:
-        set_rng_state(s)
+# ---------------------------------------------------------------- RNG: counter-based generators (backend/rng.py)
+default_generator = rng.default_generator
+manual_seed = rng.manual_seed
+manual_seed_all = rng.manual_seed_all
+seed = rng.seed
+seed_all = rng.seed_all
+initial_seed = rng.initial_seed
+get_rng_state = rng.get_rng_state
+set_rng_state = rng.set_rng_state
+get_rng_state_all = rng.get_rng_state_all
+set_rng_state_all = rng.set_rng_state_all
 
 
 # ---------------------------------------------------------------- memory (per device)

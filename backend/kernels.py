@@ -19,6 +19,8 @@ import torch
 
 from backend import _ext, config, stats
 
+from . import rng
+
 logger = logging.getLogger(__name__)
 Tensor = torch.Tensor
 _F64 = (torch.float64, torch.complex128)
@@ -139,8 +141,8 @@ def _mixed_error(dev) -> RuntimeError:
 
 # ---------------------------------------------------------------- per-op info cache
 class _OpInfo:
-    __slots__ = ("call", "fallback", "full", "matmul", "mixed_ok", "mutable_out", "name", "sync", "tensor_kw",
-                 "tensor_pos")
+    __slots__ = ("call", "fallback", "full", "matmul", "mixed_ok", "mutable_out", "name", "rng", "sync",
+                 "tensor_kw", "tensor_pos")
 
     def __init__(self, op) -> None:
         self.call = getattr(op, "_op", op)  # the C++ builtin: skips OpOverload.__call__
@@ -166,6 +168,12 @@ class _OpInfo:
             i for i, a in enumerate(schema.arguments) if is_tensor[i] and not a.kwarg_only
         )
         self.tensor_kw = tuple(a.name for i, a in enumerate(schema.arguments) if is_tensor[i] and a.kwarg_only)
+        # random ops draw from a tpx generator (backend/rng.py): where their Generator argument is,
+        # (position, kwarg name); (-1, None) for the ops that use the CPU default generator themselves
+        self.rng: tuple[int, str | None] | None = (-1, None) if base in rng.HOST_RNG_OPS else None
+        for i, a in enumerate(schema.arguments):
+            if str(a.type) in ("Generator", "Optional[Generator]"):
+                self.rng = (-1 if a.kwarg_only else i, a.name)
 
 
 _infos: dict = {}
@@ -209,12 +217,10 @@ def run_info(info: _OpInfo, args, kwargs):
         _fallback_gate(info)
     if _unwrap is None:
         _bind()
-    cargs, ckwargs, pairs, dev, cpu_nonscalar, other = _unwrap(args, kwargs)
-    gens = None
-    if other:  # tpx generators: run on a CPU generator with the same state, copy it back
-        gens = []
-        cargs = [_swap_gen(a, gens) for a in cargs]
-        ckwargs = {k: _swap_gen(v, gens) for k, v in ckwargs.items()}
+    cargs, ckwargs, pairs, dev, cpu_nonscalar, _other = _unwrap(args, kwargs)
+    gen = cpu_gen = None
+    if info.rng is not None:
+        gen, cpu_gen = _take_generator(info.rng, cargs, ckwargs, dev)
     if info.tensor_pos or info.tensor_kw:
         _rewrap_numbers(info, cargs, ckwargs)
     if cpu_nonscalar and dev != -2 and not info.mixed_ok:
@@ -227,12 +233,9 @@ def run_info(info: _OpInfo, args, kwargs):
         with torch.profiler.record_function(
             f"tpx::{info.name}" + ("[cpu-fallback]" if info.fallback else "")
         ):
-            out = info.call(*cargs, **ckwargs)
+            out = _call(info, gen, cpu_gen, cargs, ckwargs) if gen is not None else info.call(*cargs, **ckwargs)
     else:
-        out = info.call(*cargs, **ckwargs)
-    if gens:
-        for g, orig in gens:
-            orig.set_state(g.get_state())
+        out = _call(info, gen, cpu_gen, cargs, ckwargs) if gen is not None else info.call(*cargs, **ckwargs)
     if info.mutable_out:
         _sync_out_args(pairs)
     res, f64 = _wrap_ext(out, pairs, S.allow_f64 or S.f64_depth > 0, dev if dev >= 0 else -1)
@@ -262,13 +265,31 @@ def _rewrap_numbers(info: _OpInfo, cargs: list, ckwargs: dict) -> None:
             ckwargs[k] = _ext.get().wrapped_number(ckwargs[k])
 
 
-def _swap_gen(a, gens: list):
-    if isinstance(a, torch.Generator) and a.device.type == "tpx":
-        g = torch.Generator()
-        g.set_state(a.get_state())
-        gens.append((g, a))
-        return g
-    return a
+def _take_generator(where: tuple[int, str | None], cargs: list, ckwargs: dict, dev: int):
+    """A random op: the tpx generator it draws from, and the CPU generator it runs on instead
+    (put in place of the generator argument; None: the CPU default generator)."""
+    pos, kw = where
+    positional = 0 <= pos < len(cargs)
+    arg = cargs[pos] if positional else ckwargs.get(kw) if kw is not None else None
+    gen = rng.generator_for(arg, dev)
+    if gen is None:  # a CPU generator: the CPU kernel takes it as it is
+        return None, None
+    cpu_gen = rng.acquire(gen)
+    if positional:
+        cargs[pos] = cpu_gen
+    elif kw is not None and (kw in ckwargs or cpu_gen is not None):
+        ckwargs[kw] = cpu_gen  # (a trailing positional left out is passed by name)
+    return gen, cpu_gen
+
+
+def _call(info: _OpInfo, gen, cpu_gen, cargs, ckwargs):
+    if info.rng == (-1, None):  # draws from the CPU default generator itself
+        with rng.host_stream(cpu_gen):
+            out = info.call(*cargs, **ckwargs)
+    else:
+        out = info.call(*cargs, **ckwargs)
+    rng.advance(gen, out)
+    return out
 
 
 def _fallback_gate(info: _OpInfo) -> None:

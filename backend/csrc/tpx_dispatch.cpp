@@ -10,8 +10,8 @@
 //
 // Python keeps the special cases (reached through the PrivateUse3 key, see TpxKernel::python):
 // data-dependent-shape ops (counted CPU fallbacks / strict mode), syncs (item),
-// tpx Generators, and any call while the
-// profiler runs (it labels the op "tpx::<name>").
+// random ops (a Generator argument, or native_dropout: they draw from tpx's generators,
+// backend/rng.py), and any call while the profiler runs (it labels the op "tpx::<name>").
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -230,7 +230,7 @@ void sync_out_args(const Args& a) {
 
 struct TpxKernel final : c10::OperatorKernel {
   std::atomic<bool> ready{false};
-  bool python_only = false;  // syncs (item): always Python
+  bool python_only = false;  // syncs (item), random ops: always Python
   bool mutable_out = false;  // out= and in-place view ops
   bool fallback = false;     // a data-dependent-shape op (config): Python
   int epoch = 0;
@@ -246,7 +246,12 @@ struct TpxKernel final : c10::OperatorKernel {
     mutable_out = op.hasTag(at::Tag::inplace_view);
     for (const auto& arg : schema.arguments())
       if (arg.alias_info() && arg.alias_info()->isWrite() && arg.kwarg_only()) mutable_out = true;
-    python_only = base == "_local_scalar_dense" || base == "item";
+    python_only = base == "_local_scalar_dense" || base == "item" || base == "native_dropout";
+    for (const auto& arg : schema.arguments()) {
+      auto t = arg.type();
+      if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+      if (t->kind() == c10::TypeKind::GeneratorType) python_only = true;  // draws from a tpx generator
+    }
     mixed_ok = mixed_ok_ops().count(base) > 0;
     matmul = matmul_operands(base);
     counter = new OpCounter();
@@ -285,12 +290,6 @@ struct TpxKernel final : c10::OperatorKernel {
     size_t nargs = op.schema().arguments().size();
     size_t first = stack->size() - nargs;
     Args a;
-    for (size_t i = 0; i < nargs; ++i) {
-      // a tpx Generator: Python runs the op on a CPU generator with the same state
-      const auto& v = (*stack)[first + i];
-      if (v.isGenerator() && v.toGenerator().defined() && v.toGenerator().device().type() == kTpx)
-        return python(op, stack);
-    }
     for (size_t i = 0; i < nargs; ++i) unwrap_arg((*stack)[first + i], a);
     // results go to the device the op names (empty_like(x, device="tpx:1")), else to its tensors'
     if (a.device_index != -2 && (a.device_index >= 0 || a.tpx_index == -2)) a.tpx_index = a.device_index;

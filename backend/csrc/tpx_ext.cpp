@@ -4,7 +4,7 @@
 //   registered as the PrivateUse1 allocator and as the c10::DeviceAllocator behind the
 //   torch.accelerator memory API. Without it torch.UntypedStorage(n, device="tpx") dereferences
 //   a null allocator.
-// * PrivateUse1 hooks (torch.Generator(device="tpx"), pinned host memory for DataLoader,
+// * PrivateUse1 hooks (tpx's counter-based generators, pinned host memory for DataLoader,
 //   storage resize) and a device guard (streams, timed events, device/accelerator synchronize).
 // * Zero-copy aliasing between tpx and CPU tensors that keeps the other side's storage alive
 //   (Python can only build non-owning storages from raw pointers).
@@ -23,6 +23,8 @@
 #include <torch/library.h>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/MT19937RNGEngine.h>
+#include <ATen/core/PhiloxRNGEngine.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
@@ -37,6 +39,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <optional>
+#include <tuple>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -356,13 +361,185 @@ void grow_storage(c10::StorageImpl* impl, size_t newsize) {
 }
 
 // ---------------------------------------------------------------- generator
-struct TpxGeneratorImpl : at::CPUGeneratorImpl {
-  explicit TpxGeneratorImpl(DeviceIndex idx, uint64_t seed = c10::default_rng_seed_val)
-      : at::CPUGeneratorImpl(seed) {
-    device_ = c10::Device(kTpx, idx);
-    key_set_ = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+// tpx's generators are counter-based like CUDA's: the state is (seed, offset), laid out as CUDA's
+// Philox state (16 bytes: seed, then offset, as uint64), and every random op advances the offset
+// (by a multiple of 4, backend/rng.py). The numbers themselves come from the CPU kernels, driven
+// by a CPU generator chosen per op (rng_acquire):
+// * while the generator is "in step" (after manual_seed, or after jumping to a state this
+//   generator handed out, get_state()), its CPU stream: the CPU default generator for the default
+//   tpx generators (so a seeded run on tpx matches the CPU run draw for draw, as before), a private
+//   one for torch.Generator(device="tpx") (which matches torch.Generator().manual_seed(s));
+// * otherwise (a state it never handed out: DTensor's per-shard offsets, a state from another
+//   process or a checkpoint) a fresh CPU generator whose MT19937 words are Philox4x32-10 of
+//   (key=seed, subsequence=offset): the same numbers for the same (seed, offset) in every process.
+// A state handed out is remembered with the stream's position (kSnapshots of them), so
+// set_state(get_state()) replays exactly, in step.
+constexpr size_t kSnapshots = 64;
+
+struct RngState : c10::intrusive_ptr_target {
+  uint64_t seed = c10::default_rng_seed_val;
+  uint64_t offset = 0;
+  bool follows_host = false;  // a default generator: in-step draws come from the CPU default generator
+  at::Generator host;         // otherwise: the private CPU stream
+  bool in_step = true;
+  std::deque<std::tuple<uint64_t, uint64_t, c10::intrusive_ptr<c10::TensorImpl>>> snapshots;
+
+  at::Generator stream() const { return follows_host ? at::detail::getDefaultCPUGenerator() : host; }
+
+  void seed_stream(uint64_t s) {
+    at::Generator g = stream();
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_current_seed(s);
+  }
+
+  void snapshot() {
+    if (!in_step) return;
+    at::Generator g = stream();
+    c10::intrusive_ptr<c10::TensorImpl> st;
+    {
+      std::lock_guard<std::mutex> lock(g.mutex());
+      st = g.get_state().getIntrusivePtr();
+    }
+    for (auto it = snapshots.begin(); it != snapshots.end(); ++it) {
+      if (std::get<0>(*it) == seed && std::get<1>(*it) == offset) {
+        snapshots.erase(it);
+        break;
+      }
+    }
+    snapshots.emplace_back(seed, offset, std::move(st));
+    if (snapshots.size() > kSnapshots) snapshots.pop_front();
+  }
+
+  // Stand at (s, o): in step when a snapshot names it (the stream goes back there), else counter mode.
+  void jump(uint64_t s, uint64_t o) {
+    TORCH_CHECK(o % 4 == 0, "offset must be a multiple of 4");
+    seed = s;
+    offset = o;
+    in_step = false;
+    for (const auto& snap : snapshots) {
+      if (std::get<0>(snap) == s && std::get<1>(snap) == o) {
+        at::Generator g = stream();
+        std::lock_guard<std::mutex> lock(g.mutex());
+        g.set_state(at::Tensor(std::get<2>(snap)));
+        in_step = true;
+        return;
+      }
+    }
+  }
+
+  c10::intrusive_ptr<RngState> clone() const {
+    auto r = c10::make_intrusive<RngState>();
+    r->seed = seed;
+    r->offset = offset;
+    r->in_step = in_step;
+    r->snapshots = snapshots;
+    at::Generator g = stream();
+    std::lock_guard<std::mutex> lock(g.mutex());
+    r->host = g.clone();  // a clone draws what this generator would draw next, independently
+    return r;
   }
 };
+
+// The CPU generator a counter-mode op at (seed, offset) runs on.
+at::Generator counter_stream(uint64_t seed, uint64_t offset) {
+  at::philox_engine philox(seed, /*subsequence=*/offset, /*offset=*/0);
+  at::mt19937_data_pod pod;
+  pod.seed_ = seed;
+  pod.left_ = 1;  // the first draw twists the state, as after seeding
+  pod.seeded_ = true;
+  pod.next_ = 0;
+  for (auto& w : pod.state_) w = philox();
+  at::mt19937 engine;
+  engine.set_data(pod);
+  auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  g.get<at::CPUGeneratorImpl>()->set_engine(engine);
+  return g;
+}
+
+struct TpxGeneratorImpl final : c10::GeneratorImpl {
+  TpxGeneratorImpl(DeviceIndex idx, c10::intrusive_ptr<RngState> state)
+      : c10::GeneratorImpl(c10::Device(kTpx, idx), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+        state_(std::move(state)) {}
+
+  static at::Generator make(DeviceIndex idx, bool is_default) {
+    auto st = c10::make_intrusive<RngState>();
+    st->follows_host = is_default;
+    if (is_default) {
+      st->seed = at::detail::getDefaultCPUGenerator().current_seed();
+    } else {
+      st->host = at::make_generator<at::CPUGeneratorImpl>(st->seed);
+    }
+    return at::make_generator<TpxGeneratorImpl>(idx, std::move(st));
+  }
+
+  void set_current_seed(uint64_t seed) override {
+    state_->seed = seed;
+    state_->offset = 0;
+    state_->in_step = true;
+    state_->seed_stream(seed);
+  }
+  void set_offset(uint64_t offset) override { state_->jump(state_->seed, offset); }
+  uint64_t get_offset() const override { return state_->offset; }
+  uint64_t current_seed() const override { return state_->seed; }
+  uint64_t seed() override {
+    uint64_t s = c10::detail::getNonDeterministicRandom(/*is_cuda=*/true);
+    set_current_seed(s);
+    return s;
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    state_->snapshot();
+    auto t = at::detail::empty_cpu({16}, c10::ScalarType::Byte, std::nullopt, std::nullopt, std::nullopt,
+                                   std::nullopt);
+    auto* p = t.data_ptr<uint8_t>();
+    uint64_t seed = state_->seed;
+    int64_t offset = static_cast<int64_t>(state_->offset);
+    std::memcpy(p, &seed, 8);
+    std::memcpy(p + 8, &offset, 8);
+    return t.getIntrusivePtr();
+  }
+  void set_state(const c10::TensorImpl& new_state) override {
+    at::detail::check_rng_state(new_state);
+    auto n = new_state.numel();
+    TORCH_CHECK(n == 16 || n == 8, "RNG state is wrong size: a tpx generator's state is 16 bytes (seed and offset, "
+                "uint64 each, as CUDA's Philox state), got ", n);
+    const auto* p = new_state.data_dtype_initialized<uint8_t>();
+    uint64_t seed = 0;
+    int64_t offset = 0;
+    std::memcpy(&seed, p, 8);
+    if (n == 16) std::memcpy(&offset, p + 8, 8);
+    state_->jump(seed, static_cast<uint64_t>(offset));
+  }
+  void graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& gen) override {
+    auto* other = dynamic_cast<TpxGeneratorImpl*>(gen.get());
+    TORCH_CHECK(other, "Expected a tpx Generator");
+    state_ = other->state_;
+  }
+  c10::intrusive_ptr<c10::GeneratorImpl> graphsafe_get_state() const override {
+    return c10::make_intrusive<TpxGeneratorImpl>(device().index(), state_);
+  }
+
+  // The CPU generator this op draws from (None: the CPU default generator), see above.
+  std::optional<at::Generator> acquire() {
+    if (state_->in_step) {
+      if (state_->follows_host) return std::nullopt;
+      return state_->host;
+    }
+    return counter_stream(state_->seed, state_->offset);
+  }
+  void advance(uint64_t increment) { state_->offset += increment; }
+  bool in_step() const { return state_->in_step; }
+
+  c10::intrusive_ptr<RngState> state_;
+
+ private:
+  TpxGeneratorImpl* clone_impl() const override { return new TpxGeneratorImpl(device().index(), state_->clone()); }
+};
+
+TpxGeneratorImpl* tpx_generator(const at::Generator& g) {
+  auto* impl = g.defined() ? dynamic_cast<TpxGeneratorImpl*>(g.unsafeGetGeneratorImpl()) : nullptr;
+  TORCH_CHECK_TYPE(impl, "expected a tpx Generator");
+  return impl;
+}
 
 // ---------------------------------------------------------------- hooks
 struct TpxHooks final : at::PrivateUse1HooksInterface {
@@ -386,7 +563,7 @@ struct TpxHooks final : at::PrivateUse1HooksInterface {
   const at::Generator& getDefaultGenerator(DeviceIndex idx) const override {
     static std::vector<at::Generator> gens = [] {
       std::vector<at::Generator> v;
-      for (int i = 0; i < 64; ++i) v.push_back(at::make_generator<TpxGeneratorImpl>(static_cast<DeviceIndex>(i)));
+      for (int i = 0; i < kMaxDevices; ++i) v.push_back(TpxGeneratorImpl::make(static_cast<DeviceIndex>(i), true));
       return v;
     }();
     DeviceIndex i = idx < 0 ? t_current_device : idx;
@@ -396,7 +573,7 @@ struct TpxHooks final : at::PrivateUse1HooksInterface {
   at::Generator getNewGenerator(DeviceIndex idx) const override {
     DeviceIndex i = idx < 0 ? t_current_device : idx;
     check_index(i);
-    return at::make_generator<TpxGeneratorImpl>(i);
+    return TpxGeneratorImpl::make(i, false);
   }
   at::Device getDeviceFromPtr(void*) const override { return c10::Device(kTpx, t_current_device); }
   bool isPinnedPtr(const void* data) const override {
@@ -834,6 +1011,24 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     tpx::t_current_device = static_cast<c10::DeviceIndex>(i);
   });
   m.def("check_device", [](int64_t i) { tpx::check_index(i); }, "raise the invalid-ordinal error unless visible");
+  // Generators (backend/rng.py): the default one of a device, and the per-op draw protocol.
+  m.def("default_generator", [](int64_t i) {
+    tpx::install();
+    return at::Generator(at::detail::getPrivateUse1Hooks().getDefaultGenerator(static_cast<c10::DeviceIndex>(i)));
+  }, "the default tpx generator of device i (-1: the current device)");
+  m.def("rng_acquire", [](const at::Generator& g) {
+    auto* impl = tpx::tpx_generator(g);
+    std::lock_guard<std::mutex> lock(impl->mutex_);
+    return impl->acquire();
+  }, "the CPU generator the next op of this tpx generator draws from (None: the CPU default one)");
+  m.def("rng_advance", [](const at::Generator& g, uint64_t increment) {
+    auto* impl = tpx::tpx_generator(g);
+    TORCH_CHECK(increment % 4 == 0, "offset increment must be a multiple of 4");
+    std::lock_guard<std::mutex> lock(impl->mutex_);
+    impl->advance(increment);
+  }, "advance a tpx generator's offset after an op");
+  m.def("rng_in_step", [](const at::Generator& g) { return tpx::tpx_generator(g)->in_step(); },
+        "whether the generator draws from its CPU stream (else from (seed, offset))");
   m.def("storage_is_shared", [](const at::Tensor& a, const at::Tensor& b) {
     return a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
   });

@@ -1,0 +1,57 @@
+"""The common FSDP2 example on tpx, run by torchrun (tests/backend/test_rng_fsdp.py).
+
+``torchrun --nproc-per-node 2 _fsdp_meta_init.py OUT SEED``: the model is built on ``meta``,
+sharded with ``fully_shard``, materialised with ``to_empty(device="tpx")`` and initialised with
+``reset_parameters()`` (DTensor random ops on tpx's generator), then trained one step with dropout.
+Each rank writes ``OUT.<rank>`` (JSON): its local shards, the full parameters, the tpx RNG state.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+
+def main(out: str, seed: int) -> None:
+    faulthandler.dump_traceback_later(120, exit=True)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.accelerator.set_device_index(int(os.environ["LOCAL_RANK"]))
+    mesh = init_device_mesh("tpx", (world,))
+    torch.manual_seed(seed)
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.25), nn.Linear(32, 8))
+    for layer in (model[0], model[3]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    model.to_empty(device="tpx")
+    for module in model.modules():
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    res: dict = {
+        "devices": sorted({str(p.to_local().device) for p in model.parameters()}),
+        "local": {k: p.to_local().cpu().tolist() for k, p in model.named_parameters()},
+        "full": {k: p.full_tensor().cpu().tolist() for k, p in model.named_parameters()},
+    }
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 16, device="tpx")  # the same on every rank (same seed, same offset)
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    res["loss"] = loss.item()
+    res["trained"] = {k: p.full_tensor().cpu().tolist() for k, p in model.named_parameters()}
+    res["rng_state"] = torch.tpx.get_rng_state().view(torch.int64).tolist()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump(res, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))
