@@ -87,8 +87,11 @@ class FixContext(BaseModel):
     def program_files(self) -> list[str]:
         """Where the program starts, first first: the entry file the command names, then the repository's
         files in the order the run executed them (``python -c``, ``bash train.sh``, a launcher or a console
-        script name no file: their first module is the program's start)."""
+        script name no file: their first module is the program's start). A notebook runner's program is in
+        the notebooks the command names, not in the modules it imports: for it, the entry only."""
         found = [self.entry_file] if self.entry_file else []
+        if self.notebooks:
+            return found
         known = set(self.known_files)
         found += [rel for rel in self.files_run if rel in known and rel not in found]
         return found

@@ -68,6 +68,9 @@ def test_program_files_start_with_the_entry_then_the_run_order(tmp_path):
     assert ctx.program_files() == ["pkg/__init__.py", "pkg/train.py"]  # only the repository's known files
     ctx = FixContext(source=tmp_path, known_files=known, entry_file="train.py", files_run=ran)
     assert ctx.program_files() == ["train.py", "pkg/__init__.py", "pkg/train.py"]
+    # a notebook runner: the program is in the notebook (its cells get the fix), not in what it imports
+    ctx = FixContext(source=tmp_path, known_files=known, entry_file="train.py", files_run=ran, notebooks=["a.ipynb"])
+    assert ctx.program_files() == ["train.py"]
 
 
 def _index(tmp_path: Path, meta: object) -> Path:
