@@ -183,6 +183,14 @@ def compare(ref_dir: Path, target_dir: Path, dtype_changes: dict[str, str] | Non
     return report
 
 
+def files_run(probe_dir: Path) -> list[str]:
+    """The repository files a probed run executed, in the order it began them (empty when its dump does
+    not say or cannot be read)."""
+    dump_mod = _import("tools.probe.dump", "parity")
+    found: list[str] = dump_mod.files_run(Path(probe_dir))
+    return found
+
+
 def cuda_autocasts(run: RunResult) -> int:
     """How many CUDA autocasts the run opened under the redirect (its redirect log's count of
     ``autocast(cuda)``; 0 without a log, or when it cannot be read: the run is then not known to

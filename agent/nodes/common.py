@@ -18,7 +18,7 @@ from agent.materialise import artifacts_root, materialise, workspaces_root
 from agent.policy.base import Diagnosis, FixContext, Frame
 from agent.records import RunPhase, Step
 from agent.runs import RunScheduler
-from agent.state import MigrationState, dump, options_of
+from agent.state import MigrationState, dump, options_of, reference_of, target_ok_of
 from tools.patch import list_source_files
 from tools.runner.models import RunResult
 
@@ -128,6 +128,17 @@ def diagnosis_from_run(run: RunResult, phase: RunPhase, known: list[str]) -> Dia
                      tests=trace.tests)
 
 
+def files_run_of(state: MigrationState) -> list[str]:
+    """The repository files the original program ran, in order (the reference run's probe dump; the
+    target's where the reference has none)."""
+    for run in (reference_of(state), target_ok_of(state)):
+        if run is not None and run.probe_dir is not None:
+            found = toolbox.files_run(run.probe_dir)
+            if found:
+                return found
+    return []
+
+
 def fix_context(state: MigrationState, workspace: Path | None = None) -> FixContext:
     opts = options_of(state)
     known = list_source_files(Path(opts.source))
@@ -135,6 +146,7 @@ def fix_context(state: MigrationState, workspace: Path | None = None) -> FixCont
     return FixContext(
         source=Path(opts.source), workspace=workspace, files=state.get("files") or {}, known_files=known,
         entry_file=entry_file(opts.run_command, known, opts.cwd),
-        notebooks=notebooks_named(opts.run_command, known, opts.cwd), device_mode=opts.device,
+        notebooks=notebooks_named(opts.run_command, known, opts.cwd), files_run=files_run_of(state),
+        device_mode=opts.device,
         tried=state.get("tried") or [], skip_rules=opts.skip_rules,
     )

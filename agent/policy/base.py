@@ -73,6 +73,9 @@ class FixContext(BaseModel):
     entry_file: str | None = None
     #: notebooks the run command names (a notebook runner's program is in them)
     notebooks: list[str] = Field(default_factory=list)
+    #: the repository files the run executed, in the order it began them (its probe dump's ``files_run``):
+    #: where the command names no file of the repository, the program starts in the first of them
+    files_run: list[str] = Field(default_factory=list)
     device_mode: str = "accelerator"
     tried: list[str] = Field(default_factory=list)
     #: rule ids the user asked to leave out (MigrationOptions.skip_rules): catalogue codemods and policy rules
@@ -80,6 +83,18 @@ class FixContext(BaseModel):
 
     def text(self, rel: str) -> str | None:
         return current_text(self.source, self.files, rel)
+
+    def program_files(self) -> list[str]:
+        """Where the program starts, first first: the entry file the command names, then the repository's
+        files in the order the run executed them (``python -c``, ``bash train.sh``, a launcher or a console
+        script name no file: their first module is the program's start). A notebook runner's program is in
+        the notebooks the command names, not in the modules it imports: for it, the entry only."""
+        found = [self.entry_file] if self.entry_file else []
+        if self.notebooks:
+            return found
+        known = set(self.known_files)
+        found += [rel for rel in self.files_run if rel in known and rel not in found]
+        return found
 
     def untried_sites(self, rule: str, diag: Diagnosis) -> Iterator[tuple[Frame, str, str]]:
         """(frame, "file:line", file text) for the diagnosis's user frames, deepest first,

@@ -7,7 +7,8 @@ The edits are :mod:`tools.codemods.fixes` FIX002 (``float32_at``) and FIX008 (``
 from __future__ import annotations
 
 from agent.policy.base import Diagnosis, FixContext, Proposal, first_site_fix, make_proposal, new_text
-from tools.codemods.fixes import float32_at, target_matmul_precision
+from agent.policy.rules_parity import program_start_fix
+from tools.codemods.fixes import float32_at
 from tools.codemods.fixes.fix002_float32 import Float32
 
 RULE = "float64_to_float32"
@@ -30,15 +31,12 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
 
 def _with_full_fp32_matmuls(proposal: Proposal, ctx: FixContext) -> Proposal | None:
     """``proposal`` with ``set_float32_matmul_precision("highest")`` for the target device added at the
-    entry (code written for float64 loses too much with tpx's bf16-rounded matmuls, e.g. a Cholesky
-    of a kernel matrix); None when there is no entry file or it already has it."""
-    entry = ctx.entry_file
-    if not entry:
+    program's start (``program_start_fix``: code written for float64 loses too much with tpx's bf16-rounded
+    matmuls, e.g. a Cholesky of a kernel matrix); None when no file of it takes it or one has it already."""
+    found = program_start_fix(ctx, proposal.files, rule=None)
+    if found is None:
         return None
-    text = proposal.files.get(entry, ctx.text(entry))
-    new = new_text(target_matmul_precision(text, filename=entry)) if text is not None else None
-    if new is None:
-        return None
+    entry, new = found
     return make_proposal(ctx, rule=proposal.rule, kind=proposal.kind, site=proposal.site,
                          new_files={**proposal.files, entry: new},
                          reason=f"{proposal.reason}; full fp32 matmuls on the target device at {entry} (code written "

@@ -1,5 +1,7 @@
 """Parity failure caused by bf16 matmuls -> ``torch.set_float32_matmul_precision("highest")`` at the
-entry (or, for a notebook runner whose entry does not import torch, in the first cell that imports
+entry (where the command names no file that imports torch, ``python -c``, ``bash train.sh``, a launcher or a
+console script: in the first module of the repository the run executed that does, as its probe dump lists
+them; for a notebook runner whose entry does not import torch, in the first cell that imports
 torch of the notebook the command names), on the target device only (a real CUDA device keeps the
 program's TF32 choice), after the program's own module-level precision settings (which would undo it
 at import).
@@ -13,6 +15,7 @@ The edit is :mod:`tools.codemods.fixes` FIX008 (``target_matmul_precision``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal, new_text
 from tools.codemods.fixes import target_matmul_precision
@@ -32,14 +35,34 @@ def attributed_to_matmul(parity: ParityReport | None) -> bool:
     return first is None or first.likely_cause == "matmul_precision"
 
 
+def program_start_fix(ctx: FixContext, texts: Mapping[str, str] | None = None,
+                      rule: str | None = RULE) -> tuple[str, str] | None:
+    """(file, its new text): FIX008 in the first of the program's files (``FixContext.program_files``: the
+    entry the command names, else the repository's files in the order the run executed them) that imports
+    torch at module level; None when one of them has it already (or ``rule`` was tried at one: it goes in
+    one place only) or none takes it. ``texts``: files as an edit being built has them."""
+    for rel in ctx.program_files():
+        text = (texts or {}).get(rel, ctx.text(rel))
+        if text is None:
+            continue
+        if MARKER in text or (rule is not None and f"{rule}@{rel}:1" in ctx.tried):
+            return None
+        new = new_text(target_matmul_precision(text, filename=rel))
+        if new is not None:
+            return rel, new
+    return None
+
+
 def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
     if diag.kind not in KINDS or not attributed_to_matmul(diag.parity):
         return None
-    if ctx.entry_file and f"{RULE}@{ctx.entry_file}:1" not in ctx.tried:
-        text = ctx.text(ctx.entry_file)
-        new = new_text(target_matmul_precision(text, filename=ctx.entry_file)) if text is not None else None
-        if new is not None:
-            return _proposal(ctx, ctx.entry_file, new, "at the program's entry")
+    found = program_start_fix(ctx)
+    if found is not None:
+        rel, new = found
+        where = ("at the program's entry" if rel == ctx.entry_file else
+                 f"in {rel}, the first module of the repository the run executes that imports torch (the command "
+                 "names no file of the repository that does)")
+        return _proposal(ctx, rel, new, where)
     # a notebook runner (its entry does not import torch): the program is the notebook the command
     # names, whose cells share one namespace; the first cell that imports torch gets the setting
     for notebook in ctx.notebooks:

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import libcst as cst
 
-from tools.codemods.base import Category, Rule
+from tools.codemods.base import LOOSE_PARENTS, Category, Rule, Transform
 from tools.codemods.nodes import code, expr
 from tools.codemods.tables import CallMapping, Report
 
@@ -20,6 +20,22 @@ def _in_import(node: cst.CSTNode, rule: Rule) -> bool:
     while isinstance(parent, (cst.Attribute, cst.Name)):
         parent = rule.parent(parent)
     return isinstance(parent, (cst.ImportAlias, cst.ImportFrom, cst.Import))
+
+
+def _accelerator_branch(test: cst.BaseExpression) -> str | None:
+    """Which branch of an ``if`` testing ``test`` runs only on an accelerator ("body" or "orelse"), if one does."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):  # both hold in the body
+        return "body" if "body" in (_accelerator_branch(test.left), _accelerator_branch(test.right)) else None
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    inner = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
+    if isinstance(inner, cst.Call) and "is_available" in code(inner.func):
+        return "orelse" if negated else "body"
+    if (not negated and isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and code(test.left).endswith(".type")):
+        op, right = test.comparisons[0].operator, test.comparisons[0].comparator
+        if isinstance(right, cst.SimpleString) and right.evaluated_value == "cuda":
+            return "body" if isinstance(op, cst.Equal) else "orelse" if isinstance(op, cst.NotEqual) else None
+    return None
 
 
 class CallMapRule(Rule):
@@ -44,10 +60,45 @@ class CallMapRule(Rule):
             self.hit(node, mapping.review, category="review", suggestion=self._render(node, mapping))
             return
         target, prefix = self._resolve(node, mapping)
-        suggestion = self._rewrite(node, target, prefix, mapping.drop_args)
-        self.hit(node, f"{name}() is CUDA-only", category="auto", suggestion=code(suggestion),
-                 transform=lambda updated: self._rewrite(updated, target, prefix, mapping.drop_args),
-                 needs_device=mapping.needs_device, add_imports=(("torch", None),))
+
+        def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
+            return self._rewrite(updated, target, prefix, mapping.drop_args)
+
+        transform: Transform = rewrite
+        if mapping.absent is not None and not self.availability_guarded(node):
+            transform = self._without_accelerator(node, transform, mapping.absent)
+        self.hit(node, f"{name}() is CUDA-only", category="auto", suggestion=code(transform(node)),
+                 transform=transform, needs_device=mapping.needs_device, add_imports=(("torch", None),))
+
+    def _without_accelerator(self, node: cst.Call, rewrite: Transform, absent: str) -> Transform:
+        """``rewrite`` answering ``absent`` where no accelerator is (what the CUDA call answers without a GPU)."""
+        available = self.torch_text("torch.accelerator.is_available()")
+        # a conditional expression reads as one operand only in parentheses (``x / (a if b else 0)``)
+        wrap = not isinstance(self.parent(node), LOOSE_PARENTS) and not node.lpar
+
+        def transform(updated: cst.CSTNode) -> cst.CSTNode:
+            assert isinstance(updated, cst.Call)
+            call = code(rewrite(updated.with_changes(lpar=[], rpar=[])))
+            guarded = f"{call} if {available} else {absent}"
+            new = expr(guarded)
+            if wrap:
+                return new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            return new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+        return transform
+
+    def availability_guarded(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` runs only where an accelerator is: in the branch of an ``if`` (or of a conditional
+        expression) that an availability test (``is_available()``) or a device-type test (``device.type ==
+        "cuda"``) selects."""
+        child, parent = node, self.parent(node)
+        while parent is not None and not isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+            if isinstance(parent, (cst.If, cst.IfExp)):
+                branch = _accelerator_branch(parent.test)
+                if branch is not None and child is getattr(parent, branch):
+                    return True
+            child, parent = parent, self.parent(parent)
+        return False
 
     def _resolve(self, node: cst.Call, mapping: CallMapping) -> tuple[str, list[str]]:
         """Everything that needs metadata is resolved here, at visit time."""

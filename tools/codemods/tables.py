@@ -23,6 +23,10 @@ class CallMapping:
     reject_kwargs: tuple[str, ...] = ()
     #: the rewrite adds keyword arguments, so positional ones would become invalid
     no_positional: bool = False
+    #: what the CUDA call gives on a machine without a GPU (an expression): the rewrite gives the same
+    #: where no accelerator is (``(target(args) if torch.accelerator.is_available() else <absent>)``),
+    #: since the target raises there; None: the target behaves as the CUDA call does without a GPU
+    absent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,10 +74,16 @@ CAPABILITY_CALLS = frozenset({"torch.cuda.get_device_capability"})
 SYNC_CALLS = {"torch.cuda.synchronize": CallMapping("torch.get_device_module({device}).synchronize",
                                                     needs_device=True)}
 
-# 14. memory statistics
-_MEMORY = ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-           "reset_peak_memory_stats", "reset_accumulated_memory_stats", "empty_cache", "memory_stats")
-MEMORY_CALLS = _prefixed({n: CallMapping(f"torch.accelerator.{n}") for n in _MEMORY},
+# 14. memory statistics: torch.accelerator's raise "Cannot access accelerator device when none is
+# available" where torch.cuda's answer 0 / {} / nothing (docs/codemods.md, "Runtime queries without an
+# accelerator"): the counters read 0 and the resets do nothing there, as the CUDA redirect's do
+_MEMORY: dict[str, str] = {
+    "memory_allocated": "0", "max_memory_allocated": "0", "memory_reserved": "0", "max_memory_reserved": "0",
+    "memory_stats": "{}", "empty_cache": "None",
+    # torch.cuda's raise without a GPU (no CUDA runtime to reset); there is nothing to reset either
+    "reset_peak_memory_stats": "None", "reset_accumulated_memory_stats": "None",
+}
+MEMORY_CALLS = _prefixed({n: CallMapping(f"torch.accelerator.{n}", absent=absent) for n, absent in _MEMORY.items()},
                          "torch.cuda", "torch.cuda.memory")
 
 # 15. free/total memory

@@ -20,6 +20,8 @@ from tools.probe.hooks import ModuleProbe
 from tools.probe.scalars import ScalarTee
 from tools.profile.tpx_stats import read_tpx_stats
 
+from .files_run import files_run
+
 logger = logging.getLogger(__name__)
 
 
@@ -79,6 +81,7 @@ class ProbeSession:
         extra["optimizer_steps"] = self.modules.optimizer_steps
         extra["root_calls"] = self.modules.root_calls
         extra["unrecorded_root_calls"] = self.modules.unrecorded_root_calls
+        extra["files_run"] = files_run(os.environ.get("FERRY_WORKSPACE"))
         self.recorder.close(extra)
         if rec.active() is self.recorder:
             rec.set_active(None)

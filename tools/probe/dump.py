@@ -19,7 +19,7 @@ import torch
 
 from sandbox.artifacts import ArtifactMissing, ArtifactRefused, read_bytes
 from tools.artifact_json import InvalidArtifact, load_json, max_file_bytes, validate
-from tools.probe.index_model import ProbeEventDict, ProbeIndex
+from tools.probe.index_model import ProbeEventDict, ProbeIndex, ProbeMeta
 from tools.probe.recorder import FORMAT, INDEX_NAME
 
 logger = logging.getLogger(__name__)
@@ -145,3 +145,18 @@ class ProbeDump:
     def module_calls(self) -> list[ProbeEventDict]:
         """Module-call markers in completion order (innermost modules finish first)."""
         return [e for e in self.events if e.get("kind") == "module_end"]
+
+
+def files_run(path: Path | str) -> list[str]:
+    """The repository files the run of the dump at ``path`` executed, in the order it began them
+    (``meta.files_run``); empty when there is no readable dump or it does not say."""
+    try:
+        doc = load_json(Path(path), INDEX_NAME)
+    except (ArtifactMissing, ArtifactRefused, InvalidArtifact):
+        return []
+    meta = doc.get("meta") if isinstance(doc, dict) and doc.get("format") == FORMAT else None
+    try:
+        return validate(ProbeMeta, meta, f"{INDEX_NAME} meta").files_run if isinstance(meta, dict) else []
+    except InvalidArtifact as exc:
+        logger.warning("probe dump %s: %s", path, exc)
+        return []

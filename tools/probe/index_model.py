@@ -92,6 +92,9 @@ class ProbeMeta(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     final_env: dict[str, str] | None = None
     tpx: ProbeTpxMeta | None = None
+    #: the repository's files in the order the run began executing them (tools/probe/files_run.py)
+    files_run: Annotated[list[Annotated[str, Field(max_length=1000)]], Field(max_length=256)] = Field(
+        default_factory=list)
 
 
 class ProbeIndex(BaseModel):
