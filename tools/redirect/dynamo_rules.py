@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
-    from collections.abc import Callable, Iterable
+    from collections.abc import Iterable
 
 #: the redirect's package directory (its replacements are defined here)
 OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -91,13 +91,15 @@ def register() -> None:
         trace_rules.SKIP_DIRS.append(OWN_DIR)
         trace_rules._recompile_re()
     rules: dict[Any, Any] = trace_rules.get_torch_obj_rule_map()
-    handlers: dict[Callable[..., Any], Any] = TorchInGraphFunctionVariable._get_handlers()
+    handlers: dict[Any, Any] = TorchInGraphFunctionVariable._get_handlers()
+    # a dict at run time (torch annotates the list it builds it from)
+    folds: dict[Any, None] = torch_variables.constant_fold_functions  # type: ignore[assignment]
     for fn in _pending["folded"]:
         rules[fn] = TorchInGraphFunctionVariable
-        torch_variables.constant_fold_functions[fn] = None
+        folds[fn] = None
         # torch's special handlers were keyed by name on the replacement (torch.cuda.synchronize
         # would emit a CUDA device synchronization into the graph): folding replaces them
-        handlers.pop(fn, None)  # type: ignore[arg-type]
+        handlers.pop(fn, None)
     for fn in _pending["in_graph"]:
         rules[fn] = TorchInGraphFunctionVariable
     # The rule map was filled by name, so the redirect's other replacements may sit in it under
