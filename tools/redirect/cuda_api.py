@@ -6,7 +6,6 @@ import contextlib
 import os
 import sys
 import time
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
@@ -15,13 +14,18 @@ from tools.redirect.graphs import graph_api
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
 from tools.redirect.tables import NVTX_FUNCTIONS
 
+from .device_props import RedirectDeviceProperties, redirect_properties
+
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable, Iterator
 
 
 def _from_torch_internals(depth: int = 2) -> bool:
-    """True when the caller is PyTorch itself (it must keep seeing the real answer)."""
+    """True when the caller is PyTorch itself (it must keep seeing the real answer). Dynamo folding
+    the call while it traces the program's code (``dynamo_rules``) asks for the program."""
     name: str = sys._getframe(depth).f_globals.get("__name__", "")
+    if name.startswith("torch._dynamo.variables."):
+        return False
     return name == "torch" or name.startswith("torch.")
 
 
@@ -192,16 +196,17 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
             return bool(real_is_initialized())
         return True
 
-    def props(device: object = None) -> Any:  # the target's own properties object, or a description
-        total = _meminfo()[1]
+    def props(device: object = None) -> RedirectDeviceProperties:
+        """CUDA's properties structure, every field PyTorch reads from it included (Inductor reads
+        them too); the target's own properties (tpx's) supply what they describe."""
+        target_props: object = None
         if dm is not None and hasattr(dm, "get_device_properties"):
             try:
-                return dm.get_device_properties()
-            except Exception:  # fall back to the host description
-                pass
-        return SimpleNamespace(name=f"ferry-redirect:{target}", total_memory=total, major=8, minor=0,
-                               multi_processor_count=torch.get_num_threads(), is_integrated=False,
-                               is_multi_gpu_board=False, L2_cache_size=0, uuid="ferry-redirect")
+                target_props = dm.get_device_properties()
+            except Exception:  # the host description alone
+                target_props = None
+        return redirect_properties(f"ferry-redirect:{target}", _meminfo()[1], torch.get_num_threads(),
+                                   target_props)
 
     @contextlib.contextmanager
     def device_ctx(device: object = None) -> Iterator[None]:

@@ -18,6 +18,9 @@ from tools.redirect.methods import patch_methods
 from tools.redirect.mode import CudaRedirectMode, is_cuda_device
 from tools.redirect.patches import install_patches, redirected_to
 from tools.redirect.sites import Recorder, RedirectUnsupportedError
+from tools.redirect.tables import FACTORIES, NVTX_FUNCTIONS
+
+from . import dynamo_rules
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable, Sequence
@@ -328,6 +331,15 @@ def _generator_class(target: str, rec: Recorder) -> type[torch.Generator]:
     return Generator
 
 
+def _remember_for_compile(cuda_api: dict[str, object]) -> None:
+    """Hand torch.compile the replacements it must treat as PyTorch's own (``dynamo_rules``)."""
+    factories = [fn for fn in (getattr(torch, name, None) for name in FACTORIES) if dynamo_rules.is_own(fn)]
+    nvtx = getattr(torch.cuda, "nvtx", None)
+    markers = [fn for fn in (getattr(nvtx, name, None) for name in NVTX_FUNCTIONS if name != "range")
+               if dynamo_rules.is_own(fn)]
+    dynamo_rules.remember(cuda_api, factories, markers)
+
+
 def install(target: str, log_path: str | None = None, repo_root: str | None = None) -> Recorder:
     """Map CUDA onto ``target`` ("cpu" or "tpx") for the rest of this process. Idempotent."""
     if "recorder" in _state:
@@ -335,7 +347,8 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
     if target not in ("cpu", "tpx"):
         raise ValueError(f"redirect target must be 'cpu' or 'tpx', got {target!r}")
     rec = Recorder(log_path, target, repo_root)
-    for name, fn in build_cuda_api(target, rec).items():
+    cuda_api = build_cuda_api(target, rec)
+    for name, fn in cuda_api.items():
         setattr(torch.cuda, name, fn)
     for name, cls in legacy_types(target, rec).items():
         setattr(torch.cuda, name, cls)
@@ -395,6 +408,7 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
     else:
         raise ValueError(f"{STRATEGY_ENV}={strategy!r}: use 'patch' (default) or 'mode'")
     _state["recorder"], _state["strategy"] = rec, strategy
+    _remember_for_compile(cuda_api)
     logger.debug("CUDA redirect installed: target=%s strategy=%s log=%s", target, strategy, log_path)
     return rec
 
