@@ -22,8 +22,8 @@ COMMAND = "torchrun --standalone --nproc_per_node=2 train_ddp.py 2 1"
 
 def _shape(stdout: str) -> list[str]:
     """What the ranks printed, without the losses (tpx computes matmuls in bf16 by default)."""
-    return sorted(re.sub(r"loss \d+\.\d+", "loss _", m) for m in
-                  re.findall(r"\[GPU\d\] epoch \d steps \d+ loss \d+\.\d+|epoch \d snapshot saved to snapshot.pt", stdout))
+    lines = re.findall(r"\[GPU\d\] epoch \d steps \d+ loss \d+\.\d+|epoch \d snapshot saved to snapshot.pt", stdout)
+    return sorted(re.sub(r"loss \d+\.\d+", "loss _", m) for m in lines)
 
 
 def test_the_sample_runs_and_exits_on_tpx_under_the_redirect_as_on_the_cpu(tmp_path: Path):

@@ -23,11 +23,11 @@ import threading
 from pathlib import Path
 
 from sandbox import WarmServer, WarmStart, python_spec
-from sandbox.teardown import STACKS_DIR_ENV, STACKS_SIGNAL_ENV
 from sandbox.env import scrubbed_env
 from sandbox.envvars import env_enabled
 from sandbox.execute import RUN_MARKER_ENV
 from sandbox.isolation import SandboxUnavailable, choose
+from sandbox.teardown import STACKS_DIR_ENV, STACKS_SIGNAL_ENV
 from sandbox.warm import static_key
 from tools.runner.env import child_env, child_path_env
 from tools.runner.launch import REDIRECT_COUNT_ENV, TPX_COUNT_ENV
