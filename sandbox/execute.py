@@ -33,6 +33,7 @@ from sandbox.limits import Limits, apply_rlimits, prlimit_prefix, rlimit_pairs, 
 from sandbox.procs import kill_run
 from sandbox.runspace import RunSpace, disk_cap_text
 from sandbox.supervise import TERM_GRACE_S, RunProcs, supervise
+from sandbox.teardown import Stuck, TeardownWatch
 from sandbox.userenv import host_safe_env
 from sandbox.warm.command import PythonSpec
 from sandbox.warm.server import PLACEHOLDER, WarmProcess, WarmServer, WarmUnavailable, start_warm
@@ -73,6 +74,7 @@ class SandboxResult:
     resource_control: str = "rlimits"  # cgroup2 | cgroup1 | rlimits: whole-run memory/process limits
     resource_control_reasons: list[str] = field(default_factory=list)  # why not a stronger level
     seccomp: str = ""  # on: ... / off: why (``IsolationInfo.seccomp_text``)
+    stuck: list[Stuck] = field(default_factory=list)  # limit_hit teardown_hang: the processes still alive
 
     @property
     def status(self) -> str:
@@ -228,6 +230,7 @@ def run_in_sandbox(
     warm: WarmStart | None = None,
     space: RunSpace | None = None,
     cwd: str | None = None,
+    teardown: TeardownWatch | None = None,
 ) -> SandboxResult:
     """Run ``command`` with ``workspace`` as its only writable tree (plus ``writable``).
 
@@ -244,6 +247,8 @@ def run_in_sandbox(
     /tmp and /dev/shm are bubblewrap's own tmpfs of ``limits.disk_bytes`` each.
     Memory and processes of the whole run are capped by a cgroup where one can be made
     (``sandbox.cgroups``; ``limits.run_memory_bytes``, ``limits.run_processes``).
+    ``teardown``: end a run stalled in its teardown quickly, with its stacks (``sandbox.teardown``;
+    the caller puts ``teardown.child_env()`` into ``env`` and makes its stacks dir writable).
     ``cwd``: the directory the command starts in, relative to ``workspace`` (default: its root);
     it must be a directory inside it (ValueError otherwise).
     """
@@ -280,7 +285,7 @@ def run_in_sandbox(
     seccomp_fd = seccomp.filter_fd(program) if program is not None else None
     try:
         return _run_with(command, workspace, start_dir, limits, info, child_env, writable, readable, uid, marker,
-                         cancel, warm, space, disk_cap, seccomp_fd)
+                         cancel, warm, space, disk_cap, seccomp_fd, teardown)
     finally:
         if seccomp_fd is not None:
             os.close(seccomp_fd)
@@ -289,7 +294,7 @@ def run_in_sandbox(
 def _run_with(command: list[str], workspace: Path, start_dir: Path, limits: Limits, info: IsolationInfo,
               child_env: dict[str, str], writable: list[Path], readable: list[Path], uid: int | None,
               marker: str | None, cancel: threading.Event | None, warm: WarmStart | None, space: RunSpace | None,
-              disk_cap: str, seccomp_fd: int | None) -> SandboxResult:
+              disk_cap: str, seccomp_fd: int | None, teardown: TeardownWatch | None = None) -> SandboxResult:
     space_tmp = space.tmp if space is not None else None
     space_shm = space.shm if space is not None else None
     # The run's variables are set by ``env -i`` (exec_env_prefix), never in the environment of what
@@ -325,7 +330,7 @@ def _run_with(command: list[str], workspace: Path, start_dir: Path, limits: Limi
     cgroup, control, control_reasons = open_for_run(limits.run_memory_bytes, limits.run_processes)
     try:
         res = _run(command, start_dir, limits, info, child_env, prefix, last, env_args, limiter, preexec, pairs, uid,
-                   marker, cancel, warm, cgroup, space, seccomp_fd)
+                   marker, cancel, warm, cgroup, space, seccomp_fd, teardown)
     finally:
         if cgroup is not None:
             cgroup.remove()  # strays included: whatever of the run is left in it dies here
@@ -356,7 +361,7 @@ def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInf
          preexec: Callable[[], object] | None,
          pairs: list[tuple[int, int]], uid: int | None, marker: str | None,
          cancel: threading.Event | None, warm: WarmStart | None, cgroup: RunCgroup | None,
-         space: RunSpace | None, seccomp_fd: int | None) -> SandboxResult:
+         space: RunSpace | None, seccomp_fd: int | None, teardown: TeardownWatch | None = None) -> SandboxResult:
     # The cgroup wrapper first: it runs as root and makes every later process of the run a member.
     sandbox_argv = (cgroup.wrapper() if cgroup is not None else []) + (limiter or []) + prefix
     # ``last`` (env -i with the run's variables) goes right before the command; every process before it
@@ -390,9 +395,11 @@ def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInf
         argv = [*sandbox_argv, "<warm>", *command]
     procs = RunProcs(proc.pid, uid, marker, getattr(proc, "command_pid", None),
                       frozenset(getattr(proc, "sandbox_pids", ())))
+    stuck: list[Stuck] = []
     try:
         rc, out, err, timed_out, limit_hit, strays = supervise(proc, procs, limits, start, cancel,
-                                                            cgroup.memory_hit if cgroup is not None else None)
+                                                            cgroup.memory_hit if cgroup is not None else None,
+                                                            teardown, stuck)
     except BaseException:  # Ctrl-C / SystemExit in Ferry: the run must not outlive it
         procs.kill(proc)
         try:
@@ -444,4 +451,5 @@ def _run(command: list[str], workspace: Path, limits: Limits, info: IsolationInf
         uid=uid,
         warm=warm_started,
         warm_fallback=warm_fallback,
+        stuck=stuck,
     )

@@ -37,6 +37,8 @@ class Limits:
     # all the run's processes together (cgroup), ``sandbox.cgroups``
     run_memory_bytes: int | None = field(default_factory=default_run_memory)
     run_processes: int | None = 1024  # processes + threads of the whole run (cgroup pids.max)
+    # a run stalled this long in its teardown (``sandbox.teardown``) is ended with its stacks; None: never
+    teardown_grace_s: float | None = 5.0
 
     def effective_cpu_seconds(self) -> int | None:
         if self.cpu_seconds is not None:

@@ -15,6 +15,7 @@ from typing import IO, Protocol
 from sandbox.capture import CappedBuffer
 from sandbox.limits import Limits
 from sandbox.procs import find_run_processes, is_alive, kill_run, signal_run
+from sandbox.teardown import Stuck, TeardownWatch
 
 
 class RunProcess(Protocol):
@@ -35,6 +36,7 @@ class RunProcess(Protocol):
 
 # returncode, stdout, stderr, timed out, limit hit, strays killed
 Supervised = tuple[int, CappedBuffer, CappedBuffer, bool, str | None, int]
+TEARDOWN_EVERY_S = 0.5  # how often ``TeardownWatch.stalled`` is asked
 
 TERM_GRACE_S = 1.0  # SIGTERM, then SIGKILL after this long
 DRAIN_AFTER_EXIT_S = 2.0
@@ -67,6 +69,10 @@ class RunProcs:
         self._signal_command(proc, signal.SIGKILL)
         return kill_run(self.pgid, self.uid, self.marker)
 
+    def live(self) -> list[int]:
+        """The run's processes (the sandbox's own left out), as the host numbers them."""
+        return [p for p in find_run_processes(self.uid, self.marker) if p not in self.sandbox_pids]
+
     def strays(self) -> list[int]:
         """Live processes of the run besides its command and the sandbox's own (zombies are dead)."""
         return [p for p in find_run_processes(self.uid, self.marker)
@@ -74,10 +80,14 @@ class RunProcs:
 
 
 def supervise(proc: RunProcess, procs: RunProcs, limits: Limits, start: float, cancel: threading.Event | None,
-              watch: Callable[[], str | None] | None = None) -> Supervised:
+              watch: Callable[[], str | None] | None = None, teardown: TeardownWatch | None = None,
+              stuck: list[Stuck] | None = None) -> Supervised:
     """Collect the run's output until it ends, enforcing the timeout, the output cap, ``cancel``
     and ``watch`` (asked every ``WATCH_EVERY_S``: a limit named there ends the run like the output
-    cap does); returns (returncode, stdout, stderr, timed out, limit hit, strays killed)."""
+    cap does); returns (returncode, stdout, stderr, timed out, limit hit, strays killed).
+
+    ``teardown``: a run stalled in its teardown (``sandbox.teardown``) has its stacks dumped (the
+    processes still alive are appended to ``stuck``) and is ended with ``limit_hit="teardown_hang"``."""
     out, err = CappedBuffer(limits.output_bytes), CappedBuffer(limits.output_bytes)
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
@@ -88,6 +98,8 @@ def supervise(proc: RunProcess, procs: RunProcs, limits: Limits, start: float, c
     timed_out = False
     limit_hit: str | None = None
     watched_at = 0.0
+    teardown_at = 0.0
+    last_output_at = start
     term_sent_at: float | None = None
     exited_at: float | None = None
     strays = 0
@@ -110,6 +122,14 @@ def supervise(proc: RunProcess, procs: RunProcs, limits: Limits, start: float, c
         if watch is not None and limit_hit is None and exited_at is None and now >= watched_at + WATCH_EVERY_S:
             watched_at = now
             limit_hit = watch()  # e.g. the kernel OOM-killed a process at the run's memory cap: end the run
+        if teardown is not None and limit_hit is None and exited_at is None and now >= teardown_at + TEARDOWN_EVERY_S:
+            teardown_at = now
+            live = procs.live()
+            if teardown.stalled(live, now, last_output_at):
+                found = teardown.dump(live)
+                if stuck is not None:
+                    stuck.extend(found)
+                limit_hit = "teardown_hang"
         if term_sent_at is None and (now >= deadline or limit_hit is not None) and exited_at is None:
             timed_out = limit_hit is None
             procs.signal(proc, signal.SIGTERM)
@@ -129,6 +149,7 @@ def supervise(proc: RunProcess, procs: RunProcs, limits: Limits, start: float, c
                 open_streams -= 1
                 continue
             key.data.feed(chunk)
+            last_output_at = time.monotonic()
             kill_at = limits.output_kill_bytes
             if kill_at is not None and out.total + err.total > kill_at and limit_hit is None:
                 limit_hit = "output"

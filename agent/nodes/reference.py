@@ -105,6 +105,12 @@ def settle_reference(state: MigrationState, run: RunResult) -> Update:
         else:
             err = RunTimedOut(f"the reference run (original code on CPU) timed out after {opts.run_timeout_s:.0f}s; "
                               "pass a shorter --run command or a larger --run-timeout")
+    elif diag.kind == "teardown_hang":
+        err = NeedsHuman(
+            f"the original code ran with CUDA redirected to CPU and printed its output, but did not exit by itself "
+            f"({diag.first_line}; at {diag.where()}). Ferry needs a reference run that ends; the stuck processes' "
+            "stacks are in the reference run's result.json."
+        )
     elif run.status == "sandbox_error":
         why = (run.error or run.stderr_tail)[-500:]
         err = SandboxFailure(f"the sandbox could not run the reference command: {why}")

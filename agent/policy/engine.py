@@ -35,6 +35,7 @@ RULES: tuple[tuple[str, tuple[str, ...], Rule], ...] = (
     ("tpx_oom_report", ("tpx_oom",), rules_verdicts.oom),
     ("cuda_only_package", ("missing_cuda_package",), rules_verdicts.missing_package),
     ("environment_error", ("import_error", "syntax_error"), rules_verdicts.environment),
+    ("teardown_hang_report", ("teardown_hang",), rules_verdicts.teardown_hang),
 )
 
 
@@ -56,6 +57,8 @@ DESCRIPTIONS: dict[str, str] = {
     "tpx_oom_report": "tpx out of memory: needs_human with the figures; no edit",
     "cuda_only_package": "a CUDA-only package is imported: needs_human; no edit",
     "environment_error": "an import or syntax error: needs_human; no edit",
+    "teardown_hang_report": "the run's work was done but a process did not exit: needs_human with its stack; "
+                            "no edit",
 }
 
 

@@ -81,3 +81,18 @@ def collectives_unsupported(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
                  f"register_backend with devices=['{dev}']), or keep the DDP model on the CPU. A decision for a "
                  "person."),
     )
+
+
+def teardown_hang(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+    """The run did its work and printed its output, but a process never exited (the runner ended it,
+    ``sandbox.teardown``): never ``migrated``, since a job that does not end is not one that works."""
+    if diag.kind != "teardown_hang":
+        return None
+    return Verdict(
+        rule="teardown_hang_report",
+        status="needs_human",
+        summary=(f"the {diag.phase} did its work and printed its output, but did not exit by itself: "
+                 f"{diag.first_line} (at {diag.where()}). Ferry ended it; each stuck process's Python stack is "
+                 "in the run's trace (result.json). A program that does not end is not migrated: find what "
+                 "keeps it alive (a thread, an atexit handler, a collective its peers never join)."),
+    )

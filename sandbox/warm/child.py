@@ -193,6 +193,13 @@ class PythonInvocation:
         sys.modules["__main__"] = main
         return main
 
+    def set_argv(self) -> None:
+        """``sys.argv`` and ``sys.orig_argv`` as ``python`` would start them, before the after-fork hook
+        runs: it tells torchrun's launcher from a worker by them (still the server's otherwise)."""
+        option = {"module": ["-m"], "code": ["-c"]}.get(self.kind, [])
+        sys.orig_argv = [self.program, *(["-u"] if self.unbuffered else []), *option, self.target, *self.args]
+        sys.argv = {"module": ["-m"], "code": ["-c"]}.get(self.kind, [self.target]) + self.args
+
     def run(self) -> None:
         if self.unbuffered:
             for name, fd in (("stdout", 1), ("stderr", 2)):
@@ -257,6 +264,7 @@ _UNHANDLED_SIGINT = -int(signal.SIGINT)  # never an exit status (those are 0..25
 
 def _run_guarded(hook: Callable[[], object] | None, invocation: PythonInvocation) -> int:
     try:
+        invocation.set_argv()
         if hook is not None:
             hook()
         invocation.run()

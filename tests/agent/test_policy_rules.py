@@ -238,3 +238,11 @@ def test_residual_cuda_review_rewrite_takes_every_site_of_that_rule_in_the_file(
     assert ".cuda(" not in p.files["m.py"]
     assert "1 more like it" in p.reason
     assert _new_line(p, "m.py", 11) == "    y = torch.ones(2)  # not CUDA: untouched"
+
+
+def test_a_teardown_hang_is_never_migrated_and_names_the_stuck_site(tmp_path):
+    ctx = _ctx(tmp_path, {"train.py": "import torch\n", "linger.py": "import time\n"})
+    msg = "the run printed its output and then stopped making progress: rank 1 (pid 8) did not exit"
+    v = propose(_diag("teardown_hang", "linger.py", 11, msg), ctx)
+    assert isinstance(v, Verdict) and v.status == "needs_human" and v.rule == "teardown_hang_report"
+    assert "printed its output" in v.summary and "rank 1 (pid 8)" in v.summary and "linger.py:11" in v.summary

@@ -160,6 +160,16 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
         wrapper.__qualname__ = f"cuda.{api}"
         return wrapper
 
+    def logged_class(api: str, base: type[Any]) -> type[Any]:
+        """A class (torch itself asks ``isinstance(obj, torch.cuda.Event)``, e.g. when a future's value
+        is searched for tensors) whose construction is logged and synchronises on the target."""
+
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
+            rec.record(f"torch.cuda.{api}", skip=3)
+            base.__init__(self, sync, *args, **kwargs)
+
+        return type(api, (base,), {"__init__": init, "__module__": "torch.cuda", "__qualname__": api})
+
     def from_dm(name: str, default: Callable[..., Any]) -> Callable[..., Any]:
         fn = getattr(dm, name, None) if dm is not None else None
         if fn is None:
@@ -294,8 +304,8 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
         "set_rng_state": logged("set_rng_state", set_rng_state),
         "get_rng_state_all": logged("get_rng_state_all", lambda: [rng_state()]),
         "set_rng_state_all": logged("set_rng_state_all", lambda states: set_rng_state(states[0])),
-        "Event": logged("Event", lambda *a, **k: _TimingEvent(sync, *a, **k)),
-        "Stream": logged("Stream", lambda *a, **k: _Stream(sync, *a, **k)),
+        "Event": logged_class("Event", _TimingEvent),
+        "Stream": logged_class("Stream", _Stream),
         "current_stream": logged("current_stream", lambda device=None: _Stream(sync)),
         "default_stream": logged("default_stream", lambda device=None: _Stream(sync)),
         "stream": logged("stream", stream_ctx),

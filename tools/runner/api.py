@@ -26,6 +26,7 @@ from sandbox.execute import start_directory
 from sandbox.isolation import choose, ferry_root
 from sandbox.limits import disk_limit_from_env, format_size
 from sandbox.runspace import RunSpace, open_run_space
+from sandbox.teardown import Stuck, TeardownWatch
 from tools.repopath import repo_path_problem
 from tools.runner.env import child_env, child_path_env
 from tools.runner.interpreter import Interpreter, InterpreterError, inspect_interpreter
@@ -35,10 +36,12 @@ from tools.trace import Signature, Trace, parse_trace
 from tools.trace.models import TestOutcome
 from tools.trace.parse import signature_for_status
 from tools.trace.pytest_out import JunitRefused, read_junit_xml
+from tools.trace.stacks import process_stack, teardown_trace
 
 logger = logging.getLogger(__name__)
 
 TAIL_CHARS = 20_000
+STACKS_DIR = "stacks"  # ARTIFACTS/child/stacks: the run's processes' stack dumps (sandbox.teardown)
 COLLECTED_DIR = "collected"  # ARTIFACTS/collected: the host-owned copy of what the run left in child/
 ARTIFACTS_MARKER = ".ferry-artifacts"  # written into every artifacts dir a run used
 REPLACED_ENTRIES = ("child", COLLECTED_DIR, "stdout.txt", "stderr.txt", "result.json")  # each run replaces these
@@ -136,7 +139,7 @@ def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str,
         stderr,
         stdout=stdout,
         repo_roots=[workspace],
-        library_roots=[ferry_root(), Path(sys.prefix), Path(sys.base_prefix), *(interp.roots() if interp else [])],
+        library_roots=_library_roots(interp),
         junit_tests=junit_tests or [],
     )
     forced: Signature | None = signature_for_status(status, limit_hit, limit_message)
@@ -150,6 +153,24 @@ def _trace_for(req: RunRequest, status: str, limit_hit: str | None, stdout: str,
     if status == "ok" and trace is not None and not any(t.outcome in ("failed", "error") for t in trace.tests):
         return None  # a handled exception printed by a successful program is not a failure
     return trace
+
+
+def _library_roots(interp: Interpreter | None) -> list[str | Path]:
+    return [ferry_root(), Path(sys.prefix), Path(sys.base_prefix), *(interp.roots() if interp else [])]
+
+
+def _teardown_trace(stuck: list[Stuck], collected: Collected, workspace: Path, grace_s: float,
+                    interp: Interpreter | None) -> Trace:
+    """A run ended as hung in its teardown: each stuck process with the stack it dumped (read from the
+    collected copy, never from the run's own directory)."""
+    where = collected.dest / STACKS_DIR
+    stacks_dir = where if where.is_dir() and not where.is_symlink() else None
+    libs = [str(p) for p in _library_roots(interp)]
+    # the job's ranks first, then its agent, then any other process
+    order = sorted(stuck, key=lambda s: (not s.role.startswith("rank"), s.role != "agent", s.pid))
+    stacks = [process_stack(stacks_dir, s.pid, s.role, s.shutting_down, s.stack_file, [str(workspace)], libs)
+              for s in order[:16]]
+    return teardown_trace(stacks, grace_s)
 
 
 def _remove(path: Path) -> None:
@@ -284,6 +305,9 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
         if d is not None:
             d.mkdir()
     junit = seen / "junit.xml"
+    stacks = seen / STACKS_DIR  # the host reads it as the child writes it (a bind of the same directory)
+    stacks.mkdir()
+    teardown = TeardownWatch(stacks, grace_s=limits.teardown_grace_s) if limits.teardown_grace_s else None
 
     ws = _workspace(src, space, artifacts if req.keep_workspace else None)
     os.chmod(ws.container, 0o711)  # its uid reaches the copy by path at the weaker levels; nobody lists it
@@ -299,6 +323,8 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
                     caller_env=req.env, user_env=req.user_env)
     env.update(device_env(req.command, ws.path / (req.cwd or ""), device=req.device, redirect_cuda=req.redirect_cuda,
                           env=env))  # one device per process of a torchrun / mp.spawn job
+    if teardown is not None:
+        env.update(teardown.child_env())
     readable: list[Path] = interp.roots() if interp is not None else []
     path_env = child_path_env(interp.bin_dir if interp is not None else None)
     if "tpx" in (req.device, req.redirect_cuda):
@@ -327,7 +353,8 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
     try:
         res = run_in_sandbox(command, ws.path, limits=limits, env=env, writable=[out], readable=readable,
                              isolation=None if req.isolation in (None, "auto") else req.isolation,
-                             path_env=path_env, cancel=cancel, warm=warm, space=space, cwd=req.cwd)
+                             path_env=path_env, cancel=cancel, warm=warm, space=space, cwd=req.cwd,
+                             teardown=teardown)
         space.unbind(copy=False)  # what the child wrote under out/ stays in the space, read from there
     except SandboxUnavailable as exc:
         _finish_workspace(req, ws, kept, space)
@@ -353,7 +380,9 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
         profile_host = _host_dir(collected, "profile", refused) if profile_dir is not None else None
         junit_path, junit_tests = _junit(collected, refused)
         trace = None
-        if status not in ("ok", "cancelled") or junit_path is not None:
+        if res.limit_hit == "teardown_hang":
+            trace = _teardown_trace(res.stuck, collected, ws.path, limits.teardown_grace_s or 0.0, interp)
+        elif status not in ("ok", "cancelled") or junit_path is not None:
             trace = _trace_for(req, status, res.limit_hit, res.stdout, res.stderr, ws.path, junit_tests,
                                _limit_message(res.limit_hit, limits, space, res.isolation, res.resource_control),
                                interp)

@@ -27,6 +27,8 @@ class RunLimits(BaseModel):
     disk_bytes: int | None = Field(default=None, ge=1024**2)
     run_memory_bytes: int | None = None  # all the run's processes together (cgroup); None: host-following, <= 16 GiB
     run_processes: int | None = None  # processes + threads of the whole run (cgroup); None: 1024
+    # a run stalled this long in its teardown ends as teardown_hang (sandbox.teardown); None: 5 s, 0: never
+    teardown_grace_s: float | None = Field(default=None, ge=0)
 
 
 class RunRequest(BaseModel):

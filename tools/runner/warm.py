@@ -27,6 +27,7 @@ from sandbox.env import scrubbed_env
 from sandbox.envvars import env_enabled
 from sandbox.execute import RUN_MARKER_ENV
 from sandbox.isolation import SandboxUnavailable, choose
+from sandbox.teardown import STACKS_DIR_ENV, STACKS_SIGNAL_ENV
 from sandbox.warm import static_key
 from tools.runner.env import child_env, child_path_env
 from tools.runner.launch import REDIRECT_COUNT_ENV, TPX_COUNT_ENV
@@ -45,7 +46,9 @@ PER_RUN_KEYS = frozenset({RUN_MARKER_ENV, WARM_SERVER_ENV, "FERRY_DEVICE", "TORC
                           "FERRY_PROFILE_DIR", "FERRY_WORKSPACE", "PYTEST_ADDOPTS", "FERRY_REDIRECT_AUTOCAST",
                           # the run's device counts (tools.runner.launch.device_env): read when tpx loads and
                           # at each redirected device_count() call, both after the fork
-                          TPX_COUNT_ENV, REDIRECT_COUNT_ENV})
+                          TPX_COUNT_ENV, REDIRECT_COUNT_ENV,
+                          # the teardown watch (sandbox.teardown): registered by the after-fork hook
+                          STACKS_DIR_ENV, STACKS_SIGNAL_ENV})
 MAX_SERVERS = 4  # kinds of run (seed, caller variables) kept warm at once
 
 EnvKey = tuple[tuple[str, str], ...]  # a server's static environment (sandbox.warm.static_key)

@@ -20,6 +20,7 @@ SignatureKind = Literal[
     "killed_by_limit",
     "disk_quota",
     "rendezvous",
+    "teardown_hang",
     "other",
 ]
 
@@ -49,6 +50,22 @@ class Signature(BaseModel):
         return f"{self.kind}:{self.op}" if self.op else self.kind
 
 
+class ProcessStack(BaseModel):
+    """A process of a run that did not exit (a teardown hang) and where its threads were."""
+
+    pid: int  # as the run saw it
+    role: str  # rank<N> (a torchrun worker), agent (torchrun's launcher) or proc
+    shutting_down: bool = False  # its main code had returned: it hung in interpreter shutdown
+    threads: list[list[Frame]] = Field(default_factory=list)  # each thread's frames, outermost first; main first
+    text: str = ""  # the dump as written (escaped, capped); empty when the process wrote none
+
+    @property
+    def who(self) -> str:
+        if self.role.startswith("rank"):
+            return f"rank {self.role[4:]}"
+        return "torchrun's agent" if self.role == "agent" else "a process"
+
+
 Outcome = Literal["passed", "failed", "error", "skipped"]
 
 
@@ -73,6 +90,7 @@ class Trace(BaseModel):
     tests: list[TestOutcome] = Field(default_factory=list)
     rank: int | None = None  # the distributed rank (torchrun) / process index (mp.spawn) whose failure this is
     failed_ranks: list[int] = Field(default_factory=list)  # every rank that printed a traceback
+    stacks: list[ProcessStack] = Field(default_factory=list)  # teardown_hang: each stuck process's stacks
 
     @property
     def location(self) -> str | None:

@@ -17,7 +17,7 @@ USER_PSEUDO_FILES = ("<string>", "<stdin>")
 LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ")
 
 
-def _user_frame(frame: Frame, roots: list[str], library_roots: list[str]) -> Frame:
+def user_frame(frame: Frame, roots: list[str], library_roots: list[str]) -> Frame:
     path = frame.file
     if path in USER_PSEUDO_FILES:
         return frame.model_copy(update={"user": True})
@@ -36,7 +36,7 @@ def _user_frame(frame: Frame, roots: list[str], library_roots: list[str]) -> Fra
 
 def _trace_from(primary: ExceptionInfo, chain: list[ExceptionInfo], roots: list[str], library_roots: list[str], *,
                 wrapped_by: str | None = None) -> Trace:
-    frames = [_user_frame(f, roots, library_roots) for f in primary.frames]
+    frames = [user_frame(f, roots, library_roots) for f in primary.frames]
     user = [f for f in frames if f.user]
     extra = [(c.exc_type, c.message) for c in reversed(chain)]
     signature = classify(primary.exc_type, primary.message, extra)
@@ -44,7 +44,7 @@ def _trace_from(primary: ExceptionInfo, chain: list[ExceptionInfo], roots: list[
         root = chain[0] if chain else primary  # the oldest exception of the chain says what failed
         first = (root.message.strip().splitlines() or [""])[0][:300]
         signature.detail = f"{signature.detail}; cause: {root.exc_type.rsplit('.', 1)[-1]}: {first}".rstrip(": ")
-    chain_out = [c.model_copy(update={"frames": [_user_frame(f, roots, library_roots) for f in c.frames]})
+    chain_out = [c.model_copy(update={"frames": [user_frame(f, roots, library_roots) for f in c.frames]})
                  for c in chain]
     return Trace(
         exc_type=primary.exc_type,
@@ -170,6 +170,8 @@ def signature_for_status(status: str, limit_hit: str | None = None, detail: str 
     message saying which limit and how to raise it, when the caller has one)."""
     if status == "timeout":
         return Signature(kind="timeout", detail="wall-clock timeout: the whole process tree was killed")
+    if status == "killed" and limit_hit == "teardown_hang":
+        return Signature(kind="teardown_hang", detail=detail or "a process of the run did not exit by itself")
     if status == "killed" and limit_hit == "disk_quota":
         return Signature(kind="disk_quota", detail=detail or "the run wrote more than its disk cap")
     if status == "killed":

@@ -256,6 +256,65 @@ def _record_worker_errors() -> None:
     sys.excepthook = hook
 
 
+_STACKS: "list[Any]" = []  # the open stack-dump file of this process (faulthandler writes into it)
+
+
+def _stack_role() -> str:
+    """``rank<N>`` (a torchrun worker), ``agent`` (torchrun's launcher) or ``proc``: how the runner's
+    teardown watch (``sandbox.teardown``) tells the processes of a job apart."""
+    rank = os.environ.get("RANK", "")
+    if rank.isdigit() and os.environ.get("TORCHELASTIC_RUN_ID") is not None:
+        return f"rank{int(rank)}"
+    if _process_role() == "launcher" and not any("resource_tracker" in a for a in getattr(sys, "orig_argv", [])):
+        return "agent"
+    return "proc"
+
+
+def _register_stacks() -> None:
+    """Dump this process's Python stacks to ``FERRY_STACKS_DIR`` on ``FERRY_STACKS_SIGNAL`` (faulthandler,
+    all threads), also in a forked child (its own file). The runner sends the signal only when the
+    run is stalled in its teardown, to end it with every stuck process's stack."""
+    where, sig = os.environ.get("FERRY_STACKS_DIR", ""), os.environ.get("FERRY_STACKS_SIGNAL", "")
+    if not where or not sig.isdigit():
+        return
+    import faulthandler
+
+    path = os.path.join(where, f"stack-{os.getpid()}-{_stack_role()}.txt")
+    try:
+        fh = open(path, "w")  # noqa: SIM115  (kept open: the handler writes into it at any time)
+    except OSError as exc:
+        _say(f"cannot write {path} ({exc.strerror}); a hang at exit will show no stack")
+        return
+    if _STACKS:
+        _STACKS.pop().close()  # a fork's copy of the parent's file
+    _STACKS.append(fh)
+    faulthandler.register(int(sig), file=fh, all_threads=True, chain=False)
+
+
+def _mark_exiting() -> None:
+    """The main code is done and the interpreter shuts down (before it joins non-daemon threads and
+    runs atexit handlers): the runner's teardown watch counts from here."""
+    where = os.environ.get("FERRY_STACKS_DIR", "")
+    try:
+        os.close(os.open(os.path.join(where, f"exiting-{os.getpid()}"), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW,
+                         0o600))
+    except OSError:
+        pass
+
+
+def _watch_teardown() -> None:
+    if not os.environ.get("FERRY_STACKS_DIR"):
+        return
+    try:
+        import threading
+
+        _register_stacks()
+        threading._register_atexit(_mark_exiting)  # type: ignore[attr-defined]
+        os.register_at_fork(after_in_child=_register_stacks)
+    except Exception as exc:  # never the user's program's problem
+        _say(f"teardown watch not installed ({type(exc).__name__}: {exc})")
+
+
 def _install_tools() -> None:
     if not (os.environ.get("FERRY_PROBE_DIR") or os.environ.get("FERRY_PROFILE_DIR")):
         return
@@ -284,6 +343,7 @@ def _main() -> None:
         else:
             finder.hooks[name] = hook
     sys.meta_path.insert(0, finder)
+    _watch_teardown()
     _record_worker_errors()
     _install_tools()
 
@@ -297,6 +357,7 @@ def ferry_after_fork() -> None:
     for name, hook in _HOOKS:
         if name in sys.modules:
             hook(sys.modules[name])
+    _watch_teardown()
     _record_worker_errors()
     _install_tools()
 
