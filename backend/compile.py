@@ -225,7 +225,7 @@ def _retarget_to_cpu(gm: torch.fx.GraphModule) -> None:
 
 def matmul_bf16() -> bool:
     """Whether tpx currently rounds float32 matmul operands to bfloat16 (its eager rule)."""
-    from backend import kernels
+    from . import kernels
 
     kernels._refresh_matmul()
     return bool(kernels.S.matmul_bf16)
@@ -340,7 +340,7 @@ def _make_output_code(inner: Any, out_on_tpx: list[bool], bf16: bool, eager_gm: 
             self.warned = False
 
         def __call__(self, inputs: list[Any]) -> Any:
-            from backend import _ext
+            from . import _ext
 
             if matmul_bf16() != self.bf16:
                 # tpx's own precision setting changed without a Dynamo recompile (Dynamo guards
@@ -380,6 +380,6 @@ def _make_output_code(inner: Any, out_on_tpx: list[bool], bf16: bool, eager_gm: 
 def _record_call(ns: int) -> None:
     """Count a compiled-graph call, here and in the tpx op statistics (one row for all graphs)."""
     _bump("compiled_calls")
-    from backend import stats
+    from . import stats
 
     stats.record_op(COMPILED_OP_NAME, ns)

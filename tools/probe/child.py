@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from tools.probe import recorder as rec
-from tools.probe.config import ProbeConfig, config_from_env
-from tools.probe.hooks import ModuleProbe
-from tools.probe.scalars import ScalarTee
-from tools.profile.tpx_stats import read_tpx_stats
+from ..profile.tpx_stats import read_tpx_stats
+from . import recorder as rec
+from .config import ProbeConfig, config_from_env
+from .hooks import ModuleProbe
+from .scalars import ScalarTee
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import torch
 
-from tools.probe.config import ProbeConfig
+from .config import ProbeConfig
 
 FORMAT: Final = "ferry-probe/1"
 INDEX_NAME = "index.json"

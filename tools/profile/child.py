@@ -23,12 +23,12 @@ import torch
 from torch.nn.modules import module as nn_module
 from torch.optim import optimizer as optim_mod
 
-from tools.profile.config import ProfileConfig, config_from_env
-from tools.profile.device_ops import DeviceOpCounter
-from tools.profile.dynamo_watch import DynamoWatch
-from tools.profile.frames import FrameFinder
-from tools.profile.syncs import SyncTracker
-from tools.profile.tpx_stats import read_tpx_stats, reset_tpx_stats
+from .config import ProfileConfig, config_from_env
+from .device_ops import DeviceOpCounter
+from .dynamo_watch import DynamoWatch
+from .frames import FrameFinder
+from .syncs import SyncTracker
+from .tpx_stats import read_tpx_stats, reset_tpx_stats
 
 logger = logging.getLogger(__name__)
 

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import torch
 
-from tools.redirect import amp_policy
-from tools.redirect.cuda_api import build_cuda_api, patch_nvtx
-from tools.redirect.legacy import legacy_types, patch_legacy_type_checks
-from tools.redirect.methods import patch_methods
-from tools.redirect.mode import CudaRedirectMode, is_cuda_device
-from tools.redirect.patches import install_patches, redirected_to
-from tools.redirect.sites import Recorder, RedirectUnsupportedError
+from . import amp_policy
+from .cuda_api import build_cuda_api, patch_nvtx
+from .legacy import legacy_types, patch_legacy_type_checks
+from .methods import patch_methods
+from .mode import CudaRedirectMode, is_cuda_device
+from .patches import install_patches, redirected_to
+from .sites import Recorder, RedirectUnsupportedError
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable, Sequence
