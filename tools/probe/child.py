@@ -94,7 +94,7 @@ def _run_meta(final: bool = False) -> dict[str, Any]:
         try:
             stats = read_tpx_stats()
             if stats is not None:
-                meta["tpx"] = stats.model_dump()
+                meta["tpx"] = stats
         except Exception:  # stats are a bonus
             logger.debug("probe: tpx stats unavailable", exc_info=True)
     return {("final_" + k if final and k != "tpx" else k): v for k, v in meta.items()}

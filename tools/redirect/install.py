@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import torch
 
+from ..guest import is_own_module
 from . import amp_policy
 from .cuda_api import build_cuda_api, patch_nvtx
 from .legacy import legacy_types, patch_legacy_type_checks
@@ -55,7 +56,7 @@ def _imported_by_library() -> bool:
     if frame is None:
         return False
     name: str = frame.f_globals.get("__name__", "")
-    return name == "torch" or name.startswith(("torch.", "tools.", "backend"))
+    return name == "torch" or name.startswith("torch.") or is_own_module(name)
 
 
 class _UnsupportedImportFinder(importlib.abc.MetaPathFinder):
@@ -264,7 +265,10 @@ def _patch_module_to(target: str, rec: Recorder) -> None:
 
 
 def _patch_cpp_extension(target: str, rec: Recorder) -> None:
-    from torch.utils import cpp_extension
+    try:
+        from torch.utils import cpp_extension
+    except ImportError:  # e.g. no setuptools in the user's venv: their own import of it fails the same way
+        return
 
     def refuse(api: str) -> Callable[..., NoReturn]:
         def fail(*args: object, **kwargs: object) -> NoReturn:
