@@ -45,22 +45,24 @@ def register() -> None:
     _check_torch_version()  # imports torch, whose autoload may re-enter register()
     if _registered:
         return
-    from backend import _registration
+    from . import _registration
 
     _registration.register()
-    __import__("backend.compile", fromlist=["register"]).register()  # torch.compile backend "tpx"
+    from . import compile as _compile
+
+    _compile.register()  # torch.compile backend "tpx"
     _registered = True
 
 
 def configure(**kwargs):
     """Change tpx settings at run time; returns the new config. See ``backend.config.TpxConfig``."""
-    from backend import config
+    from . import config
 
     return config.configure(**kwargs)
 
 
 def get_config():
-    from backend import config
+    from . import config
 
     return config.get_config()
 

@@ -17,6 +17,7 @@ opened without following links, checked on the open file and loaded through that
 from __future__ import annotations
 
 import fcntl
+import importlib
 import importlib.machinery
 import importlib.util
 import logging
@@ -27,7 +28,11 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from backend_autoload import ext_cache, ext_trust
+# backend_autoload is backend's sibling: ``backend_autoload`` on the host, ``<root>.backend_autoload``
+# where the bootstrap loaded this package under a private root in a user's process.
+_ROOT = __name__.rpartition(".")[0].rpartition(".")[0]
+ext_cache = importlib.import_module((_ROOT + "." if _ROOT else "") + "backend_autoload.ext_cache")
+ext_trust = importlib.import_module((_ROOT + "." if _ROOT else "") + "backend_autoload.ext_trust")
 
 logger = logging.getLogger(__name__)
 

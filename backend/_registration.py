@@ -28,7 +28,7 @@ def register() -> None:
     if _done:
         return
     _done = True
-    from backend import _ext, config, copies, device_module, kernels, streams
+    from . import _ext, config, copies, device_module, kernels, streams
 
     if torch._C._get_privateuse1_backend_name() != "tpx":
         torch.utils.rename_privateuse1_backend("tpx")
@@ -79,19 +79,21 @@ def register() -> None:
     key = PYTHON_KEY if _ext.is_loaded() else "PrivateUse1"
     for name in direct:
         lib.impl(name, _boxed(name), key)
-    from backend import rnn_kernels
+    from . import rnn_kernels
 
     rnn_kernels.register(lib)
     _libs.append(lib)
 
-    from backend import autocast
+    from . import autocast
 
     autocast.register(_libs)
     _patch_printing()
     _patch_grad_scaler()
     _patch_matmul_precision()
-    __import__("backend.parallel", fromlist=["register"]).register()  # nn.DataParallel over tpx devices
-    __import__("backend.distributed", fromlist=["register"]).register()  # c10d backend "tpxgloo"
+    from . import distributed, parallel
+
+    parallel.register()  # nn.DataParallel over tpx devices
+    distributed.register()  # c10d backend "tpxgloo"
 
     # The compute hot path in C++ (tpx_dispatch.cpp) for every op that would reach the Python
     # fallback and for the direct ones above; ops with a Python tpx kernel keep it.
@@ -100,7 +102,7 @@ def register() -> None:
 
 
 def _load_cached_ext() -> None:
-    from backend import _ext
+    from . import _ext
 
     if _ext.cached_library() is not None:
         try:
@@ -111,7 +113,7 @@ def _load_cached_ext() -> None:
 
 def _boxed(name: str):
     """A direct kernel for ``name`` ("op" or "op.overload") that runs it on the CPU."""
-    from backend import kernels
+    from . import kernels
 
     run = kernels.run_info
     cell: list = []
@@ -130,7 +132,7 @@ def _boxed(name: str):
 
 
 def _push_config_to_ext(cfg) -> None:
-    from backend import _ext
+    from . import _ext
 
     def push(mod) -> None:
         mod.set_capacity(cfg.memory_capacity)  # each device has this capacity of its own
@@ -152,7 +154,7 @@ def _patch_printing() -> None:
     @functools.wraps(original)
     def _tensor_str(self, indent):
         if self.device.type == "tpx":
-            from backend import kernels, stats
+            from . import kernels, stats
 
             stats.record_sync("print")
             self = kernels._to_cpu(self.detach())
@@ -174,7 +176,7 @@ def _patch_grad_scaler() -> None:
     @functools.wraps(original)
     def unscale_(self, optimizer):
         if getattr(self, "_device", None) == "tpx":
-            from backend.amp import float64_scope
+            from .amp import float64_scope
 
             with float64_scope():
                 return original(self, optimizer)
@@ -186,7 +188,7 @@ def _patch_grad_scaler() -> None:
 
 def _patch_matmul_precision() -> None:
     """Remember when the user explicitly asks torch for "highest" fp32 matmul precision."""
-    from backend import kernels
+    from . import kernels
 
     if getattr(torch.set_float32_matmul_precision, "_tpx_patched", False):
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-from backend import _ext, kernels
+from . import _ext, kernels
 
 
 @contextlib.contextmanager

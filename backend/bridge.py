@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from backend import _ext
+from . import _ext
 
 
 def to_cpu(t: torch.Tensor) -> torch.Tensor:

@@ -79,13 +79,48 @@ def _bump(key: str, n: int = 1) -> None:
 def register() -> None:
     """Make ``backend="tpx"`` available and route ``backend="inductor"`` on tpx tensors here.
 
-    Cheap at import time: Dynamo is not imported. The name ``"tpx"`` resolves through the
-    ``torch_dynamo_backends`` entry point (``backend.compile:tpx_backend``) when Dynamo
-    first looks it up; if Dynamo is already loaded it is registered directly as well.
+    Cheap at import time: Dynamo is not imported. The name ``"tpx"`` is registered with Dynamo's
+    registry the moment that module is imported (a one-shot import hook), or right away if it
+    is already: never through the ``torch_dynamo_backends`` entry point, which would import
+    ``backend.compile`` by its bare name, a second copy of this package (or the user's own
+    ``backend``) in a process that loaded tpx under a private name.
     """
     _route_inductor_wrapper()
-    if "torch._dynamo.backends.registry" in sys.modules:
+    if _REGISTRY in sys.modules:
         _register_with_dynamo()
+    elif not any(isinstance(f, _RegistryHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RegistryHook())
+
+
+_REGISTRY = "torch._dynamo.backends.registry"
+
+
+class _RegistryHook:
+    """Registers ``"tpx"`` right after Dynamo's backend registry module has run, then leaves
+    ``sys.meta_path`` (a meta path finder that only wraps that one module's loader)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != _REGISTRY:
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            try:
+                _register_with_dynamo()
+            except Exception:  # never break torch._dynamo's import
+                logger.warning("tpx: could not register the torch.compile backend", exc_info=True)
+
+        loader.exec_module = exec_module
+        return spec
 
 
 def _register_with_dynamo() -> None:
@@ -225,7 +260,7 @@ def _retarget_to_cpu(gm: torch.fx.GraphModule) -> None:
 
 def matmul_bf16() -> bool:
     """Whether tpx currently rounds float32 matmul operands to bfloat16 (its eager rule)."""
-    from backend import kernels
+    from . import kernels
 
     kernels._refresh_matmul()
     return bool(kernels.S.matmul_bf16)
@@ -340,7 +375,7 @@ def _make_output_code(inner: Any, out_on_tpx: list[bool], bf16: bool, eager_gm: 
             self.warned = False
 
         def __call__(self, inputs: list[Any]) -> Any:
-            from backend import _ext
+            from . import _ext
 
             if matmul_bf16() != self.bf16:
                 # tpx's own precision setting changed without a Dynamo recompile (Dynamo guards
@@ -380,6 +415,6 @@ def _make_output_code(inner: Any, out_on_tpx: list[bool], bf16: bool, eager_gm: 
 def _record_call(ns: int) -> None:
     """Count a compiled-graph call, here and in the tpx op statistics (one row for all graphs)."""
     _bump("compiled_calls")
-    from backend import stats
+    from . import stats
 
     stats.record_op(COMPILED_OP_NAME, ns)

@@ -406,9 +406,10 @@ def prepare(device: str, strict: bool = False) -> None:
         torch.set_float32_matmul_precision("highest")
     if device == "cpu":
         return
-    import backend  # registers tpx
+    from . import configure, register
 
-    backend.configure(matmul_precision="highest", strict=strict)
+    register()  # tpx (idempotent)
+    configure(matmul_precision="highest", strict=strict)
 
 
 def run_ops(

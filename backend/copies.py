@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from backend import kernels, stats
+from . import kernels, stats
 
 _perf_ns = kernels._perf_ns
 

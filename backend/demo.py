@@ -8,8 +8,7 @@ import warnings
 import torch
 from torch import nn
 
-import backend  # noqa: F401  (registers tpx)
-from backend import kernels, stats
+from . import kernels, stats  # (the package registered tpx on import)
 
 logger = logging.getLogger(__name__)
 

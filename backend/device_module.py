@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from backend import _ext, config, graphs, stats
+from . import _ext, config, graphs, stats
 
 from . import rng
 

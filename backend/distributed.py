@@ -42,7 +42,7 @@ _done = False
 
 def _cpu(obj: Any) -> Any:
     """``obj`` with every tpx tensor (also inside lists) replaced by its zero-copy CPU view."""
-    from backend.bridge import to_cpu
+    from .bridge import to_cpu
 
     if isinstance(obj, torch.Tensor):
         return to_cpu(obj)

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import torch
 
-from backend import _ext, config, stats
+from . import _ext, config, stats
 
 from . import rng
 

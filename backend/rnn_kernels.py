@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from backend import kernels, stats
+from . import kernels, stats
 
 
 def _c(t):

@@ -44,13 +44,13 @@ def record_d2h(nbytes: int) -> None:
 
 def _cpp_ops() -> list:
     """(op, calls, ns) counted by the C++ kernels (tpx_dispatch.cpp), if the extension is loaded."""
-    from backend import _ext
+    from . import _ext
 
     return _ext.get().op_counters() if _ext.is_loaded() else []
 
 
 def reset() -> None:
-    from backend import _ext
+    from . import _ext
 
     if _ext.is_loaded():
         _ext.get().reset_op_counters()

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from backend_autoload import ext_trust
+from . import ext_trust
 
 logger = logging.getLogger(__name__)
 

@@ -68,7 +68,10 @@ class EvalError(ValueError):
 
 
 def _ferry(args: list[str], timeout_s: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True,
+    # -P: the caller's working directory is not put first on the child's sys.path, where a folder of
+    # theirs named agent/, tools/ or backend/ (another Ferry checkout, a user's repository) would
+    # replace Ferry's own packages in Ferry's own process
+    return subprocess.run([sys.executable, "-P", "-m", "agent.cli", *args], capture_output=True, text=True,
                           timeout=timeout_s, env={**os.environ, **(env or {})})
 
 

@@ -68,7 +68,8 @@ def collect() -> dict[str, Any]:
         "print(json.dumps(out))\n"
     )
     try:
-        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+        # -P: Ferry's own backend, never a backend/ in the caller's working directory
+        proc = subprocess.run([sys.executable, "-P", "-c", probe], capture_output=True, text=True, timeout=120)
         lines = proc.stdout.strip().splitlines()
         report["torch"] = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
             "error": (proc.stderr.strip().splitlines() or ["torch import failed"])[-1]}

@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from tools.probe import recorder as rec
-from tools.probe.config import ProbeConfig, config_from_env
-from tools.probe.hooks import ModuleProbe
-from tools.probe.scalars import ScalarTee
-from tools.profile.tpx_stats import read_tpx_stats
+from ..profile.tpx_stats import read_tpx_stats
+from . import recorder as rec
+from .config import ProbeConfig, config_from_env
+from .hooks import ModuleProbe
+from .scalars import ScalarTee
 
 from .files_run import files_run
 
@@ -97,7 +97,7 @@ def _run_meta(final: bool = False) -> dict[str, Any]:
         try:
             stats = read_tpx_stats()
             if stats is not None:
-                meta["tpx"] = stats.model_dump()
+                meta["tpx"] = stats
         except Exception:  # stats are a bonus
             logger.debug("probe: tpx stats unavailable", exc_info=True)
     return {("final_" + k if final and k != "tpx" else k): v for k, v in meta.items()}

@@ -1,15 +1,21 @@
-"""Probe settings: what to record and how much (read from ``FERRY_PROBE_*`` env vars)."""
+"""Probe settings: what to record and how much (read from ``FERRY_PROBE_*`` env vars; child side)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import re
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field, field_validator
+from ..guest import sibling
 
-from sandbox.envvars import EnvVarError, env_enabled, env_int
+if TYPE_CHECKING:
+    from sandbox.envvars import EnvVarError, env_enabled, env_int
+else:  # Ferry's sandbox.envvars (standard library only) under the root this code runs under
+    _envvars = sibling("sandbox.envvars")
+    EnvVarError, env_enabled, env_int = _envvars.EnvVarError, _envvars.env_enabled, _envvars.env_int
 
 logger = logging.getLogger(__name__)
 
@@ -31,32 +37,45 @@ DEFAULT_SCALAR_PATTERN = (
 )
 
 
-class ProbeConfig(BaseModel):
-    """What a probed run records. Every bound exists so a probe cannot fill a disk."""
+@dataclass
+class ProbeConfig:
+    """What a probed run records. Every bound exists so a probe cannot fill a disk.
+
+    A dataclass, not a pydantic model: it is built inside the user's interpreter, which has the
+    standard library and torch only. A value out of its bounds is a ValueError naming it."""
 
     out_dir: Path
-    steps: int = Field(DEFAULT_STEPS, ge=0, description="record module calls for the first N steps")
-    max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=0,
-                           description="cap on tensor bytes written; reaching it stops the recording")
-    calls_per_step: int = Field(DEFAULT_CALLS_PER_STEP, ge=1, description=(
-        "outermost-module calls recorded per step and mode (train / eval / no-grad); later ones run unrecorded"))
-    max_events: int = Field(DEFAULT_MAX_EVENTS, ge=1,
-                            description="cap on index events; reaching it stops the recording")
+    steps: int = DEFAULT_STEPS  # record module calls for the first N steps
+    max_bytes: int = DEFAULT_MAX_BYTES  # cap on tensor bytes written; reaching it stops the recording
+    # outermost-module calls recorded per step and mode (train / eval / no-grad); later ones run unrecorded
+    calls_per_step: int = DEFAULT_CALLS_PER_STEP
+    max_events: int = DEFAULT_MAX_EVENTS  # cap on index events; reaching it stops the recording
     scalar_pattern: str = DEFAULT_SCALAR_PATTERN
     record_inputs: bool = True
-    op_census: bool = Field(True, description="list the torch functions each module calls (first step)")
-    capture_streams: bool = Field(True, description="scan stdout/stderr for scalar streams")
+    op_census: bool = True  # list the torch functions each module calls (first step)
+    capture_streams: bool = True  # scan stdout/stderr for scalar streams
 
-    @field_validator("scalar_pattern")
-    @classmethod
-    def _valid_pattern(cls, value: str) -> str:
+    def __post_init__(self) -> None:
+        self.out_dir = Path(self.out_dir)
+        for name, minimum in (("steps", 0), ("max_bytes", 0), ("calls_per_step", 1), ("max_events", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"probe setting {name}={value!r} is not an integer >= {minimum}")
+        for name in ("record_inputs", "op_census", "capture_streams"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"probe setting {name}={getattr(self, name)!r} is not true or false")
         try:
-            compiled = re.compile(value)
-        except re.error as exc:
+            compiled = re.compile(self.scalar_pattern)
+        except (re.error, TypeError) as exc:
             raise ValueError(f"FERRY_PROBE_SCALAR_PATTERN is not a valid regex: {exc}") from exc
         if "value" not in compiled.groupindex:
             raise ValueError("FERRY_PROBE_SCALAR_PATTERN needs a named group (?P<value>...) for the number")
-        return value
+
+    def as_json(self) -> dict[str, Any]:
+        """The settings as JSON values (the dump's ``meta.config``)."""
+        data = asdict(self)
+        data["out_dir"] = str(self.out_dir)
+        return data
 
 
 def _env_int(env: dict[str, str], key: str, default: int, minimum: int | None = None) -> int:

@@ -54,8 +54,10 @@ class ProbeDump:
         try:
             doc = load_json(self.path, INDEX_NAME)
         except ArtifactMissing:
-            raise DumpError(f"{self.path} is not a probe dump (no {INDEX_NAME}); run with --probe first (a run "
-                            "that left something else under that name has it in its artifacts_refused)") from None
+            raise DumpError(f"{self.path} is not a probe dump (no {INDEX_NAME}): the run that should have "
+                            "recorded it wrote none (its stderr's 'ferry bootstrap:' lines say why the probe did not "
+                            "load; a run that left something else under that name has it in its artifacts_refused). "
+                            "`ferry migrate` probes every run it compares; `ferry run` does with --probe") from None
         except ArtifactRefused as exc:
             raise DumpError(f"{self.path}: {INDEX_NAME} was not read: {exc.reason}") from None
         except InvalidArtifact as exc:

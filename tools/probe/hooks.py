@@ -28,7 +28,7 @@ from torch.nn.modules import module as nn_module
 from torch.optim import optimizer as optim_mod
 from torch.overrides import TorchFunctionMode
 
-from tools.probe.recorder import Recorder
+from .recorder import Recorder
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,8 @@ from typing import Any, Final
 
 import torch
 
-from tools.probe.config import ProbeConfig
+from ..guest import tpx_backend_module
+from .config import ProbeConfig
 
 FORMAT: Final = "ferry-probe/1"
 INDEX_NAME = "index.json"
@@ -42,9 +43,10 @@ def _to_cpu_copy(t: torch.Tensor) -> torch.Tensor:
         return t.clone(memory_format=torch.contiguous_format)
     if t.device.type not in ("cuda", "meta"):
         try:
-            from backend import bridge  # the tpx backend, only inside a tpx run
-
-            return bridge.to_cpu(t).clone(memory_format=torch.contiguous_format)
+            bridge = tpx_backend_module("bridge")  # the tpx backend, only inside a tpx run
+            if bridge is not None:
+                copy: torch.Tensor = bridge.to_cpu(t).clone(memory_format=torch.contiguous_format)
+                return copy
         except Exception:  # fall back to an ordinary copy
             pass
     return t.to("cpu", copy=True).contiguous()
@@ -65,7 +67,7 @@ class Recorder:
             "format": FORMAT,
             "pid": os.getpid(),
             "started": time.time(),
-            "config": json.loads(config.model_dump_json()),
+            "config": config.as_json(),
         }
         self.bytes_written = 0
         self.bytes_dropped = 0

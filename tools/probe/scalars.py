@@ -7,7 +7,7 @@ import math
 import re
 from typing import Any, TextIO
 
-from tools.probe.recorder import Recorder
+from .recorder import Recorder
 
 logger = logging.getLogger(__name__)
 

@@ -23,12 +23,12 @@ import torch
 from torch.nn.modules import module as nn_module
 from torch.optim import optimizer as optim_mod
 
-from tools.profile.config import ProfileConfig, config_from_env
-from tools.profile.device_ops import DeviceOpCounter
-from tools.profile.dynamo_watch import DynamoWatch
-from tools.profile.frames import FrameFinder
-from tools.profile.syncs import SyncTracker
-from tools.profile.tpx_stats import read_tpx_stats, reset_tpx_stats
+from .config import ProfileConfig, config_from_env
+from .device_ops import DeviceOpCounter
+from .dynamo_watch import DynamoWatch
+from .frames import FrameFinder
+from .syncs import SyncTracker
+from .tpx_stats import read_tpx_stats, reset_tpx_stats
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class ProfileSession:
         self._window_t0 = time.perf_counter()
         self.syncs.in_window = True
         stats = read_tpx_stats()
-        self._tpx_at_start = stats.model_dump() if stats else None
+        self._tpx_at_start = stats if stats else None
 
     def _stop_window(self) -> None:
         self.device_ops.stop()  # counted from the start through the window: its cost stays bounded
@@ -125,7 +125,7 @@ class ProfileSession:
         self._window["end_step"] = self.step
         self._window["wall_s"] = time.perf_counter() - self._window_t0
         stats = read_tpx_stats()
-        self._tpx_window = _diff_stats(self._tpx_at_start, stats.model_dump() if stats else None)
+        self._tpx_window = _diff_stats(self._tpx_at_start, stats if stats else None)
         prof, self._prof = self._prof, None
         if prof is None:
             return
@@ -161,12 +161,12 @@ class ProfileSession:
         doc = {
             "format": "ferry-profile/1",
             "repo_root": str(self.config.repo_root),
-            "config": json.loads(self.config.model_dump_json()),
+            "config": self.config.as_json(),
             "steps_seen": self.step,
             "window": window,
             "ops": self._ops,
             "syncs": self.syncs.rows(),
-            "tpx": stats.model_dump() if stats else None,
+            "tpx": stats if stats else None,
             "tpx_window": self._tpx_window,
             "device_ops": self.device_ops.snapshot(),
             "device_ops_scope": self._device_ops_scope,

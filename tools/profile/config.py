@@ -1,25 +1,48 @@
-"""Profiler settings from ``FERRY_PROFILE_*`` env vars."""
+"""Profiler settings from ``FERRY_PROFILE_*`` env vars (child side)."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from ..guest import sibling
 
-from sandbox.envvars import env_enabled, env_int
+if TYPE_CHECKING:
+    from sandbox.envvars import env_enabled, env_int
+else:  # Ferry's sandbox.envvars (standard library only) under the root this code runs under
+    _envvars = sibling("sandbox.envvars")
+    env_enabled, env_int = _envvars.env_enabled, _envvars.env_int
 
 DEFAULT_WARMUP = 1
 DEFAULT_STEPS = 3
 
 
-class ProfileConfig(BaseModel):
+@dataclass
+class ProfileConfig:
+    """A dataclass, not a pydantic model: built inside the user's interpreter (standard library and
+    torch only). A value out of its bounds is a ValueError naming it."""
+
     out_dir: Path
-    repo_root: Path = Field(description="source lines are reported for frames under this directory")
-    warmup_steps: int = Field(DEFAULT_WARMUP, ge=0, description="steps skipped before the profiled window")
-    steps: int = Field(DEFAULT_STEPS, ge=1, description="steps in the torch.profiler window")
-    trace: bool = Field(True, description="export a Chrome/Perfetto trace of the window")
+    repo_root: Path  # source lines are reported for frames under this directory
+    warmup_steps: int = DEFAULT_WARMUP  # steps skipped before the profiled window
+    steps: int = DEFAULT_STEPS  # steps in the torch.profiler window
+    trace: bool = True  # export a Chrome/Perfetto trace of the window
     track_syncs: bool = True
+
+    def __post_init__(self) -> None:
+        self.out_dir, self.repo_root = Path(self.out_dir), Path(self.repo_root)
+        for name, minimum in (("warmup_steps", 0), ("steps", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"profile setting {name}={value!r} is not an integer >= {minimum}")
+
+    def as_json(self) -> dict[str, Any]:
+        """The settings as JSON values (profile.json's ``config``)."""
+        data = asdict(self)
+        data.update(out_dir=str(self.out_dir), repo_root=str(self.repo_root))
+        return data
 
 
 def config_from_env(env: dict[str, str] | None = None) -> ProfileConfig | None:

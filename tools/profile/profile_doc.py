@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tools.profile.models import SyncSite
-from tools.profile.tpx_stats import TpxStats
+from tools.profile.tpx_model import TpxStats
 
 Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
 Step = Annotated[int, Field(ge=0, le=2**63 - 1)]

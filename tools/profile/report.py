@@ -19,7 +19,7 @@ from tools.profile.suggestions import (
     SYNC_SUGGESTIONS,
 )
 from tools.profile.syncs import DATA_DEPENDENT
-from tools.profile.tpx_stats import TpxStats
+from tools.profile.tpx_model import TpxStats
 
 TOP_N = 15
 REPORT_MD = "profile.md"

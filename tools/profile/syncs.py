@@ -18,7 +18,7 @@ from typing import Any, TypedDict
 
 import torch
 
-from tools.profile.frames import FrameFinder
+from .frames import FrameFinder
 
 # attribute on torch.Tensor -> sync kind
 TENSOR_SYNC_METHODS = {

@@ -1,48 +1,36 @@
-"""Reads the tpx op statistics (``torch.tpx.op_stats()``, backend/stats.py) into ``TpxStats``."""
+"""Reads the tpx op statistics (``torch.tpx.op_stats()``, backend/stats.py) into a plain dict.
+
+Child side (standard library and torch only): the dict has the fields of the host's
+``tools.profile.tpx_model.TpxStats``, which validates it when a profile is read back.
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+import sys
+from typing import Any
 
-from pydantic import BaseModel, Field
+from ..guest import tpx_backend_module
 
 logger = logging.getLogger(__name__)
 
-# Bounded: these are also read back from a run's profile.json (tools/profile/profile_doc.py).
-Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
-Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+def empty_stats() -> dict[str, Any]:
+    return {"ops": [], "fallback_ops": [], "syncs": {}, "d2h_syncs": 0, "h2d_copies": 0, "d2h_copies": 0,
+            "bytes_h2d": 0, "bytes_d2h": 0, "matmul_precision": None}
 
 
-class TpxOpStat(BaseModel):
-    op: str
-    count: Int64 = 0
-    time_s: Finite = 0.0
-    fallback_calls: Int64 = 0
-
-
-class TpxStats(BaseModel):
-    ops: list[TpxOpStat] = Field(default_factory=list)
-    fallback_ops: list[str] = Field(default_factory=list)
-    syncs: dict[str, Int64] = Field(default_factory=dict)
-    d2h_syncs: Int64 = 0
-    h2d_copies: Int64 = 0
-    d2h_copies: Int64 = 0
-    bytes_h2d: Int64 = 0
-    bytes_d2h: Int64 = 0
-    matmul_precision: str | None = Field(None, description="tpx setting: auto (follows torch), highest, bf16")
-
-
-def normalise(raw: dict[str, Any]) -> TpxStats:
-    """Map ``torch.tpx.op_stats()`` output onto TpxStats."""
-    ops = [
-        TpxOpStat(op=name, count=int(row.get("calls", 0)), time_s=float(row.get("time_us", 0.0)) / 1e6,
-                  fallback_calls=int(row.get("cpu_fallback_calls", 0)))
+def normalise(raw: dict[str, Any]) -> dict[str, Any]:
+    """Map ``torch.tpx.op_stats()`` output onto the fields of ``TpxStats``."""
+    ops: list[dict[str, Any]] = [
+        {"op": str(name), "count": int(row.get("calls", 0)), "time_s": float(row.get("time_us", 0.0)) / 1e6,
+         "fallback_calls": int(row.get("cpu_fallback_calls", 0))}
         for name, row in (raw.get("ops") or {}).items()
     ]
-    fallback = set((raw.get("cpu_fallback_ops") or {}).keys()) | {o.op for o in ops if o.fallback_calls}
-    return TpxStats(
-        ops=sorted(ops, key=lambda o: (-o.time_s, -o.count, o.op)),
+    fallback = {str(k) for k in (raw.get("cpu_fallback_ops") or {})} | {o["op"] for o in ops if o["fallback_calls"]}
+    stats = empty_stats()
+    stats.update(
+        ops=sorted(ops, key=lambda o: (-o["time_s"], -o["count"], o["op"])),
         fallback_ops=sorted(fallback),
         syncs={str(k): int(v) for k, v in (raw.get("syncs") or {}).items()},
         d2h_syncs=int(raw.get("device_to_host_syncs", 0) or 0),
@@ -51,15 +39,15 @@ def normalise(raw: dict[str, Any]) -> TpxStats:
         bytes_h2d=int(raw.get("bytes_host_to_device", 0) or 0),
         bytes_d2h=int(raw.get("bytes_device_to_host", 0) or 0),
     )
+    return stats
 
 
 def _loaded() -> Any | None:
-    import torch
+    torch = sys.modules.get("torch")
+    return getattr(torch, "tpx", None) if torch is not None else None
 
-    return getattr(torch, "tpx", None)
 
-
-def read_tpx_stats() -> TpxStats | None:
+def read_tpx_stats() -> dict[str, Any] | None:
     """Current tpx op statistics, or ``None`` if tpx is not loaded in this process."""
     mod = _loaded()
     if mod is None or not hasattr(mod, "op_stats"):
@@ -68,8 +56,8 @@ def read_tpx_stats() -> TpxStats | None:
         stats = normalise(mod.op_stats())
     except Exception:  # stats are optional evidence
         logger.debug("torch.tpx.op_stats() failed", exc_info=True)
-        stats = TpxStats()
-    stats.matmul_precision = tpx_matmul_precision()
+        stats = empty_stats()
+    stats["matmul_precision"] = tpx_matmul_precision()
     return stats
 
 
@@ -79,23 +67,24 @@ def tpx_matmul_precision() -> str | None:
     tpx's "auto" setting means bf16 operands unless torch was explicitly asked for "highest";
     the effective choice is read from the kernels' state, the configured one as a fallback."""
     try:
-        from backend import kernels
-
-        return "bf16" if kernels.S.matmul_bf16 else "highest"
+        kernels = tpx_backend_module("kernels")
+        if kernels is not None:
+            return "bf16" if kernels.S.matmul_bf16 else "highest"
     except Exception:  # other backend layouts: the configured value
         pass
     try:
-        from backend import config as tpx_config  # what backend.get_config() returns
-
-        return str(tpx_config.get_config().matmul_precision)
+        tpx_config = tpx_backend_module("config")  # what backend.get_config() returns
+        if tpx_config is not None:
+            return str(tpx_config.get_config().matmul_precision)
     except Exception:
-        return None
+        pass
+    return None
 
 
 def reset_tpx_stats() -> None:
     try:
-        from backend import stats
-
-        stats.reset()
+        stats = tpx_backend_module("stats")
+        if stats is not None:
+            stats.reset()
     except Exception:
         logger.debug("tpx stats reset unavailable", exc_info=True)

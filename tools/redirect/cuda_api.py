@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
-from tools.redirect.graphs import graph_api
-from tools.redirect.sites import Recorder, RedirectUnsupportedError
-from tools.redirect.tables import NVTX_FUNCTIONS
+from .graphs import graph_api
+from .sites import Recorder, RedirectUnsupportedError
+from .tables import NVTX_FUNCTIONS
 
 from .device_props import RedirectDeviceProperties, redirect_properties
 

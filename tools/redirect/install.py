@@ -11,16 +11,15 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import torch
 
-from tools.redirect import amp_policy
-from tools.redirect.cuda_api import build_cuda_api, patch_nvtx
-from tools.redirect.legacy import legacy_types, patch_legacy_type_checks
-from tools.redirect.methods import patch_methods
-from tools.redirect.mode import CudaRedirectMode, is_cuda_device
-from tools.redirect.patches import install_patches, redirected_to
-from tools.redirect.sites import Recorder, RedirectUnsupportedError
-from tools.redirect.tables import FACTORIES, NVTX_FUNCTIONS
-
-from . import dynamo_rules
+from ..guest import is_own_module
+from . import amp_policy, dynamo_rules
+from .cuda_api import build_cuda_api, patch_nvtx
+from .legacy import legacy_types, patch_legacy_type_checks
+from .methods import patch_methods
+from .mode import CudaRedirectMode, is_cuda_device
+from .patches import install_patches, redirected_to
+from .sites import Recorder, RedirectUnsupportedError
+from .tables import FACTORIES, NVTX_FUNCTIONS
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable, Sequence
@@ -58,7 +57,7 @@ def _imported_by_library() -> bool:
     if frame is None:
         return False
     name: str = frame.f_globals.get("__name__", "")
-    return name == "torch" or name.startswith(("torch.", "tools.", "backend"))
+    return name == "torch" or name.startswith("torch.") or is_own_module(name)
 
 
 class _UnsupportedImportFinder(importlib.abc.MetaPathFinder):
@@ -267,7 +266,10 @@ def _patch_module_to(target: str, rec: Recorder) -> None:
 
 
 def _patch_cpp_extension(target: str, rec: Recorder) -> None:
-    from torch.utils import cpp_extension
+    try:
+        from torch.utils import cpp_extension
+    except ImportError:  # e.g. no setuptools in the user's venv: their own import of it fails the same way
+        return
 
     def refuse(api: str) -> Callable[..., NoReturn]:
         def fail(*args: object, **kwargs: object) -> NoReturn:

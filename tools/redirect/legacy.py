@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from tools.redirect.sites import Recorder
-from tools.redirect.tables import LEGACY_TENSOR_TYPES
+from .sites import Recorder
+from .tables import LEGACY_TENSOR_TYPES
 
 _CUDA_PREFIX = "torch.cuda."
 

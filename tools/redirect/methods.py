@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from tools.redirect.cuda_api import _Stream
-from tools.redirect.sites import Recorder
+from .cuda_api import _Stream
+from .sites import Recorder
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from tools.redirect.mode import is_cuda_device
-from tools.redirect.sites import Recorder
-from tools.redirect.tables import FACTORIES, TENSOR_FACTORIES
+from .mode import is_cuda_device
+from .sites import Recorder
+from .tables import FACTORIES, TENSOR_FACTORIES
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable

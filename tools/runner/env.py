@@ -153,10 +153,11 @@ def child_env(
     # and a tpx run on tpx, also where the user's interpreter (--python) has a CUDA build of torch and
     # the machine a GPU (device-generic code would pick CUDA first). The user's own --env cannot undo it.
     env.update({key: "" for key in HIDDEN_GPUS})
-    if device == "cpu":
-        # A CPU run must not see tpx as "the accelerator": code that picks
-        # torch.accelerator.current_accelerator() would otherwise run on tpx.
-        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    # torch's device-backend autoload would import Ferry's tpx by its bare name (`backend`, the
+    # `torch.backends` entry point of Ferry's own install): in the user's process the bootstrap loads
+    # it instead, under its private name, and only for a tpx run (a CPU run must not see tpx as "the
+    # accelerator": code that picks torch.accelerator.current_accelerator() would run on tpx).
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     if redirect_cuda:
         env["FERRY_REDIRECT_CUDA"] = redirect_cuda
         if redirect_log is not None:

@@ -42,7 +42,8 @@ def host_extension_dir() -> Path | None:
     if so is not None:
         return so.parent.parent
     try:
-        proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300,
+        # -P: not the caller's working directory first on sys.path (its own backend/ would be imported)
+        proc = subprocess.run([sys.executable, "-P", "-c", _PROBE], capture_output=True, text=True, timeout=300,
                               env=_host_env())
     except (OSError, subprocess.TimeoutExpired) as exc:
         logger.warning("tpx extension: cannot locate it on the host (%s); tpx runs will try to build it", exc)

@@ -7,24 +7,36 @@ torch and installs the CUDA redirect (``FERRY_REDIRECT_CUDA``); then, when
 ``tools.probe.child`` / ``tools.profile.child``. Failures of Ferry's own hooks are reported
 on stderr and never stop the user's program, except a redirect that cannot install (the run
 would silently not be what was asked for).
+
+Everything of Ferry's it loads is under one private package (``GUEST``): ``_ferry_guest.backend``,
+``_ferry_guest.tools.redirect.install``... Those modules import the standard library and torch only
+(relative imports inside their package, ``tools/guest.py`` across packages), so the user's own
+interpreter (``--python``) needs torch and nothing of Ferry's, and the user's own ``backend``,
+``tools``, ``sandbox``, ``agent`` packages are the ones their code imports.
 """
 
 import os
 import sys
-from contextlib import contextmanager
 
 # Only the checker sees these imports (a constant it reads as true): this module runs at every
 # start-up of the user's interpreter and imports nothing it does not need, typing included.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
     from importlib.machinery import ModuleSpec
     from types import ModuleType, TracebackType
     from typing import Any
 
-FERRY_ROOT = os.environ.get("FERRY_ROOT", "")
+# Ferry's checkout/installation (the folder holding backend/, tools/, sandbox/...): the runner's
+# FERRY_ROOT, else where this file lies (tools/runner/child/ under it).
+FERRY_ROOT = os.environ.get("FERRY_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))))
 WARM_SERVER_ENV = "FERRY_WARM_SERVER"  # set in a warm server's own environment (tools.runner.warm)
-_OWN_PACKAGES = ("tools", "sandbox", "backend")  # the tools' hooks read settings with sandbox.envvars
+# The one name Ferry takes in the user's process: a package (no file of its own) whose path is
+# FERRY_ROOT, so Ferry's child-side code loads as _ferry_guest.backend, _ferry_guest.tools.redirect...
+# and the user's own backend/, tools/, sandbox/ (or none) stay what `import backend` finds. Never on
+# sys.path: nothing of Ferry's shadows a user module, nothing of the user's shadows Ferry's.
+GUEST = "_ferry_guest"
 
 
 def _say(msg: str) -> None:
@@ -33,7 +45,7 @@ def _say(msg: str) -> None:
 
 def _seed() -> int:
     # Not sandbox.envvars: this runs at every interpreter start in the sandbox, before anything of
-    # Ferry's may be imported (and then only inside _ferry_namespace).
+    # Ferry's is imported.
     try:
         return int(os.environ.get("FERRY_SEED", "0"))
     except ValueError:
@@ -41,30 +53,28 @@ def _seed() -> int:
         return 0
 
 
-@contextmanager
-def _ferry_namespace(*packages: str) -> "Iterator[None]":
-    """Import Ferry's own ``tools``/``sandbox``/``backend`` even when the user's repo has packages of those
-    names, and leave the user's versions (or nothing) in ``sys.modules`` afterwards."""
-    packages = packages or _OWN_PACKAGES
+def _guest_package() -> "ModuleType":
+    """The private parent package (made once; a spawned or forked child has its own)."""
+    package = sys.modules.get(GUEST)
+    if package is None:
+        from importlib.machinery import ModuleSpec
 
-    def ours(name: str) -> bool:
-        return any(name == p or name.startswith(p + ".") for p in packages)
+        spec = ModuleSpec(GUEST, None, is_package=True)
+        spec.submodule_search_locations = [FERRY_ROOT]
+        package = type(sys)(GUEST, "Ferry's child-side runtime (tools/runner/child/sitecustomize.py)")
+        package.__spec__ = spec
+        package.__path__ = [FERRY_ROOT]
+        package.__package__ = GUEST
+        sys.modules[GUEST] = package
+    return package
 
-    saved = {k: sys.modules.pop(k) for k in list(sys.modules) if ours(k)}
-    if FERRY_ROOT:
-        sys.path.insert(0, FERRY_ROOT)
-    try:
-        yield
-    finally:
-        if FERRY_ROOT and FERRY_ROOT in sys.path:
-            sys.path.remove(FERRY_ROOT)
-        keep = {k: v for k, v in sys.modules.items() if ours(k)}
-        for k in keep:
-            del sys.modules[k]
-        if "backend" in keep and "backend" in packages:
-            # the registered tpx backend must stay importable under its own name
-            sys.modules.update({k: v for k, v in keep.items() if k == "backend" or k.startswith("backend.")})
-        sys.modules.update(saved)
+
+def _import_own(name: str) -> "ModuleType":
+    """Ferry's module ``name`` (``"tools.probe.child"``), loaded under the private package."""
+    import importlib
+
+    _guest_package()
+    return importlib.import_module(f"{GUEST}.{name}")
 
 
 class _PostImportFinder:
@@ -107,8 +117,7 @@ def _load_device(torch: "ModuleType") -> None:
     device = os.environ.get("FERRY_DEVICE", "cpu")
     if device == "tpx" and not hasattr(torch, "tpx"):
         try:
-            with _ferry_namespace("backend"):
-                import backend  # noqa: F401  (registers the tpx PrivateUse1 device)
+            _import_own("backend")  # registers the tpx PrivateUse1 device
         except Exception as exc:
             _say(f"tpx backend could not be loaded ({type(exc).__name__}: {exc}); running without it")
 
@@ -122,10 +131,7 @@ def _on_torch(torch: "ModuleType") -> None:
 
 def _install_redirect() -> None:
     if os.environ.get("FERRY_REDIRECT_CUDA"):
-        with _ferry_namespace("tools"):
-            from tools.redirect.install import install_from_env
-
-            install_from_env()
+        _import_own("tools.redirect.install").install_from_env()
 
 
 def _on_numpy(np: "ModuleType") -> None:
@@ -138,19 +144,17 @@ def _on_numpy(np: "ModuleType") -> None:
 def _install_tool(module_name: str, env_name: str) -> "ModuleType | None":
     if not os.environ.get(env_name):
         return None
-    import importlib
-
-    with _ferry_namespace():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            _say(f"{env_name} is set but {module_name} is not available ({exc}); continuing without it")
-            return None
-        try:
-            module.install_from_env()
-        except Exception as exc:
-            _say(f"{module_name}.install_from_env() failed: {type(exc).__name__}: {exc}")
-            return None
+    try:
+        module = _import_own(module_name)
+    except Exception as exc:
+        _say(f"{env_name} is set but Ferry's {module_name} could not be loaded from {FERRY_ROOT} "
+             f"({type(exc).__name__}: {exc}); continuing without it")
+        return None
+    try:
+        module.install_from_env()
+    except Exception as exc:
+        _say(f"{module_name}.install_from_env() failed: {type(exc).__name__}: {exc}")
+        return None
     return module
 
 
@@ -159,7 +163,7 @@ def _on_random(random: "ModuleType") -> None:
 
 
 _TOOLS = (("tools.probe.child", "FERRY_PROBE_DIR"), ("tools.profile.child", "FERRY_PROFILE_DIR"))
-_INSTALLED: "list[ModuleType]" = []  # the tool modules installed here (out of sys.modules: see _ferry_namespace)
+_INSTALLED: "list[ModuleType]" = []  # the tool modules installed here
 _LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 
@@ -336,6 +340,7 @@ _HOOKS: "tuple[tuple[str, Callable[[ModuleType], None]], ...]" = (
 
 
 def _main() -> None:
+    _guest_package()  # before any user code: unpickling Ferry's objects in a worker finds it
     finder = _PostImportFinder()
     for name, hook in _HOOKS:
         if name in sys.modules:
