@@ -13,9 +13,7 @@ from typing import Any
 
 import torch
 
-from . import _ext, config, graphs, stats
-
-from . import rng
+from . import _ext, config, graphs, rng, stats
 
 Stream = torch.Stream
 Event = torch.Event

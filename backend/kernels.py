@@ -17,9 +17,7 @@ from typing import ClassVar
 
 import torch
 
-from . import _ext, config, stats
-
-from . import rng
+from . import _ext, config, rng, stats
 
 logger = logging.getLogger(__name__)
 Tensor = torch.Tensor

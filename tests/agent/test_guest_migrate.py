@@ -114,8 +114,6 @@ def test_a_two_rank_torchrun_migration_in_a_torch_only_venv_from_a_cwd_with_ferr
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="torch.compile under the CUDA redirect and on tpx is issue 33 item 1 "
-                                        "(branch i33-compile); flip to a plain test once that is merged")
 def test_a_compiled_training_migration_in_a_torch_only_venv(tmp_path: Path, torch_only_python: Path):
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -17,10 +17,9 @@ import torch
 from ..profile.tpx_stats import read_tpx_stats
 from . import recorder as rec
 from .config import ProbeConfig, config_from_env
+from .files_run import files_run
 from .hooks import ModuleProbe
 from .scalars import ScalarTee
-
-from .files_run import files_run
 
 logger = logging.getLogger(__name__)
 

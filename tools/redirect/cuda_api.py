@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
+from .device_props import RedirectDeviceProperties, redirect_properties
 from .graphs import graph_api
 from .sites import Recorder, RedirectUnsupportedError
 from .tables import NVTX_FUNCTIONS
-
-from .device_props import RedirectDeviceProperties, redirect_properties
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable, Iterator
