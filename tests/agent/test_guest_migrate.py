@@ -123,14 +123,14 @@ def test_a_compiled_training_migration_in_a_torch_only_venv(tmp_path: Path, torc
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # a whole eval case (migration and hidden tests): over 10 min on a loaded 2-core box
-def test_ferry_eval_of_a_distributed_case_from_a_cwd_with_ferrys_folder_names(tmp_path: Path):
+def test_ferry_eval_from_a_cwd_with_ferrys_folder_names(tmp_path: Path):
     """``ferry eval`` starts each case's migration as a Python subprocess in the caller's working directory:
-    there, ``python -m agent.cli`` would import the caller's agent/ (issue 33 item 8)."""
+    there, ``python -m agent.cli`` imported the caller's agent/ (issue 33 item 8; every case failed so, the
+    distributed ones included: the smallest case shows it, the two-rank migration above covers torchrun)."""
     caller = caller_dir(tmp_path / "caller")
     out = tmp_path / "eval-out"
-    proc = subprocess.run([str(FERRY), "eval", "synthetic", "--case", "ddp_mp_spawn", "--out", str(out),
-                           "--no-progress"], cwd=caller, capture_output=True, text=True, timeout=1200, env=_env())
+    proc = subprocess.run([str(FERRY), "eval", "synthetic", "--case", "mlp_training", "--out", str(out),
+                           "--no-progress"], cwd=caller, capture_output=True, text=True, timeout=900, env=_env())
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()] \
         if (out / "results.jsonl").is_file() else []
     assert len(results) == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
