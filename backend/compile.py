@@ -395,7 +395,11 @@ def _make_output_code(inner: Any, out_on_tpx: list[bool], bf16: bool, eager_gm: 
                           if isinstance(x, torch.Tensor) and x.device.type == DEVICE), -1)
             args = ext.to_cpu_list(inputs)
             inputs.clear()
-            outs = self.inner(args)
+            _IN_GRAPH.depth = getattr(_IN_GRAPH, "depth", 0) + 1
+            try:
+                outs = self.inner(args)
+            finally:
+                _IN_GRAPH.depth -= 1
             result = ext.from_cpu_list(outs, self.out_on_tpx, index)
             _record_call(time.perf_counter_ns() - t0)
             return result
@@ -410,6 +414,16 @@ def _make_output_code(inner: Any, out_on_tpx: list[bool], bf16: bool, eager_gm: 
             pass
 
     return TpxOutputCode()
+
+
+_IN_GRAPH = threading.local()  # depth of tpx compiled graphs running on this thread
+
+
+def in_compiled_graph() -> bool:
+    """Whether this thread is running a tpx compiled graph now: the aten ops seen meanwhile (Inductor's
+    extern kernels, such as ``aten::mm``) run on the CPU views of tpx tensors, as part of tpx's work
+    (the profiler's device-op counter counts them as tpx ops)."""
+    return getattr(_IN_GRAPH, "depth", 0) > 0
 
 
 def _record_call(ns: int) -> None:

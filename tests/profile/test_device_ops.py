@@ -107,3 +107,26 @@ def test_forged_counts_are_a_clear_error(tmp_path: Path, forged: dict) -> None:
     (tmp_path / PROFILE_JSON).write_text(json.dumps({"format": "ferry-profile/1", **forged}))
     with pytest.raises(ProfileError, match="device_ops"):
         read_device_work(tmp_path)
+
+
+def test_a_compiled_model_on_tpx_counts_its_compute_as_tpx_work(tmp_path: Path, tpx: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tpx compiled graph runs on CPU views of its tpx inputs: the matmuls Inductor calls meanwhile are
+    tpx's work (they counted as CPU ops, and a compiled training run on tpx ended 'partial': "0 of its 12
+    compute ops on tpx"). The same compiled model on CPU still counts none."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+
+    def loop(device: str) -> None:
+        torch.manual_seed(0)
+        model = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1)))
+        model.to(device)
+        for _ in range(4):
+            model(torch.randn(16, 8).to(device)).sum().backward()
+
+    for device, out in ((tpx, tmp_path / "tpx"), ("cpu", tmp_path / "cpu")):
+        torch.compiler.reset()
+        with profile_session(out, HERE, warmup_steps=1, steps=2, trace=False):
+            loop(device)
+    on_tpx, on_cpu = read_device_work(tmp_path / "tpx"), read_device_work(tmp_path / "cpu")
+    assert on_tpx.compute_ops > 0 and on_tpx.compute_share == 1.0, on_tpx
+    assert on_cpu.compute_ops > 0 and on_cpu.compute_tpx_ops == 0, on_cpu

@@ -5,7 +5,9 @@ run ``migrated`` without it): a ``TorchDispatchMode`` sees every aten op below a
 composite decompositions, the ops that reach a backend's kernels, CPU ones included. An op counts
 as a tpx op when one of its tensor arguments (or its ``device=``) is on tpx. The ops a tpx kernel
 runs on its CPU aliases are not seen (the mode is off while the op it intercepted runs), and
-torch.compile compiles as it does without it (``ignore_compile_internals``).
+torch.compile compiles as it does without it (``ignore_compile_internals``). A tpx compiled graph runs
+on CPU views of its tpx inputs (``backend/compile.py``): the aten ops it calls meanwhile (Inductor's
+extern kernels: ``aten::mm``, convolutions, attention) are tpx's work and count as tpx ops.
 
 The counter is on from the profile hook's installation until the profiler window closes (warm-up
 plus ``FERRY_PROFILE_STEPS`` steps), or the whole run when the program has no steps (no module
@@ -16,10 +18,13 @@ that window. Measurements: docs/agent.md, "Verdict rules".
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+
+from ..guest import tpx_backend_module
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +87,7 @@ class DeviceOpCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # un
         self.compute_tpx = 0
         self.compute_other = 0
         self._compute: dict[Any, bool] = {}  # op overload -> is_compute, looked up once per op
+        self._graph_probe: Callable[[], bool] | None = None  # backend.compile.in_compiled_graph, once loaded
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -96,7 +102,7 @@ class DeviceOpCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # un
             compute = self._compute.get(func)
             if compute is None:
                 compute = self._compute[func] = is_compute(getattr(getattr(func, "_schema", None), "name", ""))
-            if _device_type(args, kwargs) == TPX:
+            if _device_type(args, kwargs) == TPX or self._in_tpx_graph():
                 if not self.tpx:
                     self.before_tpx = self.other  # set-up: weight init, data made before the move
                 self.tpx += 1
@@ -105,6 +111,14 @@ class DeviceOpCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # un
                 self.other += 1
                 self.compute_other += compute
         return func(*args, **kwargs)
+
+    def _in_tpx_graph(self) -> bool:
+        if self._graph_probe is None:
+            module = tpx_backend_module("compile")  # loaded with tpx; None in a CPU run (never imported here)
+            if module is None:
+                return False
+            self._graph_probe = getattr(module, "in_compiled_graph", None) or (lambda: False)
+        return bool(self._graph_probe())
 
     def start(self) -> DeviceOpCounter:
         try:
