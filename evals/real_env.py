@@ -261,7 +261,9 @@ def _pip_install(python: Path, requirements: list[str], venv: Path) -> None:
     except subprocess.TimeoutExpired:
         raise VenvError(f"pip did not install {' '.join(requirements)} within {PIP_TIMEOUT_S:.0f}s") from None
     if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+        lines = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines()
+                 if not ln.startswith("WARNING: Location")]  # a local index's noise, not the reason
+        tail = "\n".join(lines[-8:])
         raise VenvError(f"pip could not install {' '.join(requirements)} next to torch=={TORCH_VERSION} "
                         f"(torchvision, torchaudio and triton are ruled out): {tail}")
 
