@@ -95,7 +95,11 @@ class RealCase(CaseSpec):
     kind: Literal["real"] = "real"
     repo_name: str = Field(alias="repo", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
     commit: str = Field(pattern=r"^[0-9a-f]{40}$")
-    packages: list[str] = Field(default_factory=list, description="pip packages it needs beyond torch/numpy")
+    packages: list[str] = Field(default_factory=list, description=(
+        "the repository's own requirements (pip specs, `name[:module]`), installed with torch==2.13.0 into the "
+        "case's own interpreter (evals.real_env); torch, torchvision, torchaudio and triton are never installed"))
+    requirements: list[str] = Field(default_factory=list, description=(
+        "requirement files of the repository (paths in its checkout) installed into the case's interpreter too"))
     data: str | None = Field(default=None, description="a script of ours in evals/real/data/ writing its data")
     env: dict[str, str] = Field(default_factory=dict, description="FERRY_*/TPX_* settings for its runs")
     control: bool = Field(default=False, description=(

@@ -10,7 +10,6 @@ into a leaderboard and an HTML report, ``evals.compare`` compares two runs.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -90,16 +89,19 @@ def _base(case: Case, suite: str, out: Path) -> dict[str, object]:
 BUDGET_MARGIN_S = 60.0  # of a case's timeout, left to Ferry's own start-up, patch and report
 
 
-def migrate(case: Case, repo: Path, out: Path, policy: Policy,
-            llm: LLMSettings | None = None) -> tuple[MigrationRecord | None, str, float]:
+def migrate(case: Case, repo: Path, out: Path, policy: Policy, llm: LLMSettings | None = None,
+            python: Path | None = None) -> tuple[MigrationRecord | None, str, float]:
     """``ferry migrate`` of ``repo`` into ``out``: its record (None when it wrote none), a reason when
-    it did not end normally, and its wall time. ``llm``: the model's settings under ``--policy llm``."""
+    it did not end normally, and its wall time. ``llm``: the model's settings under ``--policy llm``;
+    ``python``: the interpreter the runs use (``--python``; a real case's own venv)."""
     args = ["migrate", str(repo), "--run", case.run, "--json", "--out", str(out), "--state-dir", str(out / "state"),
             "--id", migration_id(case.name), "--llm" if policy == "llm" else "--offline",
             # Ferry stops before a run that cannot finish, and writes its report, before the harness kills it
             "--max-wall", f"{max(case.timeout_s - BUDGET_MARGIN_S, case.timeout_s / 2):.0f}"]
     if case.test:
         args += ["--test", case.test]
+    if python is not None:
+        args += ["--python", str(python)]
     if policy == "llm":
         args += (llm or LLMSettings()).migrate_args()
     env = dict(case.env) if isinstance(case, RealCase) else {}
@@ -277,10 +279,10 @@ def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Pri
         if isinstance(case, RealCase):
             from evals.real import prepare
 
-            repo = prepare(case, mirror, out / "checkout")
+            repo, python = prepare(case, mirror, out / "checkout")
         else:
-            repo = case.repo
-        record, why, wall = migrate(case, repo, out, policy, llm)
+            repo, python = case.repo, None
+        record, why, wall = migrate(case, repo, out, policy, llm, python)
         if record is None:
             status = "failed_timeout" if "timeout" in why else "failed_harness"
             return CaseResult(**base, status=status, grade="failed", reason=why, wall_s=wall)  # type: ignore[arg-type]
@@ -380,13 +382,3 @@ def current_step(out_root: Path, name: str) -> str:
     except Exception:  # not written yet, or mid-write: the display just shows no step
         return ""
     return steps[-1].node if steps else ""
-
-
-def packages_missing(packages: list[str]) -> list[str]:
-    """The ``pip-name[:module]`` entries whose module cannot be imported by Ferry's interpreter."""
-    missing = []
-    for spec in packages:
-        pip, _, module = spec.partition(":")
-        if importlib.util.find_spec(module or pip.replace("-", "_")) is None:
-            missing.append(pip)
-    return missing

@@ -9,13 +9,18 @@ A mirror may lack some blobs: the search tool's ``fetch`` leaves a repository's 
 (``git ls-tree -l`` shows their size as ``BAD``), and a plain checkout of such a commit fails on the
 first one. Those paths are left out of the checkout (a sparse checkout of everything else) and named
 in the log; where the case needs one, its data script writes a synthetic stand-in.
+
+Each case runs with an interpreter of its own, as the repository's users have one (``evals.real_env``):
+a cached venv holding torch==2.13.0 and the repository's requirements, nothing of Ferry's. The data
+script runs with it too (it may run the repository's own preparation code), and the migration gets it
+as ``--python``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
-import sys
 from pathlib import Path
 
 from evals.cases import RealCase
@@ -86,22 +91,22 @@ def checkout(clone: Path, commit: str, work: Path) -> list[str]:
     return absent
 
 
-def prepare(case: RealCase, mirror: Path | None, work: Path) -> Path:
-    """A checkout of ``case`` at its pinned commit under ``work``, with its data written."""
-    from evals.harness import packages_missing
+def prepare(case: RealCase, mirror: Path | None, work: Path) -> tuple[Path, Path]:
+    """A checkout of ``case`` at its pinned commit under ``work``, with its data written, and the
+    interpreter its runs use (the case's own venv)."""
+    from evals.real_env import VenvError, case_python, requirements_of
 
     if mirror is None:
         raise RealCaseError("the real suite needs --mirror DIR")
-    missing = packages_missing(case.packages)
-    if missing:
-        raise RealCaseError(f"{case.name} needs {', '.join(missing)}, not installed in Ferry's environment: "
-                            f"{Path(sys.executable).parent / 'pip'} install {' '.join(missing)}",
-                            status="failed_environment")
     clone = find_clone(mirror, case.repo_name)
     checkout(clone, case.commit, work)
+    try:
+        python = case_python(requirements_of(case.packages, work, case.requirements))
+    except VenvError as exc:
+        raise RealCaseError(f"{case.name}: {exc}", status="failed_environment") from None
     if case.data_script is not None:
-        proc = subprocess.run([sys.executable, str(case.data_script)], cwd=work, capture_output=True, text=True,
-                              timeout=600)
+        proc = subprocess.run([str(python), str(case.data_script)], cwd=work, capture_output=True, text=True,
+                              timeout=600, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
         if proc.returncode != 0:
             raise RealCaseError(f"the data script {case.data_script.name} failed: {proc.stderr.strip()[-500:]}")
-    return work
+    return work, python
