@@ -6,8 +6,11 @@ its memory). Here a request's line and headers must all arrive within ``header_s
 (or of the previous response), and a body must not pause for more than ``body_idle_s`` while the server
 is reading it, nor take more than ``body_total_s`` in all (a client that sends a byte just before each
 idle deadline would hold the connection for ever otherwise); past any of them the connection is closed
-(408 when no response has started). A response sent before its request's body is all in (a 401 to an
-upload, say) closes the connection: the rest of that body would only be read and discarded.
+(408 when no response has started). After a response sent before its request's body is all in (a 401
+to an upload, say) the rest of that body is read and dropped for at most ``DRAIN_S`` (or the idle
+deadline, when shorter) in all, then the connection is closed: closing at once would reset a client
+still sending, which then never reads the answer; waiting on every byte would let a trickle hold the
+socket for ever.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_HEADER_S = 30.0
 DEFAULT_BODY_IDLE_S = 60.0
 DEFAULT_BODY_TOTAL_S = 600.0
+DRAIN_S = 5.0
 KEEP_ALIVE_S = 5
 _TIMEOUT_BODY = b"the request was not received in time; send the request line and headers at once\n"
 
@@ -67,8 +71,8 @@ class DeadlineH11Protocol(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
-            self._disarm()  # answered before its body was in: the rest would only be discarded
-            self.transport.close()
+            # answered before its body was in: the rest is read and dropped, within a fixed time
+            self._arm("drain", min(DRAIN_S, self.body_idle_s))
             return
         self._body_since = None
         if not self.transport.is_closing():
@@ -78,6 +82,11 @@ class DeadlineH11Protocol(H11Protocol):
     def _follow(self) -> None:
         """The deadline that fits where the client's request is now."""
         state = self.conn.their_state
+        if self._phase == "drain":
+            if state is h11.SEND_BODY:
+                return  # the drain's deadline is fixed: no chunk extends it
+            self._arm("headers", self.header_s)  # the dropped body is all in: the next request may come
+            self._body_since = None
         if state is h11.IDLE:  # no request line and headers yet: the headers deadline runs on
             return
         if state is h11.SEND_BODY:
@@ -99,7 +108,10 @@ class DeadlineH11Protocol(H11Protocol):
             self._arm("body", self.body_idle_s)
             return
         client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
-        if self._phase == "headers":
+        if self._phase == "drain":
+            logger.info("closing the connection of %s: the rest of a body its answer did not need kept coming "
+                        "for %.0f s", client, min(DRAIN_S, self.body_idle_s))
+        elif self._phase == "headers":
             logger.info("closing the connection of %s: its request line and headers did not arrive within "
                         "%.0f s", client, self.header_s)
         elif total_over:

@@ -208,3 +208,21 @@ def test_a_steady_trickle_does_not_hold_a_connection(serve) -> None:
         took, _ = _trickle(s, 15)
     assert 3.5 < took < 9, took
     assert httpx.get(f"{srv.url}/healthz").status_code == 200
+
+
+def test_an_early_answer_reaches_a_client_still_sending_its_body(serve) -> None:
+    """A 403 sent before an 8 MiB body is in: the server reads and drops the rest instead of closing under
+    the client (a close with unread data resets the connection, and the client never sees the 401: a CI
+    run of the cross-site test lost its 403 that way)."""
+    srv = serve()
+    url = httpx.URL(srv.url)
+    body = b"x" * (8 * 1024 * 1024)
+    for _ in range(3):  # the cross-site check answers from the middleware, before the app reads the body
+        got = httpx.post(f"{srv.url}/v1/sessions", content=body,
+                         headers={"content-type": "application/json", "origin": "http://evil.example",
+                                  "authorization": "Bearer alice-token-0001"})
+        assert got.status_code == 403, got.text
+    with socket.create_connection((url.host, url.port)) as s:  # and a trickle after the answer still ends
+        s.sendall(_head(url, "POST", "/v1/sessions"))
+        took, said = _trickle(s, 15, every=0.2)
+    assert said.startswith(b"HTTP/1.1 401") and took < 8, (took, said[:80])
