@@ -26,7 +26,7 @@ def rewrite(state: MigrationState, runs: RunScheduler) -> Update:
     counts_of = {entry.file: dict(Counter(entry.applied_rules)) for entry in result.files}
     edits = [Edit(step="rewrite", kind="codemod", rule=",".join(rules_of.get(rel, [])) or "codemods", files=[rel],
                   diff=file_diff(rel, read_text(source / rel, source), text),
-                  reason="catalogue codemods (CUDA_IDIOMS.md)",
+                  reason="catalogue codemods (docs/codemods.md)",
                   dtype_changes=_dtype_changes(rules_of.get(rel, [])), rule_counts=counts_of.get(rel, {}))
              for rel, text in sorted(new_files.items())]
     merged = {**(state.get("files") or {}), **new_files}

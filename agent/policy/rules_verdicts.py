@@ -30,7 +30,7 @@ def missing_package(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
         status="needs_human",
         summary=(f"a CUDA-only package is required at {diag.where()} ({diag.first_line}). "
                  "It has no tpx build; replace it with the native PyTorch equivalent or guard the import "
-                 "(see CUDA_IDIOMS.md, kernels and third-party)."),
+                 "(see docs/codemods.md, \"Coverage of the catalogue\")."),
     )
 
 

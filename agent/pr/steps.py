@@ -87,11 +87,11 @@ class CommitStep:
             "revert": f"Revert a rejected change in {where}",
         }.get(self.cls, f"Fix {self.cls.removeprefix('fix:')} in {where}")
         why = {
-            "codemods": "Ferry's catalogue codemods (CUDA_IDIOMS.md) replace CUDA-only calls with device-generic "
+            "codemods": "Ferry's catalogue codemods (docs/codemods.md) replace CUDA-only calls with device-generic "
                         "PyTorch, so the same code runs on CUDA, on CPU and on the PrivateUse1 accelerator.",
             "tests": "The tests named CUDA directly; they now follow the device the code runs on.",
             "precision": "The accelerator's numerics differ from the reference's; these settings keep parity "
-                         "within NUMERICS.md's tolerances.",
+                         "within the tolerances of docs/parity.md.",
         }.get(self.cls, "")
         body = [why] if why else []
         reasons = list(dict.fromkeys(c.edit.reason for c in self.chunks if c.edit.reason))
