@@ -59,16 +59,24 @@ def is_available() -> bool:
     return device_count() > 0
 
 
+# As torch.cuda's: false until the program first uses the device (a tensor on it, set_device, init()).
+# torch.distributed's DeviceMesh selects LOCAL_RANK's device only for a process whose device is not
+# initialized yet; a device that always answered true would leave every rank of an FSDP2 program on tpx:0.
+_initialized = [False]
+
+
 def is_initialized() -> bool:
-    return _ext.is_loaded()
+    return _initialized[0] and _ext.is_loaded()
 
 
 def _lazy_init() -> None:
+    """Called by PyTorch before the first tpx tensor of the process is made (device_lazy_init)."""
     _ext.get()
+    _initialized[0] = True
 
 
 def init() -> None:
-    _ext.get()
+    _lazy_init()
 
 
 def _is_in_bad_fork() -> bool:
@@ -102,6 +110,7 @@ def set_device(device) -> None:
         return
     if idx >= device_count():
         raise RuntimeError(ordinal_error(idx))
+    _lazy_init()
     _ext.get().set_device(idx)
 
 

@@ -211,7 +211,12 @@ for m in mods:
     except (ImportError, ValueError):
         spec = None
     found[m] = None if spec is None else (spec.origin or (list(spec.submodule_search_locations or []) or [""])[0])
-print(json.dumps({"torch": torch.__version__, "prefix": sys.prefix, "modules": found,
+# who needs pydantic: a distribution whose requirements name it (the repository's closure pulled it in)
+needs = sorted({d.metadata["Name"] for d in md.distributions() if d.metadata["Name"]
+                and any(r.split(";")[0].replace(" ", "").lower().startswith("pydantic")
+                        and r.split(";")[0].replace(" ", "").lower()[8:9] in ("", "<", ">", "=", "!", "~", "[", "(")
+                        for r in (d.requires or []) if "extra ==" not in r)})
+print(json.dumps({"torch": torch.__version__, "prefix": sys.prefix, "modules": found, "pydantic_needed_by": needs,
                   "dists": sorted({d.metadata["Name"] for d in md.distributions() if d.metadata["Name"]})}))
 """
 
@@ -219,7 +224,8 @@ print(json.dumps({"torch": torch.__version__, "prefix": sys.prefix, "modules": f
 def check_venv(python: Path, requirements: list[str]) -> dict[str, object]:
     """Ask ``python`` (isolated: no cwd, no PYTHONPATH, no user site) for its torch, its distributions
     and where Ferry's module names would come from; VenvError unless torch is 2.13.0 and nothing of
-    Ferry's (or pydantic, unless a requirement names it) is importable there."""
+    Ferry's (or pydantic, unless a requirement names it or a distribution of the requirements' closure
+    depends on it) is importable there."""
     wanted = {canonicalize_name(Requirement(r).name) for r in requirements}
     mods = [*FERRY_MODULES, *([] if "pydantic" in wanted else ["pydantic"])]
     proc = subprocess.run([str(python), "-I", "-c", _CHECK, json.dumps(mods)], capture_output=True, text=True,
@@ -237,7 +243,9 @@ def check_venv(python: Path, requirements: list[str]) -> dict[str, object]:
     if bad:
         problems.append(f"it holds {', '.join(bad)}")
     modules: dict[str, str | None] = info["modules"]  # type: ignore[assignment]
-    leaked = [f"{m} ({where})" for m, where in modules.items() if where is not None]
+    needed_by = [str(d) for d in info.get("pydantic_needed_by") or []]  # type: ignore[attr-defined]
+    leaked = [f"{m} ({where})" for m, where in modules.items()
+              if where is not None and not (m == "pydantic" and needed_by)]
     if leaked:
         problems.append(f"it can import {', '.join(leaked)}")
     if problems:

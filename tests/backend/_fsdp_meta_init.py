@@ -1,9 +1,11 @@
 """The common FSDP2 example on tpx, run by torchrun (tests/backend/test_rng_fsdp.py).
 
-``torchrun --nproc-per-node 2 _fsdp_meta_init.py OUT SEED``: the model is built on ``meta``,
+``torchrun --nproc-per-node 2 _fsdp_meta_init.py OUT SEED [example]``: the model is built on ``meta``,
 sharded with ``fully_shard``, materialised with ``to_empty(device="tpx")`` and initialised with
 ``reset_parameters()`` (DTensor random ops on tpx's generator), then trained one step with dropout.
 Each rank writes ``OUT.<rank>`` (JSON): its local shards, the full parameters, the tpx RNG state.
+``example``: as pytorch/examples' FSDP2 script does it: no device selected by the program (only
+``device_id=`` of ``init_process_group`` and ``tpx:<rank>`` devices), the default mesh of ``fully_shard``.
 """
 
 from __future__ import annotations
@@ -20,18 +22,24 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 
-def main(out: str, seed: int) -> None:
+def main(out: str, seed: int, example: bool = False) -> None:
     faulthandler.dump_traceback_later(120, exit=True)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.accelerator.set_device_index(int(os.environ["LOCAL_RANK"]))
-    mesh = init_device_mesh("tpx", (world,))
+    device: str | torch.device = "tpx"
+    if example:
+        device = torch.device(f"tpx:{os.environ['LOCAL_RANK']}")
+        dist.init_process_group(backend=dist.get_default_backend_for_device(device), device_id=device)
+        mesh = None  # fully_shard's default: a 1-D mesh over the world, made by DeviceMesh itself
+    else:
+        torch.accelerator.set_device_index(int(os.environ["LOCAL_RANK"]))
+        mesh = init_device_mesh("tpx", (world,))
     torch.manual_seed(seed)
     with torch.device("meta"):
         model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.25), nn.Linear(32, 8))
     for layer in (model[0], model[3]):
         fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    model.to_empty(device="tpx")
+    model.to_empty(device=device)
     for module in model.modules():
         if hasattr(module, "reset_parameters"):
             module.reset_parameters()
@@ -41,7 +49,7 @@ def main(out: str, seed: int) -> None:
         "full": {k: p.full_tensor().cpu().tolist() for k, p in model.named_parameters()},
     }
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    x = torch.randn(4, 16, device="tpx")  # the same on every rank (same seed, same offset)
+    x = torch.randn(4, 16, device=device)  # the same on every rank (same seed, same offset)
     loss = model(x).pow(2).mean()
     loss.backward()
     opt.step()
@@ -59,4 +67,4 @@ def main(out: str, seed: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3:] == ["example"])

@@ -17,11 +17,11 @@ _SCRIPT = Path(__file__).with_name("_fsdp_meta_init.py")
 _ROOT = Path(__file__).resolve().parents[2]
 
 
-def _torchrun(out: Path, seed: int) -> list[dict]:
+def _torchrun(out: Path, seed: int, *extra: str) -> list[dict]:
     env = {**os.environ, "TPX_DEVICE_COUNT": "2", "PYTHONPATH": str(_ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         str(_SCRIPT), str(out), str(seed)],
+         str(_SCRIPT), str(out), str(seed), *extra],
         capture_output=True, text=True, timeout=240, env=env, cwd=out.parent,
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
@@ -58,3 +58,14 @@ def test_rerun_with_the_same_seed_gives_the_same_parameters(runs):
     for a, b in zip(first, again, strict=True):
         assert a["local"] == b["local"] and a["full"] == b["full"]
         assert a["loss"] == b["loss"] and a["trained"] == b["trained"] and a["rng_state"] == b["rng_state"]
+
+
+def test_each_rank_lands_on_its_own_device_when_the_program_selects_none(tmp_path):
+    # pytorch/examples' FSDP2 script never sets the current device: DeviceMesh selects LOCAL_RANK's for
+    # a process whose device is not initialized yet, as on CUDA. tpx answered "initialized" from the
+    # start, so rank 1 reduced its gradients on tpx:0 ("attempting to assign a gradient located on
+    # device with index 0 to a tensor on device 1").
+    first = _torchrun(tmp_path / "example", 0, "example")
+    assert [r["devices"] for r in first] == [["tpx:0"], ["tpx:1"]]
+    assert first[0]["loss"] == first[1]["loss"] and first[0]["trained"] == first[1]["trained"]
+    assert first[0]["trained"] != first[0]["full"]

@@ -85,6 +85,21 @@ def test_a_venv_where_pydantic_imports_is_refused_unless_the_repository_asks_for
     assert check_venv(venv / "bin" / "python", ["pydantic"])["torch"]
 
 
+def test_pydantic_pulled_in_by_a_requirement_of_the_repository_is_the_users_own(tmp_path: Path) -> None:
+    # transformers/datasets-style closures bring pydantic: a dependency of what the repository asks for
+    # is the user's environment, not Ferry leaking into it
+    venv = tmp_path / "closure"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    link_distributions([*torch_closure(), md.distribution("pydantic"), md.distribution("pydantic-core"),
+                        md.distribution("fastapi")], venv)
+    info = check_venv(venv / "bin" / "python", ["fastapi"])
+    assert info["pydantic_needed_by"] == ["fastapi"]
+    # Ferry's own packages stay refused whatever the closure holds
+    (venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages" / "tools").mkdir()
+    with pytest.raises(VenvError, match="tools"):
+        check_venv(venv / "bin" / "python", ["fastapi"])
+
+
 def test_requirements_never_bring_another_torch(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text(
         "# deps\ntorch>=2.0\ntorchvision==0.28\nnvidia-cublas-cu12\nnumpy<3  # arrays\n-e .\n"

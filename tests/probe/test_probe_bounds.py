@@ -115,3 +115,23 @@ def test_calls_per_step_from_env(tmp_path: Path, raw: str, expected: int, caplog
     assert cfg is not None and cfg.calls_per_step == expected and cfg.max_events == 50
     if raw != "3":
         assert f"FERRY_PROBE_CALLS_PER_STEP={raw!r} is not an integer >= 1" in caplog.text
+
+
+def test_forwards_under_inference_mode_are_recorded(tmp_path: Path) -> None:
+    # Lightning runs validate/test under torch.inference_mode: its tensors have no version counter,
+    # which the probe's deduplication read (RuntimeError in the user's test loop)
+    net = _net()
+    with probe_session(tmp_path, steps=3, calls_per_step=4):
+        net(torch.randn(3, 4)).sum().backward()
+        with torch.inference_mode():
+            x = torch.randn(2, 4)
+            first = net(x)
+            x.add_(1.0)  # changed in place: the same tensor object must be recorded again, not deduplicated
+            second = net(x)
+    assert not torch.equal(first, second)
+    dump = ProbeDump(tmp_path)
+    inputs = {e["key"]: e for e in dump.events if e["key"].startswith("Sequential#") and e["key"].endswith(":in[0]")}
+    assert list(inputs) == ["Sequential#0:in[0]", "Sequential#1:in[0]", "Sequential#2:in[0]"]
+    assert "same_as" not in inputs["Sequential#2:in[0]"]
+    assert torch.equal(dump.tensor("Sequential#2:in[0]"), x)
+    assert torch.allclose(dump.tensor("Sequential#1:in[0]"), x - 1.0)

@@ -345,3 +345,22 @@ def test_fsdp2_on_a_cuda_device_mesh_runs_on_cpu(tmp_path):
     lines = sorted(r.line for r in records if r.api == "init_device_mesh(cuda)")
     assert lines == [_script_line("fsdp2_mesh.py", 'device_type="cuda"'),
                      _script_line("fsdp2_mesh.py", "positional =")]
+
+
+def test_torch_accelerator_answers_for_cuda_under_the_redirect(tmp_path):
+    # Without it, pytorch/examples' torch.accelerator scripts print that they need 2 GPUs and exit 0
+    # in the reference run: nothing ran there to compare with.
+    res = run(RunRequest(path=SCRIPTS, command=["python", "accelerator_queries.py"], device="cpu",
+                         redirect_cuda="cpu", artifacts_dir=tmp_path, timeout_s=240, env={DEVICE_COUNT_ENV: "2"}))
+    assert res.status == "ok", res.stderr_tail[-3000:]
+    out = res.stdout_tail
+    assert "Unable to locate" not in out
+    assert "acc cuda backend nccl group gloo current 1 inside 0 after 1" in out
+    assert "param cpu x cpu y cpu mem 0 total_positive True compiled [2.0, 2.0] batches [[0.0, 1.0], [2.0, 3.0]]" in out
+    records = load_redirect_log(res.redirect_log_path)
+    apis = {r.api: r for r in records}
+    lines = {r.line for r in records if r.api == "torch.accelerator.is_available"}
+    assert _script_line("accelerator_queries.py", "return torch.accelerator.is_available()") in lines
+    assert _script_line("accelerator_queries.py", "compiled = scaled(") in lines  # asked while Dynamo traced it
+    assert apis["torch.accelerator.set_device_index"].file == "accelerator_queries.py"
+    assert apis["init_process_group(nccl)"].mapped_to == "gloo"

@@ -98,7 +98,7 @@ class Recorder:
         if entry is None:
             return None
         ref, version, key = entry
-        if ref() is t and t._version == version:
+        if ref() is t and not t.is_inference() and t._version == version:
             return key
         return None
 
@@ -140,10 +140,13 @@ class Recorder:
                     else:
                         self._pending_bytes += nbytes
                         event["chunk"] = self._chunk_name(self._chunk)
-                        try:
-                            self._seen[id(tensor)] = (weakref.ref(tensor), tensor._version, key)
-                        except TypeError:
-                            pass
+                        # an inference tensor (torch.inference_mode: Lightning's validate/test) has no
+                        # version counter, so an in-place change would go unseen: never deduplicated
+                        if not tensor.is_inference():
+                            try:
+                                self._seen[id(tensor)] = (weakref.ref(tensor), tensor._version, key)
+                            except TypeError:
+                                pass
             self.events.append(event)
             if self._pending_bytes >= FLUSH_PENDING_BYTES:
                 self.flush()

@@ -50,9 +50,12 @@ def is_own(fn: object) -> bool:
     return code is not None and str(code.co_filename).startswith(OWN_DIR)
 
 
-def remember(cuda_api: dict[str, object], factories: Iterable[object], nvtx: Iterable[object]) -> None:
-    """Note the replacements the redirect installed; they get their Dynamo rules when Dynamo loads."""
+def remember(cuda_api: dict[str, object], factories: Iterable[object], nvtx: Iterable[object],
+             folded: Iterable[object] = ()) -> None:
+    """Note the replacements the redirect installed; they get their Dynamo rules when Dynamo loads
+    (``folded``: more questions answered at trace time, torch.accelerator's)."""
     _pending["folded"].extend(fn for name, fn in cuda_api.items() if name in FOLDED)
+    _pending["folded"].extend(folded)
     _pending["folded"].extend(nvtx)
     _pending["in_graph"].extend(factories)
     if "torch._dynamo" in sys.modules:

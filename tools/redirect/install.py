@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 import torch
 
 from ..guest import is_own_module
-from . import amp_policy, dynamo_rules
+from . import accelerator_api, amp_policy, dynamo_rules
 from .cuda_api import build_cuda_api, patch_nvtx
 from .legacy import legacy_types, patch_legacy_type_checks
 from .methods import patch_methods
@@ -333,13 +333,14 @@ def _generator_class(target: str, rec: Recorder) -> type[torch.Generator]:
     return Generator
 
 
-def _remember_for_compile(cuda_api: dict[str, object]) -> None:
+def _remember_for_compile(cuda_api: dict[str, object], accel_api: dict[str, object]) -> None:
     """Hand torch.compile the replacements it must treat as PyTorch's own (``dynamo_rules``)."""
     factories = [fn for fn in (getattr(torch, name, None) for name in FACTORIES) if dynamo_rules.is_own(fn)]
     nvtx = getattr(torch.cuda, "nvtx", None)
     markers = [fn for fn in (getattr(nvtx, name, None) for name in NVTX_FUNCTIONS if name != "range")
                if dynamo_rules.is_own(fn)]
-    dynamo_rules.remember(cuda_api, factories, markers)
+    dynamo_rules.remember(cuda_api, factories, markers,
+                          [fn for name, fn in accel_api.items() if name in accelerator_api.FOLDED])
 
 
 def install(target: str, log_path: str | None = None, repo_root: str | None = None) -> Recorder:
@@ -352,6 +353,9 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
     cuda_api = build_cuda_api(target, rec)
     for name, fn in cuda_api.items():
         setattr(torch.cuda, name, fn)
+    # torch.accelerator answers for CUDA, as on the machine the code was written for (tpx answers for itself)
+    accel_api = accelerator_api.build_accelerator_api(cuda_api, rec) if target == "cpu" else {}
+    accelerator_api.install_accelerator_api(accel_api)
     for name, cls in legacy_types(target, rec).items():
         setattr(torch.cuda, name, cls)
     patch_legacy_type_checks(target, rec)
@@ -410,7 +414,7 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
     else:
         raise ValueError(f"{STRATEGY_ENV}={strategy!r}: use 'patch' (default) or 'mode'")
     _state["recorder"], _state["strategy"] = rec, strategy
-    _remember_for_compile(cuda_api)
+    _remember_for_compile(cuda_api, accel_api)
     logger.debug("CUDA redirect installed: target=%s strategy=%s log=%s", target, strategy, log_path)
     return rec
 
