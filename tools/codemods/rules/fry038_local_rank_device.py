@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import Rule, RuleContext
 from tools.codemods.device_indices import is_device_index
 from tools.codemods.nodes import code, cuda_device_string, expr, int_value, kwarg, string_value
 from tools.codemods.tables import DEVICE_OBJECT, INIT_PROCESS_GROUP
@@ -23,12 +23,16 @@ class LocalRankDevice(Rule):
     ID = "FRY038"
     NAME = "dist.local-rank-device"
     DESCRIPTION = ('torch.device("cuda", local_rank) -> torch.device(device.type, local_rank); '
-                   'f"cuda:{local_rank}" -> f"{device.type}:{local_rank}"; "cuda:%d" % r and '
-                   '"cuda:{}".format(r) -> review; init_process_group(device_id=local_rank | torch.device("cuda", '
+                   'f"cuda:{local_rank}" -> f"{device.type}:{local_rank}"; "cuda:{}".format(r) and "cuda:%d" % r -> '
+                   'the accelerator\'s type name + ":{}" formatted the same way; init_process_group(device_id=local_rank | torch.device("cuda", '
                    'i)) -> device_id=(torch.device(device.type, i) if device.type != "cpu" else None). '
                    "(torch.cuda.set_device(local_rank) is FRY010.)")
     CATEGORY = "auto"
     ENTRIES = (38,)
+
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__(ctx)
+        self._templates: set[int] = set()  # the formatted templates rewritten (no review finding for them)
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname_in(node.func, INIT_PROCESS_GROUP) is not None:
@@ -105,7 +109,36 @@ class LocalRankDevice(Rule):
         self.hit(node, "f-string names a CUDA device by rank", category="auto", transform=transform,
                  suggestion=f'f"{{{ref}.type}}:{{...}}"', needs_device=True)
 
+    def _formatted_template(self, node: cst.BaseExpression) -> None:
+        """``"cuda:{}".format(i)`` / ``"cuda:%d" % i`` (Informer's ``torch.device('cuda:{}'.format(args.gpu))``):
+        the template becomes the accelerator's type name followed by the rest of it, formatted as before
+        ("tpx:0" on tpx, "cpu:0" without an accelerator, "cuda:0" on CUDA). The type is the module-free
+        expression, never the device variable: a function assigning ``device = ...`` makes that name local."""
+        if not isinstance(node, cst.SimpleString) or node.prefix.lower() not in ("", "u"):
+            return
+        value = string_value(node)
+        if value is None or not value.startswith("cuda:") or not ("%" in value or "{" in value):
+            return
+        quote = node.quote
+        rest = node.value[len(node.prefix) + len(quote) + len("cuda"):]  # ':{}' + closing quote
+        text = self.torch_text(f"(({device_string_expression(self.ctx.device_mode)}) + {quote}{rest})")
+        if quote == '"' and '"' in rest[:-1]:
+            return
+        self._templates.add(id(node))
+        self.hit(node, "formatted CUDA device string", category="auto", suggestion=text,
+                 transform=lambda updated: expr(text), add_imports=(("torch", None),))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "format":
+            self._formatted_template(node.value)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.Modulo):
+            self._formatted_template(node.left)
+
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if id(node) in self._templates:
+            return
         value = string_value(node)
         if value is not None and value.startswith("cuda:") and ("%" in value or "{" in value):
             self.hit(node, "formatted CUDA device string", category="review",
