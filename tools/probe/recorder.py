@@ -98,7 +98,7 @@ class Recorder:
         if entry is None:
             return None
         ref, version, key = entry
-        if ref() is t and not t.is_inference() and t._version == version:
+        if ref() is t and t._version == version:
             return key
         return None
 

@@ -17,11 +17,11 @@ Standard library and torch only: this runs inside the user's process.
 from __future__ import annotations
 
 import contextlib
-import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .cuda_api import _from_torch_internals
 from .sites import Recorder
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it ne
 #: answered at trace time under torch.compile, as their torch.cuda counterparts (dynamo_rules)
 FOLDED = frozenset({"is_available", "device_count", "current_accelerator", "current_device_index",
                     "current_device_idx", "get_device_capability", "synchronize"})
+#: the Dynamo module that folds the program's questions while it traces (the only one of Dynamo's asking for it)
+_CONSTANT_FOLDER = "torch._dynamo.variables.torch"
 #: the functions of torch.accelerator.memory, also re-exported by torch.accelerator
 MEMORY = ("empty_cache", "empty_host_cache", "get_memory_info", "max_memory_allocated", "max_memory_reserved",
           "memory_allocated", "memory_reserved", "memory_stats", "reset_accumulated_memory_stats",
@@ -94,19 +96,11 @@ def build_accelerator_api(cuda_api: dict[str, Any], rec: Recorder) -> dict[str, 
     return api
 
 
-def _from_torch_internals() -> bool:
-    """True when the caller is PyTorch itself, which must keep the real answers (Dynamo's stream
-    handling asks ``is_available()`` then uses ``current_accelerator()``). Dynamo's constant folder
-    (``torch._dynamo.variables.torch``) calls it for the program it traces: the program's answer."""
-    name: str = sys._getframe(2).f_globals.get("__name__", "")
-    if name == "torch._dynamo.variables.torch":
-        return False
-    return name == "torch" or name.startswith("torch.")
-
-
 def _redirected(name: str, real: Callable[..., Any], answer: Callable[..., Any], rec: Recorder) -> Callable[..., Any]:
     def replacement(*args: Any, **kwargs: Any) -> Any:
-        if _from_torch_internals():
+        # only Dynamo's constant folder asks for the program: its stream handling (variables.streams)
+        # asks is_available() and then uses current_accelerator(), and must get the real pair
+        if _from_torch_internals(tracer=_CONSTANT_FOLDER):
             return real(*args, **kwargs)
         rec.record(f"torch.accelerator.{name}", skip=3)
         return answer(*args, **kwargs)

@@ -19,11 +19,12 @@ if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it ne
     from collections.abc import Callable, Iterator
 
 
-def _from_torch_internals(depth: int = 2) -> bool:
+def _from_torch_internals(depth: int = 2, tracer: str = "torch._dynamo.variables.") -> bool:
     """True when the caller is PyTorch itself (it must keep seeing the real answer). Dynamo folding
-    the call while it traces the program's code (``dynamo_rules``) asks for the program."""
+    the call while it traces the program's code (``dynamo_rules``; modules named from ``tracer``)
+    asks for the program."""
     name: str = sys._getframe(depth).f_globals.get("__name__", "")
-    if name.startswith("torch._dynamo.variables."):
+    if name.startswith(tracer):
         return False
     return name == "torch" or name.startswith("torch.")
 

@@ -24,8 +24,9 @@ class LocalRankDevice(Rule):
     NAME = "dist.local-rank-device"
     DESCRIPTION = ('torch.device("cuda", local_rank) -> torch.device(device.type, local_rank); '
                    'f"cuda:{local_rank}" -> f"{device.type}:{local_rank}"; "cuda:{}".format(r) and "cuda:%d" % r -> '
-                   'the accelerator\'s type name + ":{}" formatted the same way; init_process_group(device_id=local_rank | torch.device("cuda", '
-                   'i)) -> device_id=(torch.device(device.type, i) if device.type != "cpu" else None). '
+                   'the accelerator\'s type name + ":{}" formatted the same way; '
+                   'init_process_group(device_id=local_rank | torch.device("cuda", i)) -> '
+                   'device_id=(torch.device(device.type, i) if device.type != "cpu" else None). '
                    "(torch.cuda.set_device(local_rank) is FRY010.)")
     CATEGORY = "auto"
     ENTRIES = (38,)
@@ -122,8 +123,6 @@ class LocalRankDevice(Rule):
         quote = node.quote
         rest = node.value[len(node.prefix) + len(quote) + len("cuda"):]  # ':{}' + closing quote
         text = self.torch_text(f"(({device_string_expression(self.ctx.device_mode)}) + {quote}{rest})")
-        if quote == '"' and '"' in rest[:-1]:
-            return
         self._templates.add(id(node))
         self.hit(node, "formatted CUDA device string", category="auto", suggestion=text,
                  transform=lambda updated: expr(text), add_imports=(("torch", None),))
