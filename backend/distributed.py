@@ -6,9 +6,11 @@ them (``backend.bridge.to_cpu``): gloo reads and writes the tpx memory itself, n
 ``TpxGlooProcessGroup`` is a Python ``ProcessGroup`` (c10d's ``Backend`` cannot be subclassed
 from Python) that owns a real ``ProcessGroupGloo`` and forwards every collective to it with each
 tpx tensor replaced by its CPU view; CPU tensors pass through unchanged, so one group serves tpx
-and CPU tensors (object collectives, CPU barriers). The returned work is gloo's own, still
+and CPU tensors (object collectives, CPU barriers). The returned work wraps gloo's own, still
 running when ``async_op=True``; its future holds the caller's own (tpx) tensors, which is what
-DDP's reducer builds its gradient views from. Ops whose gloo binding is missing
+DDP's reducer builds its gradient views from, and is made on the caller's thread once gloo is done
+(``_Work``: nothing of Python runs on gloo's threads, so a group freed with the GIL held cannot
+deadlock its process). Ops whose gloo binding is missing
 (``*_coalesced`` tensor collectives) are run one tensor at a time.
 
 Registration (``register()``, run by tpx's registration; ``torch.distributed`` is already imported
@@ -24,6 +26,7 @@ only). See docs/backend.md ("Distributed").
 
 from __future__ import annotations
 
+import atexit
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
@@ -38,6 +41,8 @@ NAME = "tpxgloo"
 DEVICES = ["tpx"]
 
 _done = False
+# every gloo group this process made, released at exit (``_keep``)
+_KEPT: list[Any] = []
 
 
 def _cpu(obj: Any) -> Any:
@@ -55,55 +60,49 @@ def _opts(name: str) -> Any:
     return getattr(torch._C._distributed_c10d, name)()
 
 
-def _future_of(work: Any) -> torch.futures.Future | None:
-    """gloo's future for ``work``; None when that op has none (then it is waited on here)."""
-    try:
-        return work.get_future()
-    except RuntimeError:  # "Work::getFuture not implemented" (e.g. gloo's reduce_scatter_tensor)
-        work.wait()
-        return None
+def _keep(gloo: Any) -> None:
+    """Hold ``gloo`` (a ``ProcessGroupGloo``) until the process exits.
+
+    c10d's reducer (DDP) holds the group, and a DDP script frees it at its end with the GIL held:
+    when that reference is the group's last, gloo's destructor joins its worker thread under the
+    GIL, while that thread may be freeing a finished collective's tensors, which needs the GIL
+    (their Python objects): the process never exits. Held here, the reducer's reference is never
+    the last; at exit ``_release_kept`` drops them from Python, and pybind's holder releases the
+    GIL while gloo joins its (by then idle) threads. A destroyed group keeps its two threads and
+    sockets until then."""
+    if not _KEPT:
+        atexit.register(_release_kept)
+    _KEPT.append(gloo)
+
+
+def _release_kept() -> None:
+    while _KEPT:
+        _KEPT.pop()
 
 
 class _Work(dist._Work):
-    """gloo's work(s) for one collective; the future's value is the caller's own tensors.
+    """gloo's work(s) for one collective; its future's value is the caller's own (tpx) tensors.
 
-    With ``chain`` the future follows gloo's futures (DDP's reducer waits on it without calling
-    ``wait``); without (gloo's send/recv futures never complete) it is completed by ``wait``,
-    and ``get_future`` waits first."""
+    No Python callable is ever chained on gloo's futures: gloo completes them on its worker thread,
+    and a Python callback there (run, or only freed) needs the GIL. c10d frees a group with the GIL
+    held when a reducer holds its last reference (a DDP script's end) and joins that thread: with a
+    callback pending the process never exits. So this work is complete when gloo's are, and its
+    future is made on the caller's thread once they are (``get_future`` waits first: DDP's reducer
+    asks for it as it launches a bucket, so buckets are reduced in turn, not overlapped)."""
 
-    def __init__(self, works: Sequence[Any], result: Any, chain: bool = True) -> None:
+    def __init__(self, works: Sequence[Any], result: Any) -> None:
         super().__init__()
         self._works = list(works)
         self._result = result
         self._future: torch.futures.Future | None = None
-        if chain:
-            futures = [f for f in map(_future_of, self._works) if f is not None]
-            if futures:
-                parent = futures[0] if len(futures) == 1 else torch.futures.collect_all(futures)
-                self._future = parent.then(self._finish)
-            else:
-                self._done()
-
-    def _finish(self, fut: torch.futures.Future) -> Any:
-        fut.value()  # re-raises gloo's error, if any
-        return self._result
-
-    def _done(self) -> torch.futures.Future:
-        if self._future is None:
-            self._future = torch.futures.Future()
-            self._future.set_result(self._result)
-        return self._future
 
     def wait(self, timeout: timedelta | None = None) -> bool:
         for w in self._works:
             w.wait() if timeout is None else w.wait(timeout)
-        self._done().wait()  # a chained future's callback has run: the result is in place
         return True
 
     def is_completed(self) -> bool:
-        if self._future is None:
-            return all(w.is_completed() for w in self._works)
-        return self._future.done()
+        return all(w.is_completed() for w in self._works)
 
     def is_success(self) -> bool:
         return self.is_completed() and all(w.is_success() for w in self._works)
@@ -116,8 +115,15 @@ class _Work(dist._Work):
 
     def get_future(self) -> torch.futures.Future:
         if self._future is None:
-            self.wait()
-        return self._done()
+            future: torch.futures.Future = torch.futures.Future()
+            try:
+                self.wait()
+            except Exception as exc:  # gloo's error reaches whoever waits on the future
+                future.set_exception(exc)
+            else:
+                future.set_result(self._result)
+            self._future = future
+        return self._future
 
 
 class TpxGlooProcessGroup(dist.ProcessGroup):
@@ -126,13 +132,14 @@ class TpxGlooProcessGroup(dist.ProcessGroup):
     def __init__(self, store: dist.Store, rank: int, size: int, timeout: timedelta) -> None:
         super().__init__(rank, size)
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        _keep(self._gloo)
         # c10d asks groups for their per-device backend (``_get_backend``: ``device_id=`` binding,
         # object collectives' device); the collectives themselves are this class's methods
         for device in ("cpu", "tpx"):
             self._register_backend(torch.device(device), dist.ProcessGroup.BackendType.CUSTOM, self._gloo)
 
-    def _run(self, method: str, result: Any, *args: Any, chain: bool = True) -> _Work:
-        return _Work([getattr(self._gloo, method)(*(_cpu(a) for a in args))], result, chain)
+    def _run(self, method: str, result: Any, *args: Any) -> _Work:
+        return _Work([getattr(self._gloo, method)(*(_cpu(a) for a in args))], result)
 
     def _each(self, method: str, result: Any, pairs: Sequence[tuple[Any, Any]], opts: Any) -> _Work:
         """A coalesced op as one gloo op per (output, input) pair, issued in order on every rank."""
@@ -190,13 +197,13 @@ class TpxGlooProcessGroup(dist.ProcessGroup):
         return self._run("alltoall", outputs, outputs, inputs, opts or dist.AllToAllOptions())
 
     def send(self, tensors, dst: int, tag: int = 0):
-        return self._run("send", tensors, tensors, dst, tag, chain=False)
+        return self._run("send", tensors, tensors, dst, tag)
 
     def recv(self, tensors, src: int, tag: int = 0):
-        return self._run("recv", tensors, tensors, src, tag, chain=False)
+        return self._run("recv", tensors, tensors, src, tag)
 
     def recv_anysource(self, tensors, tag: int = 0):
-        return self._run("recv_anysource", tensors, tensors, tag, chain=False)
+        return self._run("recv_anysource", tensors, tensors, tag)
 
     def barrier(self, opts=None):
         return self._run("barrier", [], opts or dist.BarrierOptions())

@@ -14,10 +14,12 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.distributed.nn  # before any group exists: its functions default to the group of import time
 import torch.multiprocessing as mp
 from torch import nn
 
@@ -214,7 +216,55 @@ def tensor_parallel(rank: int, dev: torch.device) -> dict:
     return res
 
 
-SCENARIOS = {"collectives": collectives, "fsdp": fsdp, "tp": tensor_parallel}
+def completion_holding_the_gil(rank: int, dev: torch.device) -> dict:
+    """Rank 0 starts an all_reduce that rank 1 joins 1 s late, then keeps the GIL (a switch interval
+    of 1000 s: the thread gives the GIL up only when it blocks) while it polls the work. The work must
+    complete all the same: nothing gloo's worker thread does for a collective may need the GIL. (When
+    it did, a DDP script's end could hang: freeing the reducer joins that thread with the GIL held.)"""
+    group = dist.group.WORLD
+    out = torch.full((3,), float(rank + 1), device=dev)
+    if rank == 1:
+        time.sleep(1.0)
+        group.allreduce([out]).wait()
+        return {"completed": True, "value": to_list(out)}
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        work = group.allreduce([out])
+        deadline = time.monotonic() + 8.0
+        while not work.is_completed() and time.monotonic() < deadline:
+            pass
+        completed = work.is_completed()
+    finally:
+        sys.setswitchinterval(old)
+    work.wait()
+    return {"completed": completed, "value": to_list(out)}
+
+
+def reducer_frees_the_group(rank: int, dev: torch.device) -> dict:
+    """A DDP script's end: the group destroyed, then the model freed, its reducer holding the group's
+    last reference c10d knows of, while gloo's worker thread still runs a collective (rank 1 joins it
+    2 s late) whose tensors only gloo holds: when that thread finishes, it frees them (their Python
+    objects: the GIL). If freeing the reducer freed gloo, gloo would join that thread under the GIL."""
+    group = dist.group.WORLD
+    model = nn.parallel.DistributedDataParallel(nn.Linear(4, 1).to(dev))
+    model(torch.ones(2, 4, device=dev)).sum().backward()
+    if rank == 1:
+        time.sleep(2.0)
+    group.allreduce([torch.ones(3, device=dev)])  # nothing here keeps the work or its tensors
+    dist.destroy_process_group()
+    del group
+    t0 = time.monotonic()
+    del model
+    return {"freed_in_s": round(time.monotonic() - t0)}
+
+
+def to_list(t: torch.Tensor) -> list[float]:
+    return t.cpu().tolist()
+
+
+SCENARIOS = {"collectives": collectives, "fsdp": fsdp, "tp": tensor_parallel, "gil": completion_holding_the_gil,
+             "reducer_frees_the_group": reducer_frees_the_group}
 
 
 def worker(rank: int, scenario: str, mode: str, url: str, out: str) -> None:
@@ -226,7 +276,8 @@ def worker(rank: int, scenario: str, mode: str, url: str, out: str) -> None:
     res = SCENARIOS[scenario](rank, dev)
     with open(f"{out}.{rank}", "w") as f:
         json.dump(res, f)
-    dist.destroy_process_group()
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _free_port() -> int:
@@ -235,13 +286,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_workers(tmp_path: Path, scenario: str, mode: str, init: str = "tcp") -> list[dict]:
+def run_workers(tmp_path: Path, scenario: str, mode: str, init: str = "tcp", timeout: float = 240) -> list[dict]:
     """Runs ``scenario`` in 2 processes (rank r on tpx:r) and returns each rank's JSON result."""
     url = f"file://{tmp_path / 'rdzv'}" if init == "file" else f"tcp://127.0.0.1:{_free_port()}"
     out = tmp_path / "result"
     env = {**os.environ, "TPX_DEVICE_COUNT": "2", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.run([sys.executable, __file__, scenario, mode, url, str(out)],
-                          capture_output=True, text=True, timeout=240, env=env)
+                          capture_output=True, text=True, timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return [json.loads((tmp_path / f"result.{rank}").read_text()) for rank in range(WORLD)]
 

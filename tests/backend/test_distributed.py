@@ -148,3 +148,20 @@ def test_single_process_ddp_matches_cpu(single_group, tpx_config):
     for p, q in zip(ddp.module.parameters(), ref.parameters(), strict=True):
         assert p.device.type == "tpx"
         assert torch.equal(p.detach().cpu(), q.detach())
+
+
+
+def test_a_collective_completes_while_the_caller_holds_the_gil(tmp_path):
+    """pytorch/examples' ddp-tutorial-series hung at its end on tpx under load: freeing the DDP model
+    freed its reducer, which joined gloo's worker thread with the GIL held, while that thread waited
+    for the GIL to run (or free) a Python callback chained on gloo's future."""
+    results = run_workers(tmp_path, "gil", "none", timeout=90)
+    assert results == [{"completed": True, "value": [3.0] * 3}] * 2
+
+
+def test_freeing_ddp_after_destroy_while_gloo_finishes_a_collective_does_not_hang(tmp_path):
+    """The same script's end, the other way it hung: gloo's worker thread freeing a finished
+    collective's tensors (their Python objects) while the reducer's destructor freed gloo under the
+    GIL. The model is freed at once on both ranks; each process exits."""
+    results = run_workers(tmp_path, "reducer_frees_the_group", "none", timeout=45)
+    assert results == [{"freed_in_s": 0}, {"freed_in_s": 0}]
