@@ -181,3 +181,21 @@ def test_no_run_sees_a_real_gpu_even_when_the_user_asks(device: str, tmp_path: P
                     user_env={"CUDA_VISIBLE_DEVICES": "0", "DATA_DIR": "/data"})
     assert {k: env[k] for k in HIDDEN_GPUS} == dict.fromkeys(HIDDEN_GPUS, "")
     assert env["DATA_DIR"] == "/data"  # the user's other variables are kept
+
+
+def test_the_users_own_sitecustomize_still_runs(repo: Path, tmp_path: Path, venv_python: Path):
+    """Ferry's bootstrap is a sitecustomize, and `site` imports one module of that name: the user's
+    own (here on their PYTHONPATH, after Ferry's) runs after it, with its errors reported, not fatal."""
+    (repo / "lib" / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_HOOK'] = 'ran'\n")
+    (repo / "hook.py").write_text(
+        "import os, sys, torch\nprint('HOOK', os.environ.get('USER_SITE_HOOK'))\n"
+        "print('DEVICE', torch.ones(1, device='tpx').device)\n"
+        "print('GUEST', '_ferry_guest' in sys.modules)\n")
+    res = _run(repo, "python hook.py", tmp_path, python=venv_python, device="tpx", user_env={"PYTHONPATH": "lib"})
+    assert res.status == "ok", res.stderr_tail
+    assert _line(res.stdout_tail, "HOOK") == "ran"
+    assert _line(res.stdout_tail, "DEVICE") == "tpx:0" and _line(res.stdout_tail, "GUEST") == "True"
+    (repo / "lib" / "sitecustomize.py").write_text("raise ValueError('broken hook')\n")
+    res = _run(repo, "python hook.py", tmp_path, python=venv_python, device="tpx", user_env={"PYTHONPATH": "lib"})
+    assert res.status == "ok", res.stderr_tail
+    assert _line(res.stdout_tail, "HOOK") == "None" and "ValueError: broken hook" in res.stderr_tail

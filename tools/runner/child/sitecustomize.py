@@ -339,6 +339,29 @@ _HOOKS: "tuple[tuple[str, Callable[[ModuleType], None]], ...]" = (
     ("random", _on_random), ("torch", _on_torch), ("numpy", _on_numpy))
 
 
+def _chain_next() -> None:
+    """Run the ``sitecustomize`` this one hides: the first further on ``sys.path`` (the user's
+    PYTHONPATH after Ferry's bootstrap directory, their interpreter's site-packages or its system
+    directories: Debian's and Ubuntu's Pythons ship one). ``site`` imports one module of that name;
+    without this the user's own would never run under Ferry. Its errors are reported the way
+    ``site`` reports them and never stop the program; it does not replace this module in
+    ``sys.modules`` (warm starts call ``sitecustomize.ferry_after_fork``)."""
+    from importlib.machinery import PathFinder
+    from importlib.util import module_from_spec
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.stderr.write(f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for traceback:\n"
+                         f"{type(exc).__name__}: {exc}\n")
+
+
 def _main() -> None:
     _guest_package()  # before any user code: unpickling Ferry's objects in a worker finds it
     finder = _PostImportFinder()
@@ -351,6 +374,7 @@ def _main() -> None:
     _watch_teardown()
     _record_worker_errors()
     _install_tools()
+    _chain_next()
 
 
 def ferry_after_fork() -> None:
