@@ -1,7 +1,8 @@
 """The user's environment, as far as a failed run shows it: a module the program imports that the
-runs' interpreter does not have, or a test runner (pytest) missing from the interpreter the tests
-run with, is ``failed_environment`` with the package and the command that installs it, never the
-code's fault (``needs_human``) or something a model could fix (``needs_llm``)."""
+runs' interpreter does not have, a test runner (pytest) missing from the interpreter the tests
+run with, or a torch that is installed (its metadata says 2.13.0) but fails as it imports, is
+``failed_environment`` with the package and the command that mends it, never the code's fault
+(``needs_human``) or something a model could fix (``needs_llm``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ _NO_RUNNER_MODULE = re.compile(r"^\S*: No module named (?P<name>pytest|nose2?|hy
 # a bare ``pytest ...`` command that the shell does not find
 _NO_RUNNER_COMMAND = re.compile(r"^(?:/bin/sh: \d+: |sh: \d+: |/bin/sh: |sh: )?(?:line \d+: )?"
                                 r"(?P<name>pytest|py\.test)(?::| ?: )\s*(?:not found|command not found)\s*$", re.M)
+# a frame of torch's own package body in a traceback: the interpreter's torch failing as it imports
+_TORCH_INIT_FRAME = re.compile(r'^ {2}File "[^"\n]{0,4096}/torch/__init__\.py", line \d+, in <module>$', re.M)
+_TRACEBACK = "Traceback (most recent call last):"
 TEST_RUNNERS = {"pytest": "pytest", "py.test": "pytest", "nose": "nose", "nose2": "nose2", "hypothesis": "hypothesis"}
 # Import names whose PyPI distribution is named differently (pip install <value>).
 PIP_NAMES = {
@@ -55,6 +59,37 @@ class MissingModule:
                 "environment the project uses, then start the migration again.")
 
 
+@dataclass(frozen=True)
+class BrokenTorch:
+    """torch is installed in the runs' interpreter but raises while it imports (a broken or partial
+    install, a shared library it cannot load): the program never started."""
+
+    error: str  # the exception, one line
+    interpreter: str
+
+    def install_command(self) -> str:
+        return f"{shlex.quote(self.interpreter)} -m pip install --force-reinstall torch==2.13.0"
+
+    def message(self) -> str:
+        return (f"torch fails to import in the interpreter the runs use ({self.interpreter}): {self.error}. "
+                "The program never started, so this is the environment, not the code. Reinstall torch there "
+                f"({self.install_command()}), or pass --python with an environment whose `python -c 'import torch'` "
+                "works, then start the migration again.")
+
+
+def broken_torch(diag: Diagnosis, output: str, interpreter: str | None = None) -> BrokenTorch | None:
+    """The runs' torch failing as it imports: the last traceback in ``output`` (a run's captured
+    output: untrusted text, only matched) passes through torch's own ``__init__`` at module level.
+    A module torch needs that is missing is ``missing_module``'s (it names the package)."""
+    if not diag.exc_type or diag.exc_type == "ModuleNotFoundError":
+        return None
+    last = output.rsplit(_TRACEBACK, 1)
+    if len(last) < 2 or _TORCH_INIT_FRAME.search(last[1]) is None:
+        return None
+    error = f"{diag.exc_type}: {(diag.message.strip().splitlines() or [''])[0][:300]}"
+    return BrokenTorch(error=error, interpreter=interpreter or sys.executable)
+
+
 def missing_module(diag: Diagnosis, known: list[str], interpreter: str | None = None) -> MissingModule | None:
     """The missing third-party module a run failed on, or None (another failure, or a module of the
     repository itself: that is the code's or the command's problem, not the environment's)."""
@@ -84,14 +119,14 @@ def missing_test_runner(output: str, interpreter: str | None = None) -> MissingM
 
 
 def environment_failure(diag: Diagnosis, output: str, known: list[str],
-                        interpreter: str | None = None) -> MissingModule | None:
+                        interpreter: str | None = None) -> MissingModule | BrokenTorch | None:
     """What the runs' environment lacks for a failed run (a module the program imports, the test
-    runner of a test run), or None: the failure is the code's or the command's."""
+    runner of a test run, a torch that imports), or None: the failure is the code's or the command's."""
     if diag.phase == "test":
         runner = missing_test_runner(output, interpreter)
         if runner is not None:
             return runner
-    return missing_module(diag, known, interpreter)
+    return missing_module(diag, known, interpreter) or broken_torch(diag, output, interpreter)
 
 
 def rendezvous_failure(run: RunResult, what: str) -> str | None:

@@ -16,7 +16,7 @@ from typing import cast
 
 from agent import early
 from agent.budget import Clock, ensure_time_for, run_timeout
-from agent.environment import missing_module, rendezvous_failure
+from agent.environment import environment_failure, rendezvous_failure
 from agent.errors import EnvironmentMissing, FerryAgentError, NeedsHuman, RunTimedOut, SandboxFailure
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, diagnosis_from_run, source_of, step
 from agent.nodes.golden import start_golden
@@ -92,7 +92,7 @@ def settle_reference(state: MigrationState, run: RunResult) -> Update:
         return update
     known = list_source_files(source_of(state))
     diag = diagnosis_from_run(run, "run", known)
-    missing = missing_module(diag, known, opts.python or run.python)
+    missing = environment_failure(diag, run.stderr_tail + "\n" + run.stdout_tail, known, opts.python or run.python)
     rendezvous = rendezvous_failure(run, "the reference run (original code on CPU)")
     err: FerryAgentError
     if missing is not None:

@@ -183,3 +183,49 @@ def test_the_options_environment_reaches_background_runs_and_survives_the_checkp
         runs.close()
     assert seen == [toolbox.RunEnvironment(python="/opt/venv/bin/python", env={"APP_MODE": "fast"}, cwd="app")]
     assert toolbox.current_environment() is None  # set for the node only
+
+
+def _broken_torch_venv(dest: Path) -> Path:
+    """A venv whose torch is installed (dist-info: 2.13.0) but raises as it imports, as a torch
+    whose shared libraries cannot load does."""
+    python = user_venv.make_venv(dest)
+    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True, timeout=60).stdout.strip())
+    (purelib / "torch").unlink()
+    (purelib / "torch").mkdir()
+    (purelib / "torch" / "__init__.py").write_text(
+        "def _load_global_deps():\n"
+        "    raise OSError('libtorch_global_deps.so: cannot open shared object file: No such file or directory')\n"
+        "\n\n_load_global_deps()\n")
+    return python
+
+
+def test_a_torch_that_fails_to_import_is_named_with_the_reinstall_command():
+    out = ("Traceback (most recent call last):\n  File \"/w/train.py\", line 1, in <module>\n    import torch\n"
+           "  File \"/venv/lib/python3.11/site-packages/torch/__init__.py\", line 407, in <module>\n"
+           "    _load_global_deps()\nOSError: libgomp.so.1: cannot open shared object file\n")
+    diag = Diagnosis(phase="run", kind="other", exc_type="OSError",
+                     message="libgomp.so.1: cannot open shared object file")
+    found = environment_failure(diag, out, ["train.py"], "/venv/bin/python")
+    assert found is not None and "OSError: libgomp.so.1" in found.message()
+    assert "/venv/bin/python -m pip install --force-reinstall torch==2.13.0" in found.message()
+    # the same error raised by the program itself, after torch imported, is the program's
+    own = out.replace('  File "/venv/lib/python3.11/site-packages/torch/__init__.py", line 407, in <module>\n'
+                      "    _load_global_deps()\n", '  File "/w/train.py", line 9, in <module>\n    load()\n')
+    assert environment_failure(diag, own, ["train.py"], "/venv/bin/python") is None
+    # an earlier traceback through torch's __init__ that the program survived is not the failure
+    assert environment_failure(diag, out + own, ["train.py"], "/venv/bin/python") is None
+
+
+@pytest.mark.slow
+def test_a_migration_whose_torch_fails_to_import_is_failed_environment(tmp_path: Path):
+    python = _broken_torch_venv(tmp_path / "venv")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text("import torch\n\nprint(torch.ones(3).cuda().sum().item())\n")
+    r = _ferry("migrate", str(repo), "--run", "python train.py", "--python", str(python), "--json", "--offline",
+               "--state-dir", str(tmp_path / "s"), "--out", str(tmp_path / "o"), timeout=600)
+    out = json.loads(r.stdout)
+    assert out["status"] == "failed_environment", (out.get("summary"), r.stderr[-2000:])
+    assert "torch fails to import" in out["summary"] and "libtorch_global_deps.so" in out["summary"]
+    assert f"{python} -m pip install --force-reinstall torch==2.13.0" in out["summary"]
