@@ -5,7 +5,6 @@ holding ``backend/``, ``tools/`` and ``agent/`` packages (a second Ferry checkou
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -16,12 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("user_venv", ROOT / "tests" / "runner" / "user_venv.py")
-assert _spec is not None and _spec.loader is not None
-user_venv = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(user_venv)
 
-torch_only_python = user_venv.torch_only_python  # the module-scoped fixture
 FERRY = Path(sys.executable).parent / "ferry"  # the console script a user runs
 
 TORCHRUN_TRAIN = """\

@@ -4,7 +4,6 @@ naming the package, THAT interpreter and the pip command for it (never needs_llm
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,12 +16,7 @@ from agent.environment import environment_failure, missing_test_runner
 from agent.policy.base import Diagnosis
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("user_venv", ROOT / "tests" / "runner" / "user_venv.py")
-assert _spec is not None and _spec.loader is not None
-user_venv = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(user_venv)
 
-venv_python = user_venv.venv_python  # the module-scoped fixture
 
 
 def _ferry(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -67,8 +61,8 @@ def test_ferry_settings_in_migrate_env_point_to_their_place(repo: Path, tmp_path
     assert r.returncode == 2 and "Ferry's own settings" in r.stderr
 
 
-def test_an_interpreter_without_torch_is_exit_2_with_the_pip_command(repo: Path, tmp_path: Path):
-    bare = user_venv.make_venv(tmp_path / "bare", torch=False)
+def test_an_interpreter_without_torch_is_exit_2_with_the_pip_command(repo: Path, tmp_path: Path, make_user_venv):
+    bare = make_user_venv(tmp_path / "bare", torch=False)
     r = _ferry("check", str(repo), "--run", "python train.py", "--python", str(bare))
     assert r.returncode == 2 and f"{bare} -m pip install torch==2.13.0" in r.stderr
     # the active virtualenv is the default, and a bad one is named as where the interpreter came from
@@ -144,12 +138,12 @@ def test_missing_pytest_in_the_tests_interpreter_is_failed_environment(tmp_path:
     assert f"- interpreter: `{venv_python}`" in report and "`APP_MODE=fast`" in report
 
 
-def test_an_interpreter_gone_since_the_start_ends_failed_environment(repo: Path, tmp_path: Path):
+def test_an_interpreter_gone_since_the_start_ends_failed_environment(repo: Path, tmp_path: Path, make_user_venv):
     """``ferry resume`` after the venv was removed: the run is not started, the status names it."""
     from agent import toolbox
     from agent.errors import EnvironmentMissing
 
-    gone = user_venv.make_venv(tmp_path / "gone", torch=False)
+    gone = make_user_venv(tmp_path / "gone", torch=False)
     with pytest.raises(EnvironmentMissing, match="has no torch") as exc, \
             toolbox.run_environment(toolbox.RunEnvironment(python=str(gone))):
         toolbox.run(repo, "python train.py", device="cpu", redirect_cuda=None, probe=False, profile=False,
@@ -185,10 +179,10 @@ def test_the_options_environment_reaches_background_runs_and_survives_the_checkp
     assert toolbox.current_environment() is None  # set for the node only
 
 
-def _broken_torch_venv(dest: Path) -> Path:
+def _broken_torch_venv(dest: Path, make_user_venv) -> Path:
     """A venv whose torch is installed (dist-info: 2.13.0) but raises as it imports, as a torch
     whose shared libraries cannot load does."""
-    python = user_venv.make_venv(dest)
+    python = make_user_venv(dest)
     purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                   capture_output=True, text=True, check=True, timeout=60).stdout.strip())
     (purelib / "torch").unlink()
@@ -218,8 +212,8 @@ def test_a_torch_that_fails_to_import_is_named_with_the_reinstall_command():
 
 
 @pytest.mark.slow
-def test_a_migration_whose_torch_fails_to_import_is_failed_environment(tmp_path: Path):
-    python = _broken_torch_venv(tmp_path / "venv")
+def test_a_migration_whose_torch_fails_to_import_is_failed_environment(tmp_path: Path, make_user_venv):
+    python = _broken_torch_venv(tmp_path / "venv", make_user_venv)
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "train.py").write_text("import torch\n\nprint(torch.ones(3).cuda().sum().item())\n")

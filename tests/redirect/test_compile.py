@@ -7,7 +7,6 @@ as on the CPU), ``mode="max-autotune"``, ``fullgraph=True`` and ``dynamic=True``
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -17,12 +16,7 @@ from tools.runner.api import run
 from tools.runner.models import RunRequest
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
-_spec = importlib.util.spec_from_file_location("user_venv", SCRIPTS.parents[1] / "runner" / "user_venv.py")
-assert _spec is not None and _spec.loader is not None
-user_venv = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(user_venv)
 
-venv_python = user_venv.venv_python  # the module-scoped fixture: a project venv with torch, without Ferry
 CONFIGS = ("default", "reduce-overhead+dynamic", "max-autotune+fullgraph")
 pytestmark = pytest.mark.slow
 

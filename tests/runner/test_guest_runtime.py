@@ -4,7 +4,6 @@ under one private package name, so the user's own interpreter needs nothing of F
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 from pathlib import Path
@@ -15,13 +14,6 @@ from tools.probe.dump import ProbeDump
 from tools.profile.profile_doc import ProfileDoc
 from tools.runner.api import run
 from tools.runner.models import RunRequest
-
-_spec = importlib.util.spec_from_file_location("user_venv", Path(__file__).with_name("user_venv.py"))
-assert _spec is not None and _spec.loader is not None
-user_venv = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(user_venv)
-
-torch_only_python = user_venv.torch_only_python  # the module-scoped fixture
 
 OWN = ("backend", "tools", "agent", "sandbox")  # a user's packages named like Ferry's top-level folders
 

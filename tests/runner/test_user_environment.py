@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -14,13 +13,6 @@ from pydantic import ValidationError
 from tools.runner.api import RunnerInputError, run
 from tools.runner.interpreter import Interpreter, InterpreterError, default_python, inspect_interpreter
 from tools.runner.models import RunRequest
-
-_spec = importlib.util.spec_from_file_location("user_venv", Path(__file__).with_name("user_venv.py"))
-assert _spec is not None and _spec.loader is not None
-user_venv = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(user_venv)
-
-venv_python = user_venv.venv_python  # the module-scoped fixture
 
 
 @pytest.fixture
@@ -102,7 +94,7 @@ def test_variables_the_runner_owns_are_refused(key: str, why: str, repo: Path):
         RunRequest(path=repo, command="python who.py", user_env={key: "x"})
 
 
-def test_a_bad_interpreter_is_refused_with_what_to_do(tmp_path: Path):
+def test_a_bad_interpreter_is_refused_with_what_to_do(tmp_path: Path, make_user_venv):
     with pytest.raises(InterpreterError, match="no such file"):
         inspect_interpreter(tmp_path / "nope" / "python")
     with pytest.raises(InterpreterError, match="is a directory"):
@@ -114,15 +106,15 @@ def test_a_bad_interpreter_is_refused_with_what_to_do(tmp_path: Path):
     script.chmod(0o755)
     with pytest.raises(InterpreterError, match="not a Python 3 interpreter"):
         inspect_interpreter(script)
-    bare = user_venv.make_venv(tmp_path / "bare", torch=False)
+    bare = make_user_venv(tmp_path / "bare", torch=False)
     with pytest.raises(InterpreterError, match="has no torch") as exc:
         inspect_interpreter(bare)
     assert f"{bare} -m pip install torch==2.13.0" in str(exc.value)
 
 
-def test_the_runner_refuses_a_bad_interpreter_before_running(repo: Path, tmp_path: Path):
+def test_the_runner_refuses_a_bad_interpreter_before_running(repo: Path, tmp_path: Path, make_user_venv):
     with pytest.raises(RunnerInputError, match="has no torch"):
-        _run(repo, "python who.py", tmp_path, python=user_venv.make_venv(tmp_path / "bare", torch=False))
+        _run(repo, "python who.py", tmp_path, python=make_user_venv(tmp_path / "bare", torch=False))
 
 
 def test_the_default_is_the_active_virtualenvs_interpreter(tmp_path: Path, venv_python: Path):
@@ -134,10 +126,10 @@ def test_the_default_is_the_active_virtualenvs_interpreter(tmp_path: Path, venv_
     assert os.access(venv_python, os.X_OK)
 
 
-def test_checking_an_interpreter_runs_none_of_its_environments_code_on_the_host(tmp_path: Path):
+def test_checking_an_interpreter_runs_none_of_its_environments_code_on_the_host(tmp_path: Path, make_user_venv):
     """A .pth file in the venv (run by ``site`` at every start) must run only in the sandbox: the
     host-side check starts the interpreter without site, yet still finds its torch."""
-    python = user_venv.make_venv(tmp_path / "venv")
+    python = make_user_venv(tmp_path / "venv")
     marker = tmp_path / "ran-on-the-host"
     site_dir = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
     (site_dir / "zz_hostile.pth").write_text(f"import pathlib; pathlib.Path({str(marker)!r}).write_text('x')\n")
