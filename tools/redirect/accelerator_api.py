@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .cuda_api import _from_torch_internals
+from .cuda_api import _from_torch_internals, answer_of
 from .sites import Recorder
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
@@ -40,8 +40,10 @@ MEMORY = ("empty_cache", "empty_host_cache", "get_memory_info", "max_memory_allo
 
 def build_accelerator_api(cuda_api: dict[str, Any], rec: Recorder) -> dict[str, object]:
     """name -> replacement for ``torch.accelerator.<name>``, answering as ``cuda_api`` (torch.cuda's
-    replacements) does. Each keeps the real function for PyTorch's own callers."""
+    replacements) does. Each keeps the real function for PyTorch's own callers, and logs its call
+    site once, as ``torch.accelerator``'s (the torch.cuda answers it uses log nothing)."""
     cuda_device = torch.device("cuda")
+    cuda_api = {name: answer_of(fn) for name, fn in cuda_api.items()}
 
     def current_accelerator(check_available: bool = False) -> torch.device:
         return cuda_device

@@ -139,6 +139,18 @@ def _meminfo() -> tuple[int, int]:
     return fields.get("MemAvailable", 0), fields.get("MemTotal", 0)
 
 
+#: on a replacement that logs its call site: the answer alone, unlogged (``answer_of``)
+ANSWER_ATTR = "_ferry_redirect_answer"
+
+
+def answer_of(replacement: Any) -> Callable[..., Any]:
+    """What ``replacement`` (one of ``build_cuda_api``'s) answers, without logging a call site: for
+    another replacement that logs its own (``torch.accelerator.device_count`` answers as
+    ``torch.cuda.device_count``, and the program's line is one call of ``torch.accelerator``'s)."""
+    answer: Callable[..., Any] = getattr(replacement, ANSWER_ATTR, replacement)
+    return answer
+
+
 def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
     """name -> replacement for ``torch.cuda.<name>``."""
     dm = getattr(torch, target, None) if target != "cpu" else None
@@ -158,6 +170,7 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
 
         wrapper.__name__ = api
         wrapper.__qualname__ = f"cuda.{api}"
+        setattr(wrapper, ANSWER_ATTR, fn)
         return wrapper
 
     def logged_class(api: str, base: type[Any]) -> type[Any]:
@@ -187,6 +200,8 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
             return int(real_device_count())
         rec.record("torch.cuda.device_count", skip=3)
         return redirected_device_count()
+
+    setattr(device_count, ANSWER_ATTR, redirected_device_count)
 
     current = [0]  # the ordinal the program selected last (torch.cuda.current_device answers it)
 
