@@ -148,10 +148,6 @@ def test_distributed_dataloader_and_generator_idioms_on_cpu(tmp_path):
     assert "backend gloo" in res.stdout_tail and "gen cpu" in res.stdout_tail and "done cpu" in res.stdout_tail
     apis = {r.api: r for r in load_redirect_log(res.redirect_log_path)}
     assert apis["init_process_group(nccl)"].mapped_to == "gloo"
-    # each of the program's torch.accelerator calls is logged once, as torch.accelerator's: the script
-    # asks torch.cuda nothing (torch.compile's own questions at trace time aside)
-    traced = _script_line("accelerator_queries.py", "compiled = scaled(")
-    assert [r.api for r in records if r.api.startswith("torch.cuda.") and r.line != traced] == []
     assert "DistributedDataParallel(device_ids)" in apis
     assert "torch.Generator(device=)" in apis
     # batch.cuda() runs in the main process on batches the two workers produced.
@@ -316,10 +312,6 @@ def test_spawned_cuda_ddp_program_runs_on_cpu_with_two_processes(tmp_path):
     apis = {r.api: r for r in load_redirect_log(res.redirect_log_path)}
     assert apis["init_process_group(device_id)"].mapped_to == "None"
     assert apis["init_process_group(nccl)"].mapped_to == "gloo"
-    # each of the program's torch.accelerator calls is logged once, as torch.accelerator's: the script
-    # asks torch.cuda nothing (torch.compile's own questions at trace time aside)
-    traced = _script_line("accelerator_queries.py", "compiled = scaled(")
-    assert [r.api for r in records if r.api.startswith("torch.cuda.") and r.line != traced] == []
     assert apis["Module.to"].line == _script_line("ddp_spawn.py", "Linear(3, 2).to(rank)")
     assert apis["torch.cuda.set_device"].processes == 2
 
