@@ -15,9 +15,11 @@ Levels, strongest first (the level in force is reported with every result):
 from __future__ import annotations
 
 import atexit
+import hashlib
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -130,16 +132,51 @@ def ferry_child_dirs() -> list[Path]:
     return out
 
 
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ferry" / "sandbox"
+
+
+def _ours_alone(path: Path) -> bool:
+    """A real directory of this user's that nobody else can write into."""
+    st = os.lstat(path)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
 @lru_cache(maxsize=1)
 def hosts_file() -> Path:
-    """The generated hosts file every bubblewrap sandbox gets as /etc/hosts (made once per process,
-    0644 in a directory of Ferry's own; never one the run could write)."""
-    d = Path(tempfile.mkdtemp(prefix="ferry-etc-"))
-    os.chmod(d, 0o755)
-    path = d / "hosts"
+    """The generated hosts file every bubblewrap sandbox gets as /etc/hosts: 0644, in Ferry's cache
+    (``$XDG_CACHE_HOME/ferry/sandbox``, else ``~/.cache``), one file per content, made once and then
+    reused by every process, so a Ferry that is killed leaves nothing behind. A cache directory that is
+    not this user's alone (another owner, group- or world-writable, a link) is not used: then a
+    private temporary directory, removed at exit. Never a place a run could write."""
+    name = "hosts-" + hashlib.sha256(SANDBOX_HOSTS.encode()).hexdigest()[:12]
+    d = _cache_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True, mode=0o755)
+        if not (_ours_alone(d.parent) and _ours_alone(d)):
+            raise PermissionError(f"{d} is not only this user's")
+        path = d / name
+        try:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o777 == 0o644 \
+                    and path.read_text() == SANDBOX_HOSTS:
+                return path
+        except FileNotFoundError:
+            pass
+        tmp = d / f".{name}.{os.getpid()}"
+        tmp.write_text(SANDBOX_HOSTS)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        return path
+    except OSError as exc:
+        logger.debug("sandbox: hosts file outside the cache (%s)", exc)
+    tmpdir = Path(tempfile.mkdtemp(prefix="ferry-etc-"))
+    os.chmod(tmpdir, 0o755)
+    path = tmpdir / "hosts"
     path.write_text(SANDBOX_HOSTS)
     os.chmod(path, 0o644)
-    atexit.register(shutil.rmtree, d, True)
+    atexit.register(shutil.rmtree, tmpdir, True)
     return path
 
 

@@ -63,3 +63,34 @@ def test_a_tcp_store_on_localhost_works_inside(run_py):
     """))
     assert res.status == "ok", res.stderr
     assert "GOT ok" in res.stdout
+
+
+def test_the_hosts_file_is_made_once_not_per_process(tmp_path: Path):
+    """Every Ferry process used to make its own temporary directory for it, removed at exit: each
+    killed run (Ctrl-C twice, a CI timeout) left one in /tmp. Now one file in Ferry's cache serves all;
+    a cache directory others can write into is refused for a private one."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from sandbox.isolation import hosts_file; print(hosts_file())"
+    root = str(Path(__file__).resolve().parents[2])
+
+    def made(cache: Path) -> Path:
+        env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYTHONPATH": root}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
+                             check=True).stdout.strip()
+        return Path(out)
+
+    cache = tmp_path / "cache"
+    first, second = made(cache), made(cache)
+    assert first == second == cache / "ferry" / "sandbox" / first.name
+    assert first.read_text() == SANDBOX_HOSTS and first.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in first.parent.iterdir()) == [first.name]
+    first.chmod(0o666)  # a file someone could have changed is replaced, not used
+    assert made(cache) == first and first.stat().st_mode & 0o777 == 0o644
+    shared = tmp_path / "shared"
+    (shared / "ferry" / "sandbox").mkdir(parents=True)
+    (shared / "ferry").chmod(0o777)
+    private = made(shared)
+    assert private.parent.name.startswith("ferry-etc-") and not private.exists()  # removed at its exit
