@@ -285,7 +285,7 @@ def test_interrupted_pr_leaks_nothing(tmp_path):
             time.sleep(0.1)
         assert _git(repo, "worktree", "list", "--porcelain").count("worktree ") == 2  # the migration's worktree
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=120)
+        stdout, stderr = proc.communicate(timeout=300)  # the teardown, on a machine the rest of the suite loads
     finally:
         if proc.poll() is None:
             proc.kill()

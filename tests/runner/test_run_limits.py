@@ -43,10 +43,10 @@ def repo(tmp_path: Path) -> Path:
     return src
 
 
-def _run(repo: Path, command: str | list[str], tmp_path: Path, disk: int | None = CAP, **kw):
+def _run(repo: Path, command: str | list[str], tmp_path: Path, disk: int | None = CAP, timeout_s: float = 60, **kw):
     limits = RunLimits(disk_bytes=disk, file_size_bytes=1024**3)
-    return run(RunRequest(path=repo, command=command, device="cpu", artifacts_dir=tmp_path / "art", timeout_s=60,
-                          limits=limits, **kw))
+    return run(RunRequest(path=repo, command=command, device="cpu", artifacts_dir=tmp_path / "art",
+                          timeout_s=timeout_s, limits=limits, **kw))
 
 
 @pytest.mark.parametrize("target", ["big.bin", "/tmp/big.bin", "/dev/shm/big.bin", "$FERRY_PROBE_DIR/big.bin"])
@@ -126,10 +126,11 @@ def test_an_interrupted_run_leaves_nothing_on_the_host_disk(repo: Path, tmp_path
 
     watcher = threading.Thread(target=interrupt_once_written, daemon=True)
     watcher.start()
-    script = f"ln -s /etc/shadow $FERRY_PROBE_DIR/../link && {_fill('$FERRY_PROBE_DIR/../big.bin', 24)} && sleep 60"
+    # the interrupt ends the run: its sleep and timeout only have to outlast a loaded machine's start-up
+    script = f"ln -s /etc/shadow $FERRY_PROBE_DIR/../link && {_fill('$FERRY_PROBE_DIR/../big.bin', 24)} && sleep 600"
     try:
         with pytest.raises(KeyboardInterrupt):
-            _run(repo, script, tmp_path, probe=True)
+            _run(repo, script, tmp_path, probe=True, timeout_s=600)
     finally:
         stop.set()
         watcher.join(timeout=5)
