@@ -86,7 +86,7 @@ def broken_torch(diag: Diagnosis, output: str, interpreter: str | None = None) -
     last = output.rsplit(_TRACEBACK, 1)
     if len(last) < 2 or _TORCH_INIT_FRAME.search(last[1]) is None:
         return None
-    error = f"{diag.exc_type}: {(diag.message.strip().splitlines() or [''])[0][:300]}"
+    error = f"{diag.exc_type}: {diag.first_line.strip()[:300]}"
     return BrokenTorch(error=error, interpreter=interpreter or sys.executable)
 
 

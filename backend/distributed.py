@@ -67,17 +67,12 @@ def _keep(gloo: Any) -> None:
     when that reference is the group's last, gloo's destructor joins its worker thread under the
     GIL, while that thread may be freeing a finished collective's tensors, which needs the GIL
     (their Python objects): the process never exits. Held here, the reducer's reference is never
-    the last; at exit ``_release_kept`` drops them from Python, and pybind's holder releases the
+    the last; at exit the list is cleared from Python, and pybind's holder releases the
     GIL while gloo joins its (by then idle) threads. A destroyed group keeps its two threads and
     sockets until then."""
     if not _KEPT:
-        atexit.register(_release_kept)
+        atexit.register(_KEPT.clear)
     _KEPT.append(gloo)
-
-
-def _release_kept() -> None:
-    while _KEPT:
-        _KEPT.pop()
 
 
 class _Work(dist._Work):

@@ -101,14 +101,20 @@ def test_a_failing_test_is_not_a_missing_runner():
     assert missing_test_runner(out) is None
 
 
-@pytest.mark.slow
-def test_a_module_missing_from_the_users_interpreter_is_failed_environment(tmp_path: Path, venv_python: Path):
+def _migrate_train_py(tmp_path: Path, source: str, python: Path) -> tuple[dict, subprocess.CompletedProcess[str]]:
+    """``ferry migrate`` (offline, JSON) of a repository holding only ``train.py``, run with ``python``."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    (repo / "train.py").write_text("import torch\nimport ferry_absent_pkg\n\nprint(torch.ones(3).cuda())\n")
-    r = _ferry("migrate", str(repo), "--run", "python train.py", "--python", str(venv_python), "--json", "--offline",
+    (repo / "train.py").write_text(source)
+    r = _ferry("migrate", str(repo), "--run", "python train.py", "--python", str(python), "--json", "--offline",
                "--state-dir", str(tmp_path / "s"), "--out", str(tmp_path / "o"), timeout=600)
-    out = json.loads(r.stdout)
+    return json.loads(r.stdout), r
+
+
+@pytest.mark.slow
+def test_a_module_missing_from_the_users_interpreter_is_failed_environment(tmp_path: Path, venv_python: Path):
+    out, r = _migrate_train_py(tmp_path, "import torch\nimport ferry_absent_pkg\n\nprint(torch.ones(3).cuda())\n",
+                               venv_python)
     assert out["status"] == "failed_environment", r.stderr[-2000:]
     assert f"{venv_python} -m pip install ferry-absent-pkg" in out["summary"]
     assert out["python"] == str(venv_python)
@@ -214,12 +220,7 @@ def test_a_torch_that_fails_to_import_is_named_with_the_reinstall_command():
 @pytest.mark.slow
 def test_a_migration_whose_torch_fails_to_import_is_failed_environment(tmp_path: Path, make_user_venv):
     python = _broken_torch_venv(tmp_path / "venv", make_user_venv)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "train.py").write_text("import torch\n\nprint(torch.ones(3).cuda().sum().item())\n")
-    r = _ferry("migrate", str(repo), "--run", "python train.py", "--python", str(python), "--json", "--offline",
-               "--state-dir", str(tmp_path / "s"), "--out", str(tmp_path / "o"), timeout=600)
-    out = json.loads(r.stdout)
+    out, r = _migrate_train_py(tmp_path, "import torch\n\nprint(torch.ones(3).cuda().sum().item())\n", python)
     assert out["status"] == "failed_environment", (out.get("summary"), r.stderr[-2000:])
     assert "torch fails to import" in out["summary"] and "libtorch_global_deps.so" in out["summary"]
     assert f"{python} -m pip install --force-reinstall torch==2.13.0" in out["summary"]

@@ -226,7 +226,7 @@ def completion_holding_the_gil(rank: int, dev: torch.device) -> dict:
     if rank == 1:
         time.sleep(1.0)
         group.allreduce([out]).wait()
-        return {"completed": True, "value": to_list(out)}
+        return {"completed": True, "value": out.cpu().tolist()}
     old = sys.getswitchinterval()
     sys.setswitchinterval(1000.0)
     try:
@@ -238,7 +238,7 @@ def completion_holding_the_gil(rank: int, dev: torch.device) -> dict:
     finally:
         sys.setswitchinterval(old)
     work.wait()
-    return {"completed": completed, "value": to_list(out)}
+    return {"completed": completed, "value": out.cpu().tolist()}
 
 
 def reducer_frees_the_group(rank: int, dev: torch.device) -> dict:
@@ -257,10 +257,6 @@ def reducer_frees_the_group(rank: int, dev: torch.device) -> dict:
     t0 = time.monotonic()
     del model
     return {"freed_in_s": round(time.monotonic() - t0)}
-
-
-def to_list(t: torch.Tensor) -> list[float]:
-    return t.cpu().tolist()
 
 
 SCENARIOS = {"collectives": collectives, "fsdp": fsdp, "tp": tensor_parallel, "gil": completion_holding_the_gil,
