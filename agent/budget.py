@@ -30,6 +30,7 @@ _LIKE: dict[RunRole, tuple[RunRole, ...]] = {
     "cpu_check": ("cpu_check", "reference"),
     "cpu_original": ("cpu_original", "reference"),
     "reference": ("reference",),
+    "cause_trial": ("cause_trial", "target", "reference"),
 }
 
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.errors import Status
+from tools.parity.models import CauseId, CauseTrial
 from tools.patch import FileChange
 from tools.profile.models import DeviceWork
 from tools.runner.models import RefusedArtifact, RunResult
@@ -29,7 +30,7 @@ def edit_by(kind: EditKind, rule: str) -> str:
     if kind == "codemod":
         return f"rule {rule}" if rule else "codemods"
     return {"policy": f"rule {rule}", "llm": "model", "human": "person", "revert": "Ferry (revert)"}[kind]
-RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original", "golden"]
+RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original", "golden", "cause_trial"]
 RunPhase = Literal["run", "test"]
 
 
@@ -209,6 +210,11 @@ class ParityOutcome(BaseModel):
     passed: bool | None = None
     summary: str | None = None
     first_divergence: str | None = None
+    trials: list[CauseTrial] = Field(default_factory=list, description="candidate causes measured in side runs")
+    explained_by: list[CauseId] = Field(default_factory=list, description=(
+        "the settings whose side run removed the divergence of a failing default run (the program's computation "
+        "unchanged): parity passes as measured"))
+    measured: str | None = Field(None, description="the side runs' measurements, one sentence each")
 
 
 class CpuCheck(BaseModel):

@@ -56,7 +56,8 @@ def parity_outcome(report: ParityReport | None) -> ParityOutcome:
         return ParityOutcome()
     return ParityOutcome(verdict=report.verdict, passed=report.passed if report.compared else None,
                          summary=report.summary,
-                         first_divergence=report.divergence_text() if report.failed else None)
+                         first_divergence=report.divergence_text() if report.failed else None,
+                         trials=report.trials, explained_by=report.explained_by, measured=report.measured() or None)
 
 
 def llm_usage_of(state: State) -> LLMUsage:

@@ -137,6 +137,7 @@ def _push_config_to_ext(cfg) -> None:
     def push(mod) -> None:
         mod.set_capacity(cfg.memory_capacity)  # each device has this capacity of its own
         mod.set_float64_allowed(cfg.allow_float64)
+        mod.set_rng_host_stream(cfg.rng == "host")
         mod.set_device_count(cfg.visible_count, cfg.device_hint())
 
     _ext.on_load(push)

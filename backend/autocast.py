@@ -10,7 +10,8 @@ under ``torch.autocast("tpx")`` nothing would be cast. These Python kernels on t
   family, losses, reductions that overflow in half precision;
 * promote (cast all float inputs to the widest float dtype among them): cat, stack, addcmul...
 
-Ops not listed run in whatever dtype their inputs have.
+Ops not listed run in whatever dtype their inputs have. ``TPX_AUTOCAST=off`` makes every region cast
+nothing (parity's side run against the fp32 golden run of the original, whose CUDA autocast is off).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ PROMOTE: tuple[str, ...] = (
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _KEYSET = None
+_OFF: list[bool] = [False]  # TPX_AUTOCAST=off (kept current by register's config listener)
 
 
 def _exclude():
@@ -95,6 +97,8 @@ def _op(qualname: str):
 def _make(op, policy: str):
     def kernel(*args, **kwargs):
         with _exclude():
+            if _OFF[0]:
+                return op(*args, **kwargs)
             if policy == "lower":
                 dtype = torch.get_autocast_dtype("tpx")
             elif policy == "fp32":
@@ -109,8 +113,15 @@ def _make(op, policy: str):
     return kernel
 
 
+def _apply_config(cfg) -> None:
+    _OFF[0] = cfg.autocast == "off"
+
+
 def register(libs: list) -> None:
     global _KEYSET
+    from . import config
+
+    config.on_change(_apply_config)
     _KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
     lib = torch.library.Library("aten", "IMPL")
     for names, policy in ((LOWER_PRECISION, "lower"), (FLOAT32, "fp32"), (PROMOTE, "promote")):

@@ -32,6 +32,13 @@ DEFAULT_FALLBACK_OPS: frozenset[str] = frozenset(
 )
 
 MATMUL_PRECISIONS = ("auto", "highest", "bf16")
+# TPX_RNG: "device" (counter-based Philox, like a real chip: DTensor's per-shard offsets give the
+# numbers an unsharded draw would) or "host" (each op draws from the CPU stream in program order, as
+# a CPU run does: what parity's RNG-alignment side run uses to tell init draws from real divergence)
+RNG_MODES = ("device", "host")
+# TPX_AUTOCAST: "on" (torch.autocast("tpx") casts by CUDA's policy) or "off" (autocast regions compute
+# in the dtypes their inputs have, as the fp32 golden run of the original does with CUDA's autocast)
+AUTOCAST_MODES = ("on", "off")
 
 # The tpx backend reads its TPX_* settings itself rather than with Ferry's env helper
 # (sandbox.envvars): backend imports nothing of Ferry's (it is the device, loaded into user programs
@@ -78,6 +85,8 @@ class TpxConfig:
     fallback_ops: frozenset[str] = DEFAULT_FALLBACK_OPS  # TPX_FALLBACK_OPS: comma list, "+op"/"-op" edits
     warn_fallback: bool = True  # TPX_WARN_FALLBACK: warn once per fallback op
     matmul_precision: str = "auto"  # TPX_MATMUL_PRECISION: auto (follow torch), highest, bf16
+    autocast: str = "on"  # TPX_AUTOCAST: on (CUDA's cast policy) or off (autocast regions cast nothing)
+    rng: str = "device"  # TPX_RNG: device (counter-based, DTensor's offsets honoured) or host (CPU stream order)
     allow_float64: bool = False  # TPX_ALLOW_FLOAT64: lift the no-float64 rule (not like a real chip)
     device_count: int = 2  # TPX_DEVICE_COUNT: physical devices
     # TPX_VISIBLE_DEVICES (like CUDA_VISIBLE_DEVICES): the physical indices this process sees, in
@@ -96,6 +105,11 @@ class TpxConfig:
         return f"TPX_DEVICE_COUNT={self.device_count}, TPX_VISIBLE_DEVICES={vis}"
 
     def validate(self) -> TpxConfig:
+        if self.autocast not in AUTOCAST_MODES:
+            raise ValueError(f"autocast (TPX_AUTOCAST) must be one of {', '.join(AUTOCAST_MODES)}, "
+                             f"got {self.autocast!r}")
+        if self.rng not in RNG_MODES:
+            raise ValueError(f"rng (TPX_RNG) must be one of {', '.join(RNG_MODES)}, got {self.rng!r}")
         if self.matmul_precision not in MATMUL_PRECISIONS:
             raise ValueError(
                 f"matmul_precision must be one of {', '.join(MATMUL_PRECISIONS)}, got {self.matmul_precision!r}"
@@ -164,6 +178,9 @@ def from_env() -> TpxConfig:
         kw["fallback_ops"] = _fallback_ops_from(os.environ["TPX_FALLBACK_OPS"], cfg.fallback_ops)
     if os.environ.get("TPX_MATMUL_PRECISION"):
         kw["matmul_precision"] = os.environ["TPX_MATMUL_PRECISION"].strip().lower()
+    for name in ("rng", "autocast"):
+        if os.environ.get(f"TPX_{name.upper()}"):
+            kw[name] = os.environ[f"TPX_{name.upper()}"].strip().lower()
     if os.environ.get("TPX_DEVICE_COUNT"):
         raw = os.environ["TPX_DEVICE_COUNT"].strip()
         if not re.fullmatch(r"[0-9]+", raw):
@@ -207,8 +224,9 @@ def configure(**kwargs) -> TpxConfig:
         kwargs["fallback_ops"] = frozenset(str(o).removeprefix("aten::") for o in ops)
     if "visible_devices" in kwargs:
         kwargs["visible_devices"] = parse_visible(kwargs["visible_devices"])
-    if "matmul_precision" in kwargs:
-        kwargs["matmul_precision"] = str(kwargs["matmul_precision"]).lower()
+    for name in ("matmul_precision", "rng", "autocast"):
+        if name in kwargs:
+            kwargs[name] = str(kwargs[name]).lower()
     new = dataclasses.replace(get_config(), **kwargs).validate()
     _config = new
     for fn in _listeners:

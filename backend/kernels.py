@@ -282,10 +282,11 @@ def _take_generator(where: tuple[int, str | None], cargs: list, ckwargs: dict, d
 
 def _call(info: _OpInfo, gen, cpu_gen, cargs, ckwargs):
     if info.rng == (-1, None):  # draws from the CPU default generator itself
-        with rng.host_stream(cpu_gen):
+        with rng.host_stream(cpu_gen), rng.host_draw(cpu_gen):
             out = info.call(*cargs, **ckwargs)
     else:
-        out = info.call(*cargs, **ckwargs)
+        with rng.host_draw(cpu_gen):
+            out = info.call(*cargs, **ckwargs)
     rng.advance(gen, out)
     return out
 

@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 # ops that draw from the CPU default generator without a Generator argument
 HOST_RNG_OPS = frozenset({"native_dropout"})
 _STATE_BYTES = 16
+# TPX_RNG=host: the CPU default generator's state before and after the latest draw a tpx op took
+# from it (see ``host_draw``)
+_host_draw: list[torch.Tensor] = []
 
 
 def _index(device) -> int:
@@ -100,6 +103,37 @@ def set_rng_state(new_state: torch.Tensor, device: int | str | torch.device = "t
         )
     state = new_state.detach().to("cpu").contiguous()
     default_generator(device).set_state(state)
+    if _host_draw:
+        _keep_host_draw()
+
+
+def host_mode() -> bool:
+    """TPX_RNG=host: random ops draw from the CPU stream in program order, as a CPU run does."""
+    from .config import get_config
+
+    return get_config().rng == "host"
+
+
+@contextlib.contextmanager
+def host_draw(cpu: torch.Generator | None) -> Iterator[None]:
+    """Around a random op under TPX_RNG=host that draws from the CPU default generator: remember the
+    stream's state before and after it. DTensor runs its random ops inside ``torch.random.fork_rng``,
+    which gives the CPU generator back its state on the way out, then sets the tpx state; a CPU run
+    draws those numbers from the stream for good, so ``set_rng_state`` moves the stream past a draw
+    that the fork's exit just took back (and only then)."""
+    if cpu is not None or not host_mode():
+        yield
+        return
+    before = torch.default_generator.get_state()
+    yield
+    _host_draw[:] = [before, torch.default_generator.get_state()]
+
+
+def _keep_host_draw() -> None:
+    before, after = _host_draw
+    _host_draw.clear()
+    if torch.equal(torch.default_generator.get_state(), before):
+        torch.default_generator.set_state(after)
 
 
 def get_rng_state_all() -> list[torch.Tensor]:

@@ -22,13 +22,16 @@ from agent.nodes.common import artifacts_dir
 from agent.records import RunRecord
 from agent.runs import RunScheduler, finished
 from agent.state import MigrationOptions, MigrationState, dump, golden_of, options_of, reference_of
+from tools.probe.config import DEFAULT_MAX_BYTES
 from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
 
 LABEL = "golden"
-# read by the CUDA redirect (tools.redirect.install.autocast_disabled): every CUDA autocast runs disabled
-GOLDEN_ENV = {"FERRY_REDIRECT_AUTOCAST": "off"}
+# read by the CUDA redirect (tools.redirect.install.autocast_disabled): every CUDA autocast runs disabled;
+# its tensors are float32 where the reference's are float16/bfloat16, so its probe gets twice the byte
+# budget (else it stops before the later steps the reference recorded, and those get no error ratio)
+GOLDEN_ENV = {"FERRY_REDIRECT_AUTOCAST": "off", "FERRY_PROBE_MAX_BYTES": str(2 * DEFAULT_MAX_BYTES)}
 
 
 def golden_key(state: MigrationState) -> str:

@@ -13,6 +13,7 @@ the report node says parity could not be shown (``partial``), never that it fail
 from __future__ import annotations
 
 from agent import toolbox
+from agent.nodes import causes
 from agent.nodes.common import SUMMARY, Update, check_iteration_budget, ensure_workspace, fix_context, step
 from agent.nodes.golden import cancel_golden, golden_for
 from agent.policy import Proposal, Verdict, propose
@@ -43,17 +44,27 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
     changes = dtype_changes_of(state)
     report = toolbox.compare(ref_dir, tgt_dir, dtype_changes=changes)
     update: Update = {}
+    records: list[dict[str, object]] = []
+    golden_dir = None
     if report.compared and report.passed:
         cancel_golden(state, runs)
     elif report.compared:
         golden, records = golden_for(state, runs)
         if golden is not None:
-            update.update({"golden": dump(golden), "runs": records})
+            update["golden"] = dump(golden)
             if golden.ok and golden.probe_dir is not None and golden.probe_dir.is_dir():
-                report = toolbox.compare(ref_dir, tgt_dir, dtype_changes=changes, golden_dir=golden.probe_dir)
+                golden_dir = golden.probe_dir
+                report = toolbox.compare(ref_dir, tgt_dir, dtype_changes=changes, golden_dir=golden_dir)
             else:
                 report.notes.append(f"the fp32 golden run (autocast off) failed ({golden.failure_line()}): no "
                                     "error-ratio check")
+    if report.failed:  # test the candidate causes in side runs instead of guessing one
+        trials, trial_runs = causes.measure(state, report, ref_dir, golden_dir, changes)
+        records += trial_runs
+        report.trials = trials
+        report.explained_by = causes.explains(trials)
+    if records:
+        update["runs"] = records
     update["parity"] = dump(report)
     tiers = "".join(f"; {c} by the migration: compared at the {c.split(' -> ')[1]} tier"
                     for c in report.dtype_changes_compared)
@@ -61,6 +72,9 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
         tiers += "; " + report.golden.describe()
     if not report.compared:
         update[SUMMARY] = "nothing to compare (no module ran, no metric printed): parity cannot be shown"
+        return update
+    if report.passed and report.explanation is not None:
+        update[SUMMARY] = f"parity passes as measured: {report.explanation.describe()}"
         return update
     if report.passed:
         update[SUMMARY] = "parity passes" + tiers

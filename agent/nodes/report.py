@@ -26,6 +26,7 @@ from agent.state import (
     scan_of,
     status_of,
 )
+from tools.parity.models import ParityReport
 from tools.patch import Patch, PatchRequest, build_patch, git_apply
 
 logger = logging.getLogger(__name__)
@@ -116,12 +117,21 @@ def final_status(state: State) -> tuple[Status, str]:
                            "the program ran no nn.Module, printed no metric and recorded nothing to compare")
     problems = [p for p in (device_work_problem(state), cpu_check_problem(state)) if p]
     if problems:
-        return "partial", f"runs on tpx, {tests} and parity passes, but " + "; and ".join(problems)
+        return "partial", f"runs on tpx, {tests} and {parity_phrase(parity)}, but " + "; and ".join(problems)
     work, check = device_work_of(state), cpu_check_of(state)
     shown = f" ({work.describe()})" if work is not None else ""
     cpu = ("the original needs an accelerator (no CPU path to keep)" if check and check.verdict == "not_applicable"
            else "the migrated code still runs on CPU")
-    return "migrated", f"runs on tpx{shown}, {tests}, parity passes and {cpu}"
+    return "migrated", f"runs on tpx{shown}, {tests}, {parity_phrase(parity)} and {cpu}"
+
+
+def parity_phrase(parity: ParityReport) -> str:
+    """"parity passes", or, for a default run whose divergence a side run explained, what was measured."""
+    trial = parity.explanation
+    if trial is None:
+        return "parity passes"
+    return (f"parity passes as measured ({trial.describe()}: the migrated code computes what the original does; "
+            f"the default run's drift is the {' and '.join(parity.explained_by)} setting's)")
 
 
 def _write_outputs(out: Path, final: MigrationState, patch: Patch, applied: bool | None) -> Outputs:

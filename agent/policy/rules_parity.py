@@ -28,9 +28,13 @@ KINDS = ("parity_failed",)
 
 
 def attributed_to_matmul(parity: ParityReport | None) -> bool:
-    """Whether the parity report blames matmul precision: its first divergence's ``likely_cause``
-    says so, or no module was localised at all (then matmul precision is the first thing to rule
-    out on tpx, whose default is bf16)."""
+    """Whether the parity report blames matmul precision. Measured where side runs ran
+    (``agent.nodes.causes``): the 'highest' side run removed the divergence, or helped the one that
+    did. Untested, the first divergence's ``likely_cause`` says so, or no module was localised at all
+    (then matmul precision is the first thing to rule out on tpx, whose default is bf16)."""
+    if parity is not None and parity.trials:
+        return any(t.cause == "matmul_precision" and t.helped for t in parity.trials) and any(
+            t.removed for t in parity.trials)
     first = parity.first_divergence if parity is not None else None
     return first is None or first.likely_cause == "matmul_precision"
 
@@ -62,7 +66,7 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
         where = ("at the program's entry" if rel == ctx.entry_file else
                  f"in {rel}, the first module of the repository the run executes that imports torch (the command "
                  "names no file of the repository that does)")
-        return _proposal(ctx, rel, new, where)
+        return _proposal(ctx, rel, new, where, diag.parity)
     # a notebook runner (its entry does not import torch): the program is the notebook the command
     # names, whose cells share one namespace; the first cell that imports torch gets the setting
     for notebook in ctx.notebooks:
@@ -71,7 +75,8 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
             continue
         edited = edit_code_cell(text, functools.partial(_fixed_cell, filename=notebook))
         if edited is not None:
-            return _proposal(ctx, notebook, edited[0], f"in cell {edited[1]} of the notebook the command runs")
+            return _proposal(ctx, notebook, edited[0], f"in cell {edited[1]} of the notebook the command runs",
+                             diag.parity)
     return None
 
 
@@ -79,10 +84,15 @@ def _fixed_cell(cell: str, *, filename: str) -> str | None:
     return new_text(target_matmul_precision(cell, filename=filename))
 
 
-def _proposal(ctx: FixContext, rel: str, new: str, where: str) -> Proposal | None:
+def _evidence(parity: ParityReport | None) -> str:
+    measured = parity.measured() if parity is not None else ""
+    return f"measured: {measured}" if measured else "the divergence points at matmul precision"
+
+
+def _proposal(ctx: FixContext, rel: str, new: str, where: str, parity: ParityReport | None) -> Proposal | None:
     return make_proposal(
         ctx, rule=RULE, kind="policy", site=f"{rel}:1", new_files={rel: new},
-        reason=("parity failed and the divergence points at matmul precision: tpx runs float32 matmuls with "
+        reason=("parity failed and " + _evidence(parity) + ": tpx runs float32 matmuls with "
                 f"bf16 inputs unless asked for 'highest'; set it {where}, after the program's own "
                 "precision settings, for tpx only (real CUDA keeps the program's TF32 choice)"),
     )

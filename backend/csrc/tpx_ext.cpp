@@ -375,6 +375,10 @@ void grow_storage(c10::StorageImpl* impl, size_t newsize) {
 // A state handed out is remembered with the stream's position (kSnapshots of them), so
 // set_state(get_state()) replays exactly, in step.
 constexpr size_t kSnapshots = 64;
+// TPX_RNG=host (parity's side run that aligns the random draws with a CPU run): every random op
+// draws from its generator's CPU stream in program order, as a CPU run does; states set from
+// outside (DTensor's per-shard offsets) only move (seed, offset) and never rewind the stream.
+std::atomic<bool> g_rng_host_stream{false};
 
 struct RngState : c10::intrusive_ptr_target {
   uint64_t seed = c10::default_rng_seed_val;
@@ -415,6 +419,10 @@ struct RngState : c10::intrusive_ptr_target {
     TORCH_CHECK(o % 4 == 0, "offset must be a multiple of 4");
     seed = s;
     offset = o;
+    if (g_rng_host_stream.load()) {
+      in_step = true;
+      return;
+    }
     in_step = false;
     for (const auto& snap : snapshots) {
       if (std::get<0>(snap) == s && std::get<1>(snap) == o) {
@@ -992,6 +1000,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return r;
   }, py::arg("index") = -1);
   m.def("set_float64_allowed", [](bool v) { tpx::g_float64_allowed = v; });
+  m.def("set_rng_host_stream", [](bool v) { tpx::g_rng_host_stream = v; },
+        "TPX_RNG=host: random ops draw from the CPU stream in program order, states set from outside do not rewind it");
   m.def("float64_scope_enter", [] { ++tpx::t_float64_scope; });
   m.def("float64_scope_exit", [] { --tpx::t_float64_scope; });
   m.def("float64_allowed", &tpx::float64_allowed);

@@ -6,6 +6,7 @@ sharded with ``fully_shard``, materialised with ``to_empty(device="tpx")`` and i
 Each rank writes ``OUT.<rank>`` (JSON): its local shards, the full parameters, the tpx RNG state.
 ``example``: as pytorch/examples' FSDP2 script does it: no device selected by the program (only
 ``device_id=`` of ``init_process_group`` and ``tpx:<rank>`` devices), the default mesh of ``fully_shard``.
+``cpu``: the same program on CPU with gloo (what a reference run with CUDA redirected to CPU does).
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 
-def main(out: str, seed: int, example: bool = False) -> None:
+def main(out: str, seed: int, mode: str = "") -> None:
     faulthandler.dump_traceback_later(120, exit=True)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     device: str | torch.device = "tpx"
-    if example:
+    if mode == "cpu":
+        device = "cpu"
+        dist.init_process_group(backend="gloo")
+        mesh = init_device_mesh("cpu", (world,))
+    elif mode == "example":
         device = torch.device(f"tpx:{os.environ['LOCAL_RANK']}")
         dist.init_process_group(backend=dist.get_default_backend_for_device(device), device_id=device)
         mesh = None  # fully_shard's default: a 1-D mesh over the world, made by DeviceMesh itself
@@ -55,7 +60,8 @@ def main(out: str, seed: int, example: bool = False) -> None:
     opt.step()
     res["loss"] = loss.item()
     res["trained"] = {k: p.full_tensor().cpu().tolist() for k, p in model.named_parameters()}
-    res["rng_state"] = torch.tpx.get_rng_state().view(torch.int64).tolist()
+    if device != "cpu":
+        res["rng_state"] = torch.tpx.get_rng_state().view(torch.int64).tolist()
     with open(f"{out}.{rank}", "w") as f:
         json.dump(res, f)
     dist.destroy_process_group()
@@ -67,4 +73,4 @@ def main(out: str, seed: int, example: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3:] == ["example"])
+    main(sys.argv[1], int(sys.argv[2]), *sys.argv[3:4])

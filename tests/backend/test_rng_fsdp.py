@@ -17,8 +17,9 @@ _SCRIPT = Path(__file__).with_name("_fsdp_meta_init.py")
 _ROOT = Path(__file__).resolve().parents[2]
 
 
-def _torchrun(out: Path, seed: int, *extra: str) -> list[dict]:
-    env = {**os.environ, "TPX_DEVICE_COUNT": "2", "PYTHONPATH": str(_ROOT), "OMP_NUM_THREADS": "1"}
+def _torchrun(out: Path, seed: int, *extra: str, env_extra: dict[str, str] | None = None) -> list[dict]:
+    env = {**os.environ, "TPX_DEVICE_COUNT": "2", "PYTHONPATH": str(_ROOT), "OMP_NUM_THREADS": "1",
+           **(env_extra or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
          str(_SCRIPT), str(out), str(seed), *extra],
@@ -69,3 +70,17 @@ def test_each_rank_lands_on_its_own_device_when_the_program_selects_none(tmp_pat
     assert [r["devices"] for r in first] == [["tpx:0"], ["tpx:1"]]
     assert first[0]["loss"] == first[1]["loss"] and first[0]["trained"] == first[1]["trained"]
     assert first[0]["trained"] != first[0]["full"]
+
+
+def test_host_rng_mode_draws_each_shard_as_the_cpu_run_does(runs, tmp_path):
+    # TPX_RNG=host is parity's RNG-alignment side run: the sharded init on tpx then draws what the same
+    # program draws on CPU with gloo (each rank its shard from its CPU stream, DTensor's offsets ignored),
+    # while the default (counter-based) mode draws the halves of one whole tensor, as CUDA does
+    cpu = _torchrun(tmp_path / "cpu", 0, "cpu")
+    host = _torchrun(tmp_path / "host", 0, env_extra={"TPX_RNG": "host", "TPX_MATMUL_PRECISION": "highest"})
+    device_mode, _ = runs
+    for c, h, d in zip(cpu, host, device_mode, strict=True):
+        assert h["local"] == c["local"]
+        assert h["loss"] == c["loss"] and h["trained"] == c["trained"]
+        assert d["local"] != c["local"]
+    assert cpu[0]["local"] == cpu[1]["local"]  # on CPU each rank drew the same numbers for its shard

@@ -46,9 +46,10 @@ def test_perturbed_layer_is_localised(reference_dump: Path, tmp_path: Path) -> N
     order = [m.key for m in report.modules]
     before = report.modules[: order.index("Model.blocks.1.fc2#0")]
     assert before and all(m.output_verdict == "pass" for m in before)
-    # the printed loss moved by ~5e-4: within the cosine tier, and the report says which tier decided
+    # the printed loss moved by ~5e-4: a loss curve is not judged by the cosine tier (a few positive numbers
+    # of one size always have a cosine near 1), so the tiered check flags it, and says which tier decided
     loss = report.scalars[0]
-    assert (loss.verdict, loss.tier, loss.tolerances.dtype) == ("pass", "cosine", "float32")
+    assert (loss.verdict, loss.tier, loss.tolerances.dtype) == ("warn", "tiered", "float32")
 
 
 class _Bf16Matmul:
@@ -130,7 +131,12 @@ def test_golden_dump_enables_error_ratio(reference_dump: Path, tmp_path: Path) -
     golden = train_probed(tmp_path / "golden")
     report = compare_dumps(reference_dump, train_probed(tmp_path / "tgt"), CompareOptions(golden_dir=golden))
     assert report.verdict == "pass" and report.golden_dir == str(golden)
-    assert all(t.metrics.error_ratio == 1.0 for t in report.tensors if t.metrics is not None)
+    # a golden run equal to the reference (no autocast changed it) gives the ratio no denominator: no ratio,
+    # and the summary says so instead of an inf or a made-up 1.0
+    judged = [t for t in report.rows() if t.metrics is not None]
+    assert judged and all(t.metrics.error_ratio is None and t.metrics.golden_equals_reference for t in judged)
+    assert report.golden is not None and report.golden.same_as_reference == len(judged)
+    assert "equal their golden counterpart" in report.golden.describe()
 
 
 def test_dtype_change_fails_immediately_and_is_named(reference_dump: Path, tmp_path: Path) -> None:

@@ -118,6 +118,20 @@ def test_error_ratio_against_golden() -> None:
     assert j.metrics.error_ratio == pytest.approx(3.0, rel=1e-6) and j.verdict == "fail"
 
 
+def test_a_reference_equal_to_golden_gives_no_ratio_instead_of_inf() -> None:
+    # a program without autocast: its reference is the golden result, ||reference - golden|| = 0
+    torch.manual_seed(0)
+    ref = torch.randn(1000)
+    slightly = ref * (1 + 1e-7 * torch.randn(1000))  # float32 rounding: passes the tiers
+    j = judge(ref, slightly, golden=ref.clone())
+    assert j.verdict == "pass" and j.metrics.error_ratio is None and j.metrics.golden_equals_reference
+    off = ref.clone()
+    off[:100] += 1.0  # a real difference still fails, by the tiers, not by an infinite ratio
+    j = judge(ref, off, golden=ref.clone())
+    assert (j.verdict, j.tier) == ("fail", "tiered") and j.metrics.error_ratio is None
+    assert "inf" not in j.reason
+
+
 def test_integers_must_match_exactly() -> None:
     assert judge(torch.tensor([1, 2, 3]), torch.tensor([1, 2, 3])).verdict == "pass"
     assert judge(torch.tensor([1, 2, 3]), torch.tensor([1, 2, 4])).verdict == "fail"

@@ -131,7 +131,7 @@ def _compare_scalars(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None) -
         a = torch.tensor(values, dtype=torch.float64)
         b = torch.tensor(t_values, dtype=torch.float64)
         g = torch.tensor(golden.scalars[name], dtype=torch.float64) if golden and name in golden.scalars else None
-        j = judge(a, b, golden=g, dtype=SCALAR_DTYPE)
+        j = judge(a, b, golden=g, dtype=SCALAR_DTYPE, curve=True)
         if j.tier == "shape":
             j.reason = f"stream length differs: reference printed {len(values)} values, target {len(t_values)}"
         out.append(TensorComparison(**base, verdict=j.verdict, tier=j.tier, reason=j.reason,
@@ -232,9 +232,10 @@ def _golden_summary(golden_dir: str, items: list[TensorComparison]) -> GoldenSum
     # the tensors the earlier tiers did not pass: the ratio gave their verdict, or failed them too
     decided = [t for t in with_ratio if t.tier == "error_ratio" or (t.tier == "tiered" and t.verdict != "pass")]
     ratios = [t.metrics.error_ratio for t in decided if t.metrics is not None and t.metrics.error_ratio is not None]
+    same = sum(1 for t in items if t.metrics is not None and t.metrics.golden_equals_reference)
     return GoldenSummary(golden_dir=golden_dir, with_ratio=len(with_ratio), decided=len(decided),
                          decided_fail=sum(1 for t in decided if t.verdict == "fail"),
-                         max_ratio=max(ratios) if ratios else None)
+                         max_ratio=max(ratios) if ratios else None, same_as_reference=same)
 
 
 def _dtype_changes_used(tensors: list[TensorComparison], changes: dict[str, str]) -> dict[str, int]:

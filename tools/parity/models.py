@@ -91,8 +91,15 @@ class GoldenSummary(BaseModel):
                                         "(the others passed before it)")
     decided_fail: int = Field(0, description="of those, the ones that fail even by the error ratio")
     max_ratio: float | None = Field(None, description="the largest ratio among the tensors it judged")
+    same_as_reference: int = Field(0, description="tensors whose golden counterpart equals the reference (no "
+                                                  "autocast changed them): no ratio, judged by the other tiers")
 
     def describe(self) -> str:
+        same = (f"; {self.same_as_reference} tensor(s) equal their golden counterpart in the reference (no "
+                "reduced precision to measure against), judged without the ratio" if self.same_as_reference else "")
+        return self._describe() + same
+
+    def _describe(self) -> str:
         if not self.decided:
             return (f"fp32 golden run (autocast off): {self.with_ratio} tensor(s) had a golden counterpart, "
                     "none needed the error ratio")
@@ -100,6 +107,67 @@ class GoldenSummary(BaseModel):
         failed = f", {self.decided_fail} failed by it" if self.decided_fail else ""
         return (f"fp32 golden run (autocast off): {self.decided} tensor(s) judged by the error ratio "
                 f"||target-golden||/||reference-golden|| (largest {worst}; pass <= 1.2, warn <= 2){failed}")
+
+
+CauseId = Literal["matmul_precision", "autocast", "rng"]
+
+
+class CauseTrial(BaseModel):
+    """One measured candidate explanation of a parity failure: the migrated code run again on tpx with
+    the candidate's settings (added to those of the candidates that helped before it) and compared with
+    the reference, or with the fp32 golden run where autocast is switched off."""
+
+    cause: CauseId
+    setting: str = Field(description="what the side run changed, in words")
+    env: dict[str, str] = Field(description="the side run's TPX_* settings, these candidates and the ones before "
+                                            "that helped")
+    against: Literal["reference", "golden"] = Field(description="the dump the side run was compared with")
+    run_status: str = "ok"
+    verdict: Verdict | Literal["run_failed"] = "run_failed"
+    before_key: str | None = Field(None, description="the default run's first divergence (or first failing key)")
+    before_max_abs: float | None = None
+    after_key: str | None = Field(None, description="the side run's first divergence, None when it passes")
+    after_max_abs: float | None = Field(None, description="max abs of the side run at before_key")
+    fails_before: int = 0
+    fails_after: int | None = None
+    summary: str = ""
+
+    @property
+    def removed(self) -> bool:
+        """The side run passes parity: the candidate (with those before it) explains the divergence."""
+        return self.verdict in ("pass", "warn")
+
+    @property
+    def helped(self) -> bool:
+        """It removed the divergence, left fewer failing tensors, or shrank the first one at least tenfold
+        (its settings are then kept for the next trials)."""
+        if self.removed:
+            return True
+        if self.verdict == "run_failed":
+            return False
+        if self.fails_after is not None and self.fails_after < self.fails_before:
+            return True
+        return (self.before_max_abs is not None and self.after_max_abs is not None
+                and self.after_max_abs * 10 <= self.before_max_abs)
+
+    def describe(self) -> str:
+        """One measured sentence: what the side run changed and what became of the divergence."""
+        where = self.before_key or "the failing tensors"
+        if self.verdict == "run_failed":
+            return f"with {self.setting} the side run did not finish ({self.run_status}): nothing measured"
+        change = (f"max abs {_num(self.before_max_abs)} -> {_num(self.after_max_abs)}"
+                  if self.before_max_abs is not None and self.after_max_abs is not None else
+                  f"{self.fails_before} -> {self.fails_after} failing tensor(s)")
+        if self.removed:
+            return f"with {self.setting} the first divergence ({where}) disappears: {change}"
+        if self.after_key and self.after_key != self.before_key:
+            return (f"with {self.setting} the divergence at {where} goes ({change}) but parity still fails: the "
+                    f"first divergence is then {self.after_key}")
+        return f"with {self.setting} the divergence at {where} remains: {change}"
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2g}"
 
 
 class ParityReport(BaseModel):
@@ -123,6 +191,20 @@ class ParityReport(BaseModel):
         default_factory=dict,
         description="the migration's dtype changes this report compared at the target dtype's tier, and how many "
                     "tensors each covered, e.g. {'float64 -> float32': 12}")
+    trials: list[CauseTrial] = Field(default_factory=list, description="candidate causes measured in side runs, "
+                                                                       "cheapest first")
+    explained_by: list[CauseId] = Field(
+        default_factory=list,
+        description="a failing default run whose divergence a side run removed entirely with settings that change "
+                    "no computation of the program (autocast off on both sides, random draws aligned): the "
+                    "migrated code computes what the original does; the drift is that setting's")
+
+    @property
+    def explanation(self) -> CauseTrial | None:
+        """The side run that explains a failing default run (``explained_by``), if any."""
+        if not self.explained_by:
+            return None
+        return next((t for t in self.trials if t.removed and t.cause == self.explained_by[-1]), None)
 
     @property
     def compared(self) -> bool:
@@ -132,17 +214,25 @@ class ParityReport(BaseModel):
 
     @property
     def passed(self) -> bool:
-        """Parity holds: every comparison passed or stayed within its warning tolerance. False for a
-        report with nothing compared: no evidence is not a pass (see ``compared``)."""
-        return self.verdict in ("pass", "warn")
+        """Parity holds: every comparison passed or stayed within its warning tolerance, or a measured side
+        run explains the default run's divergence (``explained_by``). False for a report with nothing
+        compared: no evidence is not a pass (see ``compared``)."""
+        return self.verdict in ("pass", "warn") or (self.verdict == "fail" and self.explanation is not None)
 
     @property
     def failed(self) -> bool:
         """Parity was checked and does not hold."""
-        return self.verdict == "fail"
+        return self.verdict == "fail" and self.explanation is None
+
+    def measured(self) -> str:
+        """The side runs' measurements, one sentence each ("" when none ran)."""
+        return "; ".join(t.describe() for t in self.trials)
 
     def divergence_text(self) -> str:
-        """Where the first failing tensor is, in words (for summaries and reports)."""
+        """Where the first failing tensor is, in words (for summaries and reports): the cause measured by
+        a side run where one ran, the localiser's guess ("likely") only where nothing was tested."""
+        if self.first_divergence is not None and self.trials:
+            return f"{self.first_divergence.key} (measured: {self.measured()})"
         if self.first_divergence is not None:
             return self.first_divergence.describe()
         failing = next((t.key for t in [*self.tensors, *self.scalars] if t.verdict == "fail"), None)

@@ -1,0 +1,150 @@
+"""Measured causes of a parity failure: side runs of the migrated code on tpx, cheapest first.
+
+When parity fails, the localiser's cause is a guess from the op class of the first divergent module
+("likely reduction_order"). Here each candidate explanation is tested instead: the workspace runs
+again on tpx with the candidate's TPX_* setting (plus those of the candidates that helped before it),
+and its probe dump is compared with the reference's, or with the fp32 golden run's where autocast is
+switched off on the target too. The trials stop at the first that removes the divergence.
+
+``CANDIDATES`` is the table, in the order they are tried:
+
+* ``matmul_precision``: tpx runs float32 matmuls with bf16 inputs unless a program asks for 'highest'
+  (``TPX_MATMUL_PRECISION=highest``; FIX008 is the edit that keeps it, for tpx only);
+* ``autocast``: a program under CUDA's autocast computes in fp16/bf16 on both sides, and the rounding
+  of the first optimizer step carries into every later one; with autocast off on tpx
+  (``TPX_AUTOCAST=off``) against the fp32 golden run (the original with its autocast off), the two
+  compute the same float32 program;
+* ``rng``: tpx draws random numbers counter-based, as a chip does (DTensor's sharded init draws the
+  halves of one whole tensor), where the CPU reference draws each rank's shard from its own stream;
+  ``TPX_RNG=host`` draws in the CPU stream's order.
+
+``autocast`` and ``rng`` change no computation of the program: a side run they make pass shows that
+the migrated code computes what the original does (the parity report is then ``explained_by`` them).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from agent import toolbox
+from agent.budget import has_time_for, run_timeout
+from agent.nodes.common import artifacts_dir, ensure_workspace
+from agent.records import RunRecord
+from agent.state import MigrationState, dump, edits_of, options_of
+from tools.parity.models import CauseId, CauseTrial, ParityReport, TensorComparison
+
+logger = logging.getLogger(__name__)
+
+PRECISION_RULE = "matmul_precision_highest"  # agent.policy.rules_parity.RULE (FIX008)
+# side runs that change no computation of the program: passing with them explains the drift
+NOT_COMPUTATION: frozenset[CauseId] = frozenset({"autocast", "rng"})
+
+
+@dataclass(frozen=True)
+class Candidate:
+    cause: CauseId
+    setting: str
+    env: tuple[tuple[str, str], ...]
+
+
+CANDIDATES: tuple[Candidate, ...] = (
+    Candidate("matmul_precision", "torch.set_float32_matmul_precision('highest') on tpx (TPX_MATMUL_PRECISION=highest)",
+              (("TPX_MATMUL_PRECISION", "highest"),)),
+    Candidate("autocast", "autocast off on both sides (TPX_AUTOCAST=off, against the fp32 golden run)",
+              (("TPX_AUTOCAST", "off"),)),
+    Candidate("rng", "tpx's random draws in the CPU stream's order (TPX_RNG=host)", (("TPX_RNG", "host"),)),
+)
+
+
+def _precision_in_code(state: MigrationState) -> bool:
+    """Whether the migration's edits already set 'highest' on tpx (FIX008): the runs have it."""
+    return any(PRECISION_RULE in (edit.rule or "") for edit in edits_of(state))
+
+
+def applicable(state: MigrationState, report: ParityReport, cand: Candidate, golden_dir: Path | None) -> bool:
+    if cand.cause == "matmul_precision":
+        return not _precision_in_code(state)
+    if cand.cause == "autocast":  # only a program under CUDA autocast has a golden run to compare with
+        return golden_dir is not None
+    first = report.first_divergence
+    # random init and dropout differ from the first call on; a divergence born later is not the draws'
+    return first is None or first.step in (None, 0) or first.call == 0
+
+
+def _first_failing(report: ParityReport) -> TensorComparison | None:
+    if report.first_divergence is not None:
+        return report.first_divergence.output
+    return next((t for t in report.rows() if t.verdict == "fail"), None)
+
+
+def _fails(report: ParityReport) -> int:
+    return sum(1 for t in report.rows() if t.verdict == "fail")
+
+
+def measure(state: MigrationState, report: ParityReport, ref_dir: Path, golden_dir: Path | None,
+            dtype_changes: dict[str, str]) -> tuple[list[CauseTrial], list[dict[str, object]]]:
+    """Run the applicable candidates in order (each with the settings of those that helped before it)
+    until one removes the divergence; the trials, and the run records to add. ``golden_dir``: the fp32
+    golden run's dump (None: the program computes under no autocast, or its golden run failed)."""
+    opts = options_of(state)
+    ws = ensure_workspace(state)
+    it = state.get("iteration") or 0
+    before = _first_failing(report)
+    before_max = before.metrics.max_abs if before is not None and before.metrics is not None else None
+    kept: dict[str, str] = {}
+    kept_causes: list[CauseId] = []
+    trials: list[CauseTrial] = []
+    records: list[dict[str, object]] = []
+    for cand in CANDIDATES:
+        if not applicable(state, report, cand, golden_dir):
+            continue
+        if not has_time_for(state, "cause_trial"):
+            logger.info("parity causes: no time left for the %s side run", cand.cause)
+            break
+        env = {**kept, **dict(cand.env)}
+        causes = [*kept_causes, cand.cause]
+        against: Literal["reference", "golden"] = "golden" if "autocast" in causes else "reference"
+        base_dir = golden_dir if against == "golden" else ref_dir
+        run = toolbox.run(ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=False,
+                          timeout_s=run_timeout(state), seed=opts.seed, env=dict(env),
+                          artifacts_dir=artifacts_dir(state, f"cause-{it}-{cand.cause}"),
+                          disk_limit_bytes=opts.disk_limit_bytes)
+        records.append(dump(RunRecord.of("cause_trial", run)))
+        trial = CauseTrial(cause=cand.cause, setting=cand.setting, env=env, against=against, run_status=run.status,
+                           before_key=before.key if before is not None else None, before_max_abs=before_max,
+                           fails_before=_fails(report))
+        if run.ok and run.probe_dir is not None and base_dir is not None:
+            side = toolbox.compare(base_dir, run.probe_dir, dtype_changes=dtype_changes)
+            at = next((t for t in side.rows() if before is not None and t.key == before.key), None)
+            first = side.first_divergence
+            trial = trial.model_copy(update={
+                "verdict": side.verdict, "fails_after": _fails(side), "summary": side.summary,
+                "after_key": None if side.passed else (first.output.key if first is not None else trial.before_key),
+                "after_max_abs": at.metrics.max_abs if at is not None and at.metrics is not None else None,
+            })
+        logger.info("parity causes: %s", trial.describe())
+        trials.append(trial)
+        if trial.removed:
+            break
+        if trial.helped:
+            kept.update(dict(cand.env))
+            kept_causes.append(cand.cause)
+    return trials, records
+
+
+def chain(trials: list[CauseTrial]) -> list[CauseId]:
+    """The causes of the trial that removed the divergence: its own and those it carried (by env)."""
+    done = next((t for t in trials if t.removed), None)
+    if done is None:
+        return []
+    return [c.cause for c in CANDIDATES if all(done.env.get(k) == v for k, v in c.env)]
+
+
+def explains(trials: list[CauseTrial]) -> list[CauseId]:
+    """The causes that explain the divergence without a change of the program (``NOT_COMPUTATION``): [] when
+    no trial removed it or its settings include one the code must take (matmul precision: FIX008)."""
+    causes = chain(trials)
+    return causes if causes and set(causes) <= NOT_COMPUTATION else []
