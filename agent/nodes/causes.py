@@ -2,7 +2,7 @@
 
 When parity fails, the localiser's cause is a guess from the op class of the first divergent module
 ("likely reduction_order"). Here each candidate explanation is tested instead: the workspace runs
-again on tpx with the candidate's TPX_* setting (plus those of the candidates that helped before it),
+again on tpx with the candidate's TPX_* setting (plus those of the candidates before it),
 and its probe dump is compared with the reference's, or with the fp32 golden run's where autocast is
 switched off on the target too. The trials stop at the first that removes the divergence.
 
@@ -86,16 +86,14 @@ def _fails(report: ParityReport) -> int:
 
 def measure(state: MigrationState, report: ParityReport, ref_dir: Path, golden_dir: Path | None,
             dtype_changes: dict[str, str]) -> tuple[list[CauseTrial], list[dict[str, object]]]:
-    """Run the applicable candidates in order (each with the settings of those that helped before it)
-    until one removes the divergence; the trials, and the run records to add. ``golden_dir``: the fp32
-    golden run's dump (None: the program computes under no autocast, or its golden run failed)."""
-    opts = options_of(state)
-    ws = ensure_workspace(state)
-    it = state.get("iteration") or 0
+    """Run the applicable candidates in order, each with the settings of all those before it (causes can
+    hide each other: bf16 matmul drift is not seen while the random init differs), until one removes the
+    divergence; where the side run that did carried 'highest' matmuls with other settings, one more run
+    without them tells whether the code needs them. The trials, and the run records to add.
+    ``golden_dir``: the fp32 golden run's dump (None: the program computes under no autocast, or its
+    golden run failed)."""
     before = _first_failing(report)
-    before_max = before.metrics.max_abs if before is not None and before.metrics is not None else None
-    kept: dict[str, str] = {}
-    kept_causes: list[CauseId] = []
+    env: dict[str, str] = {}
     trials: list[CauseTrial] = []
     records: list[dict[str, object]] = []
     for cand in CANDIDATES:
@@ -104,40 +102,57 @@ def measure(state: MigrationState, report: ParityReport, ref_dir: Path, golden_d
         if not has_time_for(state, "cause_trial"):
             logger.info("parity causes: no time left for the %s side run", cand.cause)
             break
-        env = {**kept, **dict(cand.env)}
-        causes = [*kept_causes, cand.cause]
-        against: Literal["reference", "golden"] = "golden" if "autocast" in causes else "reference"
-        base_dir = golden_dir if against == "golden" else ref_dir
-        run = toolbox.run(ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=False,
-                          timeout_s=run_timeout(state), seed=opts.seed, env=dict(env),
-                          artifacts_dir=artifacts_dir(state, f"cause-{it}-{cand.cause}"),
-                          disk_limit_bytes=opts.disk_limit_bytes)
-        records.append(dump(RunRecord.of("cause_trial", run)))
-        trial = CauseTrial(cause=cand.cause, setting=cand.setting, env=env, against=against, run_status=run.status,
-                           before_key=before.key if before is not None else None, before_max_abs=before_max,
-                           fails_before=_fails(report))
-        if run.ok and run.probe_dir is not None and base_dir is not None:
-            side = toolbox.compare(base_dir, run.probe_dir, dtype_changes=dtype_changes)
-            at = next((t for t in side.rows() if before is not None and t.key == before.key), None)
-            first = side.first_divergence
-            trial = trial.model_copy(update={
-                "verdict": side.verdict, "fails_after": _fails(side), "summary": side.summary,
-                "after_key": None if side.passed else (first.output.key if first is not None else trial.before_key),
-                "after_max_abs": at.metrics.max_abs if at is not None and at.metrics is not None else None,
-            })
-        logger.info("parity causes: %s", trial.describe())
+        env = {**env, **dict(cand.env)}
+        trial, record = _side_run(state, report, before, cand.cause, cand.setting, env, ref_dir, golden_dir,
+                                  dtype_changes)
         trials.append(trial)
-        if trial.removed:
-            break
-        if trial.helped:
-            kept.update(dict(cand.env))
-            kept_causes.append(cand.cause)
+        records.append(record)
+        if not trial.removed:
+            continue
+        precision = dict(CANDIDATES[0].env)
+        if cand.cause != "matmul_precision" and all(env.get(k) == v for k, v in precision.items()) \
+                and has_time_for(state, "cause_trial"):
+            alone = {k: v for k, v in env.items() if k not in precision}
+            trial, record = _side_run(state, report, before, cand.cause, f"{cand.setting}, matmuls as tpx runs them",
+                                      alone, ref_dir, golden_dir, dtype_changes)
+            trials.append(trial)
+            records.append(record)
+        break
     return trials, records
 
 
+def _side_run(state: MigrationState, report: ParityReport, before: TensorComparison | None, cause: CauseId,
+              setting: str, env: dict[str, str], ref_dir: Path, golden_dir: Path | None,
+              dtype_changes: dict[str, str]) -> tuple[CauseTrial, dict[str, object]]:
+    opts = options_of(state)
+    it = state.get("iteration") or 0
+    against: Literal["reference", "golden"] = "golden" if env.get("TPX_AUTOCAST") == "off" else "reference"
+    base_dir = golden_dir if against == "golden" else ref_dir
+    label = "-".join(sorted(k.removeprefix("TPX_").lower() for k in env)) or "none"
+    run = toolbox.run(ensure_workspace(state), opts.run_command, device="tpx", redirect_cuda=None, probe=True,
+                      profile=False, timeout_s=run_timeout(state), seed=opts.seed, env=dict(env),
+                      artifacts_dir=artifacts_dir(state, f"cause-{it}-{label}"),
+                      disk_limit_bytes=opts.disk_limit_bytes)
+    trial = CauseTrial(cause=cause, setting=setting, env=dict(env), against=against, run_status=run.status,
+                       before_key=before.key if before is not None else None,
+                       before_max_abs=before.metrics.max_abs if before is not None and before.metrics else None,
+                       fails_before=_fails(report))
+    if run.ok and run.probe_dir is not None and base_dir is not None:
+        side = toolbox.compare(base_dir, run.probe_dir, dtype_changes=dtype_changes)
+        at = next((t for t in side.rows() if before is not None and t.key == before.key), None)
+        first = side.first_divergence
+        trial = trial.model_copy(update={
+            "verdict": side.verdict, "fails_after": _fails(side), "summary": side.summary,
+            "after_key": None if side.passed else (first.output.key if first is not None else trial.before_key),
+            "after_max_abs": at.metrics.max_abs if at is not None and at.metrics is not None else None,
+        })
+    logger.info("parity causes: %s", trial.describe())
+    return trial, dump(RunRecord.of("cause_trial", run))
+
+
 def chain(trials: list[CauseTrial]) -> list[CauseId]:
-    """The causes of the trial that removed the divergence: its own and those it carried (by env)."""
-    done = next((t for t in trials if t.removed), None)
+    """The causes of the last trial that removed the divergence: its own and those it carried (by env)."""
+    done = next((t for t in reversed(trials) if t.removed), None)
     if done is None:
         return []
     return [c.cause for c in CANDIDATES if all(done.env.get(k) == v for k, v in c.env)]

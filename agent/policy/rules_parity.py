@@ -29,12 +29,13 @@ KINDS = ("parity_failed",)
 
 def attributed_to_matmul(parity: ParityReport | None) -> bool:
     """Whether the parity report blames matmul precision. Measured where side runs ran
-    (``agent.nodes.causes``): the 'highest' side run removed the divergence, or helped the one that
-    did. Untested, the first divergence's ``likely_cause`` says so, or no module was localised at all
-    (then matmul precision is the first thing to rule out on tpx, whose default is bf16)."""
+    (``agent.nodes.causes``): the last side run that removed the divergence had 'highest' matmuls on tpx
+    (and the one without them, where it ran, did not remove it). Untested, the first divergence's
+    ``likely_cause`` says so, or no module was localised at all (then matmul precision is the first
+    thing to rule out on tpx, whose default is bf16)."""
     if parity is not None and parity.trials:
-        return any(t.cause == "matmul_precision" and t.helped for t in parity.trials) and any(
-            t.removed for t in parity.trials)
+        done = next((t for t in reversed(parity.trials) if t.removed), None)
+        return done is not None and done.env.get("TPX_MATMUL_PRECISION") == "highest"
     first = parity.first_divergence if parity is not None else None
     return first is None or first.likely_cause == "matmul_precision"
 

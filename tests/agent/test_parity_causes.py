@@ -1,5 +1,10 @@
 """Issue 26: a parity failure's cause is measured in side runs (agent.nodes.causes), never guessed.
 
+* FSDP2 with meta-device init (the parameters drawn by ``reset_parameters()`` on the device): tpx's
+  counter-based DTensor draws (the halves of one whole tensor, as on CUDA) are not the numbers the CPU
+  reference draws rank by rank, so the default run diverges at the first call; the side run with tpx's
+  draws in the CPU stream's order (TPX_RNG=host) matches, and the migration is ``migrated`` with that
+  measurement and nothing added to the code for it.
 * A training loop with a wrong op on the device from step 2: no candidate removes the divergence, so
   the migration stays ``partial``, its first divergence at step 2, the measurements in the summary.
 """
@@ -14,6 +19,47 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+FSDP2_PROGRAM = '''import os
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+
+def main():
+    dist.init_process_group("nccl")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    mesh = init_device_mesh("cuda", (dist.get_world_size(),))
+    torch.manual_seed(0)
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    model.to_empty(device="cuda")
+    for module in model.modules():
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    for step in range(3):
+        x = torch.randn(8, 16, generator=g).cuda()
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if dist.get_rank() == 0:
+            print(f"step {step} loss {loss.item():.6f}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
+'''
 
 # the same computation on both sides until step 2, where the device path adds a bias the CPU path does not
 FAULT_PROGRAM = '''import torch
@@ -52,6 +98,22 @@ def _migrate(tmp_path: Path, program: str, run: str) -> tuple[dict, str]:
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert out.joinpath("result.json").is_file(), (r.stdout + r.stderr)[-4000:]
     return json.loads(out.joinpath("result.json").read_text()), out.joinpath("report.md").read_text()
+
+
+@pytest.mark.slow
+def test_fsdp2_meta_init_is_migrated_with_the_random_draws_measured_as_the_cause(tmp_path: Path):
+    result, report = _migrate(tmp_path, FSDP2_PROGRAM, "torchrun --standalone --nproc_per_node=2 train.py")
+    assert result["status"] == "migrated", result["summary"]
+    parity = result["parity"]
+    assert parity["verdict"] == "fail" and "rng" in parity["explained_by"]
+    last = parity["trials"][-1]
+    assert last["verdict"] in ("pass", "warn") and last["env"]["TPX_RNG"] == "host"
+    assert "TPX_RNG=host" in result["summary"] and "disappears" in result["summary"]
+    assert "TPX_RNG" in report
+    added = [line for line in (tmp_path / "out" / "ferry.patch").read_text().splitlines()
+             if line.startswith("+") and not line.startswith("+++")]
+    # the program's init is left as it is: nothing of the side run's settings goes into the code
+    assert added and not any("rng" in line.lower() or "reset_parameters" in line for line in added)
 
 
 @pytest.mark.slow

@@ -188,6 +188,20 @@ def test_storage_cuda_in_a_map_location_loads_on_cpu(tmp_path):
     assert not (SCRIPTS / "best.pt").exists()
 
 
+def test_a_model_built_on_meta_stays_on_meta_and_draws_as_on_cpu(tmp_path):
+    # the factories' wrappers hid them from torch.device("meta")'s DeviceContext: the model was built on the
+    # CPU, drawing its first init from the CPU generator, so the weights reset_parameters() drew after
+    # to_empty() were not the ones an unredirected run draws (every FSDP2 meta-init reference was off)
+    res, _ = _redirected(tmp_path, "meta_init.py")
+    assert "built meta meta" in res.stdout_tail and "default meta" in res.stdout_tail
+    torch.manual_seed(0)
+    with torch.device("meta"):
+        model = torch.nn.Linear(4, 3)
+    model.to_empty(device="cpu")
+    model.reset_parameters()
+    assert f"init cpu {[round(v, 6) for v in model.weight.flatten().tolist()]}" in res.stdout_tail
+
+
 def test_record_stream_accepts_the_redirect_streams(tmp_path):
     res, records = _redirected(tmp_path, "record_stream.py")
     assert "batch cpu 30.0" in res.stdout_tail

@@ -114,13 +114,13 @@ CauseId = Literal["matmul_precision", "autocast", "rng"]
 
 class CauseTrial(BaseModel):
     """One measured candidate explanation of a parity failure: the migrated code run again on tpx with
-    the candidate's settings (added to those of the candidates that helped before it) and compared with
+    the candidate's settings (added to those of the candidates before it) and compared with
     the reference, or with the fp32 golden run where autocast is switched off."""
 
     cause: CauseId
     setting: str = Field(description="what the side run changed, in words")
-    env: dict[str, str] = Field(description="the side run's TPX_* settings, these candidates and the ones before "
-                                            "that helped")
+    env: dict[str, str] = Field(description="the side run's TPX_* settings: this candidate's and those of the "
+                                            "candidates before it")
     against: Literal["reference", "golden"] = Field(description="the dump the side run was compared with")
     run_status: str = "ok"
     verdict: Verdict | Literal["run_failed"] = "run_failed"
@@ -139,8 +139,7 @@ class CauseTrial(BaseModel):
 
     @property
     def helped(self) -> bool:
-        """It removed the divergence, left fewer failing tensors, or shrank the first one at least tenfold
-        (its settings are then kept for the next trials)."""
+        """It removed the divergence, left fewer failing tensors, or shrank the first one at least tenfold."""
         if self.removed:
             return True
         if self.verdict == "run_failed":
@@ -204,7 +203,7 @@ class ParityReport(BaseModel):
         """The side run that explains a failing default run (``explained_by``), if any."""
         if not self.explained_by:
             return None
-        return next((t for t in self.trials if t.removed and t.cause == self.explained_by[-1]), None)
+        return next((t for t in reversed(self.trials) if t.removed), None)
 
     @property
     def compared(self) -> bool:

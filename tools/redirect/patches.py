@@ -72,6 +72,27 @@ def install_patches(target: str, rec: Recorder) -> None:
 
     # torch's own method, replaced on purpose (the child's monkeypatching)
     _device.DeviceContext.__init__ = ctx_init  # type: ignore[method-assign]
+    _keep_device_contexts(_device)
+
+
+def _keep_device_contexts(_device: Any) -> None:
+    """``with torch.device("meta")`` / ``torch.set_default_device``: torch's DeviceContext gives a factory
+    called without ``device=`` the context's device when the function it sees is one of
+    ``torch.utils._device._device_constructors()``, a set built from ``torch.empty``, ``torch.zeros``...
+    With the factories wrapped, that set would hold the wrappers, and the function the mode sees is the
+    original one the wrapper calls: every model built under ``torch.device("meta")`` came out on the CPU
+    (and drew its initial weights from the CPU generator: a meta-device init's numbers changed). The set
+    holds both from now on."""
+    orig = _device._device_constructors
+    originals = frozenset(getattr(fn, "__wrapped__", fn) for fn in orig())
+
+    @functools.wraps(orig)
+    def constructors() -> set[Any]:
+        return set(originals) | orig()
+
+    both = functools.lru_cache(1)(constructors)
+    # torch's own function, replaced on purpose (the child's monkeypatching)
+    _device._device_constructors = both
 
 
 def redirected_to(orig_to: Any, dev: torch.device, rec: Recorder, label: str) -> Any:
