@@ -215,6 +215,7 @@ class ParityOutcome(BaseModel):
         "the settings whose side run removed the divergence of a failing default run (the program's computation "
         "unchanged): parity passes as measured"))
     measured: str | None = Field(None, description="the side runs' measurements, one sentence each")
+    headline: str | None = Field(None, description="one line: verdict, tensors, the worst one, the loss curves")
 
 
 class CpuCheck(BaseModel):

@@ -57,7 +57,8 @@ def parity_outcome(report: ParityReport | None) -> ParityOutcome:
     return ParityOutcome(verdict=report.verdict, passed=report.passed if report.compared else None,
                          summary=report.summary,
                          first_divergence=report.divergence_text() if report.failed else None,
-                         trials=report.trials, explained_by=report.explained_by, measured=report.measured() or None)
+                         trials=report.trials, explained_by=report.explained_by, measured=report.measured() or None,
+                         headline=report.headline())
 
 
 def llm_usage_of(state: State) -> LLMUsage:
@@ -125,10 +126,11 @@ def _row(t: TensorComparison) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def parity_table(report: ParityReport, limit: int = PARITY_ROWS) -> list[str]:
+def parity_table(report: ParityReport, limit: int = PARITY_ROWS,
+                 rows: list[TensorComparison] | None = None) -> list[str]:
     """One row per compared tensor (module outputs and inputs, then printed scalars), with the metrics
     it was judged on; failing rows first."""
-    rows = report.rows()
+    rows = report.rows() if rows is None else rows
     if not rows:
         return ["(no tensors or metrics were compared)"]
     order = {"fail": 0, "warn": 1, "pass": 2, "skipped": 3}
@@ -140,19 +142,40 @@ def parity_table(report: ParityReport, limit: int = PARITY_ROWS) -> list[str]:
     return out
 
 
+WORST_ROWS = 5
+
+
+def notable_rows(report: ParityReport) -> list[TensorComparison]:
+    """The rows worth showing before the full table: the failing and warning ones, else the worst few."""
+    rows = [t for t in report.rows() if t.verdict in ("fail", "warn")]
+    if rows:
+        return rows
+    judged = [t for t in report.rows() if t.metrics is not None]
+    return sorted(judged, key=lambda t: t.metrics.max_abs if t.metrics else 0.0, reverse=True)[:WORST_ROWS]
+
+
 def parity_section(report: ParityReport | None) -> list[str]:
+    """One line first (``ParityReport.headline``), the measurements, then only the failing (or worst)
+    rows, then the full table folded."""
     if report is None:
         return ["Not checked (the migration stopped before the parity step)."]
     if not report.compared:
         return ["Verdict: **nothing to compare**: the program ran no `nn.Module`, printed no metric and recorded "
                 "nothing, so parity could not be shown either way.", "", md_inline(report.summary, keep_code=True)]
-    verdict = {"pass": "pass", "warn": "pass (within the warning tolerance)", "fail": "fail"}[report.verdict]
-    lines = [f"Verdict: **{verdict}**; " + ", ".join(f"{n} {k}" for k, n in report.counts.items() if n)]
+    lines = [f"**{md_inline(report.headline())}**", "",
+             "Counts: " + ", ".join(f"{n} {k}" for k, n in report.counts.items() if n)]
     if report.failed:
         lines.append(f"First divergence: {md_inline(report.divergence_text())}")
+    for trial in report.trials:
+        lines.append(f"- measured ({trial.cause}, against the {trial.against}): {md_inline(trial.describe())}")
     if report.golden is not None:
         lines.append(f"Error ratio: {md_inline(report.golden.describe())}")
-    return [*lines, "", *parity_table(report)]
+    notable = notable_rows(report)
+    title = "Failing and warning tensors" if any(t.verdict != "pass" for t in notable) else "The worst tensors"
+    lines += ["", f"{title}:", "", *parity_table(report, rows=notable)]
+    lines += ["", f"<details><summary>All {len(report.rows())} compared tensors</summary>", "",
+              *parity_table(report), "", "</details>"]
+    return lines
 
 
 def device_work_section(state: State) -> list[str]:

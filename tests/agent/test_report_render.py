@@ -60,6 +60,22 @@ def test_parity_table_shows_the_measured_metrics_in_report_and_pr(checked, tmp_p
             assert cells[4] == t.tier and cells[5] == t.verdict
 
 
+def test_the_parity_section_leads_with_one_line_then_the_notable_rows_then_the_folded_table(checked, tmp_path):
+    state = _state(tmp_path, checked.parity, checked.profile)
+    report = report_markdown(state, "")
+    section = report.split("## Parity", 1)[1].split("\n## ", 1)[0].strip().splitlines()
+    parity = checked.parity
+    assert section[0] == f"**{md_inline(parity.headline())}**"
+    assert section[0].startswith(f"**parity: {'pass' if parity.verdict == 'pass' else ''}")
+    assert f"{len(parity.rows())} tensors" in section[0] and "worst max abs" in section[0]
+    if parity.scalars:
+        assert "curve within" in section[0]
+    folded = section.index(f"<details><summary>All {len(parity.rows())} compared tensors</summary>")
+    shown = [line for line in section[:folded] if line.startswith("| `")]
+    assert 0 < len(shown) <= max(5, sum(1 for t in parity.rows() if t.verdict in ("fail", "warn")))
+    assert section[-1] == "</details>"
+
+
 def test_a_profile_finding_renders_as_file_line_then_title(checked, tmp_path):
     state = _state(tmp_path, checked.parity, checked.profile)
     report = report_markdown(state, "")

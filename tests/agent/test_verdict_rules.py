@@ -195,7 +195,7 @@ def test_a_cuda_flag_program_is_migrated_with_its_tpx_share(tmp_path, run):
     cpu_run = next(r for r in result.run_log if r.kind == "cpu_check")
     assert cpu_run.status == "ok"
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "## Device work (target run)" in report and "## CPU check" in report and "Verdict: **pass**" in report
+    assert "## Device work (target run)" in report and "## CPU check" in report and "**parity: pass, " in report
 
 
 # A CUDA program with a CPU path (it picks CUDA when there is one), whose float64 metric needs the

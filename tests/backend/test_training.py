@@ -121,6 +121,30 @@ def test_autocast_cast_policy():
     torch.testing.assert_close(y.cpu().float(), y_cpu.float())
 
 
+def test_autocast_off_setting_casts_nothing_and_says_what_it_takes():
+    import pytest
+
+    import backend
+
+    m = nn.Linear(8, 4).to("tpx")
+    x = torch.randn(3, 8, device="tpx")
+    backend.configure(autocast="off")
+    try:
+        with torch.autocast("tpx", dtype=torch.float16):
+            y = m(x)
+            s = torch.softmax(y.half(), -1)  # a float32 op of the policy: not cast up either
+        assert (y.dtype, s.dtype) == (torch.float32, torch.float16)
+        assert torch.equal(y, m(x))  # what the region computes without autocast
+    finally:
+        backend.configure(autocast="on")
+    with torch.autocast("tpx", dtype=torch.float16):
+        assert m(x).dtype == torch.float16
+    with pytest.raises(ValueError, match="TPX_AUTOCAST"):
+        backend.configure(autocast="maybe")
+    with pytest.raises(ValueError, match="TPX_RNG"):
+        backend.configure(rng="cpu")
+
+
 def test_grad_scaler_runs_and_float64_rule_still_holds():
     m = nn.Linear(8, 4).to("tpx")
     opt = torch.optim.SGD(m.parameters(), lr=0.1)

@@ -223,6 +223,44 @@ class ParityReport(BaseModel):
         """Parity was checked and does not hold."""
         return self.verdict == "fail" and self.explanation is None
 
+    def worst(self) -> TensorComparison | None:
+        """The compared tensor farthest from the reference (largest max abs), failing ones first."""
+        judged = [t for t in self.rows() if t.metrics is not None]
+        failing = [t for t in judged if t.verdict == "fail"] or judged
+        return max(failing, key=lambda t: t.metrics.max_abs if t.metrics is not None else 0.0, default=None)
+
+    def curves(self) -> str:
+        """The printed streams (loss curves), each as its largest relative difference ("loss within 0.3%")."""
+        parts = []
+        for t in self.scalars:
+            if t.metrics is None:
+                parts.append(f"{t.key.removeprefix('scalar:')} {t.verdict} ({t.tier})")
+            else:
+                parts.append(f"{t.key.removeprefix('scalar:')} curve within {t.metrics.max_rel:.2%}"
+                             + ("" if t.verdict in ("pass", "warn") else " (fails)"))
+        return ", ".join(parts)
+
+    def headline(self) -> str:
+        """One line first: the verdict, how many tensors, the worst one, the loss curves; for a failure
+        explained by a side run, what was measured."""
+        if not self.compared:
+            return "parity: not shown (nothing was compared)"
+        n = len(self.rows())
+        worst = self.worst()
+        where = (f", worst max abs {worst.metrics.max_abs:.2g} at {worst.key}"
+                 if worst is not None and worst.metrics is not None else "")
+        curves = self.curves()
+        tail = f", {curves}" if curves else ""
+        trial = self.explanation
+        if trial is not None:
+            return (f"parity: pass as measured, {n} tensors; the default run fails ({self.counts.get('fail', 0)} "
+                    f"tensors{where}) and {trial.describe()}")
+        if self.verdict in ("pass", "warn"):
+            word = "pass" if self.verdict == "pass" else "pass within the warning tolerance"
+            return f"parity: {word}, {n} tensors{where}{tail}"
+        return (f"parity: fail, {self.counts.get('fail', 0)} of {n} tensors, first divergence "
+                f"{self.divergence_text()}{where}{tail}")
+
     def measured(self) -> str:
         """The side runs' measurements, one sentence each ("" when none ran)."""
         return "; ".join(t.describe() for t in self.trials)

@@ -88,11 +88,11 @@ def _keep_device_contexts(_device: Any) -> None:
 
     @functools.wraps(orig)
     def constructors() -> set[Any]:
-        return set(originals) | orig()
+        both: set[Any] = set(originals) | set(orig())
+        return both
 
-    both = functools.lru_cache(1)(constructors)
     # torch's own function, replaced on purpose (the child's monkeypatching)
-    _device._device_constructors = both
+    _device._device_constructors = functools.lru_cache(1)(constructors)
 
 
 def redirected_to(orig_to: Any, dev: torch.device, rec: Recorder, label: str) -> Any:
