@@ -32,13 +32,13 @@ from typing import Literal
 from agent import toolbox
 from agent.budget import has_time_for, run_timeout
 from agent.nodes.common import artifacts_dir, ensure_workspace
+from agent.policy.rules_parity import RULE as PRECISION_RULE
 from agent.records import RunRecord
 from agent.state import MigrationState, dump, edits_of, options_of
-from tools.parity.models import CauseId, CauseTrial, ParityReport, TensorComparison
+from tools.parity.models import CauseId, CauseTrial, ParityReport, TensorComparison, removing_trial
 
 logger = logging.getLogger(__name__)
 
-PRECISION_RULE = "matmul_precision_highest"  # agent.policy.rules_parity.RULE (FIX008)
 # side runs that change no computation of the program: passing with them explains the drift
 NOT_COMPUTATION: frozenset[CauseId] = frozenset({"autocast", "rng"})
 
@@ -49,6 +49,10 @@ class Candidate:
     setting: str
     env: tuple[tuple[str, str], ...]
 
+    def carried_by(self, env: dict[str, str]) -> bool:
+        """Whether a side run with ``env`` had this candidate's settings."""
+        return all(env.get(k) == v for k, v in self.env)
+
 
 CANDIDATES: tuple[Candidate, ...] = (
     Candidate("matmul_precision", "torch.set_float32_matmul_precision('highest') on tpx (TPX_MATMUL_PRECISION=highest)",
@@ -57,6 +61,7 @@ CANDIDATES: tuple[Candidate, ...] = (
               (("TPX_AUTOCAST", "off"),)),
     Candidate("rng", "tpx's random draws in the CPU stream's order (TPX_RNG=host)", (("TPX_RNG", "host"),)),
 )
+PRECISION = CANDIDATES[0]  # the one setting the code may have to take (FIX008)
 
 
 def _precision_in_code(state: MigrationState) -> bool:
@@ -109,10 +114,8 @@ def measure(state: MigrationState, report: ParityReport, ref_dir: Path, golden_d
         records.append(record)
         if not trial.removed:
             continue
-        precision = dict(CANDIDATES[0].env)
-        if cand.cause != "matmul_precision" and all(env.get(k) == v for k, v in precision.items()) \
-                and has_time_for(state, "cause_trial"):
-            alone = {k: v for k, v in env.items() if k not in precision}
+        if cand is not PRECISION and PRECISION.carried_by(env) and has_time_for(state, "cause_trial"):
+            alone = {k: v for k, v in env.items() if k not in dict(PRECISION.env)}
             trial, record = _side_run(state, report, before, cand.cause, f"{cand.setting}, matmuls as tpx runs them",
                                       alone, ref_dir, golden_dir, dtype_changes)
             trials.append(trial)
@@ -152,10 +155,8 @@ def _side_run(state: MigrationState, report: ParityReport, before: TensorCompari
 
 def chain(trials: list[CauseTrial]) -> list[CauseId]:
     """The causes of the last trial that removed the divergence: its own and those it carried (by env)."""
-    done = next((t for t in reversed(trials) if t.removed), None)
-    if done is None:
-        return []
-    return [c.cause for c in CANDIDATES if all(done.env.get(k) == v for k, v in c.env)]
+    done = removing_trial(trials)
+    return [] if done is None else [c.cause for c in CANDIDATES if c.carried_by(done.env)]
 
 
 def explains(trials: list[CauseTrial]) -> list[CauseId]:

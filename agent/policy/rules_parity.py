@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal, new_text
 from tools.codemods.fixes import target_matmul_precision
 from tools.codemods.fixes.fix008_target_matmul_precision import MARKER
-from tools.parity.models import ParityReport
+from tools.parity.models import ParityReport, removing_trial
 from tools.scan.sources import edit_code_cell
 
 RULE = "matmul_precision_highest"
@@ -34,7 +34,7 @@ def attributed_to_matmul(parity: ParityReport | None) -> bool:
     ``likely_cause`` says so, or no module was localised at all (then matmul precision is the first
     thing to rule out on tpx, whose default is bf16)."""
     if parity is not None and parity.trials:
-        done = next((t for t in reversed(parity.trials) if t.removed), None)
+        done = removing_trial(parity.trials)
         return done is not None and done.env.get("TPX_MATMUL_PRECISION") == "highest"
     first = parity.first_divergence if parity is not None else None
     return first is None or first.likely_cause == "matmul_precision"

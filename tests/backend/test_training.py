@@ -122,8 +122,6 @@ def test_autocast_cast_policy():
 
 
 def test_autocast_off_setting_casts_nothing_and_says_what_it_takes():
-    import pytest
-
     import backend
 
     m = nn.Linear(8, 4).to("tpx")

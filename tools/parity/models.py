@@ -137,18 +137,6 @@ class CauseTrial(BaseModel):
         """The side run passes parity: the candidate (with those before it) explains the divergence."""
         return self.verdict in ("pass", "warn")
 
-    @property
-    def helped(self) -> bool:
-        """It removed the divergence, left fewer failing tensors, or shrank the first one at least tenfold."""
-        if self.removed:
-            return True
-        if self.verdict == "run_failed":
-            return False
-        if self.fails_after is not None and self.fails_after < self.fails_before:
-            return True
-        return (self.before_max_abs is not None and self.after_max_abs is not None
-                and self.after_max_abs * 10 <= self.before_max_abs)
-
     def describe(self) -> str:
         """One measured sentence: what the side run changed and what became of the divergence."""
         where = self.before_key or "the failing tensors"
@@ -167,6 +155,11 @@ class CauseTrial(BaseModel):
 
 def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2g}"
+
+
+def removing_trial(trials: list[CauseTrial]) -> CauseTrial | None:
+    """The last side run that removed the divergence (its settings are what explain it), if any."""
+    return next((t for t in reversed(trials) if t.removed), None)
 
 
 class ParityReport(BaseModel):
@@ -201,9 +194,7 @@ class ParityReport(BaseModel):
     @property
     def explanation(self) -> CauseTrial | None:
         """The side run that explains a failing default run (``explained_by``), if any."""
-        if not self.explained_by:
-            return None
-        return next((t for t in reversed(self.trials) if t.removed), None)
+        return removing_trial(self.trials) if self.explained_by else None
 
     @property
     def compared(self) -> bool:
