@@ -166,16 +166,18 @@ def rewrite(path: Path, *, device: str, files: list[str] | None = None,
 
 
 def compare(ref_dir: Path, target_dir: Path, dtype_changes: dict[str, str] | None = None,
-            golden_dir: Path | None = None) -> ParityReport:
+            golden_dir: Path | None = None, drift_budget: bool = True) -> ParityReport:
     """The reference's probe dump against the target's (call ``RunScheduler.wait_prewarm`` first
     when a prewarm may be importing torch on another thread); ``dtype_changes`` are the dtypes the
     migration changed (float64 -> float32), compared at the tier of the dtype the target computes in;
-    ``golden_dir``: the fp32 golden run's dump, for NUMERICS.md's error-ratio check."""
+    ``golden_dir``: the fp32 golden run's dump, for NUMERICS.md's error-ratio check; ``drift_budget``
+    False: a training's later steps judged strictly too (docs/parity.md)."""
     mod = _import("tools.parity.compare", "parity")
     models = _import("tools.parity.models", "parity")
     dump_mod = _import("tools.probe.dump", "parity")
     options = models.CompareOptions(dtype_changes=dtype_changes or {},
-                                    golden_dir=Path(golden_dir) if golden_dir is not None else None)
+                                    golden_dir=Path(golden_dir) if golden_dir is not None else None,
+                                    drift_budget=drift_budget)
     try:
         report: ParityReport = mod.compare_dumps(Path(ref_dir), Path(target_dir), options)
     except dump_mod.DumpError as exc:  # a dump missing, refused or forged: parity is not proven

@@ -46,7 +46,8 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
     update: Update = {}
     records: list[dict[str, object]] = []
     golden_dir = None
-    if report.compared and report.passed:
+    drifted = report.passed and report.drift is not None and report.drift.used
+    if report.compared and report.passed and not drifted:
         cancel_golden(state, runs)
     elif report.compared:
         golden, records = golden_for(state, runs)
@@ -63,6 +64,14 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
         records += trial_runs
         report.trials = trials
         report.explained_by = causes.explains(trials)
+    elif drifted:  # passed by the drift budget of the later steps: measure the drift it admitted
+        golden, records = golden_for(state, runs)
+        if golden is not None:
+            update["golden"] = dump(golden)
+            if golden.ok and golden.probe_dir is not None and golden.probe_dir.is_dir():
+                golden_dir = golden.probe_dir
+        report.trials, drift_runs = causes.explain_drift(state, report, ref_dir, golden_dir, changes)
+        records += drift_runs
     if records:
         update["runs"] = records
     update["parity"] = dump(report)
@@ -75,6 +84,10 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
         return update
     if report.passed and report.explanation is not None:
         update[SUMMARY] = f"parity passes as measured: {report.explanation.describe()}"
+        return update
+    if report.passed and report.drift is not None and report.drift.used:
+        measured = f"; measured: {report.measured()}" if report.trials else ""
+        update[SUMMARY] = f"parity passes; {report.drift.describe()}{measured}" + tiers
         return update
     if report.passed:
         update[SUMMARY] = "parity passes" + tiers

@@ -7,6 +7,7 @@ from typing import Any, Literal, Required, TypedDict
 
 import torch
 
+from tools.parity.drift import judge_later_steps, step_count_check
 from tools.parity.localise import first_divergence
 from tools.parity.metrics import judge
 from tools.parity.models import (
@@ -175,6 +176,12 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
         if ev.get("kind") in kinds
     ]
     scalars = _compare_scalars(ref, tgt, golden) if options.include_scalars else []
+    drift = None
+    if options.drift_budget:
+        tensors, scalars, drift = judge_later_steps(ref, tgt, tensors, scalars)
+    step_count = step_count_check(ref, tgt)
+    if step_count is not None:
+        tensors.append(step_count)
     modules = _module_table(ref, tensors)
     missing = [t.key for t in tensors if t.tier == "missing"]
     extra = [k for k, ev in tgt.tensor_events.items() if k not in ref.tensor_events and ev.get("kind") in kinds]
@@ -201,7 +208,7 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
     counts["modules"] = len(modules)
     worst_seen = worst([t.verdict for t in all_items])
     verdict: Verdict = "skipped" if worst_seen == "none" else worst_seen
-    divergence = first_divergence(modules, tensors, scalars, ref, tgt)
+    divergence = first_divergence(modules, tensors, scalars, ref, tgt, drift)
     first_warning = next((t for t in all_items if t.verdict == "warn"), None)
     summary = _summary(verdict, counts, divergence, first_warning)
     agreement = rank_agreement(ref_dir, target_dir)  # rank 0 was compared; the other ranks must agree with it
@@ -216,6 +223,10 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
     if golden_summary is not None:
         summary += "; " + golden_summary.describe()
         notes.append(golden_summary.describe())
+    if drift is not None and (drift.judged or drift.curves_judged or drift.note):
+        notes.append(drift.describe())
+        if drift.used:
+            summary += "; " + drift.describe()
     if not all_items:
         notes.append("nothing to compare: neither module calls, records nor printed scalars were recorded")
     return ParityReport(
@@ -223,7 +234,7 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
         golden_dir=str(options.golden_dir) if options.golden_dir else None, golden=golden_summary, counts=counts,
         first_divergence=divergence, first_warning=first_warning, modules=modules, tensors=tensors,
         scalars=scalars, missing_in_target=missing, extra_in_target=extra, notes=notes,
-        target_meta=_meta_subset(tgt.meta), dtype_changes_compared=changed,
+        target_meta=_meta_subset(tgt.meta), dtype_changes_compared=changed, drift=drift,
     )
 
 
@@ -249,7 +260,8 @@ def _dtype_changes_used(tensors: list[TensorComparison], changes: dict[str, str]
 
 
 def _meta_subset(meta: dict[str, Any]) -> dict[str, Any]:
-    keep = ("matmul_precision", "final_matmul_precision", "env", "tpx", "steps_seen", "optimizer_steps", "closed")
+    keep = ("matmul_precision", "final_matmul_precision", "env", "tpx", "steps_seen", "optimizer_steps",
+            "optimizer_steps_total", "closed")
     return {k: meta[k] for k in keep if k in meta}
 
 

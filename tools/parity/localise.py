@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.parity.models import Divergence, LikelyCause, ModuleComparison, TensorComparison
+from tools.parity.drift import budget
+from tools.parity.models import Divergence, DriftSummary, LikelyCause, ModuleComparison, TensorComparison
 from tools.probe.dump import ProbeDump
 
 MATMUL_MODULES = {
@@ -109,8 +110,18 @@ def attribute(div_module: str, module_class: str | None, output: TensorCompariso
             "the module's own computation differs (its weights, an op's semantics, or a bug)", ops)
 
 
+def _beyond_budget(failing: TensorComparison, step: int, drift: DriftSummary | None) -> str:
+    """Why a later step's failure is not drift: its error against the budget it was given."""
+    if drift is None or drift.step0_failed or failing.metrics is None or failing.metrics.rel_l2 is None:
+        return ""
+    allowed = budget(drift.e0, failing.target_dtype or failing.ref_dtype, step)
+    return (f"; not drift: its relative error {failing.metrics.rel_l2:.3g} is beyond the drift budget of step {step} "
+            f"({allowed:.3g}, from the step-0 error {drift.e0:.2g})")
+
+
 def first_divergence(modules: list[ModuleComparison], tensors: list[TensorComparison],
-                     scalars: list[TensorComparison], ref: ProbeDump, tgt: ProbeDump) -> Divergence | None:
+                     scalars: list[TensorComparison], ref: ProbeDump, tgt: ProbeDump,
+                     drift: DriftSummary | None = None) -> Divergence | None:
     """The FIRST module call (completion order) whose outputs fail while its inputs pass."""
     outputs: dict[tuple[str, int], list[TensorComparison]] = {}
     for t in tensors:
@@ -127,7 +138,7 @@ def first_divergence(modules: list[ModuleComparison], tensors: list[TensorCompar
         cause, why, ops = attribute(m.module, m.module_class, failing, tgt, m.input_verdict)
         if m.step and all(x.output_verdict != "fail" for x in modules if x.step == 0):
             why += ("; every step-0 module call matched, so the drift entered through the parameters "
-                    "(backward pass or optimizer update of the step before)")
+                    "(backward pass or optimizer update of the step before)") + _beyond_budget(failing, m.step, drift)
         return Divergence(key=m.key, module=m.module, call=m.call, step=m.step, module_class=m.module_class,
                           inputs=m.input_verdict, likely_cause=cause, explanation=why, ops=ops, output=failing)
     if inherited is not None:
@@ -143,7 +154,8 @@ def first_divergence(modules: list[ModuleComparison], tensors: list[TensorCompar
         return Divergence(key=inherited.key, module=inherited.module, call=inherited.call, step=inherited.step,
                           module_class=inherited.module_class, inputs="fail", likely_cause=cause,
                           explanation=why, output=failing)
-    for t in [x for x in tensors if x.kind == "record"] + scalars:
+    later = [x for x in tensors if x.kind == "step_count"] + [x for x in tensors if x.kind == "record"] + scalars
+    for t in later:
         if t.verdict == "fail":
             return Divergence(key=t.key, module=t.module or t.key, call=t.call, inputs="none", likely_cause="unknown",
                               explanation=f"no module output failed, but {t.key} did: {t.reason}", output=t)

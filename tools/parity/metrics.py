@@ -33,7 +33,7 @@ def compute_metrics(ref: torch.Tensor, target: torch.Tensor, tol: Tolerances,
     if n == 0:
         return TensorMetrics(numel=int(a.numel()), max_abs=0.0, max_rel=0.0, cosine=1.0, rmse=0.0,
                              nonfinite_mismatch=nonfinite_mismatch, frac_over_pass_rel=0.0,
-                             frac_over_warn_rel=0.0, assert_close_ok=True)
+                             frac_over_warn_rel=0.0, assert_close_ok=True, rel_l2=0.0)
     diff = (b_f - a_f).abs()
     denom = a_f.abs().clamp_min(tol.floor) if tol.floor > 0 else a_f.abs()
     rel = diff / denom
@@ -70,6 +70,7 @@ def compute_metrics(ref: torch.Tensor, target: torch.Tensor, tol: Tolerances,
         frac_over_pass_rel=float((rel > tol.tier_pass_rel).double().mean()) if tol.tier_pass_rel else None,
         frac_over_warn_rel=float((rel > tol.tier_warn_rel).double().mean()) if tol.tier_warn_rel else None,
         assert_close_ok=ok,
+        rel_l2=float(diff.norm()) / na if na > 0 else None,
         error_ratio=ratio,
         golden_equals_reference=same_as_golden,
     )

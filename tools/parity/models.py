@@ -21,6 +21,9 @@ class CompareOptions(BaseModel):
     include_inputs: bool = True
     include_scalars: bool = True
     include_records: bool = True
+    drift_budget: bool = Field(
+        True, description="judge the later steps of a training run that the strict tiers fail by the drift budget "
+                          "(docs/parity.md); False: every step strictly (a side run that explains a drift)")
     dtype_changes: dict[str, str] = Field(
         default_factory=dict,
         description="dtypes the migration itself changed, reference dtype -> target dtype (float64 -> float32): "
@@ -109,6 +112,55 @@ class GoldenSummary(BaseModel):
                 f"||target-golden||/||reference-golden|| (largest {worst}; pass <= 1.2, warn <= 2){failed}")
 
 
+class DriftSummary(BaseModel):
+    """What the drift budget of a training run did (tools/parity/drift.py): step 0 is judged strictly, a
+    later step's tensor the tiers fail by its relative error against
+    min(growth * max(e0, dtype floor) * (step + 1), cap)."""
+
+    growth: float
+    cap: float
+    e0: float = Field(0.0, description="the largest relative error ||t-r||/||r|| among the step-0 tensors")
+    e0_key: str | None = None
+    step0_tensors: int = 0
+    step0_failed: int = 0
+    ref_steps: int | None = Field(None, description="optimizer steps of the whole reference run")
+    target_steps: int | None = None
+    judged: int = Field(0, description="later-step tensors the strict tiers did not pass, judged by the budget")
+    within: int = 0
+    over: int = 0
+    first_over: str | None = None
+    worst_key: str | None = Field(None, description="the budget-passed tensor closest to its budget")
+    worst_eps: float | None = None
+    worst_budget: float | None = None
+    worst_ratio: float | None = None
+    curves_judged: int = 0
+    curves_within: int = 0
+    curve_band: float | None = Field(None, description="the widest band a printed curve was judged with")
+    note: str | None = None
+
+    @property
+    def used(self) -> bool:
+        """Whether the budget passed anything the strict tiers did not."""
+        return self.within > 0 or self.curves_within > 0
+
+    def describe(self) -> str:
+        if self.note:
+            return self.note
+        if not self.judged and not self.curves_judged:
+            return "training: every later step within the strict tiers (no drift budget needed)"
+        parts = [f"step 0 matches (largest relative error {self.e0:.2g})"]
+        if self.judged:
+            worst = (f", closest {self.worst_eps:.2g} of {self.worst_budget:.2g} at {self.worst_key}"
+                     if self.worst_key else "")
+            parts.append(f"{self.within} of {self.judged} later-step tensor(s) within the drift budget{worst}")
+        if self.curves_judged:
+            parts.append(f"{self.curves_within} of {self.curves_judged} printed curve(s) within the drift band "
+                         f"(up to {self.curve_band or 0:.2%} at their last step)")
+        if self.over:
+            parts.append(f"{self.over} beyond it (first {self.first_over})")
+        return "training: " + "; ".join(parts)
+
+
 CauseId = Literal["matmul_precision", "autocast", "rng"]
 
 
@@ -131,6 +183,8 @@ class CauseTrial(BaseModel):
     fails_before: int = 0
     fails_after: int | None = None
     summary: str = ""
+    drift: bool = Field(False, description="the side run measured the drift of a parity the drift budget passed "
+                                           "(compared strictly), not a failure")
 
     @property
     def removed(self) -> bool:
@@ -145,6 +199,10 @@ class CauseTrial(BaseModel):
         change = (f"max abs {_num(self.before_max_abs)} -> {_num(self.after_max_abs)}"
                   if self.before_max_abs is not None and self.after_max_abs is not None else
                   f"{self.fails_before} -> {self.fails_after} failing tensor(s)")
+        if self.drift:
+            if self.removed:
+                return f"with {self.setting} the later steps' drift ({where}) disappears: {change}"
+            return f"with {self.setting} the later steps' drift ({where}) remains: {change}"
         if self.removed:
             return f"with {self.setting} the first divergence ({where}) disappears: {change}"
         if self.after_key and self.after_key != self.before_key:
@@ -183,6 +241,8 @@ class ParityReport(BaseModel):
         default_factory=dict,
         description="the migration's dtype changes this report compared at the target dtype's tier, and how many "
                     "tensors each covered, e.g. {'float64 -> float32': 12}")
+    drift: DriftSummary | None = Field(None, description="the drift budget of a training run's later steps "
+                                                            "(None: the program steps no optimizer)")
     trials: list[CauseTrial] = Field(default_factory=list, description="candidate causes measured in side runs, "
                                                                        "cheapest first")
     explained_by: list[CauseId] = Field(
@@ -246,9 +306,14 @@ class ParityReport(BaseModel):
         if trial is not None:
             return (f"parity: pass as measured, {n} tensors; the default run fails ({self.counts.get('fail', 0)} "
                     f"tensors{where}) and {trial.describe()}")
+        if self.drift is not None and self.drift.used:
+            tail += (f", later steps within the drift budget (closest {self.drift.worst_eps:.2g} of "
+                     f"{self.drift.worst_budget:.2g} at {self.drift.worst_key})" if self.drift.worst_key else
+                     ", printed curves within the drift band")
         if self.verdict in ("pass", "warn"):
             word = "pass" if self.verdict == "pass" else "pass within the warning tolerance"
-            return f"parity: {word}, {n} tensors{where}{tail}"
+            measured = f"; measured: {self.measured()}" if self.trials else ""
+            return f"parity: {word}, {n} tensors{where}{tail}{measured}"
         return (f"parity: fail, {self.counts.get('fail', 0)} of {n} tensors, first divergence "
                 f"{self.divergence_text()}{where}{tail}")
 

@@ -10,7 +10,8 @@ from tools.parity.tolerances import Tolerances
 
 Verdict = Literal["pass", "warn", "fail", "skipped"]
 Tier = Literal[
-    "shape", "dtype", "nonfinite", "assert_close", "cosine", "tiered", "error_ratio", "missing", "not_recorded"
+    "shape", "dtype", "nonfinite", "assert_close", "cosine", "tiered", "error_ratio", "missing", "not_recorded",
+    "drift_budget", "step_count",
 ]
 VERDICT_RANK = {"pass": 0, "skipped": 0, "warn": 1, "fail": 2}
 
@@ -29,6 +30,9 @@ class TensorMetrics(BaseModel):
     #: the golden counterpart equals the reference (a program that computes in float32 anyway): the error
     #: ratio has no denominator, so it is not used (never an inf that fails everything)
     golden_equals_reference: bool = False
+    #: ||target - reference|| / ||reference|| over the finite elements (None where the reference is all
+    #: zeros: no relative size to measure against); the drift budget of later training steps judges it
+    rel_l2: float | None = None
 
 
 class Judgement(BaseModel):

@@ -78,6 +78,7 @@ class ProbeSession:
         extra = _run_meta(final=True)
         extra["steps_seen"] = self.modules.step
         extra["optimizer_steps"] = self.modules.optimizer_steps
+        extra["optimizer_steps_total"] = self.recorder.optimizer_step
         extra["root_calls"] = self.modules.root_calls
         extra["unrecorded_root_calls"] = self.modules.unrecorded_root_calls
         extra["files_run"] = files_run(os.environ.get("FERRY_WORKSPACE"))

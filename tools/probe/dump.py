@@ -72,6 +72,7 @@ class ProbeDump:
         self.meta: dict[str, Any] = index.meta_dict()
         self.events: list[ProbeEventDict] = index.event_dicts()
         self.scalars: dict[str, list[float]] = index.scalars
+        self.scalar_steps: dict[str, list[int]] = index.scalar_steps
         self.module_ops: dict[str, list[str]] = index.module_ops
         self.module_classes: dict[str, str] = index.module_classes
         self._chunks: dict[str, dict[str, torch.Tensor]] = {}

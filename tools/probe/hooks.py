@@ -218,6 +218,7 @@ class ModuleProbe:
             self.in_hook = False
 
     def _optimizer_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.recorder.optimizer_step += 1  # every step of the run (printed values are placed by it)
         if self.finished:
             return
         self.optimizer_steps += 1

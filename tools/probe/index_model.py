@@ -87,6 +87,8 @@ class ProbeMeta(BaseModel):
     stopped: Annotated[str, Field(max_length=500)] | None = None
     stopped_at_seq: Count | None = None
     optimizer_steps: Int64 | None = None
+    #: optimizer.step() calls in the whole run (optimizer_steps stops counting with the recording)
+    optimizer_steps_total: Count | None = None
     matmul_precision: str | None = None
     final_matmul_precision: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
@@ -102,6 +104,7 @@ class ProbeIndex(BaseModel):
     meta: ProbeMeta = Field(default_factory=ProbeMeta)
     events: list[ProbeEvent] = Field(default_factory=list)
     scalars: dict[str, list[float]] = Field(default_factory=dict)
+    scalar_steps: dict[str, list[Count]] = Field(default_factory=dict)
     module_ops: dict[str, list[str]] = Field(default_factory=dict)
     module_classes: dict[str, str] = Field(default_factory=dict)
 

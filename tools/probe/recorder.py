@@ -61,6 +61,9 @@ class Recorder:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.events: list[dict[str, Any]] = []
         self.scalars: dict[str, list[float]] = {}
+        # the optimizer step each printed value came after (the drift budget of a loss curve grows with it)
+        self.scalar_steps: dict[str, list[int]] = {}
+        self.optimizer_step = 0  # the module probe counts optimizer.step() calls here, for the whole run
         self.module_ops: dict[str, list[str]] = {}
         self.module_classes: dict[str, str] = {}
         self.meta: dict[str, Any] = {
@@ -168,6 +171,7 @@ class Recorder:
             values = self.scalars.setdefault(name, [])
             if len(values) < MAX_SCALAR_VALUES:
                 values.append(value)
+                self.scalar_steps.setdefault(name, []).append(self.optimizer_step)
 
     def next_explicit_call(self, name: str) -> int:
         with self._lock:
@@ -228,6 +232,7 @@ class Recorder:
             },
             "events": self.events,
             "scalars": self.scalars,
+            "scalar_steps": self.scalar_steps,
             "module_ops": self.module_ops,
             "module_classes": self.module_classes,
         }
