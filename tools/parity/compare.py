@@ -21,8 +21,10 @@ from tools.parity.ranks import rank_agreement
 from tools.parity.tolerances import SCALAR_DTYPE
 from tools.parity.verdicts import VERDICT_RANK, Verdict
 from tools.probe.dump import ProbeDump
+from tools.probe.results import RESULT_KINDS
 
-TENSOR_KINDS = ("module_input", "module_output", "record")
+# what the program saved (``saved``) and its final top-level tensors (``final``) too: programs without a module
+TENSOR_KINDS = ("module_input", "module_output", "record", *RESULT_KINDS)
 
 
 class _Described(TypedDict, total=False):
@@ -217,7 +219,8 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
         summary += "; " + golden_summary.describe()
         notes.append(golden_summary.describe())
     if not all_items:
-        notes.append("nothing to compare: neither module calls, records nor printed scalars were recorded")
+        notes.append("nothing to compare: neither module calls, records, saved or final tensors nor printed "
+                     "scalars were recorded")
     return ParityReport(
         verdict=verdict, summary=summary, ref_dir=str(ref_dir), target_dir=str(target_dir),
         golden_dir=str(options.golden_dir) if options.golden_dir else None, golden=golden_summary, counts=counts,
