@@ -160,8 +160,9 @@ def parity_section(report: ParityReport | None) -> list[str]:
     if report is None:
         return ["Not checked (the migration stopped before the parity step)."]
     if not report.compared:
-        return ["Verdict: **nothing to compare**: the program ran no `nn.Module`, printed no metric and recorded "
-                "nothing, so parity could not be shown either way.", "", md_inline(report.summary, keep_code=True)]
+        return ["Verdict: **nothing to compare**: the program ran no `nn.Module`, printed no metric, saved no "
+                "tensor, left none at top level and recorded nothing, so parity could not be shown either way.", "",
+                md_inline(report.summary, keep_code=True)]
     lines = [f"**{md_inline(report.headline())}**", "",
              "Counts: " + ", ".join(f"{n} {k}" for k, n in report.counts.items() if n)]
     if report.failed:

@@ -5,9 +5,9 @@ Under a CUDA autocast the reference and the target both compute in reduced preci
 fails, the fp32 golden run (``agent.nodes.golden``) decides by NUMERICS.md's error ratio whether the
 target is as close to the fp32 result as the reference is; the summary names the ratio.
 
-A report with nothing compared (the program ran no nn.Module, printed no metric and recorded
-nothing) is neither a pass nor a failure: the migration goes on to the tests and the profile, and
-the report node says parity could not be shown (``partial``), never that it failed.
+A report with nothing compared (the program ran no nn.Module, printed no metric, saved no tensor,
+left none at top level and recorded nothing) is neither a pass nor a failure: the migration goes on
+to the tests and the profile, and the report node says parity could not be shown (``partial``), never that it failed.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
     if report.golden is not None:
         tiers += "; " + report.golden.describe()
     if not report.compared:
-        update[SUMMARY] = "nothing to compare (no module ran, no metric printed): parity cannot be shown"
+        update[SUMMARY] = ("nothing to compare (no module ran, no metric printed, no tensor saved or left at "
+                           "top level): parity cannot be shown")
         return update
     if report.passed and report.explanation is not None:
         update[SUMMARY] = f"parity passes as measured: {report.explanation.describe()}"

@@ -114,7 +114,8 @@ def final_status(state: State) -> tuple[Status, str]:
     tests = "tests pass" if given else "no test command was given (no tests ran)"
     if not parity.compared:
         return "partial", (f"runs on tpx and {'the tests pass' if given else tests}, but parity could not be shown: "
-                           "the program ran no nn.Module, printed no metric and recorded nothing to compare")
+                           "the program ran no nn.Module, printed no metric, saved no tensor, left none at top "
+                           "level and recorded nothing to compare")
     problems = [p for p in (device_work_problem(state), cpu_check_problem(state)) if p]
     if problems:
         return "partial", f"runs on tpx, {tests} and {parity_phrase(parity)}, but " + "; and ".join(problems)

@@ -88,11 +88,18 @@ def test_a_profile_finding_renders_as_file_line_then_title(checked, tmp_path):
         assert line in report and line in pr, f.title
 
 
+# no module, no metric printed, nothing saved and no top-level tensor (a top-level one would be
+# compared at exit): truly nothing to compare
 NOTHING_TO_COMPARE = '''import torch
 
-x = torch.ones(4, device="cuda")
-y = (x * 2).sum()
-assert y.item() == 8.0
+
+def main():
+    x = torch.ones(4, device="cuda")
+    y = (x * 2).sum()
+    assert y.item() == 8.0
+
+
+main()
 '''
 
 

@@ -126,7 +126,7 @@ def test_steps_zero_records_no_module_calls(tmp_path: Path) -> None:
         ("loss 2.31", [("loss", 2.31)]),
         ("step 10 | loss: 2.31", [("loss", 2.31)]),
         ("epoch 1 train_loss=0.5 time 0.3s acc: 91.2%", [("train_loss", 0.5), ("acc", 91.2)]),
-        ("val/loss 1e-3 lr 0.1 12.5 it/s", [("val/loss", 0.001)]),
+        ("val/loss 1e-3 lr 0.1 12.5 it/s", [("val/loss", 0.001), ("lr", 0.1)]),
         ("nothing to see 3.0", []),
         # a warning's location is not a metric, whatever its sandbox path holds ("f1", "kl", "auc")
         ("/tmp/ferry-space-1-2-n3-4030aaf1/ws/repo/train.py:30: UserWarning: x", []),

@@ -109,8 +109,8 @@ def check(req: CheckRequest) -> CheckResult:
             "run_failed" if not runs_ok else "fail")
         result.summary = result.parity.summary
         if result.parity.verdict == "skipped":
-            result.summary += (" — nothing was compared: the program ran no nn.Module, printed no metric and "
-                               "recorded nothing")
+            result.summary += (" — nothing was compared: the program ran no nn.Module, printed no metric, saved "
+                               "no tensor, left none at top level and recorded nothing")
         png = chart_png(result.parity, out / "parity.png")
         result.chart_png = str(png) if png else None
     else:

@@ -22,8 +22,10 @@ from tools.parity.ranks import rank_agreement
 from tools.parity.tolerances import SCALAR_DTYPE
 from tools.parity.verdicts import VERDICT_RANK, Verdict
 from tools.probe.dump import ProbeDump
+from tools.probe.results import RESULT_KINDS
 
-TENSOR_KINDS = ("module_input", "module_output", "record")
+# what the program saved (``saved``) and its final top-level tensors (``final``) too: programs without a module
+TENSOR_KINDS = ("module_input", "module_output", "record", *RESULT_KINDS)
 
 
 class _Described(TypedDict, total=False):
@@ -169,6 +171,13 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
     golden = ProbeDump(options.golden_dir) if options.golden_dir else None
     kinds = [k for k in TENSOR_KINDS if (k != "module_input" or options.include_inputs)
              and (k != "record" or options.include_records)]
+    # a program with module calls is judged by them: its saved checkpoints and final tensors are the end of
+    # a training whose later steps may drift (the drift budget judges recorded steps), and a sampled token
+    # there differs wholesale; they are the evidence of a program that runs no nn.Module
+    results_left = bool(ref.module_calls()) and any(ev.get("kind") in RESULT_KINDS
+                                                    for ev in ref.tensor_events.values())
+    if results_left:
+        kinds = [k for k in kinds if k not in RESULT_KINDS]
     cache: dict[tuple[str, str], TensorComparison] = {}
     tensors = [
         _compare_tensor(ref, tgt, golden, key, cache, options.dtype_changes)
@@ -186,6 +195,9 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
     missing = [t.key for t in tensors if t.tier == "missing"]
     extra = [k for k, ev in tgt.tensor_events.items() if k not in ref.tensor_events and ev.get("kind") in kinds]
     notes: list[str] = []
+    if results_left:
+        notes.append("the tensors the program saved and its final top-level tensors were recorded but not compared: "
+                     "its module calls are the evidence (docs/parity.md)")
     for name, dump in (("reference", ref), ("target", tgt)):
         if dump.meta.get("dropped_events"):
             notes.append(f"{name} dump hit its byte budget: {dump.meta['dropped_events']} tensor(s) not recorded "
@@ -228,7 +240,8 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
         if drift.used:
             summary += "; " + drift.describe()
     if not all_items:
-        notes.append("nothing to compare: neither module calls, records nor printed scalars were recorded")
+        notes.append("nothing to compare: neither module calls, records, saved or final tensors nor printed "
+                     "scalars were recorded")
     return ParityReport(
         verdict=verdict, summary=summary, ref_dir=str(ref_dir), target_dir=str(target_dir),
         golden_dir=str(options.golden_dir) if options.golden_dir else None, golden=golden_summary, counts=counts,

@@ -7,6 +7,7 @@ from typing import Any
 from tools.parity.drift import budget
 from tools.parity.models import Divergence, DriftSummary, LikelyCause, ModuleComparison, TensorComparison
 from tools.probe.dump import ProbeDump
+from tools.probe.results import FINAL_KIND, RESULT_KINDS, SAVED_KIND
 
 MATMUL_MODULES = {
     "Linear", "LazyLinear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
@@ -32,6 +33,7 @@ REDUCED_MATMUL = {"medium", "high", "bf16", "bfloat16", "tf32", "reduced", "fast
 # A max relative error this small on a reduction-heavy module is what summation order changes give.
 REDUCTION_NOISE_COSINE = 0.9999
 MAX_DIVERGENCE_OPS = 200
+RESULT_WHAT = {SAVED_KIND: "a tensor the program saved", FINAL_KIND: "a top-level tensor at the program's exit"}
 
 
 def _op_base(name: str) -> str:
@@ -154,9 +156,13 @@ def first_divergence(modules: list[ModuleComparison], tensors: list[TensorCompar
         return Divergence(key=inherited.key, module=inherited.module, call=inherited.call, step=inherited.step,
                           module_class=inherited.module_class, inputs="fail", likely_cause=cause,
                           explanation=why, output=failing)
-    later = [x for x in tensors if x.kind == "step_count"] + [x for x in tensors if x.kind == "record"] + scalars
-    for t in later:
+    # then what the program computed outside modules, in the order it happened: a skipped or added optimizer
+    # step, records and saved files (run order), the final top-level tensors (at exit), the printed scalars
+    later = [x for x in tensors if x.kind == "step_count"] + [x for x in tensors if x.kind in ("record", *RESULT_KINDS)]
+    for t in later + scalars:
         if t.verdict == "fail":
-            return Divergence(key=t.key, module=t.module or t.key, call=t.call, inputs="none", likely_cause="unknown",
-                              explanation=f"no module output failed, but {t.key} did: {t.reason}", output=t)
+            what = f"{t.key} ({RESULT_WHAT[t.kind]})" if t.kind in RESULT_WHAT else t.key
+            return Divergence(key=t.key, module=t.module or t.key, call=t.call, inputs="none",
+                              likely_cause="dtype" if t.tier == "dtype" else "unknown",
+                              explanation=f"no module output failed, but {what} did: {t.reason}", output=t)
     return None

@@ -19,6 +19,7 @@ from . import recorder as rec
 from .config import ProbeConfig, config_from_env
 from .files_run import files_run
 from .hooks import ModuleProbe
+from .results import SaveProbe, record_final
 from .scalars import ScalarTee
 
 logger = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ class ProbeSession:
         self.config = config
         self.recorder = rec.Recorder(config)
         self.modules = ModuleProbe(self.recorder)
+        self.saves = SaveProbe(self.recorder)
         self._tees: list[tuple[str, ScalarTee]] = []
         self.closed = False
 
@@ -40,6 +42,8 @@ class ProbeSession:
         rec.set_active(self.recorder)
         self.recorder.meta.update(_run_meta())
         self.modules.install()
+        if self.config.record_saves:
+            self.saves.install()
         if self.config.capture_streams:
             pattern = re.compile(self.config.scalar_pattern)
             for name in ("stdout", "stderr"):
@@ -64,6 +68,7 @@ class ProbeSession:
 
     def _uninstall(self) -> None:
         self.modules.uninstall()
+        self.saves.uninstall()
         for name, tee in self._tees:
             tee.finish()
             if getattr(sys, name) is tee:
@@ -75,6 +80,11 @@ class ProbeSession:
             return
         self.closed = True
         self._uninstall()
+        if self.config.record_final:
+            try:
+                record_final(self.recorder)
+            except Exception:  # never break the user's exit
+                logger.debug("probe: recording the final tensors failed", exc_info=True)
         extra = _run_meta(final=True)
         extra["steps_seen"] = self.modules.step
         extra["optimizer_steps"] = self.modules.optimizer_steps

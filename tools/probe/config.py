@@ -26,16 +26,18 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_CALLS_PER_STEP = 4
 # Events in the index (it is rewritten at every flush, so its size bounds what a flush costs).
 DEFAULT_MAX_EVENTS = 20_000
-# Names of printed scalars worth comparing: metrics, not timings (timings always differ).
-DEFAULT_SCALAR_NAMES = (
-    r"(?:[A-Za-z0-9_./-]*?(?:loss|acc|accuracy|ppl|perplexity|error|score|norm|reward|"
-    r"f1|bleu|auc|mse|mae|rmse|nll|kl|logit|metric)[A-Za-z0-9_./-]*)"
-)
-NUMBER = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
+# Printed scalars: ``name=value``, ``name: value`` (a quoted name too: a printed dict) or
+# ``name value``, several per line; the value a number in any notation (``1.2e-05``, ``nan``),
+# also as ``tensor(0.5, ...)``. Which names count is decided by tools/probe/scalar_names.py
+# (results, not timings, memory or device names: those always differ between runs).
+SCALAR_NAME = r"[A-Za-z][A-Za-z0-9_./-]*"
+NUMBER = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf(?:inity)?"
+# not a version (1.2.3), a time of day (12:30), a date (2024-01-05), a count (45/100) or a word
+_VALUE_END = r"(?![A-Za-z0-9_]|\.\d|[:/-]\d)"
 DEFAULT_SCALAR_PATTERN = (
-    rf"(?i)(?<![A-Za-z0-9_])(?P<name>{DEFAULT_SCALAR_NAMES})\s*(?:[:=]\s*|\s+)(?P<value>{NUMBER})(?![A-Za-z0-9_.])"
+    rf"(?i)(?<![A-Za-z0-9_])(?P<name>{SCALAR_NAME})(?P<sep>['\"]?\s*[:=]\s*|\s+)"
+    rf"(?:(?:tensor|array)\(\s*)?(?P<value>{NUMBER}){_VALUE_END}"
 )
-
 
 @dataclass
 class ProbeConfig:
@@ -54,6 +56,8 @@ class ProbeConfig:
     record_inputs: bool = True
     op_census: bool = True  # list the torch functions each module calls (first step)
     capture_streams: bool = True  # scan stdout/stderr for scalar streams
+    record_saves: bool = True  # record the tensors/arrays the program saves (torch.save, numpy.save/savez)
+    record_final: bool = True  # record the program's top-level tensors/arrays at exit
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
@@ -61,7 +65,7 @@ class ProbeConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"probe setting {name}={value!r} is not an integer >= {minimum}")
-        for name in ("record_inputs", "op_census", "capture_streams"):
+        for name in ("record_inputs", "op_census", "capture_streams", "record_saves", "record_final"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"probe setting {name}={getattr(self, name)!r} is not true or false")
         try:
@@ -104,4 +108,6 @@ def config_from_env(env: dict[str, str] | None = None) -> ProbeConfig | None:
         record_inputs=env_enabled("FERRY_PROBE_INPUTS", env),
         op_census=env_enabled("FERRY_PROBE_OP_CENSUS", env),
         capture_streams=env_enabled("FERRY_PROBE_STREAMS", env),
+        record_saves=env_enabled("FERRY_PROBE_SAVES", env),
+        record_final=env_enabled("FERRY_PROBE_FINAL", env),
     )

@@ -13,15 +13,17 @@ from typing import Annotated, Any, Literal, Required, TypedDict, cast
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tools.probe.recorder import FORMAT
+from tools.probe.results import RESULT_KINDS
 
 Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
 CHUNK_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-TENSOR_KINDS = ("module_input", "module_output", "record")
+TENSOR_KINDS = ("module_input", "module_output", "record", *RESULT_KINDS)
 
 
 class ProbeEvent(BaseModel):
-    """One event: a recorded tensor (``module_input``/``module_output``/``record``) or a marker."""
+    """One event: a recorded tensor (``module_input``/``module_output``/``record``, a saved file's
+    ``saved``, a final top-level tensor's ``final``) or a marker."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

@@ -30,10 +30,15 @@ import torch
 from ..guest import tpx_backend_module
 from .config import ProbeConfig
 
+# the original, kept before tools/probe/results.py wraps torch.save: the probe's own chunks are no
+# save of the program's
+_torch_save = torch.serialization.save
+
 FORMAT: Final = "ferry-probe/1"
 INDEX_NAME = "index.json"
 FLUSH_PENDING_BYTES = 8 * 1024 * 1024
 MAX_SCALAR_VALUES = 100_000
+MAX_SCALAR_NAMES = 1_000  # distinct printed names (a program printing a dict per sample must not grow the index)
 
 
 def _to_cpu_copy(t: torch.Tensor) -> torch.Tensor:
@@ -105,8 +110,13 @@ class Recorder:
             return key
         return None
 
-    def add_tensor(self, key: str, tensor: torch.Tensor, fields: dict[str, Any]) -> dict[str, Any] | None:
-        """Record one tensor under ``key`` (unique); returns the event (``None`` once stopped)."""
+    def add_tensor(self, key: str, tensor: torch.Tensor, fields: dict[str, Any],
+                   stop_on_budget: bool = True) -> dict[str, Any] | None:
+        """Record one tensor under ``key`` (unique); returns the event (``None`` once stopped).
+
+        A tensor over the byte budget is listed without data; with ``stop_on_budget`` (module calls)
+        the recording stops there, without it (a saved file, a final tensor: one large checkpoint
+        must not end the recording of what follows) only that tensor goes without data."""
         with self._lock:
             if self.stopped is not None:
                 return None
@@ -134,7 +144,8 @@ class Recorder:
                     event["skipped"] = "byte budget (FERRY_PROBE_MAX_BYTES) exhausted"
                     self.bytes_dropped += nbytes
                     self.dropped_events += 1
-                    self.stop(f"byte budget (FERRY_PROBE_MAX_BYTES={self.config.max_bytes}) exhausted")
+                    if stop_on_budget:
+                        self.stop(f"byte budget (FERRY_PROBE_MAX_BYTES={self.config.max_bytes}) exhausted")
                 else:
                     try:
                         self._pending[key] = _to_cpu_copy(tensor)
@@ -168,6 +179,8 @@ class Recorder:
 
     def add_scalar(self, name: str, value: float) -> None:
         with self._lock:
+            if name not in self.scalars and len(self.scalars) >= MAX_SCALAR_NAMES:
+                return
             values = self.scalars.setdefault(name, [])
             if len(values) < MAX_SCALAR_VALUES:
                 values.append(value)
@@ -192,7 +205,7 @@ class Recorder:
         with self._lock:
             if self._pending:
                 path = self.out_dir / self._chunk_name(self._chunk)
-                torch.save(self._pending, path)
+                _torch_save(self._pending, path)
                 self.bytes_written += self._pending_bytes
                 self._pending = {}
                 self._pending_bytes = 0

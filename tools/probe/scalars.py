@@ -7,7 +7,9 @@ import math
 import re
 from typing import Any, TextIO
 
+from .config import DEFAULT_SCALAR_PATTERN
 from .recorder import Recorder
+from .scalar_names import is_metric_name, unit_follows
 
 logger = logging.getLogger(__name__)
 
@@ -17,8 +19,14 @@ logger = logging.getLogger(__name__)
 _PATHLIKE = re.compile(r"^(?:/|\.\.?/|~/)|\.(?:py|pyc|pyx|ipynb|so|cpp|cc|cu|c|h)$", re.IGNORECASE)
 
 
-def parse_scalars(line: str, pattern: re.Pattern[str]) -> list[tuple[str, float]]:
-    """Every (name, value) the pattern finds in one line of output."""
+def parse_scalars(line: str, pattern: re.Pattern[str], default_rules: bool | None = None) -> list[tuple[str, float]]:
+    """Every (name, value) the pattern finds in one line of output.
+
+    With the default pattern (``default_rules`` None: decided by the pattern) only metrics count
+    (tools/probe/scalar_names.py): timings, memory, device names, step counters and values with a
+    unit after them are left out. A pattern of the user's own (FERRY_PROBE_SCALAR_PATTERN) decides alone."""
+    if default_rules is None:
+        default_rules = pattern.pattern == DEFAULT_SCALAR_PATTERN
     found: list[tuple[str, float]] = []
     for match in pattern.finditer(line):
         groups = match.groupdict()
@@ -32,6 +40,10 @@ def parse_scalars(line: str, pattern: re.Pattern[str]) -> list[tuple[str, float]
         name = (groups.get("name") or "scalar").strip()
         if _PATHLIKE.search(name):
             continue
+        if default_rules:
+            spaced = not any(c in (groups.get("sep") or "") for c in ":=")
+            if not is_metric_name(name, spaced) or unit_follows(line[match.end():]):
+                continue
         found.append((name, value if not math.isnan(value) else float("nan")))
     return found
 
