@@ -120,11 +120,16 @@ def test_a_program_with_module_calls_is_judged_by_them_not_by_its_saved_end_stat
             with probe_session(out, steps=1):
                 torch.manual_seed(0)
                 model = torch.nn.Linear(4, 2)
+                torch.save({"w": model.weight + shift}, "init.pt")  # before any module ran: recorded
                 model(torch.ones(3, 4))
-                torch.save({"w": model.weight + shift}, "ckpt.pt")  # the end state: differs in the target
+                torch.save({"w": model.weight + shift}, "ckpt.pt")  # the end state: neither recorded nor copied
         return out
 
-    report = compare_dumps(run(tmp_path / "ref", 0.0), run(tmp_path / "tgt", 0.5))
+    ref = run(tmp_path / "ref", 0.0)
+    from tools.probe.dump import ProbeDump
+
+    assert sorted(k for k in ProbeDump(ref).tensor_events if k.startswith("saved:")) == ["saved:init.pt:obj['w']#0"]
+    report = compare_dumps(ref, run(tmp_path / "tgt", 0.5))
     assert report.verdict == "pass", report.summary
     assert not any(t.kind == "saved" for t in report.tensors)
     assert any("saved and its final top-level tensors were recorded but not compared" in n for n in report.notes)

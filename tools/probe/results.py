@@ -108,6 +108,8 @@ def file_key(target: Any, out_dir: str | None = None) -> str | None:
 
 def record_saved(recorder: Recorder, target: Any, obj: Any) -> None:
     """Record the tensors and arrays in ``obj``, just saved to ``target``."""
+    if recorder.module_classes:
+        return  # modules ran: they are the program's evidence (its checkpoints are not compared, not copied)
     key = file_key(target, str(recorder.out_dir))
     if key is None:
         return
@@ -219,6 +221,8 @@ class SaveProbe:
 
 def record_final(recorder: Recorder, main: Any = None) -> int:
     """Record the tensors bound to public top-level names of ``main`` (default ``__main__``); how many."""
+    if recorder.module_classes:
+        return 0  # modules ran: they are the evidence, the end state of a training is not compared
     module = sys.modules.get("__main__") if main is None else main
     names = getattr(module, "__dict__", None)
     if not isinstance(names, dict):
