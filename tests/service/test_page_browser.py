@@ -139,6 +139,7 @@ def test_a_session_from_the_page_streams_is_approved_and_answers(serve, page, tm
     first = result["parity_rows"][0]
     assert first["key"] in (full.locator("tbody tr").first.text_content() or "")
     assert parity.locator(".parity-notable tbody tr").count() == min(len(result["parity_notable"]), 10) > 0
+    parity.screenshot(path=str(Path(os.environ.get("FERRY_PAGE_SHOTS", tmp_path)) / "session-parity.png"))
     findings = page.locator("#findings")
     for f in result["findings"]:
         expect(findings).to_contain_text(f["suggestion"])
