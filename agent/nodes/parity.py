@@ -20,6 +20,7 @@ from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, edits_of, options_of, reference_of, target_ok_of
+from tools.parity.models import ParityReport
 
 
 def dtype_changes_of(state: MigrationState) -> dict[str, str]:
@@ -113,7 +114,17 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
         check_iteration_budget(state, f"parity still fails (first divergence {where}; edits tried: {tried})")
         update[SUMMARY] = f"parity fails ({where}); no offline rule, asking the model"
         return update
-    msg = (f"the migrated code runs on tpx but parity fails: first divergence {where}{tiers}; "
-           f"rules already applied: {tried}. Numeric drift needs a person (or --llm) to judge.")
+    msg = no_rule_left(report, where + tiers, tried)
     update.update({"status": "partial", "summary": msg, SUMMARY: "parity fails; no rule left"})
     return update
+
+
+def no_rule_left(report: ParityReport, where: str, tried: str) -> str:
+    """The summary of a parity failure no offline rule handles. Side runs that all left a divergence measured
+    that no setting of tpx's numerics (matmul precision, autocast, random draws) explains it: that is not
+    drift but another computation, and the summary says so instead of calling it drift."""
+    head = f"the migrated code runs on tpx but parity fails: first divergence {where}; rules already applied: {tried}."
+    if report.trials:
+        return (f"{head} No measured setting removes the divergence, so it is not rounding drift: on tpx the "
+                "migrated code computes something else than the original; a person (or --llm) has to find what.")
+    return f"{head} Numeric drift needs a person (or --llm) to judge."

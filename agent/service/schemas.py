@@ -204,5 +204,8 @@ class Result(BaseModel):
     parity_rows: list[TensorComparison] = Field(default_factory=list, description=(
         "the parity table: every compared tensor and printed metric, reference vs target, with its tolerances "
         f"and verdict (the first {MAX_PARITY_ROWS})"))
+    parity_notable: list[TensorComparison] = Field(default_factory=list, description=(
+        "the rows shown before the full table, as report.md shows them: the failing and warning ones, else the "
+        f"worst few by max abs (the first {MAX_PARITY_ROWS})"))
     findings: list[Finding] = Field(default_factory=list, description="the profile's findings (file:line, what, "
                                                                       "suggestion)")

@@ -129,6 +129,20 @@ def test_a_wrong_op_after_step_two_is_not_explained_as_drift(tmp_path: Path):
     assert "(likely" not in result["summary"]
 
 
+def test_a_failure_no_side_run_removes_is_not_called_drift():
+    from agent.nodes.parity import no_rule_left
+    from tools.parity.models import ParityReport
+
+    report = ParityReport(verdict="fail", summary="", ref_dir="r", target_dir="t", counts={}, modules=[], tensors=[],
+                          scalars=[], trials=[_trial("matmul_precision", {"TPX_MATMUL_PRECISION": "highest"}, "fail")])
+    measured = no_rule_left(report, "scalar:loss", "none")
+    assert "not rounding drift" in measured and "computes something else" in measured
+    assert "Numeric drift" not in measured
+    # nothing measured (no side run could run): the failure may still be drift, and the summary says no more
+    unmeasured = no_rule_left(report.model_copy(update={"trials": []}), "scalar:loss", "none")
+    assert unmeasured.endswith("Numeric drift needs a person (or --llm) to judge.")
+
+
 def _trial(cause: str, env: dict[str, str], verdict: str, before: float = 4e-3, after: float | None = 4e-3):
     from tools.parity.models import CauseTrial
 

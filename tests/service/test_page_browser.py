@@ -133,9 +133,13 @@ def test_a_session_from_the_page_streams_is_approved_and_answers(serve, page, tm
     result = srv.client.get(f"/v1/sessions/{sid}/result").json()
     parity = page.locator("#parity")
     expect(parity).to_contain_text(f"parity: {result['result']['parity']['verdict']}")
-    assert parity.locator("tbody tr").count() == len(result["parity_rows"]) > 0
+    expect(parity.locator(".parity-headline")).to_have_text(result["result"]["parity"]["headline"])
+    full = parity.locator("details.parity-all")
+    assert full.locator("tbody tr").count() == len(result["parity_rows"]) > 0 and not full.evaluate("d => d.open")
     first = result["parity_rows"][0]
-    assert first["key"] in parity.locator("tbody tr").first.inner_text()
+    assert first["key"] in (full.locator("tbody tr").first.text_content() or "")
+    assert parity.locator(".parity-notable tbody tr").count() == min(len(result["parity_notable"]), 10) > 0
+    parity.screenshot(path=str(Path(os.environ.get("FERRY_PAGE_SHOTS", tmp_path)) / "session-parity.png"))
     findings = page.locator("#findings")
     for f in result["findings"]:
         expect(findings).to_contain_text(f["suggestion"])
@@ -228,3 +232,66 @@ def test_docs_and_page_are_served_without_any_external_url(serve, tmp_path: Path
     # the page is public; the API behind it is not
     assert c.get("/v1/sessions").status_code == 401
     assert create(srv.client, tmp_path).status_code == 400  # no --allow-root: uploads only
+
+
+def _parity_result() -> dict[str, Any]:
+    """What GET /result gives the page for a passing parity of 40 module tensors and a loss curve, built with
+    the models and functions the service uses (no migration run)."""
+    from agent.render import notable_rows, parity_outcome
+    from tools.parity.models import ParityReport, TensorComparison
+    from tools.parity.tolerances import Tolerances
+    from tools.parity.verdicts import TensorMetrics
+
+    tol = Tolerances(dtype="float32", rtol=1.3e-6, atol=1e-5, floor=1e-6)
+
+    def row(key: str, kind: str, max_abs: float) -> TensorComparison:
+        return TensorComparison(
+            key=key, kind=kind, verdict="pass", tier="assert_close", reason="within assert_close", ref_shape=[16, 64],
+            target_shape=[16, 64], ref_dtype="float32", target_dtype="float32", target_device="tpx:0", tolerances=tol,
+            metrics=TensorMetrics(numel=1024, max_abs=max_abs, max_rel=max_abs * 10, cosine=1.0, rmse=max_abs / 4,
+                                  nonfinite_mismatch=0, assert_close_ok=True))
+
+    tensors = [row(f"TransformerEncoderDecoder.blocks.{i // 8}.attention.out_projection_with_a_long_name#{i % 4}:out",
+                   "module_output", 1e-7 * (i + 1)) for i in range(40)]
+    report = ParityReport(verdict="pass", summary="parity passes", ref_dir="r", target_dir="t",
+                          counts={"pass": 41}, modules=[], tensors=tensors,
+                          scalars=[row("scalar:loss", "scalar", 2e-6)])
+    return {"result": {"parity": parity_outcome(report).model_dump(mode="json")},
+            "parity_rows": [t.model_dump(mode="json") for t in report.rows()],
+            "parity_notable": [t.model_dump(mode="json") for t in notable_rows(report)]}
+
+
+@pytest.mark.browser
+def test_parity_shows_the_headline_then_the_worst_rows_and_folds_the_full_table(serve, page, tmp_path: Path) -> None:
+    result = _parity_result()
+    srv: Server = serve()
+    page.goto(f"{srv.url}/")
+    page.evaluate("r => showParity(r)", result)
+    page.set_default_timeout(5000)  # the page is drawn already: nothing to wait for
+    parity = page.locator("#parity")
+    headline = parity.locator(".parity-headline")
+    # one line first: the result's headline, as report.md shows it
+    assert headline.inner_text() == result["result"]["parity"]["headline"]
+    assert headline.inner_text().startswith("parity: pass, 41 tensors, worst max abs 4e-06")
+    # then the worst rows only (nothing fails), the largest first
+    notable = parity.locator(".parity-notable tbody tr")
+    assert notable.count() == len(result["parity_notable"]) == 5
+    assert result["parity_notable"][0]["key"] in notable.first.inner_text()
+    assert parity.locator("h3").inner_text().startswith("The worst tensors")
+    # then every row, folded: closed until opened, and its rows are not shown
+    full = parity.locator("details.parity-all")
+    assert full.count() == 1 and not full.evaluate("d => d.open")
+    assert full.locator("summary").inner_text() == "All 41 compared tensors"
+    assert full.locator("tbody tr").count() == 41 and not full.locator("tbody tr").first.is_visible()
+    # opened, the wide table scrolls inside its pane instead of widening the page
+    full.locator("summary").click()
+    assert full.locator("tbody tr").first.is_visible()
+    scroller = full.locator(".table-scroll")
+    assert scroller.evaluate("s => s.scrollWidth > s.clientWidth")
+    pane = page.locator("#parity").evaluate("p => p.closest('.pane').getBoundingClientRect().right")
+    assert scroller.evaluate("s => s.getBoundingClientRect().right") <= pane
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    shots = Path(os.environ.get("FERRY_PAGE_SHOTS", tmp_path))
+    page.locator("#parity").screenshot(path=str(shots / "parity-open.png"))
+    full.locator("summary").click()
+    page.locator("#parity").screenshot(path=str(shots / "parity.png"))

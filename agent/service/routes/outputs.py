@@ -10,6 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from agent import records
 from agent.migration import UnknownMigration, load
+from agent.render import notable_rows
 from agent.service import archive
 from agent.service.deps import SessionDep, SettingsDep
 from agent.service.schemas import MAX_PARITY_ROWS, ErrorDetail, Result
@@ -62,6 +63,7 @@ def get_result(row: SessionDep, settings: SettingsDep) -> Result:
     parity, profile = parity_of(state), profile_of(state)
     return Result(id=row.id, status=record.status, summary=record.summary, result=record,
                   parity_rows=parity.rows()[:MAX_PARITY_ROWS] if parity is not None else [],
+                  parity_notable=notable_rows(parity)[:MAX_PARITY_ROWS] if parity is not None else [],
                   findings=profile.findings if profile is not None else [])
 
 

@@ -364,15 +364,10 @@ function tolerance(t) {
   return `${t.dtype}: rtol ${fmt(t.rtol)}, atol ${fmt(t.atol)}`;
 }
 
-function showParity(result) {
-  const node = $("#parity");
-  clear(node);
-  const parity = (result.result && result.result.parity) || {};
-  node.append(el("p", { class: "parity-summary verdict-" + (parity.verdict || "none") },
-    el("b", {}, `parity: ${parity.verdict || "not checked"}`), parity.summary ? ` — ${parity.summary}` : "",
-    parity.first_divergence ? el("div", {}, `first divergence: ${parity.first_divergence}`) : null));
-  const rows = result.parity_rows || [];
-  if (!rows.length) return;
+// at most this many failing (or worst) rows before the full table; the rest are in the folded table
+const NOTABLE_SHOWN = 10;
+
+function parityTable(rows) {
   const table = el("table", { class: "parity" },
     el("thead", {}, el("tr", {}, ["metric", "kind", "reference", "target", "max abs", "max rel", "cosine",
       "tolerance", "verdict"].map((h) => el("th", {}, h)))));
@@ -389,7 +384,35 @@ function showParity(result) {
       el("td", { class: "verdict", title: row.reason || "" }, row.verdict === "fail" ? "fail" : `pass (${row.verdict})`)));
   }
   table.append(body);
-  node.append(table);
+  return el("div", { class: "table-scroll" }, table);
+}
+
+// The parity result as report.md shows it: one line first (the result's headline), then only the failing or
+// worst rows, then every compared tensor in a folded <details> (closed until opened; it scrolls sideways in
+// its pane).
+function showParity(result) {
+  const node = $("#parity");
+  clear(node);
+  const parity = (result.result && result.result.parity) || {};
+  const verdict = parity.verdict ? (parity.passed ? "pass" : "fail") : "none";
+  node.append(el("p", { class: "parity-headline verdict-" + verdict },
+    el("b", {}, parity.headline || `parity: ${parity.verdict || "not checked"}`)));
+  if (parity.summary || parity.first_divergence) {
+    node.append(el("p", { class: "parity-summary muted" }, parity.summary || "",
+      parity.first_divergence && !parity.passed ? el("div", {}, `first divergence: ${parity.first_divergence}`) : null));
+  }
+  const rows = result.parity_rows || [];
+  if (!rows.length) return;
+  const notable = result.parity_notable || [];
+  if (notable.length) {
+    const failing = notable.some((row) => row.verdict !== "pass");
+    const more = notable.length > NOTABLE_SHOWN ? ` (the first ${NOTABLE_SHOWN} of ${notable.length})` : "";
+    node.append(el("h3", { class: "parity-notable-title" },
+      (failing ? "Failing and warning tensors" : "The worst tensors") + more));
+    node.append(el("div", { class: "parity-notable" }, parityTable(notable.slice(0, NOTABLE_SHOWN))));
+  }
+  node.append(el("details", { class: "parity-all" },
+    el("summary", {}, `All ${rows.length} compared tensors`), parityTable(rows)));
 }
 
 function showFindings(result) {
