@@ -171,6 +171,9 @@ def parity_section(report: ParityReport | None) -> list[str]:
         lines.append(f"- measured ({trial.cause}, against the {trial.against}): {md_inline(trial.describe())}")
     if report.golden is not None:
         lines.append(f"Error ratio: {md_inline(report.golden.describe())}")
+    if report.drift is not None and (report.drift.judged or report.drift.curves_judged or report.drift.note):
+        lines.append(f"Training: {md_inline(report.drift.describe().removeprefix('training: '))} (step 0 strictly, "
+                     "later steps against the drift budget: docs/parity.md)")
     notable = notable_rows(report)
     title = "Failing and warning tensors" if any(t.verdict != "pass" for t in notable) else "The worst tensors"
     lines += ["", f"{title}:", "", *parity_table(report, rows=notable)]

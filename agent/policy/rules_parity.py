@@ -30,12 +30,17 @@ KINDS = ("parity_failed",)
 def attributed_to_matmul(parity: ParityReport | None) -> bool:
     """Whether the parity report blames matmul precision. Measured where side runs ran
     (``agent.nodes.causes``): the last side run that removed the divergence had 'highest' matmuls on tpx
-    (and the one without them, where it ran, did not remove it). Untested, the first divergence's
+    (and the one without them, where it ran, did not remove it), or none removed it but 'highest' alone
+    moved the first divergence elsewhere. Untested, the first divergence's
     ``likely_cause`` says so, or no module was localised at all (then matmul precision is the first
     thing to rule out on tpx, whose default is bf16)."""
     if parity is not None and parity.trials:
         done = removing_trial(parity.trials)
-        return done is not None and done.env.get("TPX_MATMUL_PRECISION") == "highest"
+        if done is not None:
+            return done.env.get("TPX_MATMUL_PRECISION") == "highest"
+        # 'highest' alone took the first divergence away and a later one remains (another fault from a later
+        # step on): the precision is the first one's cause; with it in the code the next round localises the rest
+        return any(t.env == {"TPX_MATMUL_PRECISION": "highest"} and t.moved for t in parity.trials)
     first = parity.first_divergence if parity is not None else None
     return first is None or first.likely_cause == "matmul_precision"
 

@@ -187,6 +187,12 @@ class CauseTrial(BaseModel):
                                            "(compared strictly), not a failure")
 
     @property
+    def moved(self) -> bool:
+        """The side run took the default run's first divergence away, but parity still fails elsewhere."""
+        return (not self.removed and self.verdict != "run_failed" and self.after_key is not None
+                and self.before_key is not None and self.after_key != self.before_key)
+
+    @property
     def removed(self) -> bool:
         """The side run passes parity: the candidate (with those before it) explains the divergence."""
         return self.verdict in ("pass", "warn")
