@@ -86,9 +86,11 @@ def test_a_wrong_coefficient_fails_naming_the_saved_field(reference: Path, tmp_p
 def test_a_float64_program_migrated_to_float32_compares_at_the_float32_tier(
         reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = run_pde(tmp_path / "tgt", tmp_path, monkeypatch, dtype="float32", device="tpx:0")
+    # a float64 result is float32 on a device without float64, whoever changed it (a reviewer's edit too):
+    # without the migration's word the saved and final tensors are compared at the float32 tier all the same
     plain = compare_dumps(reference, target)
-    assert plain.verdict == "fail" and plain.first_divergence is not None
-    assert plain.first_divergence.likely_cause == "dtype"  # without the migration's word, a dtype mismatch
+    assert all(t.verdict == "pass" and "float32 tier" in t.reason for t in plain.tensors
+               if t.kind in ("saved", "final")), plain.summary
     report = compare_dumps(reference, target, CompareOptions(dtype_changes={"float64": "float32"}))
     final = next(t for t in report.rows() if t.key == "final:u")
     assert final.verdict == "pass" and "float32 tier" in final.reason

@@ -25,6 +25,9 @@ from tools.probe.dump import ProbeDump
 from tools.probe.results import RESULT_KINDS
 
 # what the program saved (``saved``) and its final top-level tensors (``final``) too: programs without a module
+# a program's float64 result (what it saves, its final tensors) is float32 on a device without float64, whoever
+# made the change (Ferry's edit or a reviewer's): compared at the float32 tier, as the migration's own changes
+RESULT_DTYPE_CHANGES = {"float64": "float32"}
 TENSOR_KINDS = ("module_input", "module_output", "record", *RESULT_KINDS)
 
 
@@ -180,7 +183,9 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
         kinds = [k for k in kinds if k not in RESULT_KINDS]
     cache: dict[tuple[str, str], TensorComparison] = {}
     tensors = [
-        _compare_tensor(ref, tgt, golden, key, cache, options.dtype_changes)
+        _compare_tensor(ref, tgt, golden, key, cache,
+                        {**RESULT_DTYPE_CHANGES, **options.dtype_changes} if ev.get("kind") in RESULT_KINDS
+                        else options.dtype_changes)
         for key, ev in sorted(ref.tensor_events.items(), key=lambda kv: kv[1]["seq"])
         if ev.get("kind") in kinds
     ]
