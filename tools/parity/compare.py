@@ -7,6 +7,7 @@ from typing import Any, Literal, Required, TypedDict
 
 import torch
 
+from tools.parity.gradients import GRADIENT_KINDS, gradient_findings
 from tools.parity.localise import first_divergence
 from tools.parity.metrics import judge
 from tools.parity.models import (
@@ -22,7 +23,7 @@ from tools.parity.tolerances import SCALAR_DTYPE
 from tools.parity.verdicts import VERDICT_RANK, Verdict
 from tools.probe.dump import ProbeDump
 
-TENSOR_KINDS = ("module_input", "module_output", "record")
+TENSOR_KINDS = ("module_input", "module_output", "record", *GRADIENT_KINDS)
 
 
 class _Described(TypedDict, total=False):
@@ -202,8 +203,13 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
     worst_seen = worst([t.verdict for t in all_items])
     verdict: Verdict = "skipped" if worst_seen == "none" else worst_seen
     divergence = first_divergence(modules, tensors, scalars, ref, tgt)
+    grads = gradient_findings(tensors, modules, ref, ref_dir, target_dir,
+                              lambda r, t, key: _compare_tensor(r, t, None, key, {}, options.dtype_changes))
+    divergence = grads.explain(divergence, ref.module_classes)
+    verdict = grads.verdict(verdict)
     first_warning = next((t for t in all_items if t.verdict == "warn"), None)
-    summary = _summary(verdict, counts, divergence, first_warning)
+    summary = grads.summarise(_summary(verdict, counts, divergence, first_warning))
+    notes += grads.notes()
     agreement = rank_agreement(ref_dir, target_dir)  # rank 0 was compared; the other ranks must agree with it
     notes += agreement.notes()
     if agreement.disagreeing:
@@ -221,7 +227,8 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
     return ParityReport(
         verdict=verdict, summary=summary, ref_dir=str(ref_dir), target_dir=str(target_dir),
         golden_dir=str(options.golden_dir) if options.golden_dir else None, golden=golden_summary, counts=counts,
-        first_divergence=divergence, first_warning=first_warning, modules=modules, tensors=tensors,
+        first_divergence=divergence, first_warning=first_warning, first_divergent_gradient=grads.gradient,
+        first_divergent_update=grads.update, gradient_ranks=grads.ranks, modules=modules, tensors=tensors,
         scalars=scalars, missing_in_target=missing, extra_in_target=extra, notes=notes,
         target_meta=_meta_subset(tgt.meta), dtype_changes_compared=changed,
     )

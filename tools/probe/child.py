@@ -18,6 +18,7 @@ from ..profile.tpx_stats import read_tpx_stats
 from . import recorder as rec
 from .config import ProbeConfig, config_from_env
 from .files_run import files_run
+from .grads import GradProbe
 from .hooks import ModuleProbe
 from .scalars import ScalarTee
 
@@ -31,6 +32,7 @@ class ProbeSession:
         self.config = config
         self.recorder = rec.Recorder(config)
         self.modules = ModuleProbe(self.recorder)
+        self.grads = GradProbe(self.recorder, self.modules)
         self._tees: list[tuple[str, ScalarTee]] = []
         self.closed = False
 
@@ -40,6 +42,7 @@ class ProbeSession:
         rec.set_active(self.recorder)
         self.recorder.meta.update(_run_meta())
         self.modules.install()
+        self.grads.install()
         if self.config.capture_streams:
             pattern = re.compile(self.config.scalar_pattern)
             for name in ("stdout", "stderr"):
@@ -64,6 +67,7 @@ class ProbeSession:
 
     def _uninstall(self) -> None:
         self.modules.uninstall()
+        self.grads.uninstall()
         for name, tee in self._tees:
             tee.finish()
             if getattr(sys, name) is tee:

@@ -19,7 +19,7 @@ import torch
 
 from sandbox.artifacts import ArtifactMissing, ArtifactRefused, read_bytes
 from tools.artifact_json import InvalidArtifact, load_json, max_file_bytes, validate
-from tools.probe.index_model import ProbeEventDict, ProbeIndex, ProbeMeta
+from tools.probe.index_model import TENSOR_KINDS, ProbeEventDict, ProbeIndex, ProbeMeta
 from tools.probe.recorder import FORMAT, INDEX_NAME
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class ProbeDump:
 
     @cached_property
     def tensor_events(self) -> dict[str, ProbeEventDict]:
-        return {e["key"]: e for e in self.events if e.get("kind") in ("module_input", "module_output", "record")}
+        return {e["key"]: e for e in self.events if e.get("kind") in TENSOR_KINDS}
 
     def _chunk(self, name: str) -> dict[str, torch.Tensor]:
         if name in self._bad_chunks:
