@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tools.parity.compare import compare_dumps
+from tools.probe.dump import ProbeDump
 
 WORKER = Path(__file__).with_name("_ddp_grads_worker.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -57,3 +58,15 @@ def test_a_gradient_wrong_on_one_rank_names_that_rank(ddp_runs: Path) -> None:
     assert report.summary.startswith("the target's gradients differ on rank(s) 1; ")
     assert "first divergent gradient: DistributedDataParallel.module.2.bias (step 0, rank 1" in report.summary
     assert any(n.startswith("gradients and optimizer state, rank 1: ") and "differ" in n for n in report.notes)
+
+
+def test_fsdp2_records_each_ranks_local_shard(ddp_runs: Path) -> None:
+    for rank_dir in (ddp_runs / "fsdp", ddp_runs / "fsdp" / "rank-1"):
+        dump = ProbeDump(rank_dir)
+        for key in ("grad:FSDPSequential.0.weight#0", "optim:FSDPSequential.0.weight.exp_avg#0",
+                    "param:FSDPSequential.0.weight#0"):
+            ev = dump.tensor_events[key]
+            assert ev["shape"] == [8, 8]  # half of the [16, 8] weight
+            assert ev["dtensor"].startswith("local shard of a DTensor") and "global shape [16, 8]" in ev["dtensor"]
+    report = compare_dumps(ddp_runs / "fsdp", ddp_runs / "fsdp")
+    assert [(r.rank, r.compared > 0, r.failing) for r in report.gradient_ranks] == [(0, True, 0), (1, True, 0)]
