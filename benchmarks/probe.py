@@ -3,10 +3,13 @@
 Run: ``.venv/bin/python benchmarks/probe.py [--device cpu|tpx] [--steps 40] [--repeats 3]``
 
 Each repeat runs the same training loop (same seed, same data) without and with the probe at
-its default settings (FERRY_PROBE_STEPS=2, FERRY_PROBE_MAX_BYTES=64 MiB), side by side in one
+its default settings (FERRY_PROBE_STEPS=2, FERRY_PROBE_GRAD_STEPS=1, FERRY_PROBE_MAX_BYTES=64 MiB)
+and with the probe without its gradient recording (FERRY_PROBE_GRAD_STEPS=0), side by side in one
 process, on one thread. Per-step medians make it robust to a busy machine. It prints the ratio
 on the recorded steps (the worst case), on the steps after them (hooks removed), the whole-run
-ratio those give for --steps steps, and the bytes written per recorded step.
+ratio those give for --steps steps, and the bytes written per recorded step, for both probes: the
+difference is what recording the first optimizer step's gradients, AdamW state and updated
+parameters costs.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 from tools.probe.child import probe_session  # noqa: E402
-from tools.probe.config import DEFAULT_MAX_BYTES, DEFAULT_STEPS  # noqa: E402
+from tools.probe.config import DEFAULT_GRAD_STEPS, DEFAULT_MAX_BYTES, DEFAULT_STEPS  # noqa: E402
 
 
 def make_model() -> nn.Module:
@@ -63,33 +66,46 @@ def main() -> int:
         parser.error(f"--steps must exceed the probe's {DEFAULT_STEPS} recorded steps")
     torch.set_num_threads(1)
     train(args.device, 3)  # warm-up: allocator, kernels, lazy imports
-    base_rec, base_after, rec, after, sizes, events = [], [], [], [], [], 0
+    k, n = DEFAULT_STEPS, args.steps
+    base: list[float] = []
+    variants = {"probed, no gradients": {"grad_steps": 0}, "probed (default)": {}}
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    sizes: dict[str, list[int]] = {name: [] for name in variants}
+    events: dict[str, int] = {}
     for _ in range(args.repeats):
-        b = train(args.device, args.steps)
-        with tempfile.TemporaryDirectory() as d:
-            with probe_session(d) as session:
-                p = train(args.device, args.steps)
-            sizes.append(session.recorder.bytes_written)
-            events = len(session.recorder.events)
-        base_rec += b[:DEFAULT_STEPS]
-        base_after += b[DEFAULT_STEPS:]
-        rec += p[:DEFAULT_STEPS]
-        after += p[DEFAULT_STEPS:]
+        base += train(args.device, n)
+        for name, settings in variants.items():
+            with tempfile.TemporaryDirectory() as d:
+                with probe_session(d, **settings) as session:
+                    times[name] += train(args.device, n)
+                sizes[name].append(session.recorder.bytes_written)
+                events[name] = len(session.recorder.events)
     med = statistics.median
-    br_step, ba_step, r_step, a_step = med(base_rec), med(base_after), med(rec), med(after)
-    n = args.steps
-    k = DEFAULT_STEPS
-    whole = (k * r_step + (n - k) * a_step) / (k * br_step + (n - k) * ba_step)
-    per_step = med(sizes) / DEFAULT_STEPS
-    print(f"probe overhead on {args.device}: transformer (3 layers, d=128), batch 16x32, {n} steps x "
-          f"{args.repeats} repeats, 1 thread; defaults steps={DEFAULT_STEPS}, max_bytes={DEFAULT_MAX_BYTES >> 20} MiB")
-    print(f"{'median step time (ms)':34}{'baseline':>10}{'probed':>10}{'ratio':>8}")
+
+    def split(ts: list[float]) -> tuple[float, float]:
+        """(median recorded step, median step after the window) over the repeats."""
+        return (med([t for i, t in enumerate(ts) if i % n < k]), med([t for i, t in enumerate(ts) if i % n >= k]))
+
+    b_rec, b_after = split(base)
+    print(f"probe overhead on {args.device}: transformer (3 layers, d=128), batch 16x32, AdamW, {n} steps x "
+          f"{args.repeats} repeats, 1 thread; defaults steps={DEFAULT_STEPS}, grad_steps={DEFAULT_GRAD_STEPS}, "
+          f"max_bytes={DEFAULT_MAX_BYTES >> 20} MiB")
+    print(f"{'median step time (ms)':34}{'plain':>10}" + "".join(f"{name:>24}" for name in variants))
+    rows = {name: split(ts) for name, ts in times.items()}
     recorded = f"  recorded steps (0-{k - 1})"
-    print(f"{recorded:34}{br_step * 1e3:10.1f}{r_step * 1e3:10.1f}{r_step / br_step:8.2f}x")
-    print(f"{'  steps after the window':34}{ba_step * 1e3:10.1f}{a_step * 1e3:10.1f}{a_step / ba_step:8.2f}x")
-    print(f"{'  whole run of ' + str(n) + ' steps':34}{'':20}{whole:8.2f}x   target < 1.3x: "
-          f"{'met' if whole < 1.3 else 'NOT met'}")
-    print(f"dump: {per_step / 2**20:.2f} MiB per recorded step ({med(sizes) / 2**20:.2f} MiB total, {events} events)")
+    print(f"{recorded:34}{b_rec * 1e3:10.1f}" + "".join(
+        f"{r * 1e3:14.1f} ({r / b_rec:5.2f}x)" for r, _ in rows.values()))
+    print(f"{'  steps after the window':34}{b_after * 1e3:10.1f}" + "".join(
+        f"{a * 1e3:14.1f} ({a / b_after:5.2f}x)" for _, a in rows.values()))
+    wholes = {name: (k * r + (n - k) * a) / (k * b_rec + (n - k) * b_after) for name, (r, a) in rows.items()}
+    print(f"{'  whole run of ' + str(n) + ' steps':34}{'':10}" + "".join(f"{w:22.2f}x " for w in wholes.values())
+          + f"  target < 1.3x: {'met' if max(wholes.values()) < 1.3 else 'NOT met'}")
+    (g_rec, _), (p_rec, _) = rows["probed (default)"], rows["probed, no gradients"]
+    print(f"gradient probe alone: recorded steps {g_rec / p_rec:.2f}x the probe without it, whole run "
+          f"{wholes['probed (default)'] / wholes['probed, no gradients']:.2f}x")
+    for name in variants:
+        print(f"dump, {name}: {med(sizes[name]) / k / 2**20:.2f} MiB per recorded step "
+              f"({med(sizes[name]) / 2**20:.2f} MiB total, {events[name]} events)")
     return 0
 
 

@@ -8,6 +8,7 @@ from typing import Any, Literal, Required, TypedDict
 import torch
 
 from tools.parity.drift import judge_later_steps, step_count_check
+from tools.parity.gradients import GRADIENT_KINDS, gradient_findings
 from tools.parity.localise import first_divergence
 from tools.parity.metrics import judge
 from tools.parity.models import (
@@ -28,7 +29,7 @@ from tools.probe.results import RESULT_KINDS
 # a program's float64 result (what it saves, its final tensors) is float32 on a device without float64, whoever
 # made the change (Ferry's edit or a reviewer's): compared at the float32 tier, as the migration's own changes
 RESULT_DTYPE_CHANGES = {"float64": "float32"}
-TENSOR_KINDS = ("module_input", "module_output", "record", *RESULT_KINDS)
+TENSOR_KINDS = ("module_input", "module_output", "record", *RESULT_KINDS, *GRADIENT_KINDS)
 
 
 class _Described(TypedDict, total=False):
@@ -226,8 +227,13 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
     worst_seen = worst([t.verdict for t in all_items])
     verdict: Verdict = "skipped" if worst_seen == "none" else worst_seen
     divergence = first_divergence(modules, tensors, scalars, ref, tgt, drift)
+    grads = gradient_findings(tensors, modules, ref, ref_dir, target_dir,
+                              lambda r, t, key: _compare_tensor(r, t, None, key, {}, options.dtype_changes))
+    divergence = grads.explain(divergence, ref.module_classes)
+    verdict = grads.verdict(verdict)
     first_warning = next((t for t in all_items if t.verdict == "warn"), None)
-    summary = _summary(verdict, counts, divergence, first_warning)
+    summary = grads.summarise(_summary(verdict, counts, divergence, first_warning))
+    notes += grads.notes()
     agreement = rank_agreement(ref_dir, target_dir)  # rank 0 was compared; the other ranks must agree with it
     notes += agreement.notes()
     if agreement.disagreeing:
@@ -250,7 +256,8 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
     return ParityReport(
         verdict=verdict, summary=summary, ref_dir=str(ref_dir), target_dir=str(target_dir),
         golden_dir=str(options.golden_dir) if options.golden_dir else None, golden=golden_summary, counts=counts,
-        first_divergence=divergence, first_warning=first_warning, modules=modules, tensors=tensors,
+        first_divergence=divergence, first_warning=first_warning, first_divergent_gradient=grads.gradient,
+        first_divergent_update=grads.update, gradient_ranks=grads.ranks, modules=modules, tensors=tensors,
         scalars=scalars, missing_in_target=missing, extra_in_target=extra, notes=notes,
         target_meta=_meta_subset(tgt.meta), dtype_changes_compared=changed, drift=drift,
     )

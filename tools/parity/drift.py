@@ -34,6 +34,7 @@ GROWTH = 4.0
 #: the same training
 CAP = 0.05
 #: the strict tiers whose failure the budget may judge again (numbers that differ in size, not in kind)
+E0_KINDS = frozenset({"module_input", "module_output", "record", "grad"})
 NUMERIC_TIERS = frozenset({"assert_close", "tiered", "error_ratio"})
 
 
@@ -57,6 +58,8 @@ def step_zero_error(items: Sequence[TensorComparison]) -> tuple[float, str | Non
     """The largest relative error among the step-0 tensors (0 when they match exactly) and its key."""
     e0, at = 0.0, None
     for t in items:
+        if t.kind not in E0_KINDS:
+            continue  # an update's error is relative to the weights, not to what the step computed
         if t.step == 0 and t.metrics is not None and t.metrics.rel_l2 is not None and t.metrics.rel_l2 > e0:
             e0, at = t.metrics.rel_l2, t.key
     return e0, at

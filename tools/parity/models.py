@@ -84,6 +84,44 @@ class Divergence(BaseModel):
         return f"{self.key} (likely {self.likely_cause})"
 
 
+GradientKind = Literal["grad", "optim_state", "param_after"]
+
+
+class GradientDivergence(BaseModel):
+    """The first divergent gradient (or, when every gradient matched, optimizer update) of an optimizer
+    step, in backward order: of the failing parameters, the one whose module ran last in the forward pass,
+    i.e. the nearest to the loss (docs/parity.md, "Gradients and optimizer state")."""
+
+    param: str = Field(description="the parameter's name (root class + qualified name, or optimizer-based)")
+    module: str = Field(description="the module path the parameter belongs to")
+    step: int = Field(description="the optimizer's step index")
+    rank: int = Field(0, description="the rank whose dump diverges (0 for a single process)")
+    kind: GradientKind
+    comparison: TensorComparison
+    failing: int = Field(1, description="how many tensors of this kind and step fail on that rank")
+
+    def describe(self) -> str:
+        """``Net.fc2.weight (max abs 0.012)``, the state's name for optimizer state, the rank where distributed."""
+        what = self.param
+        if self.kind == "optim_state":
+            what += f" {self.comparison.leaf}"
+        elif self.kind == "param_after":
+            what += " value after the update"
+        m = self.comparison.metrics
+        how = f"max abs {m.max_abs:.3g}" if m is not None else self.comparison.tier
+        where = f", rank {self.rank}" if self.rank else ""
+        return f"{what} (step {self.step}{where}, {how})"
+
+
+class RankGradients(BaseModel):
+    """One rank's gradients and optimizer state, reference against the same rank of the target."""
+
+    rank: int
+    compared: int = 0
+    failing: int = 0
+    first: str | None = Field(None, description="the rank's first divergent gradient or update, described")
+
+
 class GoldenSummary(BaseModel):
     """What the fp32 golden run decided (NUMERICS.md's error ratio R = ||target - golden|| /
     ||reference - golden||: <= 1.2 pass, <= 2 warn, worse fail)."""
@@ -236,6 +274,13 @@ class ParityReport(BaseModel):
     counts: dict[str, int]
     first_divergence: Divergence | None = None
     first_warning: TensorComparison | None = None
+    first_divergent_gradient: GradientDivergence | None = Field(
+        None, description="of the earliest optimizer step whose gradients differ, the failing gradient nearest to the "
+                          "loss (backward order), on the first rank where one differs")
+    first_divergent_update: GradientDivergence | None = Field(
+        None, description="when the gradients of that step match: the first differing optimizer state or updated "
+                          "parameter (the optimizer's update differs)")
+    gradient_ranks: list[RankGradients] = Field(default_factory=list, description="per rank, for a distributed run")
     modules: list[ModuleComparison]
     tensors: list[TensorComparison]
     scalars: list[TensorComparison]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.parity.models import CheckResult, ParityReport, TensorComparison
+from tools.parity.models import CheckResult, GradientDivergence, ParityReport, TensorComparison
 from tools.parity.tolerances import tolerance_table
 from tools.textsafe import md_code, md_inline, terminal
 
@@ -45,6 +45,8 @@ def summary_text(parity: ParityReport, max_rows: int = 5) -> str:
                          f"rmse {_fmt(m.rmse)}; decided by {o.tier} ({_tol(o)})")
         else:
             lines.append(f"    {o.reason}")
+    for label, found in _gradient_findings(parity):
+        lines.append(f"  {label}: {found.describe()}, module {found.module}")
     differing = [t for t in parity.tensors + parity.scalars
                  if t.verdict in ("fail", "warn") and t.kind != "module_input"]
     failing = differing[:max_rows]
@@ -58,6 +60,31 @@ def summary_text(parity: ParityReport, max_rows: int = 5) -> str:
             lines.append(f"  scalar {s.key}: pass by {s.tier} ({_tol(s)})")
     lines += [f"  note: {n}" for n in parity.notes]
     return "\n".join(lines)
+
+
+def _gradient_findings(parity: ParityReport) -> list[tuple[str, GradientDivergence]]:
+    found = [("first divergent gradient", parity.first_divergent_gradient),
+             ("first divergent optimizer update (gradients match)", parity.first_divergent_update)]
+    return [(label, f) for label, f in found if f is not None]
+
+
+def _gradient_markdown(p: ParityReport) -> list[str]:
+    """The first divergent gradient or optimizer update, and the ranks' gradients of a distributed run."""
+    out: list[str] = []
+    for label, f in _gradient_findings(p):
+        c = f.comparison
+        out += ["", f"## {label[0].upper()}{label[1:]}", "",
+                f"- parameter: {md_code(f.param)} (module {md_code(f.module)}), optimizer step {f.step}"
+                + (f", rank {f.rank}" if f.rank else ""),
+                f"- tensor: {md_code(c.key)}; {f.failing} tensor(s) of this kind fail in that step",
+                f"- verdict: {c.verdict} by {c.tier}: {md_inline(c.reason)}",
+                f"- tolerances: {_tol(c)}"]
+    if p.gradient_ranks:
+        out += ["", "| rank | gradients and optimizer state compared | failing | first divergent |",
+                "|---:|---:|---:|---|"]
+        out += [f"| {r.rank} | {r.compared} | {r.failing} | {md_inline(r.first or '-', table=True)} |"
+                for r in p.gradient_ranks]
+    return out
 
 
 def markdown_report(result: CheckResult) -> str:
@@ -82,6 +109,7 @@ def markdown_report(result: CheckResult) -> str:
                 out.append(f"- torch functions in the module: {', '.join(md_code(o) for o in div.ops[:20])}")
             out.append(f"- verdict: {div.output.verdict} by {div.output.tier}: {md_inline(div.output.reason)}")
             out.append(f"- tolerances: {_tol(div.output)}")
+        out += _gradient_markdown(p)
         out += ["", "## Modules in execution order", "",
                 "| # | module call | class | inputs | outputs | max abs | max rel | cosine |",
                 "|---:|---|---|---|---|---:|---:|---:|"]

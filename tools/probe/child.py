@@ -18,6 +18,7 @@ from ..profile.tpx_stats import read_tpx_stats
 from . import recorder as rec
 from .config import ProbeConfig, config_from_env
 from .files_run import files_run
+from .grads import GradProbe
 from .hooks import ModuleProbe
 from .results import SaveProbe, record_final
 from .scalars import ScalarTee
@@ -33,6 +34,7 @@ class ProbeSession:
         self.recorder = rec.Recorder(config)
         self.modules = ModuleProbe(self.recorder)
         self.saves = SaveProbe(self.recorder)
+        self.grads = GradProbe(self.recorder, self.modules)
         self._tees: list[tuple[str, ScalarTee]] = []
         self.closed = False
 
@@ -44,6 +46,7 @@ class ProbeSession:
         self.modules.install()
         if self.config.record_saves:
             self.saves.install()
+        self.grads.install()
         if self.config.capture_streams:
             pattern = re.compile(self.config.scalar_pattern)
             for name in ("stdout", "stderr"):
@@ -69,6 +72,7 @@ class ProbeSession:
     def _uninstall(self) -> None:
         self.modules.uninstall()
         self.saves.uninstall()
+        self.grads.uninstall()
         for name, tee in self._tees:
             tee.finish()
             if getattr(sys, name) is tee:

@@ -20,6 +20,8 @@ else:  # Ferry's sandbox.envvars (standard library only) under the root this cod
 logger = logging.getLogger(__name__)
 
 DEFAULT_STEPS = 2
+# Optimizer steps whose gradients, optimizer state and updated parameters are recorded.
+DEFAULT_GRAD_STEPS = 1
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 # Outermost-module calls recorded per step and mode: a sampling loop run inside a step (500
 # forwards of minGPT's chargpt callback) is recorded for its first few calls, not call by call.
@@ -58,10 +60,13 @@ class ProbeConfig:
     capture_streams: bool = True  # scan stdout/stderr for scalar streams
     record_saves: bool = True  # record the tensors/arrays the program saves (torch.save, numpy.save/savez)
     record_final: bool = True  # record the program's top-level tensors/arrays at exit
+    # each optimizer's steps 0..N-1: gradients before the step, optimizer state and parameters after it
+    grad_steps: int = DEFAULT_GRAD_STEPS
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
-        for name, minimum in (("steps", 0), ("max_bytes", 0), ("calls_per_step", 1), ("max_events", 1)):
+        for name, minimum in (("steps", 0), ("max_bytes", 0), ("calls_per_step", 1), ("max_events", 1),
+                              ("grad_steps", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"probe setting {name}={value!r} is not an integer >= {minimum}")
@@ -110,4 +115,5 @@ def config_from_env(env: dict[str, str] | None = None) -> ProbeConfig | None:
         capture_streams=env_enabled("FERRY_PROBE_STREAMS", env),
         record_saves=env_enabled("FERRY_PROBE_SAVES", env),
         record_final=env_enabled("FERRY_PROBE_FINAL", env),
+        grad_steps=_env_int(env, "FERRY_PROBE_GRAD_STEPS", DEFAULT_GRAD_STEPS, minimum=0),
     )

@@ -32,6 +32,8 @@ from .recorder import Recorder
 
 logger = logging.getLogger(__name__)
 
+MAX_ROOTS = 64  # outermost modules remembered for naming parameters (a program may build one per call)
+
 
 def tensor_leaves(tree: Any, prefix: str) -> list[tuple[str, torch.Tensor]]:
     """(name, tensor) for every tensor leaf of an output/args structure."""
@@ -74,6 +76,8 @@ class ModuleProbe:
         self._root: weakref.ref[torch.nn.Module] | None = None
         self._root_name = ""
         self._names: dict[int, str] = {}
+        # every outermost module recorded, first seen first: the gradient probe names parameters by them
+        self.roots: list[tuple[str, weakref.ref[torch.nn.Module]]] = []
         self._root_name_counts: dict[int, str] = {}
         self.root_calls = 0
         self.optimizer_steps = 0
@@ -149,6 +153,8 @@ class ModuleProbe:
                 self._root = weakref.ref(module)
                 self._root_name = type(module).__name__
                 self._names = {id(m): name for name, m in module.named_modules(remove_duplicate=False)}
+                if len(self.roots) < MAX_ROOTS and not any(ref() is module for _, ref in self.roots):
+                    self.roots.append((self._root_name, weakref.ref(module)))
             return self._root_name
         name = self._names.get(id(module))
         if name is None:

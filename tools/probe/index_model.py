@@ -18,7 +18,9 @@ from tools.probe.results import RESULT_KINDS
 Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
 CHUNK_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-TENSOR_KINDS = ("module_input", "module_output", "record", *RESULT_KINDS)
+# recorded tensors: module calls, explicit records, and the first optimizer steps' gradients, optimizer
+# state and updated parameters (tools/probe/grads.py), what a program saves and its final tensors (results.py)
+TENSOR_KINDS = ("module_input", "module_output", "record", "grad", "optim_state", "param_after", *RESULT_KINDS)
 
 
 class ProbeEvent(BaseModel):
@@ -64,7 +66,7 @@ class ProbeEvent(BaseModel):
 ProbeEventDict = TypedDict("ProbeEventDict", {
     "seq": Required[int], "kind": Required[str], "key": str, "module": str, "call": int, "step": int, "leaf": str,
     "shape": list[int], "dtype": str, "device": str, "chunk": str, "same_as": str, "skipped": str, "nbytes": int,
-    "class": str,
+    "class": str, "param": str, "attr": str, "optimizer": str, "dtensor": str,
 }, total=False)
 
 
