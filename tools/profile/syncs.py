@@ -18,7 +18,7 @@ from typing import Any, TypedDict
 
 import torch
 
-from .frames import FrameFinder
+from .frames import FrameFinder, OwnFrame
 
 # attribute on torch.Tensor -> sync kind
 TENSOR_SYNC_METHODS = {
@@ -91,7 +91,10 @@ class SyncTracker:
 
     # --------------------------------------------------------------- events
     def note(self, category: str, kind: str, nbytes: int = 0) -> None:
-        where = self.finder.user_frame(skip=3)
+        try:
+            where = self.finder.user_frame(skip=3)
+        except OwnFrame:  # the probe copying what it records, in the same run
+            return
         file, line, func, src = where if where else ("<outside repo>", 0, "", "")
         key = (category, kind, file, line)
         site = self.sites.get(key)
