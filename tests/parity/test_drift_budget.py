@@ -27,6 +27,7 @@ class Fault:
 
     lr_scale = 1.0
     optimizer = "adamw"
+    extra_losses = 0  # 'loss:' lines printed after the loop (a rank or a summary printing once more)
 
     def prepare(self, model: Model) -> None: ...
 
@@ -58,6 +59,8 @@ def train(out: Path, fault: Fault | None = None, *, probe_steps: int = 3) -> Pat
             fault.after_step(model, step)
             opt.zero_grad()
             print(f"step {step} | loss: {loss.item():.6f}")
+        for _ in range(fault.extra_losses):
+            print(f"final | loss: {loss.item():.6f}")
     return out
 
 
@@ -218,3 +221,23 @@ def test_a_program_that_steps_no_optimizer_is_judged_strictly(tmp_path: Path) ->
     report = compare_dumps(run(tmp_path / "a", 1.0), run(tmp_path / "b", 1.001))
     assert report.drift is None  # inference: later calls use the same weights, nothing drifts
     assert report.verdict == "fail"
+
+
+class PrintsMore(ChipRounding):
+    def __init__(self, extra: int) -> None:
+        self.extra_losses = extra
+
+
+def test_a_stream_one_line_longer_is_compared_over_the_common_values_and_says_so(reference: Path,
+                                                                                tmp_path: Path) -> None:
+    report = compare_with(reference, tmp_path, PrintsMore(1))
+    curve = next(t for t in report.scalars if t.key == "scalar:loss")
+    assert curve.verdict == "warn", curve.reason  # never a pass: the lengths differ, and the report says so
+    assert curve.ref_shape == [STEPS] and curve.target_shape == [STEPS + 1]
+    assert f"reference printed {STEPS} values, target {STEPS + 1}; the first {STEPS} compared" in curve.reason
+    assert "the 1 unmatched value(s) not judged" in curve.reason
+    assert curve.metrics is not None and curve.metrics.numel == STEPS  # measured over the common prefix
+    assert report.passed, report.summary
+    many = compare_with(reference, tmp_path / "many", PrintsMore(3))
+    curve = next(t for t in many.scalars if t.key == "scalar:loss")
+    assert curve.verdict == "fail" and "more than a tenth" in curve.reason

@@ -120,11 +120,22 @@ def test_different_input_data_is_blamed_on_data(reference_dump: Path, tmp_path: 
     assert div is not None and div.likely_cause == "input_data" and div.module == "Model.embed"
 
 
-def test_scalar_stream_length_mismatch_fails(reference_dump: Path, tmp_path: Path) -> None:
+def test_a_run_one_step_longer_fails_on_its_steps_while_its_curve_is_compared_over_the_common_values(
+        reference_dump: Path, tmp_path: Path) -> None:
     report = compare_dumps(reference_dump, train_probed(tmp_path / "tgt", steps=4))
     loss = next(s for s in report.scalars if s.key == "scalar:loss")
-    assert (loss.verdict, loss.tier) == ("fail", "shape")
-    assert "reference printed 3 values, target 4" in loss.reason
+    assert (loss.verdict, loss.tier) == ("warn", "shape")  # one value more: the first three match
+    assert "reference printed 3 values, target 4; the first 3 compared" in loss.reason
+    # the extra step is what fails: the trainings differ, whatever the printed values say
+    assert report.verdict == "fail"
+    steps = next(t for t in report.tensors if t.key == "optimizer:steps")
+    assert steps.verdict == "fail" and "the reference stepped its optimizer 3 time(s), the target 4" in steps.reason
+
+
+def test_a_curve_of_another_length_altogether_fails(reference_dump: Path, tmp_path: Path) -> None:
+    report = compare_dumps(train_probed(tmp_path / "long", steps=12), train_probed(tmp_path / "tgt", steps=6))
+    loss = next(s for s in report.scalars if s.key == "scalar:loss")
+    assert loss.verdict == "fail" and "reference printed 12 values, target 6; the first 6 compared" in loss.reason
 
 
 def test_golden_dump_enables_error_ratio(reference_dump: Path, tmp_path: Path) -> None:

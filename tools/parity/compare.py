@@ -7,7 +7,7 @@ from typing import Any, Literal, Required, TypedDict
 
 import torch
 
-from tools.parity.drift import judge_later_steps, step_count_check
+from tools.parity.drift import judge_later_steps, step_count_check, uneven_tolerated
 from tools.parity.gradients import GRADIENT_KINDS, gradient_findings
 from tools.parity.localise import first_divergence
 from tools.parity.metrics import judge
@@ -21,7 +21,7 @@ from tools.parity.models import (
 )
 from tools.parity.ranks import rank_agreement
 from tools.parity.tolerances import SCALAR_DTYPE
-from tools.parity.verdicts import VERDICT_RANK, Verdict
+from tools.parity.verdicts import VERDICT_RANK, Judgement, Verdict
 from tools.probe.dump import ProbeDump
 from tools.probe.results import RESULT_KINDS
 
@@ -123,6 +123,21 @@ def _compare_tensor(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None, ke
     return result
 
 
+def _uneven_stream(j: Judgement, n_ref: int, n_target: int) -> Judgement:
+    """The judgement of the common prefix of two streams of different lengths, saying so; never better
+    than ``warn``, and ``fail`` where the lengths differ by more than :func:`uneven_tolerated` allows."""
+    n = min(n_ref, n_target)
+    what = (f"stream length differs: reference printed {n_ref} values, target {n_target}; the first {n} "
+            f"compared ({j.reason})")
+    if not uneven_tolerated(n_ref, n_target):
+        return j.model_copy(update={"verdict": "fail", "reason": what + "; too many values differ in number for "
+                                                                       "one curve (more than a tenth)"})
+    what += f"; the {abs(n_ref - n_target)} unmatched value(s) not judged"
+    if j.verdict == "pass":  # the prefix matched: what is left to say is the length (the drift budget has no say)
+        return j.model_copy(update={"verdict": "warn", "tier": "shape", "reason": what})
+    return j.model_copy(update={"reason": what})
+
+
 def _compare_scalars(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None) -> list[TensorComparison]:
     out: list[TensorComparison] = []
     for name, values in ref.scalars.items():
@@ -135,12 +150,14 @@ def _compare_scalars(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None) -
             continue
         t_values = tgt.scalars[name]
         base.update({"target_shape": [len(t_values)], "target_dtype": SCALAR_DTYPE})
-        a = torch.tensor(values, dtype=torch.float64)
-        b = torch.tensor(t_values, dtype=torch.float64)
-        g = torch.tensor(golden.scalars[name], dtype=torch.float64) if golden and name in golden.scalars else None
+        n = min(len(values), len(t_values))
+        a = torch.tensor(values[:n], dtype=torch.float64)
+        b = torch.tensor(t_values[:n], dtype=torch.float64)
+        g_values = golden.scalars.get(name) if golden is not None else None
+        g = torch.tensor(g_values[:n], dtype=torch.float64) if g_values and len(g_values) >= n else None
         j = judge(a, b, golden=g, dtype=SCALAR_DTYPE, curve=True)
-        if j.tier == "shape":
-            j.reason = f"stream length differs: reference printed {len(values)} values, target {len(t_values)}"
+        if len(values) != len(t_values):
+            j = _uneven_stream(j, len(values), len(t_values))
         out.append(TensorComparison(**base, verdict=j.verdict, tier=j.tier, reason=j.reason,
                                     metrics=j.metrics, tolerances=j.tolerances))
     return out
