@@ -5,37 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.parity.heat_solver import solver
 from tools.parity.compare import compare_dumps
 from tools.parity.models import CompareOptions
 from tools.runner.api import run
 from tools.runner.models import RunRequest
 
-SOLVER = '''\
-import os
-import torch
-dtype = torch.{dtype}
-device = torch.device("cuda")
-n, steps, alpha = 48, 10, {alpha}
-x = torch.linspace(0, 1, n, dtype=dtype, device=device)
-u = torch.sin(torch.pi * x)
-h = float(x[1] - x[0])
-dt = 0.25 * h * h / 0.1
-t = 0.0
-for k in range(steps):
-    lap = torch.zeros_like(u)
-    lap[1:-1] = (u[2:] - 2 * u[1:-1] + u[:-2]) / (h * h)
-    u = u + dt * alpha * lap
-    t += dt
-    exact = torch.exp(torch.tensor(-0.1 * torch.pi ** 2 * t, dtype=dtype, device=device)) * torch.sin(torch.pi * x)
-    print(f"t={{t:.4f}} max_err={{(u - exact).abs().max().item():.2e}} dtype={{u.dtype}} device={{u.device}}")
-os.makedirs("out", exist_ok=True)
-torch.save(u, "out/u.pt")
-'''
-
 
 def _repo(root: Path, dtype: str, alpha: float = 0.1) -> Path:
     root.mkdir()
-    (root / "solver.py").write_text(SOLVER.format(dtype=dtype, alpha=alpha))
+    (root / "solver.py").write_text(solver(dtype=dtype, alpha=alpha, steps=10, device='torch.device("cuda")',
+                                                  save='os.makedirs("out", exist_ok=True)\ntorch.save(u, "out/u.pt")'))
     return root
 
 

@@ -9,30 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.parity.heat_solver import solver
 from tools.parity.compare import compare_dumps
 from tools.parity.models import CompareOptions
 from tools.probe.child import probe_session
-
-# The solver as users write it: no module, a step loop printing its error beside fields that differ
-# between the runs by design (dtype, device), the final field saved, ``u`` left at top level.
-PDE = '''
-import torch
-dtype = torch.{dtype}
-n, steps, alpha = 48, 12, {alpha}
-x = torch.linspace(0, 1, n, dtype=dtype)
-u = torch.sin(torch.pi * x)
-h = float(x[1] - x[0])
-dt = 0.25 * h * h / 0.1
-t = 0.0
-for k in range(steps):
-    lap = torch.zeros_like(u)
-    lap[1:-1] = (u[2:] - 2 * u[1:-1] + u[:-2]) / (h * h)
-    u = u + dt * alpha * lap
-    t += dt
-    exact = torch.exp(torch.tensor(-0.1 * torch.pi ** 2 * t, dtype=dtype)) * torch.sin(torch.pi * x)
-    print(f"t={{t:.4f}} max_err={{(u - exact).abs().max().item():.3e}} dtype={{u.dtype}} device={device}")
-torch.save({{"u": u}}, "u_final.pt")
-'''
 
 
 def run_pde(out: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch, *, alpha: float = 0.1, dtype: str = "float64",
@@ -47,7 +27,7 @@ def run_pde(out: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch, *, alpha: flo
         m.delenv("FERRY_WORKSPACE", raising=False)
         m.setitem(sys.modules, "__main__", main)
         with probe_session(out, steps=2):
-            exec(compile(PDE.format(alpha=alpha, dtype=dtype, device=device), str(work / "pde.py"), "exec"),
+            exec(compile(solver(alpha=alpha, dtype=dtype, shown_device=device), str(work / "pde.py"), "exec"),
                  main.__dict__)
     return out
 

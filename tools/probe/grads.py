@@ -125,35 +125,37 @@ class GradProbe:
             fields["dtensor"] = note
         self.recorder.add_tensor(key, tensor, fields)
 
-    def _pre_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        try:
-            active = self._active(optimizer)
-            if active is None:
-                return
-            label, n = active
-            with torch.no_grad():
-                for name, p in self._params(optimizer, label):
+    def _record(self, optimizer: Any, after: bool) -> None:
+        """Before step ``n``: every parameter's gradient; after it: its optimizer state and new value."""
+        active = self._active(optimizer)
+        if active is None:
+            return
+        label, n = active
+        with torch.no_grad():
+            for name, p in self._params(optimizer, label):
+                if not after:
                     if p.grad is not None:
                         self._add(f"grad:{name}#{n}", p.grad, "grad", name, "grad", label, n)
+                    continue
+                state = optimizer.state.get(p) if hasattr(optimizer.state, "get") else None
+                for key, value in (state or {}).items():
+                    if isinstance(value, (int, float)) and not isinstance(value, bool):
+                        value = torch.tensor(value)
+                    if isinstance(value, torch.Tensor):
+                        self._add(f"optim:{name}.{key}#{n}", value, "optim_state", name, str(key), label, n)
+                self._add(f"param:{name}#{n}", p, "param_after", name, "value", label, n)
+        if after:
+            self.recorder.flush()
+
+    def _pre_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        try:
+            self._record(optimizer, after=False)
         except Exception:  # never break the user's step
             logger.debug("probe: gradients not recorded", exc_info=True)
 
     def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:
-            active = self._active(optimizer)
-            if active is None:
-                return
-            label, n = active
-            with torch.no_grad():
-                for name, p in self._params(optimizer, label):
-                    state = optimizer.state.get(p) if hasattr(optimizer.state, "get") else None
-                    for key, value in (state or {}).items():
-                        if isinstance(value, (int, float)) and not isinstance(value, bool):
-                            value = torch.tensor(value)
-                        if isinstance(value, torch.Tensor):
-                            self._add(f"optim:{name}.{key}#{n}", value, "optim_state", name, str(key), label, n)
-                    self._add(f"param:{name}#{n}", p, "param_after", name, "value", label, n)
-            self.recorder.flush()
+            self._record(optimizer, after=True)
         except Exception:
             logger.debug("probe: optimizer state not recorded", exc_info=True)
         finally:
