@@ -1,12 +1,93 @@
-"""What got better or worse between two eval runs, per case and in sum (``ferry eval --compare A B``)."""
+"""What got better or worse between two eval runs, per case and in sum (``ferry eval --compare A B``).
+
+Two kinds of change, gated apart (docs/evals.md, "Comparing runs"):
+
+- a grade regression: a case present in both runs got a lower grade, or a pass-to-pass test that
+  passed in A does not pass in B (exit 1);
+- a cost regression: a case present in both runs took longer (wall time, ratio to its own run), more
+  fix iterations or runs, more tokens or more money, beyond the thresholds of ``THRESHOLDS`` (exit 3
+  when there is no grade regression).
+
+A case present in one run only is ``added`` or ``removed`` (a subset run, a renamed case): listed,
+never a regression.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evals.results import CaseResult
 
 RANK = {"failed": 0, "partial": 1, "resolved": 2}
+
+EXIT_SAME = 0
+EXIT_GRADE_REGRESSION = 1
+EXIT_COST_REGRESSION = 3  # 2 is bad usage, as for every ferry command
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A change counts when it is at least ``abs_`` (in the metric's unit) AND at least ``rel`` of the
+    value in A (any increase from 0 that reaches ``abs_`` counts): small runs' noise stays quiet."""
+
+    metric: str
+    unit: str
+    rel: float
+    abs_: float
+    value: Callable[[CaseResult], float | None]
+
+    def exceeded(self, before: float, after: float) -> bool:
+        grew = after - before
+        return grew >= self.abs_ and (before <= 0 or grew / before >= self.rel)
+
+
+def _tokens(r: CaseResult) -> float:
+    return float(r.prompt_tokens + r.completion_tokens)
+
+
+THRESHOLDS = (
+    Threshold("wall_s", "s", 0.5, 10.0, lambda r: r.wall_s),
+    Threshold("ratio", "x", 0.5, 1.0, lambda r: r.ratio),
+    Threshold("iterations", "", 0.5, 2.0, lambda r: float(r.iterations)),
+    Threshold("runs", "", 0.5, 2.0, lambda r: float(r.runs)),
+    Threshold("tokens", "", 0.2, 1000.0, _tokens),
+    Threshold("cost_usd", "$", 0.2, 0.01, lambda r: r.cost_usd),
+)
+
+
+def describe_thresholds() -> str:
+    """The thresholds in words (for --help and the docs' table)."""
+    def one(t: Threshold) -> str:
+        amount = f"${t.abs_:g}" if t.unit == "$" else f"{t.abs_:g}{(' ' + t.unit) if t.unit == 's' else t.unit}"
+        return f"{t.metric} +{t.rel:.0%} and +{amount}"
+    return ", ".join(one(t) for t in THRESHOLDS)
+
+
+@dataclass
+class MetricChange:
+    name: str  # the case
+    metric: str
+    before: float
+    after: float
+    unit: str = ""
+
+    @property
+    def worse(self) -> bool:
+        return self.after > self.before
+
+    def render(self) -> str:
+        def fmt(v: float) -> str:
+            if self.unit == "$":
+                return f"${v:.4f}"
+            if self.unit == "x":
+                return f"{v:.2f}x"
+            if self.unit == "s":
+                return f"{v:.1f} s"
+            return f"{v:.0f}"
+
+        pct = f" ({(self.after - self.before) / self.before:+.0%})" if self.before > 0 else ""
+        return f"{self.metric} {fmt(self.before)} -> {fmt(self.after)}{pct}"
 
 
 @dataclass
@@ -32,19 +113,53 @@ class Comparison:
     resolved_before: int = 0
     resolved_after: int = 0
     p2p_regressions: list[str] = field(default_factory=list)  # "case: node" newly not passing in B
+    metrics: list[MetricChange] = field(default_factory=list)  # beyond a threshold, either way
+    common: int = 0  # cases in both runs
+    resolved_common_before: int = 0  # of those, resolved in A
+    resolved_common_after: int = 0
+
+    def of_kind(self, kind: str) -> list[Change]:
+        return [c for c in self.changes if c.kind == kind]
 
     @property
     def worse(self) -> list[Change]:
-        return [c for c in self.changes if c.kind in ("worse", "removed")]
+        """Cases in both runs whose grade dropped (a case missing from B is ``removed``, not worse)."""
+        return self.of_kind("worse")
 
     @property
     def better(self) -> list[Change]:
-        return [c for c in self.changes if c.kind in ("better", "added")]
+        return self.of_kind("better")
+
+    @property
+    def slower(self) -> list[MetricChange]:
+        """Time, iterations, runs, tokens or cost up beyond their thresholds."""
+        return [m for m in self.metrics if m.worse]
+
+    @property
+    def faster(self) -> list[MetricChange]:
+        return [m for m in self.metrics if not m.worse]
 
     @property
     def regressed(self) -> bool:
-        """What a CI job gates on: a case got worse or vanished, or a pass-to-pass test broke."""
+        """What a CI job gates on: a case in both runs got a lower grade, or a pass-to-pass test broke."""
         return bool(self.worse or self.p2p_regressions)
+
+    @property
+    def exit_code(self) -> int:
+        if self.regressed:
+            return EXIT_GRADE_REGRESSION
+        return EXIT_COST_REGRESSION if self.slower else EXIT_SAME
+
+
+def _metric_changes(name: str, x: CaseResult, y: CaseResult) -> list[MetricChange]:
+    out = []
+    for t in THRESHOLDS:
+        before, after = t.value(x), t.value(y)
+        if before is None or after is None:  # a ratio not measured, a cost without a price: nothing to say
+            continue
+        if t.exceeded(before, after) or t.exceeded(after, before):
+            out.append(MetricChange(name, t.metric, before, after, t.unit))
+    return out
 
 
 def compare(a: list[CaseResult], b: list[CaseResult]) -> Comparison:
@@ -59,20 +174,50 @@ def compare(a: list[CaseResult], b: list[CaseResult]) -> Comparison:
             detail += ("; " if detail else "") + y.reason[:200]
         out.changes.append(Change(name, x.grade if x else None, y.grade if y else None, detail))
         if x is not None and y is not None:
+            out.common += 1
+            out.resolved_common_before += x.resolved
+            out.resolved_common_after += y.resolved
             for node, outcome in y.tests.pass_to_pass.items():
                 if outcome != "passed" and x.tests.pass_to_pass.get(node) == "passed":
                     out.p2p_regressions.append(f"{name}: {node}")
+            out.metrics += _metric_changes(name, x, y)
     return out
 
 
+def summary_line(cmp: Comparison, label_a: str, label_b: str) -> str:
+    subset = ""
+    if cmp.of_kind("added") or cmp.of_kind("removed"):
+        subset = (f" (of the {cmp.common} cases in both: {cmp.resolved_common_before} -> "
+                  f"{cmp.resolved_common_after})")
+    return (f"resolved: {cmp.resolved_before} ({label_a}) -> {cmp.resolved_after} ({label_b}){subset}; "
+            f"{len(cmp.better)} better, {len(cmp.worse)} worse, "
+            f"{sum(c.kind == 'same' for c in cmp.changes)} unchanged, {len(cmp.of_kind('added'))} added, "
+            f"{len(cmp.of_kind('removed'))} removed; {len(cmp.p2p_regressions)} pass-to-pass regressions; "
+            f"{len(cmp.slower)} slower or costlier, {len(cmp.faster)} faster or cheaper")
+
+
 def render(cmp: Comparison, label_a: str, label_b: str) -> str:
-    lines = [f"resolved: {cmp.resolved_before} ({label_a}) -> {cmp.resolved_after} ({label_b}); "
-             f"{len(cmp.better)} better, {len(cmp.worse)} worse, "
-             f"{sum(c.kind == 'same' for c in cmp.changes)} unchanged; "
-             f"{len(cmp.p2p_regressions)} pass-to-pass regressions"]
+    lines = [summary_line(cmp, label_a, label_b)]
     for c in cmp.changes:
         if c.kind != "same" or c.detail:
             detail = f" ({c.detail})" if c.detail else ""
             lines.append(f"  {c.kind:8} {c.name}: {c.before or '-'} -> {c.after or '-'}{detail}")
     lines += [f"  p2p regression {r}" for r in cmp.p2p_regressions]
+    lines += [f"  {'slower' if m.worse else 'faster':8} {m.name}: {m.render()}" for m in cmp.metrics]
+    verdict = {EXIT_SAME: "no regression",
+               EXIT_GRADE_REGRESSION: "grade regression (exit 1)",
+               EXIT_COST_REGRESSION: "no grade regression; time or cost regression beyond the thresholds (exit 3)"}
+    lines.append(f"verdict: {verdict[cmp.exit_code]}")
     return "\n".join(lines)
+
+
+def to_json(cmp: Comparison) -> dict[str, object]:
+    return {"resolved_before": cmp.resolved_before, "resolved_after": cmp.resolved_after,
+            "common": cmp.common, "resolved_common_before": cmp.resolved_common_before,
+            "resolved_common_after": cmp.resolved_common_after,
+            "better": [c.name for c in cmp.better], "worse": [c.name for c in cmp.worse],
+            "added": [c.name for c in cmp.of_kind("added")], "removed": [c.name for c in cmp.of_kind("removed")],
+            "p2p_regressions": cmp.p2p_regressions, "regressed": cmp.regressed,
+            "metrics": [{"case": m.name, "metric": m.metric, "before": m.before, "after": m.after,
+                         "worse": m.worse} for m in cmp.metrics],
+            "exit_code": cmp.exit_code}

@@ -25,6 +25,20 @@ HELP = "migrate and grade every case of an eval suite (default: the synthetic su
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from agent.cli.migrate_cmd import add_llm_limit_arguments
+    from evals.compare import describe_thresholds
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = (
+        "exit status:\n"
+        "  a run or --regrade: 0 every case ended with its expected status, 1 otherwise\n"
+        "  --compare A B:      0 no regression; 1 a grade regression (a case in both runs got a lower grade,\n"
+        "                      or a pass-to-pass test broke); 3 no grade regression, but a case in both runs\n"
+        "                      got slower or costlier beyond a threshold; a case in one run only is\n"
+        "                      'added' or 'removed', never a regression\n"
+        "  --validate:         0 every case's grading tests mean something, 1 otherwise\n"
+        "  2 bad usage (every command)\n"
+        f"thresholds (the increase must pass both): {describe_thresholds()}\n"
+        "details: docs/evals.md")
 
     parser.add_argument("suite", metavar="SUITE", nargs="?",
                         help="synthetic (default: evals/suite), real (evals/real/manifest.toml), a directory of "
@@ -47,10 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--regrade", metavar="DIR",
                         help="grade the saved patches of the run in DIR again (no migration)")
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
-                        help="compare two runs (directories or results.jsonl); exit 1 when B is worse")
+                        help="compare two runs (directories or results.jsonl): grades, pass-to-pass tests, and "
+                             "time, iterations, runs, tokens and cost beyond thresholds (exit statuses below)")
     parser.add_argument("--validate", action="store_true",
                         help="check each case's grading tests on the original code (f2p fail, p2p pass)")
-    parser.add_argument("--no-progress", action="store_true", help="no live display")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no live display: one line per finished case on stderr instead "
+                             "(the default when stderr is not a terminal)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -89,7 +106,7 @@ def _run(args: argparse.Namespace, suite: Suite, out: Path) -> int:
     from agent.cli import CliError
     from evals.harness import EvalError, run_suite
     from evals.prices import Prices
-    from evals.progress import EvalProgress
+    from evals.progress import EvalProgress, default_mode
 
     try:
         prices = Prices.load(Path(args.prices)) if args.prices else Prices.load()
@@ -109,9 +126,9 @@ def _run(args: argparse.Namespace, suite: Suite, out: Path) -> int:
     mirror = Path(args.mirror).expanduser() if args.mirror else None
     if mirror is not None and not mirror.is_dir():
         raise CliError(f"--mirror {args.mirror} is not a directory of clones")
-    show = not (args.no_progress or args.json)
+    mode = default_mode(sys.stderr, no_live=args.no_progress or args.json)
     try:
-        with EvalProgress([c.name for c in suite.cases], enabled=show) as progress:
+        with EvalProgress([c.name for c in suite.cases], mode=mode) as progress:
             results = run_suite(suite, out, jobs=args.jobs, policy=args.policy, prices=prices, llm=llm,
                                 mirror=mirror, progress=progress, executor=args.ray)
     except EvalError as exc:
@@ -146,16 +163,14 @@ def _finish(args: argparse.Namespace, results: list[CaseResult], out: Path, titl
 
 
 def _compare(args: argparse.Namespace, a: list[CaseResult], b: list[CaseResult]) -> int:
-    from evals.compare import compare, render
+    from evals.compare import compare, render, to_json
 
     cmp = compare(a, b)
     if args.json:
-        print(json.dumps({"resolved_before": cmp.resolved_before, "resolved_after": cmp.resolved_after,
-                          "better": [c.name for c in cmp.better], "worse": [c.name for c in cmp.worse],
-                          "p2p_regressions": cmp.p2p_regressions, "regressed": cmp.regressed}, indent=2))
+        print(json.dumps(to_json(cmp), indent=2))
     else:
         print(render(cmp, args.compare[0], args.compare[1]))
-    return 1 if cmp.regressed else 0
+    return cmp.exit_code
 
 
 def _validate(args: argparse.Namespace, suite: Suite) -> int:

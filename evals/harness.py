@@ -266,6 +266,20 @@ def grade_control(record: MigrationRecord, expected: str = "partial") -> tuple[s
     return ("partial" if ran else "failed"), f"{record.status}: " + "; ".join(why) + summary, own
 
 
+PHASE_FILE = "phase.txt"  # what a case does outside its migration's steps (its live display reads it)
+
+
+def set_phase(out: Path, phase: str | None) -> None:
+    """Say what the case at ``out`` is doing (None: its migration, whose steps its checkpoints tell)."""
+    try:
+        if phase is None:
+            (out / PHASE_FILE).unlink(missing_ok=True)
+        else:
+            (out / PHASE_FILE).write_text(phase, encoding="utf-8")
+    except OSError as exc:  # the display only: never a case's failure
+        logger.debug("case phase not written to %s: %s", out, exc)
+
+
 def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Prices, llm: LLMSettings | None,
              mirror: Path | None = None) -> CaseResult:
     """Migrate and grade one case; never raises (a broken case is a failed result with its reason)."""
@@ -279,10 +293,13 @@ def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Pri
         if isinstance(case, RealCase):
             from evals.real import prepare
 
+            set_phase(out, "preparing: checkout and venv")
             repo, python = prepare(case, mirror, out / "checkout")
         else:
             repo, python = case.repo, None
+        set_phase(out, None)  # the migration's own steps, from its checkpoints
         record, why, wall = migrate(case, repo, out, policy, llm, python)
+        set_phase(out, "grading: hidden tests" if isinstance(case, SyntheticCase) else "grading")
         if record is None:
             status = "failed_timeout" if "timeout" in why else "failed_harness"
             return CaseResult(**base, status=status, grade="failed", reason=why, wall_s=wall)  # type: ignore[arg-type]
@@ -302,6 +319,8 @@ def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Pri
         status = getattr(exc, "status", "failed_harness")
         return CaseResult(**base, status=status, grade="failed", reason=f"{type(exc).__name__}: {exc}",  # type: ignore[arg-type]
                           wall_s=round(time.monotonic() - t0, 3))
+    finally:
+        set_phase(out, None)
 
 
 def check_out_dir(out_root: Path) -> None:
@@ -332,7 +351,7 @@ def run_suite(suite: Suite, out_root: Path, *, jobs: int = 1, policy: Policy = "
     def done(result: CaseResult) -> None:
         append_result(results_file, result)
         if progress is not None:
-            progress(result.name, "finished", f"{result.grade} ({result.status})")
+            progress(result.name, "finished", f"{result.grade} ({result.status}), {result.wall_s:.0f} s")
 
     if executor:
         from evals.ray_exec import run_on_ray
@@ -370,7 +389,12 @@ def _run_threads(suite: Suite, out_root: Path, policy: Policy, prices: Prices, l
 
 
 def current_step(out_root: Path, name: str) -> str:
-    """The last step the case's migration checkpointed ('' before its first)."""
+    """What the case does now: its phase outside the migration (``set_phase``: preparing, grading), else
+    the last step its migration checkpointed ('' before its first)."""
+    try:
+        return (out_root / slug(name) / PHASE_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        pass
     sdir = out_root / slug(name) / "state"
     if not (sdir / "checkpoints.sqlite").exists():
         return ""
