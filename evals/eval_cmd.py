@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
                         help="compare two runs (directories or results.jsonl): grades, pass-to-pass tests, and "
                              "time, iterations, runs, tokens and cost beyond thresholds (exit statuses below)")
+    parser.add_argument("--baseline", metavar="RUN",
+                        help="an earlier run (directory or results.jsonl) that report.html compares this run with "
+                             "(default for --regrade: the run regraded); the exit status stays the run's")
     parser.add_argument("--validate", action="store_true",
                         help="check each case's grading tests on the original code (f2p fail, p2p pass)")
     parser.add_argument("--no-progress", action="store_true",
@@ -85,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.compare:
             return _compare(args, read_results(Path(args.compare[0])), read_results(Path(args.compare[1])))
+        args.baseline_results = read_results(Path(args.baseline)) if args.baseline else None
         suite = load_suite(args.suite).select(args.case)
     except (SuiteError, ResultsError) as exc:
         raise CliError(str(exc)) from exc
@@ -95,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
 
         out = output_dir(args.out if args.out != "ferry-eval" else Path(args.regrade) / "regraded", "--out")
         try:
+            if args.baseline_results is None:
+                args.baseline, args.baseline_results = args.regrade, read_results(Path(args.regrade))
             results = regrade(Path(args.regrade), suite, out)
         except ResultsError as exc:
             raise CliError(str(exc)) from exc
@@ -145,7 +151,8 @@ def _run(args: argparse.Namespace, suite: Suite, out: Path) -> int:
 def _finish(args: argparse.Namespace, results: list[CaseResult], out: Path, title: str) -> int:
     from evals.report import leaderboard, totals, write_reports
 
-    paths = write_reports(results, out, title)
+    baseline = getattr(args, "baseline_results", None)
+    paths = write_reports(results, out, title, baseline=baseline, baseline_label=args.baseline)
     if args.json:
         print(json.dumps({"totals": totals(results), "results": [r.model_dump(mode="json") for r in results],
                           **{k: str(v) for k, v in paths.items()}}, indent=2))
@@ -158,6 +165,11 @@ def _finish(args: argparse.Namespace, results: list[CaseResult], out: Path, titl
             Console().print(Markdown(board))
         else:  # a log or a pipe: the Markdown itself, not a table squeezed into 80 columns
             print(board)
+        if baseline is not None:
+            from evals.compare import compare, summary_line
+
+            line = summary_line(compare(baseline, results), "baseline", "this run")
+            print(f"against the baseline {args.baseline}: {line}")
         print(f"results: {out / 'results.jsonl'}, {paths['leaderboard']}, {paths['report']}")
     return 0 if all(r.as_expected for r in results) else 1
 
