@@ -149,12 +149,15 @@ def _run(args: argparse.Namespace, suite: Suite, out: Path) -> int:
 
 
 def _finish(args: argparse.Namespace, results: list[CaseResult], out: Path, title: str) -> int:
+    from evals.compare import compare, summary_line, to_json
     from evals.report import leaderboard, totals, write_reports
 
     baseline = getattr(args, "baseline_results", None)
+    cmp = compare(baseline, results) if baseline is not None else None
     paths = write_reports(results, out, title, baseline=baseline, baseline_label=args.baseline)
     if args.json:
         print(json.dumps({"totals": totals(results), "results": [r.model_dump(mode="json") for r in results],
+                          **({"baseline": {"run": args.baseline, **to_json(cmp)}} if cmp is not None else {}),
                           **{k: str(v) for k, v in paths.items()}}, indent=2))
     else:
         from rich.console import Console
@@ -165,11 +168,8 @@ def _finish(args: argparse.Namespace, results: list[CaseResult], out: Path, titl
             Console().print(Markdown(board))
         else:  # a log or a pipe: the Markdown itself, not a table squeezed into 80 columns
             print(board)
-        if baseline is not None:
-            from evals.compare import compare, summary_line
-
-            line = summary_line(compare(baseline, results), "baseline", "this run")
-            print(f"against the baseline {args.baseline}: {line}")
+        if cmp is not None:
+            print(f"against the baseline {args.baseline}: {summary_line(cmp, 'baseline', 'this run')}")
         print(f"results: {out / 'results.jsonl'}, {paths['leaderboard']}, {paths['report']}")
     return 0 if all(r.as_expected for r in results) else 1
 

@@ -136,6 +136,9 @@ def charts(results: list[CaseResult]) -> dict[str, str]:
     if fired:
         ax.barh([f for f, _ in fired], [n for _, n in fired], color="#00838f")
         ax.invert_yaxis()
+    else:
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, "no rule fired", ha="center", va="center", transform=ax.transAxes)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("times fired over the suite")
     ax.set_title("rules fired")

@@ -169,3 +169,14 @@ def test_the_live_table_shows_queued_cases_and_the_grading_phase(tmp_path, monke
     text = shown.getvalue()
     assert "grading: hidden tests" in text
     assert "waiting_one" in text and "queued" in text.split("waiting_one", 1)[1].splitlines()[0]
+
+
+def test_ferry_eval_in_a_log_prints_a_line_per_finished_case(tmp_path, monkeypatch, capsys):
+    """`ferry eval` with stderr not a terminal (capsys): the lines, not a live table drawn at the end."""
+    monkeypatch.setattr(harness, "run_case", lambda case, *a, **k: result(case.name, "partial", wall_s=57.0))
+    code = main(["eval", str(SUITE), "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 1  # partial cases did not end "migrated", their expected status
+    assert captured.err.splitlines() == ["ferry eval [1/2] tiny_placement: partial (partial), 57 s",
+                                         "ferry eval [2/2] tiny_unresolved: partial (partial), 57 s"]
+    assert "ferry eval: 2 done" not in captured.err  # no table

@@ -4,6 +4,7 @@ comparison with a baseline (or how to get one). Results are built by hand; nothi
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from html.parser import HTMLParser
@@ -168,3 +169,12 @@ def test_regrade_reports_against_the_run_it_regraded(tmp_path, monkeypatch, caps
     changes = {(r[0], r[1]) for r in rows(doc.one("section", id="baseline").one("table", id="changes"))[1:]}
     assert ("worse", "tiny_placement") in changes
     assert [r.grade for r in read_results(tmp_path / "again")] == ["failed", "failed"]
+    # --json carries the comparison too, and --baseline names another run than the one regraded
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(r.model_copy(update={"grade": "failed"}).model_dump_json() + "\n"
+                             for r in read_results(run)))
+    code = main(["eval", str(HERE / "suite"), "--regrade", str(run), "--out", str(tmp_path / "again2"), "--json",
+                 "--baseline", str(other)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["baseline"]["run"] == str(other) and data["baseline"]["worse"] == []
+    assert data["baseline"]["exit_code"] == 0
