@@ -14,6 +14,7 @@ never a regression.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -117,6 +118,7 @@ class Comparison:
     common: int = 0  # cases in both runs
     resolved_common_before: int = 0  # of those, resolved in A
     resolved_common_after: int = 0
+    sums: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)  # over the cases in both
 
     def of_kind(self, kind: str) -> list[Change]:
         return [c for c in self.changes if c.kind == kind]
@@ -181,7 +183,38 @@ def compare(a: list[CaseResult], b: list[CaseResult]) -> Comparison:
                 if outcome != "passed" and x.tests.pass_to_pass.get(node) == "passed":
                     out.p2p_regressions.append(f"{name}: {node}")
             out.metrics += _metric_changes(name, x, y)
+    both = sorted(before.keys() & after.keys())
+    out.sums = {key: (agg([before[n] for n in both]), agg([after[n] for n in both])) for key, agg in _SUMS.items()}
     return out
+
+
+def _median_ratio(rs: list[CaseResult]) -> float | None:
+    ratios = [r.ratio for r in rs if r.ratio is not None]
+    return round(statistics.median(ratios), 2) if ratios else None
+
+
+def _total_cost(rs: list[CaseResult]) -> float | None:
+    costs = [r.cost_usd for r in rs]
+    return round(sum(c for c in costs if c is not None), 4) if rs and None not in costs else None
+
+
+_SUMS: dict[str, Callable[[list[CaseResult]], float | None]] = {
+    "wall_s": lambda rs: round(sum(r.wall_s for r in rs), 1),
+    "median_ratio": _median_ratio,
+    "iterations": lambda rs: float(sum(r.iterations for r in rs)),
+    "tokens": lambda rs: sum(_tokens(r) for r in rs),
+    "cost_usd": _total_cost,
+}
+
+
+def sums_line(cmp: Comparison) -> str:
+    """The cases in both runs, in sum: wall time, median ratio, iterations, tokens, cost (A -> B)."""
+    def fmt(key: str, v: float | None) -> str:
+        if v is None:
+            return "unknown"
+        return {"wall_s": f"{v:.1f} s", "median_ratio": f"{v:.2f}x", "cost_usd": f"${v:.4f}"}.get(key, f"{v:.0f}")
+
+    return "; ".join(f"{key} {fmt(key, a)} -> {fmt(key, b)}" for key, (a, b) in cmp.sums.items())
 
 
 def summary_line(cmp: Comparison, label_a: str, label_b: str) -> str:
@@ -191,13 +224,15 @@ def summary_line(cmp: Comparison, label_a: str, label_b: str) -> str:
                   f"{cmp.resolved_common_after})")
     return (f"resolved: {cmp.resolved_before} ({label_a}) -> {cmp.resolved_after} ({label_b}){subset}; "
             f"{len(cmp.better)} better, {len(cmp.worse)} worse, "
-            f"{sum(c.kind == 'same' for c in cmp.changes)} unchanged, {len(cmp.of_kind('added'))} added, "
+            f"{sum(c.kind == 'same' for c in cmp.changes)} with the same grade, {len(cmp.of_kind('added'))} added, "
             f"{len(cmp.of_kind('removed'))} removed; {len(cmp.p2p_regressions)} pass-to-pass regressions; "
             f"{len(cmp.slower)} slower or costlier, {len(cmp.faster)} faster or cheaper")
 
 
 def render(cmp: Comparison, label_a: str, label_b: str) -> str:
     lines = [summary_line(cmp, label_a, label_b)]
+    if cmp.common:
+        lines.append(f"the {cmp.common} cases in both, in sum: {sums_line(cmp)}")
     for c in cmp.changes:
         if c.kind != "same" or c.detail:
             detail = f" ({c.detail})" if c.detail else ""
@@ -220,4 +255,5 @@ def to_json(cmp: Comparison) -> dict[str, object]:
             "p2p_regressions": cmp.p2p_regressions, "regressed": cmp.regressed,
             "metrics": [{"case": m.name, "metric": m.metric, "before": m.before, "after": m.after,
                          "worse": m.worse} for m in cmp.metrics],
+            "sums": {k: {"before": a, "after": b} for k, (a, b) in cmp.sums.items()},
             "exit_code": cmp.exit_code}

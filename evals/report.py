@@ -20,7 +20,15 @@ from pathlib import Path
 from urllib.parse import quote
 
 from evals.cases import slug
-from evals.compare import EXIT_COST_REGRESSION, EXIT_GRADE_REGRESSION, EXIT_SAME, Comparison, compare, summary_line
+from evals.compare import (
+    EXIT_COST_REGRESSION,
+    EXIT_GRADE_REGRESSION,
+    EXIT_SAME,
+    Comparison,
+    compare,
+    summary_line,
+    sums_line,
+)
 from evals.results import CaseResult
 from tools.textsafe import html, md_code, md_inline
 
@@ -238,6 +246,7 @@ def _baseline(cmp: Comparison | None, label: str | None) -> str:
              f"{rows}</table>") if rows else "<p>No case changed.</p>"
     return (f"<section id='baseline'><h2>Compared with the baseline {html(label or '')}</h2>"
             f"<p>{html(summary_line(cmp, 'baseline', 'this run'))}.</p>"
+            f"<p>The {cmp.common} cases in both, in sum: {html(sums_line(cmp))}.</p>"
             f"<p><b>{html(verdict[cmp.exit_code])}</b></p>{table}</section>")
 
 

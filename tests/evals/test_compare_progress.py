@@ -79,6 +79,8 @@ def test_time_and_cost_beyond_their_thresholds_have_their_own_exit_status(tmp_pa
     assert code == 3, out
     assert "slower   x: wall_s 18.0 s -> 57.0 s (+217%)" in out and "slower   y: cost_usd $0.1000 -> $0.1300" in out
     assert "0 worse" in out and "(exit 3)" in out
+    assert "the 3 cases in both, in sum: wall_s 54.0 s -> 93.0 s; median_ratio 3.00x -> 3.00x; " \
+           "iterations 3 -> 6; tokens 5000 -> 9000; cost_usd $0.1000 -> $0.1300" in out
     code = main(["eval", "--json", "--compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
     data = json.loads(capsys.readouterr().out)
     assert code == 3 and data["exit_code"] == 3 and data["regressed"] is False

@@ -139,6 +139,7 @@ def test_the_report_compares_with_a_baseline(run):
     changes = {(r[0], r[1]) for r in rows(section.one("table", id="changes"))[1:]}
     assert {("worse", "beta"), ("added", "delta"), ("removed", "epsilon"), ("slower", "alpha")} <= changes
     assert "grade regression" in section.text() and "1 worse" in section.text()
+    assert "The 3 cases in both, in sum: wall_s 45.0 s -> 60.0 s" in section.text()
     summary = dict(r for r in rows(doc.one("table", id="summary")) if len(r) == 2)
     assert summary["Grade regressions against the baseline"] == "1"
 
