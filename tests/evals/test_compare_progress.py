@@ -182,3 +182,14 @@ def test_ferry_eval_in_a_log_prints_a_line_per_finished_case(tmp_path, monkeypat
     assert captured.err.splitlines() == ["ferry eval [1/2] tiny_placement: partial (partial), 57 s",
                                          "ferry eval [2/2] tiny_unresolved: partial (partial), 57 s"]
     assert "ferry eval: 2 done" not in captured.err  # no table
+
+
+def test_docs_evals_states_the_thresholds_the_code_applies():
+    import re
+
+    from evals.compare import THRESHOLDS
+
+    docs = (HERE.parents[1] / "docs" / "evals.md").read_text()
+    table = {m[0]: (float(m[1]) / 100, float(m[2]))
+             for m in re.findall(r"^\s*\| `(\w+)`[^|]*\| \+(\d+)% \| \+\$?([\d.]+)", docs, flags=re.M)}
+    assert table == {t.metric: (t.rel, t.abs_) for t in THRESHOLDS}
