@@ -113,8 +113,14 @@ def test_a_hanging_case_is_failed_timeout_and_does_not_stop_the_others(tmp_path)
                         .replace('run = "python train.py --steps 3"',
                                  'run = "python -c \'import time; time.sleep(60)\'"'))
     results = {r.name: r for r in run_suite(load_suite(suite), tmp_path / "out", jobs=2)}
-    assert results["hangs"].status == "failed_timeout" and results["hangs"].grade == "failed"
-    assert "8 s timeout" in results["hangs"].reason
+    hangs = results["hangs"]
+    assert hangs.grade == "failed"
+    # the harness kills it at the case's timeout, or Ferry's own --max-wall (the timeout less a margin) stops
+    # the hanging run first (on a loaded machine, start-up alone takes seconds): both name the limit
+    if hangs.status == "failed_timeout":
+        assert "8 s timeout" in hangs.reason, hangs.reason
+    else:
+        assert hangs.status == "failed_budget" and "--max-wall" in hangs.reason, (hangs.status, hangs.reason)
     assert results["tiny_placement"].grade == "resolved"
 
 
