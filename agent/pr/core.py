@@ -84,7 +84,8 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None, runs: RunSchedul
     with gitops.worktree(top, base_sha) as wt:
         opts = MigrationOptions(source=str(wt / rel), run_command=req.run_command, test_command=req.test_command,
                                 out_dir=str(out), state_dir=str(state_dir(req.state_dir or DEFAULT_STATE_DIR)),
-                                llm=req.llm)
+                                llm=req.llm, device=req.device, skip_rules=req.skip_rules, python=req.python,
+                                env=req.env, cwd=req.cwd)
         opts = with_llm_limits(opts, resolve_limits({}))  # FERRY_LLM_* or the defaults
         state = start(opts, migration_id=mid, progress=progress, runs=runs)
         outputs = outputs_of(state)

@@ -312,3 +312,39 @@ def test_pr_of_an_uncommitted_directory_is_a_usage_error(tmp_path):
                          cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "new is not in the committed main" in res.stderr and "commit it first" in res.stderr
     _assert_nothing_leaked(repo, tmp_path)
+
+
+def test_pr_takes_migrates_flags_for_the_rewrite_and_the_runs_environment(tmp_path, monkeypatch):
+    """--device, --skip-rule, --python, --env, --cwd: migrate's own definitions, checked the same way
+    before anything starts, and handed to the migration."""
+    from agent.cli import CliError, build_parser, pr_cmd
+    from agent.pr.models import PrRefused
+
+    parser = build_parser()
+    subs = next(a for a in parser._actions if a.dest == "command").choices
+    shared = ("device", "skip_rules", "python", "env", "cwd")
+    for dest in shared:
+        mine, theirs = ([a for a in subs[name]._actions if a.dest == dest] for name in ("pr", "migrate"))
+        assert [(a.option_strings, a.help, a.choices, a.default) for a in mine] == \
+            [(a.option_strings, a.help, a.choices, a.default) for a in theirs], dest
+    repo = _repo(tmp_path, {"prog.py": PROG, "sub/data.py": "A = 1\n"})
+    seen = []
+
+    def fake_make_pr(req, progress=None, runs=None):
+        seen.append(req)
+        raise PrRefused("stopped by the test")
+
+    monkeypatch.setattr("agent.pr.core.make_pr", fake_make_pr)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    argv = ["pr", str(repo), "--run", "python prog.py", "--json", "--device", "tpx", "--skip-rule", "FRY013",
+            "--skip-rule", "FRY013", "--python", sys.executable, "--env", "HF_HOME=/tmp/hf", "--cwd", "sub"]
+    with pytest.raises(CliError, match="stopped by the test"):
+        pr_cmd.run(parser.parse_args(argv))
+    req = seen[0]
+    assert (req.device, req.skip_rules, req.env, req.cwd, req.python) == (
+        "tpx", ["FRY013"], {"HF_HOME": "/tmp/hf"}, "sub", None)  # Ferry's own interpreter: None, as migrate
+    for bad, why in ((["--skip-rule", "FRY999"], "--skip-rule"), (["--env", "PATH=/x"], "--env PATH"),
+                     (["--cwd", "../elsewhere"], "--cwd ../elsewhere"), (["--python", str(tmp_path / "nope")], "nope")):
+        with pytest.raises(CliError, match=why):
+            pr_cmd.run(parser.parse_args(["pr", str(repo), "--run", "python prog.py", *bad]))
+    assert len(seen) == 1  # each refused before the migration started
