@@ -156,6 +156,9 @@ def test_pr_makes_a_stable_branch_updates_it_on_a_rerun_and_pushes_it(tmp_path):
     assert "ferry pr " in text.split("## Reproduce", 1)[1] and "--push origin" in text
     _assert_nothing_leaked(repo, tmp_path)
 
+    assert "## Reproduce\n\nFrom the repository's root:\n\n```sh\nferry pr app --base main --run 'python prog.py' " \
+           "--push origin\n```\n" in text  # no --json, --out or --state-dir of this machine
+
     # the same base again: the branch already holds this migration, so it is not moved
     again = json.loads(_pr(tmp_path, repo / "app", "python prog.py").stdout)
     assert again["branch"] == branch and again["unchanged"] and again["head"] == out["head"]
@@ -168,6 +171,8 @@ def test_pr_makes_a_stable_branch_updates_it_on_a_rerun_and_pushes_it(tmp_path):
     fresh = json.loads(res.stdout)
     assert fresh["unchanged"] and fresh["head"] == out["head"] and fresh["pushed"], res.stderr[-2000:]
     assert _git(clone, "rev-parse", branch) == out["head"] == _git(remote, "rev-parse", f"refs/heads/{branch}")
+    # the same result, the same text, byte for byte: a weekly job leaves the pull request as it is
+    assert (tmp_path / "out" / "pr.md").read_text() == text
 
     # a new base commit: the same branch is moved onto it (compare-and-swap), nothing else changes
     _git(repo, "stash", "-q")  # (the staged README edit)
