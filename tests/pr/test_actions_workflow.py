@@ -116,6 +116,25 @@ def test_the_workflow_says_how_to_get_ci_on_ferrys_pull_request():
     assert wf["jobs"]["migrate"]["env"]["FERRY_SANDBOX_ISOLATION"].startswith("${{ vars.FERRY_ISOLATION")
 
 
+def test_an_open_pull_request_is_edited_only_when_its_text_changes(tmp_path):
+    out = tmp_path / "ferry-out"
+    out.mkdir()
+    (out / "pr.md").write_text("# Migrate CUDA code\n\nbody\n")
+    log = tmp_path / "gh.log"
+    env = {"PATH": os.environ["PATH"], "RUNNER_TEMP": str(tmp_path), "BRANCH": "ferry/migrate-tpx", "BASE": "main"}
+
+    def run(shown: str) -> list[str]:
+        log.unlink(missing_ok=True)
+        gh = (f'gh() {{ echo "$*" >> {log}; case "$1 $2" in "pr list") echo 7;; '
+              f'"pr view") printf "%s" "{shown}";; esac; }}\n')
+        res = _bash(gh + _step("Open or update")["run"], env)
+        assert res.returncode == 0, res.stderr
+        return [line.split(" --")[0] for line in log.read_text().splitlines()]
+
+    assert run("Migrate CUDA code\n# Migrate CUDA code\n\nbody") == ["pr list", "pr view 7"]
+    assert run("Migrate CUDA code\n# Migrate CUDA code\n\nolder body") == ["pr list", "pr view 7", "pr edit 7"]
+
+
 # --- the whole job, here -------------------------------------------------------------------------
 
 SAMPLE_TRAIN = '''import anytree

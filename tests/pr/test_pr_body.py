@@ -81,3 +81,26 @@ def test_the_reproduce_line_names_the_repository_directory_and_no_path_of_this_m
         assert local not in line
     assert _reproduce(PrRequest(path="/r", run_command="python x.py"), "main", "") == \
         "ferry pr . --base main --run 'python x.py'"
+
+
+def _parity(n: int):
+    from tools.parity.models import ParityReport, TensorComparison
+    from tools.parity.verdicts import TensorMetrics
+
+    rows = [TensorComparison(key=f"Linear#{i}:out", kind="output", verdict="pass", tier="assert_close", reason="ok",
+                             metrics=TensorMetrics(numel=4, max_abs=i * 1e-7, max_rel=0.0, cosine=1.0, rmse=0.0,
+                                                   nonfinite_mismatch=0, assert_close_ok=True))
+            for i in range(n)]
+    return ParityReport(verdict="pass", summary="parity pass", ref_dir="/r", target_dir="/t",
+                        counts={"pass": n, "compared": n}, modules=[], tensors=rows, scalars=[])
+
+
+def test_the_parity_section_shows_one_line_the_worst_rows_and_folds_the_rest():
+    from agent.render import parity_section
+
+    many = parity_section(_parity(29))
+    assert many[0].startswith("**parity: pass, 29 tensors, worst max abs 2.8e-06 at Linear#28:out")
+    assert sum(1 for line in many[:many.index("<details><summary>All 29 compared tensors</summary>")]
+               if line.startswith("| `")) == 5
+    few = parity_section(_parity(3))  # the worst rows are all of them: nothing to fold
+    assert sum(1 for line in few if line.startswith("| `")) == 3 and not any("<details>" in line for line in few)
