@@ -6,6 +6,7 @@ readers there; nothing reads these dicts by key.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -15,6 +16,9 @@ from tools.parity.models import CauseId, CauseTrial
 from tools.patch import FileChange
 from tools.profile.models import DeviceWork
 from tools.runner.models import RefusedArtifact, RunResult
+from tools.trace.models import TestOutcome
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["CpuCheck", "DeviceWork", "Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord", "ModelPlan",
            "Outputs", "ParityOutcome", "Plan", "ProfileChange", "ProfileOutcome", "ProfileRound", "ReviewItem",
@@ -75,12 +79,42 @@ class RunRecord(BaseModel):
     isolation: str
     warm_start: bool = False
     artifacts_refused: list[RefusedArtifact] = Field(default_factory=list)
+    tests: dict[str, int] = Field(default_factory=dict, description=(
+        "the run's tests by outcome (passed, failed, error, skipped), from the pytest report it wrote; "
+        "empty: it wrote none"))
 
     @classmethod
     def of(cls, kind: RunRole, run: RunResult) -> RunRecord:
+        tests: dict[str, int] = {}
+        for t in _test_outcomes(run):
+            tests[t.outcome] = tests.get(t.outcome, 0) + 1
         return cls(kind=kind, command=run.command, status=run.status, exit_code=run.exit_code,
                    duration_s=run.duration_s, signature=run.signature_kind, isolation=run.isolation,
-                   warm_start=run.warm_start, artifacts_refused=run.artifacts_refused)
+                   warm_start=run.warm_start, artifacts_refused=run.artifacts_refused, tests=tests)
+
+    def tests_counted(self) -> str | None:
+        """"5 tests ran: 4 passed, 1 skipped", or None when the run wrote no pytest report."""
+        if not self.tests:
+            return None
+        n = sum(self.tests.values())
+        parts = ", ".join(f"{self.tests[k]} {k}" for k in ("passed", "failed", "error", "skipped") if self.tests.get(k))
+        return f"{n} test{'s' if n != 1 else ''} ran: {parts}"
+
+
+def _test_outcomes(run: RunResult) -> list[TestOutcome]:
+    """The run's tests: the trace's (a failing run), else its junit XML's (a passing run has no trace)."""
+    from sandbox.artifacts import ArtifactMissing
+    from tools.trace.pytest_out import JunitRefused, read_junit_xml
+
+    if run.trace is not None and run.trace.tests:
+        return run.trace.tests
+    if run.junit_xml is None:
+        return []
+    try:
+        return read_junit_xml(run.junit_xml)
+    except (ArtifactMissing, JunitRefused, OSError) as exc:
+        logger.debug("the tests of %s were not counted: %s", run.junit_xml, exc)
+        return []
 
 
 class ReviewItem(BaseModel):

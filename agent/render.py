@@ -177,8 +177,9 @@ def parity_section(report: ParityReport | None) -> list[str]:
     notable = notable_rows(report)
     title = "Failing and warning tensors" if any(t.verdict != "pass" for t in notable) else "The worst tensors"
     lines += ["", f"{title}:", "", *parity_table(report, rows=notable)]
-    lines += ["", f"<details><summary>All {len(report.rows())} compared tensors</summary>", "",
-              *parity_table(report), "", "</details>"]
+    if len(notable) < len(report.rows()):  # else the table above is all of them
+        lines += ["", f"<details><summary>All {len(report.rows())} compared tensors</summary>", "",
+                  *parity_table(report), "", "</details>"]
     return lines
 
 
@@ -195,17 +196,19 @@ def device_work_section(state: State) -> list[str]:
         f"{work.compute_tpx_ops} of {work.compute_ops} ({work.compute_share:.1%})")
     return [f"- aten ops on tpx: {work.tpx_ops} of {work.total_ops} ({share}){', ' + scope if scope else ''}",
             f"- compute ops (matmul, convolution, attention, RNN, embedding, loss) on tpx: {compute}",
-            f"- tpx's own count over the whole run: {work.run_tpx_ops}"]
+            f"- aten ops tpx itself executed over the whole run, set-up and teardown included (its own counter, "
+            f"not the profiler's): {work.run_tpx_ops}"]
 
 
-def cpu_check_section(state: State) -> list[str]:
-    """The CPU guard: the migrated code on CPU against the reference run."""
+def cpu_check_section(state: State, timings: bool = True) -> list[str]:
+    """The CPU guard: the migrated code on CPU against the reference run (``timings``: with the run's
+    seconds; the pull request's text has none, so a re-run with the same result writes the same text)."""
     check = cpu_check_of(state)
     if check is None:
         return ["Not run (the migration stopped before it)."]
     verdict = check.verdict.replace("_", " ")
-    return [f"Verdict: **{verdict}** ({check.run_status}, {check.duration_s:.1f}s): "
-            f"{md_inline(check.reason, keep_code=True)}"]
+    took = f", {check.duration_s:.1f}s" if timings else ""
+    return [f"Verdict: **{verdict}** ({check.run_status}{took}): {md_inline(check.reason, keep_code=True)}"]
 
 
 def finding_line(where: str | None, title: str, suggestion: str) -> str:

@@ -30,11 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--approve", action="store_true",
                         help="ask before applying any edit that is not a catalogue codemod")
     parser.add_argument("--apply", action="store_true", help="apply the patch to PATH after a successful migration")
-    parser.add_argument("--device", choices=("accelerator", "tpx"), default="accelerator",
-                        help="codemod target: device-generic code (default) or tpx pinned")
-    parser.add_argument("--skip-rule", dest="skip_rules", action="append", default=[], metavar="RULE",
-                        help="leave this rule out: a catalogue codemod (FRY024) or a policy rule (float64_to_float32); "
-                             "repeatable")
+    add_rewrite_arguments(parser)
     parser.add_argument("--max-iterations", type=numbers.positive_int, default=8,
                         help="fix/verify rounds before failed_budget (default 8)")
     parser.add_argument("--run-timeout", type=numbers.seconds, default=600.0, help="seconds per run (default 600)")
@@ -51,6 +47,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_llm_limit_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print result.json on stdout (no progress display)")
     environ.add_arguments(parser)
+
+
+def add_rewrite_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--skip-rule``: what the codemods write and leave out (migrate and pr)."""
+    parser.add_argument("--device", choices=("accelerator", "tpx"), default="accelerator",
+                        help="codemod target: device-generic code (default) or tpx pinned")
+    parser.add_argument("--skip-rule", dest="skip_rules", action="append", default=[], metavar="RULE",
+                        help="leave this rule out: a catalogue codemod (FRY024) or a policy rule (float64_to_float32); "
+                             "repeatable")
 
 
 def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:

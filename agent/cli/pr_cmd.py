@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
+from pathlib import Path
 
+from agent.cli import environ
+from agent.cli.migrate_cmd import add_rewrite_arguments
 from agent.pr.models import GitIdentity
 
 NAME = "pr"
@@ -34,6 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm", action="store_true", help="let a model fix what the offline rules cannot")
     parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"))
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_rewrite_arguments(parser)  # --device, --skip-rule: as ferry migrate's
+    environ.add_arguments(parser)  # --python, --env, --cwd (relative to PATH): as ferry migrate's
 
 
 def _identity(text: str | None, flag: str) -> GitIdentity | None:
@@ -49,7 +53,7 @@ def _identity(text: str | None, flag: str) -> GitIdentity | None:
 
 def run(args: argparse.Namespace) -> int:
     from agent.cli import CliError, output_dir
-    from agent.cli.migrate_cmd import llm_limits
+    from agent.cli.migrate_cmd import llm_limits, skipped_rules
     from agent.cli.progress import Progress
     from agent.llm.config import configured
     from agent.pr.core import make_pr
@@ -60,12 +64,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError('--run is empty; give the command that runs the program, e.g. --run "python train.py"')
     llm_limits(args)  # a bad FERRY_LLM_* is exit 2 before anything starts
     author = _identity(args.author, "--author") or GitIdentity()
-    reproduce = shlex.join(["ferry", "pr", *sys.argv[2:]]) if sys.argv[1:2] == ["pr"] else None
+    skip_rules = skipped_rules(args.skip_rules)
+    own = environ.from_args(args, Path(args.path))  # checked before anything starts: exit 2 with what to do
     req = PrRequest(path=args.path, run_command=args.run, test_command=args.test or None, base=args.base,
                     branch=args.branch, push_remote=args.push,
                     out_dir=str(output_dir(args.out, "--out")) if args.out else None, state_dir=args.state_dir,
-                    llm=args.llm or configured(), author=author, committer=_identity(args.committer, "--committer"),
-                    reproduce=reproduce)
+                    llm=args.llm or configured(), device=args.device, skip_rules=skip_rules, python=own.python,
+                    env=own.env, cwd=own.cwd, author=author, committer=_identity(args.committer, "--committer"))
     try:
         with Progress(enabled=not args.json) as progress:
             result = make_pr(req, progress=progress)

@@ -50,8 +50,9 @@ from tools.runner.models import RunResult
 logger = logging.getLogger(__name__)
 
 CPU_TIER = "assert_close"  # the tier a same-device comparison must pass at (tools/parity/metrics.py)
-NO_CPU_PATH = ("the original does not run on CPU either ({why}): it needs an accelerator, so there is no CPU "
-               "path to keep")
+#: ``why`` quotes the original's own run, before any edit: the migrated files no longer read as it says
+NO_CPU_PATH = ("the original does not run on CPU either (before Ferry's changes it ended {why}): it needs an "
+               "accelerator, so there is no CPU path to keep")
 
 
 def cpu_check_label(state: MigrationState) -> str:

@@ -23,6 +23,7 @@ from agent.state import (
     options_of,
     parity_of,
     plan_of,
+    runs_of,
     scan_of,
     status_of,
 )
@@ -111,7 +112,7 @@ def final_status(state: State) -> tuple[Status, str]:
         return "partial", "the graph ended without a parity verdict"
     # what was shown of the tests: without a test command none ran, and the summary must not say they passed
     given = bool(options_of(state).test_command)
-    tests = "tests pass" if given else "no test command was given (no tests ran)"
+    tests = tests_phrase(state) if given else "no test command was given (no tests ran)"
     if not parity.compared:
         return "partial", (f"runs on tpx and {'the tests pass' if given else tests}, but parity could not be shown: "
                            "the program ran no nn.Module, printed no metric, saved no tensor, left none at top "
@@ -124,6 +125,16 @@ def final_status(state: State) -> tuple[Status, str]:
     cpu = ("the original needs an accelerator (no CPU path to keep)" if check and check.verdict == "not_applicable"
            else "the migrated code still runs on CPU")
     return "migrated", f"runs on tpx{shown}, {tests}, {parity_phrase(parity)} and {cpu}"
+
+
+def tests_phrase(state: State) -> str:
+    """"tests pass" with how many ran and passed (the last tests run's pytest report), or that they were not
+    counted."""
+    run = next((r for r in reversed(runs_of(state)) if r.kind == "tests"), None)
+    counted = run.tests_counted() if run is not None else None
+    if counted is None:
+        return "tests pass (not counted: the test command wrote no pytest report)"
+    return f"tests pass ({counted})"
 
 
 def parity_phrase(parity: ParityReport) -> str:

@@ -8,6 +8,7 @@ import re
 from collections import defaultdict
 
 from agent.pr.models import CommitInfo
+from agent.pr.public import public_text
 from agent.records import Edit, MigrationRecord
 from agent.render import (
     cpu_check_section,
@@ -88,7 +89,10 @@ def checklist(state: State, result: MigrationRecord) -> list[str]:
 
 
 def pr_body(state: State, result: MigrationRecord, *, branch: str | None, base: str, device: str,
-            commits: list[CommitInfo], reproduce: str, note: str | None = None) -> str:
+            commits: list[CommitInfo], reproduce: str, note: str | None = None, directory: str = "") -> str:
+    """pr.md. The same result gives the same text (no timings, no paths of this machine: a weekly job
+    that finds nothing new leaves the pull request as it is); ``directory``: the migrated directory,
+    relative to the repository ("" for its root)."""
     lines = [f"# {title(device)}", "", "## Summary", ""]
     status = result.status
     if branch:
@@ -99,21 +103,28 @@ def pr_body(state: State, result: MigrationRecord, *, branch: str | None, base: 
         lines.append(f"No branch: `{base}` needed no changes.")
     else:
         lines.append(f"No branch was made: the migration of `{base}` ended with status `{status}`.")
+    if directory:
+        lines += ["", f"Ferry migrated the directory {md_code(directory + '/')}; the file names below are "
+                      "relative to it."]
     lines += ["", f"**Status:** {status} — {md_inline(result.summary or '', keep_code=True)}", "",
               f"- iterations: {result.iterations}, runs: {result.runs}, model calls: {result.llm.calls}",
               *device_work_section(state)]
     if note:
         lines.append(f"- note: {md_inline(note, keep_code=True)}")
     lines += ["", "## Changes by rule", "", *changes_by_rule(edits_of(state))]
+    if any(e.kind == "codemod" for e in edits_of(state)):
+        lines += ["", "Each `FRY` rule is described under its id in Ferry's documentation: `docs/idioms.md#fry001` "
+                      "for FRY001, and so on; when outputs count as equal: `docs/numerics.md`."]
     lines += ["", "## Changed files", ""]
     lines += [f"- {md_code(f.path)} ({f.change}, +{f.added_lines} -{f.removed_lines})"
               for f in result.patch_files] or ["None."]
     lines += ["", f"## Parity (original on CPU vs migrated on {device})", "", *parity_section(parity_of(state))]
-    lines += ["", "## CPU check (the migrated code on CPU vs the reference)", "", *cpu_check_section(state)]
+    lines += ["", "## CPU check (the migrated code on CPU vs the reference)", "",
+              *cpu_check_section(state, timings=False)]
     lines += ["", "## Profile findings", "", *profile_section(profile_of(state), state.get("profile_error"))]
     lines += ["", "## Left for a human", "", *checklist(state, result)]
     if commits:
         lines += ["", "## Commits", ""]
         lines += [f"- `{c.sha[:10]}` {md_inline(c.subject)}" for c in commits]
-    lines += ["", "## Reproduce", "", "```sh", reproduce, "```", ""]
-    return "\n".join(lines)
+    text = public_text("\n".join(lines), directory)  # the run-derived texts quote the sandbox's paths
+    return "\n".join([text, "", "## Reproduce", "", "From the repository's root:", "", "```sh", reproduce, "```", ""])

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from agent.pr import gitops
 from agent.pr.body import pr_body, title
 from agent.pr.models import CommitInfo, PrRefused, PrRequest, PrResult
+from agent.pr.public import public_text
 from agent.pr.steps import CommitStep, plan_commits
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def _commit_steps(wt: Path, base_sha: str, directory: str, steps: list[CommitSte
     try:
         for step in steps:
             gitops.apply_index(wt, step.diff, directory)
-            message = step.message()
+            message = step.message(directory)
             sha = gitops.commit(wt, message, env)
             commits.append(CommitInfo(sha=sha, subject=message.splitlines()[0], files=gitops.files_of(wt, sha)))
         if gitops.tree_of(wt, "HEAD") != expected:
@@ -84,7 +85,8 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None, runs: RunSchedul
     with gitops.worktree(top, base_sha) as wt:
         opts = MigrationOptions(source=str(wt / rel), run_command=req.run_command, test_command=req.test_command,
                                 out_dir=str(out), state_dir=str(state_dir(req.state_dir or DEFAULT_STATE_DIR)),
-                                llm=req.llm)
+                                llm=req.llm, device=req.device, skip_rules=req.skip_rules, python=req.python,
+                                env=req.env, cwd=req.cwd)
         opts = with_llm_limits(opts, resolve_limits({}))  # FERRY_LLM_* or the defaults
         state = start(opts, migration_id=mid, progress=progress, runs=runs)
         outputs = outputs_of(state)
@@ -111,10 +113,10 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None, runs: RunSchedul
         else:
             gitops.move_branch(top, branch, head, old)
             updated = known is not None
-    reproduce = req.reproduce or _reproduce(req, base)
+    reproduce = req.reproduce or _reproduce(req, base, directory)
     made = branch if head is not None else None
     text = pr_body(state, result, branch=made, base=base, device=device, commits=commits, reproduce=reproduce,
-                   note=note)
+                   note=note, directory=directory)
     (out / "pr.md").write_text(text, encoding="utf-8")
     pushed = False
     if head is not None and req.push_remote:
@@ -128,7 +130,8 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None, runs: RunSchedul
                 f"tree finds the branch up to date and only pushes it)",
                 branch=branch, head=head, remote=req.push_remote, cause=exc.public) from exc
         pushed = True
-    return PrResult(migration_id=mid, status=result.status, summary=result.summary, base=base, base_sha=base_sha,
+    summary = public_text(result.summary, directory) if result.summary else result.summary
+    return PrResult(migration_id=mid, status=result.status, summary=summary, base=base, base_sha=base_sha,
                     branch=made, head=head, commits=commits, updated=updated, unchanged=unchanged, pushed=pushed,
                     title=title(device), body=text, out_dir=str(out), pr_text=str(out / "pr.md"))
 
@@ -140,14 +143,30 @@ def _commits_between(top: Path, base_sha: str, head: str) -> list[CommitInfo]:
             for sha, _, subject in (ln.partition("\0") for ln in lines)]
 
 
-def _reproduce(req: PrRequest, base: str) -> str:
+def _reproduce(req: PrRequest, base: str, directory: str) -> str:
+    """The command that makes this branch again, from the repository's root: its settings, none of this
+    machine's paths (no --out, --state-dir or --python; ``directory`` repository-relative) and no --json."""
     import shlex
 
-    parts = ["ferry", "pr", req.path, "--base", base, "--run", req.run_command]
+    parts = ["ferry", "pr", directory or ".", "--base", base, "--run", req.run_command]
     if req.test_command:
         parts += ["--test", req.test_command]
     if req.branch:
         parts += ["--branch", req.branch]
+    if req.push_remote:
+        parts += ["--push", req.push_remote]
+    if req.device != "accelerator":
+        parts += ["--device", req.device]
+    for rule in req.skip_rules:
+        parts += ["--skip-rule", rule]
+    for key, value in req.env.items():
+        parts += ["--env", f"{key}={value}"]
+    if req.cwd:
+        parts += ["--cwd", req.cwd]
     if req.llm:
         parts.append("--llm")
-    return shlex.join(parts)
+    command = shlex.join(parts)
+    if req.python:
+        command = ("# in a virtualenv with the repository's dependencies and torch==2.13.0 (or pass --python)\n"
+                   + command)
+    return command

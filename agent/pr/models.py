@@ -34,6 +34,11 @@ class PrRequest(BaseModel):
     out_dir: str | None = Field(default=None, description="pr.md, ferry.patch, report.md, result.json (None: temp)")
     state_dir: str | None = None
     llm: bool = False
+    device: str = Field(default="accelerator", description="codemod target: accelerator or tpx (as ferry migrate)")
+    skip_rules: list[str] = Field(default_factory=list, description="rules left out (as ferry migrate --skip-rule)")
+    python: str | None = Field(default=None, description="the runs' interpreter (None: Ferry's own)")
+    env: dict[str, str] = Field(default_factory=dict, description="the user's own variables for every run")
+    cwd: str | None = Field(default=None, description="where every run starts, relative to ``path``")
     author: GitIdentity = Field(default_factory=GitIdentity)
     committer: GitIdentity | None = Field(default=None, description="None: the author")
     reproduce: str | None = Field(default=None, description="the exact command pr.md gives to reproduce")

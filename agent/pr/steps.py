@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from agent.pr.public import public_text, rule_doc
 from agent.records import Edit
 
 #: policy rules that change numeric precision (dtypes, matmul precision, test tolerances)
@@ -74,10 +75,12 @@ class CommitStep:
             found.update(_RULE_ID.findall(c.edit.rule) or ([c.edit.rule] if c.edit.kind == "policy" else []))
         return sorted(found)
 
-    def message(self) -> str:
+    def message(self, directory: str = "") -> str:
+        """The commit message: what changed and why, each rule with its page in Ferry's docs, the edits'
+        reasons with repository-relative paths (``directory``: the migrated one, "" for the root)."""
         files = self.files
         where = files[0] if len(files) == 1 else f"{len(files)} files"
-        rules = ", ".join(self.rules())
+        rules = ", ".join(f"{r} ({doc})" if (doc := rule_doc(r)) else r for r in self.rules())
         subject = {
             "codemods": f"Rewrite CUDA idioms device-generically in {where}",
             "tests": f"Make the tests device-generic in {where}",
@@ -91,11 +94,11 @@ class CommitStep:
                         "PyTorch, so the same code runs on CUDA, on CPU and on the PrivateUse1 accelerator.",
             "tests": "The tests named CUDA directly; they now follow the device the code runs on.",
             "precision": "The accelerator's numerics differ from the reference's; these settings keep parity "
-                         "within the tolerances of docs/parity.md.",
+                         "within the tolerances of docs/numerics.md.",
         }.get(self.cls, "")
         body = [why] if why else []
         reasons = list(dict.fromkeys(c.edit.reason for c in self.chunks if c.edit.reason))
-        body += [f"- {r}" for r in reasons[:10]]
+        body += [f"- {public_text(r, directory)}" for r in reasons[:10]]
         if rules:
             body.append(f"Rules: {rules}")
         body.append("Files: " + ", ".join(files))

@@ -118,7 +118,8 @@ def test_a_migration_reads_nothing_its_runs_planted(tmp_path: Path):
     # Everything verified passes, but the target run's profile.json was a planted link (refused):
     # without the run's own op counts there is no evidence of device work, so it is not migrated.
     assert result["status"] == "partial", (result.get("summary"), res.stderr[-3000:])
-    assert result["summary"].startswith("runs on tpx, tests pass and parity passes, but there is no evidence "
+    assert result["summary"].startswith("runs on tpx, tests pass (not counted: the test command wrote no pytest "
+                                        "report) and parity passes, but there is no evidence "
                                         "that the target run executed its work on tpx"), result["summary"]
     assert "holds no profile.json" in result["summary"] and result["device_work"] is None
     assert set(refused) >= {"reference", "target", "tests", "profile"}, state["runs"]

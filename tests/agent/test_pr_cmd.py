@@ -156,6 +156,9 @@ def test_pr_makes_a_stable_branch_updates_it_on_a_rerun_and_pushes_it(tmp_path):
     assert "ferry pr " in text.split("## Reproduce", 1)[1] and "--push origin" in text
     _assert_nothing_leaked(repo, tmp_path)
 
+    assert "## Reproduce\n\nFrom the repository's root:\n\n```sh\nferry pr app --base main --run 'python prog.py' " \
+           "--push origin\n```\n" in text  # no --json, --out or --state-dir of this machine
+
     # the same base again: the branch already holds this migration, so it is not moved
     again = json.loads(_pr(tmp_path, repo / "app", "python prog.py").stdout)
     assert again["branch"] == branch and again["unchanged"] and again["head"] == out["head"]
@@ -168,6 +171,8 @@ def test_pr_makes_a_stable_branch_updates_it_on_a_rerun_and_pushes_it(tmp_path):
     fresh = json.loads(res.stdout)
     assert fresh["unchanged"] and fresh["head"] == out["head"] and fresh["pushed"], res.stderr[-2000:]
     assert _git(clone, "rev-parse", branch) == out["head"] == _git(remote, "rev-parse", f"refs/heads/{branch}")
+    # the same result, the same text, byte for byte: a weekly job leaves the pull request as it is
+    assert (tmp_path / "out" / "pr.md").read_text() == text
 
     # a new base commit: the same branch is moved onto it (compare-and-swap), nothing else changes
     _git(repo, "stash", "-q")  # (the staged README edit)
@@ -312,3 +317,39 @@ def test_pr_of_an_uncommitted_directory_is_a_usage_error(tmp_path):
                          cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "new is not in the committed main" in res.stderr and "commit it first" in res.stderr
     _assert_nothing_leaked(repo, tmp_path)
+
+
+def test_pr_takes_migrates_flags_for_the_rewrite_and_the_runs_environment(tmp_path, monkeypatch):
+    """--device, --skip-rule, --python, --env, --cwd: migrate's own definitions, checked the same way
+    before anything starts, and handed to the migration."""
+    from agent.cli import CliError, build_parser, pr_cmd
+    from agent.pr.models import PrRefused
+
+    parser = build_parser()
+    subs = next(a for a in parser._actions if a.dest == "command").choices
+    shared = ("device", "skip_rules", "python", "env", "cwd")
+    for dest in shared:
+        mine, theirs = ([a for a in subs[name]._actions if a.dest == dest] for name in ("pr", "migrate"))
+        assert [(a.option_strings, a.help, a.choices, a.default) for a in mine] == \
+            [(a.option_strings, a.help, a.choices, a.default) for a in theirs], dest
+    repo = _repo(tmp_path, {"prog.py": PROG, "sub/data.py": "A = 1\n"})
+    seen = []
+
+    def fake_make_pr(req, progress=None, runs=None):
+        seen.append(req)
+        raise PrRefused("stopped by the test")
+
+    monkeypatch.setattr("agent.pr.core.make_pr", fake_make_pr)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    argv = ["pr", str(repo), "--run", "python prog.py", "--json", "--device", "tpx", "--skip-rule", "FRY013",
+            "--skip-rule", "FRY013", "--python", sys.executable, "--env", "HF_HOME=/tmp/hf", "--cwd", "sub"]
+    with pytest.raises(CliError, match="stopped by the test"):
+        pr_cmd.run(parser.parse_args(argv))
+    req = seen[0]
+    assert (req.device, req.skip_rules, req.env, req.cwd, req.python) == (
+        "tpx", ["FRY013"], {"HF_HOME": "/tmp/hf"}, "sub", None)  # Ferry's own interpreter: None, as migrate
+    for bad, why in ((["--skip-rule", "FRY999"], "--skip-rule"), (["--env", "PATH=/x"], "--env PATH"),
+                     (["--cwd", "../elsewhere"], "--cwd ../elsewhere"), (["--python", str(tmp_path / "nope")], "nope")):
+        with pytest.raises(CliError, match=why):
+            pr_cmd.run(parser.parse_args(["pr", str(repo), "--run", "python prog.py", *bad]))
+    assert len(seen) == 1  # each refused before the migration started

@@ -14,7 +14,7 @@ import pytest
 
 from agent.migration import load
 from agent.nodes.report import DEVICE_SHARE_MIN, final_status
-from agent.records import CpuCheck, DeviceWork, Edit, MigrationRecord, Plan, ReviewItem, ScanDigest
+from agent.records import CpuCheck, DeviceWork, Edit, MigrationRecord, Plan, ReviewItem, RunRecord, ScanDigest
 from agent.state import MigrationOptions, dump
 from tools.parity.models import ParityReport
 
@@ -91,10 +91,22 @@ CPU_OK = CpuCheck(verdict="pass", passed=True, reason="runs on CPU; 3 compared t
                   run_status="ok", against="reference")
 
 
+def _tests_run(**counts: int) -> dict:
+    return dump(RunRecord(kind="tests", command=["python", "-m", "pytest"], status="ok", exit_code=0,
+                          isolation="bwrap", tests=counts))
+
+
 def test_work_on_tpx_and_a_passing_cpu_guard_is_migrated():
     status, summary = final_status(_state(ON_TPX, CPU_OK))
     assert status == "migrated" and "90 of 100 ops on tpx (90%)" in summary
-    assert "tests pass, parity passes" in summary
+    assert "tests pass (not counted: the test command wrote no pytest report), parity passes" in summary
+
+
+def test_the_summary_says_how_many_tests_ran_and_passed():
+    earlier, last = _tests_run(passed=1, failed=1), _tests_run(passed=11, skipped=1)
+    status, summary = final_status(_state(ON_TPX, CPU_OK, runs=[earlier, last]))
+    assert status == "migrated" and "tests pass (12 tests ran: 11 passed, 1 skipped), parity passes" in summary
+    assert final_status(_state(ON_TPX, CPU_OK, runs=[_tests_run(passed=1)]))[1].count("(1 test ran: 1 passed)") == 1
 
 
 def test_without_a_test_command_the_summary_says_no_tests_ran():

@@ -40,11 +40,26 @@ def test_edits_group_into_logical_steps_keeping_each_files_order():
         ("precision", ["train.py"]), ("model", ["model.py", "train.py"])]
     msg = steps[0].message()
     assert msg.startswith("Rewrite CUDA idioms device-generically in 2 files\n\n")
-    assert "Rules: FRY001, FRY004" in msg and "Files: model.py, train.py" in msg
+    assert "Rules: FRY001 (docs/idioms.md#fry001), FRY004 (docs/idioms.md#fry004)" in msg
+    assert "Files: model.py, train.py" in msg
     assert steps[2].message().startswith("Adjust numeric precision for the accelerator in train.py")
     assert "- parity pointed at matmul" in steps[2].message()
     assert is_test_file("pkg/tests/x.py") and is_test_file("test_a.py") and is_test_file("conftest.py")
     assert not is_test_file("src/testing_utils_x.py") and not is_test_file("latest.py")
+
+
+def test_a_commit_message_cites_ferrys_docs_and_repository_relative_paths_only():
+    ws = "/tmp/ferry-space-1-2-n3-9eec3cb8/ws/ferry-ws-dxbrj528/app"
+    edits = [_edit("rewrite", "codemod", "FRY013", ORIG, {"train.py": "x = 1\nd = dev\n"},
+                   "catalogue codemods (CUDA_IDIOMS.md)"),
+             _edit("fix-1", "policy", "float64_to_float32", ORIG, {"model.py": "m = dev\n"},
+                   f"float64 at {ws}/model.py:1 runs float32 matmuls (NUMERICS.md)")]
+    codemods, precision = (s.message("app") for s in plan_commits(edits))
+    assert "- catalogue codemods (docs/idioms.md)" in codemods and "FRY013 (docs/idioms.md#fry013)" in codemods
+    assert "- float64 at app/model.py:1 runs float32 matmuls (docs/numerics.md)" in precision
+    assert "tolerances of docs/numerics.md" in precision
+    for text in (codemods, precision):
+        assert "CUDA_IDIOMS" not in text and "NUMERICS.md" not in text and "ferry-" not in text
 
 
 def _git(repo: Path, *args: str) -> str:
