@@ -13,6 +13,7 @@ import os
 import re
 
 from agent.records import (
+    Edit,
     EditSummary,
     LLMUsage,
     MigrationRecord,
@@ -296,6 +297,16 @@ def profile_change_lines(state: State) -> list[str]:
     return lines
 
 
+def _rule_links(edit: Edit) -> list[str]:
+    """Where each rule of a codemod or policy edit is described: its section of docs/idioms.md."""
+    from tools.doclinks import idiom
+
+    if edit.kind not in ("codemod", "policy"):
+        return []
+    rules = sorted(edit.rule_counts) or [edit.rule]
+    return ["", "what each rule does and why: " + ", ".join(f"[{r}]({idiom(r)})" for r in rules)]
+
+
 def _fence(text: str) -> str:
     return "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
 
@@ -349,7 +360,7 @@ def report_markdown(state: State, patch: str) -> str:
         diff = e.diff.rstrip()
         fence = _fence(diff)
         lines += [f"### {e.step}: {e.rule} ({e.kind}, by {e.by})", "",  # Ferry's own step and rule ids
-                  md_inline(e.reason, keep_code=True), "", f"{fence}diff", diff, fence, ""]
+                  md_inline(e.reason, keep_code=True), *_rule_links(e), "", f"{fence}diff", diff, fence, ""]
     lines += ["## Parity", "", *parity_section(parity_of(state))]
     lines += ["", "## Device work (target run)", "", *device_work_section(state)]
     lines += ["", "## CPU check (migrated code on CPU vs the reference)", "", *cpu_check_section(state)]

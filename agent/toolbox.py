@@ -170,7 +170,7 @@ def compare(ref_dir: Path, target_dir: Path, dtype_changes: dict[str, str] | Non
     """The reference's probe dump against the target's (call ``RunScheduler.wait_prewarm`` first
     when a prewarm may be importing torch on another thread); ``dtype_changes`` are the dtypes the
     migration changed (float64 -> float32), compared at the tier of the dtype the target computes in;
-    ``golden_dir``: the fp32 golden run's dump, for NUMERICS.md's error-ratio check; ``drift_budget``
+    ``golden_dir``: the fp32 golden run's dump, for docs/numerics.md's error-ratio check; ``drift_budget``
     False: a training's later steps judged strictly too (docs/parity.md)."""
     mod = _import("tools.parity.compare", "parity")
     models = _import("tools.parity.models", "parity")

@@ -26,7 +26,7 @@ REAL_DATA_DIR = EVALS_DIR / "real" / "data"
 GRADING_DIRNAME = "ferry_grading"  # where the hidden tests land inside the patched repo
 
 Difficulty = Literal["easy", "medium", "hard"]
-# The sections of docs' CUDA idiom catalogue (CUDA_IDIOMS.md), as cases name them.
+# The sections of docs' CUDA idiom catalogue (docs/idioms.md), as cases name them.
 IDIOM_GROUPS = ("placement", "runtime-queries", "memory", "streams-events-graphs", "rng", "amp-and-dtypes",
                 "distributed", "data-compile-profiling", "kernels-and-third-party", "performance-idioms",
                 "seen-in-real-repositories")

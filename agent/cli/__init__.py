@@ -4,7 +4,7 @@ Each sub-command lives in its own module under ``agent.cli`` and exposes ``NAME`
 ``add_arguments(parser)`` and ``run(args) -> int``. Modules import heavy dependencies (torch,
 libcst) inside ``run`` so that ``ferry --help`` stays fast.
 
-Exit status (DESIGN.md): 0 success, 1 the job ran but did not succeed, 2 bad usage or input.
+Exit status (docs/design.md): 0 success, 1 the job ran but did not succeed, 2 bad usage or input.
 """
 
 from __future__ import annotations
@@ -141,11 +141,26 @@ def _configure_logging(verbosity: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from agent.cli import usage
+
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    commands = usage.subcommands(parser)
+    typed = usage.command_word(words)
+    if typed is not None and typed not in commands:
+        print(f"{parser.format_usage()}ferry: error: {usage.unknown_command(typed, list(commands))}", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(words)
     except SystemExit as exc:  # usage error or --help: argparse has printed why; the caller gets the code
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if extras:  # the sub-command's usage, not the top-level one, and how to quote a command given unquoted
+        sub = commands[args.command]
+        hint = usage.unquoted_command_hint(sub, words, extras)
+        message = f"unrecognized arguments: {' '.join(extras)}" + (f"; {hint}" if hint else "")
+        print(usage.usage_error(sub, message), end="", file=sys.stderr)
+        return EXIT_USAGE
+    args.argv = words  # the words as typed (argparse drops some `--`; `ferry run` needs to know)
     _configure_logging(args.verbose)
     from agent.locks import MigrationLocked
 

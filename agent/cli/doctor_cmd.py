@@ -191,7 +191,8 @@ def render(report: dict[str, Any]) -> str:
     else:
         lines.append(f"torch: {t.get('torch')}")
         if t.get("tpx"):
-            lines.append(f"tpx: available ({t.get('tpx_device_count')} device)")
+            count = t.get("tpx_device_count")
+            lines.append(f"tpx: available ({count} device{'' if count == 1 else 's'})")
         else:
             lines.append(f"tpx: NOT available ({t.get('tpx_error', 'backend did not register tpx')})")
     return "\n".join(lines)

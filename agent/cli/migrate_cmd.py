@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -178,12 +179,17 @@ def run(args: argparse.Namespace) -> int:
     from agent.migration import start
 
     with Progress(enabled=not args.json) as progress:
-        print_id = progress.console.print if not args.json else (lambda *a, **k: None)
+        if not args.json:  # first: a migration cut short (Ctrl-C, a crash) is resumed by this id
+            progress.console.print(f"migration {migration_id}: resume with `ferry resume {migration_id}` "
+                                   "if interrupted")
         try:
             state = start(opts, migration_id=migration_id, progress=progress, runs=runs)
         except (ValueError, FerryAgentError) as exc:  # id taken; checkpointer not usable (e.g. Postgres extra missing)
             raise CliError(str(exc)) from exc
-    print_id(f"migration id: {state.get('migration_id')} (resume with `ferry resume {state.get('migration_id')}`)")
+        except KeyboardInterrupt:  # its checkpoints are kept: say how to go on (ferry: interrupted, exit 130)
+            print(f"migration {migration_id} interrupted: resume it with `ferry resume {migration_id}`",
+                  file=sys.stderr)
+            raise
     state = drive_interactively(state, opts.state_dir, args.json, runs)
     if state.get("interrupts"):
         return 1

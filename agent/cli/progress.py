@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,30 @@ NEXT_LABEL = {
 }
 
 
+#: a step's summary that reports a failure Ferry goes on to handle (a diagnosis, a fix, another run)
+_SETBACK = re.compile(r"^(parity fails|run failed|tests failed|reference failed|fail:|stopped:|internal error|"
+                      r"model: |nothing to compare|the model's (edit|profile change) .*(rejected|reverted)|"
+                      r"the model could not)")
+MARK = {"ok": "[green]✓[/green]", "warn": "[yellow]![/yellow]", "fail": "[red]✗[/red]"}
+
+
+def step_outcome(summary: str, status: object) -> str:
+    """``fail`` when the step ended the migration short of ``migrated``, ``warn`` when it reports a
+    failure the migration goes on to handle (parity fails -> a rule, a run failed -> a diagnosis),
+    else ``ok``: the mark a step gets follows what it says, never a check beside "parity fails"."""
+    if status and status != "migrated":
+        return "fail"
+    return "warn" if _SETBACK.search(summary) else "ok"
+
+
+def step_line(node: str, summary: str) -> str:
+    """``node summary`` in rich markup, the node's name said once ("parity fails", not "parity parity fails")."""
+    text = plain(summary)
+    if summary == node or summary.startswith((node + " ", node + ";")):
+        return f"[bold]{node}[/bold]{text[len(plain(node)):]}"
+    return f"[bold]{node}[/bold] {text}".rstrip()
+
+
 class Progress:
     """One line per finished graph node on stderr, with a spinner for the running one."""
 
@@ -59,8 +84,8 @@ class Progress:
             self.console.print("[yellow]waiting for approval[/yellow]")
             return
         for s in steps_of(update):
-            mark = "[red]x[/red]" if update.get("status") and update.get("status") != "migrated" else "[green]✓[/green]"
-            self.console.print(f"{mark} [bold]{s.node}[/bold] {plain(s.summary)} [dim]({s.seconds:.1f}s)[/dim]")
+            self.console.print(f"{MARK[step_outcome(s.summary, update.get('status'))]} {step_line(s.node, s.summary)} "
+                               f"[dim]({s.seconds:.1f}s)[/dim]")
         if self._status is not None and node in NEXT_LABEL:
             self._status.update(NEXT_LABEL[node])
 

@@ -29,8 +29,9 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("tpx", "cpu"), default="tpx", help="device the child gets (default tpx)")
     parser.add_argument("--redirect-cuda", choices=("tpx", "cpu"), default=None, metavar="DEV",
                         help="run original CUDA code on DEV (tpx or cpu) and log every redirected call site")
-    parser.add_argument("--probe", action="store_true", help="record module outputs for parity (issue-5 probe)")
-    parser.add_argument("--profile", action="store_true", help="collect a tpx profile (issue-5 profiler)")
+    parser.add_argument("--probe", action="store_true",
+                        help="record module outputs for parity (kept in the artifacts folder)")
+    parser.add_argument("--profile", action="store_true", help="collect a tpx profile (kept in the artifacts folder)")
     parser.add_argument("--seed", type=numbers.seed, default=0,
                         help="FERRY_SEED for random, numpy and torch (default 0)")
     parser.add_argument("--timeout", type=numbers.seconds, default=600.0,
@@ -40,7 +41,11 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--disk-limit", default=None, metavar="SIZE", help=DISK_LIMIT_HELP)
     parser.add_argument("--isolation", choices=("auto", "bwrap", "unshare", "rlimits"), default=None,
                         help="force an isolation level (default: the strongest available)")
-    parser.add_argument("--artifacts", default=None, help="folder for logs, result.json, probe/profile output")
+    parser.add_argument("--artifacts", default=None,
+                        help="folder for logs, result.json, probe/profile output (default: a temporary folder, "
+                             "removed after the run unless --keep, --keep-workspace, --probe or --profile)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the run's temporary artifacts folder (its path is printed)")
     parser.add_argument("--keep-workspace", action="store_true",
                         help="keep the copy that ran under the artifacts folder")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
@@ -122,6 +127,26 @@ def _artifacts_dir(value: str, repo: str) -> Path:
     return path
 
 
+def _split_without_dashes(words: list[str]) -> tuple[list[str], list[str]]:
+    """``words`` given without ``--``, read as the leading ``ferry run`` options and the command
+    after them (for the corrected command line a usage error shows)."""
+    opts = argparse.ArgumentParser(prog="ferry run", add_help=False)
+    _add_options(opts)
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        action = opts._option_string_actions.get(words[i].split("=", 1)[0])
+        takes_value = action is not None and action.nargs != 0 and "=" not in words[i]
+        i += 2 if takes_value else 1
+    return words[:i], words[i:]
+
+
+def _temporary_artifacts(args: argparse.Namespace) -> bool:
+    """Whether this run's artifacts go to a folder removed after it: no --artifacts named one, and
+    nothing asked for what would be read from it afterwards (--keep, --keep-workspace, --probe,
+    --profile)."""
+    return not (args.artifacts or args.keep or args.keep_workspace or args.probe or args.profile)
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -137,9 +162,18 @@ def run(args: argparse.Namespace) -> int:
     if not args.path or args.path.startswith("-"):
         raise CliError(f"give the repository folder first, then the command after `--`; {usage}")
     cmd = list(args.cmd)
-    # argparse hands everything after PATH to the command: options written between PATH and `--`
-    # (or, with no `--`, options where the command should start) are parsed here.
-    cut = cmd.index("--") if "--" in cmd else (len(cmd) if cmd and cmd[0].startswith("-") else 0)
+    # which words are Ferry's options and which the command's: only `--` says (argparse drops a `--`
+    # that follows the options and PATH, so the words as typed tell whether there was one)
+    typed = getattr(args, "argv", None)
+    if cmd and "--" not in (cmd if typed is None else typed):
+        lead, rest = _split_without_dashes(cmd)
+        if rest:
+            raise CliError(f"put `--` before the command: Ferry cannot tell where its options end and the command "
+                           f"begins without it (put the options before `--` and the command after it), e.g. "
+                           f"ferry run {args.path} {' '.join([*lead, '--', *rest])}; {usage}")
+        cmd.append("--")  # options and no command: said below
+    # argparse hands everything after PATH to the command: options written between PATH and `--` are parsed here.
+    cut = cmd.index("--") if "--" in cmd else 0
     if cut:
         opts = argparse.ArgumentParser(prog="ferry run", add_help=False)
         _add_options(opts)
@@ -168,6 +202,12 @@ def run(args: argparse.Namespace) -> int:
     env = sandbox_settings(settings, "--env")
     own = environ.from_args(args, Path(args.path), [item for item in args.env if item not in settings])
     artifacts = _artifacts_dir(args.artifacts, args.path) if args.artifacts else None
+    scratch = None
+    if _temporary_artifacts(args):
+        import tempfile
+
+        scratch = tempfile.TemporaryDirectory(prefix="ferry-run-", ignore_cleanup_errors=True)
+        artifacts = Path(scratch.name)
     req = RunRequest(path=args.path, command=cmd, device=args.device, redirect_cuda=args.redirect_cuda,
                      probe=args.probe, profile=args.profile, seed=args.seed, timeout_s=args.timeout,
                      env=env, artifacts_dir=artifacts, keep_workspace=args.keep_workspace,
@@ -177,5 +217,10 @@ def run(args: argparse.Namespace) -> int:
         result = run_tool(req)
     except RunnerInputError as exc:
         raise CliError(str(exc)) from exc
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+    if scratch is not None:  # its paths are gone: the result does not name them
+        result = result.model_copy(update={"artifacts_dir": None, "redirect_log_path": None})
     print(result.model_dump_json(indent=2) if args.json else _render(result))
     return 0 if result.status == "ok" else 1

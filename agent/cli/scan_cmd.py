@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.cli import numbers
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tools.scan.models import ScanReport
 
 NAME = "scan"
 HELP = ("find CUDA idioms in a repository (.py, notebooks; CUDA environment variables in shell/Docker/make/.env/"
@@ -53,28 +58,55 @@ def parse_rules(text: str | None) -> list[str] | None:
     return rules or None
 
 
-def render_table(report, console) -> None:  # type: ignore[no-untyped-def]
+def short(text: str, limit: int = 90) -> str:
+    """The first sentence of ``text``, cut at ``limit`` characters."""
+    first = text.strip().split(". ")[0].rstrip(".")
+    return first if len(first) <= limit else first[:limit - 1].rstrip() + "…"
+
+
+def console_for_table() -> Console:
+    """A console as wide as the terminal; when the output is not one (a pipe, a file, CI logs),
+    wide enough that rows do not wrap at 80 columns ($COLUMNS wins in both cases)."""
+    import shutil
+
+    from rich.console import Console
+
+    return Console(width=max(shutil.get_terminal_size((200, 24)).columns, 60))
+
+
+def render_table(report: ScanReport, console: Console) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"CUDA idioms under {report.root}", show_lines=False)
-    table.add_column("rule")
-    table.add_column("where", overflow="fold")
-    table.add_column("category")
-    table.add_column("code", overflow="fold")
-    table.add_column("rewrite / nearest option", overflow="fold")
+    from tools.doclinks import idiom
+
+    table = Table(title=f"CUDA idioms under {escape(report.root)}", show_lines=False)
+    table.add_column("rule", no_wrap=True)
+    table.add_column("where", no_wrap=True)  # a location is read whole (and clicked in some terminals)
+    table.add_column("category", no_wrap=True)
+    table.add_column("code", overflow="fold", ratio=2)
+    table.add_column("message", overflow="fold", ratio=3)
+    table.add_column("rewrite / nearest option", overflow="fold", ratio=2)
+    names: dict[str, str] = {}
     for f in report.findings:
         where = f"{f.file}:{f.line}:{f.col}" if f.cell is None else f"{f.file}[cell {f.cell}]:{f.line}:{f.col}"
         style = _STYLE[f.category]
-        table.add_row(f.rule_id, where, f"[{style}]{f.category}[/{style}]", f.snippet,
-                      f.rewrite or f.message)
+        names[f.rule_id] = f.rule_name
+        table.add_row(f.rule_id, escape(where), f"[{style}]{f.category}[/{style}]", escape(f.snippet),
+                      escape(short(f.message)), escape(f.rewrite or ""))
     console.print(table)
     s = report.summary
     cats = ", ".join(f"{k}: {v}" for k, v in s.by_category.items()) or "none"
-    console.print(f"{s.findings} findings ({cats}) in {s.files_scanned} files, {s.lines} lines; "
+    console.print(f"{s.findings} finding{'' if s.findings == 1 else 's'} ({cats}) in {s.files_scanned} "
+                  f"file{'' if s.files_scanned == 1 else 's'}, {s.lines} lines; "
                   f"{s.files_skipped} skipped")
+    if names:  # what each rule means, why, and what Ferry does about it
+        console.print("what each rule matches and what Ferry does about it:")
+        for rule_id, name in sorted(names.items()):
+            console.print(f"  {rule_id} {escape(name)}: {idiom(rule_id)}")
     for note in report.notes:
         line = f":{note.line}" if note.line else ""
-        console.print(f"[dim]note[/dim] {note.file}{line}: {note.kind}: {note.message}")
+        console.print(f"[dim]note[/dim] {escape(note.file)}{line}: {note.kind}: {escape(note.message)}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,9 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(report.model_dump_json(indent=2))
         return 0
-    from rich.console import Console
-
-    console = Console()
+    console = console_for_table()
     if args.sarif:
         from tools.scan.sarif import to_sarif
 

@@ -1,6 +1,6 @@
 """The fp32 "golden" run: the original code on CPU, CUDA redirected to CPU, probe on, autocast off.
 
-NUMERICS.md's error-ratio check, R = ||target - golden|| / ||reference - golden||, needs it: under
+docs/numerics.md's error-ratio check, R = ||target - golden|| / ||reference - golden||, needs it: under
 autocast the reference (CPU, reduced precision) and the target (tpx, reduced precision) each carry
 their own rounding error, and a target is as right as the reference when it is no farther from the
 fp32 result than the reference is. A run costs, so it is made only for a program that computes

@@ -2,7 +2,7 @@
 then (under --llm, when no rule applies) to the model, else the migration ends ``partial``.
 
 Under a CUDA autocast the reference and the target both compute in reduced precision: when parity
-fails, the fp32 golden run (``agent.nodes.golden``) decides by NUMERICS.md's error ratio whether the
+fails, the fp32 golden run (``agent.nodes.golden``) decides by docs/numerics.md's error ratio whether the
 target is as close to the fp32 result as the reference is; the summary names the ratio.
 
 A report with nothing compared (the program ran no nn.Module, printed no metric, saved no tensor,

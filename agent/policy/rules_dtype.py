@@ -1,5 +1,5 @@
 """float64 on the device -> float32 at that site (tpx has no float64), with the precision settings
-NUMERICS.md asks of code written for float64: full fp32 matmuls on the target device at the entry.
+docs/numerics.md asks of code written for float64: full fp32 matmuls on the target device at the entry.
 
 The edits are :mod:`tools.codemods.fixes` FIX002 (``float32_at``) and FIX008 (``target_matmul_precision``).
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from agent.cli import main
 from tools.codemods.registry import all_rules
@@ -74,3 +75,49 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path, capsys):
     assert main(["scan", str(tmp_path), "--rules", "FRY777"]) == 2
     assert "unknown rule" in capsys.readouterr().err
     assert main(["rewrite", str(tmp_path), "--max-file-bytes", "0"]) == 2
+
+
+def test_scan_table_is_as_wide_as_the_terminal_with_a_message_and_the_rules_links(tmp_path, capsys, monkeypatch):
+    src = ("import torch\nx = torch.zeros(3).cuda()\nfor i in range(3):\n    loss = x.sum()\n    loss.backward()\n"
+           "    print(loss.item())\n")
+    (tmp_path / "train_with_a_rather_long_module_name.py").write_text(src, encoding="utf-8")
+    monkeypatch.setenv("COLUMNS", "220")
+    assert main(["scan", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 220
+    row = next(line for line in lines if "FRY050" in line and "│" in line)  # one row, not wrapped at 80 columns
+    assert len(row) > 80
+    assert "train_with_a_rather_long_module_name.py:6:11" in row
+    assert ".item() in the training loop syncs the device every step" in row  # the message column
+    assert "FRY050 perf.host-sync: docs/idioms.md#fry050" in out
+    assert "FRY002 placement.cuda-method: docs/idioms.md#fry002" in out
+    assert "2 findings (auto: 1, review: 1) in 1 file," in out
+
+
+def test_sarif_messages_are_sentences_and_rules_link_their_section(tmp_path):
+    from tools.doclinks import docs_url, home_url
+
+    (tmp_path / "m.py").write_text(SRC, encoding="utf-8")
+    out = tmp_path / "scan.sarif"
+    assert main(["scan", str(tmp_path), "--sarif", str(out)]) == 0
+    run = json.loads(out.read_text())["runs"][0]
+    driver = run["tool"]["driver"]
+    assert driver["informationUri"] == home_url() and "example.invalid" not in json.dumps(run)
+    by_id = {r["id"]: r for r in driver["rules"]}
+    assert by_id["FRY045"]["helpUri"] == docs_url() + "idioms.md#fry045"
+    assert all(r["helpUri"].endswith("idioms.md#" + r["id"].lower()) for r in driver["rules"])
+    assert run["results"][0]["message"]["text"] == ".cuda() moves to a CUDA device. Suggested: .to(device)."
+    for r in run["results"]:
+        assert not re.search(r"[a-z)] Suggested", r["message"]["text"]), r["message"]["text"]
+
+
+def test_the_docs_url_is_the_one_pyproject_names():
+    import tomllib
+    from pathlib import Path
+
+    from tools import doclinks
+
+    urls = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["urls"]
+    assert (urls["Documentation"], urls["Homepage"]) == (doclinks.DEFAULT_DOCS_URL, doclinks.DEFAULT_HOME_URL)
+    assert doclinks.docs_url() == urls["Documentation"]  # the installed metadata, when it has the entry

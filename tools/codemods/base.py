@@ -292,7 +292,7 @@ class Rule(cst.BatchableCSTVisitor):
         return f"{ref}.type" if ref == self.dev else f"({ref}).type"
 
     def device_string(self, node: cst.CSTNode, ordinal: int | None = None) -> str:
-        """Text of a *string* naming the target device, for a device string literal at ``node`` (CUDA_IDIOMS
+        """Text of a *string* naming the target device, for a device string literal at ``node`` (catalogue entries
         53: a string stays a string): the accelerator's type name, with the index the original gave."""
         if node is self.ctx.device_definition_value:
             self.ctx.definition_used = True

@@ -22,7 +22,7 @@ from tools.codemods.nodes import dotted
 
 Parents = Callable[[cst.CSTNode], cst.CSTNode | None]
 
-#: top-level packages whose kernels run on NVIDIA GPUs only (CUDA_IDIOMS 45-48)
+#: top-level packages whose kernels run on NVIDIA GPUs only (catalogue entries 45-48)
 CUDA_ONLY_PACKAGES = frozenset({"flash_attn", "apex", "xformers", "triton", "bitsandbytes", "cupy", "pycuda"})
 #: dotted modules below an otherwise portable package that are CUDA-only
 CUDA_ONLY_MODULES = frozenset({"numba.cuda"})

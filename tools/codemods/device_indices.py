@@ -1,4 +1,4 @@
-"""Integer device indices (CUDA_IDIOMS 3, 58): which expressions hold a CUDA device *index*.
+"""Integer device indices (catalogue entries 3, 58): which expressions hold a CUDA device *index*.
 
 ``x.cuda(local_rank)``, ``torch.zeros(2, device=rank)``, ``model.to(device)`` after ``device = 0``: an
 integer where a device goes means a CUDA ordinal. Shared by FRY055, which maps such indices to the

@@ -1,4 +1,4 @@
-"""Predicates on a device held as a string (CUDA_IDIOMS 53/54): ``'cuda' in device``,
+"""Predicates on a device held as a string (catalogue entries 53/54): ``'cuda' in device``,
 ``device.startswith('cuda')``, ``device_type == 'cuda'`` and ``'cuda' if <one of those> else 'cpu'``.
 
 Shared by FRY053, which rewrites them, and FRY001, which leaves their "cuda" literal to it. Only

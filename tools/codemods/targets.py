@@ -20,7 +20,7 @@ DEVICE_EXPRESSIONS: dict[str, str] = {
 def device_expression(mode: DeviceMode) -> str:
     return DEVICE_EXPRESSIONS[mode]
 
-#: a device held as a string stays a string (CUDA_IDIOMS 53): the target device's type name, per
+#: a device held as a string stays a string (catalogue entries 53): the target device's type name, per
 #: ``--device`` choice ("cuda" on CUDA, "tpx" on tpx, "cpu" without an accelerator)
 DEVICE_STRING_EXPRESSIONS: dict[str, str] = {
     "accelerator": 'torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"',

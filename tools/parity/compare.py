@@ -1,4 +1,4 @@
-"""compare_dumps: a reference probe dump against a target probe dump, per NUMERICS.md."""
+"""compare_dumps: a reference probe dump against a target probe dump, per docs/numerics.md."""
 
 from __future__ import annotations
 

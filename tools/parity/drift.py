@@ -1,7 +1,7 @@
 """Training-aware comparison: step 0 strictly, later steps against a drift budget (docs/parity.md).
 
 Two runs of one training program that differ only by rounding (bf16 matmuls, another summation
-order, fp16 autocast) agree at step 0 within NUMERICS.md's tiers, and then drift: every optimizer
+order, fp16 autocast) agree at step 0 within docs/numerics.md's tiers, and then drift: every optimizer
 step carries the step's rounding into the weights, and the next forward computes with those. A
 tensor of step k >= 1 that the strict tiers fail is judged again by its relative error
 ``eps = ||target - reference|| / ||reference||`` against

@@ -2,7 +2,7 @@
 
 The probe records each parameter's gradient just before an optimizer's step n, and the optimizer's state
 and the parameter's value just after it (``grad``, ``optim_state``, ``param_after`` events; see
-tools/probe/grads.py). compare_dumps judges them like any tensor (NUMERICS.md's chain); this module picks
+tools/probe/grads.py). compare_dumps judges them like any tensor (docs/numerics.md's chain); this module picks
 the first divergent one and says what it means (docs/parity.md, "Gradients and optimizer state"):
 
 - **Backward order.** Of the failing gradients of the earliest optimizer step, the one nearest to the

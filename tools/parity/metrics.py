@@ -1,4 +1,4 @@
-"""Per-tensor error metrics and the NUMERICS.md verdict chain (all in float64 on CPU)."""
+"""Per-tensor error metrics and the docs/numerics.md verdict chain (all in float64 on CPU)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def compute_metrics(ref: torch.Tensor, target: torch.Tensor, tol: Tolerances,
 
 def judge(ref: torch.Tensor, target: torch.Tensor, golden: torch.Tensor | None = None,
           dtype: str | None = None, curve: bool = False) -> Judgement:
-    """The NUMERICS.md chain: shape/dtype -> non-finite masks -> assert_close OR cosine OR tiered
+    """The docs/numerics.md chain: shape/dtype -> non-finite masks -> assert_close OR cosine OR tiered
     (OR the error ratio against an fp32 golden run, when one is given). ``curve``: a printed stream
     (a loss curve, one value per step), which the cosine tier does not judge: a few positive numbers of
     one size have a cosine near 1 whatever their differences, so a loss that leaves the reference's

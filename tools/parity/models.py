@@ -123,7 +123,7 @@ class RankGradients(BaseModel):
 
 
 class GoldenSummary(BaseModel):
-    """What the fp32 golden run decided (NUMERICS.md's error ratio R = ||target - golden|| /
+    """What the fp32 golden run decided (docs/numerics.md's error ratio R = ||target - golden|| /
     ||reference - golden||: <= 1.2 pass, <= 2 warn, worse fail)."""
 
     golden_dir: str

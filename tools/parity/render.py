@@ -125,7 +125,7 @@ def markdown_report(result: CheckResult) -> str:
             for s in p.scalars:
                 out.append(f"| {md_code(s.key, table=True)} | {s.ref_shape[0] if s.ref_shape else 0} | {s.verdict} | "
                            f"{s.tier} | {md_inline(s.reason)} | {_tol(s)} |")
-        out += ["", "## Tolerances (NUMERICS.md)", "", "| dtype | rtol | atol | floor | tier pass | tier warn |",
+        out += ["", "## Tolerances (docs/numerics.md)", "", "| dtype | rtol | atol | floor | tier pass | tier warn |",
                 "|---|---:|---:|---:|---|---|"]
         for dtype, row in tolerance_table().items():
             out.append(f"| {dtype} | {row['rtol']:g} | {row['atol']:g} | {row['floor']:g} | "

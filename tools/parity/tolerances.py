@@ -1,4 +1,4 @@
-"""Tolerance tables from docs NUMERICS.md, as data. Every verdict reports the row it used."""
+"""Tolerance tables (docs/numerics.md), as data. Every verdict reports the row it used."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ TIERED = {
     "float16": {"pass": (1e-3, 1e-3), "warn": (1e-2, 1e-2)},
     "bfloat16": {"pass": (1e-3, 1e-3), "warn": (1e-2, 1e-2)},
     "float32": {"pass": (1e-4, 1e-4), "warn": (1e-3, 1e-3)},
-    # NUMERICS.md names no fp64 tier; fp64 is held to the fp32 tier (documented in docs/parity.md).
+    # the numerics policy names no fp64 tier; fp64 is held to the fp32 tier (documented in docs/parity.md).
     "float64": {"pass": (1e-4, 1e-4), "warn": (1e-3, 1e-3)},
 }
 COSINE_MIN = 0.99

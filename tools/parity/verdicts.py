@@ -1,4 +1,4 @@
-"""The parity verdict types (NUMERICS.md): light, so that reports can be read without torch."""
+"""The parity verdict types (docs/numerics.md): light, so that reports can be read without torch."""
 
 from __future__ import annotations
 

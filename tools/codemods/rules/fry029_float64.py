@@ -57,7 +57,7 @@ class Float64(Rule):
             self.hit(node, "torch.set_default_dtype(float64): every floating factory makes float64, which tpx "
                      "does not compute", category="review",
                      suggestion="keep it for CPU-only code; for device work use float32 with "
-                     "torch.set_float32_matmul_precision('highest') (NUMERICS.md), as the float64 fix does")
+                     "torch.set_float32_matmul_precision('highest') (docs/numerics.md), as the float64 fix does")
             return
         dtype_arg = kwarg(node, "dtype")
         device_arg = kwarg(node, "device")

@@ -44,7 +44,7 @@ def test_trains_on_the_accelerator():
 
 
 def test_float32_losses_match_a_cpu_run():
-    """No autocast anywhere: float32 on the accelerator computes what float32 on the CPU does (NUMERICS.md fp32)."""
+    """No autocast anywhere: float32 on the accelerator computes what float32 on the CPU does (docs/numerics.md)."""
     import train
 
     _, losses = train.train(steps=4)

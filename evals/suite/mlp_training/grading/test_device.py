@@ -35,7 +35,7 @@ def cpu_reference_losses(steps: int, batch: int = 64, lr: float = 0.05) -> list[
 
 
 def close_per_numerics(target: torch.Tensor, reference: torch.Tensor) -> bool:
-    """NUMERICS.md fp32: assert_close defaults, or cosine > 0.99 and max abs < 1e-3."""
+    """docs/numerics.md fp32: assert_close defaults, or cosine > 0.99 and max abs < 1e-3."""
     try:
         torch.testing.assert_close(target, reference)
         return True
