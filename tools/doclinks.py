@@ -2,21 +2,24 @@
 reports, commit messages): pages under ``docs/`` that ship with Ferry, never the design inputs.
 
 ``docs/idioms.md`` has one section per rule, anchored by the rule id lower-cased (``#fry013``).
-Outside a checkout (SARIF read by a code-scanning UI) a relative path means nothing: those links
-are made absolute with the ``Documentation`` URL of the installed package's ``[project.urls]``."""
+Outside a checkout (SARIF read by a code-scanning UI) a relative path means nothing: those links are
+made absolute under the docs/ folder that ships with this Ferry (a ``file:`` URL), or under
+``$FERRY_DOCS_URL`` where a team publishes that folder."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+import os
+from pathlib import Path
 
 IDIOMS = "docs/idioms.md"
 NUMERICS = "docs/numerics.md"
 DESIGN = "docs/design.md"
 PARITY = "docs/parity.md"
 
-#: used when the installed metadata names no Documentation URL (kept equal to pyproject.toml's)
-DEFAULT_DOCS_URL = "https://github.com/ferry-accelerator/ferry/blob/main/docs/"
-DEFAULT_HOME_URL = "https://github.com/ferry-accelerator/ferry"
+#: the docs/ folder that ships with this Ferry (beside its packages, in the checkout it was installed from)
+SHIPPED_DOCS = Path(__file__).resolve().parents[1] / "docs"
+#: a team that publishes Ferry's docs/ (an internal site, its fork's web view) names that folder's URL here
+DOCS_URL_ENV = "FERRY_DOCS_URL"
 
 
 def anchor(rule_id: str) -> str:
@@ -29,31 +32,16 @@ def idiom(rule_id: str) -> str:
     return f"{IDIOMS}#{anchor(rule_id)}"
 
 
-@lru_cache(maxsize=1)
-def _project_urls() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, metadata
-
-    try:
-        entries = metadata("ferry").get_all("Project-URL") or []
-    except PackageNotFoundError:
-        return {}
-    urls = {}
-    for entry in entries:
-        label, _, url = entry.partition(",")
-        if url.strip():
-            urls[label.strip().lower()] = url.strip()
-    return urls
-
-
 def docs_url() -> str:
-    """The URL of the docs/ folder (``[project.urls] Documentation``), ending in ``/``."""
-    url = _project_urls().get("documentation", DEFAULT_DOCS_URL)
+    """The URL of the docs/ folder, ending in ``/``: ``$FERRY_DOCS_URL`` when set, else the ``file:`` URL
+    of the docs/ folder that ships with this Ferry (no guessed web address: a link must reach a page)."""
+    url = os.environ.get(DOCS_URL_ENV, "").strip() or SHIPPED_DOCS.as_uri()
     return url if url.endswith("/") else url + "/"
 
 
 def home_url() -> str:
-    """The project's home page (``[project.urls] Homepage``)."""
-    return _project_urls().get("homepage", DEFAULT_HOME_URL)
+    """Where a reader starts: the design notes under :func:`docs_url`."""
+    return absolute(DESIGN)
 
 
 def absolute(link: str) -> str:

@@ -51,11 +51,11 @@ def test_edits_group_into_logical_steps_keeping_each_files_order():
 def test_a_commit_message_cites_ferrys_docs_and_repository_relative_paths_only():
     ws = "/tmp/ferry-space-1-2-n3-9eec3cb8/ws/ferry-ws-dxbrj528/app"
     edits = [_edit("rewrite", "codemod", "FRY013", ORIG, {"train.py": "x = 1\nd = dev\n"},
-                   "catalogue codemods (CUDA_IDIOMS.md)"),
+                   "catalogue codemods (docs/codemods.md)"),
              _edit("fix-1", "policy", "float64_to_float32", ORIG, {"model.py": "m = dev\n"},
-                   f"float64 at {ws}/model.py:1 runs float32 matmuls (NUMERICS.md)")]
+                   f"float64 at {ws}/model.py:1 runs float32 matmuls (docs/numerics.md)")]
     codemods, precision = (s.message("app") for s in plan_commits(edits))
-    assert "- catalogue codemods (docs/idioms.md)" in codemods and "FRY013 (docs/idioms.md#fry013)" in codemods
+    assert "- catalogue codemods (docs/codemods.md)" in codemods and "FRY013 (docs/idioms.md#fry013)" in codemods
     assert "- float64 at app/model.py:1 runs float32 matmuls (docs/numerics.md)" in precision
     assert "tolerances of docs/numerics.md" in precision
     for text in (codemods, precision):

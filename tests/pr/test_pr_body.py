@@ -28,7 +28,7 @@ def _state(seconds: float) -> dict:
                     isolation="bwrap", tests={"passed": 3, "skipped": 1})
     work = DeviceWork(tpx_ops=90, total_ops=100, tpx_share=0.9, scope="through_window", run_tpx_ops=307)
     return {"migration_id": "m1", "options": dump(opts), "status": "needs_human", "elapsed_s": seconds * 10,
-            "summary": f"the target run failed at {SANDBOX}/model.py:3 (see CUDA_IDIOMS.md and NUMERICS.md); "
+            "summary": f"the target run failed at {SANDBOX}/model.py:3 (see docs/numerics.md); "
                        f"the worktree {WORKTREE}/app/prog.py is fine",
             "cpu_check": dump(check), "device_work": dump(work), "runs": [dump(run)], "edits": [], "steps": []}
 
@@ -44,9 +44,9 @@ def test_the_same_result_gives_the_same_text_whatever_the_runs_took():
     assert "Verdict: **not applicable** (failed): " in _body(0.5)
 
 
-def test_run_paths_become_repository_relative_and_design_documents_become_ferrys_docs():
+def test_run_paths_become_repository_relative():
     text = _body(1.0)
-    assert "the target run failed at app/model.py:3 (see docs/idioms.md and docs/numerics.md); " \
+    assert "the target run failed at app/model.py:3 (see docs/numerics.md); " \
            "the worktree app/prog.py is fine" in text
     assert "app/data.py needs a CUDA GPU" in text
     assert "Ferry migrated the directory `app/`" in text
@@ -62,8 +62,6 @@ def test_public_text_maps_each_kind_of_run_path():
     assert public_text(f"'{WORKTREE}/app/a.py'", "app") == "'app/a.py'"
     kept = "/home/me/data/train.csv and ./ferry-ws-notes.txt"
     assert public_text(kept, "app") == kept
-    assert public_text("CUDA_IDIOMS 53/54, docs/CUDA_IDIOMS.md, DESIGN.md") == \
-        "docs/idioms.md, docs/idioms.md, docs/design.md"
     assert rule_doc("FRY013") == "docs/idioms.md#fry013" and rule_doc("float64_to_float32") is None
 
 

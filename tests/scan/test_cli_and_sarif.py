@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from agent.cli import main
 from tools.codemods.registry import all_rules
@@ -112,12 +113,12 @@ def test_sarif_messages_are_sentences_and_rules_link_their_section(tmp_path):
         assert not re.search(r"[a-z)] Suggested", r["message"]["text"]), r["message"]["text"]
 
 
-def test_the_docs_url_is_the_one_pyproject_names():
-    import tomllib
-    from pathlib import Path
-
+def test_sarif_links_reach_the_shipped_docs_or_the_published_ones(monkeypatch):
     from tools import doclinks
 
-    urls = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["urls"]
-    assert (urls["Documentation"], urls["Homepage"]) == (doclinks.DEFAULT_DOCS_URL, doclinks.DEFAULT_HOME_URL)
-    assert doclinks.docs_url() == urls["Documentation"]  # the installed metadata, when it has the entry
+    monkeypatch.delenv(doclinks.DOCS_URL_ENV, raising=False)
+    page, _, anchor = doclinks.absolute(doclinks.idiom("FRY045")).partition("#")
+    assert page.startswith("file:///") and Path(page.removeprefix("file://")).is_file() and anchor == "fry045"
+    assert Path(doclinks.home_url().removeprefix("file://")).is_file()  # no guessed web address
+    monkeypatch.setenv(doclinks.DOCS_URL_ENV, "https://docs.example.org/ferry/docs")
+    assert doclinks.absolute(doclinks.idiom("FRY045")) == "https://docs.example.org/ferry/docs/idioms.md#fry045"
