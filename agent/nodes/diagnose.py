@@ -17,7 +17,7 @@ from agent.nodes.common import (
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
 from agent.runs import RunScheduler
-from agent.state import MigrationState, dump, last_run, options_of
+from agent.state import MigrationState, dump, last_run, options_of, parity_of
 
 TERMINAL_RUN_STATUS: dict[str, Status] = {"timeout": "failed_timeout", "sandbox_error": "failed_sandbox"}
 
@@ -51,6 +51,8 @@ def diagnose(state: MigrationState, runs: RunScheduler) -> Update:
     ws = ensure_workspace(state)
     ctx = fix_context(state, ws)
     diag = diagnosis_from_run(run, phase, ctx.known_files)
+    if phase == "test":  # the parity before the tests, with its measured drift, is evidence about them too
+        diag = diag.model_copy(update={"parity": parity_of(state)})
     missing = environment_failure(diag, run.stderr_tail + "\n" + run.stdout_tail, ctx.known_files,
                                   opts.python or run.python)
     rendezvous = rendezvous_failure(run, f"the target {phase}")

@@ -233,3 +233,33 @@ def test_a_notebook_runner_gets_the_fix_in_the_notebooks_first_cell_that_imports
         assert res.stdout.strip() == want  # tpx only: elsewhere the program's own choice stands
     ctx = FixContext(source=tmp_path, known_files=known, entry_file="run_notebook.py", notebooks=["nb.ipynb"])
     assert propose(_unlocalised_failure(), ctx) is None  # applied once
+
+
+def _drift_passed(removed_by: dict[str, str] | None) -> ParityReport:
+    from tools.parity.models import CauseTrial
+
+    trials = [] if removed_by is None else [CauseTrial(
+        cause="matmul_precision", setting="'highest'", env=removed_by, against="reference", verdict="pass",
+        before_key="Net.fc#1:out", before_max_abs=2e-3, after_max_abs=0.0, drift=True)]
+    return ParityReport(verdict="pass", summary="parity passes (drift budget)", ref_dir="/r", target_dir="/t",
+                        counts={"pass": 3}, modules=[], tensors=[], scalars=[], trials=trials)
+
+
+def test_tests_that_fail_after_a_drift_the_side_run_made_exact_get_full_fp32_matmuls(tmp_path: Path):
+    (tmp_path / "train.py").write_text(TRAIN)
+    ctx = FixContext(source=tmp_path, known_files=["train.py"], entry_file="train.py")
+    failing_test = Diagnosis(phase="test", kind="other", frames=[Frame(file="tests/test_x.py", line=3)],
+                             parity=_drift_passed({"TPX_MATMUL_PRECISION": "highest"}))
+    proposal = propose(failing_test, ctx)
+    assert isinstance(proposal, Proposal) and proposal.rule == "matmul_precision_highest"
+    assert "train.py" in proposal.files and "passed by the drift budget" in proposal.reason
+    assert "the later steps' drift (Net.fc#1:out) disappears" in proposal.reason
+    # no measurement that 'highest' makes it exact, another measured setting, or a failure that is no test's:
+    # nothing (the model or a person judges)
+    for diag in (failing_test.model_copy(update={"parity": _drift_passed(None)}),
+                 failing_test.model_copy(update={"parity": _drift_passed({"TPX_AUTOCAST": "off"})}),
+                 failing_test.model_copy(update={"phase": "run"})):
+        assert propose(diag, ctx) is None
+    # tried once: with the setting in the file already, not again
+    (tmp_path / "train.py").write_text(proposal.files["train.py"])
+    assert propose(failing_test, ctx) is None
