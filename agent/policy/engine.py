@@ -56,7 +56,8 @@ DESCRIPTIONS: dict[str, str] = {
                      "torch.Event)",
     rules_device.RULE: "mixed devices -> device= added to the tensor factory created without one",
     rules_ops.RULE: "an op tpx does not support (strict mode) -> the documented CPU fallback made explicit",
-    rules_parity.RULE: "parity failure from bf16 matmuls -> torch.set_float32_matmul_precision('highest') on tpx",
+    rules_parity.RULE: "parity failure from bf16 matmuls, or failing tests after a drift that 'highest' was "
+                       "measured to remove -> torch.set_float32_matmul_precision('highest') on tpx",
     rules_tolerance.RULE: "a test's float32 assert_close fails by what bf16 matmuls round -> full fp32 matmuls "
                           "on tpx in that test module",
     "tpx_oom_report": "tpx out of memory: needs_human with the figures; no edit",
