@@ -13,15 +13,13 @@ from agent.policy.base import FixContext, Proposal
 
 
 def changed_old_lines(old: str, new: str) -> set[int]:
-    """The 1-based lines of ``old`` that ``new`` removes or replaces (an insertion counts for the line it
-    follows)."""
+    """The 1-based lines of ``old`` that ``new`` removes or replaces (a line inserted beside a site leaves
+    the site as it was)."""
     out: set[int] = set()
     matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
     for tag, i1, i2, _, _ in matcher.get_opcodes():
         if tag in ("replace", "delete"):
             out.update(range(i1 + 1, i2 + 1))
-        elif tag == "insert":
-            out.add(max(i1, 1))
     return out
 
 

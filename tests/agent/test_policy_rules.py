@@ -261,3 +261,14 @@ def test_a_skipped_catalogue_rule_is_not_made_by_the_residual_cuda_fixer(tmp_pat
     assert "FRY013 at m.py:4" in v.summary and "asked to skip" in v.summary
     other = _ctx(tmp_path, {"m.py": src}, workspace=tmp_path, skip_rules=["FRY024"])  # another rule: no effect
     assert isinstance(propose(_diag("cuda_not_compiled", "m.py", 4, message), other), Proposal)
+
+
+def test_a_fix_beside_a_skipped_rule_s_site_is_still_made(tmp_path):
+    """Only a change of the skipped rule's own lines is its change: the float64 fix two lines below the
+    torch.cuda.synchronize() FRY013 would rewrite is made."""
+    src = ("import torch\n\ndevice = torch.device('tpx')\ntorch.cuda.synchronize()\n"
+           "x = torch.ones(2, device=device).double()\n")
+    ctx = _ctx(tmp_path, {"m.py": src}, workspace=tmp_path, skip_rules=["FRY013"])
+    p = propose(_diag("tpx_float64", "m.py", 5, "tpx does not support torch.float64", op="aten::_to_copy"), ctx)
+    assert isinstance(p, Proposal) and p.rule == "float64_to_float32", p
+    assert "torch.cuda.synchronize()" in p.files["m.py"]
