@@ -235,6 +235,7 @@ def test_model_answers_from_the_facts_and_acts_through_a_tool(edits):
     assert tools["set_options"]["properties"]["device"]["anyOf"][0]["enum"] == ["accelerator", "tpx"]
     system = body["messages"][0]["content"]
     assert "tpx has no float64" in system and "python train.py" in system and "runs on tpx" in system
+    assert "docs/idioms.md#fry013" in system and "CUDA_IDIOMS" not in system
     assert body["messages"][-1] == {"role": "user", "content": "please keep my autocast as it was"}
 
 
