@@ -83,3 +83,28 @@ def scrub(text: str, dsn: str | None) -> str:
             text = text.replace(secret, HIDDEN)
     out = _INLINE_USERINFO.sub(lambda m: f"{m['head']}:{HIDDEN}@", text)
     return _QUERY.sub(lambda m: f"{m['key']}{m['eq']}{HIDDEN}" if m["value"] else m[0], out)
+
+
+# --- what a remote user may read: the documents that ship with Ferry, no server paths ----------------------
+
+#: design documents a user's copy of Ferry does not have -> the page of docs/ that says it in Ferry's words
+_SHIPPED = {"CUDA_IDIOMS": "docs/idioms.md", "NUMERICS": "docs/numerics.md", "DESIGN": "docs/design.md"}
+_DESIGN_DOC = re.compile(r"(?:docs/)?\b(CUDA_IDIOMS|NUMERICS|DESIGN)\.md\b")
+
+
+def shipped_docs(text: str) -> str:
+    """``text`` with each citation of a design document (CUDA_IDIOMS.md, NUMERICS.md, DESIGN.md) replaced by
+    the docs/ page that ships with Ferry (docs/idioms.md, docs/numerics.md, docs/design.md)."""
+    return _DESIGN_DOC.sub(lambda m: _SHIPPED[m.group(1)], text)
+
+
+def server_paths(text: str, names: dict[str, str]) -> str:
+    """``text`` with each server path of ``names`` (a workspace, the session's repository copy, the data
+    dir) replaced by what the user calls it (``""``: the repository's root, so ``<ws>/train.py`` reads
+    ``train.py``); the longest path first, so a path inside another is named by the inner one."""
+    for path in sorted((p.rstrip("/") for p in names if p.rstrip("/")), key=len, reverse=True):
+        name = names.get(path, names.get(path + "/", ""))
+        text = text.replace(path + "/", f"{name}/" if name else "")
+        bare = (name or ".").replace("\\", "\\\\")
+        text = re.sub(re.escape(path) + r"(?![\w.-])", bare, text)
+    return text

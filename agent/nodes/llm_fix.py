@@ -18,7 +18,9 @@ from agent import toolbox
 from agent.budget import Clock, ensure_time_for, time_left
 from agent.errors import FerryAgentError
 from agent.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
-from agent.policy.base import Diagnosis, Proposal
+from agent.policy.base import Diagnosis, FixContext, Proposal
+from agent.policy.engine import skipped_verdict
+from agent.policy.skipped import skipped_sites
 from agent.runs import RunScheduler
 from agent.state import MigrationState, dump, edits_of, llm_limits_of, options_of, parity_of, reference_of
 from tools.patch import file_diff, read_text
@@ -109,6 +111,12 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
         div = report.first_divergence if report is not None else None
         site = f"parity:{div.key if div is not None else 'unlocalised'}"
     proposal = Proposal(rule="llm", kind="llm", reason=f"model: {summary}", site=site, files=session.files, diff=diff)
+    if opts.skip_rules:  # the model may not make the change of a rule the user asked to skip either
+        ctx = FixContext(source=Path(opts.source), files=dict(base), skip_rules=list(opts.skip_rules))
+        if blocked := skipped_sites(proposal, ctx):
+            msg = skipped_verdict(fixing, blocked).summary
+            return {"llm_usage": client.counters(), "proposal": None, "status": "needs_human", "summary": msg,
+                    SUMMARY: f"model's edit not made: {msg}"}
     before = {rel: text for rel in session.files
               if (text := base.get(rel, read_text(Path(opts.source) / rel, Path(opts.source)))) is not None}
     update: Update = {}

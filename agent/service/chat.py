@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from agent import records
-from agent.service.chat_diffs import Hunk, edited_lines, edits_covering, hunks_of
+from agent.redact import shipped_docs
+from agent.service.chat_diffs import Hunk, changes_of, edited_lines, edits_covering, hunks_of
 from agent.service.chat_rules import applied_rules, match_rules, rule_ids_in
 
 if TYPE_CHECKING:
@@ -39,6 +40,9 @@ class SessionFacts(BaseModel):
     edits: list[records.Edit] = Field(default_factory=list)
     interrupts: list[dict[str, Any]] = Field(default_factory=list)
     rules: dict[str, str] = Field(default_factory=dict, description="every known rule id -> its description")
+    findings: list[records.ReviewItem] = Field(default_factory=list, description=(
+        "the scan of the original code: where each catalogue rule matched (file, line), to tell one rule's "
+        "changes from the others' in a codemod edit of several rules"))
 
 
 class SetOptions(BaseModel):
@@ -278,12 +282,7 @@ def _explain(msg: str, facts: SessionFacts) -> Reply | None:
     if not (_EXPLAIN.search(msg) or line or ids):
         return None
     if ids:
-        shown = [e for e in facts.edits if set(ids) & set(e.rule.split(","))]
-        if not shown:
-            desc = "; ".join(f"`{r}`: {_short(facts.rules.get(r, ''))}" for r in ids)
-            return Reply(intent="explain", text=f"{', '.join(ids)} made no edit in this session ({desc}). "
-                                                + _applied_list(facts))
-        return Reply(intent="explain", text="\n\n".join(_edit_text(e, hunks_of(e.diff)) for e in shown))
+        return Reply(intent="explain", text="\n\n".join(_rule_text(r, facts) for r in ids))
     if line is not None:
         n = int(line.group(1))
         covered = edits_covering(facts.edits, n, file.group(0) if file else None)
@@ -299,23 +298,79 @@ def _explain(msg: str, facts: SessionFacts) -> Reply | None:
         return Reply(intent="explain", text=f"No edit of this session changed {name}. " + _applied_list(facts))
     if not facts.edits:
         return Reply(intent="explain", text="No edit was made in this session yet. " + status_text(facts))
+    listing = "\n".join(f"- {e.step}: {e.by} in {', '.join(e.files)}" + (f" at {e.site}" if e.site else "")
+                        + f": {shipped_docs(e.reason)}" for e in facts.edits)
     return Reply(intent="explain", text="The edits so far (ask `why line N of FILE` or `explain RULE` for one):\n\n"
-                 + "\n".join(f"- {e.step}: {e.by} in {', '.join(e.files)}"
-                             + (f" at {e.site}" if e.site else "") + f": {e.reason}" for e in facts.edits))
+                 + listing)
+
+
+def rule_doc(rule_id: str) -> str | None:
+    """The idiom catalogue's section of a catalogue rule (docs/idioms.md, one anchor per rule id)."""
+    return f"docs/idioms.md#{rule_id.lower()}" if re.fullmatch(r"FRY\d{3}", rule_id) else None
+
+
+def rule_changes(rule_id: str, edit: records.Edit, facts: SessionFacts) -> list[Hunk] | None:
+    """The smallest changes of ``edit`` that ``rule_id`` made: in an edit of several codemods, the changes at
+    the lines where the scan of the original found that rule; the edit's hunks when it is the rule's alone;
+    None when the edit has several rules and no scan says which change is whose."""
+    rules = [r for r in edit.rule.split(",") if r]
+    if rules == [rule_id]:
+        return hunks_of(edit.diff)
+    lines: dict[str, set[int]] = {}
+    for f in facts.findings:
+        if f.rule == rule_id:
+            lines.setdefault(f.file, set()).add(f.line)
+    if not lines:
+        return None
+    return [c for h in hunks_of(edit.diff) for c in changes_of(h)
+            if any(_same(h.file, f) and set(c.changed_old) & ns for f, ns in lines.items())]
+
+
+def _same(name: str, wanted: str) -> bool:
+    return name == wanted or name.endswith("/" + wanted) or wanted.endswith("/" + name)
+
+
+def _rule_text(rule_id: str, facts: SessionFacts) -> str:
+    """One rule explained: what it matches, where it changed this session's code (file:line), those changes'
+    diff only (not its neighbours'), and the rule's section of the idiom catalogue."""
+    desc = facts.rules.get(rule_id, "")
+    doc = rule_doc(rule_id)
+    more = f"\n\nMore: [{rule_id} in the idiom catalogue]({doc})." if doc else ""
+    head = f"**{rule_id}**" + (f" (what it matches -> what it writes): {shipped_docs(desc)}" if desc else "")
+    shown = [e for e in facts.edits if rule_id in e.rule.split(",")]
+    if not shown:
+        return f"{head}\n\n{rule_id} made no edit in this session. {_applied_list(facts)}{more}"
+    parts: list[str] = [head]
+    for edit in shown:
+        changes = rule_changes(rule_id, edit, facts)
+        if changes is None:  # no scan to tell the rules apart: the whole edit, said so
+            parts.append(f"It is one of the rules of {edit.step} ({edit.rule}); its changes are among these:\n\n"
+                         + _edit_text(edit, hunks_of(edit.diff)))
+            continue
+        if not changes:
+            continue
+        sites = ", ".join(dict.fromkeys(f"{c.file}:{c.new_start if c.new_len else c.old_start}" for c in changes))
+        by = "a codemod" if edit.kind == "codemod" else edit.by
+        why = "" if edit.kind == "codemod" else f" ({shipped_docs(edit.reason)})"
+        parts.append(f"In {edit.step}, {by} changed {sites}{why}:\n\n```diff\n{_excerpt(changes)}\n```")
+    if len(parts) == 1:
+        parts.append(f"{rule_id} is listed among {', '.join(e.step for e in shown)}, but no change of it was "
+                     "found in the diff.")
+    return "\n\n".join(parts) + more
+
+
+def _excerpt(hunks: list[Hunk], max_lines: int = 24) -> str:
+    lines = [ln for h in hunks for ln in h.text.splitlines()]
+    return "\n".join(lines[:max_lines]) + ("\n..." if len(lines) > max_lines else "")
 
 
 # --- wording ----------------------------------------------------------------------------------
 
 
 def _edit_text(edit: records.Edit, hunks: list[Hunk], max_lines: int = 24) -> str:
-    excerpt: list[str] = []
-    for h in hunks:
-        excerpt += h.text.splitlines()
-    cut = len(excerpt) > max_lines
-    body = "\n".join(excerpt[:max_lines]) + ("\n..." if cut else "")
     where = f" at {edit.site}" if edit.site else ""
     return (f"**{edit.step}**, by {edit.by} (rule `{edit.rule}`, {edit.kind}) in {', '.join(edit.files)}{where}: "
-            f"{edit.reason}\n\n```diff\n{body}\n```")
+            f"{shipped_docs(edit.reason)}\n\n```diff\n{_excerpt(hunks, max_lines)}\n```")
 
 
 def _applied_list(facts: SessionFacts) -> str:

@@ -92,3 +92,45 @@ def edited_lines(edits: list[records.Edit]) -> dict[str, list[int]]:
         for h in hunks_of(edit.diff):
             out.setdefault(h.file, set()).update(h.changed_new or [h.new_start])
     return {f: sorted(ns) for f, ns in sorted(out.items())}
+
+
+def changes_of(hunk: Hunk) -> list[Hunk]:
+    """The hunk cut into its smallest changes, without context: each run of removed/added lines, and a
+    run that replaces as many lines as it removes cut line by line (one codemod's change per line)."""
+    body = hunk.text.splitlines(keepends=True)[1:]
+    out: list[Hunk] = []
+    old_no, new_no = hunk.old_start, hunk.new_start
+    removed: list[str] = []
+    added: list[str] = []
+
+    def flush() -> None:
+        nonlocal removed, added
+        if not removed and not added:
+            return
+        pairs = ([([r], [a]) for r, a in zip(removed, added, strict=True)] if len(removed) == len(added)
+                 else [(removed, added)])
+        o, n = old_no - len(removed), new_no - len(added)
+        for rem, add in pairs:
+            header = (f"@@ -{o if rem else o - 1},{len(rem)} +{n if add else n - 1},{len(add)} @@\n")
+            out.append(Hunk(file=hunk.file, old_start=o, old_len=len(rem), new_start=n, new_len=len(add),
+                            text=header + "".join(rem) + "".join(add),
+                            changed_new=list(range(n, n + len(add))), changed_old=list(range(o, o + len(rem)))))
+            o, n = o + len(rem), n + len(add)
+        removed, added = [], []
+
+    for line in body:
+        if line.startswith("\\"):
+            continue
+        if line.startswith("-"):
+            if added:
+                flush()
+            removed.append(line)
+            old_no += 1
+        elif line.startswith("+"):
+            added.append(line)
+            new_no += 1
+        else:
+            flush()
+            old_no, new_no = old_no + 1, new_no + 1
+    flush()
+    return out

@@ -18,6 +18,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from agent.errors import BudgetExhausted, LLMFailure
 from agent.llm.client import ChatClient
 from agent.llm.tools import tool_schema
+from agent.redact import shipped_docs
 from agent.service.chat import Action, Decide, Intent, Reply, Retry, SessionFacts, SetOptions, SkipRules, reply
 from agent.service.chat_rules import applied_rules
 
@@ -35,7 +36,9 @@ SYSTEM = (
     "asks for a change, call one of the tools: set_options (run/test command, device), retry (run again "
     "after the session ended), skip_rules (leave rules out: not yet applied -> skipped, applied -> reverted; "
     "the migration re-runs without them), decide (approve/reject, only while waiting_for_approval). "
-    "At most one tool call. Rule ids are FRY001... (catalogue codemods) or the policy rules' names.")
+    "At most one tool call. Rule ids are FRY001... (catalogue codemods) or the policy rules' names. To "
+    "explain one catalogue rule, show only its own changes (the sites the scan found for it) and link its "
+    "section of the idiom catalogue, docs/idioms.md#fry013 for FRY013; cite no other document.")
 
 
 def action_tools() -> list[dict[str, Any]]:
@@ -55,8 +58,11 @@ def facts_text(facts: SessionFacts) -> str:
     for e in facts.edits:
         diff = e.diff if len(e.diff) <= MAX_DIFF_CHARS else e.diff[:MAX_DIFF_CHARS] + "\n... (cut)"
         lines += [f"- {e.step}: by {e.by} (rule {e.rule}, {e.kind}) files {', '.join(e.files)}"
-                  + (f" at {e.site}" if e.site else "") + f"; reason: {e.reason}", diff]
+                  + (f" at {e.site}" if e.site else "") + f"; reason: {shipped_docs(e.reason)}", diff]
     applied = applied_rules(facts.edits)
+    sites = [f"{f.rule} at {f.file}:{f.line}" for f in facts.findings if f.rule in applied][:200]
+    if sites:
+        lines.append("where the applied catalogue rules matched the original code: " + ", ".join(sites))
     known = [f"{r}: {facts.rules[r][:200]}" for r in applied if r in facts.rules]
     if known:
         lines += ["rules applied:", *known]

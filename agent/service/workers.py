@@ -20,13 +20,16 @@ from agent.llm.config import resolve_limits
 from agent.materialise import artifacts_root, workspaces_root
 from agent.migration import UnknownMigration, load, resume, start
 from agent.runs import RunScheduler
-from agent.service import events
+from agent.service import events, remembered
 from agent.service.schemas import SessionState
 from agent.service.settings import ServiceSettings
+from agent.service.shown import session_paths, shown_data
 from agent.service.store import SessionRow, SessionStore
 from agent.state import MigrationOptions, status_of, with_llm_limits
 
 logger = logging.getLogger(__name__)
+#: at most this many remembered answers given in a row (each is a new question; a bound all the same)
+MAX_REMEMBERED = 50
 
 
 class SessionCancelled(Exception):
@@ -142,13 +145,18 @@ class Workers:
             begun: dict[str, Any] | None = load(mid, sdir)
         except UnknownMigration:
             begun = None
+        shown = session_paths(self.settings, sid, row.attempt)
+
+        def record(evs: list[events.Event]) -> None:  # a remote user reads them: no server path in them
+            store.add_events(sid, [(kind, key, shown_data(data, shown)) for kind, key, data in evs])
+
         store.add_event(sid, "started", {"attempt": row.attempt, "resumed": begun is not None})
         if begun is not None:  # what a killed server did not record yet
-            store.add_events(sid, events.from_state(row.attempt, begun))
+            record(events.from_state(row.attempt, begun))
         progress = events.Progress(row.attempt, begun or {})
 
         def on_progress(node: str, update: dict[str, Any]) -> None:
-            store.add_events(sid, progress.events(node, update))
+            record(progress.events(node, update))
             if node != "__interrupt__":
                 store.update(sid, step=node)
             if cancel.is_set() and not self._stop.is_set():
@@ -161,6 +169,18 @@ class Workers:
                                   runs=self.runs)
                 else:
                     state = resume(mid, sdir, answer=row.answer, progress=on_progress, runs=self.runs)
+                memory = remembered.answers(store, sid) if state.get("interrupts") else {}
+                for _ in range(MAX_REMEMBERED):  # the same question answered before: that answer again
+                    questions = state.get("interrupts") or []
+                    if not questions or not isinstance(questions[0], dict):
+                        break
+                    asked = shown_data(questions[0], shown)
+                    action = memory.get(remembered.question_key(asked))
+                    if action is None:
+                        break
+                    store.add_event(sid, "approval_answer", {"action": action, "files": [], "remembered": True,
+                                                             "rule": asked.get("rule"), "site": asked.get("site")})
+                    state = resume(mid, sdir, answer={"action": action}, progress=on_progress, runs=self.runs)
         except SessionCancelled:
             self._cancelled(row)
             return
@@ -171,7 +191,7 @@ class Workers:
             logger.warning("session %s failed: %s", sid, detail)
             self._fail(row, detail)
             return
-        store.add_events(sid, events.from_state(row.attempt, state))
+        record(events.from_state(row.attempt, state))
         if state.get("interrupts"):
             self._finish(row, "waiting_for_approval", step=progress.node)
         elif state.get("pending"):
@@ -182,6 +202,8 @@ class Workers:
             self._finish(row, "finished", status=status_of(state), summary=state.get("summary"), step=progress.node)
 
     def _finish(self, row: SessionRow, state: SessionState, **fields: Any) -> None:
+        shown = session_paths(self.settings, row.id, row.attempt)
+        fields = {k: shown(v) if k in ("summary", "error") and isinstance(v, str) else v for k, v in fields.items()}
         current = self.store.get(row.id)
         if current is None:
             return  # deleted meanwhile
@@ -194,6 +216,7 @@ class Workers:
                           answer=None, **fields)
 
     def _fail(self, row: SessionRow, detail: str) -> None:
+        detail = session_paths(self.settings, row.id, row.attempt)(detail)
         self.store.add_event(row.id, "error", {"detail": detail})
         self._finish(row, "failed", error=detail)
 

@@ -246,3 +246,29 @@ def test_a_teardown_hang_is_never_migrated_and_names_the_stuck_site(tmp_path):
     v = propose(_diag("teardown_hang", "linger.py", 11, msg), ctx)
     assert isinstance(v, Verdict) and v.status == "needs_human" and v.rule == "teardown_hang_report"
     assert "printed its output" in v.summary and "rank 1 (pid 8)" in v.summary and "linger.py:11" in v.summary
+
+
+def test_a_skipped_catalogue_rule_is_not_made_by_the_residual_cuda_fixer(tmp_path):
+    """Issue 27: after `skip FRY013` the residual-CUDA fixer's device-generic equivalent of the very call FRY013
+    rewrites is that rule's change by another road: not proposed; the migration stops saying why."""
+    src = "import torch\n\ndevice = torch.device('tpx')\ntorch.cuda.synchronize()\nprint('done')\n"
+    message = "AssertionError: Torch not compiled with CUDA enabled"
+    made = propose(_diag("cuda_not_compiled", "m.py", 4, message), _ctx(tmp_path, {"m.py": src}, workspace=tmp_path))
+    assert isinstance(made, Proposal) and "torch.cuda.synchronize()" not in made.files["m.py"]  # not skipped: made
+    skipped = _ctx(tmp_path, {"m.py": src}, workspace=tmp_path, skip_rules=["FRY013"])
+    v = propose(_diag("cuda_not_compiled", "m.py", 4, message), skipped)
+    assert isinstance(v, Verdict) and v.status == "needs_human"
+    assert "FRY013 at m.py:4" in v.summary and "asked to skip" in v.summary
+    other = _ctx(tmp_path, {"m.py": src}, workspace=tmp_path, skip_rules=["FRY024"])  # another rule: no effect
+    assert isinstance(propose(_diag("cuda_not_compiled", "m.py", 4, message), other), Proposal)
+
+
+def test_a_fix_beside_a_skipped_rule_s_site_is_still_made(tmp_path):
+    """Only a change of the skipped rule's own lines is its change: the float64 fix two lines below the
+    torch.cuda.synchronize() FRY013 would rewrite is made."""
+    src = ("import torch\n\ndevice = torch.device('tpx')\ntorch.cuda.synchronize()\n"
+           "x = torch.ones(2, device=device).double()\n")
+    ctx = _ctx(tmp_path, {"m.py": src}, workspace=tmp_path, skip_rules=["FRY013"])
+    p = propose(_diag("tpx_float64", "m.py", 5, "tpx does not support torch.float64", op="aten::_to_copy"), ctx)
+    assert isinstance(p, Proposal) and p.rule == "float64_to_float32", p
+    assert "torch.cuda.synchronize()" in p.files["m.py"]

@@ -12,7 +12,7 @@ from agent import toolbox
 from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
 from agent.policy.catalogue import known_rules
-from agent.records import Edit
+from agent.records import Edit, ReviewItem
 from agent.service.chat import Decide, Retry, SessionFacts, SetOptions, SkipRules, model_reply, reply
 from agent.service.chat_diffs import hunks_of
 from tools.patch import file_diff
@@ -22,6 +22,15 @@ MODEL = ("import torch\n\n" + "".join(f"W{i} = {i}\n" for i in range(38)) + "\n\
          "    x = x.cuda()\n    with torch.cuda.amp.autocast():\n        y = x * 2\n"
          "    scaler = torch.cuda.amp.GradScaler()\n    return y.double().sum(), scaler\n")
 RULES = known_rules()
+
+
+@pytest.fixture(scope="module")
+def findings(tmp_path_factory) -> list[ReviewItem]:
+    """The scan of the original model.py, as the migration's state keeps it."""
+    repo = tmp_path_factory.mktemp("scanned")
+    (repo / "model.py").write_text(MODEL)
+    return [ReviewItem(rule=f.rule_id, file=f.file, line=f.line, category=f.category, message=f.message)
+            for f in toolbox.scan(repo).findings]
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +100,28 @@ def test_explain_a_rule_gives_its_edits_or_says_it_made_none(edits):
     assert r.intent == "explain" and "tpx has no float64" in r.text and "+    return y.float().sum(), scaler" in r.text
     none = reply("explain FRY012", facts(edits))
     assert none.intent == "explain" and "FRY012 made no edit" in none.text and "Edited: model.py" in none.text
+
+
+def test_explain_a_codemod_rule_shows_its_own_changes_sites_and_catalogue_link(edits, findings):
+    """Issue 27: one rule of a codemod edit of several: its changes only (not the neighbouring rules'), where,
+    and the idiom catalogue's section; no design document the user does not have."""
+    r = reply("explain FRY024", facts(edits, findings=findings))
+    n = _line_of(edits[0], "torch.autocast")
+    assert r.intent == "explain" and r.action is None
+    assert f"model.py:{n}" in r.text and "docs/idioms.md#fry024" in r.text
+    assert "-    with torch.cuda.amp.autocast():" in r.text and "torch.autocast" in r.text
+    assert "GradScaler" not in r.text and ".cuda()" not in r.text and "y.float()" not in r.text
+    assert "CUDA_IDIOMS" not in r.text and "catalogue codemods" not in r.text
+    policy = reply("explain float64_to_float32", facts(edits, findings=findings))
+    assert "docs/idioms.md" not in policy.text and "+    return y.float().sum(), scaler" in policy.text
+
+
+def test_no_reply_cites_a_design_document_the_user_lacks(edits, findings):
+    n = _line_of(edits[0], "torch.autocast")
+    for text in (f"why line {n}?", "why model.py", "explain", "explain FRY002"):
+        r = reply(text, facts(edits, findings=findings))
+        assert r.intent == "explain" and "CUDA_IDIOMS" not in r.text, (text, r.text)
+        assert "docs/idioms.md" in r.text or text != "explain FRY002"
 
 
 def test_skip_amp_is_ambiguous_and_lists_the_candidates(edits):
@@ -204,6 +235,7 @@ def test_model_answers_from_the_facts_and_acts_through_a_tool(edits):
     assert tools["set_options"]["properties"]["device"]["anyOf"][0]["enum"] == ["accelerator", "tpx"]
     system = body["messages"][0]["content"]
     assert "tpx has no float64" in system and "python train.py" in system and "runs on tpx" in system
+    assert "docs/idioms.md#fry013" in system and "CUDA_IDIOMS" not in system
     assert body["messages"][-1] == {"role": "user", "content": "please keep my autocast as it was"}
 
 

@@ -1,9 +1,12 @@
 """Talking to a session through the real server: offline intents act on the session (approve, a new run
-command starts a new attempt, reject), replies stream as events; with a model configured on the server,
-the model answers (a scripted OpenAI-compatible server on loopback, through the real openai client)."""
+command starts a new attempt whose same question is answered from memory), replies stream as events;
+one rule explained, skipped by every path, and no server path in what the user reads; with a model
+configured on the server, the model answers (a scripted OpenAI-compatible server on loopback, through the
+real openai client)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -41,11 +44,10 @@ def test_offline_chat_explains_approves_changes_the_run_command_and_rejects(serv
     assert "Attempt 2 is queued" in changed["text"]
     view = wait_state(c, sid, {"waiting_for_approval", "finished", "failed"})
     assert view["attempt"] == 2 and view["options"]["run"] == "python prog.py --seed 3"
-    assert view["state"] == "waiting_for_approval", view  # the same question, asked again in attempt 2
+    # the same question at the same site, answered in attempt 1: answered again from memory, not asked
+    assert view["state"] == "finished" and view["status"] == "migrated", view
     no = say(c, sid, "reject")
-    assert no["intent"] == "reject"
-    view = wait_state(c, sid, {"finished", "failed"})
-    assert view["status"] == "rejected"
+    assert no["intent"] == "reject" and no["action"] is None and "nothing to reject" in no["text"]
 
     events = read_events(c, sid, after=0, header=False)
     assert [e["id"] for e in events] == list(range(1, len(events) + 1))
@@ -55,7 +57,11 @@ def test_offline_chat_explains_approves_changes_the_run_command_and_rejects(serv
                     ("message", None), ("reply", "reject")]
     assert [e["data"] for e in events if e["event"] == "attempt"] == [
         {"attempt": 2, "why": "options changed: run"}]
-    assert [e["data"]["action"] for e in events if e["event"] == "approval_answer"] == ["approve", "reject"]
+    asked = [e["data"] for e in events if e["event"] == "approval_request"]
+    assert len(asked) == 2 and asked[0]["site"] == asked[1]["site"] and asked[0]["diff"] == asked[1]["diff"]
+    answers = [e["data"] for e in events if e["event"] == "approval_answer"]
+    assert [(a["action"], a.get("remembered", False)) for a in answers] == [("approve", False), ("approve", True)]
+    assert answers[1]["site"] == asked[0]["site"]
 
 
 def test_with_a_model_on_the_server_the_model_answers_and_acts(serve, tmp_path: Path) -> None:
@@ -83,3 +89,58 @@ def test_with_a_model_on_the_server_the_model_answers_and_acts(serve, tmp_path: 
         sent = str(asked["messages"])
         assert "use the tpx device name explicitly please" in sent and "FRY001" in sent
         assert {t["function"]["name"] for t in asked["tools"]} >= {"set_options", "retry", "skip_rules", "decide"}
+
+
+# torch.cuda.synchronize() at line 6: FRY013 rewrites it, beside three other codemods' changes at lines 3-5
+SYNC = PROG.replace("for step", "torch.cuda.synchronize()\nfor step")
+
+
+def _no_server_path(text: str, data_dir: Path) -> None:
+    for path in {str(data_dir), str(data_dir.resolve())}:
+        assert path not in text, text[max(0, text.find(path) - 200):text.find(path) + 200]
+
+
+def test_explain_a_rule_skip_it_everywhere_and_no_server_path(serve, tmp_path: Path) -> None:
+    """Issue 27: `explain FRY013` is that rule's change only, with its sites and the catalogue's link; after
+    `skip FRY013` no later fixer makes the change either, and the summary says so truly; what the user reads
+    names no path of the server."""
+    roots = tmp_path / "roots"
+    repo = write_repo(roots, "prog", SYNC)
+    srv = serve("--allow-root", str(roots))
+    c = srv.client
+    sid = create(c, repo, approve=True).json()["id"]
+    view = wait_state(c, sid, {"waiting_for_approval", "finished", "failed"})
+    assert view["state"] == "waiting_for_approval", view
+
+    why = say(c, sid, "explain FRY013")
+    text = why["text"]
+    assert why["intent"] == "explain" and "FRY013" in text and "synchronize" in text
+    assert "prog.py:6" in text and "docs/idioms.md#fry013" in text
+    assert "-torch.cuda.synchronize()" in text and "+torch.get_device_module(device).synchronize()" in text
+    assert 'torch.device("cuda")' not in text and ".cuda()" not in text  # FRY001/FRY002's changes are not shown
+    assert "CUDA_IDIOMS" not in text and "catalogue codemods" not in text
+
+    say(c, sid, "approve")
+    assert wait_state(c, sid, {"finished", "failed"})["status"] == "migrated"
+    assert "synchronize()" in c.get(f"/v1/sessions/{sid}/patch").text  # attempt 1 made FRY013's change
+
+    skip = say(c, sid, "skip FRY013")
+    assert skip["action"] == {"kind": "skip_rules", "rules": ["FRY013"]}
+    view = wait_state(c, sid, {"waiting_for_approval", "finished", "failed"})
+    assert view["attempt"] == 2 and view["state"] == "finished", view  # no fixer offered the change again
+    assert view["status"] == "needs_human" and "FRY013" in view["summary"] and "asked to skip" in view["summary"]
+    assert "rules skipped by request: FRY013" in view["summary"]
+    patch = c.get(f"/v1/sessions/{sid}/patch").text
+    changed = [ln for ln in patch.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    assert changed and not [ln for ln in changed if "synchronize" in ln], patch  # FRY013's change is not made
+    assert '-device = torch.device("cuda")' in changed  # the other rules' changes are
+
+    events = read_events(c, sid, after=0, header=False)
+    made = [e["data"]["step"] for e in events if e["event"] == "edit" and any(
+        ln[:1] in "+-" and "synchronize" in ln for ln in e["data"]["diff"].splitlines())]
+    assert made == ["rewrite"], made  # attempt 1's codemod only; no fixer made it in attempt 2
+    ingest = [e["data"]["summary"] for e in events if e["event"] == "step" and e["data"]["node"] == "ingest"]
+    assert len(ingest) == 2 and all("workspace" in s for s in ingest)
+    _no_server_path(json.dumps(events), srv.data_dir)
+    _no_server_path(json.dumps(c.get(f"/v1/sessions/{sid}").json()), srv.data_dir)
+    _no_server_path(say(c, sid, "status")["text"], srv.data_dir)

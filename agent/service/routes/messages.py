@@ -12,10 +12,13 @@ from agent.errors import LLMFailure
 from agent.llm.config import configured as llm_configured
 from agent.migration import UnknownMigration, load
 from agent.policy.catalogue import known_rules
+from agent.records import ScanDigest
+from agent.redact import shipped_docs
 from agent.service import chat
 from agent.service.deps import SessionDep, SettingsDep, StoreDep
 from agent.service.schemas import ErrorDetail, Message, MessageReply, SessionState
 from agent.service.settings import ServiceSettings
+from agent.service.shown import session_paths
 from agent.service.store import QueueFull, SessionRow, SessionStore
 from agent.state import edits_of
 
@@ -31,9 +34,11 @@ def facts_of(row: SessionRow, settings: ServiceSettings) -> chat.SessionFacts:
     except UnknownMigration:
         state = {}
     o = row.options
+    scan = ScanDigest.model_validate(state["scan"]) if state.get("scan") else None
     return chat.SessionFacts(state=row.state, status=row.status, summary=row.summary, run=o.run, test=o.test,
                              device=o.device, skip_rules=list(o.skip_rules), edits=edits_of(state),
-                             interrupts=list(state.get("interrupts") or []), rules=known_rules())
+                             interrupts=list(state.get("interrupts") or []), rules=known_rules(),
+                             findings=scan.findings if scan else [])
 
 
 def _new_attempt(store: SessionStore, settings: ServiceSettings, row: SessionRow, why: str, **options: Any) -> str:
@@ -111,6 +116,7 @@ def post_message(body: Message, row: SessionDep, settings: SettingsDep, store: S
         if current is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"session {row.id} was deleted")
         text = f"{text}\n\n{_act(store, settings, current, reply.action)}"
+    text = shipped_docs(session_paths(settings, row.id, row.attempt)(text))  # no server path, no design doc
     action = reply.action.model_dump() if reply.action is not None else None
     eid = store.add_event(row.id, "reply", {"text": text, "intent": reply.intent, "action": action})
     return MessageReply(event_id=eid, text=text, intent=reply.intent, action=action)

@@ -30,6 +30,7 @@ from agent.service.schemas import (
     SessionView,
 )
 from agent.service.settings import ServiceSettings
+from agent.service.shown import session_paths, shown_data
 from agent.service.store import QueueFull, SessionRow, SessionStore
 from agent.service.uploads import SourceRefused, extract_archive, resolve_allowed, snapshot_tree
 from agent.service.workers import cancelled, repo_dir, session_dir
@@ -51,7 +52,8 @@ def view(row: SessionRow, store: SessionStore, settings: ServiceSettings, *, int
     questions: list[dict[str, Any]] = []
     if interrupts and row.state == "waiting_for_approval":
         try:
-            questions = list(load(row.migration_id, settings.data_dir)["interrupts"])
+            questions = shown_data(list(load(row.migration_id, settings.data_dir)["interrupts"]),
+                                   session_paths(settings, row.id, row.attempt))
         except UnknownMigration:
             questions = []
     return SessionView(id=row.id, owner=row.owner, state=row.state, status=row.status, step=row.step,
