@@ -55,12 +55,32 @@ def _strings(path: Path) -> list[tuple[int, str]]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip]
 
 
+#: the one table that names the design inputs on purpose: it translates them, in texts a service stored
+#: before its upgrade (an edit's reason in an old session), into the docs/ pages that ship
+_TRANSLATOR = ("agent/redact.py", "_SHIPPED", "_DESIGN_DOC")
+
+
+def _translator_lines() -> set[int]:
+    tree = ast.parse((ROOT / _TRANSLATOR[0]).read_text(encoding="utf-8"))
+    lines: set[int] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in _TRANSLATOR[1:]
+                                                for t in node.targets):
+            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    assert len(lines) >= 2, "the translation table moved: update _TRANSLATOR"
+    return lines
+
+
 def _code_problems(package: str) -> list[str]:
     bad = []
+    translator = _translator_lines()
     for path in sorted((ROOT / package).rglob("*.py")):
         if _ferrys(path):
+            rel = str(path.relative_to(ROOT))
             for line, text in _strings(path):
-                bad += _problems(text, f"{path.relative_to(ROOT)}:{line}")
+                if rel == _TRANSLATOR[0] and line in translator:
+                    continue
+                bad += _problems(text, f"{rel}:{line}")
     return bad
 
 
