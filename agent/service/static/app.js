@@ -510,7 +510,10 @@ function renderEvent(id, kind, data) {
       const edit = data.diff ? editor(data, box) : null;
       put(box, el("button", { class: "approve", type: "button", onclick: () => answer("approve", box) }, "Approve"),
         el("button", { class: "reject", type: "button", onclick: () => answer("reject", box) }, "Reject"),
-        edit ? el("button", { class: "edit", type: "button", onclick: () => { edit.hidden = !edit.hidden; } },
+        edit ? el("button", { class: "edit", type: "button", onclick: () => {
+          edit.hidden = !edit.hidden;
+          if (!edit.hidden) edit.querySelector("textarea").focus();
+        } },
           "Edit…") : null, edit);
       put(item, head("approval?"), el("b", {}, data.rule || ""), data.site ? ` at ${data.site}` : "",
         data.reason ? el("div", { class: "reason" }, data.reason) : null,
