@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -194,8 +195,12 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; pick another --port") from exc
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
+    url = f"http://{host}:{port}"
     if args.json:
-        print(json.dumps({"url": f"http://{host}:{port}", "data_dir": str(settings.data_dir)}), flush=True)
+        print(json.dumps({"url": url, "data_dir": str(settings.data_dir)}), flush=True)
+    # where to go, for a person (on stderr under --json: stdout is then one JSON line for programs)
+    print(f"listening on {url}\n  chat page: {url}/\n  API docs:  {url}/docs", flush=True,
+          file=sys.stderr if args.json else sys.stdout)
     logger.info("serving on http://%s:%d (data dir %s, %d workers, %d allowed roots)", host, port,
                 settings.data_dir, settings.workers, len(settings.allow_roots))
     if settings.tokens and host.strip("[]") in ("0.0.0.0", "::") and not settings.allowed_hosts:

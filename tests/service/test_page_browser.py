@@ -1,12 +1,14 @@
 """The chat page end to end in headless Chromium (Debian's chromium, driven by Playwright) against a real
 `ferry serve`, and the offline /docs page. Outside CI a missing browser skips the browser tests; in CI it
-fails them (.ci/run installs chromium)."""
+fails them (.ci/run installs chromium). Screenshots go to $FERRY_TEST_ARTIFACTS when set, else the test's
+tmp_path (docs/service.md)."""
 
 from __future__ import annotations
 
 import io
 import os
 import re
+import shlex
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,12 +16,36 @@ from typing import Any
 
 import numpy as np
 import pytest
-from service_client import PLAIN, TOKENS, Server, create, write_repo
+from service_client import PLAIN, TOKENS, Server, create, read_events, write_repo
 
 CHROMIUM = Path("/usr/bin/chromium")
 ADDED_RGB = (204, 255, 216)  # style.css: .d-add
 MIGRATED_RGB = (31, 136, 61)  # style.css: .state-finished.status-migrated .badge
 WAIT_MS = 240_000
+
+
+def _artifacts(tmp_path: Path) -> Path:
+    """Where screenshots go: $FERRY_TEST_ARTIFACTS (created) when set, else the test's tmp_path."""
+    where = Path(os.environ.get("FERRY_TEST_ARTIFACTS") or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+def _no_null(page: Any) -> None:
+    """No "null" or "undefined" written into the page (a value the script failed to leave out)."""
+    text = page.locator("body").inner_text()
+    assert not re.search(r"\b(null|undefined|NaN|\[object Object\])\b", text), text
+
+
+def _counts_follow_the_events(page: Any) -> None:
+    """The header's counts are the steps, edits and runs the page has received."""
+    from playwright.sync_api import expect
+
+    n = {kind: page.locator(f"#events .ev-{kind}").count() for kind in ("step", "edit", "run")}
+    plural = {kind: f"{n[kind]} {kind}" + ("" if n[kind] == 1 else "s") for kind in n}
+    expect(page.locator("#status .counts")).to_have_text(f"{plural['step']} · {plural['edit']} · {plural['run']}",
+                                                         timeout=5000)
+    assert n["step"] > 0
 
 
 def _missing(why: str) -> None:
@@ -83,6 +109,7 @@ def test_a_session_from_the_page_streams_is_approved_and_answers(serve, page, tm
     roots = tmp_path / "roots"
     repo = write_repo(roots, "prog")
     srv = serve("--allow-root", str(roots))
+    page.set_viewport_size({"width": 1280, "height": 1000})  # a laptop: the panes must fit
     _sign_in(page, srv)
     assert page.evaluate("localStorage.getItem('ferry.token')") == TOKENS["alice"]
     page.fill("#path", str(repo))
@@ -99,15 +126,54 @@ def test_a_session_from_the_page_streams_is_approved_and_answers(serve, page, tm
     sid = srv.client.get("/v1/sessions").json()["items"][0]["id"]
     expect(page.locator("#sessions li", has_text=sid)).to_be_visible()
     assert page.evaluate("location.hash") == f"#{sid}"
-    page.click(".approve")
+    # a waiting session: nothing reads "null", the counts are the events', the phase and a cancel button show
+    _no_null(page)
+    _counts_follow_the_events(page)
+    expect(page.locator("#status .phase")).to_have_text(re.compile(r"^phase \d+ of 10: "))
+    assert page.locator("#status button.cancel").is_visible()
+    expect(page.locator(f"#sessions li[data-id='{sid}'] .badge")).to_have_text("waiting_for_approval")
+    # another session, opened from the sidebar and cancelled with the header's button: header and sidebar say so
+    other = create(srv.client, repo, approve=True).json()["id"]
+    page.click("#refresh")
+    page.click(f"#sessions li[data-id='{other}'] button.link")
+    expect(page.locator("#status .sid")).to_have_text(other)
+    page.click("#status button.cancel")
+    expect(page.locator("#status .badge")).to_have_text("cancelled")
+    expect(page.locator(f"#sessions li[data-id='{other}'] .badge")).to_have_text("cancelled")
+    assert srv.client.get(f"/v1/sessions/{other}").json()["state"] == "cancelled"
+    assert page.locator("#status button.cancel").count() == 0
+    _no_null(page)
+    page.click(f"#sessions li[data-id='{sid}'] button.link")
+    expect(page.locator("#events .ev-approval_request")).to_have_count(1)
+    expect(page.locator("#status .badge")).to_have_text("waiting_for_approval")
+    # answered with an edit: the proposal's diff in a text box, sent back as the reviewer's version
+    assert not page.locator("#events .editor textarea").is_visible()
+    page.click("#events .ev-approval_request button.edit")
+    box = page.locator("#events .editor textarea")
+    expect(box).to_be_visible()
+    proposal = srv.client.get(f"/v1/sessions/{sid}").json()["interrupts"][0]["diff"]
+    assert box.input_value() == proposal and ".double()" in proposal
+    box.fill(proposal.replace(".float()", ".to(torch.float32)"))
+    page.click("#events .editor button.send-edit")
     _until_ended(page)
     expect(page.locator("#status")).to_contain_text("finished · migrated", timeout=1000)
+    # the sidebar follows the session's state; the header's counts follow the events; no "null" anywhere
+    expect(page.locator(f"#sessions li[data-id='{sid}'] .badge")).to_have_text("finished · migrated", timeout=5000)
+    _counts_follow_the_events(page)
+    assert page.locator("#status button.cancel").count() == 0
+    _no_null(page)
+    # each run's command is its argv as a shell would read it back
+    runs = [e["data"]["command"] for e in read_events(srv.client, sid) if e["event"] == "run"]
+    shown = page.locator("#events .ev-run code.command").all_inner_texts()
+    assert shown and shown == [shlex.join(argv) for argv in runs]
+    assert all(" " in c for c in shown), shown
 
     # every event the server has, once each, in order
     ids = [int(i) for i in page.locator("#events .event[data-id]").evaluate_all("els => els.map(e => e.dataset.id)")]
     view = srv.client.get(f"/v1/sessions/{sid}").json()
     assert ids == list(range(1, view["counts"]["events"] + 1))
-    assert page.locator("#events .ev-approval_answer").inner_text().endswith("approve")
+    assert page.locator("#events .ev-approval_answer").inner_text().endswith("edit (prog.py)")
+    assert "to(torch.float32)" in srv.client.get(f"/v1/sessions/{sid}/patch").text
 
     # the diff: the session's patch, line for line, coloured
     patch = srv.client.get(f"/v1/sessions/{sid}/patch").text
@@ -139,7 +205,16 @@ def test_a_session_from_the_page_streams_is_approved_and_answers(serve, page, tm
     first = result["parity_rows"][0]
     assert first["key"] in (full.locator("tbody tr").first.text_content() or "")
     assert parity.locator(".parity-notable tbody tr").count() == min(len(result["parity_notable"]), 10) > 0
-    parity.screenshot(path=str(Path(os.environ.get("FERRY_PAGE_SHOTS", tmp_path)) / "session-parity.png"))
+    # at 1280 px the parity table stays in its pane (a wider table scrolls inside its own box)
+    assert parity.evaluate("p => p.scrollWidth <= p.clientWidth")
+    for scroller in parity.locator(".table-scroll").all():
+        assert scroller.evaluate("s => s.getBoundingClientRect().right <= "
+                                 "s.closest('.pane').getBoundingClientRect().right")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    shots = _artifacts(tmp_path)
+    parity.screenshot(path=str(shots / "session-parity.png"))
+    page.screenshot(path=str(shots / "session-finished.png"), full_page=True)
+    assert (shots / "session-finished.png").stat().st_size > 0
     findings = page.locator("#findings")
     for f in result["findings"]:
         expect(findings).to_contain_text(f["suggestion"])
@@ -160,6 +235,7 @@ def test_a_session_from_the_page_streams_is_approved_and_answers(serve, page, tm
     expect(reply).to_have_count(1)
     expect(reply).to_contain_text("(explain)")
     expect(reply).to_contain_text("FRY001")  # line 4's .cuda() -> .to(device) is the catalogue codemods' edit
+    _no_null(page)
     ids = [int(i) for i in page.locator("#events .event[data-id]").evaluate_all("els => els.map(e => e.dataset.id)")]
     assert ids == list(range(1, srv.client.get(f"/v1/sessions/{sid}").json()["counts"]["events"] + 1))
 
@@ -193,6 +269,44 @@ def test_an_upload_through_the_page_file_input(serve, page, tmp_path: Path) -> N
     assert len(got) == 1 and got[0]["source"]["kind"] == "archive" and got[0]["source"]["files"] == 2
     assert got[0]["options"]["run"] == "python prog.py" and got[0]["options"]["test"] is None
     expect(page.locator("#diff .d-add").first).to_be_visible()
+    sid = got[0]["id"]
+
+    # the chat's Markdown is formatted: the help reply's bold words and code, not ** and backticks
+    page.fill("#message", "help")
+    page.click("#send")
+    reply = page.locator("#events .reply .md").last
+    expect(reply.locator("li").first).to_be_visible()
+    assert reply.locator("strong", has_text="retry").count() == 1
+    assert reply.locator("code", has_text="try again").count() == 1
+    assert "**" not in reply.inner_text() and "`" not in reply.inner_text()
+
+    # a new attempt: at the moment its event arrives, attempt 1's diff, parity and downloads are gone
+    assert page.locator("#downloads button").count() == 4 and page.locator("#parity .parity-headline").count() == 1
+    page.evaluate("""() => { window.atAttempt = null; new MutationObserver((_, obs) => {
+      if (!document.querySelector('#events .ev-attempt')) return;
+      window.atAttempt = { downloads: document.querySelectorAll('#downloads button').length,
+        diff: document.querySelector('#diff').textContent, parity: document.querySelector('#parity').textContent,
+        counts: document.querySelector('#status .counts').textContent };
+      obs.disconnect(); }).observe(document.querySelector('#events'), { childList: true }); }""")
+    steps_before = page.locator("#events .ev-step").count()
+    page.fill("#message", "try again")
+    page.click("#send")
+    expect(page.locator("#events .ev-attempt")).to_have_text(re.compile(r"attempt\s*attempt 2 queued: retry"))
+    at = page.evaluate("window.atAttempt")
+    assert at == {"downloads": 0, "diff": "", "parity": "", "counts": at["counts"]}, at
+    expect(page.locator("#status")).to_contain_text("attempt 2")
+    _until_ended(page)
+    expect(page.locator("#status")).to_contain_text("finished · migrated", timeout=1000)
+    # attempt 2's own result, counts that include its steps, the sidebar up to date
+    expect(page.locator("#downloads button")).to_have_count(4)
+    expect(page.locator("#diff .d-add").first).to_be_visible()
+    assert page.locator("#events .ev-step").count() > steps_before
+    _counts_follow_the_events(page)
+    expect(page.locator(f"#sessions li[data-id='{sid}'] .badge")).to_have_text("finished · migrated", timeout=5000)
+    _no_null(page)
+    view = srv.client.get(f"/v1/sessions/{sid}").json()
+    assert view["attempt"] == 2 and view["counts"]["steps"] == page.locator("#events .ev-step").count()
+
     # a refused create shows the server's reason on the page
     page.fill("#path", "/etc")
     page.click("#create")
@@ -201,6 +315,28 @@ def test_an_upload_through_the_page_file_input(serve, page, tmp_path: Path) -> N
     page.evaluate("renderEvent(999, 'reply', {text: '<img src=x onerror=window.pwned=1>', intent: 'x'})")
     assert page.locator("#events .reply img").count() == 0
     assert page.evaluate("window.pwned === undefined")
+    # Markdown too: formatted, every piece of text escaped, links only to https or this server
+    md = ("## Why `x` <b>moved</b>\n\nThe **codemod** *FRY001* changed `<script>` in [docs](docs/idioms.md#fry001), "
+          "[bad](javascript:alert(1)) and [site](https://example.org/a).\n\n- one `a|b`\n- **two**\n\n"
+          "1. first\n2. second\n\n| rule | sites |\n|---|---|\n| FRY001 | <i>2</i> |\n\n"
+          "```diff\n--- a/prog.py\n+++ b/prog.py\n@@ -1 +1 @@\n-x.cuda()\n+x.to(device)\n```\n"
+          "```\n<img src=x onerror=window.pwned=2>\n```")
+    page.evaluate("t => renderEvent(1000, 'reply', {text: t, intent: 'explain'})", md)
+    out = page.locator("#events .reply[data-id='1000'] .md")
+    assert out.locator("h4").inner_text() == "Why x <b>moved</b>" and out.locator("h4 code").inner_text() == "x"
+    assert out.locator("p strong").inner_text() == "codemod" and out.locator("p em").inner_text() == "FRY001"
+    assert out.locator("p code").first.inner_text() == "<script>"
+    assert out.locator("a").evaluate_all("as => as.map(a => [a.textContent, a.getAttribute('href')])") == [
+        ["docs", "docs/idioms.md#fry001"], ["site", "https://example.org/a"]]
+    assert "[bad](javascript:alert(1))" in out.inner_text()
+    assert out.locator("ul > li").all_inner_texts() == ["one a|b", "two"]
+    assert out.locator("ol > li").all_inner_texts() == ["first", "second"]
+    assert out.locator("table th").all_inner_texts() == ["rule", "sites"]
+    assert out.locator("table td").all_inner_texts() == ["FRY001", "<i>2</i>"]
+    assert out.locator("pre.diff .d-add").inner_text() == "+x.to(device)"
+    assert out.locator("pre.diff .d-del").inner_text() == "-x.cuda()"
+    assert "<img src=x onerror=window.pwned=2>" in out.locator("pre").last.inner_text()
+    assert out.locator("script, img, b, i").count() == 0 and page.evaluate("window.pwned === undefined")
     # the token went in headers only: never into a URL the server logged
     srv.kill()
     assert TOKENS["alice"].encode() not in srv.log.read_bytes()
@@ -227,7 +363,11 @@ def test_docs_and_page_are_served_without_any_external_url(serve, tmp_path: Path
     for name in ("app.js", "style.css"):
         text = c.get(f"/static/{name}").text
         assert not re.search(r"(?i)https?://", text), name
-    assert c.get("/openapi.json").status_code == 200
+    spec = c.get("/openapi.json")
+    assert spec.status_code == 200 and spec.json()["openapi"].startswith("3.1")
+    # every $ref in the document resolves (Swagger UI shows a resolver error over the page otherwise)
+    refs = set(re.findall(r'"\$ref":\s*"#/components/schemas/([^"]+)"', spec.text))
+    assert "SessionCreate" in refs and refs <= set(spec.json()["components"]["schemas"]), refs
     assert c.get("/static/../settings.py").status_code == 404
     # the page is public; the API behind it is not
     assert c.get("/v1/sessions").status_code == 401
@@ -262,9 +402,12 @@ def _parity_result() -> dict[str, Any]:
 
 
 @pytest.mark.browser
-def test_parity_shows_the_headline_then_the_worst_rows_and_folds_the_full_table(serve, page, tmp_path: Path) -> None:
+def test_parity_diff_and_docs_fit_and_render_at_1280(serve, page, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
     result = _parity_result()
     srv: Server = serve()
+    page.set_viewport_size({"width": 1280, "height": 1000})
     page.goto(f"{srv.url}/")
     page.evaluate("r => showParity(r)", result)
     page.set_default_timeout(5000)  # the page is drawn already: nothing to wait for
@@ -283,15 +426,42 @@ def test_parity_shows_the_headline_then_the_worst_rows_and_folds_the_full_table(
     assert full.count() == 1 and not full.evaluate("d => d.open")
     assert full.locator("summary").inner_text() == "All 41 compared tensors"
     assert full.locator("tbody tr").count() == 41 and not full.locator("tbody tr").first.is_visible()
-    # opened, the wide table scrolls inside its pane instead of widening the page
+    # the shown rows fit the pane at 1280 px: every column (the verdict too) inside it, nothing to scroll
+    pane_right = parity.evaluate("p => p.closest('.pane').getBoundingClientRect().right")
+    assert parity.evaluate("p => p.scrollWidth <= p.clientWidth")
+    notable_box = parity.locator(".parity-notable .table-scroll")
+    assert notable_box.evaluate("s => s.scrollWidth <= s.clientWidth")
+    assert parity.locator(".parity-notable td.verdict").first.evaluate("c => c.getBoundingClientRect().right") \
+        <= pane_right
+    # opened, the full table stays in its pane too (scrolling sideways inside its own box if it must)
     full.locator("summary").click()
     assert full.locator("tbody tr").first.is_visible()
     scroller = full.locator(".table-scroll")
-    assert scroller.evaluate("s => s.scrollWidth > s.clientWidth")
-    pane = page.locator("#parity").evaluate("p => p.closest('.pane').getBoundingClientRect().right")
-    assert scroller.evaluate("s => s.getBoundingClientRect().right") <= pane
+    assert scroller.evaluate("s => s.getBoundingClientRect().right") <= pane_right
+    assert parity.evaluate("p => p.scrollWidth <= p.clientWidth")
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    shots = Path(os.environ.get("FERRY_PAGE_SHOTS", tmp_path))
+    shots = _artifacts(tmp_path)
     page.locator("#parity").screenshot(path=str(shots / "parity-open.png"))
     full.locator("summary").click()
     page.locator("#parity").screenshot(path=str(shots / "parity.png"))
+
+    # a long diff line scrolls sideways inside the diff box, which stays in its pane
+    long_line = "+    value = " + " + ".join(f"term_{i}" for i in range(80))
+    page.evaluate("t => showDiffs(t)", f"--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-    value = 0\n{long_line}\n")
+    diff = page.locator("#diff")
+    assert diff.evaluate("d => d.scrollWidth > d.clientWidth && getComputedStyle(d).overflowX === 'auto'")
+    assert diff.evaluate("d => d.getBoundingClientRect().right <= d.closest('.pane').getBoundingClientRect().right")
+    diff.evaluate("d => { d.scrollLeft = d.scrollWidth; }")
+    assert diff.evaluate("d => d.scrollLeft > 0")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+    # /docs: Swagger UI renders the OpenAPI 3.1 document offline: operations, each with "Try it out"
+    page.goto(f"{srv.url}/docs")
+    operation = page.locator(".opblock", has_text="/v1/sessions").first
+    expect(operation).to_be_visible(timeout=30_000)
+    assert page.locator(".opblock").count() >= 5
+    operation.locator(".opblock-summary").first.click()
+    expect(operation.locator("button.try-out__btn")).to_be_visible()
+    assert page.locator("text=Unable to render this definition").count() == 0
+    assert page.locator(".errors-wrapper").count() == 0, page.locator(".errors-wrapper").all_inner_texts()
+    page.screenshot(path=str(shots / "docs.png"))

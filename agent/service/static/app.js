@@ -27,6 +27,27 @@ function clear(node) {
   while (node.firstChild) node.removeChild(node.firstChild);
 }
 
+// node.append, leaving out null / undefined / false (DOM append would write them as the text "null")
+function put(node, ...children) {
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child);
+  }
+  return node;
+}
+
+// A command's argv as one line a shell would read back: words joined by spaces, quoted where needed.
+function shellQuote(word) {
+  const w = String(word);
+  if (w !== "" && /^[\w@%+=:,./-]+$/.test(w)) return w;
+  return "'" + w.replace(/'/g, "'\"'\"'") + "'";
+}
+
+function commandLine(command) {
+  if (Array.isArray(command)) return command.map(shellQuote).join(" ");
+  return command === null || command === undefined ? "" : String(command);
+}
+
 // ---- the diff highlighter --------------------------------------------------------------------------
 
 const PY_KEYWORDS = new Set(("False None True and as assert async await break class continue def del elif else " +
@@ -86,6 +107,153 @@ function highlightDiff(text) {
   return frag;
 }
 
+// ---- a safe Markdown subset (chat replies) -----------------------------------------------------------
+// Headings, paragraphs, **bold**, *italic*, `code`, fenced code blocks (diff and python coloured), lists,
+// simple tables and links to https or relative addresses; everything else stays text. Built from DOM
+// nodes and text nodes only: no text is ever parsed as HTML.
+
+function safeHref(url) {
+  const u = String(url).trim();
+  if (/[\u0000-\u001f\u007f]/.test(u)) return null;
+  if (/^https:\/\//i.test(u)) return u;
+  if (/^[a-z][a-z0-9+.-]*:/i.test(u) || u.startsWith("//") || u.startsWith("\\")) return null; // another scheme
+  return u;
+}
+
+const MD_INLINE = new RegExp(
+  "(`+)([\\s\\S]*?[^`])\\1(?!`)" +          // 1,2: `code`
+  "|\\*\\*(?=\\S)([\\s\\S]*?\\S)\\*\\*" +      // 3: **bold**
+  "|__(?=\\S)([\\s\\S]*?\\S)__(?!\\w)" +         // 4: __bold__
+  "|\\[([^\\]\\n]+)\\]\\(([^()\\s]+)\\)" +      // 5,6: [text](url)
+  "|(?<![\\w*])\\*(?=[^\\s*])([^*\\n]*?[^\\s*])\\*(?![\\w*])", // 7: *italic*
+  "g");
+
+function mdInline(text) {
+  const out = [];
+  let last = 0;
+  const re = new RegExp(MD_INLINE.source, "g");
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    if (m.index > last) out.push(document.createTextNode(text.slice(last, m.index)));
+    if (m[2] !== undefined) out.push(el("code", {}, m[2].replace(/^ (.*) $/, "$1")));
+    else if (m[3] !== undefined || m[4] !== undefined) out.push(el("strong", {}, mdInline(m[3] ?? m[4])));
+    else if (m[5] !== undefined) {
+      const href = safeHref(m[6]);
+      out.push(href === null ? document.createTextNode(m[0])
+        : el("a", { href, rel: "noopener noreferrer", target: /^https:/i.test(href) ? "_blank" : null },
+          mdInline(m[5])));
+    } else if (m[7] !== undefined) out.push(el("em", {}, mdInline(m[7])));
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) out.push(document.createTextNode(text.slice(last)));
+  return out;
+}
+
+// inline text whose single newlines stay line breaks (a chat reply is not reflowed)
+function mdLines(lines) {
+  const out = [];
+  lines.forEach((line, i) => {
+    if (i) out.push(el("br"));
+    out.push(...mdInline(line));
+  });
+  return out;
+}
+
+const MD_FENCE = /^\s{0,3}(```+|~~~+)\s*([\w+-]*)\s*$/;
+const MD_HEADING = /^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
+const MD_ITEM = /^(\s*)([-*+]|\d{1,9}[.)])\s+(.*)$/;
+const MD_TABLE_SEP = /^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$/;
+
+function tableCells(line) {
+  let t = line.trim();
+  if (t.startsWith("|")) t = t.slice(1);
+  if (t.endsWith("|") && !t.endsWith("\\|")) t = t.slice(0, -1);
+  return t.split(/(?<!\\)\|/).map((c) => c.trim().replace(/\\\|/g, "|"));
+}
+
+function codeBlock(code, lang) {
+  if (lang === "diff" || lang === "patch" || (!lang && /^(--- |\+\+\+ |@@ )/m.test(code))) {
+    const block = el("pre", { class: "diff md-code" });
+    block.append(highlightDiff(code));
+    return block;
+  }
+  const block = el("pre", { class: "md-code" });
+  const code_ = el("code");
+  if (lang === "python" || lang === "py") {
+    code.split("\n").forEach((line, i) => { if (i) code_.append("\n"); code_.append(...highlightPython(line)); });
+  } else code_.append(code);
+  block.append(code_);
+  return block;
+}
+
+function renderMarkdown(text) {
+  const root = el("div", { class: "md" });
+  const lines = String(text ?? "").replace(/\r\n?/g, "\n").split("\n");
+  let i = 0;
+  const isBlank = (l) => /^\s*$/.test(l);
+  const startsBlock = (k) => MD_FENCE.test(lines[k]) || MD_HEADING.test(lines[k]) || MD_ITEM.test(lines[k]) ||
+    (lines[k].includes("|") && k + 1 < lines.length && MD_TABLE_SEP.test(lines[k + 1]));
+  while (i < lines.length) {
+    const line = lines[i];
+    if (isBlank(line)) { i++; continue; }
+    const fence = MD_FENCE.exec(line);
+    if (fence) {
+      const body = [];
+      i++;
+      while (i < lines.length && !(lines[i].trim().startsWith(fence[1][0].repeat(fence[1].length)) &&
+        /^\s*(`+|~+)\s*$/.test(lines[i]))) body.push(lines[i++]);
+      i++; // the closing fence (or the end)
+      root.append(codeBlock(body.join("\n"), fence[2].toLowerCase()));
+      continue;
+    }
+    const heading = MD_HEADING.exec(line);
+    if (heading) {
+      root.append(el("h" + Math.min(heading[1].length + 2, 6), { class: "md-h" }, mdInline(heading[2])));
+      i++;
+      continue;
+    }
+    if (line.includes("|") && i + 1 < lines.length && MD_TABLE_SEP.test(lines[i + 1])) {
+      const head = tableCells(line);
+      const table = el("table", { class: "md-table" },
+        el("thead", {}, el("tr", {}, head.map((c) => el("th", {}, mdInline(c))))));
+      const body = el("tbody");
+      i += 2;
+      while (i < lines.length && lines[i].includes("|") && !isBlank(lines[i])) {
+        body.append(el("tr", {}, tableCells(lines[i]).map((c) => el("td", {}, mdInline(c)))));
+        i++;
+      }
+      table.append(body);
+      root.append(el("div", { class: "md-table-scroll" }, table));
+      continue;
+    }
+    const item = MD_ITEM.exec(line);
+    if (item) {
+      const ordered = /\d/.test(item[2]);
+      const list = el(ordered ? "ol" : "ul", { class: "md-list" });
+      if (ordered && parseInt(item[2], 10) !== 1) list.setAttribute("start", String(parseInt(item[2], 10)));
+      let entry = null;
+      while (i < lines.length && !isBlank(lines[i])) {
+        const m = MD_ITEM.exec(lines[i]);
+        if (m && /\d/.test(m[2]) === ordered) {
+          entry = { lines: [m[3]] };
+          list.append(entry.node = el("li"));
+          entry.node.append(...mdInline(m[3]));
+        } else if (m || MD_FENCE.test(lines[i]) || MD_HEADING.test(lines[i])) {
+          break;
+        } else {
+          entry.node.append(el("br"), ...mdInline(lines[i].trim())); // a continuation line
+        }
+        i++;
+      }
+      root.append(list);
+      continue;
+    }
+    const para = [];
+    while (i < lines.length && !isBlank(lines[i]) && (para.length === 0 || !startsBlock(i))) para.push(lines[i++]);
+    root.append(el("p", {}, mdLines(para)));
+  }
+  return root;
+}
+
 // ---- the API (the token goes in the Authorization header, never in a URL) ----------------------------
 
 class ApiError extends Error {
@@ -129,25 +297,106 @@ async function api(method, path, body) {
 
 // ---- the session being watched -----------------------------------------------------------------------
 
-const current = { id: null, lastId: 0, stream: null, view: null, resultShown: false, diffs: [] };
+// counts: the steps, edits and runs of the events read so far (the header follows the stream); phase: the
+// last step's place in PHASES; resultAttempt: the attempt whose result (downloads, parity, diff) is shown
+const FRESH = () => ({ lastId: 0, stream: null, view: null, resultShown: false, resultAttempt: 0, diffs: [],
+  counts: { steps: 0, edits: 0, runs: 0 }, phase: null });
+const current = { id: null, ...FRESH() };
+
+// The migration's phases in the order a run goes through them; each graph node (a step event's "node")
+// belongs to one. A fix round goes back to "run the migrated code".
+const PHASES = [
+  ["read the repository", ["ingest"]],
+  ["run the original", ["reference_run"]],
+  ["scan and plan", ["scan", "plan"]],
+  ["rewrite", ["rewrite"]],
+  ["run the migrated code", ["target_run", "await_reference", "diagnose", "llm_fix", "apply_fix"]],
+  ["compare outputs (parity)", ["parity"]],
+  ["tests", ["tests"]],
+  ["CPU check", ["cpu_check"]],
+  ["profile", ["profile", "profile_llm", "profile_verdict", "profile_revert"]],
+  ["report", ["llm_explain", "report"]],
+];
+
+function phaseOf(node) {
+  const n = PHASES.findIndex(([, nodes]) => nodes.includes(node));
+  return n < 0 ? null : { n: n + 1, of: PHASES.length, label: PHASES[n][0] };
+}
 
 function sessionUrl(suffix) {
   return `/v1/sessions/${encodeURIComponent(current.id)}${suffix || ""}`;
+}
+
+function countsText() {
+  const c = current.counts;
+  const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+  return `${plural(c.steps, "step")} · ${plural(c.edits, "edit")} · ${plural(c.runs, "run")}`;
+}
+
+function phaseText(view) {
+  const p = current.phase;
+  if (!p) return ENDED.has(view.state) ? "" : "starting";
+  return `phase ${p.n} of ${p.of}: ${p.label}`;
+}
+
+// the header's counts and phase, from the events read so far
+function showProgress() {
+  const counts = document.querySelector("#status .counts");
+  if (counts) counts.textContent = countsText();
+  const phase = document.querySelector("#status .phase");
+  if (phase && current.view) phase.textContent = phaseText(current.view);
+}
+
+// the session's line in "Your sessions" says what the header says
+function syncSidebar(view) {
+  const li = document.querySelector(`#sessions li[data-id="${CSS.escape(view.id)}"]`);
+  const badge = li && li.querySelector(".badge");
+  if (!badge) return;
+  badge.className = "badge state-" + view.state;
+  badge.textContent = view.state + (view.status ? " · " + view.status : "");
+}
+
+async function cancelSession(button) {
+  button.disabled = true;
+  try {
+    await api("DELETE", sessionUrl());
+    await refreshStatus();
+  } catch (e) {
+    button.disabled = false;
+    $("#status").append(el("div", { class: "error" }, e.message));
+  }
 }
 
 function showStatus(view) {
   const node = $("#status");
   clear(node);
   node.className = "status state-" + view.state + (view.status ? " status-" + view.status : "");
-  node.append(el("span", { class: "sid" }, view.id),
+  put(node, el("span", { class: "sid" }, view.id),
     el("span", { class: "badge" }, view.state + (view.status ? " · " + view.status : "")));
-  if (view.step) node.append(el("span", { class: "step" }, "step: " + view.step));
-  if (view.counts) {
-    node.append(el("span", { class: "counts" },
-      `${view.counts.steps || 0} steps · ${view.counts.edits || 0} edits · ${view.counts.runs || 0} runs`));
+  if (view.attempt && view.attempt > 1) node.append(el("span", { class: "attempt" }, `attempt ${view.attempt}`));
+  if (view.state !== "unknown") {
+    const phase = phaseText(view);
+    if (phase || !ENDED.has(view.state)) node.append(el("span", { class: "phase" }, phase));
+    node.append(el("span", { class: "counts" }, countsText()));
+  }
+  if (view.state !== "unknown" && !ENDED.has(view.state)) {
+    const cancel = el("button", { type: "button", class: "small cancel", id: "cancel" }, "Cancel session");
+    cancel.addEventListener("click", () => cancelSession(cancel));
+    node.append(cancel);
   }
   if (view.summary) node.append(el("div", { class: "summary" }, view.summary));
   if (view.error) node.append(el("div", { class: "error" }, view.error));
+  syncSidebar(view);
+}
+
+// A new attempt: the previous attempt's result (diff, parity, findings, downloads) is no longer the session's.
+function newAttempt(attempt) {
+  current.diffs = [];
+  current.phase = null;
+  if (current.resultAttempt >= attempt) return; // replaying a finished session: its result is this attempt's
+  current.resultShown = false;
+  current.resultAttempt = 0;
+  for (const sel of ["#diff", "#parity", "#findings", "#downloads"]) clear($(sel));
 }
 
 async function refreshStatus() {
@@ -159,6 +408,7 @@ async function refreshStatus() {
   showStatus(view);
   if (view.state === "finished" && !current.resultShown) {
     current.resultShown = true;
+    current.resultAttempt = view.attempt || 1;
     await showResult();
   }
   return view;
@@ -186,34 +436,62 @@ function showDiffs(text) {
   node.append(highlightDiff(text));
 }
 
-async function answer(action, box) {
-  for (const b of box.querySelectorAll("button")) b.disabled = true;
+const ANSWERED = { approve: "approved", reject: "rejected", edit: "your version sent" };
+
+async function answer(action, box, diff) {
+  const controls = box.querySelectorAll("button, textarea");
+  for (const b of controls) b.disabled = true;
+  for (const old of box.querySelectorAll(".error")) old.remove();
   try {
-    await api("POST", sessionUrl("/approval"), { action });
-    box.append(el("span", { class: "answered" }, action === "approve" ? "approved" : "rejected"));
+    await api("POST", sessionUrl("/approval"), action === "edit" ? { action, diff } : { action });
+    box.append(el("span", { class: "answered" }, ANSWERED[action]));
     await refreshStatus();
   } catch (e) {
-    for (const b of box.querySelectorAll("button")) b.disabled = false;
+    for (const b of controls) b.disabled = false;
     box.append(el("span", { class: "error" }, String(e.message)));
   }
+}
+
+// "Edit": the proposed diff in a text box; what is sent is the reviewer's diff (POST .../approval, action=edit)
+function editor(data, box) {
+  const area = el("textarea", { class: "edit-diff", rows: 10, spellcheck: "false",
+    "aria-label": "your version of the change, as a unified diff" });
+  area.value = data.diff || "";
+  const wrap = el("div", { class: "editor", hidden: true },
+    el("div", { class: "muted" }, "Change the diff (against the files before this edit), then send it:"), area,
+    el("button", { class: "send-edit small", type: "button", onclick: () => answer("edit", box, area.value) },
+      "Apply my version"));
+  return wrap;
+}
+
+function countEvent(kind, data) {
+  if (kind === "step") {
+    current.counts.steps++;
+    current.phase = phaseOf(data.node) || current.phase;
+  } else if (kind === "edit") current.counts.edits++;
+  else if (kind === "run") current.counts.runs++;
+  else if (kind === "attempt") newAttempt(Number(data.attempt) || 0);
+  else return;
+  showProgress();
 }
 
 function renderEvent(id, kind, data) {
   const head = (label) => el("span", { class: "ev-kind" }, label);
   const item = el("div", { class: "event ev-" + kind, "data-id": id });
+  countEvent(kind, data || {});
   switch (kind) {
     case "queued":
-      item.append(head("queued"), "waiting for a worker");
+      put(item, head("queued"), "waiting for a worker");
       break;
     case "started":
-      item.append(head("started"), `attempt ${data.attempt ?? 1}${data.resumed ? " (resumed from its checkpoint)" : ""}`);
+      put(item, head("started"), `attempt ${data.attempt ?? 1}${data.resumed ? " (resumed from its checkpoint)" : ""}`);
       break;
     case "step":
-      item.append(head("step"), el("b", {}, data.node || ""), " ", data.summary || "",
+      put(item, head("step"), el("b", {}, data.node || ""), " ", data.summary || "",
         data.seconds !== undefined && data.seconds !== null ? el("span", { class: "secs" }, ` ${Number(data.seconds).toFixed(2)} s`) : null);
       break;
     case "edit":
-      item.append(head("edit"), el("b", {}, data.rule || ""), ` ${data.kind || ""} ${(data.files || []).join(", ")}`,
+      put(item, head("edit"), el("b", {}, data.rule || ""), ` ${data.kind || ""} ${(data.files || []).join(", ")}`,
         data.by ? el("span", { class: "by" }, ` by ${data.by}`) : null,
         data.reason ? el("div", { class: "reason" }, data.reason) : null,
         data.diff ? diffBlock(data.diff) : null);
@@ -223,47 +501,57 @@ function renderEvent(id, kind, data) {
       }
       break;
     case "run":
-      item.append(head("run"), el("b", {}, data.kind || ""), " ", el("code", {}, data.command || ""),
+      put(item, head("run"), el("b", {}, data.kind || ""), " ", el("code", { class: "command" }, commandLine(data.command)),
         ` → ${data.status || ""}`, data.exit_code !== undefined && data.exit_code !== null ? ` (exit ${data.exit_code})` : "",
         data.duration_s !== undefined && data.duration_s !== null ? ` ${Number(data.duration_s).toFixed(1)} s` : "");
       break;
     case "approval_request": {
       const box = el("div", { class: "buttons" });
-      box.append(el("button", { class: "approve", type: "button", onclick: () => answer("approve", box) }, "Approve"),
-        el("button", { class: "reject", type: "button", onclick: () => answer("reject", box) }, "Reject"));
-      item.append(head("approval?"), el("b", {}, data.rule || ""), data.site ? ` at ${data.site}` : "",
+      const edit = data.diff ? editor(data, box) : null;
+      put(box, el("button", { class: "approve", type: "button", onclick: () => answer("approve", box) }, "Approve"),
+        el("button", { class: "reject", type: "button", onclick: () => answer("reject", box) }, "Reject"),
+        edit ? el("button", { class: "edit", type: "button", onclick: () => {
+          edit.hidden = !edit.hidden;
+          if (!edit.hidden) edit.querySelector("textarea").focus();
+        } },
+          "Edit…") : null, edit);
+      put(item, head("approval?"), el("b", {}, data.rule || ""), data.site ? ` at ${data.site}` : "",
         data.reason ? el("div", { class: "reason" }, data.reason) : null,
         data.question ? el("div", { class: "reason" }, data.question) : null,
         data.diff ? diffBlock(data.diff) : null, box);
       break;
     }
     case "approval_answer":
-      item.append(head("answer"), data.action || "");
-      for (const b of document.querySelectorAll("#events .ev-approval_request button")) b.disabled = true;
+      put(item, head("answer"), data.action || "",
+        data.action === "edit" && (data.files || []).length ? ` (${data.files.join(", ")})` : null);
+      for (const b of document.querySelectorAll("#events .ev-approval_request button, #events .ev-approval_request textarea")) b.disabled = true;
       break;
     case "message":
       item.classList.add("message");
-      item.append(head("you"), data.text || "");
+      put(item, head("you"), data.text || "");
       break;
     case "reply":
       item.classList.add("reply");
-      item.append(head("ferry"), el("span", { class: "text" }, data.text || ""),
-        data.intent ? el("span", { class: "intent" }, ` (${data.intent})`) : null);
+      put(item, head("ferry"), data.intent ? el("span", { class: "intent" }, `(${data.intent})`) : null,
+        renderMarkdown(data.text || ""));
       break;
     case "state":
     case "status":
-      item.append(head(kind), [data.state, data.status].filter(Boolean).join(" · "),
+      put(item, head(kind), [data.state, data.status].filter(Boolean).join(" · "),
         data.summary ? el("div", { class: "summary" }, data.summary) : null);
       break;
     case "error":
       item.classList.add("error");
-      item.append(head("error"), data.detail || "");
+      put(item, head("error"), data.detail || "");
+      break;
+    case "attempt":
+      put(item, head("attempt"), `attempt ${data.attempt ?? "?"} queued`, data.why ? `: ${data.why}` : null);
       break;
     case "cancelled":
-      item.append(head("cancelled"), "the session was cancelled");
+      put(item, head("cancelled"), "the session was cancelled");
       break;
     default:
-      item.append(head(kind), pre(JSON.stringify(data, null, 1)));
+      put(item, head(kind), pre(JSON.stringify(data, null, 1)));
   }
   addEvent(item);
 }
@@ -298,7 +586,8 @@ function onSseEvent(id, kind, text) {
   let data = {};
   try { data = JSON.parse(text); } catch (e) { data = { text }; }
   renderEvent(n, kind, data);
-  if (["state", "status", "approval_request", "approval_answer", "started", "cancelled", "error"].includes(kind)) {
+  if (["state", "status", "approval_request", "approval_answer", "started", "attempt", "cancelled", "error"]
+    .includes(kind)) {
     refreshStatus().catch(() => {});
   }
 }
@@ -343,7 +632,7 @@ function ensureStream() {
 
 async function openSession(id) {
   if (current.stream) current.stream.abort();
-  Object.assign(current, { id, lastId: 0, stream: null, view: null, resultShown: false, diffs: [] });
+  Object.assign(current, { id, ...FRESH() });
   for (const sel of ["#events", "#diff", "#parity", "#findings", "#downloads"]) clear($(sel));
   history.replaceState(null, "", "#" + encodeURIComponent(id));
   for (const li of document.querySelectorAll("#sessions li")) li.classList.toggle("current", li.dataset.id === id);
@@ -367,21 +656,33 @@ function tolerance(t) {
 // at most this many failing (or worst) rows before the full table; the rest are in the folded table
 const NOTABLE_SHOWN = 10;
 
+// a dotted name with a line-break chance after each dot, underscore, '#' or ':' (text nodes and <wbr>)
+function breakable(name) {
+  const out = [];
+  for (const part of String(name ?? "").split(/(?<=[._#:])/)) out.push(part, el("wbr"));
+  return out.slice(0, -1);
+}
+
+// One row per tensor, five columns so that it fits its pane: the tensor (its key, then what was compared
+// and the tolerance, both wrapping), max abs, max rel, cosine and the verdict (its reason on hover).
 function parityTable(rows) {
   const table = el("table", { class: "parity" },
-    el("thead", {}, el("tr", {}, ["metric", "kind", "reference", "target", "max abs", "max rel", "cosine",
-      "tolerance", "verdict"].map((h) => el("th", {}, h)))));
+    el("thead", {}, el("tr", {}, el("th", { class: "tensor" }, "tensor"),
+      ["max abs", "max rel", "cosine"].map((h) => el("th", { class: "num" }, h)), el("th", {}, "verdict"))));
   const body = el("tbody");
   for (const row of rows) {
     const m = row.metrics || {};
     const ref = [row.ref_dtype, row.ref_shape ? `[${row.ref_shape.join("×")}]` : null].filter(Boolean).join(" ");
     const tgt = [row.target_dtype, row.target_shape ? `[${row.target_shape.join("×")}]` : null, row.target_device]
       .filter(Boolean).join(" ");
+    const what = [row.kind, ref || tgt ? `${ref || "—"} → ${tgt || "—"}` : null,
+      row.tolerances ? tolerance(row.tolerances) : null].filter(Boolean).join(" · ");
     body.append(el("tr", { class: "verdict-" + row.verdict },
-      el("td", {}, el("code", {}, row.key)), el("td", {}, row.kind), el("td", {}, ref || "—"), el("td", {}, tgt || "—"),
-      el("td", {}, fmt(m.max_abs)), el("td", {}, fmt(m.max_rel)), el("td", {}, fmt(m.cosine)),
-      el("td", {}, tolerance(row.tolerances)),
-      el("td", { class: "verdict", title: row.reason || "" }, row.verdict === "fail" ? "fail" : `pass (${row.verdict})`)));
+      el("td", { class: "tensor" }, el("code", {}, breakable(row.key)), el("div", { class: "what muted" }, what)),
+      el("td", { class: "num" }, fmt(m.max_abs)), el("td", { class: "num" }, fmt(m.max_rel)),
+      el("td", { class: "num" }, fmt(m.cosine)),
+      el("td", { class: "verdict", title: [row.tier, row.reason].filter(Boolean).join(": ") },
+        row.verdict)));
   }
   table.append(body);
   return el("div", { class: "table-scroll" }, table);
