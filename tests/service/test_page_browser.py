@@ -465,3 +465,34 @@ def test_parity_diff_and_docs_fit_and_render_at_1280(serve, page, tmp_path: Path
     assert page.locator("text=Unable to render this definition").count() == 0
     assert page.locator(".errors-wrapper").count() == 0, page.locator(".errors-wrapper").all_inner_texts()
     page.screenshot(path=str(shots / "docs.png"))
+
+
+def test_the_eval_report_renders_fits_and_is_screenshotted(page, tmp_path: Path) -> None:
+    """report.html as a team opens it: its summary, grade bars and case table within 1280 px, each case's
+    patch link reachable; a screenshot goes to the artifacts."""
+    from evals import report
+    from evals.results import CaseResult
+
+    out = tmp_path / "run"
+    results = []
+    for name, grade in (("mlp_training", "resolved"), ("vae", "resolved"), ("scientific_float64", "partial")):
+        (out / name).mkdir(parents=True)
+        (out / name / "ferry.patch").write_text("diff --git a/train.py b/train.py\n")
+        (out / name / "report.md").write_text("# report\n")
+        results.append(CaseResult.model_validate({
+            "suite": "synthetic", "name": name, "kind": "synthetic", "expected_status": "migrated",
+            "status": "migrated" if grade == "resolved" else "partial", "grade": grade, "out_dir": name,
+            "wall_s": 20.0, "own_run_s": 5.0, "ratio": 4.0, "iterations": 1, "runs": 4, "parity_passed": True,
+            "tests": {"fail_to_pass": {"g::a": "passed"}, "pass_to_pass": {"t::b": "passed"}}}))
+    html = report.write_reports(results, out, "synthetic")["report"]
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(html.as_uri())
+    assert "Resolved\t2/3 (67%)" in page.locator("#summary").inner_text()
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], widths  # nothing wider than the window
+    resolved = page.locator("span.bar[data-grade='resolved']").bounding_box()
+    partial = page.locator("span.bar[data-grade='partial']").bounding_box()
+    assert resolved and partial and resolved["width"] > 1.5 * partial["width"]
+    link = page.locator("#cases a", has_text="patch").first
+    assert (out / (link.get_attribute("href") or "")).is_file()
+    page.screenshot(path=str(_artifacts(tmp_path) / "eval-report.png"), full_page=True)
