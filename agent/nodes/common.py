@@ -30,6 +30,11 @@ GraphNode = Callable[[MigrationState, Runtime[Any]], Update]
 SUMMARY = "_summary"  # a node's one-line account of what it did: becomes its Step, never stored as such
 
 
+
+def counted(n: int, noun: str) -> str:
+    """``1 file``, ``2 files``: a count with its noun in the right number (nouns taking a plain -s)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
 def environment_of(state: MigrationState) -> toolbox.RunEnvironment:
     """The user's own environment (--python, --env, --cwd) the migration's runs get."""
     if not state.get("options"):

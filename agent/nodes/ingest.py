@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.errors import NeedsHuman
-from agent.nodes.common import SUMMARY, Update, ensure_workspace, source_of, step
+from agent.nodes.common import SUMMARY, Update, counted, ensure_workspace, source_of, step
 from agent.runs import RunScheduler
 from agent.state import MigrationState, options_of
 from tools.patch import list_source_files
@@ -20,4 +20,4 @@ def ingest(state: MigrationState, runs: RunScheduler) -> Update:
     runs.prewarm_runs(options_of(state).seed)  # once per process: the tpx runs fork from it
     ws = ensure_workspace(state)
     return {"workspace": str(ws), "iteration": state.get("iteration") or 0,
-            SUMMARY: f"{len(files)} source files; private workspace {ws}"}
+            SUMMARY: f"{counted(len(files), 'source file')}; private workspace {ws}"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agent.errors import Status
 from agent.materialise import artifacts_root
-from agent.nodes.common import SUMMARY, Update, step
+from agent.nodes.common import SUMMARY, Update, counted, step
 from agent.nodes.reference import cancel_reference
 from agent.records import DeviceWork, Outputs
 from agent.render import report_markdown, result_of
@@ -195,4 +195,4 @@ def report(state: MigrationState, runs: RunScheduler) -> Update:
                    f"{'; '.join(failed)}{where}")
         status = "failed_output"
     return {**stopped, "status": status, "summary": summary, "outputs": dump(outputs) if outputs else None,
-            SUMMARY: f"{status}; {len(patch.files)} files in the patch" + ("; applied" if applied else "")}
+            SUMMARY: f"{status}; {counted(len(patch.files), 'file')} in the patch" + ("; applied" if applied else "")}

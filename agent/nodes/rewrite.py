@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from agent import toolbox
-from agent.nodes.common import SUMMARY, Update, ensure_workspace, source_of, step
+from agent.nodes.common import SUMMARY, Update, counted, ensure_workspace, source_of, step
 from agent.policy.rules_cuda import rewritten_texts
 from agent.records import Edit
 from agent.runs import RunScheduler
@@ -34,8 +34,8 @@ def rewrite(state: MigrationState, runs: RunScheduler) -> Update:
     warnings = result.warnings
     skipped = f"; skipped by request: {', '.join(opts.skip_rules)}" if opts.skip_rules else ""
     return {"files": new_files, "edits": [dump(e) for e in edits], "workspace": str(ws),
-            SUMMARY: f"rewrote {len(new_files)} files" + (f"; {len(warnings)} warnings" if warnings else "")
-            + skipped}
+            SUMMARY: f"rewrote {counted(len(new_files), 'file')}"
+            + (f"; {counted(len(warnings), 'warning')}" if warnings else "") + skipped}
 
 
 def _dtype_changes(rule_ids: list[str]) -> dict[str, str]:

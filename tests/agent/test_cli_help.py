@@ -5,6 +5,7 @@ the migration id comes first, plurals, no issue numbers in help texts, no temp f
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 
@@ -181,3 +182,15 @@ def test_an_interrupted_migration_says_how_to_resume_it(tmp_path, capsys, monkey
                  "--id", "m-two", "--offline", "--json"]) == 130
     err = capsys.readouterr().err
     assert "migration m-two interrupted: resume it with `ferry resume m-two`" in err and "ferry: interrupted" in err
+
+
+def test_step_summaries_count_in_the_singular(tmp_path):
+    repo = tmp_path / "one"
+    repo.mkdir()
+    (repo / "train.py").write_text("import torch\nx = torch.ones(2).cuda()\n")
+    out = tmp_path / "out"
+    main(["migrate", str(repo), "--run", "python train.py", "--offline", "--json", "--state-dir", str(tmp_path / "s"),
+          "--out", str(out)])
+    steps = {s["node"]: s["summary"] for s in json.loads((out / "result.json").read_text())["steps"]}
+    assert steps["ingest"].startswith("1 source file; "), steps
+    assert steps["rewrite"] == "rewrote 1 file", steps
