@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from agent.cli import build_parser
+from tests.agent.test_pr_cmd import PROG
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "examples" / "github-actions" / "ferry-pr.yml"
@@ -137,20 +138,11 @@ def test_an_open_pull_request_is_edited_only_when_its_text_changes(tmp_path):
 
 # --- the whole job, here -------------------------------------------------------------------------
 
-SAMPLE_TRAIN = '''import anytree
-import torch
-from torch import nn
-
-device = torch.device("cuda")
-tree = anytree.Node("root")  # the repository's own dependency: the runs need its requirements installed
-model = nn.Linear(4, 2)
-nn.init.constant_(model.weight, 0.5)
-nn.init.zeros_(model.bias)
-model = model.cuda()
-x = torch.arange(8, dtype=torch.float32).reshape(2, 4).cuda()
-for step in range(2):
-    print(f"step {step} loss {(model(x) * (step + 1)).sum().item():.4f}")
-'''
+# test_pr_cmd's exactly representable program (parity holds without a policy edit), with a dependency of its own
+SAMPLE_TRAIN = "import anytree\n" + PROG.replace(
+    'device = torch.device("cuda")\n',
+    'device = torch.device("cuda")\n'
+    'tree = anytree.Node("root")  # the repository\'s own dependency: the runs need its requirements installed\n')
 SAMPLE_TEST = '''import anytree
 import torch
 
