@@ -272,8 +272,18 @@ def test_an_upload_through_the_page_file_input(serve, page, tmp_path: Path) -> N
     sid = got[0]["id"]
 
     # the chat's Markdown is formatted: the help reply's bold words and code, not ** and backticks
+    # the answer to a message comes late (1.5 s): what is typed meanwhile is kept for the next send
+    page.evaluate("""() => { const plain = window.plainFetch = window.fetch; window.fetch = async (url, init) => {
+      const resp = await plain(url, init);
+      if (String(url).endsWith('/messages') && init && init.method === 'POST') {
+        await new Promise((r) => setTimeout(r, 1500)); }
+      return resp; }; }""")
     page.fill("#message", "help")
     page.click("#send")
+    page.fill("#message", "try again")
+    expect(page.locator("#send")).to_be_enabled(timeout=30_000)
+    expect(page.locator("#message")).to_have_value("try again", timeout=1000)
+    page.evaluate("() => { window.fetch = window.plainFetch; }")
     reply = page.locator("#events .reply .md").last
     expect(reply.locator("li").first).to_be_visible()
     assert reply.locator("strong", has_text="retry").count() == 1
@@ -289,7 +299,6 @@ def test_an_upload_through_the_page_file_input(serve, page, tmp_path: Path) -> N
         counts: document.querySelector('#status .counts').textContent };
       obs.disconnect(); }).observe(document.querySelector('#events'), { childList: true }); }""")
     steps_before = page.locator("#events .ev-step").count()
-    page.fill("#message", "try again")
     page.click("#send")
     expect(page.locator("#events .ev-attempt")).to_have_text(re.compile(r"attempt\s*attempt 2 queued: retry"))
     at = page.evaluate("window.atAttempt")

@@ -832,11 +832,13 @@ async function sendMessage(event) {
   const text = input.value.trim();
   if (!text || !current.id) return;
   $("#send").disabled = true;
+  // emptied as it is sent, not when the answer comes: what is typed meanwhile is the next message, kept
+  input.value = "";
   try {
     await api("POST", sessionUrl("/messages"), { text });
-    input.value = "";
     ensureStream(); // the message and its reply come as events (a finished session's stream is read again)
   } catch (e) {
+    if (!input.value) input.value = text; // not sent: given back to edit
     addEvent(el("div", { class: "event error" }, e.message));
   } finally {
     $("#send").disabled = false;
