@@ -8,7 +8,7 @@ the case's own run command is timed on the migrated code on tpx in the same sand
 no profile), the cost a user pays anyway, three times, the median kept (one run's time varies by
 a second on a shared machine). Both are measured side by side in this one process; the table
 shows the ratio and where the migration's time went. Runs go side by side inside a migration as
-the run scheduler (``agent.runs``) decides (``FERRY_PARALLEL_RUNS=1`` measures them in order).
+the run scheduler (``agent.migration.runs``) decides (``FERRY_PARALLEL_RUNS=1`` measures them in order).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DEFAULT_CASES = ["mlp_training", "cnn_training", "host_sync_loop", "data_depende
 
 
 def main() -> int:
-    from agent import toolbox
+    from agent.migration import adapters
     from evals.cases import SyntheticCase, load_suite
     from tools.patch import git_apply
 
@@ -59,7 +59,7 @@ def main() -> int:
         patch = (out / "ferry.patch").read_text() if (out / "ferry.patch").exists() else ""
         if patch:
             git_apply(migrated, patch)
-        owns = [toolbox.run(migrated, case.run, device="tpx", redirect_cuda=None, probe=False, profile=False,
+        owns = [adapters.run(migrated, case.run, device="tpx", redirect_cuda=None, probe=False, profile=False,
                             timeout_s=600, seed=0, artifacts_dir=tmp / f"own-{i}") for i in range(args.own_runs)]
         own = sorted(owns, key=lambda r: r.get("duration_s") or float("inf"))[len(owns) // 2]  # the median run
         t_runs = {}

@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python benchmarks/probe_real.py --mirror /path/to/mirror [--case NAME ...] [--repeats 1]
 [--work DIR]``
 
-For every case of ``evals/real/manifest.toml`` (or the ``--case`` ones) the checkout is prepared
+For every case of ``evals/real_suite/manifest.toml`` (or the ``--case`` ones) the checkout is prepared
 as ``ferry eval real`` prepares it (clone from the mirror at the pinned commit, the case's data
 script), then its command runs in the sandbox as the reference run does (CPU, CUDA redirected to
 CPU, the case's FERRY_*/TPX_* settings): one unmeasured warm-up run, then ``--repeats`` pairs of
@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from agent import toolbox  # noqa: E402
+from agent.migration import adapters  # noqa: E402
 from evals.cases import RealCase, load_real  # noqa: E402
-from evals.real import RealCaseError, prepare  # noqa: E402
+from evals.real_suite import RealCaseError, prepare  # noqa: E402
 
 TARGET = 1.3
 
@@ -44,7 +44,7 @@ def _probe_note(artifacts: Path) -> str:
 
 
 def _one(case: RealCase, repo: Path, artifacts: Path, probe: bool, timeout_s: float) -> tuple[float | None, str]:
-    run = toolbox.run(repo, case.run, device="cpu", redirect_cuda="cpu", probe=probe, profile=False,
+    run = adapters.run(repo, case.run, device="cpu", redirect_cuda="cpu", probe=probe, profile=False,
                       timeout_s=timeout_s, seed=0, artifacts_dir=artifacts, env=dict(case.env))
     return (run.duration_s if run.ok else None), run.status
 

@@ -30,9 +30,9 @@ from pydantic import BaseModel, Field, ValidationError
 from agent.ids import id_problem
 from agent.knowledge import KnowledgeError, record_fix
 from agent.llm.config import LIMIT_SOURCES, LLMLimits
-from agent.materialise import artifacts_root
-from agent.nodes.report import work_problem
-from agent.records import MigrationRecord
+from agent.migration.nodes.report import work_problem
+from agent.migration.records import MigrationRecord
+from agent.migration.workspace import artifacts_root
 from evals.cases import Case, RealCase, Suite, SyntheticCase, slug
 from evals.grading import GradingError, grade
 from evals.prices import Prices
@@ -209,7 +209,7 @@ def grade_synthetic(case: SyntheticCase, record: MigrationRecord, out: Path) -> 
 
 def grade_real(record: MigrationRecord) -> tuple[str, str, float | None]:
     """A real case is resolved when its migrated run passes on tpx, does the program's work there (its
-    compute ops: ``agent.nodes.report.work_problem``) and parity with the original passes.
+    compute ops: ``agent.migration.nodes.report.work_problem``) and parity with the original passes.
     The reason of one that is not says which failed, whether the original itself failed on CPU (then
     nothing could be compared), and ends with the migration's own summary (the failure's signature
     and line)."""
@@ -291,7 +291,7 @@ def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Pri
     t0 = time.monotonic()
     try:
         if isinstance(case, RealCase):
-            from evals.real import prepare
+            from evals.real_suite import prepare
 
             set_phase(out, "preparing: checkout and venv")
             repo, python = prepare(case, mirror, out / "checkout")
@@ -399,8 +399,8 @@ def current_step(out_root: Path, name: str) -> str:
     if not (sdir / "checkpoints.sqlite").exists():
         return ""
     try:
-        from agent.migration import load
-        from agent.state import steps_of
+        from agent.migration.facade import load
+        from agent.migration.state import steps_of
 
         steps = steps_of(load(migration_id(name), sdir))
     except Exception:  # not written yet, or mid-write: the display just shows no step

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from agent.records import MigrationRecord
+from agent.migration.records import MigrationRecord
 from evals.cases import Suite, SyntheticCase, slug
 from evals.harness import grade_real, grade_synthetic
 from evals.results import RESULTS_FILE, CaseResult, append_result, read_results

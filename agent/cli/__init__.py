@@ -57,8 +57,8 @@ def sandbox_settings(items: list[str], flag: str) -> dict[str, str]:
 
 
 def output_dir(value: object, flag: str) -> Path:
-    """``value`` as a directory Ferry may create and write (``agent.outpaths``), else a usage error."""
-    from agent.outpaths import OutputPathError, check_output_dir
+    """``value`` as a directory Ferry may create and write (``agent.migration.paths``), else a usage error."""
+    from agent.migration.paths import OutputPathError, check_output_dir
 
     try:
         return check_output_dir(str(value), flag)
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     args.argv = words  # the words as typed (argparse drops some `--`; `ferry run` needs to know)
     _configure_logging(args.verbose)
-    from agent.locks import MigrationLocked
+    from agent.migration.locks import MigrationLocked
 
     try:
         return int(args._run(args))

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli.progress import Progress, is_tty, print_interrupts
-from agent.runs import RunScheduler
+from agent.migration.runs import RunScheduler
 
 
 def parse_edits(specs: list[str]) -> dict[str, str]:
@@ -38,7 +38,7 @@ def ask(question: dict[str, Any]) -> dict[str, Any]:
 
 def drive_interactively(state: dict[str, Any], state_dir: str, as_json: bool, runs: RunScheduler) -> dict[str, Any]:
     """While the graph waits for approval: ask on a terminal, otherwise print how to answer."""
-    from agent.migration import resume
+    from agent.migration.facade import resume
 
     while state.get("interrupts"):
         print_interrupts(state, as_json)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent.toolbox import RunEnvironment
+    from agent.migration.adapters import RunEnvironment
 
 PYTHON_HELP = ("the interpreter the code runs with (default: the active virtualenv's, $VIRTUAL_ENV/bin/python, "
                "else Ferry's); it needs torch==2.13.0, not Ferry")
@@ -87,7 +87,7 @@ def cwd_option(value: str | None, repo: Path) -> str | None:
 
 
 def from_args(args: argparse.Namespace, repo: Path, env_items: list[str] | None = None) -> RunEnvironment:
-    from agent.toolbox import RunEnvironment
+    from agent.migration.adapters import RunEnvironment
 
     items = env_items if env_items is not None else list(getattr(args, "env", None) or [])
     return RunEnvironment(python=python_option(args.python), env=env_option(items),

@@ -12,7 +12,7 @@ from agent.cli import DISK_LIMIT_HELP, environ, numbers
 
 if TYPE_CHECKING:
     from agent.llm.config import LLMLimits
-    from agent.state import MigrationOptions
+    from agent.migration.state import MigrationOptions
 
 NAME = "migrate"
 HELP = "migrate a repository from CUDA to tpx: codemods, runs, fixes, parity, profile, patch + report"
@@ -106,8 +106,8 @@ def skipped_rules(ids: list[str]) -> list[str]:
 def build_options(args: argparse.Namespace) -> MigrationOptions:
     from agent.cli import CliError, disk_limit, output_dir
     from agent.llm.config import configured
-    from agent.materialise import DEFAULT_STATE_DIR, state_dir
-    from agent.state import MigrationOptions, with_llm_limits
+    from agent.migration.state import MigrationOptions, with_llm_limits
+    from agent.migration.workspace import DEFAULT_STATE_DIR, state_dir
     from tools.repopath import repo_path_problem
 
     src = Path(args.path).expanduser()
@@ -157,13 +157,13 @@ def _shown(value: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent import early
     from agent.cli import CliError
     from agent.cli.approval import drive_interactively
     from agent.cli.progress import Progress, exit_code, print_result
     from agent.errors import FerryAgentError
     from agent.ids import ID_RULE, id_problem
-    from agent.runs import RunScheduler
+    from agent.migration import early
+    from agent.migration.runs import RunScheduler
 
     if args.migration_id is not None:  # before anything: the id names directories in the state dir
         problem = id_problem(args.migration_id)
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         migration_id = early.new_migration_id()
         early.start_early(runs, opts, migration_id)
 
-    from agent.migration import start
+    from agent.migration.facade import start
 
     with Progress(enabled=not args.json) as progress:
         if not args.json:  # first: a migration cut short (Ctrl-C, a crash) is resumed by this id

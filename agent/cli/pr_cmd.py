@@ -1,5 +1,5 @@
 """``ferry pr``: migrate a clean git work tree into the branch ``ferry/migrate-<device>`` (one commit
-per step), optionally push it, and write the pull request's text (pr.md). ``agent.pr.core`` does
+per step), optionally push it, and write the pull request's text (pr.md). ``agent.prbot.pr.core`` does
 the work; the user's checkout and other branches are never touched."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from agent.cli import environ
 from agent.cli.migrate_cmd import add_rewrite_arguments
-from agent.pr.models import GitIdentity
+from agent.prbot.pr.models import GitIdentity
 
 NAME = "pr"
 HELP = "migrate a git repo into a reviewable branch (one commit per step) and write the pull-request text"
@@ -56,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
     from agent.cli.migrate_cmd import llm_limits, skipped_rules
     from agent.cli.progress import Progress
     from agent.llm.config import configured
-    from agent.pr.core import make_pr
-    from agent.pr.gitops import GitError, PushFailed
-    from agent.pr.models import PrRefused, PrRequest
+    from agent.prbot.pr.core import make_pr
+    from agent.prbot.pr.gitops import GitError, PushFailed
+    from agent.prbot.pr.models import PrRefused, PrRequest
 
     if not args.run.strip():
         raise CliError('--run is empty; give the command that runs the program, e.g. --run "python train.py"')

@@ -7,7 +7,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agent.state import outputs_of, runs_of, steps_of
+from agent.migration.state import outputs_of, runs_of, steps_of
 
 if TYPE_CHECKING:
     from rich.status import Status

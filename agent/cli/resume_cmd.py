@@ -31,9 +31,9 @@ def run(args: argparse.Namespace) -> int:
     from agent.cli.progress import Progress, exit_code, print_result
     from agent.errors import FerryAgentError
     from agent.ids import ID_RULE, id_problem
-    from agent.materialise import DEFAULT_STATE_DIR, state_dir
-    from agent.migration import UnknownMigration, list_migrations, resume
-    from agent.runs import RunScheduler
+    from agent.migration.facade import UnknownMigration, list_migrations, resume
+    from agent.migration.runs import RunScheduler
+    from agent.migration.workspace import DEFAULT_STATE_DIR, state_dir
 
     sdir = str(state_dir(output_dir(args.state_dir or DEFAULT_STATE_DIR, "--state-dir")))
     if args.list:

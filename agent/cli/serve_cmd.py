@@ -69,9 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check_store(data_dir: Path) -> None:
     """Open the checkpoint store once, so a bad FERRY_DATABASE_URL or data dir fails here, not per request."""
-    from agent.checkpoints import checkpointer
     from agent.cli import CliError
     from agent.errors import FerryAgentError
+    from agent.migration.checkpoints import checkpointer
 
     try:
         with checkpointer(data_dir):
@@ -84,7 +84,7 @@ def _check_store(data_dir: Path) -> None:
 
 def _settings(args: argparse.Namespace) -> Any:
     from agent.cli import CliError
-    from agent.github.config import GitHubConfig, GitHubConfigError
+    from agent.prbot.github.config import GitHubConfig, GitHubConfigError
     from agent.service.settings import (
         ServiceSettings,
         SettingsError,

@@ -103,7 +103,7 @@ class Match:
 
 def default_dir() -> Path:
     """``$FERRY_KB_PATH``, else ``knowledge`` in Ferry's default state dir."""
-    from agent.materialise import DEFAULT_STATE_DIR
+    from agent.migration.workspace import DEFAULT_STATE_DIR
 
     env = os.environ.get(ENV_PATH)
     return Path(env).expanduser() if env else DEFAULT_STATE_DIR.expanduser() / "knowledge"

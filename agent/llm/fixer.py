@@ -10,7 +10,7 @@ from agent.errors import FixableError, LLMFailure, NeedsHuman
 from agent.knowledge import prompt_section
 from agent.llm.client import ChatClient
 from agent.llm.evidence import parity_evidence, test_evidence
-from agent.llm.tools import EditSession, tool_schemas
+from agent.llm.functions import EditSession, tool_schemas
 from agent.policy.base import Diagnosis
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agent.errors import FerryAgentError
 from agent.llm.client import ChatClient
-from agent.records import ModelPlan, Plan, ScanDigest
+from agent.migration.records import ModelPlan, Plan, ScanDigest
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from agent.errors import Status
-from agent.materialise import current_text
-from agent.records import EditKind
+from agent.migration.records import EditKind
+from agent.migration.workspace import current_text
 from tools.codemods.fixes import FixResult, syntax_error
 from tools.parity.models import ParityReport
 from tools.patch import file_diff

@@ -13,9 +13,9 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from agent import toolbox
+from agent.migration import adapters
+from agent.migration.records import EditKind
 from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal, new_text
-from agent.records import EditKind
 from tools.codemods.fixes import ApiReplacement, Span, device_generic_api, replace_spans, source_lines, span_text
 from tools.scan.models import RewriteResult
 
@@ -42,7 +42,7 @@ def _review_rewrite(ctx: FixContext, rel: str, line: int, text: str) -> tuple[st
     other review finding of the same rule in the file whose span is a CUDA call too: on a device
     without CUDA they would each fail the same way, one target run later. Returns the new text and
     how many sites it changed (FIX006 ``replace_spans`` makes the edit)."""
-    report = toolbox.scan(ctx.workspace / rel)  # type: ignore[operator]
+    report = adapters.scan(ctx.workspace / rel)  # type: ignore[operator]
     candidates = [f for f in report.findings
                   if f.rewrite and f.category != "unsupported" and f.rule_id not in ctx.skip_rules
                   and CUDA_AT_LINE.search(span_text(text, Span.of_finding(f)))]
@@ -81,7 +81,7 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
             continue
         if diag.kind != "cuda_not_compiled" and not CUDA_AT_LINE.search(lines[frame.line - 1]):
             continue
-        result = toolbox.rewrite(ctx.workspace, device=ctx.device_mode, files=[frame.file],
+        result = adapters.rewrite(ctx.workspace, device=ctx.device_mode, files=[frame.file],
                                  lines={frame.file: [frame.line]}, skip_rules=ctx.skip_rules)
         new = rewritten_texts(result,
                               str(ctx.workspace)).get(frame.file)

@@ -29,7 +29,7 @@ KINDS = ("parity_failed",)
 
 def attributed_to_matmul(parity: ParityReport | None) -> bool:
     """Whether the parity report blames matmul precision. Measured where side runs ran
-    (``agent.nodes.causes``): the last side run that removed the divergence had 'highest' matmuls on tpx
+    (``agent.migration.nodes.causes``): the last side run that removed the divergence had 'highest' matmuls on tpx
     (and the one without them, where it ran, did not remove it), or none removed it but 'highest' alone
     moved the first divergence elsewhere. Untested, the first divergence's
     ``likely_cause`` says so, or no module was localised at all (then matmul precision is the first
@@ -88,7 +88,7 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
 
 def drift_made_exact_by_highest(parity: ParityReport | None) -> bool:
     """Whether a parity that passed by the drift budget was measured exact with 'highest' matmuls on tpx
-    (the strict side run of ``agent.nodes.causes`` removed the later steps' drift)."""
+    (the strict side run of ``agent.migration.nodes.causes`` removed the later steps' drift)."""
     if parity is None or not parity.passed:
         return False
     done = removing_trial([t for t in parity.trials if t.drift])

@@ -8,7 +8,7 @@ import difflib
 import tempfile
 from pathlib import Path
 
-from agent import toolbox
+from agent.migration import adapters
 from agent.policy.base import FixContext, Proposal
 
 
@@ -39,7 +39,7 @@ def skipped_sites(proposal: Proposal, ctx: FixContext) -> list[str]:
             target = Path(tmp) / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(old, encoding="utf-8")
-            for f in toolbox.scan(target).findings:
+            for f in adapters.scan(target).findings:
                 if f.rule_id in skipped and lines & set(range(f.line, f.end_line + 1)):
                     found.append(f"{f.rule_id} at {rel}:{f.line}")
     return list(dict.fromkeys(found))

@@ -13,9 +13,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from agent.errors import FerryAgentError
+from agent.prbot.jobs import GitHubJobs
 from agent.service import leftovers
 from agent.service.body_limits import BodyLimit
-from agent.service.github_jobs import GitHubJobs
 from agent.service.lock import hold_data_dir
 from agent.service.origins import SameSite
 from agent.service.page import mount_page
@@ -45,7 +45,7 @@ def _safe_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
 def github_jobs(settings: ServiceSettings) -> GitHubJobs | None:
     if settings.github is None:
         return None
-    from agent.github.client import GitHubClient
+    from agent.prbot.github.client import GitHubClient
 
     return GitHubJobs(settings, settings.github, GitHubClient(settings.github))
 

@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agent.materialise import current_text
-from agent.state import options_of
+from agent.migration.state import options_of
+from agent.migration.workspace import current_text
 from tools.patch import git_apply
 
 _TARGET = re.compile(r"^\+\+\+ ([^\t\n]+)", re.MULTILINE)

@@ -13,8 +13,8 @@ import hashlib
 import json
 from typing import Any
 
-from agent.records import Edit, RunRecord, Step
-from agent.state import edits_of, runs_of, status_of, steps_of
+from agent.migration.records import Edit, RunRecord, Step
+from agent.migration.state import edits_of, runs_of, status_of, steps_of
 
 Event = tuple[str, str | None, dict[str, Any]]  # kind, key (None: not derived from the state), data
 

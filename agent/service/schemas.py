@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agent import records
+from agent.migration import records
 from tools.parity.models import TensorComparison
 from tools.profile.models import Finding
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.github.config import GitHubConfig
+from agent.prbot.github.config import GitHubConfig
 from agent.service.deadlines import DEFAULT_BODY_IDLE_S, DEFAULT_BODY_TOTAL_S, DEFAULT_HEADER_S
 from agent.service.origins import host_entry
 from agent.service.uploads import UploadLimits

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agent.materialise import artifacts_root, workspaces_root
+from agent.migration.workspace import artifacts_root, workspaces_root
 from agent.redact import server_paths
 from agent.service.settings import ServiceSettings
 

@@ -2,7 +2,7 @@
 
 The queue is the sessions table: a session is ``queued`` until a worker claims it, and a server that
 died leaves its ``running`` sessions to the next one, which queues them again; their migrations resume
-from their checkpoints (:func:`agent.migration.resume`), their events are completed from the saved state.
+from their checkpoints (:func:`agent.migration.facade.resume`), their events are completed from the saved state.
 """
 
 from __future__ import annotations
@@ -13,19 +13,19 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agent import toolbox
 from agent.ids import inside
 from agent.llm.config import configured as llm_configured
 from agent.llm.config import resolve_limits
-from agent.materialise import artifacts_root, workspaces_root
-from agent.migration import UnknownMigration, load, resume, start
-from agent.runs import RunScheduler
+from agent.migration import adapters
+from agent.migration.facade import UnknownMigration, load, resume, start
+from agent.migration.runs import RunScheduler
+from agent.migration.state import MigrationOptions, status_of, with_llm_limits
+from agent.migration.workspace import artifacts_root, workspaces_root
 from agent.service import events, remembered
 from agent.service.schemas import SessionState
 from agent.service.settings import ServiceSettings
 from agent.service.shown import session_paths, shown_data
 from agent.service.store import SessionRow, SessionStore
-from agent.state import MigrationOptions, status_of, with_llm_limits
 
 logger = logging.getLogger(__name__)
 #: at most this many remembered answers given in a row (each is a new question; a bound all the same)
@@ -163,7 +163,7 @@ class Workers:
                 raise SessionCancelled(sid)
 
         try:
-            with toolbox.stop_signal(cancel):
+            with adapters.stop_signal(cancel):
                 if begun is None:
                     state = start(migration_options(self.settings, row), migration_id=mid, progress=on_progress,
                                   runs=self.runs)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.migration import UnknownMigration
+from agent.migration.facade import UnknownMigration
 
 # The codemods fix the placement; the float64 metric needs the offline policy (one fix round).
 # It sleeps a second so that a test can kill the migration while a run is going on.

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent.migration import load
+from agent.migration.facade import load
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "root-only-secret-c05a"

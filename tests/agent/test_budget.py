@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.budget import ensure_time_for, expected_run_s, has_time_for, run_timeout, time_left
 from agent.errors import BudgetExhausted
-from agent.records import RunRecord
-from agent.state import MigrationOptions, dump
+from agent.migration.budget import ensure_time_for, expected_run_s, has_time_for, run_timeout, time_left
+from agent.migration.records import RunRecord
+from agent.migration.state import MigrationOptions, dump
 
 
 def _state(max_wall: float | None, elapsed: float, runs: list[tuple[str, str, float]] = ()) -> dict:

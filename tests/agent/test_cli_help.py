@@ -152,12 +152,12 @@ def test_progress_prints_a_failing_step_with_a_mark_of_its_own_and_its_name_once
 
 
 def test_migrate_prints_its_id_first_and_no_resume_hint_once_finished(tmp_path, capsys, monkeypatch):
-    import agent.migration
+    import agent.migration.facade
 
     def finished(opts, migration_id, progress, runs):  # the graph, replaced: what matters is the CLI around it
         return {"migration_id": migration_id, "status": "migrated", "summary": "runs on tpx"}
 
-    monkeypatch.setattr(agent.migration, "start", finished)
+    monkeypatch.setattr(agent.migration.facade, "start", finished)
     repo = tmp_path / "repo"
     repo.mkdir()
     code = main(["migrate", str(repo), "--run", "python x.py", "--state-dir", str(tmp_path / "s"), "--id", "m-one",
@@ -171,12 +171,12 @@ def test_migrate_prints_its_id_first_and_no_resume_hint_once_finished(tmp_path, 
 
 
 def test_an_interrupted_migration_says_how_to_resume_it(tmp_path, capsys, monkeypatch):
-    import agent.migration
+    import agent.migration.facade
 
     def interrupted(opts, migration_id, progress, runs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(agent.migration, "start", interrupted)
+    monkeypatch.setattr(agent.migration.facade, "start", interrupted)
     (tmp_path / "repo").mkdir()
     assert main(["migrate", str(tmp_path / "repo"), "--run", "python x.py", "--state-dir", str(tmp_path / "s"),
                  "--id", "m-two", "--offline", "--json"]) == 130

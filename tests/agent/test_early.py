@@ -1,4 +1,4 @@
-"""What a migration starts before its graph exists (agent.early): the reference run, once, never
+"""What a migration starts before its graph exists (agent.migration.early): the reference run, once, never
 for a migration that already has state."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agent import early
-from agent.runs import RunScheduler
-from agent.state import MigrationOptions
+from agent.migration import early
+from agent.migration.runs import RunScheduler
+from agent.migration.state import MigrationOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 

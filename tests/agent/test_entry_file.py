@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.entry import entry_file
+from agent.migration.entry import entry_file
 
 KNOWN = ["train.py", "scripts/train.py", "tutorials/lm/main.py", "tutorials/lm/data_utils.py",
          "projects/adder/adder.py", "pkg/__main__.py", "pkg/models.py", "tests/test_model.py"]
@@ -64,7 +64,7 @@ def test_the_entry_file_is_found_from_the_runs_working_directory(command: str, s
     ("python run_notebook.py ../elsewhere.ipynb", []),
 ])
 def test_the_notebooks_a_command_names(command: str, expected: list[str]) -> None:
-    from agent.entry import notebooks_named
+    from agent.migration.entry import notebooks_named
 
     assert notebooks_named(command, [*KNOWN, "denoising_autoencoder.ipynb", "nbs/train.ipynb", "run_notebook.py"]) \
         == expected

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.environment import missing_module, rendezvous_failure
+from agent.migration.environment import missing_module, rendezvous_failure
 from agent.policy.base import Diagnosis
 from tools.runner.models import RunResult
 from tools.trace.models import Signature, Trace

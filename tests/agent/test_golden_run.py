@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from langgraph.runtime import Runtime
 
-from agent import toolbox
-from agent.graph import MigrationContext
-from agent.nodes.parity import parity
-from agent.render import parity_section
-from agent.runs import RunScheduler
-from agent.state import MigrationOptions, dump, golden_of, parity_of
+from agent.migration import adapters
+from agent.migration.graph import MigrationContext
+from agent.migration.nodes.parity import parity
+from agent.migration.render import parity_section
+from agent.migration.runs import RunScheduler
+from agent.migration.state import MigrationOptions, dump, golden_of, parity_of
 from tools.runner.models import RunResult
 
 # A CUDA program trained under bf16 autocast. On any device but the CPU its Linear computes as a
@@ -67,7 +67,7 @@ for step in range(2):
 
 def _run(repo: Path, adir: Path, device: str) -> RunResult:
     env = {"TPX_MATMUL_PRECISION": "highest"} if device == "tpx" else {}
-    run = toolbox.run(repo, "python prog.py", device=device, redirect_cuda=device, probe=True, profile=False,
+    run = adapters.run(repo, "python prog.py", device=device, redirect_cuda=device, probe=True, profile=False,
                       timeout_s=180, seed=0, artifacts_dir=adir, env=env)
     assert run.ok, run.stderr_tail[-2000:]
     return run
@@ -97,7 +97,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_a_rounding_only_difference_under_autocast_passes_by_the_error_ratio(root: Path) -> None:
     state = _state(root, wrong=False)
-    plain = toolbox.compare(Path(state["reference"]["probe_dir"]), Path(state["target_ok"]["probe_dir"]))
+    plain = adapters.compare(Path(state["reference"]["probe_dir"]), Path(state["target_ok"]["probe_dir"]))
     assert plain.failed, plain.summary  # the tiers alone call bf16 rounding a failure
 
     update = _parity(state)

@@ -53,9 +53,9 @@ def test_the_linked_pages_ship():
 
 
 def test_report_md_links_each_rules_section_for_codemod_and_policy_edits(tmp_path):
-    from agent.records import Edit
-    from agent.render import report_markdown
-    from agent.state import MigrationOptions, dump
+    from agent.migration.records import Edit
+    from agent.migration.render import report_markdown
+    from agent.migration.state import MigrationOptions, dump
 
     opts = MigrationOptions(source=str(tmp_path), run_command="python x.py", state_dir=str(tmp_path / "s"))
     edits = [Edit(step="rewrite", kind="codemod", rule="FRY002", files=["x.py"], diff="", reason="catalogue codemods",

@@ -19,9 +19,9 @@ from agent.knowledge.sources import default_checkout
 from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
 from agent.llm.fixer import run_fixer
-from agent.llm.tools import EditSession, tool_schemas
+from agent.llm.functions import EditSession, tool_schemas
+from agent.migration.records import EditSummary, MigrationRecord
 from agent.policy.base import Diagnosis, Frame
-from agent.records import EditSummary, MigrationRecord
 from evals.harness import migration_id, record_fixes
 
 _spec = importlib.util.spec_from_file_location("scripted_llm", Path(__file__).with_name("scripted_llm.py"))

@@ -19,9 +19,9 @@ from agent.errors import BudgetExhausted, LLMFailure
 from agent.llm.client import ChatClient, Usage, retry_after_s
 from agent.llm.config import DEFAULTS, LLMConfig, resolve_limits
 from agent.llm.fixer import run_fixer
-from agent.llm.tools import EditSession, tool_schemas
+from agent.llm.functions import EditSession, tool_schemas
+from agent.migration.state import add_counters
 from agent.policy.base import Diagnosis, Frame
-from agent.state import add_counters
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("scripted_llm_f", Path(__file__).with_name("scripted_llm.py"))
@@ -245,7 +245,7 @@ def test_migrate_stores_the_limits_flags_over_environment(tmp_path, monkeypatch)
     import argparse
 
     from agent.cli import migrate_cmd
-    from agent.state import llm_limits_of
+    from agent.migration.state import llm_limits_of
 
     (tmp_path / "repo").mkdir()
     monkeypatch.setenv("FERRY_LLM_TIMEOUT_S", "7")

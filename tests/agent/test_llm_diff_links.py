@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import EditRejected
-from agent.llm.tools import ApplyDiff, EditSession
+from agent.llm.functions import ApplyDiff, EditSession
 
 LINK_DIFF = """diff --git a/config.yaml b/config.yaml
 deleted file mode 100644

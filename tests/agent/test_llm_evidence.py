@@ -10,7 +10,7 @@ from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
 from agent.llm.evidence import attribute_name, parity_evidence, source_snippets
 from agent.llm.fixer import run_fixer
-from agent.llm.tools import EditSession
+from agent.llm.functions import EditSession
 from agent.policy.base import Diagnosis
 from tools.parity.metrics import TensorMetrics
 from tools.parity.models import Divergence, ModuleComparison, ParityReport, TensorComparison

@@ -12,7 +12,7 @@ from agent.errors import BudgetExhausted, LLMFailure
 from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
 from agent.llm.fixer import run_fixer
-from agent.llm.tools import EditSession, tool_schemas
+from agent.llm.functions import EditSession, tool_schemas
 from agent.policy.base import Diagnosis, Frame
 
 _spec = importlib.util.spec_from_file_location("scripted_llm", Path(__file__).with_name("scripted_llm.py"))

@@ -8,12 +8,12 @@ import json
 import sys
 from pathlib import Path
 
-from agent import routers
 from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
 from agent.llm.planner import TOOL, PlanReply, ask_plan, validate_plan
-from agent.records import Plan, ProfileRound, ReviewItem, ScanDigest, edit_by
-from agent.state import MigrationOptions, dump
+from agent.migration import edges
+from agent.migration.records import Plan, ProfileRound, ReviewItem, ScanDigest, edit_by
+from agent.migration.state import MigrationOptions, dump
 from tools.profile.models import Finding, ProfileReport
 
 _spec = importlib.util.spec_from_file_location("scripted_llm_plan", Path(__file__).with_name("scripted_llm.py"))
@@ -114,23 +114,23 @@ def test_after_profile_asks_the_model_once_and_only_under_llm():
     done = dump(ProfileRound(phase="rejected", reason="parity failed"))
     # final_status of these states is not "migrated" (no parity): the model is not asked to tune it
     unverified = {"options": _opts(True), "profile": _profile("high")}
-    assert routers.after_profile(unverified) == "report"
-    assert routers.after_profile({"options": _opts(False), "profile": _profile("high")}) == "report"
-    assert routers.after_profile({"options": _opts(True), "profile": _profile("low")}) == "report"
-    assert routers.after_profile({**unverified, "profile_round": done}) == "report"
-    assert routers.after_profile({**unverified, "profile_round": verifying}) == "profile_verdict"
-    assert routers.after_profile_llm({"proposal": {"rule": "llm"}}) == "apply_fix"
-    assert routers.after_profile_llm({"proposal": None}) == "report"
+    assert edges.after_profile(unverified) == "report"
+    assert edges.after_profile({"options": _opts(False), "profile": _profile("high")}) == "report"
+    assert edges.after_profile({"options": _opts(True), "profile": _profile("low")}) == "report"
+    assert edges.after_profile({**unverified, "profile_round": done}) == "report"
+    assert edges.after_profile({**unverified, "profile_round": verifying}) == "profile_verdict"
+    assert edges.after_profile_llm({"proposal": {"rule": "llm"}}) == "apply_fix"
+    assert edges.after_profile_llm({"proposal": None}) == "report"
 
 
 def test_a_failure_while_verifying_the_change_reverts_it():
     verifying = {"options": _opts(True), "profile_round": dump(ProfileRound(phase="verifying"))}
     failed = json.loads(json.dumps({"command": ["python", "x.py"], "exit_code": 1, "status": "failed",
                                     "duration_s": 1.0, "stdout_tail": "", "stderr_tail": "", "isolation": "bwrap"}))
-    assert routers.after_target({**verifying, "last_run": failed}) == "profile_revert"
-    assert routers.after_tests({**verifying, "last_run": failed}) == "profile_revert"
-    assert routers.after_parity({**verifying, "proposal": {"rule": "precision"}}) == "profile_revert"
-    assert routers.after_apply({**verifying, "status": "rejected"}) == "profile_revert"
-    assert routers.after_cpu_check({**verifying, "status": "failed_timeout"}) == "profile_revert"
-    assert routers.after_target({**verifying, "status": "failed_internal"}) == "report"  # a Ferry bug ends it
-    assert routers.after_target({"options": _opts(True), "last_run": failed}) == "diagnose"
+    assert edges.after_target({**verifying, "last_run": failed}) == "profile_revert"
+    assert edges.after_tests({**verifying, "last_run": failed}) == "profile_revert"
+    assert edges.after_parity({**verifying, "proposal": {"rule": "precision"}}) == "profile_revert"
+    assert edges.after_apply({**verifying, "status": "rejected"}) == "profile_revert"
+    assert edges.after_cpu_check({**verifying, "status": "failed_timeout"}) == "profile_revert"
+    assert edges.after_target({**verifying, "status": "failed_internal"}) == "report"  # a Ferry bug ends it
+    assert edges.after_target({"options": _opts(True), "last_run": failed}) == "diagnose"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.locks import MigrationLocked, lock_holder, migration_lock
+from agent.migration.locks import MigrationLocked, lock_holder, migration_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 URL_ENV = "FERRY_DATABASE_URL"
@@ -33,7 +33,7 @@ pg_url = pg_server.pg_url
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from agent.locks import migration_lock
+    from agent.migration.locks import migration_lock
     with migration_lock(Path(sys.argv[1]), sys.argv[2]):
         print("held", flush=True)
         time.sleep(600)
@@ -104,8 +104,7 @@ def test_sqlite_row_of_a_reused_pid_is_stale(tmp_path, monkeypatch):
     """A row naming a live pid whose start time differs (the pid was reused) does not block."""
     import sqlite3
 
-    from agent import locks
-
+    from agent.migration import locks
     monkeypatch.delenv(URL_ENV, raising=False)
     sdir = tmp_path / "state"
     sdir.mkdir()
@@ -133,8 +132,8 @@ def test_sqlite_row_of_a_reused_pid_is_stale(tmp_path, monkeypatch):
 
 # A holder whose heartbeat is quick, so that the test sees it take its lock back after a restart.
 QUICK_HOLDER = HOLDER.replace(
-    "from agent.locks import migration_lock",
-    "from agent import locks\nfrom agent.locks import migration_lock\nlocks.HEARTBEAT_S = 0.3")
+    "from agent.migration.locks import migration_lock",
+    "from agent import locks\nfrom agent.migration.locks import migration_lock\nlocks.HEARTBEAT_S = 0.3")
 
 
 def test_a_postgres_restart_does_not_let_a_second_owner_in(tmp_path, postgres_server, pg_url, monkeypatch):

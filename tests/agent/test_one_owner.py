@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.migration import load
+from agent.migration.facade import load
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.outpaths import OutputPathError, check_output_dir
+from agent.migration.paths import OutputPathError, check_output_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_NAMES = ("ferry.patch", "report.md", "result.json")
@@ -110,10 +110,10 @@ def test_report_write_error_is_a_named_status(repo, tmp_path):
     """An --out that became unusable by the end: failed_output with a message, the state dir's copy kept."""
     from langgraph.runtime import Runtime
 
-    from agent.graph import MigrationContext
-    from agent.nodes.report import report
-    from agent.runs import RunScheduler
-    from agent.state import MigrationOptions
+    from agent.migration.graph import MigrationContext
+    from agent.migration.nodes.report import report
+    from agent.migration.runs import RunScheduler
+    from agent.migration.state import MigrationOptions
 
     blocked = tmp_path / "out"
     blocked.write_text("a file where the output directory should be")

@@ -1,4 +1,4 @@
-"""Issue 26: a parity failure's cause is measured in side runs (agent.nodes.causes), never guessed.
+"""Issue 26: a parity failure's cause is measured in side runs (agent.migration.nodes.causes), never guessed.
 
 * FSDP2 with meta-device init (the parameters drawn by ``reset_parameters()`` on the device): tpx's
   counter-based DTensor draws (the halves of one whole tensor, as on CUDA) are not the numbers the CPU
@@ -131,7 +131,7 @@ def test_a_wrong_op_after_step_two_is_not_explained_as_drift(tmp_path: Path):
 
 
 def test_a_failure_no_side_run_removes_is_not_called_drift():
-    from agent.nodes.parity import no_rule_left
+    from agent.migration.nodes.parity import no_rule_left
     from tools.parity.models import ParityReport
 
     report = ParityReport(verdict="fail", summary="", ref_dir="r", target_dir="t", counts={}, modules=[], tensors=[],
@@ -154,7 +154,7 @@ def _trial(cause: str, env: dict[str, str], verdict: str, before: float = 4e-3, 
 
 
 def test_only_settings_that_change_no_computation_explain_a_failure():
-    from agent.nodes.causes import explains
+    from agent.migration.nodes.causes import explains
     from agent.policy.rules_parity import attributed_to_matmul
     from tools.parity.models import ParityReport
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.nodes.common import diagnosis_from_run
+from agent.migration.nodes.common import diagnosis_from_run
 from agent.policy import Proposal, propose
 from agent.policy.base import Diagnosis, FixContext, Frame
 from tools.codemods.engine import analyze

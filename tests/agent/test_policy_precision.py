@@ -92,9 +92,9 @@ def test_fix_is_applied_once(tmp_path):
 
 
 def test_edits_that_change_a_dtype_tell_parity_which(tmp_path):
-    from agent.nodes.parity import dtype_changes_of
-    from agent.nodes.rewrite import _dtype_changes
-    from agent.records import Edit
+    from agent.migration.nodes.parity import dtype_changes_of
+    from agent.migration.nodes.rewrite import _dtype_changes
+    from agent.migration.records import Edit
 
     assert _dtype_changes(["FRY001", "FRY029"]) == {"float64": "float32"}
     assert _dtype_changes(["FRY001", "FRY030"]) == {}
@@ -204,7 +204,7 @@ def _notebook(*sources: str) -> str:
 def test_a_notebook_runner_gets_the_fix_in_the_notebooks_first_cell_that_imports_torch(tmp_path):
     import json
 
-    from agent.entry import notebooks_named
+    from agent.migration.entry import notebooks_named
 
     nb = _notebook("!nvidia-smi\n", "SEED = 0\n",
                    "%%time\nimport torch\ntorch.set_float32_matmul_precision('high')\nx = torch.ones(2)  # café\n",

@@ -88,7 +88,7 @@ def _checkpoint_ids(url: str, mid: str) -> list[tuple[str, str | None]]:
 
 def _load(url: str, mid: str, sdir: Path) -> dict:
     """The migration's state as the Postgres checkpointer gives it back (in this process)."""
-    from agent.migration import load
+    from agent.migration.facade import load
 
     old = os.environ.get(URL_ENV)
     os.environ[URL_ENV] = url
@@ -168,7 +168,7 @@ def test_setup_is_safe_when_processes_start_together(pg_url):
     code = textwrap.dedent('''
         import sys
         from pathlib import Path
-        from agent.checkpoints import checkpointer
+        from agent.migration.checkpoints import checkpointer
         print("ready", flush=True)
         sys.stdin.readline()
         with checkpointer(Path("/nonexistent")) as saver:  # Postgres: the state dir is not used
@@ -207,7 +207,7 @@ def _store_error(url: str | None, sdir: Path, **extra: str) -> dict:
         import sys
         from pathlib import Path
         from agent.errors import FerryAgentError
-        from agent.checkpoints import checkpointer
+        from agent.migration.checkpoints import checkpointer
         try:
             with checkpointer(Path(sys.argv[1])):
                 print(json.dumps({"error": None}))

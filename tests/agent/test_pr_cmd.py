@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.migration import UnknownMigration, list_migrations, load
+from agent.migration.facade import UnknownMigration, list_migrations, load
 from tools.patch import git_apply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -323,7 +323,7 @@ def test_pr_takes_migrates_flags_for_the_rewrite_and_the_runs_environment(tmp_pa
     """--device, --skip-rule, --python, --env, --cwd: migrate's own definitions, checked the same way
     before anything starts, and handed to the migration."""
     from agent.cli import CliError, build_parser, pr_cmd
-    from agent.pr.models import PrRefused
+    from agent.prbot.pr.models import PrRefused
 
     parser = build_parser()
     subs = next(a for a in parser._actions if a.dest == "command").choices
@@ -339,7 +339,7 @@ def test_pr_takes_migrates_flags_for_the_rewrite_and_the_runs_environment(tmp_pa
         seen.append(req)
         raise PrRefused("stopped by the test")
 
-    monkeypatch.setattr("agent.pr.core.make_pr", fake_make_pr)
+    monkeypatch.setattr("agent.prbot.pr.core.make_pr", fake_make_pr)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     argv = ["pr", str(repo), "--run", "python prog.py", "--json", "--device", "tpx", "--skip-rule", "FRY013",
             "--skip-rule", "FRY013", "--python", sys.executable, "--env", "HF_HOME=/tmp/hf", "--cwd", "sub"]

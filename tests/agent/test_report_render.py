@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.pr.body import pr_body
-from agent.records import MigrationRecord
-from agent.render import report_markdown, result_of
-from agent.state import MigrationOptions, dump
+from agent.migration.records import MigrationRecord
+from agent.migration.render import report_markdown, result_of
+from agent.migration.state import MigrationOptions, dump
+from agent.prbot.pr.body import pr_body
 from tools.parity.check import check
 from tools.parity.models import CheckRequest
 from tools.textsafe import md_inline

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.migration import load
+from agent.migration.facade import load
 from tools.patch import git_apply
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from agent.migration import load, resume, start
+from agent.migration.facade import load, resume, start
+from agent.migration.state import MigrationOptions
 from agent.service import events
-from agent.state import MigrationOptions
 
 PROG = '''import torch
 

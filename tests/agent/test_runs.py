@@ -1,4 +1,4 @@
-"""Side-by-side runs (the run scheduler, agent.runs) with the real runner and sandbox, and the migration using them."""
+"""Side-by-side runs (the run scheduler, agent.migration.runs) with the real runner and sandbox."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from agent import runs as runs_mod
-from agent import toolbox
-from agent.migration import load
-from agent.runs import RunScheduler, finished
+from agent.migration import adapters
+from agent.migration import runs as runs_mod
+from agent.migration.facade import load
+from agent.migration.runs import RunScheduler, finished
 from tools.runner.models import RunResult
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(repo: Path, cmd: str, adir: Path, cancel=None) -> RunResult:
-    return toolbox.run(repo, cmd, device="cpu", redirect_cuda=None, probe=False, profile=False, timeout_s=120,
+    return adapters.run(repo, cmd, device="cpu", redirect_cuda=None, probe=False, profile=False, timeout_s=120,
                        seed=0, artifacts_dir=adir, cancel=cancel)
 
 

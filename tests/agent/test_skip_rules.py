@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import toolbox
+from agent.migration import adapters
 from agent.policy import Proposal, propose
 from agent.policy.base import Diagnosis, FixContext, Frame
 from agent.policy.catalogue import known_rules, unknown_rule_message
@@ -62,9 +62,9 @@ def test_known_rules_hold_catalogue_and_policy_ids_with_descriptions():
 
 def test_catalogue_rewrite_leaves_a_skipped_rules_sites(tmp_path):
     repo = _repo(tmp_path)
-    full = toolbox.rewrite(repo, device="accelerator").files[0]
+    full = adapters.rewrite(repo, device="accelerator").files[0]
     assert "FRY024" in full.applied_rules and AUTOCAST_LINE not in full.rewritten
-    skipped = toolbox.rewrite(repo, device="accelerator", skip_rules=["FRY024"]).files[0]
+    skipped = adapters.rewrite(repo, device="accelerator", skip_rules=["FRY024"]).files[0]
     assert "FRY024" not in skipped.applied_rules and AUTOCAST_LINE in skipped.rewritten
     assert ".cuda()" not in skipped.rewritten  # the other rules still ran
 

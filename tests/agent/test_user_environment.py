@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.environment import environment_failure, missing_test_runner
+from agent.migration.environment import environment_failure, missing_test_runner
 from agent.policy.base import Diagnosis
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,13 +146,13 @@ def test_missing_pytest_in_the_tests_interpreter_is_failed_environment(tmp_path:
 
 def test_an_interpreter_gone_since_the_start_ends_failed_environment(repo: Path, tmp_path: Path, make_user_venv):
     """``ferry resume`` after the venv was removed: the run is not started, the status names it."""
-    from agent import toolbox
     from agent.errors import EnvironmentMissing
+    from agent.migration import adapters
 
     gone = make_user_venv(tmp_path / "gone", torch=False)
     with pytest.raises(EnvironmentMissing, match="has no torch") as exc, \
-            toolbox.run_environment(toolbox.RunEnvironment(python=str(gone))):
-        toolbox.run(repo, "python train.py", device="cpu", redirect_cuda=None, probe=False, profile=False,
+            adapters.run_environment(adapters.RunEnvironment(python=str(gone))):
+        adapters.run(repo, "python train.py", device="cpu", redirect_cuda=None, probe=False, profile=False,
                     timeout_s=60, seed=0, artifacts_dir=tmp_path / "art")
     assert exc.value.status == "failed_environment"
     assert not (tmp_path / "art" / "result.json").exists()
@@ -161,28 +161,28 @@ def test_an_interpreter_gone_since_the_start_ends_failed_environment(repo: Path,
 def test_the_options_environment_reaches_background_runs_and_survives_the_checkpoint(tmp_path: Path):
     """A node's runs, its background ones (the speculative tests, the reference) included, get the
     migration's --python/--env/--cwd from the state's options, which the checkpoint keeps."""
-    from agent import toolbox
-    from agent.nodes.common import environment_of
-    from agent.runs import RunScheduler
-    from agent.state import MigrationOptions, dump, options_of
+    from agent.migration import adapters
+    from agent.migration.nodes.common import environment_of
+    from agent.migration.runs import RunScheduler
+    from agent.migration.state import MigrationOptions, dump, options_of
     from tools.runner.models import RunResult
 
     opts = MigrationOptions(source=str(tmp_path), run_command="python train.py", state_dir=str(tmp_path / "s"),
                             python="/opt/venv/bin/python", env={"APP_MODE": "fast"}, cwd="app")
     state = {"migration_id": "m1", "options": json.loads(json.dumps(dump(opts)))}  # as the checkpoint stores it
     assert options_of(state).model_dump() == opts.model_dump()
-    seen: list[toolbox.RunEnvironment | None] = []
+    seen: list[adapters.RunEnvironment | None] = []
     done = RunResult(command=["python", "train.py"], exit_code=0, status="ok", duration_s=0.0, stdout_tail="",
                      stderr_tail="", isolation="bwrap")
     runs = RunScheduler()
     try:
-        with toolbox.run_environment(environment_of(state)):
-            assert runs.start("m1:probe", lambda cancel: seen.append(toolbox.current_environment()) or done)
+        with adapters.run_environment(environment_of(state)):
+            assert runs.start("m1:probe", lambda cancel: seen.append(adapters.current_environment()) or done)
         assert runs.join("m1:probe", tmp_path / "none") == done
     finally:
         runs.close()
-    assert seen == [toolbox.RunEnvironment(python="/opt/venv/bin/python", env={"APP_MODE": "fast"}, cwd="app")]
-    assert toolbox.current_environment() is None  # set for the node only
+    assert seen == [adapters.RunEnvironment(python="/opt/venv/bin/python", env={"APP_MODE": "fast"}, cwd="app")]
+    assert adapters.current_environment() is None  # set for the node only
 
 
 def _broken_torch_venv(dest: Path, make_user_venv) -> Path:

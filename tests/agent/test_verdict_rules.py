@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.migration import load
-from agent.nodes.report import DEVICE_SHARE_MIN, final_status
-from agent.records import CpuCheck, DeviceWork, Edit, MigrationRecord, Plan, ReviewItem, RunRecord, ScanDigest
-from agent.state import MigrationOptions, dump
+from agent.migration.facade import load
+from agent.migration.nodes.report import DEVICE_SHARE_MIN, final_status
+from agent.migration.records import CpuCheck, DeviceWork, Edit, MigrationRecord, Plan, ReviewItem, RunRecord, ScanDigest
+from agent.migration.state import MigrationOptions, dump
 from tools.parity.models import ParityReport
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,14 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from agent import toolbox
-    from agent.runs import RunScheduler
+    from agent.migration import adapters
+    from agent.migration.runs import RunScheduler
 
     repo, adir = Path(sys.argv[1]), Path(sys.argv[2])
     runs = RunScheduler()
     assert runs.prewarm_runs(0)
     # torch is still being imported by the warm interpreter: the run waits for it ...
-    runs.start("exit:run", lambda cancel: toolbox.run(
+    runs.start("exit:run", lambda cancel: adapters.run(
         repo, "python mark.py", device="tpx", redirect_cuda=None, probe=False, profile=False,
         timeout_s=120, seed=0, artifacts_dir=adir, cancel=cancel))
     # ... when Ferry exits

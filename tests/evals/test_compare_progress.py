@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from agent.cli import main
-from agent.records import MigrationRecord
+from agent.migration.records import MigrationRecord
 from evals import harness
 from evals.cases import load_suite
 from evals.compare import EXIT_COST_REGRESSION, EXIT_GRADE_REGRESSION, EXIT_SAME, compare

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evals.cases import REAL_MANIFEST, load_real
-from evals.real import RealCaseError, checkout, find_clone
+from evals.real_suite import RealCaseError, checkout, find_clone
 
 
 def _git(*args: str, cwd: Path) -> str:

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from evals.cases import RealCase
-from evals.real import prepare
 from evals.real_env import (
     MARKER,
     VenvError,
@@ -24,6 +23,7 @@ from evals.real_env import (
     requirements_of,
     torch_closure,
 )
+from evals.real_suite import prepare
 from tools.runner.interpreter import inspect_interpreter
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.records import CpuCheck, MigrationRecord
+from agent.migration.records import CpuCheck, MigrationRecord
 from evals.cases import RealCase, load_real
 from evals.harness import grade_control, grade_real
 from tools.patch import FileChange

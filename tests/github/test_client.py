@@ -10,8 +10,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from fake_github import FakeGitHub
 from pydantic import SecretStr
 
-from agent.github.client import GitHubClient, GitHubError
-from agent.github.config import GitHubConfig, GitHubConfigError
+from agent.prbot.github.client import GitHubClient, GitHubError
+from agent.prbot.github.config import GitHubConfig, GitHubConfigError
 
 SECRET = "s3cret-s3cret-s3cret"
 

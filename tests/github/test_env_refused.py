@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import SecretStr
 
-from agent.github.config import GitHubConfig
-from agent.github.webhook import CommandError, Trigger, parse_command, trigger_of
+from agent.prbot.github.config import GitHubConfig
+from agent.prbot.github.webhook import CommandError, Trigger, parse_command, trigger_of
 
 CONFIG = GitHubConfig(token=SecretStr("t"), webhook_secret=SecretStr("x" * 20), bot_login="ferry-bot",
                       run_command="python default.py")

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import SecretStr
 
-from agent.github.config import GitHubConfig
-from agent.github.webhook import (
+from agent.prbot.github.config import GitHubConfig
+from agent.prbot.github.webhook import (
     CommandError,
     Ignored,
     Trigger,
@@ -20,7 +20,7 @@ from agent.github.webhook import (
     trigger_of,
     verify_signature,
 )
-from agent.service.github_store import GitHubStore
+from agent.prbot.store import GitHubStore
 
 CONFIG = GitHubConfig(token=SecretStr("t"), webhook_secret=SecretStr("x" * 20), bot_login="ferry-bot",
                       run_command="python default.py")
@@ -138,7 +138,7 @@ def test_cancels_queued_at_once_running_marked_ended_left_and_honoured_after_a_r
 
 
 def test_a_pull_request_body_over_githubs_limit_is_cut_at_a_line_saying_so():
-    from agent.service.github_jobs import pr_text
+    from agent.prbot.jobs import pr_text
 
     short = "# t\n\nbody\n"
     assert pr_text(short) == short
@@ -149,8 +149,8 @@ def test_a_pull_request_body_over_githubs_limit_is_cut_at_a_line_saying_so():
 
 
 def test_what_a_job_comments_renders_git_and_run_text_as_written():
-    from agent.pr.models import PrResult
-    from agent.service.github_jobs import failed_comment, not_migrated_comment
+    from agent.prbot.jobs import failed_comment, not_migrated_comment
+    from agent.prbot.pr.models import PrResult
 
     hostile = "fatal: [click](https://evil.example) <img src=x onerror=alert(1)> **bold** `x` \n# heading"
     said = failed_comment("acme/app", f"cloning acme/app failed: {hostile}")

@@ -13,15 +13,15 @@ import pytest
 from pydantic import SecretStr
 from test_webhook import _deliver, _server, _sign, _wait, serve  # noqa: F401  (serve: a fixture)
 
-from agent.github.config import GitHubConfig, GitHubConfigError
-from agent.github.webhook import Ignored, Trigger, trigger_of
-from agent.service.github_store import GitHubStore
+from agent.prbot.github.config import GitHubConfig, GitHubConfigError
+from agent.prbot.github.webhook import Ignored, Trigger, trigger_of
+from agent.prbot.store import GitHubStore
 
 CONFIG = GitHubConfig(token=SecretStr("t"), webhook_secret=SecretStr("x" * 20), run_command="python p.py")
 
 
 def payload_key(event: str, body: bytes) -> str:  # imported here: the end-to-end tests also run on older code
-    from agent.github.webhook import payload_key as key
+    from agent.prbot.github.webhook import payload_key as key
 
     return key(event, body)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from agent.pr import gitops
-from agent.pr.core import _commit_steps
-from agent.pr.steps import is_test_file, plan_commits
-from agent.records import Edit
+from agent.migration.records import Edit
+from agent.prbot.pr import gitops
+from agent.prbot.pr.core import _commit_steps
+from agent.prbot.pr.steps import is_test_file, plan_commits
 from tools.patch import file_diff
 
 ORIG = {"train.py": "x = 1\nd = 'cuda'\n", "tests/test_t.py": "d = 'cuda'\n", "model.py": "m = 'cuda'\n"}

@@ -4,13 +4,13 @@ documents), tpx's own op count said in words, and a Reproduce line without this 
 
 from __future__ import annotations
 
-from agent.pr.body import pr_body
-from agent.pr.core import _reproduce
-from agent.pr.models import PrRequest
-from agent.pr.public import public_text, rule_doc
-from agent.records import CpuCheck, DeviceWork, RunRecord
-from agent.render import result_of
-from agent.state import MigrationOptions, dump
+from agent.migration.records import CpuCheck, DeviceWork, RunRecord
+from agent.migration.render import result_of
+from agent.migration.state import MigrationOptions, dump
+from agent.prbot.pr.body import pr_body
+from agent.prbot.pr.core import _reproduce
+from agent.prbot.pr.models import PrRequest
+from agent.prbot.pr.public import public_text, rule_doc
 
 SANDBOX = "/tmp/ferry-space-25675-1263598-n4026531836-9eec3cb8/ws/ferry-ws-dxbrj528/app"
 WORKTREE = "/tmp/ferry-pr-wt-k2j_9x/repo"
@@ -94,7 +94,7 @@ def _parity(n: int):
 
 
 def test_the_parity_section_shows_one_line_the_worst_rows_and_folds_the_rest():
-    from agent.render import parity_section
+    from agent.migration.render import parity_section
 
     many = parity_section(_parity(29))
     assert many[0].startswith("**parity: pass, 29 tensors, worst max abs 2.8e-06 at Linear#28:out")

@@ -108,7 +108,7 @@ def test_the_readers_of_the_repository_use_it(tmp_path, caplog):
 
 
 def test_materialise_never_writes_through_a_link_a_run_left_in_the_workspace(tmp_path):
-    from agent.materialise import materialise
+    from agent.migration.workspace import materialise
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -8,13 +8,13 @@ import json
 import pytest
 from service_client import scripted
 
-from agent import toolbox
+from agent.chat.diffs import hunks_of
+from agent.chat.intents import Decide, Retry, SessionFacts, SetOptions, SkipRules, model_reply, reply
 from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
+from agent.migration import adapters
+from agent.migration.records import Edit, ReviewItem
 from agent.policy.catalogue import known_rules
-from agent.records import Edit, ReviewItem
-from agent.service.chat import Decide, Retry, SessionFacts, SetOptions, SkipRules, model_reply, reply
-from agent.service.chat_diffs import hunks_of
 from tools.patch import file_diff
 
 # 40 lines of set-up, then CUDA AMP at line 44 (autocast, FRY024) and 47 (GradScaler, FRY025)
@@ -30,7 +30,7 @@ def findings(tmp_path_factory) -> list[ReviewItem]:
     repo = tmp_path_factory.mktemp("scanned")
     (repo / "model.py").write_text(MODEL)
     return [ReviewItem(rule=f.rule_id, file=f.file, line=f.line, category=f.category, message=f.message)
-            for f in toolbox.scan(repo).findings]
+            for f in adapters.scan(repo).findings]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def edits(tmp_path_factory) -> list[Edit]:
     """A real catalogue rewrite of model.py (FRY002, FRY024, FRY025...) and a policy edit after it."""
     repo = tmp_path_factory.mktemp("repo")
     (repo / "model.py").write_text(MODEL)
-    result = toolbox.rewrite(repo, device="accelerator")
+    result = adapters.rewrite(repo, device="accelerator")
     (entry,) = result.files
     rewrite = Edit(step="rewrite", kind="codemod", rule=",".join(entry.applied_rules), files=["model.py"],
                    diff=file_diff("model.py", entry.original, entry.rewritten),

@@ -386,7 +386,7 @@ def test_docs_and_page_are_served_without_any_external_url(serve, tmp_path: Path
 def _parity_result() -> dict[str, Any]:
     """What GET /result gives the page for a passing parity of 40 module tensors and a loss curve, built with
     the models and functions the service uses (no migration run)."""
-    from agent.render import notable_rows, parity_outcome
+    from agent.migration.render import notable_rows, parity_outcome
     from tools.parity.models import ParityReport, TensorComparison
     from tools.parity.tolerances import Tolerances
     from tools.parity.verdicts import TensorMetrics

@@ -1,8 +1,8 @@
 """``POST /v1/github/webhook``: GitHub's deliveries, authenticated by their HMAC (not the service's tokens);
 ``GET /v1/github/jobs[/{delivery}]``: what the deliveries started, for any holder of a service token.
 
-Thin: the signature and the payload are checked (``agent.github.webhook``), the job is queued
-(``agent.service.github_jobs``) and 202 answered at once; the work and its comments happen after.
+Thin: the signature and the payload are checked (``agent.prbot.github.webhook``), the job is queued
+(``agent.prbot.jobs``) and 202 answered at once; the work and its comments happen after.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, s
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
-from agent.github.webhook import Ignored, payload_key, trigger_of, verify_signature
 from agent.ids import ID_RULE, id_problem
+from agent.prbot.github.webhook import Ignored, payload_key, trigger_of, verify_signature
+from agent.prbot.jobs import GitHubJobs
+from agent.prbot.store import JobState, JobView
 from agent.service.deps import OwnerDep
-from agent.service.github_jobs import GitHubJobs
-from agent.service.github_store import JobState, JobView
 
 logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/github", tags=["github"])

@@ -8,19 +8,19 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, status
 
+from agent.chat import intents
 from agent.errors import LLMFailure
 from agent.llm.config import configured as llm_configured
-from agent.migration import UnknownMigration, load
+from agent.migration.facade import UnknownMigration, load
+from agent.migration.records import ScanDigest
+from agent.migration.state import edits_of
 from agent.policy.catalogue import known_rules
-from agent.records import ScanDigest
 from agent.redact import shipped_docs
-from agent.service import chat
 from agent.service.deps import SessionDep, SettingsDep, StoreDep
 from agent.service.schemas import ErrorDetail, Message, MessageReply, SessionState
 from agent.service.settings import ServiceSettings
 from agent.service.shown import session_paths
 from agent.service.store import QueueFull, SessionRow, SessionStore
-from agent.state import edits_of
 
 logger = logging.getLogger(__name__)
 
@@ -28,14 +28,14 @@ router = APIRouter(prefix="/v1/sessions", tags=["chat"])
 RESTARTABLE: tuple[SessionState, ...] = ("finished", "failed")
 
 
-def facts_of(row: SessionRow, settings: ServiceSettings) -> chat.SessionFacts:
+def facts_of(row: SessionRow, settings: ServiceSettings) -> intents.SessionFacts:
     try:
         state: dict[str, Any] = load(row.migration_id, settings.data_dir)
     except UnknownMigration:
         state = {}
     o = row.options
     scan = ScanDigest.model_validate(state["scan"]) if state.get("scan") else None
-    return chat.SessionFacts(state=row.state, status=row.status, summary=row.summary, run=o.run, test=o.test,
+    return intents.SessionFacts(state=row.state, status=row.status, summary=row.summary, run=o.run, test=o.test,
                              device=o.device, skip_rules=list(o.skip_rules), edits=edits_of(state),
                              interrupts=list(state.get("interrupts") or []), rules=known_rules(),
                              findings=scan.findings if scan else [])
@@ -61,9 +61,9 @@ def _new_attempt(store: SessionStore, settings: ServiceSettings, row: SessionRow
            "once it has ended)."
 
 
-def _act(store: SessionStore, settings: ServiceSettings, row: SessionRow, action: chat.Action) -> str:
+def _act(store: SessionStore, settings: ServiceSettings, row: SessionRow, action: intents.Action) -> str:
     """Carry out the reply's action; what happened, for the reply's text."""
-    if isinstance(action, chat.Decide):
+    if isinstance(action, intents.Decide):
         if row.state != "waiting_for_approval":
             return "There is nothing waiting for approval now."
         answered: tuple[str, dict[str, Any]] = ("approval_answer", {"action": action.action, "files": []})
@@ -73,11 +73,11 @@ def _act(store: SessionStore, settings: ServiceSettings, row: SessionRow, action
         return f"{action.action.capitalize()}d: the migration goes on."
     if row.state == "cancelled":
         return "This session was cancelled and its files removed: start a new session."
-    if isinstance(action, chat.SetOptions):
+    if isinstance(action, intents.SetOptions):
         changes = {k: v for k, v in {"run": action.run, "test": action.test, "device": action.device}.items()
                    if v is not None}
         return _new_attempt(store, settings, row, "options changed: " + ", ".join(sorted(changes)), **changes)
-    if isinstance(action, chat.SkipRules):
+    if isinstance(action, intents.SkipRules):
         rules = sorted({*row.options.skip_rules, *action.rules})
         return _new_attempt(store, settings, row, "rules skipped: " + ", ".join(action.rules), skip_rules=rules)
     if row.state not in RESTARTABLE:
@@ -85,19 +85,19 @@ def _act(store: SessionStore, settings: ServiceSettings, row: SessionRow, action
     return _new_attempt(store, settings, row, "retry")
 
 
-def _answer(text: str, facts: chat.SessionFacts, row: SessionRow) -> chat.Reply:
+def _answer(text: str, facts: intents.SessionFacts, row: SessionRow) -> intents.Reply:
     """The model's answer when the server has one configured (FERRY_LLM_*), else the offline intents'."""
     if not llm_configured():
-        return chat.reply(text, facts)
+        return intents.reply(text, facts)
+    from agent.chat.model_replies import model_reply
     from agent.llm.client import ChatClient
     from agent.llm.config import from_env, resolve_limits
-    from agent.service.chat_model import model_reply
 
     try:
         client = ChatClient(from_env(limits=resolve_limits({})))
     except (LLMFailure, ValueError) as exc:
         logger.warning("session %s: the model is not usable for chat: %s", row.id, exc)
-        offline = chat.reply(text, facts)
+        offline = intents.reply(text, facts)
         return offline.model_copy(update={"text": f"{offline.text}\n\n(The model could not be used: {exc}.)"})
     return model_reply(text, facts, client)
 

@@ -23,7 +23,7 @@ def healthz() -> Health:
 
 def _checks(settings: ServiceSettings, store: SessionStore) -> dict[str, str]:
     """Each check as 'ok: where' or 'fail: why', every credential of the database address hidden."""
-    from agent.checkpoints import DATABASE_URL_ENV, checkpointer, describe_store
+    from agent.migration.checkpoints import DATABASE_URL_ENV, checkpointer, describe_store
     from agent.redact import scrub
     from sandbox.isolation import SandboxUnavailable, choose
 

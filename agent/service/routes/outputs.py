@@ -8,15 +8,15 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Response, status
 from fastapi.responses import StreamingResponse
 
-from agent import records
-from agent.migration import UnknownMigration, load
-from agent.render import notable_rows
+from agent.migration import records
+from agent.migration.facade import UnknownMigration, load
+from agent.migration.render import notable_rows
+from agent.migration.state import outputs_of, parity_of, profile_of
 from agent.service import archive
 from agent.service.deps import SessionDep, SettingsDep
 from agent.service.schemas import MAX_PARITY_ROWS, ErrorDetail, Result
 from agent.service.store import SessionRow
 from agent.service.workers import repo_dir
-from agent.state import outputs_of, parity_of, profile_of
 
 router = APIRouter(prefix="/v1/sessions", tags=["outputs"])
 RESPONSES: dict[int | str, dict[str, Any]] = {

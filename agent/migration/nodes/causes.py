@@ -1,0 +1,197 @@
+"""Measured causes of a parity failure: side runs of the migrated code on tpx, cheapest first.
+
+When parity fails, the localiser's cause is a guess from the op class of the first divergent module
+("likely reduction_order"). Here each candidate explanation is tested instead: the workspace runs
+again on tpx with the candidate's TPX_* setting (plus those of the candidates before it),
+and its probe dump is compared with the reference's, or with the fp32 golden run's where autocast is
+switched off on the target too. The trials stop at the first that removes the divergence.
+
+``CANDIDATES`` is the table, in the order they are tried:
+
+* ``matmul_precision``: tpx runs float32 matmuls with bf16 inputs unless a program asks for 'highest'
+  (``TPX_MATMUL_PRECISION=highest``; FIX008 is the edit that keeps it, for tpx only);
+* ``autocast``: a program under CUDA's autocast computes in fp16/bf16 on both sides, and the rounding
+  of the first optimizer step carries into every later one; with autocast off on tpx
+  (``TPX_AUTOCAST=off``) against the fp32 golden run (the original with its autocast off), the two
+  compute the same float32 program;
+* ``rng``: tpx draws random numbers counter-based, as a chip does (DTensor's sharded init draws the
+  halves of one whole tensor), where the CPU reference draws each rank's shard from its own stream;
+  ``TPX_RNG=host`` draws in the CPU stream's order.
+
+``autocast`` and ``rng`` change no computation of the program: a side run they make pass shows that
+the migrated code computes what the original does (the parity report is then ``explained_by`` them).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from agent.migration import adapters
+from agent.migration.budget import has_time_for, run_timeout
+from agent.migration.nodes.common import artifacts_dir, ensure_workspace
+from agent.migration.records import RunRecord
+from agent.migration.state import MigrationState, dump, edits_of, options_of
+from agent.policy.rules_parity import RULE as PRECISION_RULE
+from tools.parity.models import CauseId, CauseTrial, ParityReport, TensorComparison, removing_trial
+
+logger = logging.getLogger(__name__)
+
+# side runs that change no computation of the program: passing with them explains the drift
+NOT_COMPUTATION: frozenset[CauseId] = frozenset({"autocast", "rng"})
+
+
+@dataclass(frozen=True)
+class Candidate:
+    cause: CauseId
+    setting: str
+    env: tuple[tuple[str, str], ...]
+
+    def carried_by(self, env: dict[str, str]) -> bool:
+        """Whether a side run with ``env`` had this candidate's settings."""
+        return all(env.get(k) == v for k, v in self.env)
+
+
+CANDIDATES: tuple[Candidate, ...] = (
+    Candidate("matmul_precision", "torch.set_float32_matmul_precision('highest') on tpx (TPX_MATMUL_PRECISION=highest)",
+              (("TPX_MATMUL_PRECISION", "highest"),)),
+    Candidate("autocast", "autocast off on both sides (TPX_AUTOCAST=off, against the fp32 golden run)",
+              (("TPX_AUTOCAST", "off"),)),
+    Candidate("rng", "tpx's random draws in the CPU stream's order (TPX_RNG=host)", (("TPX_RNG", "host"),)),
+)
+PRECISION = CANDIDATES[0]  # the one setting the code may have to take (FIX008)
+
+
+def _precision_in_code(state: MigrationState) -> bool:
+    """Whether the migration's edits already set 'highest' on tpx (FIX008): the runs have it."""
+    return any(PRECISION_RULE in (edit.rule or "") for edit in edits_of(state))
+
+
+def applicable(state: MigrationState, report: ParityReport, cand: Candidate, golden_dir: Path | None) -> bool:
+    if cand.cause == "matmul_precision":
+        return not _precision_in_code(state)
+    if cand.cause == "autocast":  # only a program under CUDA autocast has a golden run to compare with
+        return golden_dir is not None
+    first = report.first_divergence
+    # random init and dropout differ from the first call on; a divergence born later is not the draws'
+    return first is None or first.step in (None, 0) or first.call == 0
+
+
+def _first_failing(report: ParityReport) -> TensorComparison | None:
+    if report.first_divergence is not None:
+        return report.first_divergence.output
+    return next((t for t in report.rows() if t.verdict == "fail"), None)
+
+
+def _fails(report: ParityReport) -> int:
+    return sum(1 for t in report.rows() if t.verdict == "fail")
+
+
+def measure(state: MigrationState, report: ParityReport, ref_dir: Path, golden_dir: Path | None,
+            dtype_changes: dict[str, str]) -> tuple[list[CauseTrial], list[dict[str, object]]]:
+    """Run the applicable candidates in order, each with the settings of all those before it (causes can
+    hide each other: bf16 matmul drift is not seen while the random init differs), until one removes the
+    divergence; where the side run that did carried 'highest' matmuls with other settings, one more run
+    without them tells whether the code needs them. The trials, and the run records to add.
+    ``golden_dir``: the fp32 golden run's dump (None: the program computes under no autocast, or its
+    golden run failed)."""
+    before = _first_failing(report)
+    env: dict[str, str] = {}
+    trials: list[CauseTrial] = []
+    records: list[dict[str, object]] = []
+    for cand in CANDIDATES:
+        if not applicable(state, report, cand, golden_dir):
+            continue
+        if not has_time_for(state, "cause_trial"):
+            logger.info("parity causes: no time left for the %s side run", cand.cause)
+            break
+        env = {**env, **dict(cand.env)}
+        trial, record = _side_run(state, report, before, cand.cause, cand.setting, env, ref_dir, golden_dir,
+                                  dtype_changes)
+        trials.append(trial)
+        records.append(record)
+        if not trial.removed:
+            continue
+        if cand is not PRECISION and PRECISION.carried_by(env) and has_time_for(state, "cause_trial"):
+            alone = {k: v for k, v in env.items() if k not in dict(PRECISION.env)}
+            trial, record = _side_run(state, report, before, cand.cause, f"{cand.setting}, matmuls as tpx runs them",
+                                      alone, ref_dir, golden_dir, dtype_changes)
+            trials.append(trial)
+            records.append(record)
+        break
+    return trials, records
+
+
+def explain_drift(state: MigrationState, report: ParityReport, ref_dir: Path, golden_dir: Path | None,
+                  dtype_changes: dict[str, str]) -> tuple[list[CauseTrial], list[dict[str, object]]]:
+    """Parity passed only by the drift budget of the later training steps: measure where the drift comes
+    from instead of leaving it unexplained. Side runs compared strictly (no budget), cheapest first: full-
+    precision matmuls on tpx (where the code does not ask for them yet), then autocast off on both sides
+    against the fp32 golden run (a program under CUDA autocast, ``golden_dir``); the first that makes the
+    drift disappear is reported with its numbers. Nothing is added to the code for it: the drift is within
+    its budget."""
+    drift = report.drift
+    if drift is None or not drift.used:
+        return [], []
+    before = next((t for t in report.rows() if t.key == drift.worst_key), None)
+    trials: list[CauseTrial] = []
+    records: list[dict[str, object]] = []
+    env: dict[str, str] = {}
+    for cand in CANDIDATES[:2]:  # the random draws differ from step 0 on: not a later step's drift
+        if not applicable(state, report, cand, golden_dir):
+            continue
+        if not has_time_for(state, "cause_trial"):
+            logger.info("parity causes: no time left to measure the drift")
+            break
+        env = {**env, **dict(cand.env)}  # each carries the settings before it, as measure()'s do
+        trial, record = _side_run(state, report, before, cand.cause, cand.setting, env, ref_dir,
+                                  golden_dir, dtype_changes, strict=True)
+        trials.append(trial.model_copy(update={"drift": True}))
+        records.append(record)
+        if trial.removed:
+            break
+    return trials, records
+
+
+def _side_run(state: MigrationState, report: ParityReport, before: TensorComparison | None, cause: CauseId,
+              setting: str, env: dict[str, str], ref_dir: Path, golden_dir: Path | None,
+              dtype_changes: dict[str, str], strict: bool = False) -> tuple[CauseTrial, dict[str, object]]:
+    opts = options_of(state)
+    it = state.get("iteration") or 0
+    against: Literal["reference", "golden"] = "golden" if env.get("TPX_AUTOCAST") == "off" else "reference"
+    base_dir = golden_dir if against == "golden" else ref_dir
+    label = "-".join(sorted(k.removeprefix("TPX_").lower() for k in env)) or "none"
+    run = adapters.run(ensure_workspace(state), opts.run_command, device="tpx", redirect_cuda=None, probe=True,
+                      profile=False, timeout_s=run_timeout(state), seed=opts.seed, env=dict(env),
+                      artifacts_dir=artifacts_dir(state, f"cause-{it}-{label}"),
+                      disk_limit_bytes=opts.disk_limit_bytes)
+    trial = CauseTrial(cause=cause, setting=setting, env=dict(env), against=against, run_status=run.status,
+                       before_key=before.key if before is not None else None,
+                       before_max_abs=before.metrics.max_abs if before is not None and before.metrics else None,
+                       fails_before=_fails(report))
+    if run.ok and run.probe_dir is not None and base_dir is not None:
+        side = adapters.compare(base_dir, run.probe_dir, dtype_changes=dtype_changes, drift_budget=not strict)
+        at = next((t for t in side.rows() if before is not None and t.key == before.key), None)
+        first = side.first_divergence
+        trial = trial.model_copy(update={
+            "verdict": side.verdict, "fails_after": _fails(side), "summary": side.summary,
+            "after_key": None if side.passed else (first.output.key if first is not None else trial.before_key),
+            "after_max_abs": at.metrics.max_abs if at is not None and at.metrics is not None else None,
+        })
+    logger.info("parity causes: %s", trial.describe())
+    return trial, dump(RunRecord.of("cause_trial", run))
+
+
+def chain(trials: list[CauseTrial]) -> list[CauseId]:
+    """The causes of the last trial that removed the divergence: its own and those it carried (by env)."""
+    done = removing_trial(trials)
+    return [] if done is None else [c.cause for c in CANDIDATES if c.carried_by(done.env)]
+
+
+def explains(trials: list[CauseTrial]) -> list[CauseId]:
+    """The causes that explain the divergence without a change of the program (``NOT_COMPUTATION``): [] when
+    no trial removed it or its settings include one the code must take (matmul precision: FIX008)."""
+    causes = chain(trials)
+    return causes if causes and set(causes) <= NOT_COMPUTATION else []

@@ -1,0 +1,130 @@
+"""parity: compare the reference run's probe dump with the target run's; a failure goes to the policy,
+then (under --llm, when no rule applies) to the model, else the migration ends ``partial``.
+
+Under a CUDA autocast the reference and the target both compute in reduced precision: when parity
+fails, the fp32 golden run (``agent.migration.nodes.golden``) decides by docs/numerics.md's error ratio whether the
+target is as close to the fp32 result as the reference is; the summary names the ratio.
+
+A report with nothing compared (the program ran no nn.Module, printed no metric, saved no tensor,
+left none at top level and recorded nothing) is neither a pass nor a failure: the migration goes on
+to the tests and the profile, and the report node says parity could not be shown (``partial``), never that it failed.
+"""
+
+from __future__ import annotations
+
+from agent.migration import adapters
+from agent.migration.nodes import causes
+from agent.migration.nodes.common import SUMMARY, Update, check_iteration_budget, ensure_workspace, fix_context, step
+from agent.migration.nodes.golden import cancel_golden, golden_for
+from agent.migration.runs import RunScheduler
+from agent.migration.state import MigrationState, dump, edits_of, options_of, reference_of, target_ok_of
+from agent.policy import Proposal, Verdict, propose
+from agent.policy.base import Diagnosis
+from tools.parity.models import ParityReport
+
+
+def dtype_changes_of(state: MigrationState) -> dict[str, str]:
+    """The dtypes the applied edits changed (original -> new; a rewrite's FRY029, the float64_to_float32
+    fix): parity compares those tensors at the tier of the dtype the target now computes in."""
+    changes: dict[str, str] = {}
+    for edit in edits_of(state):
+        changes.update(edit.dtype_changes)
+    return changes
+
+
+@step("parity")
+def parity(state: MigrationState, runs: RunScheduler) -> Update:
+    ref, tgt = reference_of(state), target_ok_of(state)
+    ref_dir = ref.probe_dir if ref is not None else None
+    tgt_dir = tgt.probe_dir if tgt is not None else None
+    if ref_dir is None or tgt_dir is None or not ref_dir.is_dir() or not tgt_dir.is_dir():
+        msg = (f"no probe dump to compare (reference: {ref_dir or 'none'}, target: {tgt_dir or 'none'}); "
+               "parity cannot be proven")
+        return {"status": "partial", "summary": msg, SUMMARY: msg}
+    runs.wait_prewarm()  # it may be importing torch and the parity tools right now
+    changes = dtype_changes_of(state)
+    report = adapters.compare(ref_dir, tgt_dir, dtype_changes=changes)
+    update: Update = {}
+    records: list[dict[str, object]] = []
+    golden_dir = None
+    drifted = report.passed and report.drift is not None and report.drift.used
+    if report.compared and report.passed and not drifted:
+        cancel_golden(state, runs)
+    elif report.compared:
+        golden, records = golden_for(state, runs)
+        if golden is not None:
+            update["golden"] = dump(golden)
+            if golden.ok and golden.probe_dir is not None and golden.probe_dir.is_dir():
+                golden_dir = golden.probe_dir
+                report = adapters.compare(ref_dir, tgt_dir, dtype_changes=changes, golden_dir=golden_dir)
+            else:
+                report.notes.append(f"the fp32 golden run (autocast off) failed ({golden.failure_line()}): no "
+                                    "error-ratio check")
+    if report.failed:  # test the candidate causes in side runs instead of guessing one
+        trials, trial_runs = causes.measure(state, report, ref_dir, golden_dir, changes)
+        records += trial_runs
+        report.trials = trials
+        report.explained_by = causes.explains(trials)
+    elif drifted:  # passed by the drift budget of the later steps: measure the drift it admitted
+        golden, records = golden_for(state, runs)
+        if golden is not None:
+            update["golden"] = dump(golden)
+            if golden.ok and golden.probe_dir is not None and golden.probe_dir.is_dir():
+                golden_dir = golden.probe_dir
+        report.trials, drift_runs = causes.explain_drift(state, report, ref_dir, golden_dir, changes)
+        records += drift_runs
+    if records:
+        update["runs"] = records
+    update["parity"] = dump(report)
+    tiers = "".join(f"; {c} by the migration: compared at the {c.split(' -> ')[1]} tier"
+                    for c in report.dtype_changes_compared)
+    if report.golden is not None:
+        tiers += "; " + report.golden.describe()
+    if not report.compared:
+        update[SUMMARY] = ("nothing to compare (no module ran, no metric printed, no tensor saved or left at "
+                           "top level): parity cannot be shown")
+        return update
+    if report.passed and report.explanation is not None:
+        update[SUMMARY] = f"parity passes as measured: {report.explanation.describe()}"
+        return update
+    if report.passed and report.drift is not None and report.drift.used:
+        measured = f"; measured: {report.measured()}" if report.trials else ""
+        update[SUMMARY] = f"parity passes; {report.drift.describe()}{measured}" + tiers
+        return update
+    if report.passed:
+        update[SUMMARY] = "parity passes" + tiers
+        return update
+    where = report.divergence_text()
+    ws = ensure_workspace(state)
+    ctx = fix_context(state, ws)
+    diag = Diagnosis(phase="parity", kind="parity_failed", message=f"parity failed; first divergence: {where}",
+                     parity=report)
+    result = propose(diag, ctx)
+    update["diagnosis"] = diag.model_dump(mode="json", exclude={"parity"})  # the state holds the report
+    if isinstance(result, Proposal):
+        update["proposal"] = dump(result)
+        update[SUMMARY] = f"parity fails ({where}) -> {result.rule}"
+        return update
+    if isinstance(result, Verdict):
+        update.update({"status": result.status, "summary": result.summary, SUMMARY: result.summary})
+        return update
+    update["proposal"] = None
+    tried = ", ".join(ctx.tried) or "none"
+    if options_of(state).llm:
+        check_iteration_budget(state, f"parity still fails (first divergence {where}; edits tried: {tried})")
+        update[SUMMARY] = f"parity fails ({where}); no offline rule, asking the model"
+        return update
+    msg = no_rule_left(report, where + tiers, tried)
+    update.update({"status": "partial", "summary": msg, SUMMARY: "parity fails; no rule left"})
+    return update
+
+
+def no_rule_left(report: ParityReport, where: str, tried: str) -> str:
+    """The summary of a parity failure no offline rule handles. Side runs that all left a divergence measured
+    that no setting of tpx's numerics (matmul precision, autocast, random draws) explains it: that is not
+    drift but another computation, and the summary says so instead of calling it drift."""
+    head = f"the migrated code runs on tpx but parity fails: first divergence {where}; rules already applied: {tried}."
+    if report.trials:
+        return (f"{head} No measured setting removes the divergence, so it is not rounding drift: on tpx the "
+                "migrated code computes something else than the original; a person (or --llm) has to find what.")
+    return f"{head} Numeric drift needs a person (or --llm) to judge."

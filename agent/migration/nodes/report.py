@@ -1,0 +1,198 @@
+"""report: decide the final status, write ferry.patch / report.md / result.json, apply if asked."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from pathlib import Path
+
+from agent.errors import Status
+from agent.migration.nodes.common import SUMMARY, Update, counted, step
+from agent.migration.nodes.reference import cancel_reference
+from agent.migration.records import DeviceWork, Outputs
+from agent.migration.render import report_markdown, result_of
+from agent.migration.runs import RunScheduler
+from agent.migration.state import (
+    MigrationState,
+    State,
+    cpu_check_of,
+    device_work_of,
+    dump,
+    edits_of,
+    options_of,
+    parity_of,
+    plan_of,
+    runs_of,
+    scan_of,
+    status_of,
+)
+from agent.migration.workspace import artifacts_root
+from tools.parity.models import ParityReport
+from tools.patch import Patch, PatchRequest, build_patch, git_apply
+
+logger = logging.getLogger(__name__)
+
+# The share of a target run's work that must run on tpx before it counts as device work. The work
+# is the model's compute when the run has any (tools/profile/device_ops.py COMPUTE_OPS: matrix
+# products, convolutions, attention, RNN cells, embedding lookups, log-softmax/NLL; a model on the
+# device runs nearly all of them there, whatever the host does besides: data generation,
+# augmentation, checkpoint I/O, metrics); otherwise every aten op from the first tpx op on. A
+# program whose model stayed on CPU runs almost nothing on tpx (its share is near 0).
+DEVICE_SHARE_MIN = 0.5
+COMPUTE = "matmul, convolution, attention, RNN, embedding, loss"
+DEVICE_WAYS = "a --cuda flag off by default, --device cpu, use_cuda=False"
+DEVICE_HINT = f"check how the program selects its device ({DEVICE_WAYS})"
+
+
+NO_CUDA_HINT = ("the file this command runs ({entry}) holds no CUDA code and Ferry left it unchanged: it does not "
+                "ask for a GPU there, so it runs on CPU as before; if it picks its device in a module it imports, "
+                f"check how there ({DEVICE_WAYS})")
+
+
+def untouched_entry(state: State) -> str | None:
+    """The run's entry file when the scan found no CUDA in it and no edit changed it, else None."""
+    plan = plan_of(state)
+    entry = plan.entry_file if plan is not None else None
+    if entry is None:
+        return None
+    scan = scan_of(state)
+    if scan is not None and any(f.file == entry for f in scan.findings):
+        return None
+    if any(entry in e.files for e in edits_of(state)):
+        return None
+    return entry
+
+
+def device_work_problem(state: State) -> str | None:
+    """Why the passing target run does not show the program's work on tpx, None when it does."""
+    entry = untouched_entry(state)
+    hint = NO_CUDA_HINT.format(entry=entry) if entry else DEVICE_HINT
+    return work_problem(device_work_of(state), state.get("device_work_error"), hint)
+
+
+def work_problem(work: DeviceWork | None, error: str | None = None, hint: str = DEVICE_HINT) -> str | None:
+    """Why ``work`` (a target run's op counts) does not show the program's work on tpx, None when it
+    does (also what ``ferry eval`` grades a real case by). ``hint``: what to check when the work
+    stayed on CPU."""
+    if work is None:
+        why = error or "the target run recorded no op counts"
+        return f"there is no evidence that the target run executed its work on tpx ({why})"
+    if work.tpx_share is None:
+        return (f"the target run's ops were not counted (tpx itself counted {work.run_tpx_ops}), so "
+                "device work cannot be shown")
+    if work.tpx_ops == 0:
+        return (f"the target run executed 0 of {work.total_ops} ops on tpx: the work stayed on CPU; {hint}")
+    if work.compute_share is not None:
+        if work.compute_share < DEVICE_SHARE_MIN:
+            return (f"the target run executed {work.compute_tpx_ops} of its {work.compute_ops} compute ops ({COMPUTE}) "
+                    f"on tpx ({work.compute_share:.0%}, below {DEVICE_SHARE_MIN:.0%}): the model's work stayed on "
+                    f"CPU; {hint}")
+        return None
+    if work.tpx_share < DEVICE_SHARE_MIN:
+        return (f"the target run executed {work.tpx_ops} of {work.total_ops} ops on tpx ({work.tpx_share:.0%}, "
+                f"below {DEVICE_SHARE_MIN:.0%}) and no compute op ({COMPUTE}): the work stayed on CPU; {hint}")
+    return None
+
+
+def cpu_check_problem(state: State) -> str | None:
+    """Why the CPU guard failed (or did not run), None when it passed."""
+    check = cpu_check_of(state)
+    if check is None:
+        return "the CPU check did not run, so the migrated code is not shown to run on CPU as the original did"
+    return check.reason if check.verdict == "fail" else None
+
+
+def final_status(state: State) -> tuple[Status, str]:
+    """The status the graph decided, or, when it went all the way, what the evidence shows."""
+    status, summary = status_of(state), state.get("summary") or ""
+    if status is not None:
+        return status, summary
+    parity = parity_of(state)
+    if parity is None:
+        return "partial", "the graph ended without a parity verdict"
+    # what was shown of the tests: without a test command none ran, and the summary must not say they passed
+    given = bool(options_of(state).test_command)
+    tests = tests_phrase(state) if given else "no test command was given (no tests ran)"
+    if not parity.compared:
+        return "partial", (f"runs on tpx and {'the tests pass' if given else tests}, but parity could not be shown: "
+                           "the program ran no nn.Module, printed no metric, saved no tensor, left none at top "
+                           "level and recorded nothing to compare")
+    problems = [p for p in (device_work_problem(state), cpu_check_problem(state)) if p]
+    if problems:
+        return "partial", f"runs on tpx, {tests} and {parity_phrase(parity)}, but " + "; and ".join(problems)
+    work, check = device_work_of(state), cpu_check_of(state)
+    shown = f" ({work.describe()})" if work is not None else ""
+    cpu = ("the original needs an accelerator (no CPU path to keep)" if check and check.verdict == "not_applicable"
+           else "the migrated code still runs on CPU")
+    return "migrated", f"runs on tpx{shown}, {tests}, {parity_phrase(parity)} and {cpu}"
+
+
+def tests_phrase(state: State) -> str:
+    """"tests pass" with how many ran and passed (the last tests run's pytest report), or that they were not
+    counted."""
+    run = next((r for r in reversed(runs_of(state)) if r.kind == "tests"), None)
+    counted = run.tests_counted() if run is not None else None
+    if counted is None:
+        return "tests pass (not counted: the test command wrote no pytest report)"
+    return f"tests pass ({counted})"
+
+
+def parity_phrase(parity: ParityReport) -> str:
+    """"parity passes", or, for a default run whose divergence a side run explained, what was measured."""
+    trial = parity.explanation
+    if trial is None:
+        return "parity passes"
+    return (f"parity passes as measured ({trial.describe()}: the migrated code computes what the original does; "
+            f"the default run's drift is the {' and '.join(parity.explained_by)} setting's)")
+
+
+def _write_outputs(out: Path, final: MigrationState, patch: Patch, applied: bool | None) -> Outputs:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ferry.patch").write_text(patch.diff, encoding="utf-8")
+    (out / "report.md").write_text(report_markdown(final, patch.diff), encoding="utf-8")
+    result = result_of(final, patch.files, applied)
+    (out / "result.json").write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    return Outputs(dir=str(out), patch=str(out / "ferry.patch"), report=str(out / "report.md"),
+                   result=str(out / "result.json"))
+
+
+@step("report")
+def report(state: MigrationState, runs: RunScheduler) -> Update:
+    opts = options_of(state)
+    stopped = cancel_reference(state, runs)  # the migration ended before its target run needed it
+    runs.cancel_prefix(f"{state['migration_id']}:")  # speculative runs nobody will collect
+    status, summary = final_status(state)
+    if opts.skip_rules and "skipped by request" not in summary:
+        summary = f"{summary} (rules skipped by request: {', '.join(opts.skip_rules)})"
+    final: MigrationState = {**state, "status": status, "summary": summary}
+    patch = build_patch(PatchRequest(original=Path(opts.source), files=dict(state.get("files") or {})))
+    applied = None
+    if opts.apply and status == "migrated" and patch.diff:
+        try:
+            git_apply(Path(opts.source), patch.diff)
+            applied = True
+        except subprocess.CalledProcessError as exc:
+            applied = False
+            summary = f"{summary}; --apply failed: git apply: {exc.stderr.strip()}"
+            final["summary"] = summary
+    # The state dir's copy first: it is what `ferry resume` and the service read, and where the
+    # user finds the outputs when their --out cannot be written.
+    out_dirs = [artifacts_root(opts.state_dir, state["migration_id"]) / "out"]
+    if opts.out_dir:
+        out_dirs.append(Path(opts.out_dir).expanduser())
+    outputs: Outputs | None = None
+    failed: list[str] = []
+    for out in out_dirs:
+        try:
+            outputs = _write_outputs(out, final, patch, applied)  # the last one written: --out when it worked
+        except OSError as exc:
+            logger.warning("cannot write the outputs to %s: %s", out, exc)
+            failed.append(f"{exc.filename or out}: {exc.strerror or exc}")
+    if failed:
+        where = (f"; a copy is in {outputs.dir}" if outputs else
+                 "; nothing was written: free space or fix the permissions and run the migration again")
+        summary = (f"the migration ended {status} ({summary}) but its outputs could not be written: "
+                   f"{'; '.join(failed)}{where}")
+        status = "failed_output"
+    return {**stopped, "status": status, "summary": summary, "outputs": dump(outputs) if outputs else None,
+            SUMMARY: f"{status}; {counted(len(patch.files), 'file')} in the patch" + ("; applied" if applied else "")}

@@ -1,0 +1,24 @@
+"""scan: find the CUDA idioms in the original code."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from agent.migration import adapters
+from agent.migration.nodes.common import SUMMARY, Update, source_of, step
+from agent.migration.records import ReviewItem, ScanDigest
+from agent.migration.runs import RunScheduler
+from agent.migration.state import MigrationState, dump
+
+
+@step("scan")
+def scan(state: MigrationState, runs: RunScheduler) -> Update:
+    if state.get("scan"):
+        return {SUMMARY: "already done"}
+    report = adapters.scan(source_of(state))
+    items = [ReviewItem(rule=f.rule_id, file=f.file, line=f.line, category=f.category,
+                        message=f.message or f.reason or f.rewrite or "") for f in report.findings]
+    counts = Counter(i.category for i in items)
+    digest = ScanDigest(counts=dict(counts), findings=items)
+    return {"scan": dump(digest),
+            SUMMARY: ", ".join(f"{n} {c}" for c, n in sorted(counts.items())) or "no CUDA idioms found"}

@@ -1,0 +1,318 @@
+"""The agent's own records in the migration state (the tools' results are the tools' models).
+
+Each is stored as JSON in :class:`agent.migration.state.MigrationState` and read back through the typed
+readers there; nothing reads these dicts by key.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agent.errors import Status
+from tools.parity.models import CauseId, CauseTrial
+from tools.patch import FileChange
+from tools.profile.models import DeviceWork
+from tools.runner.models import RefusedArtifact, RunResult
+from tools.trace.models import TestOutcome
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CpuCheck", "DeviceWork", "Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord", "ModelPlan",
+           "Outputs", "ParityOutcome", "Plan", "ProfileChange", "ProfileOutcome", "ProfileRound", "ReviewItem",
+           "RunPhase", "RunRecord", "RunRole", "ScanDigest", "Step", "edit_by"]
+
+
+#: who made an edit: a codemod, a policy rule, the model, a person, or Ferry undoing a rejected model change
+EditKind = Literal["codemod", "policy", "llm", "human", "revert"]
+
+
+def edit_by(kind: EditKind, rule: str) -> str:
+    """Who made an edit, as the report, result.json and pr.md say it: ``rule FRY001``, ``model``..."""
+    if kind == "codemod":
+        return f"rule {rule}" if rule else "codemods"
+    return {"policy": f"rule {rule}", "llm": "model", "human": "person", "revert": "Ferry (revert)"}[kind]
+RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original", "golden", "cause_trial"]
+RunPhase = Literal["run", "test"]
+
+
+class Step(BaseModel):
+    """One finished node: what happened, and how long it took."""
+
+    node: str
+    summary: str = ""
+    seconds: float = 0.0
+
+
+class Edit(BaseModel):
+    """One applied edit: which step, who made it (a codemod, a policy rule, the model, a person), the
+    files it changed, its diff and why."""
+
+    step: str
+    kind: EditKind
+    rule: str
+    files: list[str]
+    diff: str
+    reason: str
+    site: str | None = None
+    #: dtypes the edit changed (original -> new, "float64" -> "float32"): parity compares them at the new tier
+    dtype_changes: dict[str, str] = Field(default_factory=dict)
+    #: how many sites each rule changed (the codemods; a fix edit is one site of its rule)
+    rule_counts: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def by(self) -> str:
+        return edit_by(self.kind, self.rule)
+
+
+class RunRecord(BaseModel):
+    """A run, summarised for the migration's log (the full RunResult is in its artifacts dir)."""
+
+    kind: RunRole
+    command: list[str]
+    status: str
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    signature: str | None = None
+    isolation: str
+    warm_start: bool = False
+    artifacts_refused: list[RefusedArtifact] = Field(default_factory=list)
+    tests: dict[str, int] = Field(default_factory=dict, description=(
+        "the run's tests by outcome (passed, failed, error, skipped), from the pytest report it wrote; "
+        "empty: it wrote none"))
+
+    @classmethod
+    def of(cls, kind: RunRole, run: RunResult) -> RunRecord:
+        tests: dict[str, int] = {}
+        for t in _test_outcomes(run):
+            tests[t.outcome] = tests.get(t.outcome, 0) + 1
+        return cls(kind=kind, command=run.command, status=run.status, exit_code=run.exit_code,
+                   duration_s=run.duration_s, signature=run.signature_kind, isolation=run.isolation,
+                   warm_start=run.warm_start, artifacts_refused=run.artifacts_refused, tests=tests)
+
+    def tests_counted(self) -> str | None:
+        """"5 tests ran: 4 passed, 1 skipped", or None when the run wrote no pytest report."""
+        if not self.tests:
+            return None
+        n = sum(self.tests.values())
+        parts = ", ".join(f"{self.tests[k]} {k}" for k in ("passed", "failed", "error", "skipped") if self.tests.get(k))
+        return f"{n} test{'s' if n != 1 else ''} ran: {parts}"
+
+
+def _test_outcomes(run: RunResult) -> list[TestOutcome]:
+    """The run's tests: the trace's (a failing run), else its junit XML's (a passing run has no trace)."""
+    from sandbox.artifacts import ArtifactMissing
+    from tools.trace.pytest_out import JunitRefused, read_junit_xml
+
+    if run.trace is not None and run.trace.tests:
+        return run.trace.tests
+    if run.junit_xml is None:
+        return []
+    try:
+        return read_junit_xml(run.junit_xml)
+    except (ArtifactMissing, JunitRefused, OSError) as exc:
+        logger.debug("the tests of %s were not counted: %s", run.junit_xml, exc)
+        return []
+
+
+class ReviewItem(BaseModel):
+    """A scan finding kept for the plan and the report."""
+
+    rule: str
+    file: str
+    line: int
+    category: str
+    message: str
+
+
+class ScanDigest(BaseModel):
+    """What the scan of the original found: counts by category and every finding."""
+
+    counts: dict[str, int] = Field(default_factory=dict)
+    findings: list[ReviewItem] = Field(default_factory=list)
+
+    def ids(self) -> dict[str, ReviewItem]:
+        """The findings by the id the model's plan names them with (F1, F2... in scan order)."""
+        return {f"F{i}": item for i, item in enumerate(self.findings, 1)}
+
+
+class ModelPlan(BaseModel):
+    """The model's plan over the scan (``agent.llm.planner``), validated: only files and finding ids the
+    scan found (unknown ones are dropped, each with a warning). ``error``: why there is none (the
+    offline plan ran)."""
+
+    files: list[str] = Field(default_factory=list)
+    findings: list[str] = Field(default_factory=list, description="finding ids (ScanDigest.ids) in the model's order")
+    verify: list[str] = Field(default_factory=list)
+    rationale: str = ""
+    warnings: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Plan(BaseModel):
+    """What the codemods will change, what is left for review, what the target run checks."""
+
+    rewrite_files: list[str]
+    auto_fix: int
+    review: list[ReviewItem]
+    entry_file: str | None = None
+    target: str = "tpx"
+    codemod_device: str
+    checks: list[str]
+    max_iterations: int
+    #: the model's plan under --llm (None: offline only); its order is what the report lists
+    model: ModelPlan | None = None
+
+    def ordered_files(self) -> list[str]:
+        """The files to rewrite: the model's order first (when it planned), then the rest in offline order."""
+        first = self.model.files if self.model is not None and self.model.ok else []
+        return list(dict.fromkeys([f for f in first if f in self.rewrite_files] + self.rewrite_files))
+
+    def ordered_review(self, scan: ScanDigest | None) -> list[ReviewItem]:
+        """The findings left for review: the model's order first (when it planned), then the rest."""
+        if self.model is None or not self.model.ok or scan is None:
+            return list(self.review)
+        ids = scan.ids()
+        named = [ids[i] for i in self.model.findings if i in ids and ids[i] in self.review]
+        return named + [r for r in self.review if r not in named]
+
+
+class ProfileRound(BaseModel):
+    """The one round per migration where the model is shown the profile's findings worth a change.
+
+    ``phase``: ``verifying`` while its edit goes through the full verification; ``kept`` (everything
+    passed), ``rejected`` (reverted to the last verified state: ``reason`` says why) or ``not_made``
+    (the model made no change: ``reason``). ``base_files`` / ``base_evidence``: the last verified
+    state, restored on a rejection."""
+
+    phase: Literal["verifying", "kept", "rejected", "not_made"]
+    findings: list[str] = Field(default_factory=list, description="the findings shown, as file:line  title")
+    summary: str = ""
+    files: list[str] = Field(default_factory=list, description="the files the model's change touched")
+    reason: str = ""
+    base_files: dict[str, str] = Field(default_factory=dict)
+    base_evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class Outputs(BaseModel):
+    """Where the report node wrote the migration's outputs."""
+
+    dir: str
+    patch: str
+    report: str
+    result: str
+
+
+class EditSummary(BaseModel):
+    """An edit as result.json lists it (the diff is in ferry.patch and report.md)."""
+
+    step: str
+    kind: EditKind
+    rule: str
+    by: str = Field(default="", description="who made it: 'rule FRY001', 'model', 'person', 'Ferry (revert)'")
+    site: str | None = None
+    files: list[str]
+    reason: str
+
+
+class LLMUsage(BaseModel):
+    """What the model cost: counted even when its calls failed."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    retries: int = 0
+    wall_s: float = 0.0
+    failures: dict[str, int] = Field(default_factory=dict, description="failed requests by kind, e.g. timeout: 2")
+    model: str | None = None
+    cost_usd: float | None = Field(default=None, description="estimated from the price table; None: no price "
+                                                             "known for the model (never guessed)")
+
+
+class ParityOutcome(BaseModel):
+    """What parity showed: ``passed`` is None when it was not checked or had nothing to compare
+    (``verdict`` then says which: None or ``skipped``), never a guess."""
+
+    verdict: Literal["pass", "warn", "fail", "skipped"] | None = None
+    passed: bool | None = None
+    summary: str | None = None
+    first_divergence: str | None = None
+    trials: list[CauseTrial] = Field(default_factory=list, description="candidate causes measured in side runs")
+    explained_by: list[CauseId] = Field(default_factory=list, description=(
+        "the settings whose side run removed the divergence of a failing default run (the program's computation "
+        "unchanged): parity passes as measured"))
+    measured: str | None = Field(None, description="the side runs' measurements, one sentence each")
+    headline: str | None = Field(None, description="one line: verdict, tensors, the worst one, the loss curves")
+
+
+class CpuCheck(BaseModel):
+    """The CPU guard: the migrated code run on CPU (no accelerator, no CUDA redirect), compared at the
+    CPU tier (every compared tensor within ``assert_close``'s tolerances for its dtype: same device,
+    same seed) with the reference run, or, where they differ, with the original's own run on CPU.
+    ``verdict`` ``not_applicable``: the original does not run on CPU either (it needs an accelerator),
+    so there is no CPU path to keep; ``passed`` is then None. ``reason`` says why in every case."""
+
+    verdict: Literal["pass", "fail", "not_applicable"]
+    passed: bool | None
+    reason: str
+    run_status: str
+    duration_s: float = 0.0
+    compared: int = 0
+    first_divergence: str | None = None
+    against: Literal["reference", "original_on_cpu"] | None = None
+    #: the model's edit this check rejected (its step, e.g. ``fix-3``): it was reverted and the model asked again
+    rejected_edit: str | None = None
+
+
+class ProfileOutcome(BaseModel):
+    findings: int = 0
+    error: str | None = None
+
+
+class ProfileChange(BaseModel):
+    """result.json: what came of the model's profile round (``ProfileRound`` without its snapshot)."""
+
+    outcome: Literal["verifying", "kept", "rejected", "not_made"]
+    findings: list[str] = Field(default_factory=list)
+    summary: str = ""
+    files: list[str] = Field(default_factory=list)
+    reason: str = ""
+
+
+class MigrationRecord(BaseModel):
+    """result.json (the design's MigrationResult; the service's response of that name carries it):
+    how a migration ended, what it changed, what it showed, what it cost."""
+
+    migration_id: str
+    status: Status
+    summary: str | None = None
+    source: str
+    run_command: str
+    test_command: str | None = None
+    python: str | None = None  # the runs' interpreter (--python; None: Ferry's own)
+    env: dict[str, str] = Field(default_factory=dict)  # the user's own variables of every run (--env)
+    cwd: str | None = None  # where every run started, relative to the repository (--cwd)
+    entry_file: str | None = None  # the repository file the run command runs first (None: not found)
+    iterations: int = 0
+    runs: int = 0
+    run_log: list[RunRecord] = Field(default_factory=list)
+    llm: LLMUsage = Field(default_factory=LLMUsage)
+    wall_time_s: float = 0.0
+    edits: list[EditSummary] = Field(default_factory=list)
+    patch_files: list[FileChange] = Field(default_factory=list)
+    parity: ParityOutcome = Field(default_factory=ParityOutcome)
+    profile: ProfileOutcome = Field(default_factory=ProfileOutcome)
+    plan_source: Literal["offline", "model"] = "offline"  # whose order the report lists
+    model_plan: ModelPlan | None = None  # the model's plan under --llm (or why there is none)
+    profile_change: ProfileChange | None = None  # the model's profile round under --llm
+    device_work: DeviceWork | None = None
+    cpu_check: CpuCheck | None = None
+    steps: list[Step] = Field(default_factory=list)
+    applied: bool | None = None

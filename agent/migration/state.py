@@ -1,0 +1,247 @@
+"""The migration's one typed state, with reducers on the fields that accumulate, and its readers.
+
+The state holds plain JSON (LangGraph's checkpointers, SQLite and Postgres, store it without
+custom serialisers and another process can resume it), but nothing reads it by key: every value
+is a model's ``model_dump(mode="json")`` and comes back through a typed reader below
+(``last_run(state) -> RunResult | None``, ``parity_of(state) -> ParityReport | None``...), the
+tools' own models for the tools' results and :mod:`agent.migration.records` for the agent's.
+
+Edits are held as file contents (``files``: relative path -> the text the workspace must hold), so
+a workspace lost in a crash is rebuilt from the original repo plus ``files``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from typing import Annotated, Any, TypedDict, TypeVar
+
+from pydantic import BaseModel, Field
+
+from agent.errors import STATUSES, Status
+from agent.llm.config import DEFAULTS as LLM_DEFAULTS
+from agent.llm.config import LLMLimits
+from agent.migration.records import (
+    CpuCheck,
+    DeviceWork,
+    Edit,
+    Outputs,
+    Plan,
+    ProfileRound,
+    RunPhase,
+    RunRecord,
+    ScanDigest,
+    Step,
+)
+from tools.parity.models import ParityReport
+from tools.profile.models import Finding, ProfileReport
+from tools.runner.models import RunResult
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def merge_files(left: dict[str, str] | None, right: dict[str, str] | None) -> dict[str, str]:
+    """Later writes of a file win; other files are kept."""
+    return {**(left or {}), **(right or {})}
+
+
+def add_counters(left: dict[str, float] | None, right: dict[str, float] | None) -> dict[str, float]:
+    """Sum counters key by key (LLM calls, tokens)."""
+    out = dict(left or {})
+    for key, value in (right or {}).items():
+        out[key] = out.get(key, 0) + value
+    return out
+
+
+class MigrationOptions(BaseModel):
+    """What the user asked for; stored in the state so that ``ferry resume`` needs only the id."""
+
+    source: str = Field(description="the user's repository (never written unless apply=True)")
+    run_command: str
+    test_command: str | None = None
+    out_dir: str | None = None
+    state_dir: str
+    llm: bool = False
+    approve: bool = False
+    apply: bool = False
+    device: str = Field(default="accelerator", description="codemod target: accelerator or tpx")
+    skip_rules: list[str] = Field(default_factory=list, description=(
+        "rule ids the user asked to leave out: no codemod or policy rule with one of these ids edits anything"))
+    max_iterations: int = Field(default=8, ge=0, description="fix/verify rounds before failed_budget")
+    run_timeout_s: float = Field(default=600.0, gt=0)
+    max_wall_s: float | None = Field(default=None, gt=0, description=(
+        "the migration's wall-time budget: runs are capped by what is left, and one that cannot finish in it "
+        "is not started (failed_budget); None: no budget"))
+    seed: int = 0
+    disk_limit_bytes: int | None = Field(default=None, ge=1024**2,
+                                         description="disk cap of each run, in all (None: $FERRY_DISK_LIMIT or "
+                                                     "what the host can back)")
+    # the model's limits (agent.llm.config.LLMLimits: flags, else FERRY_LLM_*, else its defaults)
+    llm_max_calls: int = Field(default=LLM_DEFAULTS.max_calls, ge=1)
+    llm_max_tokens: int = Field(default=LLM_DEFAULTS.max_tokens, ge=1)
+    llm_max_wall_s: float = Field(default=LLM_DEFAULTS.max_wall_s, gt=0)
+    llm_timeout_s: float = Field(default=LLM_DEFAULTS.request_timeout_s, gt=0)
+    llm_retries: int = Field(default=LLM_DEFAULTS.max_retries, ge=0)
+    llm_backoff_s: float = Field(default=LLM_DEFAULTS.backoff_s, ge=0)
+    llm_max_reply_chars: int = Field(default=LLM_DEFAULTS.max_reply_chars, ge=1)
+    llm_model: str | None = None
+    llm_base_url: str | None = None
+    # The user's own environment, for every run (reference, target, tests, profile): --python, --env, --cwd.
+    python: str | None = Field(default=None, description="the runs' interpreter (None: Ferry's own)")
+    env: dict[str, str] = Field(default_factory=dict, description="the user's own variables for every run")
+    cwd: str | None = Field(default=None, description="where every run starts, relative to the repository")
+
+
+class MigrationState(TypedDict, total=False):
+    migration_id: str
+    options: dict[str, Any]  # MigrationOptions
+    workspace: str | None  # the private copy the target runs use
+    files: Annotated[dict[str, str], merge_files]  # current text of every file the migration changed
+    edits: Annotated[list[dict[str, Any]], operator.add]  # Edit, one per applied edit
+    steps: Annotated[list[dict[str, Any]], operator.add]  # Step, one per finished node
+    runs: Annotated[list[dict[str, Any]], operator.add]  # RunRecord, every run in order
+    reference: dict[str, Any] | None  # RunResult of the reference run, once settled
+    reference_pending: bool  # started in the background, not joined yet (await_reference joins it)
+    golden: dict[str, Any] | None  # RunResult of the fp32 golden run (the original, autocast off), once run
+    scan: dict[str, Any] | None  # ScanDigest
+    plan: dict[str, Any] | None  # Plan
+    last_run: dict[str, Any] | None  # RunResult: the latest target or test run
+    last_phase: RunPhase | None  # which of the two last_run was
+    target_ok: dict[str, Any] | None  # RunResult: the latest passing target run (probe/profile dirs)
+    device_work: dict[str, Any] | None  # DeviceWork of the latest passing target run
+    device_work_error: str | None  # why that run's device work could not be read
+    cpu_check: dict[str, Any] | None  # CpuCheck: the migrated code on CPU vs the reference
+    diagnosis: dict[str, Any] | None  # agent.policy.base.Diagnosis: what failed, where
+    proposal: dict[str, Any] | None  # agent.policy.base.Proposal: the next edit to apply
+    # Keys "rule@file:line" of fixes already attempted (so a rule never loops on the same site).
+    tried: Annotated[list[str], operator.add]
+    iteration: int  # fix rounds applied
+    parity: dict[str, Any] | None  # ParityReport
+    profile: dict[str, Any] | None  # ProfileReport
+    profile_error: str | None  # why there is no profile report (the migration is verified anyway)
+    profile_round: dict[str, Any] | None  # ProfileRound: the model's one profile round under --llm
+    llm_usage: Annotated[dict[str, float], add_counters]
+    # the texts of the files the model's last proposal edits, before it (the CPU guard reverts to them)
+    llm_before: dict[str, str] | None
+    elapsed_s: Annotated[float, operator.add]
+    status: Status | None  # a named status (agent.errors.Status) once decided
+    summary: str | None  # one paragraph: why the status, what is left for a human
+    outputs: dict[str, str] | None  # Outputs
+
+
+State = Mapping[str, Any]  # what readers accept: the graph's state or a snapshot of it
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    """A model as the state stores it."""
+    return model.model_dump(mode="json")
+
+
+def _one(state: State, key: str, model: type[M]) -> M | None:
+    raw = state.get(key)
+    return None if raw is None else model.model_validate(raw)
+
+
+def _many(state: State, key: str, model: type[M]) -> list[M]:
+    return [model.model_validate(item) for item in state.get(key) or []]
+
+
+def options_of(state: State) -> MigrationOptions:
+    return MigrationOptions.model_validate(state["options"])
+
+
+def reference_of(state: State) -> RunResult | None:
+    """The settled reference run (None while it is pending or before it started)."""
+    return _one(state, "reference", RunResult)
+
+
+def golden_of(state: State) -> RunResult | None:
+    """The fp32 golden run (the original on CPU with its CUDA autocast off), once it ran."""
+    return _one(state, "golden", RunResult)
+
+
+def last_run(state: State) -> RunResult | None:
+    return _one(state, "last_run", RunResult)
+
+
+def target_ok_of(state: State) -> RunResult | None:
+    return _one(state, "target_ok", RunResult)
+
+
+def device_work_of(state: State) -> DeviceWork | None:
+    return _one(state, "device_work", DeviceWork)
+
+
+def cpu_check_of(state: State) -> CpuCheck | None:
+    return _one(state, "cpu_check", CpuCheck)
+
+
+def parity_of(state: State) -> ParityReport | None:
+    return _one(state, "parity", ParityReport)
+
+
+def profile_of(state: State) -> ProfileReport | None:
+    return _one(state, "profile", ProfileReport)
+
+
+def profile_round_of(state: State) -> ProfileRound | None:
+    """The model's profile round (None: not asked, or no --llm)."""
+    return _one(state, "profile_round", ProfileRound)
+
+
+def findings_worth_a_change(state: State) -> list[Finding]:
+    """The profile's high-severity findings (a sync or CPU fallback 10+ times, a copy every step...):
+    what the model is shown in its profile round."""
+    report = profile_of(state)
+    return [f for f in report.findings if f.severity == "high"] if report is not None else []
+
+
+def scan_of(state: State) -> ScanDigest | None:
+    return _one(state, "scan", ScanDigest)
+
+
+def plan_of(state: State) -> Plan | None:
+    return _one(state, "plan", Plan)
+
+
+def outputs_of(state: State) -> Outputs | None:
+    return _one(state, "outputs", Outputs)
+
+
+def edits_of(state: State) -> list[Edit]:
+    return _many(state, "edits", Edit)
+
+
+def steps_of(state: State) -> list[Step]:
+    return _many(state, "steps", Step)
+
+
+def runs_of(state: State) -> list[RunRecord]:
+    return _many(state, "runs", RunRecord)
+
+
+def status_of(state: State) -> Status | None:
+    status = state.get("status")
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"the state holds an unknown status {status!r}; expected one of {', '.join(STATUSES)}")
+    return status  # checked against STATUSES just above
+
+
+def with_llm_limits(opts: MigrationOptions, limits: LLMLimits) -> MigrationOptions:
+    """``opts`` with the model's limits (checked already: LLMLimits holds the same bounds)."""
+    return opts.model_copy(update={
+        "llm_timeout_s": limits.request_timeout_s, "llm_retries": limits.max_retries, "llm_backoff_s": limits.backoff_s,
+        "llm_max_wall_s": limits.max_wall_s, "llm_max_calls": limits.max_calls, "llm_max_tokens": limits.max_tokens,
+        "llm_max_reply_chars": limits.max_reply_chars})
+
+
+def llm_limits_of(opts: MigrationOptions) -> LLMLimits:
+    """The model's limits a migration was started with."""
+    return LLMLimits(request_timeout_s=opts.llm_timeout_s, max_retries=opts.llm_retries, backoff_s=opts.llm_backoff_s,
+                     max_wall_s=opts.llm_max_wall_s, max_calls=opts.llm_max_calls, max_tokens=opts.llm_max_tokens,
+                     max_reply_chars=opts.llm_max_reply_chars)
+
+
+def llm_option(state: State) -> bool:
+    """Whether the model may be asked."""
+    return options_of(state).llm

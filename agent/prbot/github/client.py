@@ -1,0 +1,185 @@
+"""A typed GitHub REST client (httpx): a token or GitHub App credentials, responses validated by models.
+
+GETs are retried once on 502/503/504 and connection errors; nothing that writes is retried. Error
+messages carry GitHub's own ``message`` and never a token.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from agent.prbot.github.config import GitHubConfig
+from agent.prbot.github.models import AccessToken, IssueComment, Permission, PermissionAnswer, PullRequest, Repository
+
+logger = logging.getLogger(__name__)
+M = TypeVar("M", bound=BaseModel)
+RETRY = frozenset({502, 503, 504})
+
+
+class GitHubError(Exception):
+    def __init__(self, message: str, *, status: int | None = None, method: str = "", path: str = "") -> None:
+        super().__init__(f"GitHub {method} {path}: {message}" if method else message)
+        self.status, self.method, self.path = status, method, path
+
+
+def _seg(text: str) -> str:
+    return quote(text, safe="")
+
+
+class GitHubClient:
+    def __init__(self, config: GitHubConfig, *, transport: httpx.BaseTransport | None = None) -> None:
+        self.config = config
+        self._http = httpx.Client(base_url=config.api_url, timeout=config.timeout_s, transport=transport,
+                                  headers={"Accept": "application/vnd.github+json", "User-Agent": config.user_agent,
+                                           "X-GitHub-Api-Version": "2022-11-28"})
+        self._lock = threading.Lock()
+        self._installation_tokens: dict[int, tuple[str, float]] = {}
+        self._installations: dict[str, int] = {}
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> GitHubClient:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    # --- credentials ----------------------------------------------------------------------------
+
+    def _app_jwt(self) -> str:
+        import jwt  # PyJWT (with cryptography for RS256)
+
+        now = int(time.time())
+        assert self.config.private_key is not None and self.config.app_id is not None
+        return jwt.encode({"iat": now - 60, "exp": now + 540, "iss": str(self.config.app_id)},
+                          self.config.private_key.get_secret_value(), algorithm="RS256")
+
+    def _installation_id(self, owner: str, repo: str) -> int:
+        if self.config.installation_id is not None:
+            return self.config.installation_id
+        key = f"{owner}/{repo}"
+        if key not in self._installations:
+            data = self._send("GET", f"/repos/{_seg(owner)}/{_seg(repo)}/installation",
+                              auth=f"Bearer {self._app_jwt()}")
+            try:
+                self._installations[key] = int(data["id"])
+            except (KeyError, TypeError, ValueError):
+                raise GitHubError("the installation answer has no id", method="GET", path="installation") from None
+        return self._installations[key]
+
+    def git_token(self, owner: str, repo: str) -> str | None:
+        """The token for git and the API: the configured one, or an installation token (cached until 5
+        minutes before it expires)."""
+        if self.config.token is not None:
+            return self.config.token.get_secret_value()
+        if self.config.app_id is None:
+            return None
+        with self._lock:
+            inst = self._installation_id(owner, repo)
+            cached = self._installation_tokens.get(inst)
+            if cached and cached[1] - time.time() > 300:
+                return cached[0]
+            data = self._send("POST", f"/app/installations/{inst}/access_tokens", auth=f"Bearer {self._app_jwt()}")
+            answer = self._model(AccessToken, data, "POST", "access_tokens")
+            expires = datetime.fromisoformat(answer.expires_at.replace("Z", "+00:00")).timestamp()
+            self._installation_tokens[inst] = (answer.token, expires)
+            return answer.token
+
+    # --- the requests ---------------------------------------------------------------------------
+
+    def _send(self, method: str, path: str, *, auth: str, json: Any = None,
+              params: dict[str, str] | None = None, allow_404: bool = False) -> Any:
+        tries = 2 if method == "GET" else 1
+        for attempt in range(tries):
+            try:
+                resp = self._http.request(method, path, json=json, params=params, headers={"Authorization": auth})
+            except httpx.TransportError as exc:
+                if attempt + 1 < tries:
+                    continue
+                raise GitHubError(f"cannot reach {self.config.api_url}: {type(exc).__name__}", method=method,
+                                  path=path) from None
+            if resp.status_code in RETRY and attempt + 1 < tries:
+                continue
+            break
+        if allow_404 and resp.status_code == 404:
+            return None
+        if resp.status_code >= 400:
+            raise GitHubError(self._why(resp), status=resp.status_code, method=method, path=path)
+        if resp.status_code == 204 or not resp.content:
+            return None
+        try:
+            return resp.json()
+        except ValueError:
+            raise GitHubError("the answer is not JSON", status=resp.status_code, method=method, path=path) from None
+
+    @staticmethod
+    def _why(resp: httpx.Response) -> str:
+        try:
+            message = str(resp.json().get("message", ""))[:300]
+        except (ValueError, AttributeError):
+            message = ""
+        text = f"{resp.status_code} {message or resp.reason_phrase}"
+        if resp.status_code in (403, 429) and (resp.headers.get("retry-after") or
+                                               resp.headers.get("x-ratelimit-remaining") == "0"):
+            when = resp.headers.get("retry-after")
+            reset = resp.headers.get("x-ratelimit-reset")
+            text += f" (rate limited: retry after {when} s)" if when else f" (rate limited until {reset})"
+        return text
+
+    @staticmethod
+    def _model(model: type[M], data: Any, method: str, path: str) -> M:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            raise GitHubError(f"the answer is not a {model.__name__}: {exc.errors()[0]['msg']}", method=method,
+                              path=path) from None
+
+    def _api(self, method: str, owner: str, repo: str, tail: str, model: type[M] | None = None, **kw: Any) -> Any:
+        token = self.git_token(owner, repo)
+        if token is None:
+            raise GitHubError("no GitHub credentials are configured")
+        path = f"/repos/{_seg(owner)}/{_seg(repo)}{tail}"
+        data = self._send(method, path, auth=f"Bearer {token}", **kw)
+        return data if model is None or data is None else self._model(model, data, method, path)
+
+    def permission(self, owner: str, repo: str, user: str) -> Permission:
+        answer = self._api("GET", owner, repo, f"/collaborators/{_seg(user)}/permission", PermissionAnswer,
+                           allow_404=True)
+        return "none" if answer is None else answer.permission
+
+    def repository(self, owner: str, repo: str) -> Repository:
+        return self._api("GET", owner, repo, "", Repository)  # type: ignore[no-any-return]
+
+    def pull(self, owner: str, repo: str, number: int) -> PullRequest:
+        return self._api("GET", owner, repo, f"/pulls/{number}", PullRequest)  # type: ignore[no-any-return]
+
+    def find_pull(self, owner: str, repo: str, head_branch: str, base: str | None = None) -> PullRequest | None:
+        params = {"head": f"{owner}:{head_branch}", "state": "open", **({"base": base} if base else {})}
+        data = self._api("GET", owner, repo, "/pulls", params=params)
+        if not isinstance(data, list):
+            raise GitHubError("the pull request list is not a list", method="GET", path="/pulls")
+        pulls = [self._model(PullRequest, p, "GET", "/pulls") for p in data]
+        return next((p for p in pulls if p.head.ref == head_branch), None)
+
+    def open_pull(self, owner: str, repo: str, *, head: str, base: str, title: str, body: str) -> PullRequest:
+        return self._api("POST", owner, repo, "/pulls", PullRequest,  # type: ignore[no-any-return]
+                         json={"title": title, "head": head, "base": base, "body": body,
+                               "maintainer_can_modify": True})
+
+    def update_pull(self, owner: str, repo: str, number: int, *, title: str, body: str) -> PullRequest:
+        return self._api("PATCH", owner, repo, f"/pulls/{number}", PullRequest,  # type: ignore[no-any-return]
+                         json={"title": title, "body": body})
+
+    def comment(self, owner: str, repo: str, number: int, body: str) -> IssueComment:
+        return self._api("POST", owner, repo, f"/issues/{number}/comments", IssueComment,  # type: ignore[no-any-return]
+                         json={"body": body})

@@ -1,0 +1,210 @@
+"""The GitHub jobs' own table (``github.db`` beside ``service.db``): one row per accepted delivery.
+
+The delivery id is a key, and so is the SHA-256 of the signed event (``payload_key``): a redelivery, or the
+same signed body replayed under a new delivery id, inserts nothing. A job is ``queued`` until a worker
+claims it, and a worker claims only a job whose repository has none ``running``: two commands on one
+repository run one after the other. A server that died leaves its ``running`` jobs to the next one,
+which queues them again (a job is safe to repeat: the branch moves by compare-and-swap and the
+pull request is found and updated).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agent.prbot.github.webhook import Trigger
+from agent.service.store import immediate
+
+JobState = Literal["queued", "running", "done", "failed", "cancelled"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    delivery TEXT PRIMARY KEY,
+    repo TEXT NOT NULL,
+    state TEXT NOT NULL,
+    trigger TEXT NOT NULL,
+    created REAL NOT NULL,
+    started REAL,
+    finished REAL,
+    outcome TEXT,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    cancel INTEGER NOT NULL DEFAULT 0,
+    payload_key TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_repo_state ON jobs (repo, state);
+"""
+# After the upgrade below (an older github.db has no payload_key column yet). A job's signed event is its
+# key as much as its delivery: a replay of the body under a new X-GitHub-Delivery inserts nothing.
+# (NULL, rows from before the column, never collide.)
+PAYLOAD_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS jobs_payload_key ON jobs (payload_key)"
+
+
+class JobRow(BaseModel):
+    delivery: str
+    repo: str
+    state: JobState
+    trigger: Trigger
+    outcome: str | None = None
+    attempt: int = Field(default=0, description="how many times a worker claimed it (2+: after a restart)")
+
+
+class JobView(BaseModel):
+    """A job as ``GET /v1/github/jobs`` shows it: what it was asked, where it stands, how it ended."""
+
+    delivery: str
+    repo: str
+    number: int = Field(description="the issue or pull request it answers on")
+    event: str
+    sender: str
+    base: str | None
+    run_command: str | None
+    test_command: str | None
+    state: JobState
+    attempt: int
+    cancel_requested: bool
+    created: float
+    started: float | None
+    finished: float | None
+    outcome: str | None = Field(description="the result comment's text, or the failure's reason")
+
+
+def _job(row: sqlite3.Row, **now: Any) -> JobRow:
+    """A row as the workers use it; ``now``: fields the statement that read it has just changed."""
+    fields = {"delivery": row["delivery"], "repo": row["repo"], "state": row["state"],
+              "trigger": Trigger.model_validate_json(row["trigger"]), "outcome": row["outcome"],
+              "attempt": int(row["attempt"])}
+    return JobRow(**{**fields, **now})
+
+
+def _view(row: sqlite3.Row) -> JobView:
+    t = Trigger.model_validate_json(row["trigger"])
+    return JobView(delivery=row["delivery"], repo=row["repo"], number=t.number, event=t.event, sender=t.sender,
+                   base=t.base, run_command=t.run_command, test_command=t.test_command, state=row["state"],
+                   attempt=int(row["attempt"]), cancel_requested=bool(row["cancel"]), created=row["created"],
+                   started=row["started"], finished=row["finished"], outcome=row["outcome"])
+
+
+class GitHubStore:
+    def __init__(self, path: Path) -> None:
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
+        for column in ("attempt", "cancel"):  # a github.db from before jobs counted attempts and took cancels
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+        if "payload_key" not in columns:  # a github.db from before replays were keyed on the signed body
+            self._db.execute("ALTER TABLE jobs ADD COLUMN payload_key TEXT")
+        self._db.execute(PAYLOAD_INDEX)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate(self._db, self._lock)
+
+    def add(self, trigger: Trigger) -> tuple[bool, int]:
+        """Record a delivery's job: (False, 0) when the delivery, or its signed event (``payload_key``), was
+        seen before, else (True, how many jobs of its repository are ahead of it)."""
+        with self._tx() as db:
+            cur = db.execute("INSERT OR IGNORE INTO jobs (delivery, repo, state, trigger, created, payload_key) "
+                             "VALUES (?, ?, 'queued', ?, ?, ?)",
+                             (trigger.delivery, trigger.full_name, trigger.model_dump_json(), time.time(),
+                              trigger.payload_key))
+            if cur.rowcount == 0:
+                return False, 0
+            ahead = db.execute("SELECT COUNT(*) FROM jobs WHERE repo = ? AND state IN ('queued', 'running') "
+                               "AND delivery != ?", (trigger.full_name, trigger.delivery)).fetchone()[0]
+            return True, int(ahead)
+
+    def claim(self) -> JobRow | None:
+        """The oldest queued job whose repository has none running, now ``running``."""
+        with self._tx() as db:
+            row = db.execute("SELECT * FROM jobs WHERE state = 'queued' AND repo NOT IN "
+                             "(SELECT repo FROM jobs WHERE state = 'running') ORDER BY created, rowid LIMIT 1"
+                             ).fetchone()
+            if row is None:
+                return None
+            db.execute("UPDATE jobs SET state = 'running', started = ?, attempt = attempt + 1 WHERE delivery = ?",
+                       (time.time(), row["delivery"]))
+        return _job(row, state="running", attempt=int(row["attempt"]) + 1)
+
+    def finish(self, delivery: str, state: JobState, outcome: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE jobs SET state = ?, finished = ?, outcome = ? WHERE delivery = ?",
+                       (state, time.time(), outcome[:4000], delivery))
+
+    def requeue_running(self) -> list[str]:
+        """At start: the jobs a dead server left running are queued again (those it was asked to cancel
+        end ``cancelled``: see :meth:`cancelled_at_restart`)."""
+        with self._tx() as db:
+            rows = [r[0] for r in db.execute("SELECT delivery FROM jobs WHERE state = 'running' AND cancel = 0")]
+            db.execute("UPDATE jobs SET state = 'queued', started = NULL WHERE state = 'running' AND cancel = 0")
+        return rows
+
+    def cancelled_at_restart(self) -> list[JobRow]:
+        """At start: the running jobs a dead server had been asked to cancel, now ``cancelled``."""
+        with self._tx() as db:
+            rows = db.execute("SELECT * FROM jobs WHERE state = 'running' AND cancel = 1").fetchall()
+            db.execute("UPDATE jobs SET state = 'cancelled', finished = ?, outcome = 'cancelled (the server "
+                       "stopped before the job did)' WHERE state = 'running' AND cancel = 1", (time.time(),))
+        return [_job(r, state="cancelled") for r in rows]
+
+    def request_cancel(self, delivery: str) -> JobState | None:
+        """Cancel a job; returns the state it was in. A ``queued`` one is now ``cancelled``; a ``running``
+        one is marked, and its worker stops it at its next step; an ended one is left. None: no such job."""
+        with self._tx() as db:
+            row = db.execute("SELECT state FROM jobs WHERE delivery = ?", (delivery,)).fetchone()
+            if row is None:
+                return None
+            if row["state"] == "queued":
+                db.execute("UPDATE jobs SET state = 'cancelled', cancel = 1, finished = ?, outcome = 'cancelled "
+                           "before it started' WHERE delivery = ?", (time.time(), delivery))
+            elif row["state"] == "running":
+                db.execute("UPDATE jobs SET cancel = 1 WHERE delivery = ?", (delivery,))
+            was: JobState = row["state"]
+            return was
+
+    def cancel_requested(self, delivery: str) -> bool:
+        with self._lock:
+            row = self._db.execute("SELECT cancel FROM jobs WHERE delivery = ?", (delivery,)).fetchone()
+        return bool(row and row[0])
+
+    def get(self, delivery: str) -> JobRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM jobs WHERE delivery = ?", (delivery,)).fetchone()
+        if row is None:
+            return None
+        return _job(row)
+
+    def view(self, delivery: str) -> JobView | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM jobs WHERE delivery = ?", (delivery,)).fetchone()
+        return None if row is None else _view(row)
+
+    def views(self, *, repo: str | None = None, state: JobState | None = None, limit: int = 50,
+              offset: int = 0) -> tuple[int, list[JobView]]:
+        """Jobs newest first (optionally of one repository or in one state), and how many match."""
+        where, args = [], []
+        if repo is not None:
+            where.append("repo = ?")
+            args.append(repo)
+        if state is not None:
+            where.append("state = ?")
+            args.append(state)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        with self._lock:
+            total = int(self._db.execute(f"SELECT COUNT(*) FROM jobs{clause}", args).fetchone()[0])
+            rows = self._db.execute(f"SELECT * FROM jobs{clause} ORDER BY created DESC, rowid DESC LIMIT ? OFFSET ?",
+                                    [*args, limit, offset]).fetchall()
+        return total, [_view(r) for r in rows]
