@@ -133,7 +133,7 @@ def test_sqlite_row_of_a_reused_pid_is_stale(tmp_path, monkeypatch):
 # A holder whose heartbeat is quick, so that the test sees it take its lock back after a restart.
 QUICK_HOLDER = HOLDER.replace(
     "from agent.migration.locks import migration_lock",
-    "from agent import locks\nfrom agent.migration.locks import migration_lock\nlocks.HEARTBEAT_S = 0.3")
+    "from agent.migration import locks\nfrom agent.migration.locks import migration_lock\nlocks.HEARTBEAT_S = 0.3")
 
 
 def test_a_postgres_restart_does_not_let_a_second_owner_in(tmp_path, postgres_server, pg_url, monkeypatch):
