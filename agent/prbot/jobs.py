@@ -29,7 +29,6 @@ from agent.prbot.github.webhook import Trigger, ferry_branch
 from agent.prbot.pr.gitops import SAFE, GitError, PushFailed
 from agent.prbot.pr.models import GitIdentity, PrRefused, PrRequest, PrResult
 from agent.prbot.store import GitHubStore, JobRow, JobState
-from agent.service.settings import ServiceSettings
 from tools.textsafe import md_code, md_inline
 
 logger = logging.getLogger(__name__)
@@ -61,9 +60,10 @@ def git_env(token: str | None) -> dict[str, str]:
 
 
 class GitHubJobs:
-    def __init__(self, settings: ServiceSettings, config: GitHubConfig, client: GitHubClient) -> None:
-        self.settings, self.config, self.client = settings, config, client
-        root = settings.data_dir / "github"
+    def __init__(self, data_dir: Path, config: GitHubConfig, client: GitHubClient) -> None:
+        """``data_dir``: the server's data directory (its jobs and migration state go under it)."""
+        self.data_dir, self.config, self.client = data_dir, config, client
+        root = data_dir / "github"
         root.mkdir(parents=True, exist_ok=True)
         self.root = root
         self.store = GitHubStore(root / "github.db")
@@ -239,7 +239,7 @@ class GitHubJobs:
         author = GitIdentity.parse(self.config.author) if self.config.author else GitIdentity()
         result = self._make_pr(PrRequest(
             path=str(clone), run_command=t.run_command, test_command=t.test_command, base=base, branch=branch,
-            push_remote="origin", out_dir=str(job_dir / "out"), state_dir=str(self.settings.data_dir / "state"),
+            push_remote="origin", out_dir=str(job_dir / "out"), state_dir=str(self.data_dir / "state"),
             author=author, push_env=env, reproduce=_reproduce(base, branch, t)), stop_if_asked, runs)
         if result.status != "migrated":
             return "failed", not_migrated_comment(base, result)

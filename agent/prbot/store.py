@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.prbot.github.webhook import Trigger
-from agent.service.store import immediate
+from agent.sqlite_tx import immediate
 
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 

@@ -47,7 +47,7 @@ def github_jobs(settings: ServiceSettings) -> GitHubJobs | None:
         return None
     from agent.prbot.github.client import GitHubClient
 
-    return GitHubJobs(settings, settings.github, GitHubClient(settings.github))
+    return GitHubJobs(settings.data_dir, settings.github, GitHubClient(settings.github))
 
 
 def create_app(settings: ServiceSettings) -> FastAPI:

@@ -16,13 +16,13 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent.service.schemas import SessionOptions, SessionSource, SessionState
+from agent.sqlite_tx import immediate
 
 logger = logging.getLogger(__name__)
 
@@ -117,20 +117,6 @@ def _assignments(fields: dict[str, Any]) -> tuple[str, list[Any]]:
         encoded["options"] = encoded["options"].model_dump_json()
     encoded["updated_at"] = time.time()
     return ", ".join(f"{k}=?" for k in encoded), list(encoded.values())
-
-
-@contextmanager
-def immediate(db: sqlite3.Connection, lock: AbstractContextManager[object]) -> Iterator[sqlite3.Connection]:
-    """One write transaction (BEGIN IMMEDIATE) on a connection shared by threads: committed, or rolled
-    back on any error."""
-    with lock:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
 
 
 class SessionStore:
