@@ -142,7 +142,7 @@ def _cell(text: str) -> str:
 
 def render() -> str:
     sys.path.insert(0, str(ROOT))
-    from agent.policy.engine import DESCRIPTIONS, RULES
+    from agent.policy.registry import descriptions, policy_rules
     from tools.codemods.registry import all_rules
 
     by_topic: dict[str, list[type]] = {}
@@ -172,11 +172,13 @@ def render() -> str:
     out.append(POLICY_INTRO)
     out += ["| rule | handles | what it does |", "|---|---|---|"]
     handles: dict[str, list[str]] = {}  # a rule keyed on several kinds at several places: one row, one anchor
-    for rule_id, kinds, _ in RULES:
+    for policy_rule in policy_rules():
+        rule_id, kinds = policy_rule.ID, policy_rule.KINDS
         handles.setdefault(rule_id, []).extend(k for k in kinds if k not in handles.get(rule_id, []))
+    described = descriptions()
     for rule_id, kinds in handles.items():
         shown = ", ".join("any failing test" if k == "*" else f"`{k}`" for k in kinds)
-        out.append(f'| <a id="{rule_id.lower()}"></a>`{rule_id}` | {shown} | {_cell(DESCRIPTIONS.get(rule_id, ""))} |')
+        out.append(f'| <a id="{rule_id.lower()}"></a>`{rule_id}` | {shown} | {_cell(described.get(rule_id, ""))} |')
     out += ["", OUTRO]
     return "\n".join(out).rstrip() + "\n"
 

@@ -5,7 +5,7 @@
   before/after fixtures (``tests/codemods/fixtures/<ID>/*.in.py -> *.out.py``);
 * ``fix``: every site fix (``tools.codemods.fixes``: FIX0NN) with its golden fixtures
   (``tests/codemods/fix_fixtures/<ID>``);
-* ``policy``: every offline policy rule (``agent.policy.engine.RULES``: the rule id, the trace
+* ``policy``: every offline policy rule (``agent.policy.registry.policy_rules``: the rule id, the trace
   signature kinds it is keyed on with the signatures' patterns, its docstring; the residual-CUDA and
   op-fallback tables of the rules that use them);
 * ``tier``: the numerics tiers (``tools.parity.tolerances``) and the tier section of docs/parity.md;
@@ -176,11 +176,12 @@ def _pattern_words(pattern: str) -> str:
 def _policy() -> Iterator[Document]:
     import importlib
 
-    from agent.policy.engine import RULES
+    from agent.policy.registry import policy_rules
     from tools.trace.signatures import RULES as SIGNATURES
 
     tables = {"residual_cuda_codemod": "residual_cuda.json", "unsupported_op_cpu_fallback": "op_fallbacks.json"}
-    for rule_id, kinds, fn in RULES:
+    for rule in policy_rules():
+        rule_id, kinds, fn = rule.ID, rule.KINDS, rule.apply
         module = importlib.import_module(fn.__module__)
         doc = _doc(module) if fn.__name__ == "apply" else _doc(fn)
         sigs = [f"{s.kind}: {s.detail} ({_pattern_words(s.pattern)})" for s in SIGNATURES if s.kind in kinds]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -169,3 +169,27 @@ def first_site_fix(ctx: FixContext, diag: Diagnosis, *, rule: str, fix: Callable
         return make_proposal(ctx, rule=rule, kind="policy", site=site, new_files={frame.file: new},
                              reason=reason(site))
     return None
+
+
+#: a rule keyed on every kind of its phase (it decides by the diagnosis' phase and evidence)
+ANY_KIND = "*"
+
+
+class PolicyRule:
+    """One rule of the offline fix policy, found by ``agent.policy.registry`` in the ``rules_*`` modules.
+
+    ``ID`` is what ``--skip-rule`` and the chat name (two classes may share one: the same fix reached
+    from two kinds of evidence); ``KINDS`` the trace signature kinds it is asked about (``ANY_KIND``:
+    every failure of its phase); ``ORDER`` its place among the rules asked about one kind (lower
+    first, unique); ``DESCRIPTION`` what it does, for the people who name it; ``apply`` the diagnosis
+    turned into a proposal (an edit), a verdict (a named status), or None (not this rule's case).
+    """
+
+    ID: ClassVar[str]
+    KINDS: ClassVar[tuple[str, ...]]
+    ORDER: ClassVar[int]
+    DESCRIPTION: ClassVar[str] = ""
+
+    @staticmethod
+    def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | Verdict | None:
+        raise NotImplementedError

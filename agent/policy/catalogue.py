@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import difflib
 
-from agent.policy.engine import DESCRIPTIONS, RULES
+from agent.policy.registry import descriptions
 from tools.codemods.registry import all_rules
 
 
 def known_rules() -> dict[str, str]:
     """rule id -> its description: the catalogue codemods first (FRY001...), then the policy rules."""
     out = {rule.ID: rule.DESCRIPTION for rule in all_rules()}
-    out.update({rule_id: DESCRIPTIONS.get(rule_id, "") for rule_id, _, _ in RULES})
+    out.update(descriptions())
     return out
 
 

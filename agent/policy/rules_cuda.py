@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agent.migration import adapters
 from agent.migration.records import EditKind
-from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal, new_text
+from agent.policy.base import Diagnosis, FixContext, PolicyRule, Proposal, make_proposal, new_text
 from tools.codemods.fixes import ApiReplacement, Span, device_generic_api, replace_spans, source_lines, span_text
 from tools.scan.models import RewriteResult
 
@@ -104,3 +104,13 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
             reason=f"CUDA call left at {site} ({diag.first_line or 'CUDA not available'}): applied {what}",
         )
     return None
+
+
+class ResidualCudaCodemod(PolicyRule):
+    ID = RULE
+    KINDS = KINDS
+    ORDER = 50
+    DESCRIPTION = ("a CUDA call left at the failing line -> the catalogue codemod at that line, the scanner's "
+                   "rewrite of a review finding there, or its device-generic equivalent (torch.cuda.Event -> "
+                   "torch.Event)")
+    apply = staticmethod(apply)

@@ -7,7 +7,7 @@ codemods find it (``tools.codemods.device``).
 
 from __future__ import annotations
 
-from agent.policy.base import Diagnosis, FixContext, Proposal, first_site_fix, new_text
+from agent.policy.base import Diagnosis, FixContext, PolicyRule, Proposal, first_site_fix, new_text
 from tools.codemods.fixes import add_factory_device
 
 RULE = "add_missing_device"
@@ -24,3 +24,11 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
         reason=lambda site: f"mixed devices at {site} ({diag.first_line}): "
                             "create the tensor on the device it is used with",
     )
+
+
+class AddMissingDevice(PolicyRule):
+    ID = RULE
+    KINDS = KINDS
+    ORDER = 60
+    DESCRIPTION = ("mixed devices -> device= added to the tensor factory created without one")
+    apply = staticmethod(apply)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal
+from agent.policy.base import Diagnosis, FixContext, PolicyRule, Proposal, make_proposal
 from tools.codemods.fixes import per_device_backend
 
 RULE = "per_device_process_group_backend"
@@ -45,3 +45,12 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
                     "backend for the accelerator; name one per device (cpu:gloo,<device>:<default or gloo>)"),
         )
     return None
+
+
+class PerDeviceProcessGroupBackend(PolicyRule):
+    ID = RULE
+    KINDS = KINDS
+    ORDER = 40
+    DESCRIPTION = ("init_process_group without a backend for the device -> a per-device backend "
+                   "(cpu:gloo plus the device's own)")
+    apply = staticmethod(apply)

@@ -6,7 +6,7 @@ The edits are :mod:`tools.codemods.fixes` FIX002 (``float32_at``) and FIX008 (``
 
 from __future__ import annotations
 
-from agent.policy.base import Diagnosis, FixContext, Proposal, first_site_fix, make_proposal, new_text
+from agent.policy.base import Diagnosis, FixContext, PolicyRule, Proposal, first_site_fix, make_proposal, new_text
 from agent.policy.rules_parity import program_start_fix
 from tools.codemods.fixes import float32_at
 from tools.codemods.fixes.fix002_float32 import Float32
@@ -41,3 +41,11 @@ def _with_full_fp32_matmuls(proposal: Proposal, ctx: FixContext) -> Proposal | N
                          new_files={**proposal.files, entry: new},
                          reason=f"{proposal.reason}; full fp32 matmuls on the target device at {entry} (code written "
                                 "for float64 needs them: tpx rounds float32 matmul inputs to bf16 by default)")
+
+
+class Float64ToFloat32(PolicyRule):
+    ID = RULE
+    KINDS = KINDS
+    ORDER = 30
+    DESCRIPTION = "float64 on tpx -> float32 at the failing site (torch.float64/.double() -> float32/.float())"
+    apply = staticmethod(apply)

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from agent.policy.base import Diagnosis, FixContext, Proposal, first_site_fix, new_text
+from agent.policy.base import Diagnosis, FixContext, PolicyRule, Proposal, first_site_fix, new_text
 from tools.codemods.fixes import host_fallback
 
 RULE = "unsupported_op_cpu_fallback"
@@ -46,3 +46,11 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
         reason=lambda site: f"tpx does not run {op} natively ({spec['note']}); strict mode refused "
                             f"it at {site}: run it on the host explicitly and move the result back",
     )
+
+
+class UnsupportedOpCpuFallback(PolicyRule):
+    ID = RULE
+    KINDS = KINDS
+    ORDER = 70
+    DESCRIPTION = ("an op tpx does not support (strict mode) -> the documented CPU fallback made explicit")
+    apply = staticmethod(apply)

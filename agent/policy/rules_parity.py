@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal, new_text
+from agent.policy.base import ANY_KIND, Diagnosis, FixContext, PolicyRule, Proposal, make_proposal, new_text
 from tools.codemods.fixes import target_matmul_precision
 from tools.codemods.fixes.fix008_target_matmul_precision import MARKER
 from tools.parity.models import ParityReport, removing_trial
@@ -131,3 +131,22 @@ def _proposal(ctx: FixContext, rel: str, new: str, where: str, parity: ParityRep
                 f"bf16 inputs unless asked for 'highest'; set it {where}, after the program's own "
                 "precision settings, for tpx only (real CUDA keeps the program's TF32 choice)"),
     )
+
+
+class MatmulPrecisionHighest(PolicyRule):
+    ID = RULE
+    KINDS = KINDS
+    ORDER = 80
+    DESCRIPTION = ("parity failure from bf16 matmuls, or failing tests after a drift that 'highest' was "
+                   "measured to remove -> torch.set_float32_matmul_precision('highest') on tpx")
+    apply = staticmethod(apply)
+
+
+class MatmulPrecisionAfterDrift(PolicyRule):
+    """Any failing test, asked last: the parity that the drift budget passed was measured exact with
+    'highest' matmuls (the same fix as :class:`MatmulPrecisionHighest`, reached from the tests)."""
+
+    ID = RULE
+    KINDS = (ANY_KIND,)
+    ORDER = 900
+    apply = staticmethod(apply_after_drift)

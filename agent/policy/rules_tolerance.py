@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from agent.policy.base import Diagnosis, FixContext, Proposal, make_proposal, new_text
+from agent.policy.base import Diagnosis, FixContext, PolicyRule, Proposal, make_proposal, new_text
 from tools.codemods.fixes import target_matmul_precision
 
 RULE = "test_tolerance_matmul_precision"
@@ -78,3 +78,12 @@ def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | None:
                 "tpx's bf16-rounded float32 matmuls lose (CUDA computes them in full float32 by default): full "
                 f"fp32 matmuls on the target device in {test_file}, for the test session on tpx only"),
     )
+
+
+class TestToleranceMatmulPrecision(PolicyRule):
+    ID = RULE
+    KINDS = KINDS
+    ORDER = 90
+    DESCRIPTION = ("a test's float32 assert_close fails by what bf16 matmuls round -> full fp32 matmuls "
+                   "on tpx in that test module")
+    apply = staticmethod(apply)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from agent.policy.base import Diagnosis, FixContext, Verdict
+from agent.policy.base import Diagnosis, FixContext, PolicyRule, Verdict
 
 FIGURES = re.compile(r"(requested|allocated|capacity|free|reserved)[^0-9]{0,20}([0-9.]+\s*[KMGT]?i?B)", re.IGNORECASE)
 
@@ -96,3 +96,51 @@ def teardown_hang(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
                  "in the run's trace (result.json). A program that does not end is not migrated: find what "
                  "keeps it alive (a thread, an atexit handler, a collective its peers never join)."),
     )
+
+
+class BackendUnavailable(PolicyRule):
+    ID = "tpx_backend_unavailable"
+    KINDS = ("other", "import_error")
+    ORDER = 10
+    DESCRIPTION = "tpx could not build/load: failed_sandbox (the environment, not the code); no edit"
+    apply = staticmethod(backend_unavailable)
+
+
+class NoCollectiveBackend(PolicyRule):
+    ID = "no_collective_backend"
+    KINDS = ("other",)
+    ORDER = 20
+    DESCRIPTION = "no collective backend registered for the device: needs_human; no edit"
+    apply = staticmethod(collectives_unsupported)
+
+
+class TpxOutOfMemory(PolicyRule):
+    ID = "tpx_oom_report"
+    KINDS = ("tpx_oom",)
+    ORDER = 100
+    DESCRIPTION = "tpx out of memory: needs_human with the figures; no edit"
+    apply = staticmethod(oom)
+
+
+class CudaOnlyPackage(PolicyRule):
+    ID = "cuda_only_package"
+    KINDS = ("missing_cuda_package",)
+    ORDER = 110
+    DESCRIPTION = "a CUDA-only package is imported: needs_human; no edit"
+    apply = staticmethod(missing_package)
+
+
+class UserEnvironmentError(PolicyRule):
+    ID = "environment_error"
+    KINDS = ("import_error", "syntax_error")
+    ORDER = 120
+    DESCRIPTION = "an import or syntax error: needs_human; no edit"
+    apply = staticmethod(environment)
+
+
+class TeardownHang(PolicyRule):
+    ID = "teardown_hang_report"
+    KINDS = ("teardown_hang",)
+    ORDER = 130
+    DESCRIPTION = "the run's work was done but a process did not exit: needs_human with its stack; no edit"
+    apply = staticmethod(teardown_hang)

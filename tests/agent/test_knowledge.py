@@ -62,11 +62,12 @@ def test_the_sources_are_the_repositorys_own(kb):
         kinds = dict(conn.execute("SELECT kind, count(*) FROM docs GROUP BY kind").fetchall())
         fry002 = conn.execute("SELECT e.examples FROM docs d JOIN kb_examples e ON e.rowid = d.rowid "
                               "WHERE d.id = 'FRY002'").fetchone()[0]
-    from agent.policy.engine import RULES
+    from agent.policy.registry import policy_rules
     from tools.codemods.fixes import FIXES
     from tools.codemods.registry import all_rules
 
-    assert kinds["codemod"] == len(all_rules()) and kinds["fix"] == len(FIXES) and kinds["policy"] == len(RULES)
+    assert kinds["codemod"] == len(all_rules()) and kinds["fix"] == len(FIXES)
+    assert kinds["policy"] == len(policy_rules())
     assert kinds["tier"] == 5  # four dtype tiers and docs/parity.md's verdict section
     golden = (CHECKOUT / "tests/codemods/fixtures/FRY002/tensor_and_module.out.py").read_text()
     assert golden[:200] in fry002  # the golden before/after pairs are the rule's examples
