@@ -183,7 +183,7 @@ def _policy() -> Iterator[Document]:
     for rule in policy_rules():
         rule_id, kinds, fn = rule.ID, rule.KINDS, rule.apply
         module = importlib.import_module(fn.__module__)
-        doc = _doc(module) if fn.__name__ == "apply" else _doc(fn)
+        doc = _doc(fn) if fn.__name__ != "apply" else _doc(rule) if rule.__doc__ else _doc(module)
         sigs = [f"{s.kind}: {s.detail} ({_pattern_words(s.pattern)})" for s in SIGNATURES if s.kind in kinds]
         body = "\n".join([doc, *sigs])
         terms = " ".join([rule_id, *kinds, code_terms(doc)])
