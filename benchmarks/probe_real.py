@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python benchmarks/probe_real.py --mirror /path/to/mirror [--case NAME ...] [--repeats 1]
 [--work DIR]``
 
-For every case of ``evals/real_suite/manifest.toml`` (or the ``--case`` ones) the checkout is prepared
+For every case of ``evals/real/manifest.toml`` (or the ``--case`` ones) the checkout is prepared
 as ``ferry eval real`` prepares it (clone from the mirror at the pinned commit, the case's data
 script), then its command runs in the sandbox as the reference run does (CPU, CUDA redirected to
 CPU, the case's FERRY_*/TPX_* settings): one unmeasured warm-up run, then ``--repeats`` pairs of

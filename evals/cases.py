@@ -3,7 +3,7 @@
 A synthetic case is ``<suite>/<name>/`` holding ``ferry-eval.toml``, ``repo/`` (what the agent sees:
 the original CUDA code and its own tests) and ``grading/`` (hidden device-generic tests, copied into
 the patched repo as ``ferry_grading/`` only when it is graded). A real case is an entry of
-``evals/real_suite/manifest.toml``: a public repository at a pinned commit, taken from a local mirror of
+``evals/real/manifest.toml``: a public repository at a pinned commit, taken from a local mirror of
 clones (nothing of its code is in this repository), with a data script of ours where it would
 download data. See docs/evals.md for both formats.
 """
@@ -100,7 +100,7 @@ class RealCase(CaseSpec):
         "case's own interpreter (evals.real_env); torch, torchvision, torchaudio and triton are never installed"))
     requirements: list[str] = Field(default_factory=list, description=(
         "requirement files of the repository (paths in its checkout) installed into the case's interpreter too"))
-    data: str | None = Field(default=None, description="a script of ours in evals/real_suite/data/ writing its data")
+    data: str | None = Field(default=None, description="a script of ours in evals/real/data/ writing its data")
     env: dict[str, str] = Field(default_factory=dict, description="FERRY_*/TPX_* settings for its runs")
     control: bool = Field(default=False, description=(
         "a control: the program the command runs holds no CUDA, so it must be left unchanged and keep "
@@ -205,7 +205,7 @@ def load_real(manifest: Path = REAL_MANIFEST) -> Suite:
 
 
 def load_suite(spec: str | Path | None) -> Suite:
-    """``None`` or ``synthetic``: evals/suite; ``real``: evals/real_suite/manifest.toml; a directory of
+    """``None`` or ``synthetic``: evals/suite; ``real``: evals/real/manifest.toml; a directory of
     ``*/ferry-eval.toml`` cases; or a ``manifest.toml`` of real cases."""
     if spec is None or str(spec) == "synthetic":
         return load_synthetic(SYNTHETIC_SUITE)

@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "details: docs/evals.md")
 
     parser.add_argument("suite", metavar="SUITE", nargs="?",
-                        help="synthetic (default: evals/suite), real (evals/real_suite/manifest.toml), a directory of "
+                        help="synthetic (default: evals/suite), real (evals/real/manifest.toml), a directory of "
                              "*/ferry-eval.toml cases or a manifest.toml of real cases")
     parser.add_argument("--suite", dest="suite_opt", metavar="SUITE", help="the same as the SUITE argument")
     parser.add_argument("--jobs", type=numbers.positive_int, default=1, help="cases migrated side by side (default 1)")

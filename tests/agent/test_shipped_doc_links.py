@@ -18,7 +18,7 @@ _OUTPUT_NAMES = {"pr.md", "report.md", "leaderboard.md", "profile.md"}  # files 
 _PACKAGES = ("agent", "tools", "evals")
 _DATA = ("*.toml", "*.json", "*.yaml", "*.yml")
 #: the synthetic projects the eval suite migrates are a user's code, not Ferry's text
-_NOT_FERRYS = ("evals/suite/*/repo/**", "evals/real_suite/**/repo/**")
+_NOT_FERRYS = ("evals/suite/*/repo/**", "evals/real/**/repo/**")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

@@ -22,7 +22,7 @@ SYNTHETIC_CLAIMS = [
     (DOCS, r"### The cases\s+(\d+) cases;"),
 ]
 REAL_CLAIMS = [
-    (README, r"`evals/real_suite/manifest\.toml`: (\d+) cases"),
+    (README, r"`evals/real/manifest\.toml`: (\d+) cases"),
 ]
 
 
