@@ -200,10 +200,13 @@ def grade_synthetic(case: SyntheticCase, record: MigrationRecord, out: Path) -> 
                        (f" ({record.parity.first_divergence})" if record.parity.first_divergence else ""))
     if not graded.own_run_ok:
         reasons.append("the migrated run command fails on tpx")
+    ended_failed = record.status.startswith("failed_")
+    if ended_failed:  # stopped by a budget, a timeout or the sandbox: whatever its tests say, not done
+        reasons.append(f"the migration ended {record.status}")
     if not reasons:
         return "resolved", "", tests, graded.own_run_s
     some = any(o == "passed" for o in [*tests.fail_to_pass.values(), *tests.pass_to_pass.values()])
-    grade_ = "partial" if some or graded.own_run_ok else "failed"
+    grade_ = "partial" if (some or graded.own_run_ok) and not ended_failed else "failed"
     return grade_, f"{record.status}: " + "; ".join(reasons), tests, graded.own_run_s
 
 
