@@ -45,7 +45,6 @@ FAILURE_KINDS = {
     "tool_call": "a tool call to an unknown tool or with bad arguments (sent back to the model)",
     "unexpected": "any other error of the client library",
 }
-RETRIED = ("timeout", "rate_limited", "server_error", "connection")
 FAILURE_PREFIX = "failures."
 
 
