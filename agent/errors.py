@@ -30,7 +30,6 @@ Status = Literal[
 ]
 
 STATUSES: tuple[str, ...] = get_args(Status)
-SUCCESS_STATUSES = frozenset({"migrated"})
 
 
 class FerryAgentError(Exception):
@@ -63,10 +62,6 @@ class EditRejected(FixableError):
 
 class ToolCallError(FixableError):
     """A tool call was malformed: unknown tool, arguments not JSON, or failing validation."""
-
-
-class RuleNotApplicable(FixableError):
-    """A policy rule matched the signature but found nothing it can safely edit at the site."""
 
 
 # --- errors that end the migration ----------------------------------------------------------
@@ -109,7 +104,3 @@ class EnvironmentMissing(TerminalError):
 
 class NeedsHuman(TerminalError):
     status: Status = "needs_human"
-
-
-class NeedsLLM(TerminalError):
-    status: Status = "needs_llm"

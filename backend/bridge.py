@@ -38,8 +38,3 @@ def from_cpu(t: torch.Tensor, index: int = -1) -> torch.Tensor:
     if not isinstance(t, torch.Tensor) or t.device.type == "tpx":
         return t
     return _ext.get().from_cpu(t, index)
-
-
-def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when the two tensors' storages start at the same host address."""
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator
 import torch
 
 from . import _ext
+from .devices import _index, device_count
 
 logger = logging.getLogger(__name__)
 
@@ -42,20 +43,12 @@ _STATE_BYTES = 16
 _host_draw: list[torch.Tensor] = []
 
 
-def _index(device) -> int:
-    from .device_module import _index as index
-
-    return index(device)
-
-
 def default_generator(device=None) -> torch.Generator:
     """The default generator of a tpx device (None / "tpx": the current one)."""
     return _ext.get().default_generator(_index(device))
 
 
 def _visible() -> range:
-    from .device_module import device_count
-
     return range(device_count())
 
 

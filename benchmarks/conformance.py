@@ -24,7 +24,7 @@ ROOT = HERE.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
-from backend.conformance import (  # noqa: E402
+from benchmarks.opinfo_sweep import (  # noqa: E402
     DEFAULT_MAX_SAMPLES,
     DEFAULT_OP_TIMEOUT_S,
     SweepReport,

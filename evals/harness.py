@@ -9,6 +9,7 @@ into a leaderboard and an HTML report, ``evals.compare`` compares two runs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -359,7 +360,14 @@ def run_suite(suite: Suite, out_root: Path, *, jobs: int = 1, policy: Policy = "
     if executor:
         from evals.ray_exec import run_on_ray
 
-        results = run_on_ray(executor, suite, out_root, policy, prices, llm, mirror, done, jobs=jobs)
+        def failed(name: str, reason: str) -> CaseResult:
+            case = next(c for c in suite.cases if c.name == name)
+            return CaseResult(**_base(case, suite.name, out_root / name), status="failed_harness",  # type: ignore[arg-type]
+                              grade="failed", reason=reason)
+
+        tasks = {c.name: functools.partial(run_case, c, suite.name, out_root, policy, prices, llm, mirror)
+                 for c in suite.cases}
+        results = run_on_ray(executor, tasks, failed, done, jobs=jobs)
     else:
         results = _run_threads(suite, out_root, policy, prices, llm, mirror, done, progress, jobs)
     order = {c.name: i for i, c in enumerate(suite.cases)}

@@ -1,25 +1,21 @@
 """Scale-out on Ray (``ferry eval --ray ADDRESS|local``; the optional ``ray`` extra).
 
 Each case is one Ray task declaring the resources a migration uses (one CPU; its sandboxed runs
-are children of the task's process), running the same ``run_case`` as a local run; results come
-back as each task finishes (``ray.wait``) and are recorded at once, so a run sees its progress and
-keeps what finished if it is stopped.
+are children of the task's process), running the same ``run_case`` as a local run (the harness hands
+each case's run in); results come back as each task finishes (``ray.wait``) and are recorded at once,
+so a run sees its progress and keeps what finished if it is stopped.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from evals.cases import Suite
-from evals.prices import Prices
 from evals.results import CaseResult
 
-if TYPE_CHECKING:
-    from evals.harness import LLMSettings
+CaseTask = Callable[[], CaseResult]  # one case's run (the harness's run_case with its arguments)
 
 logger = logging.getLogger(__name__)
 
@@ -36,18 +32,8 @@ def _ray() -> Any:
     return ray
 
 
-def _task(case_json: str, suite: str, out_root: str, policy: str, prices_json: str, llm_json: str | None,
-          mirror: str | None) -> str:
-    from pydantic import TypeAdapter
-
-    from evals.cases import Case
-    from evals.harness import LLMSettings, run_case
-
-    case = TypeAdapter(Case).validate_json(case_json)
-    llm = LLMSettings.model_validate_json(llm_json) if llm_json else None
-    result = run_case(case, suite, Path(out_root), policy, Prices.model_validate_json(prices_json), llm,  # type: ignore[arg-type]
-                      Path(mirror) if mirror else None)
-    return result.model_dump_json()
+def _task(run: CaseTask) -> str:
+    return run().model_dump_json()
 
 
 def _reachable(address: str, timeout_s: float = 10.0) -> None:
@@ -65,8 +51,10 @@ def _reachable(address: str, timeout_s: float = 10.0) -> None:
                              "(ray start --head) or give its address, or use --ray local") from exc
 
 
-def run_on_ray(address: str, suite: Suite, out_root: Path, policy: str, prices: Prices, llm: LLMSettings | None,
-               mirror: Path | None, done: Callable[[CaseResult], None], *, jobs: int = 1) -> list[CaseResult]:
+def run_on_ray(address: str, tasks: Mapping[str, CaseTask], failed: Callable[[str, str], CaseResult],
+               done: Callable[[CaseResult], None], *, jobs: int = 1) -> list[CaseResult]:
+    """Run each case's task (name -> the case's run, a picklable callable) as a Ray task; a task that fails
+    becomes ``failed(name, reason)``. ``done`` is called with each result as it comes back."""
     ray = _ray()
     started_here = not ray.is_initialized()
     if started_here and address not in ("local", "auto"):
@@ -81,10 +69,7 @@ def run_on_ray(address: str, suite: Suite, out_root: Path, policy: str, prices: 
         raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {exc}") from exc
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(_task)
-        refs = {remote.remote(c.model_dump_json(by_alias=True), suite.name, str(out_root), policy,
-                              prices.model_dump_json(), llm.model_dump_json() if llm is not None else None,
-                              str(mirror) if mirror else None): c.name
-                for c in suite.cases}
+        refs = {remote.remote(task): name for name, task in tasks.items()}
         results: list[CaseResult] = []
         pending = list(refs)
         while pending:
@@ -93,12 +78,7 @@ def run_on_ray(address: str, suite: Suite, out_root: Path, policy: str, prices: 
                 try:
                     result = CaseResult.model_validate_json(ray.get(ref))
                 except Exception as exc:
-                    from evals.harness import _base
-
-                    name = refs[ref]
-                    case = next(c for c in suite.cases if c.name == name)
-                    result = CaseResult(**_base(case, suite.name, out_root / name), status="failed_harness",  # type: ignore[arg-type]
-                                        grade="failed", reason=f"the Ray task failed: {type(exc).__name__}: {exc}")
+                    result = failed(refs[ref], f"the Ray task failed: {type(exc).__name__}: {exc}")
                 results.append(result)
                 done(result)
         return results

@@ -50,7 +50,8 @@ NEVER = ("torchvision", "torchaudio", "triton")
 NEVER_PREFIXES = ("nvidia-",)
 # What a case's interpreter must not be able to import: Ferry's own packages (nothing of Ferry's
 # may be there for the migration to lean on), and pydantic unless the repository requires it.
-FERRY_MODULES = ("agent", "tools", "sandbox", "backend", "backend_autoload", "evals", "ferry")
+FERRY_MODULES = ("agent", "tools", "sandbox", "backend", "backend_autoload", "cuda_semantics", "evals",
+                 "ferry")
 MARKER = "ferry-venv.json"
 PIP_TIMEOUT_S = 1800.0
 

@@ -379,7 +379,7 @@ def _set_limits(ctl: str, d: Path, memory_bytes: int | None, processes: int | No
 
 def describe_limits(level: str, memory_bytes: int | None, processes: int | None) -> str:
     """``cgroup1: memory 16 GiB, 1024 processes for the whole run``, or what the rlimits give."""
-    from sandbox.limits import format_size
+    from sandbox.sizes import format_size
 
     if level == "rlimits":
         return "rlimits: per process only (address space, processes of the run's uid)"

@@ -27,10 +27,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox.sizes import GiB, MiB, format_size
+
 logger = logging.getLogger(__name__)
 
-GiB = 1024**3
-MiB = 1024**2
 MAX_RUN_MEMORY = 16 * GiB
 MAX_RUN_DISK = 4 * GiB
 MIN_RUN_MEMORY = 1 * GiB  # below this a PyTorch run does not start: refuse rather than OOM
@@ -152,8 +152,6 @@ class HostBudget:
         return max(0, self.usable_bytes // (MIN_RUN_MEMORY + MIN_RUN_DISK))
 
     def describe(self) -> str:
-        from sandbox.limits import format_size
-
         limit = f", cgroup limit {format_size(self.cgroup_bytes)}" if self.cgroup_bytes else ""
         return (f"{format_size(self.run_memory_bytes)} memory + {format_size(self.disk_bytes)} disk per run, "
                 f"{self.runs_in_flight} runs in flight (host {format_size(self.total_bytes)}{limit}, "
@@ -225,8 +223,6 @@ def oversized(what: str, value: int) -> str | None:
     host = current()
     if value <= host.usable_bytes:
         return None
-    from sandbox.limits import format_size
-
     return (f"{what} {format_size(value)} is more than the {format_size(host.usable_bytes)} of memory this host "
             f"can give its runs (host {format_size(host.total_bytes)}, {host.runs_in_flight} runs in flight): "
             "a run that uses it can push the whole machine out of memory")

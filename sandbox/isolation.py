@@ -116,9 +116,10 @@ def ferry_root() -> Path:
 
 # Ferry's packages a sandboxed child imports (its bootstrap ``tools/runner/child``, the CUDA
 # redirect and the probe/profile hooks in ``tools/``, which read settings with ``sandbox.envvars``;
-# the tpx backend and its autoload entry point). Only these are bound into the sandbox, never the
-# whole tree: a checkout also holds ``.git``, ``ferry-out/`` of earlier runs, state directories.
-CHILD_PACKAGES: tuple[str, ...] = ("backend", "backend_autoload", "sandbox", "tools")
+# the tpx backend, its autoload entry point, and cuda_semantics, which tpx and the redirect share).
+# Only these are bound into the sandbox, never the whole tree: a checkout also holds ``.git``,
+# ``ferry-out/`` of earlier runs, state directories.
+CHILD_PACKAGES: tuple[str, ...] = ("backend", "backend_autoload", "cuda_semantics", "sandbox", "tools")
 
 
 def ferry_child_dirs() -> list[Path]:

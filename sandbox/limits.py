@@ -9,9 +9,8 @@ from typing import Any
 
 from sandbox import envvars
 from sandbox.hostmem import default_disk, default_run_memory
+from sandbox.sizes import GiB, MiB
 
-GiB = 1024**3
-MiB = 1024**2
 DISK_LIMIT_ENV = "FERRY_DISK_LIMIT"  # the default disk cap of a run (``--disk-limit`` wins)
 MIN_DISK_BYTES = 1 * MiB
 
@@ -49,15 +48,6 @@ class Limits:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def format_size(n: int) -> str:
-    """``4 GiB``, ``64 MiB``, ``1.5 GiB``: sizes as the messages and results show them."""
-    for unit, size in (("TiB", 1024**4), ("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
-        if n >= size:
-            value = n / size
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{n} bytes"
 
 
 MAX_DISK_BYTES = 2**50  # 1 PiB: past it a size is a typo (and overflows the kernel's counters)

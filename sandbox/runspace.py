@@ -35,9 +35,10 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from sandbox.limits import Limits, format_size
+from sandbox.limits import Limits
 from sandbox.mountinfo import mounts
 from sandbox.procs import OWNER_PATTERN, owner_alive_match, owner_token
+from sandbox.sizes import format_size
 from sandbox.workspace import default_root
 
 logger = logging.getLogger(__name__)

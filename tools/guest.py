@@ -26,7 +26,7 @@ def sibling(name: str) -> ModuleType:
 def is_own_module(name: str) -> bool:
     """Whether the module called ``name`` is one of Ferry's child-side ones (under this root)."""
     return any(name == ROOT_PREFIX + p or name.startswith(ROOT_PREFIX + p + ".")
-               for p in ("tools", "backend", "backend_autoload", "sandbox"))
+               for p in ("tools", "backend", "backend_autoload", "cuda_semantics", "sandbox"))
 
 
 def tpx_backend_module(sub: str) -> ModuleType | None:

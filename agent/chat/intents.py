@@ -9,7 +9,7 @@ answers instead and acts through the same actions (its tools' schemas derive fro
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -17,9 +17,6 @@ from agent.chat.diffs import Hunk, changes_of, edited_lines, edits_covering, hun
 from agent.chat.named_rules import applied_rules, match_rules, rule_ids_in
 from agent.migration import records
 from agent.redact import shipped_docs
-
-if TYPE_CHECKING:
-    from agent.llm.client import ChatClient
 
 State = Literal["queued", "running", "waiting_for_approval", "finished", "failed", "cancelled"]
 ENDED = ("finished", "failed", "cancelled")
@@ -416,10 +413,3 @@ def _quote(msg: str, limit: int = 120) -> str:
     one = " ".join(msg.split())
     return f"“{one[:limit]}{'...' if len(one) > limit else ''}”"
 
-
-def model_reply(text: str, facts: SessionFacts, client: ChatClient) -> Reply:
-    """The model's answer (one chat call, the actions as tools; :mod:`agent.chat.model_replies`), or the
-    offline :func:`reply` with a note when the model fails."""
-    from agent.chat.model_replies import model_reply as answer
-
-    return answer(text, facts, client)

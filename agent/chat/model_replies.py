@@ -1,6 +1,7 @@
 """The chat of a migration session with a model: one chat call with the session's facts, the
 actions offered as tools (their schemas derived from the :data:`agent.chat.intents.Action` models).
 
+The call and its instructions are :mod:`agent.llm`'s (``answers.chat_answer``, ``prompts.CHAT_SYSTEM``).
 The model's text is the reply; a tool call becomes the action, validated like any other input (an
 invalid one, or one the session's state does not allow, is dropped with a note in the text). When
 the model server fails (``LLMFailure``, ``BudgetExhausted``), the offline :func:`chat.reply`
@@ -18,6 +19,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from agent.chat.intents import Action, Decide, Intent, Reply, Retry, SessionFacts, SetOptions, SkipRules, reply
 from agent.chat.named_rules import applied_rules
 from agent.errors import BudgetExhausted, LLMFailure
+from agent.llm.answers import chat_answer
 from agent.llm.client import ChatClient
 from agent.llm.functions import tool_schema
 from agent.redact import shipped_docs
@@ -29,16 +31,6 @@ ACTION_TOOLS: dict[str, type[BaseModel]] = {
     "set_options": SetOptions, "retry": Retry, "skip_rules": SkipRules, "decide": Decide}
 _ACTION: TypeAdapter[Action] = TypeAdapter(Action)
 MAX_DIFF_CHARS = 2000
-SYSTEM = (
-    "You are Ferry's assistant in one migration session (a PyTorch CUDA program migrated to a generic "
-    "accelerator / tpx). Answer the user's message from the session's facts below, briefly, in Markdown. "
-    "Explain an edit from its recorded reason and diff; never claim more than the facts show. When the user "
-    "asks for a change, call one of the tools: set_options (run/test command, device), retry (run again "
-    "after the session ended), skip_rules (leave rules out: not yet applied -> skipped, applied -> reverted; "
-    "the migration re-runs without them), decide (approve/reject, only while waiting_for_approval). "
-    "At most one tool call. Rule ids are FRY001... (catalogue codemods) or the policy rules' names. To "
-    "explain one catalogue rule, show only its own changes (the sites the scan found for it) and link its "
-    "section of the idiom catalogue, docs/idioms.md#fry013 for FRY013; cite no other document.")
 
 
 def action_tools() -> list[dict[str, Any]]:
@@ -72,10 +64,8 @@ def facts_text(facts: SessionFacts) -> str:
 
 def model_reply(text: str, facts: SessionFacts, client: ChatClient) -> Reply:
     """The model's answer to the user's message (the offline :func:`reply` when the model fails)."""
-    messages = [{"role": "system", "content": SYSTEM + "\n\nSession facts:\n" + facts_text(facts)},
-                {"role": "user", "content": text}]
     try:
-        answer = client.chat(messages, action_tools())
+        answer = chat_answer(client, facts_text(facts), text, action_tools())
     except (LLMFailure, BudgetExhausted) as exc:
         logger.warning("chat: the model failed (%s); answering offline", exc)
         offline = reply(text, facts)

@@ -130,7 +130,7 @@ def _back_workers(settings: Any, *, explicit: bool) -> Any:
     what fits. The per-run defaults follow."""
     from agent.cli import CliError
     from sandbox import hostmem
-    from sandbox.limits import format_size
+    from sandbox.sizes import format_size
 
     bot = settings.github.workers if settings.github is not None else 0
 

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import BaseModel, Field, ValidationError
 
 from agent.errors import BudgetExhausted, LLMFailure
-from agent.llm.config import LLMConfig
+from agent.llm.config import LLMConfig, from_env
+from agent.migration.budget import time_left
+from agent.migration.state import MigrationState, llm_limits_of, options_of
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
@@ -43,7 +45,6 @@ FAILURE_KINDS = {
     "tool_call": "a tool call to an unknown tool or with bad arguments (sent back to the model)",
     "unexpected": "any other error of the client library",
 }
-RETRIED = ("timeout", "rate_limited", "server_error", "connection")
 FAILURE_PREFIX = "failures."
 
 
@@ -310,3 +311,12 @@ class ChatClient:
             if not tc.id:
                 tc.id = f"call_{self.usage.calls}_{i}"
         return reply
+
+
+def model_client(state: MigrationState) -> ChatClient:
+    """The model server the migration was started with (its limits, the usage spent so far), within what
+    ``--max-wall`` has left; a missing model or key raises ``LLMFailure``."""
+    opts = options_of(state)
+    cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=llm_limits_of(opts))
+    left = time_left(state)
+    return ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))

@@ -11,36 +11,10 @@ from agent.knowledge import prompt_section
 from agent.llm.client import ChatClient
 from agent.llm.evidence import parity_evidence, test_evidence
 from agent.llm.functions import EditSession, tool_schemas
+from agent.llm.prompts import FIXER_SYSTEM, GUARD_TASK, PARITY_TASK, PROFILE_TASK
 from agent.policy.base import Diagnosis
 
 logger = logging.getLogger(__name__)
-
-SYSTEM = """You are Ferry's fixer. A PyTorch program written for CUDA is being migrated to run on the \
-`tpx` accelerator (a PrivateUse1 device: no float64, finite memory, some ops unsupported in strict mode, \
-bf16 matmuls unless torch.set_float32_matmul_precision("highest")). Device-generic code is preferred \
-(torch.accelerator, a single `device` variable). The migrated program fails; find the cause with the \
-tools, fix it with the smallest edit (apply_edit or apply_diff), optionally check it with run, then call \
-finish. Do not change what the program computes beyond what the device requires."""
-
-PARITY_TASK = """The migrated program runs on tpx, but its numbers differ from the reference run (the ORIGINAL \
-code on CPU with CUDA calls redirected to CPU). No offline rule explains the difference. Find why the \
-target computes something else at the first divergence below (code that picks a different numeric path \
-or constant by device, dtype changes, op semantics...) and make the tpx run compute what the reference \
-computes; check_parity verifies an edit before you finish. Every edit is re-verified by a probed run."""
-
-PROFILE_TASK = """The migrated program runs on tpx and passes its run, parity, tests and CPU check. The \
-profiler found the findings below worth a change (device-to-host syncs, CPU fallbacks, host-to-device \
-copies...). Make the smallest edit that removes or reduces them without changing what the program computes \
-or prints (parity must still pass). Every edit is re-verified in full (run, parity, tests, CPU check, \
-profile) and reverted if anything fails. If no safe change exists, call finish without an edit."""
-
-
-GUARD_TASK = """Your last edit was REJECTED by Ferry's CPU guard and reverted: the workspace is what it \
-was before that edit. A migration must keep the program's CPU path: the migrated code, run on CPU with no \
-accelerator, has to run and give the original's results. Fix the failure below again with an edit that works on \
-tpx AND keeps the CPU path (device-generic code: torch.accelerator, a single `device` variable, no device \
-hard-coded)."""
-
 
 def _text_or_none(session: EditSession, rel: str) -> str | None:
     try:
@@ -119,7 +93,7 @@ def _message_dict(msg: Any) -> dict[str, Any]:
 
 def run_fixer(client: ChatClient, session: EditSession, diag: Diagnosis, tried: list[str]) -> str:
     """Drive the model until it finishes; returns its summary. Edits are in ``session.files``."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
+    messages: list[dict[str, Any]] = [{"role": "system", "content": FIXER_SYSTEM},
                                       {"role": "user", "content": _context(session, diag, tried)}]
     tools = tool_schemas()
     malformed = 0

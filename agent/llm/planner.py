@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agent.errors import FerryAgentError
 from agent.llm.client import ChatClient
+from agent.llm.prompts import PLANNER_SYSTEM
 from agent.migration.records import ModelPlan, Plan, ScanDigest
 
 logger = logging.getLogger(__name__)
@@ -27,15 +28,6 @@ TOOL = "submit_plan"
 TURNS = 2  # a reply without a valid plan is sent back once
 MAX_FINDINGS_SHOWN = 120
 MAX_VERIFY = 12
-
-SYSTEM = """You are Ferry's planner. A PyTorch program written for CUDA is being migrated to run on the \
-`tpx` accelerator (device-generic code: torch.accelerator, one `device` variable). Ferry's codemods \
-rewrite every `auto` finding; the other findings are left for review or for later fixes. Order the work \
-over the scan below: the files in the order to migrate and check them (the entry file and the files the \
-model's numerics depend on first), the finding ids most likely to break the run or change its numbers \
-first, and what to verify after the rewrite (short, concrete checks). Answer only by calling submit_plan, \
-naming only files and finding ids listed below."""
-
 
 class PlanReply(BaseModel):
     """Submit the migration plan: files and finding ids (F1, F2...) in the order to work on them, and
@@ -136,7 +128,7 @@ def _message_dict(msg: Any) -> dict[str, Any]:
 
 def ask_plan(client: ChatClient, scan: ScanDigest, offline: Plan) -> ModelPlan:
     """The model's validated plan, or a ModelPlan whose ``error`` says why there is none."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
+    messages: list[dict[str, Any]] = [{"role": "system", "content": PLANNER_SYSTEM},
                                       {"role": "user", "content": plan_prompt(scan, offline)}]
     problem = ""
     for _turn in range(TURNS):

@@ -16,11 +16,6 @@ def known_rules() -> dict[str, str]:
     return out
 
 
-def catalogue_ids() -> list[str]:
-    """The catalogue codemods' ids (FRY001...)."""
-    return [rule.ID for rule in all_rules()]
-
-
 def unknown_rule_message(rule_id: str, known: list[str] | None = None) -> str | None:
     """None when ``rule_id`` is known; else a sentence naming the closest known ids."""
     ids = known if known is not None else list(known_rules())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend import conformance as conf
+from benchmarks import opinfo_sweep as conf
 
 # Elementwise, reductions, matmul family, convolutions, normalisation, attention, losses,
 # indexing/scatter, shape ops, sorting, RNG and the data-dependent-shape ops tpx runs as

@@ -306,16 +306,6 @@ def test_golden_run_disables_cuda_autocast_only(tmp_path):
     assert "autocast(cuda) disabled (fp32 golden run)" in apis and "autocast(cuda)" not in apis
 
 
-def test_cpu_cast_policy_tables_are_tpxs():
-    """The reference's CUDA policy on the CPU and tpx's autocast (backend/autocast.py) list the same ops."""
-    from backend import autocast as tpx_autocast
-    from tools.redirect import amp_policy
-
-    assert set(amp_policy.LOWER_PRECISION) == set(tpx_autocast.LOWER_PRECISION)
-    assert set(amp_policy.FLOAT32) == set(tpx_autocast.FLOAT32)
-    assert set(amp_policy.PROMOTE) == set(tpx_autocast.PROMOTE)
-
-
 def test_spawned_cuda_ddp_program_runs_on_cpu_with_two_processes(tmp_path):
     # device_count() // world_size, set_device, nccl with device_id=torch.device("cuda", rank), .cuda(ids[0]),
     # Module.to(rank), DDP(model, device_ids), barrier(device_ids): the original, two processes, on the CPU.

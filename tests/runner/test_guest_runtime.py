@@ -36,7 +36,8 @@ print("OWN", json.dumps({"backend": backend.models.WHO, "tools": tools.data.WHO,
                          "sandbox": sandbox.box.WHO}))
 print("FERRY_NAMES", json.dumps(sorted(
     m for m in sys.modules
-    if m.split(".")[0] in ("backend", "tools", "agent", "sandbox", "backend_autoload", "evals", "pydantic")
+    if m.split(".")[0] in ("backend", "tools", "agent", "sandbox", "backend_autoload", "cuda_semantics", "evals",
+                           "pydantic")
     and not (getattr(sys.modules[m], "__file__", None) or "").startswith(sys.path[0]))))
 """
 

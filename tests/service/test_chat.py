@@ -9,7 +9,8 @@ import pytest
 from service_client import scripted
 
 from agent.chat.diffs import hunks_of
-from agent.chat.intents import Decide, Retry, SessionFacts, SetOptions, SkipRules, model_reply, reply
+from agent.chat.intents import Decide, Retry, SessionFacts, SetOptions, SkipRules, reply
+from agent.chat.model_replies import model_reply
 from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
 from agent.migration import adapters

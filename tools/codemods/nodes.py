@@ -107,32 +107,6 @@ def without_arg(call: cst.Call, index: int) -> cst.Call:
     return call.with_changes(args=_fix_last_comma(kept))
 
 
-def with_arg_value(call: cst.Call, index: int, value: cst.BaseExpression) -> cst.Call:
-    args = list(call.args)
-    args[index] = args[index].with_changes(value=value)
-    return call.with_changes(args=args)
-
-
-def prepend_arg(call: cst.Call, value: cst.BaseExpression, keyword: str | None = None) -> cst.Call:
-    arg = cst.Arg(value=value, keyword=cst.Name(keyword) if keyword else None,
-                  equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                        whitespace_after=cst.SimpleWhitespace(""))
-                  if keyword else cst.MaybeSentinel.DEFAULT)
-    if call.args:
-        arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    return call.with_changes(args=[arg, *call.args])
-
-
-def append_kwarg(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
-    args = list(call.args)
-    if args and isinstance(args[-1].comma, cst.MaybeSentinel):
-        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    args.append(cst.Arg(value=value, keyword=cst.Name(keyword),
-                        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                              whitespace_after=cst.SimpleWhitespace(""))))
-    return call.with_changes(args=args)
-
-
 def dotted(node: cst.CSTNode) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None (purely syntactic)."""
     if isinstance(node, cst.Name):

@@ -24,8 +24,9 @@ from sandbox import (
 from sandbox.artifacts import ArtifactLimits, ArtifactRefused, Collected, Refusal, collect
 from sandbox.execute import start_directory
 from sandbox.isolation import choose, ferry_root
-from sandbox.limits import disk_limit_from_env, format_size
+from sandbox.limits import disk_limit_from_env
 from sandbox.runspace import RunSpace, open_run_space
+from sandbox.sizes import format_size
 from sandbox.teardown import Stuck, TeardownWatch
 from tools.repopath import repo_path_problem
 from tools.runner.env import child_env, child_path_env

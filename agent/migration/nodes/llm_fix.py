@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from agent.errors import FerryAgentError
 from agent.migration import adapters
-from agent.migration.budget import Clock, ensure_time_for, time_left
+from agent.migration.budget import Clock, ensure_time_for
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump, edits_of, llm_limits_of, options_of, parity_of, reference_of
+from agent.migration.state import MigrationState, dump, edits_of, options_of, parity_of, reference_of
 from agent.policy.base import Diagnosis, FixContext, Proposal
 from agent.policy.engine import skipped_verdict
 from agent.policy.skipped import skipped_sites
@@ -27,22 +27,9 @@ from tools.patch import file_diff, read_text
 from tools.runner.models import RunResult
 
 if TYPE_CHECKING:
-    from agent.llm.client import ChatClient
     from agent.llm.functions import EditSession
 
 logger = logging.getLogger(__name__)
-
-
-def model_client(state: MigrationState) -> ChatClient:
-    """The model server the migration was started with (its limits, the usage spent so far), within what
-    ``--max-wall`` has left; a missing model or key raises ``LLMFailure``."""
-    from agent.llm.client import ChatClient
-    from agent.llm.config import from_env
-
-    opts = options_of(state)
-    cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=llm_limits_of(opts))
-    left = time_left(state)
-    return ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))
 
 
 def model_session(state: MigrationState, runs: RunScheduler, label: str, base: dict[str, str]) -> EditSession:
@@ -83,6 +70,7 @@ def diagnosis_for_model(state: MigrationState) -> Diagnosis:
 
 @step("llm_fix")
 def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
+    from agent.llm.client import model_client
     from agent.llm.fixer import run_fixer
 
     opts = options_of(state)

@@ -20,8 +20,8 @@ AUTO = "auto"  # the scan's category of idioms the codemods rewrite (tools.scan.
 def _model_plan(state: MigrationState, scan: ScanDigest, offline: Plan) -> tuple[ModelPlan, dict[str, float]]:
     """The model's validated plan (or why there is none) and the LLM usage it cost."""
     from agent.errors import FerryAgentError
+    from agent.llm.client import model_client
     from agent.llm.planner import ask_plan
-    from agent.migration.nodes.llm_fix import model_client
 
     try:
         client = model_client(state)

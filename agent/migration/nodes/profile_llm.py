@@ -18,7 +18,7 @@ from typing import Any
 from agent.errors import FerryAgentError
 from agent.migration.budget import has_time_for
 from agent.migration.nodes.common import SUMMARY, Update, ensure_workspace, source_of, step
-from agent.migration.nodes.llm_fix import model_client, model_session
+from agent.migration.nodes.llm_fix import model_session
 from agent.migration.nodes.report import final_status
 from agent.migration.records import Edit, ProfileRound
 from agent.migration.runs import RunScheduler
@@ -60,6 +60,7 @@ def _not_made(rnd: ProfileRound, reason: str, usage: dict[str, float] | None = N
 
 @step("profile_llm")
 def profile_llm(state: MigrationState, runs: RunScheduler) -> Update:
+    from agent.llm.client import model_client
     from agent.llm.fixer import run_fixer
 
     opts = options_of(state)

@@ -15,12 +15,9 @@ import ast
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import libcst as cst
-
-if TYPE_CHECKING:
-    from tools.scan.models import Finding
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, QualifiedNameProvider, ScopeProvider
 from libcst.metadata.scope_provider import BaseAssignment, ClassScope, ComprehensionScope, Scope
 
@@ -30,6 +27,19 @@ from tools.codemods.nodes import dotted
 logger = logging.getLogger(__name__)
 
 Transform = Callable[[Any], cst.CSTNode]
+
+
+class Located(Protocol):
+    """Where a ``ferry scan`` finding stands (``tools.scan.models.Finding``): 1-based lines and columns."""
+
+    @property
+    def line(self) -> int: ...
+    @property
+    def col(self) -> int: ...
+    @property
+    def end_line(self) -> int: ...
+    @property
+    def end_col(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -47,7 +57,7 @@ class Span:
         return cls(rng.start.line, rng.start.column, rng.end.line, rng.end.column)
 
     @classmethod
-    def of_finding(cls, finding: Finding) -> Span:
+    def of_finding(cls, finding: Located) -> Span:
         """The span of a ``ferry scan`` finding (its columns are 1-based)."""
         return cls(finding.line, finding.col - 1, finding.end_line, finding.end_col - 1)
 

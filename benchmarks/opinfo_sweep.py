@@ -17,7 +17,9 @@ Per op the verdict is one of:
 
 The agreement rate is ``pass / (pass + fail + unsupported)``. ``run_sweep`` runs the whole
 table in worker subprocesses (a crash in one op is recorded, not fatal);
-``run_ops`` runs a list of ops in-process (used by the test subset).
+``run_ops`` runs a list of ops in-process (used by the test subset, tests/backend/test_conformance.py).
+The command line is ``benchmarks/conformance.py``; this module is its harness, outside the device
+package it checks.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ import torch
 import torch.utils._pytree as pytree
 
 logger = logging.getLogger(__name__)
+
+_ROOT = Path(__file__).resolve().parent.parent  # the checkout: workers run as ``-m benchmarks.opinfo_sweep`` there
 
 STATUSES = ("pass", "fail", "unsupported", "refused", "skipped")
 
@@ -406,10 +410,9 @@ def prepare(device: str, strict: bool = False) -> None:
         torch.set_float32_matmul_precision("highest")
     if device == "cpu":
         return
-    from . import configure, register
+    import backend  # registers tpx (idempotent)
 
-    register()  # tpx (idempotent)
-    configure(matmul_precision="highest", strict=strict)
+    backend.configure(matmul_precision="highest", strict=strict)
 
 
 def run_ops(
@@ -437,7 +440,7 @@ def run_ops(
 
 
 def _worker_main(argv: Sequence[str]) -> int:
-    """``python -m backend.conformance DEVICE OUT_JSONL MAX_SAMPLES TIMEOUT STRICT KEY...``"""
+    """``python -m benchmarks.opinfo_sweep DEVICE OUT_JSONL MAX_SAMPLES TIMEOUT STRICT KEY...``"""
     device, out_path, max_samples, timeout_s, strict, *keys = argv
     torch.set_num_threads(1)
     prepare(device, strict == "1")
@@ -492,11 +495,11 @@ def run_sweep(
             nonlocal attempt
             attempt += 1
             path = Path(tmp) / f"shard{i}-{attempt}.jsonl"
-            cmd = [sys.executable, "-m", "backend.conformance", device, str(path),
+            cmd = [sys.executable, "-m", "benchmarks.opinfo_sweep", device, str(path),
                    str(max_samples), str(timeout_s), "1" if strict else "0", *shard]
             env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-            with open(path.with_suffix(".stderr"), "wb") as err:
-                procs[i] = (subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err),
+            with open(path.with_suffix(".stderr"), "wb") as err:  # cwd: the checkout (benchmarks/ not on sys.path)
+                procs[i] = (subprocess.Popen(cmd, env=env, cwd=_ROOT, stdout=subprocess.DEVNULL, stderr=err),
                             shard, path)
 
         for i, shard in pending:
