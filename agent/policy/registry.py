@@ -6,19 +6,19 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from functools import cache
+from pathlib import Path
 
 from agent.policy.base import PolicyRule
 
 
 @cache
 def policy_rules() -> tuple[type[PolicyRule], ...]:
-    import agent.policy as package
-
+    package = __name__.rsplit(".", 1)[0]  # this package, read from its folder (not imported: it imports us)
     found: list[type[PolicyRule]] = []
-    for info in pkgutil.iter_modules(package.__path__):
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
         if not info.name.startswith("rules_"):
             continue
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        module = importlib.import_module(f"{package}.{info.name}")
         classes = [value for value in vars(module).values() if isinstance(value, type)
                    and issubclass(value, PolicyRule) and value is not PolicyRule
                    and value.__module__ == module.__name__]
