@@ -19,7 +19,7 @@ from agent.migration import adapters
 from agent.migration.budget import Clock, ensure_time_for, time_left
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump, edits_of, llm_limits_of, options_of, parity_of, reference_of
+from agent.migration.state import MigrationState, dump, edits_of, options_of, parity_of, reference_of
 from agent.policy.base import Diagnosis, FixContext, Proposal
 from agent.policy.engine import skipped_verdict
 from agent.policy.skipped import skipped_sites
@@ -40,7 +40,7 @@ def model_client(state: MigrationState) -> ChatClient:
     from agent.llm.config import from_env
 
     opts = options_of(state)
-    cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=llm_limits_of(opts))
+    cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=opts.llm_limits)
     left = time_left(state)
     return ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))
 

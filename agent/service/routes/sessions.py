@@ -52,7 +52,7 @@ def view(row: SessionRow, store: SessionStore, settings: ServiceSettings, *, int
     questions: list[dict[str, Any]] = []
     if interrupts and row.state == "waiting_for_approval":
         try:
-            questions = shown_data(list(load(row.migration_id, settings.data_dir)["interrupts"]),
+            questions = shown_data([q.data() for q in load(row.migration_id, settings.data_dir).interrupts],
                                    session_paths(settings, row.id, row.attempt))
         except UnknownMigration:
             questions = []
