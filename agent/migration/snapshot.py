@@ -77,6 +77,7 @@ class _Plain(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     migration_id: str | None = None
+    workspace: str | None = None
     summary: str | None = None
     profile_error: str | None = None
     iteration: int | None = None
@@ -98,6 +99,11 @@ class StateView:
     @property
     def migration_id(self) -> str | None:
         return self._plain.migration_id
+
+    @property
+    def workspace(self) -> str | None:
+        """The private copy the target runs use (rebuilt from the source and ``files`` when lost)."""
+        return self._plain.workspace
 
     @property
     def status(self) -> Status | None:
