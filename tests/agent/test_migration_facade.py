@@ -4,6 +4,8 @@ start, one options builder for every caller, old checkpoints' flat model limits,
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,6 +38,7 @@ from agent.service.store import SessionRow
 from agent.service.workers import migration_options
 from tools.runner.models import RunResult
 
+ROOT = Path(__file__).resolve().parents[2]
 QUESTION = {"type": "approve_edit", "rule": "float64_to_float32", "kind": "policy", "site": "prog.py:3",
             "reason": "float64 is not supported on tpx", "diff": "-a\n+b\n", "how": "resume with ..."}
 
@@ -188,3 +191,10 @@ def test_cancel_stops_the_migration_and_its_background_runs_only(tmp_path: Path)
         cancel("", runs)
         runs.close()
     assert runs.running() == []
+
+
+def test_the_door_is_light_so_the_early_start_goes_on_while_langgraph_is_imported():
+    code = ("import sys, agent.migration.facade; "
+            "sys.exit(sorted(m for m in sys.modules if m.split('.')[0] == 'langgraph')[:3] or 0)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]

@@ -13,8 +13,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 
 from agent.llm.config import configured as llm_configured
-from agent.migration.early import new_migration_id
-from agent.migration.facade import UnknownMigration, load
+from agent.migration.facade import UnknownMigration, load, new_migration_id
 from agent.service.approvals import files_from_diff
 from agent.service.bodies import read_create
 from agent.service.deps import OwnerDep, SessionDep, SettingsDep, StoreDep, WorkersDep
