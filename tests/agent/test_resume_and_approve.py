@@ -135,7 +135,7 @@ def test_approve_interrupts_before_policy_edit_then_resumes(tmp_path):
     assert programs.steps(after).count("diagnose") == 1  # steps before the interrupt were not redone
     assert ".double()" not in after.files["prog.py"]
     assert result["applied"] is True  # --apply: the verified patch was applied to the original
-    assert (repo / "prog.py").read_text() == after["files"]["prog.py"]
+    assert (repo / "prog.py").read_text() == after.files["prog.py"]
 
 
 @pytest.mark.slow
