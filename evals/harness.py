@@ -411,9 +411,8 @@ def current_step(out_root: Path, name: str) -> str:
         return ""
     try:
         from agent.migration.facade import load
-        from agent.migration.state import steps_of
 
-        steps = steps_of(load(migration_id(name), sdir))
+        steps = load(migration_id(name), sdir).steps
     except Exception:  # not written yet, or mid-write: the display just shows no step
         return ""
     return steps[-1].node if steps else ""

@@ -35,7 +35,7 @@ class EvalProgress:
 
     def __init__(self, names: list[str], enabled: bool = True, *, mode: Mode | None = None,
                  stream: TextIO | None = None) -> None:
-        self.state = {n: "queued" for n in names}
+        self.phases = {n: "queued" for n in names}
         self.detail = dict.fromkeys(names, "")
         self.started: dict[str, float] = {}
         self.stream = stream if stream is not None else sys.stderr
@@ -62,11 +62,11 @@ class EvalProgress:
         line = None
         with self._lock:
             if event == "started":
-                self.state[name], self.started[name] = "running", time.monotonic()
+                self.phases[name], self.started[name] = "running", time.monotonic()
             elif event == "finished":
-                self.state[name] = "done"
-                done = sum(v == "done" for v in self.state.values())
-                line = f"ferry eval [{done}/{len(self.state)}] {name}: {detail}"
+                self.phases[name] = "done"
+                done = sum(v == "done" for v in self.phases.values())
+                line = f"ferry eval [{done}/{len(self.phases)}] {name}: {detail}"
             if detail or event != "step":
                 self.detail[name] = detail
         if self._live is not None:
@@ -76,12 +76,12 @@ class EvalProgress:
             self.stream.flush()
 
     def _table(self) -> Table:
-        counts = {s: sum(v == s for v in self.state.values()) for s in ("done", "running", "queued")}
+        counts = {s: sum(v == s for v in self.phases.values()) for s in ("done", "running", "queued")}
         t = Table(title=f"ferry eval: {counts['done']} done, {counts['running']} running, {counts['queued']} queued")
         for col in ("case", "state", "step / result", "s"):
             t.add_column(col)
         now = time.monotonic()
-        for name, state in self.state.items():
+        for name, state in self.phases.items():
             secs = f"{now - self.started.get(name, now):.0f}" if state == "running" else ""
             t.add_row(escape(name), state, escape(self.detail.get(name, "")), secs)
         return t

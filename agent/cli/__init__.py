@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     args.argv = words  # the words as typed (argparse drops some `--`; `ferry run` needs to know)
     _configure_logging(args.verbose)
-    from agent.migration.locks import MigrationLocked
+    from agent.migration.facade import MigrationLocked
 
     try:
         return int(args._run(args))

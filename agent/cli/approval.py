@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.cli.progress import Progress, is_tty, print_interrupts
-from agent.migration.runs import RunScheduler
+
+if TYPE_CHECKING:
+    from agent.migration.facade import ApprovalRequest, MigrationSnapshot, RunScheduler
 
 
 def parse_edits(specs: list[str]) -> dict[str, str]:
@@ -25,26 +27,27 @@ def parse_edits(specs: list[str]) -> dict[str, str]:
     return out
 
 
-def ask(question: dict[str, Any]) -> dict[str, Any]:
+def ask(question: ApprovalRequest) -> dict[str, Any]:
     from rich.prompt import Prompt
 
     choice = Prompt.ask("approve, reject or edit?", choices=["approve", "reject", "edit"], default="approve")
     if choice != "edit":
         return {"action": choice}
-    rel = Prompt.ask("repository path to replace", default=(question.get("site") or ":").split(":")[0])
+    rel = Prompt.ask("repository path to replace", default=(question.site or ":").split(":")[0])
     local = Prompt.ask("local file holding its new text")
     return {"action": "edit", "files": {rel: Path(local).expanduser().read_text(encoding="utf-8")}}
 
 
-def drive_interactively(state: dict[str, Any], state_dir: str, as_json: bool, runs: RunScheduler) -> dict[str, Any]:
+def drive_interactively(state: MigrationSnapshot, state_dir: str, as_json: bool,
+                        runs: RunScheduler) -> MigrationSnapshot:
     """While the graph waits for approval: ask on a terminal, otherwise print how to answer."""
     from agent.migration.facade import resume
 
-    while state.get("interrupts"):
+    while state.waiting:
         print_interrupts(state, as_json)
         if as_json or not is_tty():
             return state
-        answer = ask(state["interrupts"][0])
+        answer = ask(state.interrupts[0])
         with Progress(enabled=True) as progress:
-            state = resume(state["migration_id"], state_dir, answer=answer, progress=progress, runs=runs)
+            state = resume(state.migration_id or "", state_dir, answer=answer, progress=progress, runs=runs)
     return state

@@ -12,7 +12,7 @@ from agent.cli import DISK_LIMIT_HELP, environ, numbers
 
 if TYPE_CHECKING:
     from agent.llm.config import LLMLimits
-    from agent.migration.state import MigrationOptions
+    from agent.migration.facade import MigrationOptions
 
 NAME = "migrate"
 HELP = "migrate a repository from CUDA to tpx: codemods, runs, fixes, parity, profile, patch + report"
@@ -106,8 +106,7 @@ def skipped_rules(ids: list[str]) -> list[str]:
 def build_options(args: argparse.Namespace) -> MigrationOptions:
     from agent.cli import CliError, disk_limit, output_dir
     from agent.llm.config import configured
-    from agent.migration.state import MigrationOptions, with_llm_limits
-    from agent.migration.workspace import DEFAULT_STATE_DIR, state_dir
+    from agent.migration.facade import DEFAULT_STATE_DIR, options_for, state_dir
     from tools.repopath import repo_path_problem
 
     src = Path(args.path).expanduser()
@@ -140,16 +139,17 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
     sdir = output_dir(args.state_dir or DEFAULT_STATE_DIR, "--state-dir")
     own = environ.from_args(args, src)
     limits = llm_limits(args)
-    return with_llm_limits(MigrationOptions(
+    return options_for(
         source=str(src.resolve()), run_command=args.run, test_command=args.test or None, out_dir=out,
         state_dir=str(state_dir(sdir)), llm=use_llm, approve=args.approve, apply=args.apply,
         device=args.device, skip_rules=skip_rules, max_iterations=args.max_iterations,
         run_timeout_s=args.run_timeout, seed=args.seed,
         max_wall_s=args.max_wall, disk_limit_bytes=disk_limit(getattr(args, "disk_limit", None)),
+        llm_limits=limits,
         llm_model=(args.llm_model or os.environ.get("FERRY_LLM_MODEL")) if use_llm else args.llm_model,
         llm_base_url=args.llm_base_url,
         python=own.python, env=own.env, cwd=own.cwd,
-    ), limits)
+    )
 
 
 def _shown(value: str) -> str:
@@ -162,8 +162,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.cli.progress import Progress, exit_code, print_result
     from agent.errors import FerryAgentError
     from agent.ids import ID_RULE, id_problem
-    from agent.migration import early
-    from agent.migration.runs import RunScheduler
+    from agent.migration.facade import RunScheduler, new_migration_id, start
 
     if args.migration_id is not None:  # before anything: the id names directories in the state dir
         problem = id_problem(args.migration_id)
@@ -171,12 +170,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--id {_shown(args.migration_id)}: {problem}; {ID_RULE}")
     opts = build_options(args)
     runs = RunScheduler()
-    migration_id = args.migration_id
-    if migration_id is None:  # a new id has no state: its runs can start before the graph is built
-        migration_id = early.new_migration_id()
-        early.start_early(runs, opts, migration_id)
-
-    from agent.migration.facade import start
+    migration_id = args.migration_id or new_migration_id()  # said first: a migration cut short resumes by it
 
     with Progress(enabled=not args.json) as progress:
         if not args.json:  # first: a migration cut short (Ctrl-C, a crash) is resumed by this id
@@ -191,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             raise
     state = drive_interactively(state, opts.state_dir, args.json, runs)
-    if state.get("interrupts"):
+    if state.waiting:
         return 1
     print_result(state, args.json)
     return exit_code(state)

@@ -7,10 +7,12 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agent.migration.state import outputs_of, runs_of, steps_of
+from agent.migration.facade import INTERRUPT
 
 if TYPE_CHECKING:
     from rich.status import Status
+
+    from agent.migration.facade import MigrationSnapshot, NodeUpdate
 
 
 def plain(text: Any) -> str:
@@ -77,24 +79,24 @@ class Progress:
         if self._status is not None:
             self._status.__exit__(None, None, None)
 
-    def __call__(self, node: str, update: dict[str, Any]) -> None:
+    def __call__(self, node: str, update: NodeUpdate) -> None:
         if not self.enabled:
             return
-        if node == "__interrupt__":
+        if node == INTERRUPT:
             self.console.print("[yellow]waiting for approval[/yellow]")
             return
-        for s in steps_of(update):
-            self.console.print(f"{MARK[step_outcome(s.summary, update.get('status'))]} {step_line(s.node, s.summary)} "
+        for s in update.steps:
+            self.console.print(f"{MARK[step_outcome(s.summary, update.status)]} {step_line(s.node, s.summary)} "
                                f"[dim]({s.seconds:.1f}s)[/dim]")
         if self._status is not None and node in NEXT_LABEL:
             self._status.update(NEXT_LABEL[node])
 
 
-def print_interrupts(state: dict[str, Any], as_json: bool) -> None:
-    mid = state.get("migration_id")
+def print_interrupts(state: MigrationSnapshot, as_json: bool) -> None:
+    mid = state.migration_id
     if as_json:
-        print(json.dumps({"migration_id": mid, "status": "awaiting_approval", "interrupts": state["interrupts"]},
-                         indent=2))
+        print(json.dumps({"migration_id": mid, "status": "awaiting_approval",
+                          "interrupts": [q.data() for q in state.interrupts]}, indent=2))
         return
     from rich.console import Console
     from rich.syntax import Syntax
@@ -102,47 +104,44 @@ def print_interrupts(state: dict[str, Any], as_json: bool) -> None:
     from tools.textsafe import terminal
 
     console = Console()
-    for q in state["interrupts"]:
-        console.print(f"[bold yellow]Approval needed[/bold yellow] for {plain(q.get('rule'))} "
-                      f"at {plain(q.get('site'))} "
-                      f"({plain(q.get('kind'))})")
-        console.print(f"reason: {plain(q.get('reason'))}")
-        console.print(Syntax(terminal(q.get("diff") or ""), "diff"))
+    for q in state.interrupts:
+        console.print(f"[bold yellow]Approval needed[/bold yellow] for {plain(q.rule)} "
+                      f"at {plain(q.site)} "
+                      f"({plain(q.kind)})")
+        console.print(f"reason: {plain(q.reason)}")
+        console.print(Syntax(terminal(q.diff or ""), "diff"))
     console.print(f"Answer with: ferry resume {mid} --approve | --reject | --edit PATH=FILE")
 
 
-def print_result(state: dict[str, Any], as_json: bool) -> None:
-    outputs = outputs_of(state)
+def print_result(state: MigrationSnapshot, as_json: bool) -> None:
+    outputs = state.outputs
     if as_json:
         if outputs is not None:
             with open(outputs.result, encoding="utf-8") as fh:
                 print(fh.read())
         else:
-            print(json.dumps({"migration_id": state.get("migration_id"), "status": state.get("status"),
-                              "summary": state.get("summary"), "pending": state.get("pending")}, indent=2))
+            print(json.dumps({"migration_id": state.migration_id, "status": state.status,
+                              "summary": state.summary, "pending": state.pending}, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    usage = state.get("llm_usage") or {}
-    t = Table(show_header=False, title=f"migration {state.get('migration_id')}")
-    colour = "green" if state.get("status") == "migrated" else "red"
-    t.add_row("status", f"[{colour}]{state.get('status')}[/{colour}]")
-    t.add_row("summary", plain(state.get("summary") or ""))
-    t.add_row("iterations", str(state.get("iteration") or 0))
-    t.add_row("runs", str(len(runs_of(state))))
-    t.add_row("LLM calls / tokens",
-              f"{int(usage.get('calls', 0))} / "
-              f"{int(usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0))}")
-    t.add_row("wall time", f"{float(state.get('elapsed_s') or 0):.1f}s")
+    t = Table(show_header=False, title=f"migration {state.migration_id}")
+    colour = "green" if state.status == "migrated" else "red"
+    t.add_row("status", f"[{colour}]{state.status}[/{colour}]")
+    t.add_row("summary", plain(state.summary or ""))
+    t.add_row("iterations", str(state.iteration))
+    t.add_row("runs", str(len(state.runs)))
+    t.add_row("LLM calls / tokens", f"{state.llm_calls} / {state.llm_tokens}")
+    t.add_row("wall time", f"{state.elapsed_s:.1f}s")
     for k, v in (outputs.model_dump() if outputs is not None else {}).items():
         t.add_row(k, plain(v))
     console.print(t)
 
 
-def exit_code(state: dict[str, Any]) -> int:
-    return 0 if state.get("status") == "migrated" else 1
+def exit_code(state: MigrationSnapshot) -> int:
+    return 0 if state.status == "migrated" else 1
 
 
 def is_tty() -> bool:

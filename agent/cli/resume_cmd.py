@@ -31,9 +31,14 @@ def run(args: argparse.Namespace) -> int:
     from agent.cli.progress import Progress, exit_code, print_result
     from agent.errors import FerryAgentError
     from agent.ids import ID_RULE, id_problem
-    from agent.migration.facade import UnknownMigration, list_migrations, resume
-    from agent.migration.runs import RunScheduler
-    from agent.migration.workspace import DEFAULT_STATE_DIR, state_dir
+    from agent.migration.facade import (
+        DEFAULT_STATE_DIR,
+        RunScheduler,
+        UnknownMigration,
+        list_migrations,
+        resume,
+        state_dir,
+    )
 
     sdir = str(state_dir(output_dir(args.state_dir or DEFAULT_STATE_DIR, "--state-dir")))
     if args.list:
@@ -65,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     except FerryAgentError as exc:  # the checkpointer is not usable (e.g. Postgres extra missing)
         raise CliError(str(exc)) from exc
     state = drive_interactively(state, sdir, args.json, runs)
-    if state.get("interrupts"):
+    if state.waiting:
         return 1
     print_result(state, args.json)
     return exit_code(state)

@@ -1,7 +1,7 @@
 """Where a migration's checkpoints go: LangGraph's SQLite saver, or Postgres when configured.
 
 SQLite (``<state dir>/checkpoints.sqlite``) by default; Postgres when ``FERRY_DATABASE_URL`` names
-one (the ``postgres`` extra). Every super-step is written synchronously (``agent.migration.graph.drive``), so
+one (the ``postgres`` extra). Every super-step is written synchronously (``agent.migration.driver.drive``), so
 a migration killed at any point resumes from its last finished node. A store that cannot be used
 is :class:`~agent.errors.ToolUnavailable` with a message that says what to fix; Ferry never falls
 back from Postgres to SQLite silently.

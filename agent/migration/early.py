@@ -2,10 +2,10 @@
 
 Neither needs anything the graph computes: the reference run is the original code with CUDA
 redirected to CPU, and the warm interpreter (``tools.runner.warm``) only imports torch for the
-tpx runs to come. Started here, by the CLI before it imports LangGraph and by
-``agent.migration.facade.start`` before it builds the graph, both go on while Ferry itself starts up
-(about a second of imports on one core), on the :class:`~agent.migration.runs.RunScheduler` the graph then
-gets. The ``reference_run`` node finds the run in flight and ``await_reference`` joins it, exactly
+tpx runs to come. Started by ``agent.migration.facade.start`` (the one caller), once the id is
+known to have no state and before it imports LangGraph's graph and builds it, both go on while Ferry
+itself starts up (about a second of imports on one core), on the :class:`~agent.migration.runs.RunScheduler`
+the graph then gets. The ``reference_run`` node finds the run in flight and ``await_reference`` joins it, exactly
 as when the node starts it itself; nothing here runs for a migration id that already has state
 (a resume never restarts its reference run).
 

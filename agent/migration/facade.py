@@ -1,25 +1,38 @@
-"""Start, resume and inspect migrations (the graph with its checkpointer); used by the CLI and service."""
+"""The one door to migrations: ``start / resume / load / cancel``, each answering a typed
+:class:`~agent.migration.snapshot.MigrationSnapshot`; used by the CLI, the service, the PR bot and the
+eval harness.
+
+This module stays light (no LangGraph at import): ``ferry migrate`` imports it, and :func:`start`
+starts a new migration's reference run and warm interpreter (``agent.migration.early``) before the
+graph is built, so that they go on while LangGraph is imported and the graph compiled.
+"""
 
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from langgraph.types import Command
-
 from agent.errors import ToolUnavailable
 from agent.ids import check_id
-from agent.migration import early
+from agent.migration import adapters, early
 from agent.migration.checkpoints import checkpointer, describe_store, migration_ids, one_line
+from agent.migration.driver import config_for, drive, snapshot
 from agent.migration.early import new_migration_id
-from agent.migration.graph import MigrationContext, ProgressFn, build_graph, drive, snapshot
 from agent.migration.locks import MigrationLocked, migration_lock
+from agent.migration.options import MigrationOptions, options_for
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationOptions, dump
-from agent.migration.workspace import state_dir
+from agent.migration.snapshot import INTERRUPT, ApprovalRequest, MigrationSnapshot, NodeUpdate, ProgressFn, StateView
+from agent.migration.state import dump
+from agent.migration.workspace import DEFAULT_STATE_DIR, state_dir
 
-__all__ = ["MigrationLocked", "UnknownMigration", "initial_state", "list_migrations", "load", "resume", "start"]
+__all__ = ["DEFAULT_STATE_DIR", "INTERRUPT", "ApprovalRequest", "MigrationLocked", "MigrationOptions",
+           "MigrationSnapshot", "NodeUpdate", "ProgressFn", "RunScheduler", "StateView", "UnknownMigration", "cancel",
+           "initial_state", "list_migrations", "load", "new_migration_id", "options_for", "resume", "start",
+           "state_dir"]
 
 
 class UnknownMigration(LookupError):
@@ -37,11 +50,19 @@ def _store_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def _compiled(saver: Any) -> Any:
+    from agent.migration.graph import build_graph
+
+    return build_graph().compile(checkpointer=saver)
+
+
 def _drive(app: Any, payload: Any, migration_id: str, sdir: Path, runs: RunScheduler,
-           progress: ProgressFn | None) -> dict[str, Any]:
-    """``graph.drive``; a checkpoint store that fails mid-migration (Postgres server gone, disk full)
+           progress: ProgressFn | None) -> MigrationSnapshot:
+    """``driver.drive``; a checkpoint store that fails mid-migration (Postgres server gone, disk full)
     ends the run with a clear message instead of a driver traceback, every step checkpointed before
     being kept."""
+    from agent.migration.graph import MigrationContext
+
     try:
         return drive(app, payload, migration_id, MigrationContext(runs=runs), progress)
     except _store_errors() as exc:
@@ -51,6 +72,13 @@ def _drive(app: Any, payload: Any, migration_id: str, sdir: Path, runs: RunSched
             f"and run `ferry resume {migration_id}`") from exc
 
 
+@contextmanager
+def _stoppable(stop: threading.Event | None) -> Iterator[None]:
+    """The migration's runs stop when ``stop`` is set (:func:`cancel`)."""
+    with adapters.stop_signal(stop) if stop is not None else nullcontext():
+        yield
+
+
 def initial_state(migration_id: str, opts: MigrationOptions) -> dict[str, Any]:
     return {"migration_id": migration_id, "options": dump(opts), "workspace": None,
             "files": {}, "edits": [], "steps": [], "runs": [], "tried": [], "iteration": 0,
@@ -58,53 +86,72 @@ def initial_state(migration_id: str, opts: MigrationOptions) -> dict[str, Any]:
             "reference_pending": False}
 
 
-def start(opts: MigrationOptions, *, migration_id: str | None = None, progress: ProgressFn | None = None,
-          runs: RunScheduler | None = None) -> dict[str, Any]:
-    """Run a new migration until it ends or waits for approval; returns the state snapshot.
+def _has_state(saver: Any, migration_id: str) -> bool:
+    saved = saver.get_tuple(config_for(migration_id))
+    return saved is not None and bool(saved.checkpoint.get("channel_values"))
 
-    ``runs``: the scheduler its background runs go to (the CLI's, which may already run the
-    reference; a new one otherwise)."""
+
+def start(opts: MigrationOptions, *, migration_id: str | None = None, progress: ProgressFn | None = None,
+          runs: RunScheduler | None = None, stop: threading.Event | None = None) -> MigrationSnapshot:
+    """Run a new migration until it ends or waits for approval; returns its snapshot.
+
+    Its reference run and warm interpreter start here, before the graph is built (the id checked to
+    have no state first). ``runs``: the scheduler its background runs go to (a new one by default);
+    ``stop``: the event :func:`cancel` sets. ValueError when the id has state already."""
     migration_id = check_id(migration_id or new_migration_id())  # a plain name: it names directories
     runs = runs or RunScheduler()
     sdir = state_dir(opts.state_dir)
-    with checkpointer(sdir) as saver, migration_lock(sdir, migration_id):
-        app = build_graph().compile(checkpointer=saver)
-        if app.get_state({"configurable": {"thread_id": migration_id}}).values:
+    with checkpointer(sdir) as saver, migration_lock(sdir, migration_id), _stoppable(stop):
+        if _has_state(saver, migration_id):
             raise ValueError(f"migration {migration_id} already exists; use `ferry resume {migration_id}`")
-        early.start_early(runs, opts, migration_id)  # unless the caller did before building anything
+        early.start_early(runs, opts, migration_id)  # the one place: goes on while the graph is built
+        app = _compiled(saver)
         return _drive(app, initial_state(migration_id, opts), migration_id, sdir, runs, progress)
 
 
 def resume(migration_id: str, sdir: str | Path | None, *, answer: dict[str, Any] | None = None,
-           progress: ProgressFn | None = None, runs: RunScheduler | None = None) -> dict[str, Any]:
+           progress: ProgressFn | None = None, runs: RunScheduler | None = None,
+           stop: threading.Event | None = None) -> MigrationSnapshot:
     """Continue from the last checkpoint (answering a pending approval when ``answer`` is given).
 
     Raises :class:`MigrationLocked` at once when another process is driving this migration, and
     :class:`agent.ids.InvalidId` for an id that is not a plain name."""
+    from langgraph.types import Command
+
     check_id(migration_id)
     runs = runs or RunScheduler()
-    with checkpointer(state_dir(sdir)) as saver, migration_lock(state_dir(sdir), migration_id):
-        app = build_graph().compile(checkpointer=saver)
+    with checkpointer(state_dir(sdir)) as saver, migration_lock(state_dir(sdir), migration_id), _stoppable(stop):
+        app = _compiled(saver)
         current = snapshot(app, migration_id)
-        if not current.get("migration_id"):
+        if not current.migration_id:
             raise UnknownMigration(f"no migration {migration_id!r} in {describe_store(state_dir(sdir))}")
-        if current["interrupts"]:
+        if current.interrupts:
             if answer is None:
                 return current  # still waiting for a decision
             return _drive(app, Command(resume=answer), migration_id, state_dir(sdir), runs, progress)
-        if not current["pending"]:
+        if not current.pending:
             return current  # already finished
         return _drive(app, None, migration_id, state_dir(sdir), runs, progress)
 
 
-def load(migration_id: str, sdir: str | Path | None) -> dict[str, Any]:
+def load(migration_id: str, sdir: str | Path | None) -> MigrationSnapshot:
+    """The migration's saved state (UnknownMigration when it has none)."""
     check_id(migration_id)
     with checkpointer(state_dir(sdir)) as saver:
-        app = build_graph().compile(checkpointer=saver)
-        current = snapshot(app, migration_id)
-    if not current.get("migration_id"):
+        current = snapshot(_compiled(saver), migration_id)
+    if not current.migration_id:
         raise UnknownMigration(f"no migration {migration_id!r} in {describe_store(state_dir(sdir))}")
     return current
+
+
+def cancel(migration_id: str, runs: RunScheduler, stop: threading.Event | None = None) -> list[str]:
+    """Stop a migration this process drives: ``stop`` (the event it was started or resumed with) set,
+    so that its run in flight ends and its driver stops at the next step where its progress callback
+    checks it; its background runs cancelled (every key starting with ``migration_id``: ``""`` cancels
+    all of ``runs``). Its checkpoints stay. Returns the runs cancelled."""
+    if stop is not None:
+        stop.set()
+    return runs.cancel_prefix(migration_id)
 
 
 def list_migrations(sdir: str | Path | None) -> list[str]:

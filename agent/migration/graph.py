@@ -1,19 +1,8 @@
-"""The migration graph (LangGraph StateGraph): the nodes, the routers between them, and how it is driven.
+"""The migration graph (LangGraph StateGraph): the nodes and the edges between them; nothing else.
 
-```
-ingest -> reference_run -> scan -> plan -> rewrite -> target_run -> await_reference
-reference_run -> scan | llm_explain | report           (edges.after_reference)
-await_reference -> parity | diagnose | llm_explain | report   (edges.after_target)
-diagnose -> apply_fix | llm_fix | llm_explain | report (edges.after_diagnose)
-llm_fix -> apply_fix | report                          (edges.after_llm)
-apply_fix -> target_run | report                       (edges.after_apply)
-parity -> tests | cpu_check | apply_fix | llm_fix | report   (edges.after_parity)
-tests -> cpu_check | diagnose | report                 (edges.after_tests)
-cpu_check -> profile | llm_fix | report                (edges.after_cpu_check)
-profile -> profile_llm | profile_verdict | report      (edges.after_profile, --llm only)
-profile_llm -> apply_fix | report                      (edges.after_profile_llm)
-llm_explain, profile_verdict, profile_revert -> report -> END
-```
+Its edges as a drawing: docs/agent.md, generated from :func:`build_graph` by ``scripts/graph_doc.py``
+(``edges.after_*`` decide each branch). It is driven by :mod:`agent.migration.driver`, behind the
+façade (:mod:`agent.migration.facade`).
 
 Under --llm the model is consulted wherever the rules stop: ``llm_fix`` after ``diagnose`` (a run
 or test failure no rule fixes), after ``parity`` (a failure no rule explains) and after
@@ -30,9 +19,7 @@ context (:class:`MigrationContext`). Checkpoints: ``agent.migration.checkpoints`
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
@@ -54,7 +41,6 @@ from agent.migration.nodes.scan import scan
 from agent.migration.nodes.target import target_run, tests
 from agent.migration.runs import RunScheduler
 from agent.migration.state import MigrationState
-from agent.migration.workspace import DEFAULT_STATE_DIR, state_dir  # noqa: F401  (part of this module's API)
 
 
 @dataclass
@@ -99,46 +85,3 @@ def build_graph() -> StateGraph[MigrationState, MigrationContext, MigrationState
     g.add_edge("llm_explain", "report")
     g.add_edge("report", END)
     return g
-
-
-def config_for(migration_id: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": migration_id}, "recursion_limit": 200}
-
-
-ProgressFn = Callable[[str, dict[str, Any]], None]
-
-
-def drive(app: Any, payload: Any, migration_id: str, context: MigrationContext,
-          progress: ProgressFn | None = None) -> dict[str, Any]:
-    """Run the compiled graph until it ends or interrupts; return the final state values."""
-    cfg = config_for(migration_id)
-    for chunk in app.stream(payload, cfg, context=context, stream_mode="updates", durability="sync"):
-        if (chunk.get("__metadata__") or {}).get("cached"):
-            # writes saved before a crash, replayed on resume: the state the caller loaded already
-            # holds them (get_state applies pending writes), so they are not progress of this run
-            continue
-        for node, update in chunk.items():
-            if node == "__metadata__":
-                continue
-            if progress is not None and node != "__interrupt__":
-                progress(node, update or {})
-            elif progress is not None:
-                progress("__interrupt__", {"interrupts": [getattr(i, "value", i) for i in update]})
-    return snapshot(app, migration_id)
-
-
-def snapshot(app: Any, migration_id: str) -> dict[str, Any]:
-    """The saved state plus ``pending`` (the nodes still to run or finish) and ``interrupts``
-    (waiting questions).
-
-    When Ferry or the checkpoint store died after a node's writes were saved but before the next
-    checkpoint, LangGraph lists no next node although the graph has not ended (no status yet);
-    those nodes are reported as pending: driving the graph again applies their writes and goes on.
-    """
-    st = app.get_state(config_for(migration_id))
-    values = dict(st.values or {})
-    values["pending"] = list(st.next or ())
-    if not values["pending"] and values.get("migration_id") and values.get("status") is None:
-        values["pending"] = [t.name for t in (st.tasks or ())]
-    values["interrupts"] = [i.value for t in (st.tasks or ()) for i in (getattr(t, "interrupts", ()) or ())]
-    return values

@@ -20,9 +20,9 @@ from tools.trace.models import TestOutcome
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CpuCheck", "DeviceWork", "Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord", "ModelPlan",
-           "Outputs", "ParityOutcome", "Plan", "ProfileChange", "ProfileOutcome", "ProfileRound", "ReviewItem",
-           "RunPhase", "RunRecord", "RunRole", "ScanDigest", "Step", "edit_by"]
+__all__ = ["ACCELERATOR", "CpuCheck", "DeviceWork", "Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord",
+           "ModelPlan", "Outputs", "ParityOutcome", "Plan", "ProfileChange", "ProfileOutcome", "ProfileRound",
+           "ReviewItem", "RunPhase", "RunRecord", "RunRole", "ScanDigest", "Step", "edit_by"]
 
 
 #: who made an edit: a codemod, a policy rule, the model, a person, or Ferry undoing a rejected model change
@@ -34,6 +34,9 @@ def edit_by(kind: EditKind, rule: str) -> str:
     if kind == "codemod":
         return f"rule {rule}" if rule else "codemods"
     return {"policy": f"rule {rule}", "llm": "model", "human": "person", "revert": "Ferry (revert)"}[kind]
+#: the accelerator Ferry migrates to (what a plan targets, what ``ferry pr``'s branch is named for)
+ACCELERATOR = "tpx"
+
 RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original", "golden", "cause_trial"]
 RunPhase = Literal["run", "test"]
 
@@ -162,7 +165,7 @@ class Plan(BaseModel):
     auto_fix: int
     review: list[ReviewItem]
     entry_file: str | None = None
-    target: str = "tpx"
+    target: str = ACCELERATOR
     codemod_device: str
     checks: list[str]
     max_iterations: int

@@ -16,11 +16,10 @@ import operator
 from collections.abc import Mapping
 from typing import Annotated, Any, TypedDict, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from agent.errors import STATUSES, Status
-from agent.llm.config import DEFAULTS as LLM_DEFAULTS
-from agent.llm.config import LLMLimits
+from agent.migration.options import MigrationOptions as MigrationOptions  # stored as options_of reads it
 from agent.migration.records import (
     CpuCheck,
     DeviceWork,
@@ -51,45 +50,6 @@ def add_counters(left: dict[str, float] | None, right: dict[str, float] | None) 
     for key, value in (right or {}).items():
         out[key] = out.get(key, 0) + value
     return out
-
-
-class MigrationOptions(BaseModel):
-    """What the user asked for; stored in the state so that ``ferry resume`` needs only the id."""
-
-    source: str = Field(description="the user's repository (never written unless apply=True)")
-    run_command: str
-    test_command: str | None = None
-    out_dir: str | None = None
-    state_dir: str
-    llm: bool = False
-    approve: bool = False
-    apply: bool = False
-    device: str = Field(default="accelerator", description="codemod target: accelerator or tpx")
-    skip_rules: list[str] = Field(default_factory=list, description=(
-        "rule ids the user asked to leave out: no codemod or policy rule with one of these ids edits anything"))
-    max_iterations: int = Field(default=8, ge=0, description="fix/verify rounds before failed_budget")
-    run_timeout_s: float = Field(default=600.0, gt=0)
-    max_wall_s: float | None = Field(default=None, gt=0, description=(
-        "the migration's wall-time budget: runs are capped by what is left, and one that cannot finish in it "
-        "is not started (failed_budget); None: no budget"))
-    seed: int = 0
-    disk_limit_bytes: int | None = Field(default=None, ge=1024**2,
-                                         description="disk cap of each run, in all (None: $FERRY_DISK_LIMIT or "
-                                                     "what the host can back)")
-    # the model's limits (agent.llm.config.LLMLimits: flags, else FERRY_LLM_*, else its defaults)
-    llm_max_calls: int = Field(default=LLM_DEFAULTS.max_calls, ge=1)
-    llm_max_tokens: int = Field(default=LLM_DEFAULTS.max_tokens, ge=1)
-    llm_max_wall_s: float = Field(default=LLM_DEFAULTS.max_wall_s, gt=0)
-    llm_timeout_s: float = Field(default=LLM_DEFAULTS.request_timeout_s, gt=0)
-    llm_retries: int = Field(default=LLM_DEFAULTS.max_retries, ge=0)
-    llm_backoff_s: float = Field(default=LLM_DEFAULTS.backoff_s, ge=0)
-    llm_max_reply_chars: int = Field(default=LLM_DEFAULTS.max_reply_chars, ge=1)
-    llm_model: str | None = None
-    llm_base_url: str | None = None
-    # The user's own environment, for every run (reference, target, tests, profile): --python, --env, --cwd.
-    python: str | None = Field(default=None, description="the runs' interpreter (None: Ferry's own)")
-    env: dict[str, str] = Field(default_factory=dict, description="the user's own variables for every run")
-    cwd: str | None = Field(default=None, description="where every run starts, relative to the repository")
 
 
 class MigrationState(TypedDict, total=False):
@@ -225,21 +185,6 @@ def status_of(state: State) -> Status | None:
     if status is not None and status not in STATUSES:
         raise ValueError(f"the state holds an unknown status {status!r}; expected one of {', '.join(STATUSES)}")
     return status  # checked against STATUSES just above
-
-
-def with_llm_limits(opts: MigrationOptions, limits: LLMLimits) -> MigrationOptions:
-    """``opts`` with the model's limits (checked already: LLMLimits holds the same bounds)."""
-    return opts.model_copy(update={
-        "llm_timeout_s": limits.request_timeout_s, "llm_retries": limits.max_retries, "llm_backoff_s": limits.backoff_s,
-        "llm_max_wall_s": limits.max_wall_s, "llm_max_calls": limits.max_calls, "llm_max_tokens": limits.max_tokens,
-        "llm_max_reply_chars": limits.max_reply_chars})
-
-
-def llm_limits_of(opts: MigrationOptions) -> LLMLimits:
-    """The model's limits a migration was started with."""
-    return LLMLimits(request_timeout_s=opts.llm_timeout_s, max_retries=opts.llm_retries, backoff_s=opts.llm_backoff_s,
-                     max_wall_s=opts.llm_max_wall_s, max_calls=opts.llm_max_calls, max_tokens=opts.llm_max_tokens,
-                     max_reply_chars=opts.llm_max_reply_chars)
 
 
 def llm_option(state: State) -> bool:

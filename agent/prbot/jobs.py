@@ -16,12 +16,9 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
-from typing import Any
 
 from agent.ids import id_problem, inside
-from agent.migration import adapters
-from agent.migration.graph import ProgressFn
-from agent.migration.runs import RunScheduler
+from agent.migration.facade import NodeUpdate, ProgressFn, RunScheduler, cancel
 from agent.prbot.github.client import GitHubClient, GitHubError
 from agent.prbot.github.config import GitHubConfig
 from agent.prbot.github.models import WRITE
@@ -122,8 +119,9 @@ class GitHubJobs:
                 running = self._running.get(delivery)
             if running is not None:
                 signal, runs = running
-                signal.set()  # the foreground run stops, and the job at its next step
-                runs.cancel_prefix("")  # and the background ones a step may be waiting for
+                # the foreground run stops, and the job at its next step; and the background runs (all of
+                # this job's scheduler) a step may be waiting for
+                cancel("", runs, signal)
         return was
 
     def _loop(self) -> None:
@@ -179,8 +177,7 @@ class GitHubJobs:
         """The job's (state, comment for its thread, outcome for its row); never raises."""
         t = row.trigger
         try:
-            with adapters.stop_signal(signal):
-                state, comment = self._migrate(t, job_dir(self.root, row.delivery), row.attempt, signal, runs)
+            state, comment = self._migrate(t, job_dir(self.root, row.delivery), row.attempt, signal, runs)
         except JobCancelled as exc:
             return "cancelled", exc.comment, "cancelled while it ran"
         except PushFailed as exc:
@@ -200,7 +197,7 @@ class GitHubJobs:
 
     def _migrate(self, t: Trigger, job_dir: Path, attempt: int, signal: threading.Event,
                  runs: RunScheduler) -> tuple[JobState, str]:
-        def stop_if_asked(_node: str = "", _update: dict[str, Any] | None = None) -> None:
+        def stop_if_asked(_node: str = "", _update: NodeUpdate | None = None) -> None:
             if signal.is_set():
                 raise JobCancelled
 
@@ -240,7 +237,7 @@ class GitHubJobs:
         result = self._make_pr(PrRequest(
             path=str(clone), run_command=t.run_command, test_command=t.test_command, base=base, branch=branch,
             push_remote="origin", out_dir=str(job_dir / "out"), state_dir=str(self.data_dir / "state"),
-            author=author, push_env=env, reproduce=_reproduce(base, branch, t)), stop_if_asked, runs)
+            author=author, push_env=env, reproduce=_reproduce(base, branch, t)), stop_if_asked, runs, signal)
         if result.status != "migrated":
             return "failed", not_migrated_comment(base, result)
         if result.branch is None:
@@ -262,10 +259,12 @@ class GitHubJobs:
         return "done", (f"Ferry migrated {md_code(base)}: **{result.status}**. Branch {md_code(result.branch)} "
                         f"{moved}; pull request {verb}: {pr.html_url}")
 
-    def _make_pr(self, req: PrRequest, progress: ProgressFn, runs: RunScheduler) -> PrResult:
+    def _make_pr(self, req: PrRequest, progress: ProgressFn, runs: RunScheduler,
+                 stop: threading.Event | None = None) -> PrResult:
         from agent.prbot.pr.core import make_pr
 
-        return make_pr(req, progress=progress, runs=runs)  # progress raises JobCancelled between steps: nothing pushed
+        # progress raises JobCancelled between steps: nothing pushed
+        return make_pr(req, progress=progress, runs=runs, stop=stop)
 
 
 def quiet(text: str) -> str:

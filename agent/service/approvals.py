@@ -7,11 +7,13 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING
 
-from agent.migration.state import options_of
 from agent.migration.workspace import current_text
 from tools.patch import git_apply
+
+if TYPE_CHECKING:
+    from agent.migration.facade import MigrationSnapshot
 
 _TARGET = re.compile(r"^\+\+\+ ([^\t\n]+)", re.MULTILINE)
 
@@ -33,7 +35,7 @@ def _target_names(diff: str) -> list[str]:
     return sorted(names)
 
 
-def files_from_diff(state: dict[str, Any], diff: str) -> dict[str, str]:
+def files_from_diff(state: MigrationSnapshot, diff: str) -> dict[str, str]:
     """Apply ``diff`` to the files as the migration has them now (before the proposed edit); ValueError
     saying why when it names a path outside the repository or does not apply."""
     names = _target_names(diff)
@@ -43,8 +45,8 @@ def files_from_diff(state: dict[str, Any], diff: str) -> dict[str, str]:
         p = PurePosixPath(name)
         if p.is_absolute() or ".." in p.parts:
             raise ValueError(f"the diff names {name!r}, outside the repository")
-    source = Path(options_of(state).source)
-    edited: dict[str, str] = dict(state.get("files") or {})
+    source = Path(state.options.source)
+    edited = state.files
     with tempfile.TemporaryDirectory(prefix="ferry-review-") as tmp:
         root = Path(tmp)
         for name in names:

@@ -115,12 +115,12 @@ def stream(prefix: str, root: Path, edited: Mapping[str, str]) -> Iterator[bytes
     chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_CHUNKS)
     stop, done = threading.Event(), threading.Event()
     lock = threading.Lock()
-    state = {"released": False, "failed": False}
+    build = {"released": False, "failed": False}
 
     def release() -> None:
         with lock:
-            if not state["released"]:
-                state["released"] = True
+            if not build["released"]:
+                build["released"] = True
                 _SLOTS.release()
 
     def produce() -> None:
@@ -129,10 +129,10 @@ def stream(prefix: str, root: Path, edited: Mapping[str, str]) -> Iterator[bytes
             _write(sink, prefix, root, edited)
             sink._put(None)
         except _Cancelled:
-            state["failed"] = sink.stalled  # a reader that comes back gets a broken download, not a short one
+            build["failed"] = sink.stalled  # a reader that comes back gets a broken download, not a short one
         except Exception:
             logger.exception("building the archive of %s failed", prefix)
-            state["failed"] = True
+            build["failed"] = True
         finally:
             done.set()
             release()
@@ -154,7 +154,7 @@ def stream(prefix: str, root: Path, edited: Mapping[str, str]) -> Iterator[bytes
                 if chunk is None:
                     break
                 yield chunk
-            if state["failed"]:  # end the response without its last chunk: the client sees a broken download
+            if build["failed"]:  # end the response without its last chunk: the client sees a broken download
                 raise RuntimeError(f"the archive of {prefix} could not be built or was not read in time "
                                    "(the server's log says why)")
         finally:

@@ -13,8 +13,8 @@ import hashlib
 import json
 from typing import Any
 
+from agent.migration.facade import INTERRUPT, ApprovalRequest, MigrationSnapshot, NodeUpdate
 from agent.migration.records import Edit, RunRecord, Step
-from agent.migration.state import edits_of, runs_of, status_of, steps_of
 
 Event = tuple[str, str | None, dict[str, Any]]  # kind, key (None: not derived from the state), data
 
@@ -36,50 +36,48 @@ def run_event(attempt: int, n: int, run: RunRecord) -> Event:
     return "run", f"a{attempt}:run:{n}", run.model_dump()
 
 
-def approval_event(attempt: int, steps: int, question: dict[str, Any]) -> Event:
+def approval_event(attempt: int, steps: int, request: ApprovalRequest) -> Event:
+    question = request.data()
     data = {k: question.get(k) for k in ("rule", "site", "reason", "diff", "files", "kind", "question")
             if question.get(k) is not None}
     return "approval_request", f"a{attempt}:approval:{steps}:{_digest(question)}", data
 
 
-def from_state(attempt: int, state: dict[str, Any]) -> list[Event]:
+def from_state(attempt: int, state: MigrationSnapshot) -> list[Event]:
     """Every event the saved state of this attempt accounts for, in the order they happened."""
-    steps = steps_of(state)
+    steps = state.steps
     out = [step_event(attempt, i, step) for i, step in enumerate(steps)]
-    out += [edit_event(attempt, i, edit) for i, edit in enumerate(edits_of(state))]
-    out += [run_event(attempt, i, run) for i, run in enumerate(runs_of(state))]
-    for question in state.get("interrupts") or []:
-        if isinstance(question, dict):
-            out.append(approval_event(attempt, len(steps), question))
-    status = status_of(state)
-    if status is not None:
-        out.append(("status", f"a{attempt}:status", {"status": status, "summary": state.get("summary")}))
+    out += [edit_event(attempt, i, edit) for i, edit in enumerate(state.edits)]
+    out += [run_event(attempt, i, run) for i, run in enumerate(state.runs)]
+    out += [approval_event(attempt, len(steps), question) for question in state.interrupts]
+    if state.status is not None:
+        out.append(("status", f"a{attempt}:status", {"status": state.status, "summary": state.summary}))
     return out
 
 
 class Progress:
     """Turns the graph's streamed updates into keyed events, numbering from the state the attempt began with."""
 
-    def __init__(self, attempt: int, begun_with: dict[str, Any]) -> None:
+    def __init__(self, attempt: int, begun_with: MigrationSnapshot | None) -> None:
         self.attempt = attempt
-        self.steps = len(steps_of(begun_with))
-        self.edits = len(edits_of(begun_with))
-        self.runs = len(runs_of(begun_with))
+        self.steps = len(begun_with.steps) if begun_with is not None else 0
+        self.edits = len(begun_with.edits) if begun_with is not None else 0
+        self.runs = len(begun_with.runs) if begun_with is not None else 0
         self.node: str | None = None
 
-    def events(self, node: str, update: dict[str, Any]) -> list[Event]:
+    def events(self, node: str, update: NodeUpdate) -> list[Event]:
         a = self.attempt
-        if node == "__interrupt__":
-            return [approval_event(a, self.steps, q) for q in update.get("interrupts", []) if isinstance(q, dict)]
+        if node == INTERRUPT:
+            return [approval_event(a, self.steps, q) for q in update.interrupts]
         self.node = node
         out: list[Event] = []
-        for edit in edits_of({"edits": update.get("edits") or []}):
+        for edit in update.edits:
             out.append(edit_event(a, self.edits, edit))
             self.edits += 1
-        for run in runs_of({"runs": update.get("runs") or []}):
+        for run in update.runs:
             out.append(run_event(a, self.runs, run))
             self.runs += 1
-        for step in steps_of({"steps": update.get("steps") or []}):
+        for step in update.steps:
             out.append(step_event(a, self.steps, step))
             self.steps += 1
         return out

@@ -14,12 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from agent.ids import inside
-from agent.llm.config import configured as llm_configured
-from agent.llm.config import resolve_limits
-from agent.migration import adapters
-from agent.migration.facade import UnknownMigration, load, resume, start
-from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationOptions, status_of, with_llm_limits
+from agent.migration.facade import (
+    MigrationOptions,
+    MigrationSnapshot,
+    NodeUpdate,
+    RunScheduler,
+    UnknownMigration,
+    cancel,
+    load,
+    options_for,
+    resume,
+    start,
+)
 from agent.migration.workspace import artifacts_root, workspaces_root
 from agent.service import events, remembered
 from agent.service.schemas import SessionState
@@ -52,13 +58,11 @@ def out_dir(settings: ServiceSettings, row: SessionRow) -> Path:
 
 def migration_options(settings: ServiceSettings, row: SessionRow) -> MigrationOptions:
     o = row.options
-    llm = llm_configured() if o.llm is None else o.llm
-    opts = MigrationOptions(source=str(repo_dir(settings, row.id)), run_command=o.run, test_command=o.test,
-                            out_dir=str(out_dir(settings, row)), state_dir=str(settings.data_dir), llm=llm,
-                            approve=o.approve, apply=False, device=o.device, max_iterations=o.max_iterations,
-                            run_timeout_s=o.run_timeout_s, max_wall_s=o.max_wall_s, seed=o.seed, python=o.python,
-                            env=dict(o.env), cwd=o.cwd, skip_rules=list(o.skip_rules))
-    return with_llm_limits(opts, resolve_limits({}))
+    return options_for(source=str(repo_dir(settings, row.id)), run_command=o.run, test_command=o.test,
+                       out_dir=str(out_dir(settings, row)), state_dir=str(settings.data_dir), llm=o.llm,
+                       approve=o.approve, apply=False, device=o.device, max_iterations=o.max_iterations,
+                       run_timeout_s=o.run_timeout_s, max_wall_s=o.max_wall_s, seed=o.seed, python=o.python,
+                       env=o.env, cwd=o.cwd, skip_rules=o.skip_rules)
 
 
 def remove_files(settings: ServiceSettings, row: SessionRow) -> None:
@@ -108,8 +112,7 @@ class Workers:
             ev = self._cancel.get(sid)
         if ev is None:
             return False
-        ev.set()
-        self.runs.cancel_prefix(f"{sid}")
+        cancel(sid, self.runs, ev)  # its attempts' ids start with the session's: <sid>, <sid>-a2...
         return True
 
     def _loop(self) -> None:
@@ -142,7 +145,7 @@ class Workers:
             return
         sdir = self.settings.data_dir
         try:
-            begun: dict[str, Any] | None = load(mid, sdir)
+            begun: MigrationSnapshot | None = load(mid, sdir)
         except UnknownMigration:
             begun = None
         shown = session_paths(self.settings, sid, row.attempt)
@@ -153,9 +156,9 @@ class Workers:
         store.add_event(sid, "started", {"attempt": row.attempt, "resumed": begun is not None})
         if begun is not None:  # what a killed server did not record yet
             record(events.from_state(row.attempt, begun))
-        progress = events.Progress(row.attempt, begun or {})
+        progress = events.Progress(row.attempt, begun)
 
-        def on_progress(node: str, update: dict[str, Any]) -> None:
+        def on_progress(node: str, update: NodeUpdate) -> None:
             record(progress.events(node, update))
             if node != "__interrupt__":
                 store.update(sid, step=node)
@@ -163,24 +166,23 @@ class Workers:
                 raise SessionCancelled(sid)
 
         try:
-            with adapters.stop_signal(cancel):
-                if begun is None:
-                    state = start(migration_options(self.settings, row), migration_id=mid, progress=on_progress,
-                                  runs=self.runs)
-                else:
-                    state = resume(mid, sdir, answer=row.answer, progress=on_progress, runs=self.runs)
-                memory = remembered.answers(store, sid) if state.get("interrupts") else {}
-                for _ in range(MAX_REMEMBERED):  # the same question answered before: that answer again
-                    questions = state.get("interrupts") or []
-                    if not questions or not isinstance(questions[0], dict):
-                        break
-                    asked = shown_data(questions[0], shown)
-                    action = memory.get(remembered.question_key(asked))
-                    if action is None:
-                        break
-                    store.add_event(sid, "approval_answer", {"action": action, "files": [], "remembered": True,
-                                                             "rule": asked.get("rule"), "site": asked.get("site")})
-                    state = resume(mid, sdir, answer={"action": action}, progress=on_progress, runs=self.runs)
+            if begun is None:
+                state = start(migration_options(self.settings, row), migration_id=mid, progress=on_progress,
+                              runs=self.runs, stop=cancel)
+            else:
+                state = resume(mid, sdir, answer=row.answer, progress=on_progress, runs=self.runs, stop=cancel)
+            memory = remembered.answers(store, sid) if state.waiting else {}
+            for _ in range(MAX_REMEMBERED):  # the same question answered before: that answer again
+                if not state.interrupts:
+                    break
+                asked = shown_data(state.interrupts[0].data(), shown)
+                action = memory.get(remembered.question_key(asked))
+                if action is None:
+                    break
+                store.add_event(sid, "approval_answer", {"action": action, "files": [], "remembered": True,
+                                                         "rule": asked.get("rule"), "site": asked.get("site")})
+                state = resume(mid, sdir, answer={"action": action}, progress=on_progress, runs=self.runs,
+                               stop=cancel)
         except SessionCancelled:
             self._cancelled(row)
             return
@@ -192,14 +194,14 @@ class Workers:
             self._fail(row, detail)
             return
         record(events.from_state(row.attempt, state))
-        if state.get("interrupts"):
+        if state.waiting:
             self._finish(row, "waiting_for_approval", step=progress.node)
-        elif state.get("pending"):
+        elif state.pending:
             if self._stop.is_set():
                 return
-            self._fail(row, f"the migration stopped before its end (pending: {', '.join(state['pending'])})")
+            self._fail(row, f"the migration stopped before its end (pending: {', '.join(state.pending)})")
         else:
-            self._finish(row, "finished", status=status_of(state), summary=state.get("summary"), step=progress.node)
+            self._finish(row, "finished", status=state.status, summary=state.summary, step=progress.node)
 
     def _finish(self, row: SessionRow, state: SessionState, **fields: Any) -> None:
         shown = session_paths(self.settings, row.id, row.attempt)

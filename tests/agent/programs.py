@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.migration.facade import UnknownMigration
+from agent.migration.facade import MigrationSnapshot, UnknownMigration
 
 # The codemods fix the placement; the float64 metric needs the offline policy (one fix round).
 # It sleeps a second so that a test can kill the migration while a run is going on.
@@ -36,13 +36,13 @@ if __name__ == "__main__":
 '''
 
 
-def steps(state: dict) -> list[str]:
+def steps(state: MigrationSnapshot) -> list[str]:
     """The nodes a migration's state says have run, in order."""
-    return [s["node"] for s in state.get("steps") or []]
+    return [s.node for s in state.steps]
 
 
 def migrate_then_kill_9(root: Path, repo: Path, state_dir: Path, mid: str, out: Path,
-                        load_state: Callable[[], dict], env: dict[str, str] | None = None,
+                        load_state: Callable[[], MigrationSnapshot], env: dict[str, str] | None = None,
                         at_step: str = "apply_fix", wait_s: float = 300.0) -> int:
     """Start ``ferry migrate`` on ``repo`` in its own process group, wait until ``at_step`` is in the
     checkpointed state (``load_state()``), then kill -9 the whole group, mid target run.
@@ -60,7 +60,7 @@ def migrate_then_kill_9(root: Path, repo: Path, state_dir: Path, mid: str, out: 
             try:
                 state = load_state()
             except UnknownMigration:
-                state = {}
+                state = MigrationSnapshot()
             if at_step in steps(state):
                 break
             time.sleep(0.3)

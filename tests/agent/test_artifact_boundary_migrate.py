@@ -103,8 +103,8 @@ def _migrate(tmp_path: Path, plant_index: bool) -> tuple[dict, dict, subprocess.
     result = json.loads(res.stdout)
     state = load("plant", sdir)
     refused: dict[str, set[str]] = {}
-    for r in state["runs"]:
-        refused.setdefault(r["kind"], set()).update(f"{a['path']}: {a['reason']}" for a in r["artifacts_refused"])
+    for r in state.runs:
+        refused.setdefault(r.kind, set()).update(f"{a.path}: {a.reason}" for a in r.artifacts_refused)
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (xml, js)} == before and not absent.exists()
     assert SECRET not in res.stdout and SECRET not in res.stderr
     for p in [*sdir.rglob("*"), *out.rglob("*")]:
@@ -122,14 +122,14 @@ def test_a_migration_reads_nothing_its_runs_planted(tmp_path: Path):
                                         "report) and parity passes, but there is no evidence "
                                         "that the target run executed its work on tpx"), result["summary"]
     assert "holds no profile.json" in result["summary"] and result["device_work"] is None
-    assert set(refused) >= {"reference", "target", "tests", "profile"}, state["runs"]
+    assert set(refused) >= {"reference", "target", "tests", "profile"}, state.runs
     assert {"junit.xml: symlink", "redirect.jsonl: symlink", "probe/chunk_99999.pt: symlink"} <= refused["reference"]
     assert {"junit.xml: symlink", "probe/chunk_99999.pt: symlink", "profile/profile.json: symlink",
             "profile/trace.json: symlink", "profile/profile.md: symlink"} <= refused["target"]
     assert refused["tests"] == {"junit.xml: symlink"}
     assert {"profile/profile.json: symlink", "profile/profile.md: symlink"} <= refused["profile"]
-    assert state["parity"]["verdict"] == "pass"  # the probe dumps themselves were Ferry's and were compared
-    assert state["profile"] is None and "holds no profile.json" in state["profile_error"]
+    assert state.parity is not None and state.parity.verdict == "pass"  # the probe dumps were Ferry's, compared
+    assert state.profile is None and "holds no profile.json" in (state.profile_error or "")
 
 
 def test_a_planted_probe_index_ends_the_migration_partial_not_failed_internal(tmp_path: Path):

@@ -139,12 +139,13 @@ def test_progress_prints_a_failing_step_with_a_mark_of_its_own_and_its_name_once
     from rich.console import Console
 
     from agent.cli.progress import Progress
+    from agent.migration.facade import NodeUpdate
 
     progress = Progress(enabled=True)
     progress.console = Console(record=True, width=200, force_terminal=False)
-    progress("parity", {"steps": [{"node": "parity", "summary": "parity fails (fc1) -> matmul_precision_highest",
-                                   "seconds": 0.5}]})
-    progress("target_run", {"steps": [{"node": "target_run", "summary": "run ok in 1.0s", "seconds": 1.0}]})
+    progress("parity", NodeUpdate({"steps": [{"node": "parity", "seconds": 0.5,
+                                              "summary": "parity fails (fc1) -> matmul_precision_highest"}]}))
+    progress("target_run", NodeUpdate({"steps": [{"node": "target_run", "summary": "run ok in 1.0s", "seconds": 1.0}]}))
     text = progress.console.export_text()
     first, second = text.splitlines()[:2]
     assert first.startswith("! parity fails (fc1)") and "parity parity" not in first and "✓" not in first
@@ -155,7 +156,8 @@ def test_migrate_prints_its_id_first_and_no_resume_hint_once_finished(tmp_path, 
     import agent.migration.facade
 
     def finished(opts, migration_id, progress, runs):  # the graph, replaced: what matters is the CLI around it
-        return {"migration_id": migration_id, "status": "migrated", "summary": "runs on tpx"}
+        return agent.migration.facade.MigrationSnapshot(
+            {"migration_id": migration_id, "status": "migrated", "summary": "runs on tpx"})
 
     monkeypatch.setattr(agent.migration.facade, "start", finished)
     repo = tmp_path / "repo"

@@ -245,7 +245,6 @@ def test_migrate_stores_the_limits_flags_over_environment(tmp_path, monkeypatch)
     import argparse
 
     from agent.cli import migrate_cmd
-    from agent.migration.state import llm_limits_of
 
     (tmp_path / "repo").mkdir()
     monkeypatch.setenv("FERRY_LLM_TIMEOUT_S", "7")
@@ -255,6 +254,6 @@ def test_migrate_stores_the_limits_flags_over_environment(tmp_path, monkeypatch)
     migrate_cmd.add_arguments(parser)
     args = parser.parse_args([str(tmp_path / "repo"), "--run", "python p.py", "--offline", "--llm-retries", "6",
                               "--llm-max-reply-chars", "5000", "--state-dir", str(tmp_path / "s")])
-    limits = llm_limits_of(migrate_cmd.build_options(args))
+    limits = migrate_cmd.build_options(args).llm_limits
     assert (limits.request_timeout_s, limits.max_wall_s, limits.max_retries, limits.max_reply_chars) == (7, 45, 6, 5000)
     assert limits.max_calls == DEFAULTS.max_calls

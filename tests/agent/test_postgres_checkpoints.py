@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.migration.facade import MigrationSnapshot
+
 _spec = importlib.util.spec_from_file_location("pg_server_t", Path(__file__).with_name("pg_server.py"))
 pg_server = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(pg_server)
@@ -86,7 +88,7 @@ def _checkpoint_ids(url: str, mid: str) -> list[tuple[str, str | None]]:
              "ORDER BY checkpoint_id", mid)]
 
 
-def _load(url: str, mid: str, sdir: Path) -> dict:
+def _load(url: str, mid: str, sdir: Path) -> MigrationSnapshot:
     """The migration's state as the Postgres checkpointer gives it back (in this process)."""
     from agent.migration.facade import load
 
@@ -115,14 +117,14 @@ def test_migrate_checkpoints_into_postgres_not_sqlite(tmp_path, pg_url):
     assert {"checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations"} <= tables
     ids = _checkpoint_ids(pg_url, "pg-a")
     final = _load(pg_url, "pg-a", sdir)
-    assert final["status"] == "migrated" and final["pending"] == []
+    assert final.status == "migrated" and final.pending == []
     assert len(ids) > len(programs.steps(final))  # a checkpoint per super-step (and the input)
     # one chain: every checkpoint's parent is the one before it
     assert [p for _, p in ids[1:]] == [c for c, _ in ids[:-1]]
     for table in ("checkpoint_blobs", "checkpoint_writes"):
         assert _sql(pg_url, f"SELECT count(*) FROM {table} WHERE thread_id = %s", "pg-a")[0][0] > 0
     # the edited file is in the stored state, read back through the checkpointer
-    assert "cuda" not in final["files"]["prog.py"]
+    assert "cuda" not in final.files["prog.py"]
 
     listed = _ferry(pg_url, "resume", "--list", "--json", "--state-dir", str(sdir))
     assert listed.returncode == 0 and json.loads(listed.stdout) == ["pg-a"], listed.stderr[-2000:]
@@ -140,12 +142,13 @@ def test_kill_9_then_resume_from_postgres_checkpoint(tmp_path, pg_url):
                                         env=_env(pg_url))
     assert code == -signal.SIGKILL
     killed = _load(pg_url, mid, sdir)
-    assert killed["pending"], "the killed migration must have work left"
-    assert killed["status"] is None
-    assert ".float()" in killed["files"]["prog.py"]  # the policy edit is in the Postgres checkpoint
+    assert killed.pending, "the killed migration must have work left"
+    assert killed.status is None
+    assert ".float()" in killed.files["prog.py"]  # the policy edit is in the Postgres checkpoint
     assert not (sdir / "checkpoints.sqlite").exists()
     before = _checkpoint_ids(pg_url, mid)
-    shutil.rmtree(killed["workspace"])  # it must be rebuilt from the original + the edits in the state
+    assert killed.workspace is not None
+    shutil.rmtree(killed.workspace)  # it must be rebuilt from the original + the edits in the state
 
     res = _ferry(pg_url, "resume", mid, "--state-dir", str(sdir), "--json")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -317,7 +320,7 @@ def test_server_dying_mid_migration_is_a_clear_stop_and_resume_finishes(tmp_path
 
         server.restart()
         stopped = _load(url, mid, sdir)
-        assert stopped["status"] is None and stopped["pending"], "a stopped migration must show work left"
+        assert stopped.status is None and stopped.pending, "a stopped migration must show work left"
         res = _ferry(url, "resume", mid, "--state-dir", str(sdir), "--json")
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         assert json.loads(res.stdout)["status"] == "migrated"

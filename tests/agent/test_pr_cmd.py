@@ -272,7 +272,7 @@ def _reference_run_started(sdir: Path) -> bool:
     """The checkpoint says ingest is done, so the (60 s) reference run is what runs now."""
     ids = list_migrations(sdir) if sdir.is_dir() else []
     try:
-        return bool(ids) and any(s["node"] == "ingest" for s in load(ids[0], sdir).get("steps") or [])
+        return bool(ids) and any(s.node == "ingest" for s in load(ids[0], sdir).steps)
     except UnknownMigration:  # listed from its first checkpoint, which holds no state yet: not started
         return False
 

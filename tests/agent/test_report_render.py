@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.migration.facade import MigrationSnapshot
 from agent.migration.records import MigrationRecord
 from agent.migration.render import report_markdown, result_of
 from agent.migration.state import MigrationOptions, dump
@@ -48,7 +49,7 @@ def _cells(markdown: str, key: str) -> list[str]:
 def test_parity_table_shows_the_measured_metrics_in_report_and_pr(checked, tmp_path):
     state = _state(tmp_path, checked.parity, checked.profile)
     report = report_markdown(state, "")
-    pr = pr_body(state, result_of(state, []), branch=None, base="main", device="tpx", commits=[],
+    pr = pr_body(MigrationSnapshot(state), result_of(state, []), branch=None, base="main", device="tpx", commits=[],
                  reproduce="ferry pr . --run x")
     with_metrics = [t for t in checked.parity.rows() if t.metrics is not None]
     assert with_metrics, "the check compared no tensor with metrics"
@@ -79,7 +80,7 @@ def test_the_parity_section_leads_with_one_line_then_the_notable_rows_then_the_f
 def test_a_profile_finding_renders_as_file_line_then_title(checked, tmp_path):
     state = _state(tmp_path, checked.parity, checked.profile)
     report = report_markdown(state, "")
-    pr = pr_body(state, result_of(state, []), branch=None, base="main", device="tpx", commits=[],
+    pr = pr_body(MigrationSnapshot(state), result_of(state, []), branch=None, base="main", device="tpx", commits=[],
                  reproduce="ferry pr . --run x")
     located = [f for f in checked.profile.findings[:15] if f.file and f.line]
     assert located, "the sample's profile has no finding with a source line"

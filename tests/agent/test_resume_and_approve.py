@@ -47,11 +47,12 @@ def test_kill_9_then_resume_keeps_finished_steps_and_edits(tmp_path):
     code = programs.migrate_then_kill_9(ROOT, repo, sdir, mid, tmp_path / "out", lambda: load(mid, sdir))
     assert code == -signal.SIGKILL
     killed = load(mid, sdir)
-    assert killed["pending"], "the killed migration must have work left"
-    assert killed["status"] is None
-    assert ".float()" in killed["files"]["prog.py"]  # the policy edit is in the checkpoint
+    assert killed.pending, "the killed migration must have work left"
+    assert killed.status is None
+    assert ".float()" in killed.files["prog.py"]  # the policy edit is in the checkpoint
     # lose the workspace too: it must be rebuilt from the original + the edits in the state
-    shutil.rmtree(killed["workspace"])
+    assert killed.workspace is not None
+    shutil.rmtree(killed.workspace)
 
     res = _ferry("resume", mid, "--state-dir", str(sdir), "--json")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -117,14 +118,14 @@ def test_approve_interrupts_before_policy_edit_then_resumes(tmp_path):
     assert "+        total = ((x + step) * w).float().sum()" in question["diff"]
     assert "float64" in question["reason"]
     before = load("appr", sdir)
-    assert before["pending"] == ["apply_fix"] and before["iteration"] == 0
+    assert before.pending == ["apply_fix"] and before.iteration == 0
     assert (repo / "prog.py").read_text() == PROG  # --apply waits for success
     # the codemod edits were applied without asking
-    assert any(e["kind"] == "codemod" for e in before["edits"])
+    assert any(e.kind == "codemod" for e in before.edits)
 
     # answering with an edit of our own: verified the same way
     mine = tmp_path / "mine.py"
-    mine.write_text(before["files"]["prog.py"].replace(".double().sum()", ".sum()"))
+    mine.write_text(before.files["prog.py"].replace(".double().sum()", ".sum()"))
     res2 = _ferry("resume", "appr", "--edit", f"prog.py={mine}", "--state-dir", str(sdir), "--json")
     assert res2.returncode == 0, res2.stdout[-3000:] + res2.stderr[-3000:]
     result = json.loads(res2.stdout)
@@ -132,9 +133,9 @@ def test_approve_interrupts_before_policy_edit_then_resumes(tmp_path):
     assert [e["kind"] for e in result["edits"]][-1] == "human"
     after = load("appr", sdir)
     assert programs.steps(after).count("diagnose") == 1  # steps before the interrupt were not redone
-    assert ".double()" not in after["files"]["prog.py"]
+    assert ".double()" not in after.files["prog.py"]
     assert result["applied"] is True  # --apply: the verified patch was applied to the original
-    assert (repo / "prog.py").read_text() == after["files"]["prog.py"]
+    assert (repo / "prog.py").read_text() == after.files["prog.py"]
 
 
 @pytest.mark.slow

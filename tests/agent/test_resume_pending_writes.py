@@ -10,7 +10,7 @@ from pathlib import Path
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from agent.migration.facade import load, resume, start
+from agent.migration.facade import NodeUpdate, load, resume, start
 from agent.migration.state import MigrationOptions
 from agent.service import events
 
@@ -43,19 +43,19 @@ def test_writes_saved_before_a_crash_are_applied_once_and_not_reported_again(tmp
     sdir = tmp_path / "state"
     opts = MigrationOptions(source=str(repo), run_command="python prog.py", state_dir=str(sdir))
     finished = start(opts, migration_id="crash")
-    assert finished["status"] == "migrated", finished.get("summary")
-    whole = [s["node"] for s in finished["steps"]]
+    assert finished.status == "migrated", finished.summary
+    whole = [s.node for s in finished.steps]
     assert "rewrite" in whole
 
     _crash_after_writes_of(sdir / "checkpoints.sqlite", "crash", "rewrite")
     begun = load("crash", sdir)
-    done = [s["node"] for s in begun["steps"]]
-    assert done[-1] == "rewrite" and begun["status"] is None and begun["pending"]  # its writes are saved
+    done = [s.node for s in begun.steps]
+    assert done[-1] == "rewrite" and begun.status is None and begun.pending  # its writes are saved
 
-    reported: list[tuple[str, dict]] = []
+    reported: list[tuple[str, NodeUpdate]] = []
     final = resume("crash", sdir, progress=lambda node, update: reported.append((node, update)))
-    assert final["status"] == "migrated"
-    after = [s["node"] for s in final["steps"]]
+    assert final.status == "migrated"
+    after = [s.node for s in final.steps]
     assert after[:len(done)] == done and after.count("rewrite") == 1  # applied once, not redone
     nodes = [node for node, _ in reported]
     assert "__metadata__" not in nodes and "rewrite" not in nodes

@@ -141,9 +141,9 @@ def test_a_broken_original_ends_the_migration_side_by_side_or_not(tmp_path: Path
     assert "does not run with CUDA redirected to CPU" in out["summary"]
     assert "the original program is broken" in out["summary"]
     state = load("broken", sdir)
-    kinds = [r["kind"] for r in state["runs"]]
+    kinds = [r.kind for r in state.runs]
     assert kinds.count("reference") == 1 and "tests" not in kinds
-    nodes = [s["node"] for s in state["steps"]]
+    nodes = [s.node for s in state.steps]
     if parallel == "1":
         assert "scan" not in nodes  # found before anything else ran
     else:
@@ -166,13 +166,13 @@ def test_tests_go_beside_the_target_run_and_stale_ones_are_dropped(tmp_path: Pat
     _, sdir, out, stderr = _migrate_with_tests(tmp_path, programs.POLICY_PROGRAM, tests, parallel, "side")
     assert out["status"] == "migrated", (out["summary"], stderr[-2000:])
     state = load("side", sdir)
-    kinds = [r["kind"] for r in state["runs"]]
+    kinds = [r.kind for r in state.runs]
     assert kinds.count("tests") == 1 and kinds.count("target") == 2 and kinds.count("reference") == 1
-    assert all(r["status"] == "ok" for r in state["runs"] if r["kind"] != "target")
+    assert all(r.status == "ok" for r in state.runs if r.kind != "target")
     # the tests are the last run of the fix loop; the CPU guard's runs come after them
-    assert [r["kind"] for r in state["runs"] if not r["kind"].startswith("cpu_")][-1] == "tests"
+    assert [r.kind for r in state.runs if not r.kind.startswith("cpu_")][-1] == "tests"
     assert kinds.index("cpu_check") > len(kinds) - 1 - kinds[::-1].index("tests")
-    tests_step = [s for s in state["steps"] if s["node"] == "tests"][-1]["summary"]
+    tests_step = [s for s in state.steps if s.node == "tests"][-1].summary
     assert ("beside the target run" in tests_step) == (parallel == "4")
     if parallel == "4":  # the counted tests ran on the fixed code (iteration 1), beside its target run
         tests_1 = sdir / "artifacts" / "side" / "tests-1" / "result.json"

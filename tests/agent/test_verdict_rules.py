@@ -258,7 +258,7 @@ def test_a_patch_that_breaks_the_cpu_path_ends_partial(tmp_path, edit, why, run_
     sdir = tmp_path / "state"
     res = _migrate(_repo(tmp_path, DEVICE_SWITCH_PROGRAM), tmp_path, "--approve", "--id", "cpu-guard")
     assert res.returncode == 1 and json.loads(res.stdout)["status"] == "awaiting_approval", res.stderr[-3000:]
-    files = load("cpu-guard", sdir)["files"]
+    files = load("cpu-guard", sdir).files
     old, new = edit
     assert old in files["prog.py"]
     mine = tmp_path / "mine.py"

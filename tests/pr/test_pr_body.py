@@ -4,6 +4,7 @@ documents), tpx's own op count said in words, and a Reproduce line without this 
 
 from __future__ import annotations
 
+from agent.migration.facade import MigrationSnapshot
 from agent.migration.records import CpuCheck, DeviceWork, RunRecord
 from agent.migration.render import result_of
 from agent.migration.state import MigrationOptions, dump
@@ -35,7 +36,7 @@ def _state(seconds: float) -> dict:
 
 def _body(seconds: float) -> str:
     state = _state(seconds)
-    return pr_body(state, result_of(state, []), branch=None, base="main", device="tpx", commits=[],
+    return pr_body(MigrationSnapshot(state), result_of(state, []), branch=None, base="main", device="tpx", commits=[],
                    reproduce="ferry pr app --base main --run 'python prog.py'", directory="app")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from agent.migration.facade import StateView
 from agent.migration.records import Edit, MigrationRecord
 from agent.migration.render import (
     cpu_check_section,
@@ -15,7 +16,6 @@ from agent.migration.render import (
     profile_section,
     review_line,
 )
-from agent.migration.state import State, edits_of, parity_of, plan_of, profile_of, scan_of
 from agent.prbot.pr.models import CommitInfo
 from agent.prbot.pr.public import public_text
 from tools.textsafe import md_code, md_inline
@@ -68,15 +68,15 @@ def changes_by_rule(edits: list[Edit]) -> list[str]:
     return out
 
 
-def checklist(state: State, result: MigrationRecord) -> list[str]:
+def checklist(state: StateView, result: MigrationRecord) -> list[str]:
     """What a person still has to do, as checkboxes: the findings no rule could fix, then the checks
     Ferry could not make here."""
     items = []
     if result.status != "migrated":
         items.append(f"- [ ] The migration ended **{result.status}**: "
                      f"{md_inline(result.summary or '', keep_code=True)}")
-    plan = plan_of(state)
-    for item in (plan.ordered_review(scan_of(state)) if plan else []):
+    plan = state.plan
+    for item in (plan.ordered_review(state.scan) if plan else []):
         items.append("- [ ] " + review_line(item).removeprefix("- "))
     if not result.test_command:
         items.append("- [ ] No test command was given, so no tests ran on the accelerator: run `ferry pr` again "
@@ -88,7 +88,7 @@ def checklist(state: State, result: MigrationRecord) -> list[str]:
     return items
 
 
-def pr_body(state: State, result: MigrationRecord, *, branch: str | None, base: str, device: str,
+def pr_body(state: StateView, result: MigrationRecord, *, branch: str | None, base: str, device: str,
             commits: list[CommitInfo], reproduce: str, note: str | None = None, directory: str = "") -> str:
     """pr.md. The same result gives the same text (no timings, no paths of this machine: a weekly job
     that finds nothing new leaves the pull request as it is); ``directory``: the migrated directory,
@@ -108,20 +108,20 @@ def pr_body(state: State, result: MigrationRecord, *, branch: str | None, base: 
                       "relative to it."]
     lines += ["", f"**Status:** {status} — {md_inline(result.summary or '', keep_code=True)}", "",
               f"- iterations: {result.iterations}, runs: {result.runs}, model calls: {result.llm.calls}",
-              *device_work_section(state)]
+              *device_work_section(state.values)]
     if note:
         lines.append(f"- note: {md_inline(note, keep_code=True)}")
-    lines += ["", "## Changes by rule", "", *changes_by_rule(edits_of(state))]
-    if any(e.kind == "codemod" for e in edits_of(state)):
+    lines += ["", "## Changes by rule", "", *changes_by_rule(state.edits)]
+    if any(e.kind == "codemod" for e in state.edits):
         lines += ["", "Each `FRY` rule is described under its id in Ferry's documentation: `docs/idioms.md#fry001` "
                       "for FRY001, and so on; when outputs count as equal: `docs/numerics.md`."]
     lines += ["", "## Changed files", ""]
     lines += [f"- {md_code(f.path)} ({f.change}, +{f.added_lines} -{f.removed_lines})"
               for f in result.patch_files] or ["None."]
-    lines += ["", f"## Parity (original on CPU vs migrated on {device})", "", *parity_section(parity_of(state))]
+    lines += ["", f"## Parity (original on CPU vs migrated on {device})", "", *parity_section(state.parity)]
     lines += ["", "## CPU check (the migrated code on CPU vs the reference)", "",
-              *cpu_check_section(state, timings=False)]
-    lines += ["", "## Profile findings", "", *profile_section(profile_of(state), state.get("profile_error"))]
+              *cpu_check_section(state.values, timings=False)]
+    lines += ["", "## Profile findings", "", *profile_section(state.profile, state.profile_error)]
     lines += ["", "## Left for a human", "", *checklist(state, result)]
     if commits:
         lines += ["", "## Commits", ""]

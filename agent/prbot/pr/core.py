@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,8 +22,7 @@ from agent.prbot.pr.public import public_text
 from agent.prbot.pr.steps import CommitStep, plan_commits
 
 if TYPE_CHECKING:
-    from agent.migration.graph import ProgressFn
-    from agent.migration.runs import RunScheduler
+    from agent.migration.facade import ProgressFn, RunScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -53,16 +53,14 @@ def _commit_steps(wt: Path, base_sha: str, directory: str, steps: list[CommitSte
     return commits, note
 
 
-def make_pr(req: PrRequest, progress: ProgressFn | None = None, runs: RunScheduler | None = None) -> PrResult:
+def make_pr(req: PrRequest, progress: ProgressFn | None = None, runs: RunScheduler | None = None,
+            stop: threading.Event | None = None) -> PrResult:
     """Migrate ``req.path``'s committed base in a temporary worktree and commit it onto the branch (pushed
     with ``push_remote``). ``runs``: the scheduler of its background runs (the caller's, to stop them
-    when it gives up on the migration; a new one otherwise)."""
-    from agent.llm.config import resolve_limits
-    from agent.migration.early import new_migration_id
-    from agent.migration.facade import start
-    from agent.migration.records import MigrationRecord
-    from agent.migration.state import MigrationOptions, edits_of, outputs_of, plan_of, with_llm_limits
-    from agent.migration.workspace import DEFAULT_STATE_DIR, state_dir
+    when it gives up on the migration; a new one otherwise); ``stop``: the event that cancels the
+    migration (``agent.migration.facade.cancel``)."""
+    from agent.migration.facade import DEFAULT_STATE_DIR, new_migration_id, options_for, start, state_dir
+    from agent.migration.records import ACCELERATOR, MigrationRecord
 
     path = Path(req.path).expanduser()
     top = gitops.toplevel(path)
@@ -73,8 +71,7 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None, runs: RunSchedul
         raise PrRefused(f"{directory} is not in the committed {base}; ferry pr works from the committed base, "
                         "commit it first")
     gitops.refuse_dirty(top, rel)
-    opts_device = "tpx"
-    branch = req.branch or f"ferry/migrate-{opts_device}"
+    branch = req.branch or f"ferry/migrate-{ACCELERATOR}"
     gitops.check_branch_name(top, branch)
     mid = new_migration_id()
     out = Path(req.out_dir) if req.out_dir else Path(tempfile.mkdtemp(prefix="ferry-pr-"))
@@ -83,21 +80,20 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None, runs: RunSchedul
     commits: list[CommitInfo] = []
     note = head = None
     with gitops.worktree(top, base_sha) as wt:
-        opts = MigrationOptions(source=str(wt / rel), run_command=req.run_command, test_command=req.test_command,
-                                out_dir=str(out), state_dir=str(state_dir(req.state_dir or DEFAULT_STATE_DIR)),
-                                llm=req.llm, device=req.device, skip_rules=req.skip_rules, python=req.python,
-                                env=req.env, cwd=req.cwd)
-        opts = with_llm_limits(opts, resolve_limits({}))  # FERRY_LLM_* or the defaults
-        state = start(opts, migration_id=mid, progress=progress, runs=runs)
-        outputs = outputs_of(state)
+        opts = options_for(source=str(wt / rel), run_command=req.run_command, test_command=req.test_command,
+                           out_dir=str(out), state_dir=str(state_dir(req.state_dir or DEFAULT_STATE_DIR)),
+                           llm=req.llm, device=req.device, skip_rules=req.skip_rules, python=req.python,
+                           env=req.env, cwd=req.cwd)  # the model's limits: FERRY_LLM_* or the defaults
+        state = start(opts, migration_id=mid, progress=progress, runs=runs, stop=stop)
+        outputs = state.outputs
         if outputs is None:
-            raise PrRefused(f"the migration {mid} wrote no outputs ({state.get('status')}: {state.get('summary')})")
+            raise PrRefused(f"the migration {mid} wrote no outputs ({state.status}: {state.summary})")
         result = MigrationRecord.model_validate_json(Path(outputs.result).read_text(encoding="utf-8"))
         patch = Path(outputs.patch).read_text(encoding="utf-8")
-        plan = plan_of(state)
-        device = plan.target if plan is not None else opts_device
+        plan = state.plan
+        device = plan.target if plan is not None else ACCELERATOR
         if result.status == "migrated" and patch.strip():
-            commits, note = _commit_steps(wt, base_sha, directory, plan_commits(edits_of(state)), patch, env)
+            commits, note = _commit_steps(wt, base_sha, directory, plan_commits(state.edits), patch, env)
             head = commits[-1].sha
     old = gitops.branch_head(top, branch)
     # a fresh clone (CI, the service) has the branch only as the remote's: that is what a re-run compares with

@@ -11,9 +11,7 @@ from fastapi import APIRouter, HTTPException, status
 from agent.chat import intents
 from agent.errors import LLMFailure
 from agent.llm.config import configured as llm_configured
-from agent.migration.facade import UnknownMigration, load
-from agent.migration.records import ScanDigest
-from agent.migration.state import edits_of
+from agent.migration.facade import MigrationSnapshot, UnknownMigration, load
 from agent.policy.catalogue import known_rules
 from agent.redact import shipped_docs
 from agent.service.deps import SessionDep, SettingsDep, StoreDep
@@ -30,14 +28,14 @@ RESTARTABLE: tuple[SessionState, ...] = ("finished", "failed")
 
 def facts_of(row: SessionRow, settings: ServiceSettings) -> intents.SessionFacts:
     try:
-        state: dict[str, Any] = load(row.migration_id, settings.data_dir)
+        state = load(row.migration_id, settings.data_dir)
     except UnknownMigration:
-        state = {}
+        state = MigrationSnapshot()
     o = row.options
-    scan = ScanDigest.model_validate(state["scan"]) if state.get("scan") else None
+    scan = state.scan
     return intents.SessionFacts(state=row.state, status=row.status, summary=row.summary, run=o.run, test=o.test,
-                             device=o.device, skip_rules=list(o.skip_rules), edits=edits_of(state),
-                             interrupts=list(state.get("interrupts") or []), rules=known_rules(),
+                             device=o.device, skip_rules=list(o.skip_rules), edits=state.edits,
+                             interrupts=[q.data() for q in state.interrupts], rules=known_rules(),
                              findings=scan.findings if scan else [])
 
 

@@ -9,9 +9,8 @@ from fastapi import APIRouter, HTTPException, Response, status
 from fastapi.responses import StreamingResponse
 
 from agent.migration import records
-from agent.migration.facade import UnknownMigration, load
+from agent.migration.facade import MigrationSnapshot, UnknownMigration, load
 from agent.migration.render import notable_rows
-from agent.migration.state import outputs_of, parity_of, profile_of
 from agent.service import archive
 from agent.service.deps import SessionDep, SettingsDep
 from agent.service.schemas import MAX_PARITY_ROWS, ErrorDetail, Result
@@ -24,7 +23,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorDetail, "description": "the session has not finished"}}
 
 
-def _state(row: SessionRow, settings: SettingsDep) -> dict[str, Any]:
+def _state(row: SessionRow, settings: SettingsDep) -> MigrationSnapshot:
     if row.state != "finished":
         raise HTTPException(status.HTTP_409_CONFLICT, f"session {row.id} is {row.state}; its outputs come when "
                             "it has finished (watch its events)")
@@ -35,7 +34,7 @@ def _state(row: SessionRow, settings: SettingsDep) -> dict[str, Any]:
 
 
 def _output(row: SessionRow, settings: SettingsDep, which: str) -> str:
-    outputs = outputs_of(_state(row, settings))
+    outputs = _state(row, settings).outputs
     path = Path(getattr(outputs, which)) if outputs is not None else None
     if path is None or not path.is_file():
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"session {row.id} finished but its {which} is gone")
@@ -60,7 +59,7 @@ def get_result(row: SessionDep, settings: SettingsDep) -> Result:
     """result.json: the verdict, iterations, runs, edits, parity, profile, model usage."""
     state = _state(row, settings)
     record = records.MigrationRecord.model_validate_json(_output(row, settings, "result"))
-    parity, profile = parity_of(state), profile_of(state)
+    parity, profile = state.parity, state.profile
     return Result(id=row.id, status=record.status, summary=record.summary, result=record,
                   parity_rows=parity.rows()[:MAX_PARITY_ROWS] if parity is not None else [],
                   parity_notable=notable_rows(parity)[:MAX_PARITY_ROWS] if parity is not None else [],
@@ -72,7 +71,7 @@ def get_result(row: SessionDep, settings: SettingsDep) -> Result:
 def get_archive(row: SessionDep, settings: SettingsDep) -> StreamingResponse:
     """The migrated repository as tar.gz: the session's copy with the migration's edits (streamed as it is
     built; at most a few archives are built at once, the next one is answered 429)."""
-    edited: dict[str, str] = dict(_state(row, settings).get("files") or {})
+    edited = _state(row, settings).files
     try:
         body = archive.stream(row.id, repo_dir(settings, row.id), edited)
     except archive.Busy as exc:

@@ -13,8 +13,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 
 from agent.llm.config import configured as llm_configured
-from agent.migration.early import new_migration_id
-from agent.migration.facade import UnknownMigration, load
+from agent.migration.facade import UnknownMigration, load, new_migration_id
 from agent.service.approvals import files_from_diff
 from agent.service.bodies import read_create
 from agent.service.deps import OwnerDep, SessionDep, SettingsDep, StoreDep, WorkersDep
@@ -52,7 +51,7 @@ def view(row: SessionRow, store: SessionStore, settings: ServiceSettings, *, int
     questions: list[dict[str, Any]] = []
     if interrupts and row.state == "waiting_for_approval":
         try:
-            questions = shown_data(list(load(row.migration_id, settings.data_dir)["interrupts"]),
+            questions = shown_data([q.data() for q in load(row.migration_id, settings.data_dir).interrupts],
                                    session_paths(settings, row.id, row.attempt))
         except UnknownMigration:
             questions = []
