@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from agent.cli import DISK_LIMIT_HELP, environ, numbers
 
 if TYPE_CHECKING:
-    from agent.llm.config import LLMLimits
     from agent.migration.facade import MigrationOptions
+    from agent.model_settings import LLMLimits
 
 NAME = "migrate"
 HELP = "migrate a repository from CUDA to tpx: codemods, runs, fixes, parity, profile, patch + report"
@@ -61,7 +61,7 @@ def add_rewrite_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
     """The model's limits (each also an environment variable; a flag wins over it), for migrate and eval."""
-    from agent.llm.config import DEFAULTS, LIMIT_SOURCES
+    from agent.model_settings import DEFAULTS, LIMIT_SOURCES
 
     helps = {
         "request_timeout_s": ("SECONDS", numbers.seconds, "seconds per request, capped by the LLM wall budget left"),
@@ -82,7 +82,7 @@ def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
 def llm_limits(args: argparse.Namespace) -> LLMLimits:
     """The limits from the flags, else FERRY_LLM_*, else the defaults; a bad value is a CliError (exit 2)."""
     from agent.cli import CliError
-    from agent.llm.config import LIMIT_SOURCES, resolve_limits
+    from agent.model_settings import LIMIT_SOURCES, resolve_limits
 
     try:
         return resolve_limits({field: getattr(args, f"llm_{field}", None) for field in LIMIT_SOURCES})
@@ -105,8 +105,8 @@ def skipped_rules(ids: list[str]) -> list[str]:
 
 def build_options(args: argparse.Namespace) -> MigrationOptions:
     from agent.cli import CliError, disk_limit, output_dir
-    from agent.llm.config import configured
     from agent.migration.facade import DEFAULT_STATE_DIR, options_for, state_dir
+    from agent.model_settings import configured
     from tools.repopath import repo_path_problem
 
     src = Path(args.path).expanduser()

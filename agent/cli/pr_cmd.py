@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.cli import CliError, output_dir
     from agent.cli.migrate_cmd import llm_limits, skipped_rules
     from agent.cli.progress import Progress
-    from agent.llm.config import configured
+    from agent.model_settings import configured
     from agent.prbot.pr.core import make_pr
     from agent.prbot.pr.gitops import GitError, PushFailed
     from agent.prbot.pr.models import PrRefused, PrRequest

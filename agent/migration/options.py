@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from agent.llm.config import LLMLimits, configured, resolve_limits
+from agent.model_settings import LLMLimits, configured, resolve_limits
 
 #: the flat keys older checkpoints hold -> the field of LLMLimits each one is now
 LEGACY_LLM_KEYS: dict[str, str] = {
@@ -78,7 +78,7 @@ def options_for(*, source: str, run_command: str, state_dir: str, test_command: 
                 env: Mapping[str, str] | None = None, cwd: str | None = None) -> MigrationOptions:
     """The options of a new migration, every caller's: what it was not given gets the same default.
 
-    ``llm``: None uses the model when the environment names one (``agent.llm.config.configured``);
+    ``llm``: None uses the model when the environment names one (``agent.model_settings.configured``);
     ``llm_limits``: None takes FERRY_LLM_* else the defaults (a bad variable is a ValueError naming it).
     """
     return MigrationOptions(

@@ -65,8 +65,8 @@ def parity_outcome(report: ParityReport | None) -> ParityOutcome:
 def llm_usage_of(state: State) -> LLMUsage:
     """The model's use over the whole migration, with its estimated cost."""
     from agent.llm.client import Usage
-    from agent.llm.config import MODEL_ENV
     from agent.llm.prices import estimated_cost
+    from agent.model_settings import MODEL_ENV
 
     usage = Usage.of_counters(state.get("llm_usage") or {})
     opts = options_of(state)
