@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agent.ids import id_problem
 from agent.knowledge import KnowledgeError, record_fix
-from agent.migration.nodes.report import work_problem
+from agent.migration.device_work import work_problem
 from agent.migration.records import MigrationRecord
 from agent.migration.workspace import artifacts_root
 from agent.model_settings import LIMIT_SOURCES, LLMLimits
@@ -213,7 +213,7 @@ def grade_synthetic(case: SyntheticCase, record: MigrationRecord, out: Path) -> 
 
 def grade_real(record: MigrationRecord) -> tuple[str, str, float | None]:
     """A real case is resolved when its migrated run passes on tpx, does the program's work there (its
-    compute ops: ``agent.migration.nodes.report.work_problem``) and parity with the original passes.
+    compute ops: ``agent.migration.device_work.work_problem``) and parity with the original passes.
     The reason of one that is not says which failed, whether the original itself failed on CPU (then
     nothing could be compared), and ends with the migration's own summary (the failure's signature
     and line)."""

@@ -71,11 +71,10 @@ def _check_store(data_dir: Path) -> None:
     """Open the checkpoint store once, so a bad FERRY_DATABASE_URL or data dir fails here, not per request."""
     from agent.cli import CliError
     from agent.errors import FerryAgentError
-    from agent.migration.checkpoints import checkpointer
+    from agent.migration.facade import check_store
 
     try:
-        with checkpointer(data_dir):
-            pass
+        check_store(data_dir)
     except FerryAgentError as exc:  # already says what is wrong and what to do
         raise CliError(str(exc)) from exc
     except Exception as exc:  # sqlite: the data dir is not usable

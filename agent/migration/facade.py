@@ -19,7 +19,7 @@ from typing import Any
 from agent.errors import ToolUnavailable
 from agent.ids import check_id
 from agent.migration import adapters, early
-from agent.migration.checkpoints import checkpointer, describe_store, migration_ids, one_line
+from agent.migration.checkpoints import DATABASE_URL_ENV, checkpointer, describe_store, migration_ids, one_line
 from agent.migration.driver import config_for, drive, snapshot
 from agent.migration.early import new_migration_id
 from agent.migration.locks import MigrationLocked, migration_lock
@@ -29,10 +29,10 @@ from agent.migration.snapshot import INTERRUPT, ApprovalRequest, MigrationSnapsh
 from agent.migration.state import dump
 from agent.migration.workspace import DEFAULT_STATE_DIR, state_dir
 
-__all__ = ["DEFAULT_STATE_DIR", "INTERRUPT", "ApprovalRequest", "MigrationLocked", "MigrationOptions",
-           "MigrationSnapshot", "NodeUpdate", "ProgressFn", "RunScheduler", "StateView", "UnknownMigration", "cancel",
-           "initial_state", "list_migrations", "load", "new_migration_id", "options_for", "resume", "start",
-           "state_dir"]
+__all__ = ["DATABASE_URL_ENV", "DEFAULT_STATE_DIR", "INTERRUPT", "ApprovalRequest", "MigrationLocked",
+           "MigrationOptions", "MigrationSnapshot", "NodeUpdate", "ProgressFn", "RunScheduler", "StateView",
+           "UnknownMigration", "cancel", "check_store", "initial_state", "list_migrations", "load",
+           "new_migration_id", "options_for", "resume", "start", "state_dir"]
 
 
 class UnknownMigration(LookupError):
@@ -157,3 +157,11 @@ def cancel(migration_id: str, runs: RunScheduler, stop: threading.Event | None =
 def list_migrations(sdir: str | Path | None) -> list[str]:
     """Migration ids that have checkpoints in the store in use (SQLite or Postgres), newest first."""
     return migration_ids(state_dir(sdir))
+
+
+def check_store(sdir: str | Path | None) -> str:
+    """Open the checkpoint store once (a bad ``FERRY_DATABASE_URL`` or state dir raises here, not in the
+    middle of a migration); returns where the checkpoints are, credentials hidden."""
+    with checkpointer(state_dir(sdir)):
+        pass
+    return describe_store(state_dir(sdir))

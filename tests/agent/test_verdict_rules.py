@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.migration.device_work import DEVICE_SHARE_MIN
 from agent.migration.facade import load
-from agent.migration.nodes.report import DEVICE_SHARE_MIN, final_status
+from agent.migration.nodes.report import final_status
 from agent.migration.records import CpuCheck, DeviceWork, Edit, MigrationRecord, Plan, ReviewItem, RunRecord, ScanDigest
 from agent.migration.state import MigrationOptions, dump
 from tools.parity.models import ParityReport

@@ -23,16 +23,15 @@ def healthz() -> Health:
 
 def _checks(settings: ServiceSettings, store: SessionStore) -> dict[str, str]:
     """Each check as 'ok: where' or 'fail: why', every credential of the database address hidden."""
-    from agent.migration.checkpoints import DATABASE_URL_ENV, checkpointer, describe_store
+    from agent.migration.facade import DATABASE_URL_ENV, check_store
     from agent.redact import scrub
     from sandbox.isolation import SandboxUnavailable, choose
 
     checks: dict[str, str] = {}
     try:
         store.ping()
-        with checkpointer(settings.data_dir):
-            pass
-        checks["database"] = f"ok: sessions in {store.path.name}, checkpoints in {describe_store(settings.data_dir)}"
+        where = check_store(settings.data_dir)
+        checks["database"] = f"ok: sessions in {store.path.name}, checkpoints in {where}"
     except Exception as exc:  # any failure is a 'fail' here, never a 500
         why = scrub(f"{type(exc).__name__}: {' '.join(str(exc).split())}", os.environ.get(DATABASE_URL_ENV))
         checks["database"] = f"fail: {why[:MAX_DETAIL]}"
