@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from agent.errors import Status
 from agent.migration.records import EditKind
+from agent.migration.state import State, diagnosis_json, proposal_json
 from agent.migration.workspace import current_text
 from tools.codemods.fixes import FixResult, syntax_error
 from tools.parity.models import ParityReport
@@ -169,3 +170,15 @@ def first_site_fix(ctx: FixContext, diag: Diagnosis, *, rule: str, fix: Callable
         return make_proposal(ctx, rule=rule, kind="policy", site=site, new_files={frame.file: new},
                              reason=reason(site))
     return None
+
+
+def diagnosis_of(state: State) -> Diagnosis | None:
+    """The migration state's stored diagnosis (None: none)."""
+    raw = diagnosis_json(state)
+    return Diagnosis.model_validate(raw) if raw else None
+
+
+def proposal_of(state: State) -> Proposal | None:
+    """The migration state's next edit to apply (None: none)."""
+    raw = proposal_json(state)
+    return Proposal.model_validate(raw) if raw else None

@@ -16,7 +16,7 @@ from typing import Any
 from agent.errors import FerryAgentError
 from agent.migration.nodes.common import SUMMARY, Update, step
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, last_run, options_of, reference_of
+from agent.migration.state import MigrationState, last_run, options_of, reference_of, summary_of
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def explanation_prompt(state: MigrationState) -> str:
     """What the model is told: the deterministic finding with its exact command, and the failing run's error."""
     opts = options_of(state)
     run = last_run(state) or reference_of(state)
-    parts = [f"Ferry's finding (deterministic): {state.get('summary') or ''}", f"Run command: {opts.run_command}"]
+    parts = [f"Ferry's finding (deterministic): {summary_of(state) or ''}", f"Run command: {opts.run_command}"]
     if opts.test_command:
         parts.append(f"Test command: {opts.test_command}")
     if opts.python:
@@ -53,7 +53,7 @@ def llm_explain(state: MigrationState, runs: RunScheduler) -> Update:
     from agent.llm.client import ChatClient
     from agent.migration.nodes.llm_fix import model_client
 
-    summary = state.get("summary") or ""
+    summary = summary_of(state) or ""
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                       {"role": "user", "content": explanation_prompt(state)}]
     client: ChatClient | None = None
