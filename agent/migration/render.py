@@ -9,7 +9,6 @@ chose (summaries quoting trace messages, probe keys, finding titles) is escaped 
 
 from __future__ import annotations
 
-import os
 import re
 
 from agent.migration.records import (
@@ -47,6 +46,7 @@ from agent.migration.state import (
     steps_of,
     summary_of,
 )
+from agent.settings import settings
 from tools.parity.models import ParityReport, TensorComparison
 from tools.patch import FileChange
 from tools.profile.models import ProfileReport
@@ -72,12 +72,11 @@ def parity_outcome(report: ParityReport | None) -> ParityOutcome:
 def llm_usage_of(state: State) -> LLMUsage:
     """The model's use over the whole migration, with its estimated cost."""
     from agent.llm.client import Usage
-    from agent.llm.config import MODEL_ENV
     from agent.llm.prices import estimated_cost
 
     usage = Usage.of_counters(llm_counters_of(state))
     opts = options_of(state)
-    model = (opts.llm_model or os.environ.get(MODEL_ENV)) if opts.llm or usage.calls else None
+    model = (opts.llm_model or settings().llm.model) if opts.llm or usage.calls else None
     return LLMUsage(calls=usage.calls, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
                     total_tokens=usage.tokens, retries=usage.retries, wall_s=round(usage.wall_s, 3),
                     failures=usage.failures, model=model,
