@@ -31,8 +31,8 @@ from agent.ids import id_problem
 from agent.knowledge import KnowledgeError, record_fix
 from agent.llm.config import LIMIT_SOURCES, LLMLimits
 from agent.migration.nodes.report import work_problem
+from agent.migration.paths import artifacts_root
 from agent.migration.records import MigrationRecord
-from agent.migration.workspace import artifacts_root
 from evals.cases import Case, RealCase, Suite, SyntheticCase, slug
 from evals.grading import GradingError, grade
 from evals.prices import Prices

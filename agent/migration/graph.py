@@ -52,9 +52,9 @@ from agent.migration.nodes.report import report
 from agent.migration.nodes.rewrite import rewrite
 from agent.migration.nodes.scan import scan
 from agent.migration.nodes.target import target_run, tests
+from agent.migration.paths import DEFAULT_STATE_DIR, state_dir  # noqa: F401  (part of this module's API)
 from agent.migration.runs import RunScheduler
 from agent.migration.state import MigrationState
-from agent.migration.workspace import DEFAULT_STATE_DIR, state_dir  # noqa: F401  (part of this module's API)
 
 
 @dataclass

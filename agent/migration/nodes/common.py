@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 from agent.errors import BudgetExhausted, FerryAgentError
 from agent.migration import adapters
 from agent.migration.entry import entry_file, notebooks_named
+from agent.migration.paths import run_artifacts, workspaces_root
 from agent.migration.records import RunPhase, Step
 from agent.migration.runs import RunScheduler
 from agent.migration.state import (
@@ -29,7 +30,7 @@ from agent.migration.state import (
     tried_of,
     workspace_of,
 )
-from agent.migration.workspace import artifacts_root, materialise, workspaces_root
+from agent.migration.workspace import materialise
 from agent.policy.base import Diagnosis, FixContext, Frame
 from tools.patch import list_source_files
 from tools.runner.models import RunResult
@@ -110,7 +111,7 @@ def ensure_workspace(state: MigrationState) -> Path:
 
 def artifacts_dir(state: MigrationState, label: str) -> Path:
     opts = options_of(state)
-    return artifacts_root(opts.state_dir, migration_id_of(state)) / label
+    return run_artifacts(opts.state_dir, migration_id_of(state), label)
 
 
 def relative_to_repo(path: str, known: list[str]) -> str | None:

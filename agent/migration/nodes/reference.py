@@ -20,6 +20,7 @@ from agent.migration.budget import Clock, ensure_time_for, run_timeout
 from agent.migration.environment import environment_failure, rendezvous_failure
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, diagnosis_from_run, source_of, step
 from agent.migration.nodes.golden import start_golden
+from agent.migration.paths import REFERENCE_LABEL
 from agent.migration.records import RunRecord
 from agent.migration.runs import RunScheduler, finished
 from agent.migration.state import MigrationState, dump, migration_id_of, options_of, reference_of, reference_pending_of
@@ -28,7 +29,7 @@ from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
 
-LABEL = early.REFERENCE_LABEL
+LABEL = REFERENCE_LABEL
 
 
 def reference_key(state: MigrationState) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from agent.errors import Status
 from agent.migration.nodes.common import SUMMARY, Update, counted, step
 from agent.migration.nodes.reference import cancel_reference
+from agent.migration.paths import run_artifacts
 from agent.migration.records import DeviceWork, Outputs
 from agent.migration.render import report_markdown, result_of
 from agent.migration.runs import RunScheduler
@@ -30,7 +31,6 @@ from agent.migration.state import (
     status_of,
     summary_of,
 )
-from agent.migration.workspace import artifacts_root
 from tools.parity.models import ParityReport
 from tools.patch import Patch, PatchRequest, build_patch, git_apply
 
@@ -181,7 +181,7 @@ def report(state: MigrationState, runs: RunScheduler) -> Update:
             final["summary"] = summary
     # The state dir's copy first: it is what `ferry resume` and the service read, and where the
     # user finds the outputs when their --out cannot be written.
-    out_dirs = [artifacts_root(opts.state_dir, migration_id_of(state)) / "out"]
+    out_dirs = [run_artifacts(opts.state_dir, migration_id_of(state), "out")]
     if opts.out_dir:
         out_dirs.append(Path(opts.out_dir).expanduser())
     outputs: Outputs | None = None
