@@ -8,11 +8,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-import agent.settings as settings_module
 from agent.prbot.github.config import GitHubConfig
 from agent.service.origins import host_entry
 from agent.service.uploads import UploadLimits
 from agent.settings import DEFAULT_BODY_IDLE_S, DEFAULT_BODY_TOTAL_S, DEFAULT_HEADER_S, settings, settings_of
+from agent.settings import SettingsError as VariableError
 from tools.repopath import repo_path_problem
 
 TOKENS_ENV = "FERRY_API_TOKENS"
@@ -24,8 +24,9 @@ LOCAL_OWNER = "local"
 _OWNER = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # every caller's name when no token is configured (loopback only)
 
 
-class SettingsError(settings_module.SettingsError):
-    """A configuration value is wrong; the message names the flag or variable and what to give."""
+class SettingsError(VariableError):
+    """A configuration value is wrong; the message names the flag or variable and what to give (a kind of
+    agent.settings' SettingsError: one ``except`` catches a bad flag and a bad variable)."""
 
 
 class ServiceSettings(BaseModel):
