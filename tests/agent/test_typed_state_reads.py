@@ -23,14 +23,13 @@ SCANNED_PACKAGES: tuple[str, ...] = (
 
 def raw_state_reads(source: str, filename: str = "<source>") -> list[int]:
     """Line numbers of ``state[...]`` and ``state.get(...)`` in ``source``."""
-    lines = []
-    for node in ast.walk(ast.parse(source, filename)):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "state":
-            lines.append(node.lineno)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-              and isinstance(node.func.value, ast.Name) and node.func.value.id == "state"):
-            lines.append(node.lineno)
-    return sorted(lines)
+    def is_state(node: ast.expr) -> bool:
+        return isinstance(node, ast.Name) and node.id == "state"
+
+    return sorted(node.lineno for node in ast.walk(ast.parse(source, filename))
+                  if (isinstance(node, ast.Subscript) and is_state(node.value))
+                  or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                      and is_state(node.func.value)))
 
 
 def scanned_modules() -> list[Path]:
