@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.cli import numbers
+from agent.settings import settings
 
 if TYPE_CHECKING:
     from evals.cases import Suite
@@ -123,11 +123,11 @@ def _run(args: argparse.Namespace, suite: Suite, out: Path) -> int:
         from agent.cli.migrate_cmd import llm_limits
         from evals.harness import LLMSettings
 
-        model = args.llm_model or os.environ.get("FERRY_LLM_MODEL")
+        model = args.llm_model or settings().llm.model
         if not model:
             raise CliError("--policy llm needs a model: pass --llm-model or set FERRY_LLM_MODEL (and --llm-base-url "
                            "or FERRY_LLM_BASE_URL for a server other than OpenAI's)")
-        llm = LLMSettings(model=model, base_url=args.llm_base_url or os.environ.get("FERRY_LLM_BASE_URL") or None,
+        llm = LLMSettings(model=model, base_url=args.llm_base_url or settings().llm.base_url or None,
                           limits=llm_limits(args))
     mirror = Path(args.mirror).expanduser() if args.mirror else None
     if mirror is not None and not mirror.is_dir():

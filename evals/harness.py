@@ -30,10 +30,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agent.ids import id_problem
 from agent.knowledge import KnowledgeError, record_fix
+from agent.llm.config import LIMIT_SOURCES, LLMLimits
 from agent.migration.device_work import work_problem
+from agent.migration.paths import artifacts_root
 from agent.migration.records import MigrationRecord
-from agent.migration.workspace import artifacts_root
-from agent.model_settings import LIMIT_SOURCES, LLMLimits
 from evals.cases import Case, RealCase, Suite, SyntheticCase, slug
 from evals.grading import GradingError, grade
 from evals.prices import Prices

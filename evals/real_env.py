@@ -41,6 +41,8 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from agent.settings import settings
+
 logger = logging.getLogger(__name__)
 
 BUILDER_VERSION = 1  # part of every venv's key: a change here rebuilds them all
@@ -64,8 +66,9 @@ class VenvError(RuntimeError):
 
 def cache_root() -> Path:
     """Where case venvs live: ``$FERRY_EVAL_VENV_CACHE``, else ``$XDG_CACHE_HOME/ferry/eval-venvs``."""
-    if os.environ.get("FERRY_EVAL_VENV_CACHE"):
-        return Path(os.environ["FERRY_EVAL_VENV_CACHE"]).expanduser()
+    given = settings().evals.venv_cache
+    if given:
+        return Path(given).expanduser()
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "ferry" / "eval-venvs"
 

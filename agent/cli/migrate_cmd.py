@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.cli import DISK_LIMIT_HELP, environ, numbers
+from agent.settings import settings
 
 if TYPE_CHECKING:
+    from agent.llm.config import LLMLimits
     from agent.migration.facade import MigrationOptions
-    from agent.model_settings import LLMLimits
 
 NAME = "migrate"
 HELP = "migrate a repository from CUDA to tpx: codemods, runs, fixes, parity, profile, patch + report"
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "cannot finish in it is not started (ends failed_budget with its report; default: none)")
     parser.add_argument("--seed", type=numbers.seed, default=0, help="seed for the reference and target runs")
     parser.add_argument("--disk-limit", default=None, metavar="SIZE", help=DISK_LIMIT_HELP.replace("a run", "each run"))
-    parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"),
+    parser.add_argument("--state-dir", metavar="DIR", default=settings().paths.state_dir,
                         help="checkpoints and workspaces (default ~/.ferry or $FERRY_STATE_DIR)")
     parser.add_argument("--id", dest="migration_id", metavar="ID", help="migration id (default: generated)")
     parser.add_argument("--llm-model", help="model name (default $FERRY_LLM_MODEL)")
@@ -61,7 +61,7 @@ def add_rewrite_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
     """The model's limits (each also an environment variable; a flag wins over it), for migrate and eval."""
-    from agent.model_settings import DEFAULTS, LIMIT_SOURCES
+    from agent.llm.config import DEFAULTS, LIMIT_SOURCES
 
     helps = {
         "request_timeout_s": ("SECONDS", numbers.seconds, "seconds per request, capped by the LLM wall budget left"),
@@ -82,7 +82,7 @@ def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
 def llm_limits(args: argparse.Namespace) -> LLMLimits:
     """The limits from the flags, else FERRY_LLM_*, else the defaults; a bad value is a CliError (exit 2)."""
     from agent.cli import CliError
-    from agent.model_settings import LIMIT_SOURCES, resolve_limits
+    from agent.llm.config import LIMIT_SOURCES, resolve_limits
 
     try:
         return resolve_limits({field: getattr(args, f"llm_{field}", None) for field in LIMIT_SOURCES})
@@ -105,8 +105,8 @@ def skipped_rules(ids: list[str]) -> list[str]:
 
 def build_options(args: argparse.Namespace) -> MigrationOptions:
     from agent.cli import CliError, disk_limit, output_dir
+    from agent.llm.config import configured
     from agent.migration.facade import DEFAULT_STATE_DIR, options_for, state_dir
-    from agent.model_settings import configured
     from tools.repopath import repo_path_problem
 
     src = Path(args.path).expanduser()
@@ -127,7 +127,7 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
     use_llm = (args.llm or configured()) and not args.offline
     if args.llm and args.offline:
         raise CliError("--llm and --offline contradict each other; pick one")
-    if use_llm and not (args.llm_model or os.environ.get("FERRY_LLM_MODEL")):
+    if use_llm and not (args.llm_model or settings().llm.model):
         raise CliError("--llm needs a model: set FERRY_LLM_MODEL (and FERRY_LLM_BASE_URL for a non-OpenAI server) "
                        "or pass --llm-model")
     out = str(output_dir(args.out, "--out")) if args.out else None
@@ -146,7 +146,7 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
         run_timeout_s=args.run_timeout, seed=args.seed,
         max_wall_s=args.max_wall, disk_limit_bytes=disk_limit(getattr(args, "disk_limit", None)),
         llm_limits=limits,
-        llm_model=(args.llm_model or os.environ.get("FERRY_LLM_MODEL")) if use_llm else args.llm_model,
+        llm_model=(args.llm_model or settings().llm.model) if use_llm else args.llm_model,
         llm_base_url=args.llm_base_url,
         python=own.python, env=own.env, cwd=own.cwd,
     )

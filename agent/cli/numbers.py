@@ -2,16 +2,13 @@
 
 ``type=`` of a flag: argparse calls it on the text and turns the ArgumentTypeError into exit 2 with
 ``argument --flag: <message>``, so a ``nan``, ``inf``, negative or huge value never reaches a model or
-a sandbox. Environment defaults go through :func:`from_env` with the variable's name.
+a sandbox. Environment defaults come from :mod:`agent.settings`, which names the variable.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
-import sys
-from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -116,15 +113,3 @@ def non_negative_seconds(text: str) -> float:
     if value > MAX_SECONDS:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:.0f} seconds, got {_shown(_text(text))}")
     return value
-
-
-def from_env(name: str, parse: Callable[[str], T], default: T) -> T:
-    """A flag's default from ``$name`` through the flag's own type; a bad value exits 2 naming the variable."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return parse(raw)
-    except argparse.ArgumentTypeError as exc:
-        sys.stderr.write(f"ferry: error: ${name} {exc}\n")  # argparse's form: usage error, exit 2
-        raise SystemExit(2) from None

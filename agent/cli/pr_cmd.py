@@ -5,13 +5,13 @@ the work; the user's checkout and other branches are never touched."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from agent.cli import environ
 from agent.cli.migrate_cmd import add_rewrite_arguments
 from agent.prbot.pr.models import GitIdentity
+from agent.settings import settings
 
 NAME = "pr"
 HELP = "migrate a git repo into a reviewable branch (one commit per step) and write the pull-request text"
@@ -29,12 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test", metavar="CMD", help="the test command")
     parser.add_argument("--out", metavar="DIR",
                         help="where pr.md, ferry.patch, report.md, result.json go (default: a temp dir)")
-    parser.add_argument("--author", metavar="'NAME <EMAIL>'", default=os.environ.get(AUTHOR_ENV),
+    parser.add_argument("--author", metavar="'NAME <EMAIL>'", default=settings().git.author,
                         help=f"the commits' author (default ${AUTHOR_ENV}, else Ferry <ferry@localhost>)")
-    parser.add_argument("--committer", metavar="'NAME <EMAIL>'", default=os.environ.get(COMMITTER_ENV),
+    parser.add_argument("--committer", metavar="'NAME <EMAIL>'", default=settings().git.committer,
                         help=f"the commits' committer (default ${COMMITTER_ENV}, else the author)")
     parser.add_argument("--llm", action="store_true", help="let a model fix what the offline rules cannot")
-    parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"))
+    parser.add_argument("--state-dir", metavar="DIR", default=settings().paths.state_dir)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     add_rewrite_arguments(parser)  # --device, --skip-rule: as ferry migrate's
     environ.add_arguments(parser)  # --python, --env, --cwd (relative to PATH): as ferry migrate's
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.cli import CliError, output_dir
     from agent.cli.migrate_cmd import llm_limits, skipped_rules
     from agent.cli.progress import Progress
-    from agent.model_settings import configured
+    from agent.llm.config import configured
     from agent.prbot.pr.core import make_pr
     from agent.prbot.pr.gitops import GitError, PushFailed
     from agent.prbot.pr.models import PrRefused, PrRequest

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
+
+from agent.settings import settings
 
 NAME = "resume"
 HELP = "continue a migration from its last checkpoint (after a crash, or to answer an approval)"
@@ -12,7 +13,7 @@ HELP = "continue a migration from its last checkpoint (after a crash, or to answ
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("migration_id", metavar="ID", nargs="?", help="the migration id printed by ferry migrate")
-    parser.add_argument("--state-dir", metavar="DIR", default=os.environ.get("FERRY_STATE_DIR"),
+    parser.add_argument("--state-dir", metavar="DIR", default=settings().paths.state_dir,
                         help="where the checkpoints are (default ~/.ferry or $FERRY_STATE_DIR)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--approve", action="store_true", help="approve the pending edit")

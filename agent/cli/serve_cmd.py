@@ -11,40 +11,50 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli import numbers
+from agent.settings import (
+    DEFAULT_BODY_IDLE_S,
+    DEFAULT_BODY_TOTAL_S,
+    DEFAULT_HEADER_S,
+    ServiceEnv,
+    SettingsError,
+    settings,
+)
 
 logger = logging.getLogger(__name__)
-DEFAULT_HEADER_S = 30.0  # agent.service.deadlines (not imported here: `ferry --help` stays light)
-DEFAULT_BODY_IDLE_S = 60.0
-DEFAULT_BODY_TOTAL_S = 600.0
 
 NAME = "serve"
 HELP = "run the HTTP service: chat-style migration sessions (tokens from FERRY_API_TOKENS)"
 
 
-def _env_int(name: str, default: int | None) -> int | None:
-    """A whole-number flag's default from ``$name`` (a bad value exits 2 naming the variable)."""
-    return numbers.from_env(name, numbers.positive_int, default)
+def _defaults() -> ServiceEnv:
+    """The flags' defaults from the environment (agent.settings); a bad value exits 2 naming the variable."""
+    try:
+        return settings().service
+    except SettingsError as exc:
+        sys.stderr.write(f"ferry: error: {exc}\n")  # argparse's form: usage error, exit 2
+        raise SystemExit(2) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    env = _defaults()
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=numbers.port, default=8765,
                         help="port (default 8765; 0 picks a free one, printed with --json)")
     parser.add_argument("--data-dir", "--state-dir", dest="data_dir", metavar="DIR",
-                        default=os.environ.get("FERRY_DATA_DIR"),
+                        default=env.data_dir,
                         help="sessions, workspaces, outputs, checkpoints (default $FERRY_DATA_DIR or ~/.ferry/service)")
     parser.add_argument("--allow-root", metavar="DIR", action="append", default=None,
                         help="a server directory whose repositories clients may name by path (repeatable; "
                              "default $FERRY_ALLOW_ROOTS, ':'-separated, else none: uploads only)")
-    parser.add_argument("--workers", type=numbers.positive_int, default=_env_int("FERRY_WORKERS", None),
+    parser.add_argument("--workers", type=numbers.positive_int, default=env.workers,
                         help="sessions migrated at once (default $FERRY_WORKERS, else the number of cores)")
-    parser.add_argument("--queue", type=numbers.positive_int, default=_env_int("FERRY_QUEUE", 64),
+    parser.add_argument("--queue", type=numbers.positive_int, default=env.queue,
                         help="sessions waiting for a worker before new ones get 429 (default $FERRY_QUEUE or 64)")
-    parser.add_argument("--max-upload-mb", type=numbers.positive_int, default=_env_int("FERRY_MAX_UPLOAD_MB", 50),
+    parser.add_argument("--max-upload-mb", type=numbers.positive_int, default=env.max_upload_mb,
                         help="largest archive accepted (default $FERRY_MAX_UPLOAD_MB or 50)")
-    parser.add_argument("--max-files", type=numbers.positive_int, default=_env_int("FERRY_MAX_FILES", 5000),
+    parser.add_argument("--max-files", type=numbers.positive_int, default=env.max_files,
                         help="most files in an upload (default $FERRY_MAX_FILES or 5000)")
-    parser.add_argument("--max-unpacked-mb", type=numbers.positive_int, default=_env_int("FERRY_MAX_UNPACKED_MB", 500),
+    parser.add_argument("--max-unpacked-mb", type=numbers.positive_int, default=env.max_unpacked_mb,
                         help="most bytes an upload unpacks to (default $FERRY_MAX_UNPACKED_MB or 500)")
     parser.add_argument("--python", metavar="PATH", action="append", default=[],
                         help="an interpreter sessions may name in 'python' (repeatable; default: only Ferry's own)")
@@ -53,15 +63,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the name a proxy or GitHub uses (repeatable; default $FERRY_ALLOWED_HOSTS, "
                              "comma-separated)")
     parser.add_argument("--header-timeout", metavar="SECONDS", type=numbers.seconds,
-                        default=numbers.from_env("FERRY_HEADER_TIMEOUT", numbers.seconds, DEFAULT_HEADER_S),
+                        default=env.header_timeout,
                         help="a request's line and headers must arrive within this, else the connection is "
                              f"closed (default $FERRY_HEADER_TIMEOUT or {DEFAULT_HEADER_S:g})")
     parser.add_argument("--body-timeout", metavar="SECONDS", type=numbers.seconds,
-                        default=numbers.from_env("FERRY_BODY_TIMEOUT", numbers.seconds, DEFAULT_BODY_IDLE_S),
+                        default=env.body_timeout,
                         help="longest pause in a request body before the connection is closed (default "
                              f"$FERRY_BODY_TIMEOUT or {DEFAULT_BODY_IDLE_S:g})")
     parser.add_argument("--body-total-timeout", metavar="SECONDS", type=numbers.seconds,
-                        default=numbers.from_env("FERRY_BODY_TOTAL_TIMEOUT", numbers.seconds, DEFAULT_BODY_TOTAL_S),
+                        default=env.body_total_timeout,
                         help="longest time a request body may take in all, however steadily it arrives (default "
                              f"$FERRY_BODY_TOTAL_TIMEOUT or {DEFAULT_BODY_TOTAL_S:g})")
     parser.add_argument("--json", action="store_true", help="print the listening address as JSON before serving")
@@ -96,7 +106,7 @@ def _settings(args: argparse.Namespace) -> Any:
     from tools.runner.interpreter import InterpreterError, inspect_interpreter
 
     roots = args.allow_root if args.allow_root is not None else \
-        [r for r in os.environ.get("FERRY_ALLOW_ROOTS", "").split(os.pathsep) if r.strip()]
+        settings().service.allow_root_list()
     pythons = []
     for path in args.python:
         try:

@@ -26,6 +26,7 @@ from pathlib import Path
 from agent.errors import ToolUnavailable
 from agent.knowledge.fixes import all_fixes, fixes_key
 from agent.knowledge.sources import code_terms, default_checkout, gather, source_files
+from agent.migration.paths import knowledge_dir
 
 logger = logging.getLogger(__name__)
 
@@ -103,10 +104,7 @@ class Match:
 
 def default_dir() -> Path:
     """``$FERRY_KB_PATH``, else ``knowledge`` in Ferry's default state dir."""
-    from agent.migration.workspace import DEFAULT_STATE_DIR
-
-    env = os.environ.get(ENV_PATH)
-    return Path(env).expanduser() if env else DEFAULT_STATE_DIR.expanduser() / "knowledge"
+    return knowledge_dir()
 
 
 def signature_kinds(text: str) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 from agent.errors import FerryAgentError
 from agent.llm.client import ChatClient, Reply
 from agent.llm.prompts import CHAT_SYSTEM, ENVIRONMENT_SYSTEM
-from agent.migration.state import MigrationState, last_run, options_of, reference_of
+from agent.migration.state import MigrationState, last_run, options_of, reference_of, summary_of
 
 MAX_EXPLANATION = 2000  # characters of the model's explanation kept
 
@@ -21,7 +21,7 @@ def explanation_prompt(state: MigrationState) -> str:
     """What the model is told: the deterministic finding with its exact command, and the failing run's error."""
     opts = options_of(state)
     run = last_run(state) or reference_of(state)
-    parts = [f"Ferry's finding (deterministic): {state.get('summary') or ''}", f"Run command: {opts.run_command}"]
+    parts = [f"Ferry's finding (deterministic): {summary_of(state) or ''}", f"Run command: {opts.run_command}"]
     if opts.test_command:
         parts.append(f"Test command: {opts.test_command}")
     if opts.python:

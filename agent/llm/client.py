@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field, ValidationError
 from agent.errors import BudgetExhausted, LLMFailure
 from agent.llm.config import LLMConfig, from_env
 from agent.migration.budget import time_left
-from agent.migration.state import MigrationState, options_of
+from agent.migration.state import MigrationState, llm_counters_of, options_of
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
@@ -319,4 +319,4 @@ def model_client(state: MigrationState) -> ChatClient:
     opts = options_of(state)
     cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=opts.llm_limits)
     left = time_left(state)
-    return ChatClient(cfg, state.get("llm_usage") or {}, wall_left=None if left is None else max(1.0, left))
+    return ChatClient(cfg, llm_counters_of(state), wall_left=None if left is None else max(1.0, left))

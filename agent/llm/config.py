@@ -1,17 +1,33 @@
-"""Where the model is: the server, model name and key a migration's model calls use, with its limits.
+"""Where the model is and how much of it a migration may use.
 
-The limits themselves and the environment variables that name the server are in
-``agent.model_settings`` (a migration's options hold the limits).
+The limits (per-request timeout, retries, backoff, the LLM wall budget, calls, tokens, reply size)
+come from ``ferry migrate``'s flags, else the environment (``FERRY_LLM_*``), else the defaults
+in :mod:`agent.settings`; :func:`resolve_limits` checks each and names the flag or variable that is wrong.
 """
 
 from __future__ import annotations
 
-import os
-
 from pydantic import Field
 
 from agent.errors import LLMFailure
-from agent.model_settings import BASE_URL_ENV, DEFAULTS, KEY_ENVS, MODEL_ENV, LLMLimits
+from agent.settings import DEFAULTS, LIMIT_SOURCES, LLMLimits, resolve_limits, settings
+
+__all__ = [
+    "BASE_URL_ENV",
+    "DEFAULTS",
+    "KEY_ENVS",
+    "LIMIT_SOURCES",
+    "MODEL_ENV",
+    "LLMConfig",
+    "LLMLimits",
+    "configured",
+    "from_env",
+    "resolve_limits",
+]
+
+BASE_URL_ENV = "FERRY_LLM_BASE_URL"
+MODEL_ENV = "FERRY_LLM_MODEL"
+KEY_ENVS = ("FERRY_LLM_API_KEY", "OPENAI_API_KEY")
 
 
 class LLMConfig(LLMLimits):
@@ -22,11 +38,17 @@ class LLMConfig(LLMLimits):
     max_turns: int = Field(default=12, ge=1, description="model turns per fix attempt")
 
 
+def configured() -> bool:
+    """Whether the environment names a model server (FERRY_LLM_BASE_URL + FERRY_LLM_MODEL + a key)."""
+    return settings().llm.configured()
+
+
 def from_env(*, model: str | None = None, base_url: str | None = None, limits: LLMLimits | None = None) -> LLMConfig:
     """The model server (arguments, else FERRY_LLM_MODEL / FERRY_LLM_BASE_URL / a key) with ``limits``."""
-    model = model or os.environ.get(MODEL_ENV)
-    base_url = base_url or os.environ.get(BASE_URL_ENV) or None
-    key = next((os.environ[k] for k in KEY_ENVS if os.environ.get(k)), None)
+    env = settings().llm
+    model = model or env.model
+    base_url = base_url or env.base_url or None
+    key = env.key()
     if not model:
         raise LLMFailure(f"--llm needs a model name: set {MODEL_ENV} (and {BASE_URL_ENV} for a non-OpenAI server)")
     if not key:

@@ -4,11 +4,12 @@ the estimated cost of a migration's tokens. A model with no price has no cost (N
 from __future__ import annotations
 
 import logging
-import os
 import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
+
+from agent.settings import settings
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,8 @@ class Prices(BaseModel):
     @classmethod
     def load(cls, path: Path | None = None) -> Prices:
         """``path``, else ``$FERRY_LLM_PRICES``, else the table shipped with Ferry; ValueError when unreadable."""
-        path = path or (Path(os.environ[PRICES_ENV]).expanduser() if os.environ.get(PRICES_ENV) else DEFAULT_PRICES)
+        given = settings().llm.prices
+        path = path or (given.expanduser() if given is not None else DEFAULT_PRICES)
         try:
             return cls.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
         except (OSError, tomllib.TOMLDecodeError, ValidationError) as exc:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from agent.errors import BudgetExhausted
 from agent.migration.records import RunRole
-from agent.migration.state import State, options_of, runs_of
+from agent.migration.state import State, elapsed_of, options_of, runs_of
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def time_left(state: State) -> float | None:
     budget = options_of(state).max_wall_s
     if budget is None:
         return None
-    return budget - float(state.get("elapsed_s") or 0.0)
+    return budget - elapsed_of(state)
 
 
 def run_timeout(state: State) -> float:

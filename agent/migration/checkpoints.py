@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import ToolUnavailable
 from agent.redact import redact_dsn, scrub
+from agent.settings import settings
 
 if TYPE_CHECKING:
     import psycopg
@@ -38,7 +38,7 @@ SQLITE_FILE = "checkpoints.sqlite"
 
 def database_url() -> str | None:
     """The Postgres URL in FERRY_DATABASE_URL, or None (checkpoints go to SQLite)."""
-    url = os.environ.get(DATABASE_URL_ENV, "").strip()
+    url = settings().paths.database_url
     if not url:
         return None
     if not url.startswith(("postgres://", "postgresql://")):
@@ -140,7 +140,7 @@ def pg_conninfo(url: str) -> str:
 def one_line(exc: BaseException) -> str:
     """An exception's message on one line (for messages that quote a driver's error), with the secrets of
     FERRY_DATABASE_URL and anything shaped like a credential hidden (a driver may quote its input)."""
-    return scrub(" ".join(str(exc).split()), os.environ.get(DATABASE_URL_ENV, "").strip() or None)
+    return scrub(" ".join(str(exc).split()), settings().paths.database_url)
 
 
 def migration_ids(state_directory: Path) -> list[str]:

@@ -20,12 +20,10 @@ import time
 from pathlib import Path
 
 from agent.migration import adapters
+from agent.migration.paths import REFERENCE_LABEL, reference_artifacts
 from agent.migration.runs import RunScheduler, finished, parallel_limit
 from agent.migration.state import MigrationOptions
-from agent.migration.workspace import artifacts_root
 from tools.runner.models import RunResult
-
-REFERENCE_LABEL = "reference"
 
 
 def new_migration_id() -> str:
@@ -35,9 +33,6 @@ def new_migration_id() -> str:
 def reference_key(migration_id: str) -> str:
     return f"{migration_id}:{REFERENCE_LABEL}"
 
-
-def reference_artifacts(state_dir: str | Path, migration_id: str) -> Path:
-    return artifacts_root(state_dir, migration_id) / REFERENCE_LABEL
 
 
 def run_reference(opts: MigrationOptions, adir: Path, cancel: threading.Event | None,

@@ -8,11 +8,13 @@ from agent.migration.state import (
     State,
     cpu_check_of,
     findings_worth_a_change,
+    has_proposal,
     last_run,
     llm_option,
     options_of,
     parity_of,
     profile_round_of,
+    status_of,
 )
 
 # Statuses that end the migration even while the model's profile change is verified (a Ferry bug, a
@@ -28,34 +30,34 @@ def verifying_profile_change(state: State) -> bool:
 
 def explain_or_report(state: State) -> Literal["llm_explain", "report"]:
     """An environment failure under --llm gets the model's explanation (no tools) before the report."""
-    return "llm_explain" if state.get("status") == "failed_environment" and llm_option(state) else "report"
+    return "llm_explain" if status_of(state) == "failed_environment" and llm_option(state) else "report"
 
 
 def _stopped(state: State) -> Literal["profile_revert", "llm_explain", "report"]:
     """Where a status sends the graph: to the report (through the model's explanation of an environment
     failure under --llm), or, while the model's profile change is verified, back to the last verified
     state (the change failed, the migration stands)."""
-    if verifying_profile_change(state) and state.get("status") not in ENDING:
+    if verifying_profile_change(state) and status_of(state) not in ENDING:
         return "profile_revert"
     return explain_or_report(state)
 
 
 def after_ingest(state: State) -> Literal["reference_run", "report"]:
-    return "report" if state.get("status") else "reference_run"
+    return "report" if status_of(state) else "reference_run"
 
 
 def after_reference(state: State) -> Literal["scan", "llm_explain", "report"]:
-    return explain_or_report(state) if state.get("status") else "scan"
+    return explain_or_report(state) if status_of(state) else "scan"
 
 
 def after_step(state: State) -> Literal["next", "report"]:
     """For linear steps (scan, plan, rewrite): go on unless a status ended the migration."""
-    return "report" if state.get("status") else "next"
+    return "report" if status_of(state) else "next"
 
 
 def after_target(state: State) -> Literal["parity", "diagnose", "profile_revert", "llm_explain", "report"]:
     """After ``await_reference``: the target run's outcome (the reference settled, or it ended it)."""
-    if state.get("status"):
+    if status_of(state):
         return _stopped(state)
     run = last_run(state)
     if run is not None and run.ok:
@@ -64,21 +66,21 @@ def after_target(state: State) -> Literal["parity", "diagnose", "profile_revert"
 
 
 def after_diagnose(state: State) -> Literal["apply_fix", "llm_fix", "profile_revert", "llm_explain", "report"]:
-    if state.get("status"):
+    if status_of(state):
         return _stopped(state)
-    if state.get("proposal"):
+    if has_proposal(state):
         return "apply_fix"
     return "llm_fix" if llm_option(state) else "report"
 
 
 def after_llm(state: State) -> Literal["apply_fix", "report"]:
-    if state.get("status"):
+    if status_of(state):
         return "report"
-    return "apply_fix" if state.get("proposal") else "report"
+    return "apply_fix" if has_proposal(state) else "report"
 
 
 def after_apply(state: State) -> Literal["target_run", "profile_revert", "llm_explain", "report"]:
-    return _stopped(state) if state.get("status") else "target_run"
+    return _stopped(state) if status_of(state) else "target_run"
 
 
 AfterParity = Literal["tests", "cpu_check", "apply_fix", "llm_fix", "profile_revert", "llm_explain", "report"]
@@ -89,12 +91,12 @@ def after_parity(state: State) -> AfterParity:
     ends the migration ``partial`` without it); a pass, or nothing to compare, goes on to the tests,
     or the CPU check (the report node then says which). A failure of the model's profile change
     reverts it."""
-    if state.get("status"):
+    if status_of(state):
         return _stopped(state)
     report = parity_of(state)
-    if verifying_profile_change(state) and (state.get("proposal") or (report is not None and report.failed)):
+    if verifying_profile_change(state) and (has_proposal(state) or (report is not None and report.failed)):
         return "profile_revert"
-    if state.get("proposal"):
+    if has_proposal(state):
         return "apply_fix"
     if report is not None and report.failed:
         return "llm_fix" if llm_option(state) else "report"
@@ -102,7 +104,7 @@ def after_parity(state: State) -> AfterParity:
 
 
 def after_tests(state: State) -> Literal["cpu_check", "diagnose", "profile_revert", "llm_explain", "report"]:
-    if state.get("status"):
+    if status_of(state):
         return _stopped(state)
     run = last_run(state)
     if run is not None and run.ok:
@@ -114,7 +116,7 @@ def after_cpu_check(state: State) -> Literal["profile", "llm_fix", "profile_reve
     """The CPU guard's outcome is the report node's to judge; the profile still runs. A model's edit
     the guard rejected (and reverted) goes back to the model, told why; while the model's profile change
     is verified, ``profile_verdict`` judges it instead."""
-    if state.get("status"):
+    if status_of(state):
         return _stopped(state)
     check = cpu_check_of(state)
     if (check is not None and check.rejected_edit is not None and llm_option(state)
@@ -126,7 +128,7 @@ def after_cpu_check(state: State) -> Literal["profile", "llm_fix", "profile_reve
 def after_profile(state: State) -> Literal["profile_llm", "profile_verdict", "profile_revert", "llm_explain", "report"]:
     """Under --llm, once per migration: a verified migration whose profile has findings worth a change
     asks the model for one; the model's change, back from its verification, is judged."""
-    if state.get("status"):
+    if status_of(state):
         return _stopped(state)
     if verifying_profile_change(state):
         return "profile_verdict"
@@ -138,6 +140,6 @@ def after_profile(state: State) -> Literal["profile_llm", "profile_verdict", "pr
 
 
 def after_profile_llm(state: State) -> Literal["apply_fix", "report"]:
-    if state.get("status"):
+    if status_of(state):
         return "report"
-    return "apply_fix" if state.get("proposal") else "report"
+    return "apply_fix" if has_proposal(state) else "report"

@@ -24,10 +24,10 @@ from agent.migration.driver import config_for, drive, snapshot
 from agent.migration.early import new_migration_id
 from agent.migration.locks import MigrationLocked, migration_lock
 from agent.migration.options import MigrationOptions, options_for
+from agent.migration.paths import DEFAULT_STATE_DIR, state_dir
 from agent.migration.runs import RunScheduler
 from agent.migration.snapshot import INTERRUPT, ApprovalRequest, MigrationSnapshot, NodeUpdate, ProgressFn, StateView
 from agent.migration.state import dump
-from agent.migration.workspace import DEFAULT_STATE_DIR, state_dir
 
 __all__ = ["DATABASE_URL_ENV", "DEFAULT_STATE_DIR", "INTERRUPT", "ApprovalRequest", "MigrationLocked",
            "MigrationOptions", "MigrationSnapshot", "NodeUpdate", "ProgressFn", "RunScheduler", "StateView",

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from agent.model_settings import LLMLimits, configured, resolve_limits
+from agent.settings import LLMLimits, resolve_limits, settings
 
 #: the flat keys older checkpoints hold -> the field of LLMLimits each one is now
 LEGACY_LLM_KEYS: dict[str, str] = {
@@ -78,12 +78,12 @@ def options_for(*, source: str, run_command: str, state_dir: str, test_command: 
                 env: Mapping[str, str] | None = None, cwd: str | None = None) -> MigrationOptions:
     """The options of a new migration, every caller's: what it was not given gets the same default.
 
-    ``llm``: None uses the model when the environment names one (``agent.model_settings.configured``);
+    ``llm``: None uses the model when the environment names one (``agent.settings``: ``settings().llm.configured()``);
     ``llm_limits``: None takes FERRY_LLM_* else the defaults (a bad variable is a ValueError naming it).
     """
     return MigrationOptions(
         source=source, run_command=run_command, test_command=test_command, out_dir=out_dir,
-        state_dir=state_dir, llm=configured() if llm is None else llm, approve=approve, apply=apply,
+        state_dir=state_dir, llm=settings().llm.configured() if llm is None else llm, approve=approve, apply=apply,
         device=device, skip_rules=list(skip_rules), max_iterations=max_iterations, run_timeout_s=run_timeout_s,
         max_wall_s=max_wall_s, seed=seed, disk_limit_bytes=disk_limit_bytes,
         llm_limits=resolve_limits({}) if llm_limits is None else llm_limits, llm_model=llm_model,

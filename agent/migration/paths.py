@@ -1,6 +1,14 @@
-"""Where Ferry may write what the user asked for (``--out``, ``--state-dir``, ``--artifacts``).
+"""Where Ferry keeps things, and where it may write what the user asked for.
 
-Checked before any work starts: the directory must be one the user could create and write; the
+The one place paths are computed: the state directory (``--state-dir``, ``$FERRY_STATE_DIR``, else
+``~/.ferry``) holds ``workspaces/<migration id>`` (the private copies) and ``artifacts/<migration
+id>/<label>`` (each run's probe, profile and result: ``reference``, ``golden``, ``cpu-check-N``...);
+the knowledge base is ``<default state dir>/knowledge`` unless ``$FERRY_KB_PATH`` names it; the
+service's data dir holds ``sessions/<session id>`` with the session's ``repo`` and its
+``out-<attempt>`` directories. Every id is checked (:func:`agent.ids.inside`) before it is joined.
+
+The output directories the user names (``--out``, ``--state-dir``, ``--artifacts``) are checked
+before any work starts: the directory must be one the user could create and write; the
 filesystem root, the kernel's pseudo filesystems (``/proc``, ``/sys``, ``/dev``, ``/run``), system
 directories and world-writable shared directories themselves (``/tmp``: a fixed file name written
 there by root is a classic link attack) are refused with a message that says what to use instead.
@@ -11,6 +19,65 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+
+from agent.ids import inside
+from agent.settings import settings
+
+DEFAULT_STATE_DIR = Path("~/.ferry")
+REFERENCE_LABEL = "reference"
+
+
+def state_dir(path: str | Path | None) -> Path:
+    """The state directory (checkpoints, workspaces, artifacts), created when missing."""
+    d = Path(path).expanduser() if path else DEFAULT_STATE_DIR.expanduser()
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def workspaces_root(state_dir: str | Path, migration_id: str) -> Path:
+    """``<state dir>/workspaces/<id>``; InvalidId for an id that is not a plain name or leads out of it."""
+    return inside(Path(state_dir).expanduser() / "workspaces", migration_id)
+
+
+def artifacts_root(state_dir: str | Path, migration_id: str) -> Path:
+    """``<state dir>/artifacts/<id>``; InvalidId for an id that is not a plain name or leads out of it."""
+    return inside(Path(state_dir).expanduser() / "artifacts", migration_id)
+
+
+def run_artifacts(state_dir: str | Path, migration_id: str, label: str) -> Path:
+    """``<state dir>/artifacts/<id>/<label>``: one run's artifacts (``reference``, ``tests-2``...)."""
+    return artifacts_root(state_dir, migration_id) / label
+
+
+def reference_artifacts(state_dir: str | Path, migration_id: str) -> Path:
+    """Where the reference run (the original on CPU) leaves its artifacts."""
+    return run_artifacts(state_dir, migration_id, REFERENCE_LABEL)
+
+
+def knowledge_dir() -> Path:
+    """``$FERRY_KB_PATH``, else ``knowledge`` in Ferry's default state dir."""
+    given = settings().paths.kb_path
+    return Path(given).expanduser() if given else DEFAULT_STATE_DIR.expanduser() / "knowledge"
+
+
+def sessions_root(data_dir: Path) -> Path:
+    """``<data dir>/sessions``: every session's directory."""
+    return data_dir / "sessions"
+
+
+def session_dir(data_dir: Path, sid: str) -> Path:
+    """``<data dir>/sessions/<sid>``; InvalidId for an id that is not a plain name or leads out of it."""
+    return inside(sessions_root(data_dir), sid, what="session id")
+
+
+def session_repo(data_dir: Path, sid: str) -> Path:
+    """The session's own copy of the repository (the migration reads only this)."""
+    return session_dir(data_dir, sid) / "repo"
+
+
+def session_out(data_dir: Path, sid: str, attempt: int) -> Path:
+    """The outputs of the session's ``attempt``-th migration."""
+    return session_dir(data_dir, sid) / f"out-{attempt}"
 
 # Trees Ferry never writes into (any depth).
 SYSTEM_TREES: tuple[str, ...] = (

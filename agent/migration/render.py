@@ -9,7 +9,6 @@ chose (summaries quoting trace messages, probe keys, finding titles) is escaped 
 
 from __future__ import annotations
 
-import os
 import re
 
 from agent.migration.records import (
@@ -28,18 +27,26 @@ from agent.migration.state import (
     MigrationOptions,
     State,
     cpu_check_of,
+    device_work_error_of,
     device_work_of,
     edits_of,
+    elapsed_of,
+    iteration_of,
+    llm_counters_of,
+    migration_id_of,
     options_of,
     parity_of,
     plan_of,
+    profile_error_of,
     profile_of,
     profile_round_of,
     runs_of,
     scan_of,
     status_of,
     steps_of,
+    summary_of,
 )
+from agent.settings import settings
 from tools.parity.models import ParityReport, TensorComparison
 from tools.patch import FileChange
 from tools.profile.models import ProfileReport
@@ -66,11 +73,10 @@ def llm_usage_of(state: State) -> LLMUsage:
     """The model's use over the whole migration, with its estimated cost."""
     from agent.llm.client import Usage
     from agent.llm.prices import estimated_cost
-    from agent.model_settings import MODEL_ENV
 
-    usage = Usage.of_counters(state.get("llm_usage") or {})
+    usage = Usage.of_counters(llm_counters_of(state))
     opts = options_of(state)
-    model = (opts.llm_model or os.environ.get(MODEL_ENV)) if opts.llm or usage.calls else None
+    model = (opts.llm_model or settings().llm.model) if opts.llm or usage.calls else None
     return LLMUsage(calls=usage.calls, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
                     total_tokens=usage.tokens, retries=usage.retries, wall_s=round(usage.wall_s, 3),
                     failures=usage.failures, model=model,
@@ -89,17 +95,17 @@ def llm_usage_line(usage: LLMUsage) -> str:
 
 def result_of(state: State, patch_files: list[FileChange], applied: bool | None = None) -> MigrationRecord:
     opts = options_of(state)
-    profile, profile_error = profile_of(state), state.get("profile_error")
+    profile, profile_error = profile_of(state), profile_error_of(state)
     status, plan, rnd = status_of(state), plan_of(state), profile_round_of(state)
     if status is None:
         raise ValueError("a migration's result needs its status (the report node decides it)")
     return MigrationRecord(
-        migration_id=state["migration_id"], status=status, summary=state.get("summary"),
+        migration_id=migration_id_of(state), status=status, summary=summary_of(state),
         source=opts.source, run_command=opts.run_command, test_command=opts.test_command,
         python=opts.python, env=dict(opts.env), cwd=opts.cwd, entry_file=plan.entry_file if plan else None,
-        iterations=state.get("iteration") or 0, runs=len(runs_of(state)), run_log=runs_of(state),
+        iterations=iteration_of(state), runs=len(runs_of(state)), run_log=runs_of(state),
         llm=llm_usage_of(state),
-        wall_time_s=round(float(state.get("elapsed_s") or 0.0), 3),
+        wall_time_s=round(elapsed_of(state), 3),
         edits=[EditSummary(step=e.step, kind=e.kind, rule=e.rule, by=e.by, site=e.site, files=e.files,
                            reason=e.reason) for e in edits_of(state)],
         patch_files=patch_files, parity=parity_outcome(parity_of(state)),
@@ -188,7 +194,7 @@ def device_work_section(state: State) -> list[str]:
     """How much of the target run's work ran on tpx (the evidence ``migrated`` needs)."""
     work = device_work_of(state)
     if work is None:
-        why = state.get("device_work_error")
+        why = device_work_error_of(state)
         return [f"Not measured{': ' + md_inline(why, keep_code=True) if why else ''}."]
     scope = {"through_window": "from the start of the run through the profiled steps",
              "run": "over the whole run"}.get(work.scope or "", "")
@@ -240,7 +246,7 @@ def left_for_human(state: State) -> list[str]:
     status = status_of(state)
     left = []
     if status != "migrated":
-        left.append(f"- The migration ended with **{status}**: {md_inline(state.get('summary') or '', keep_code=True)}")
+        left.append(f"- The migration ended with **{status}**: {md_inline(summary_of(state) or '', keep_code=True)}")
     plan = plan_of(state)
     left += [review_line(item) for item in (plan.ordered_review(scan_of(state)) if plan else [])]
     return left or ["Nothing."]
@@ -331,18 +337,18 @@ def _environment_lines(opts: MigrationOptions) -> list[str]:
 def report_markdown(state: State, patch: str) -> str:
     opts = options_of(state)
     status = status_of(state)
-    lines = [f"# Ferry migration {md_inline(str(state.get('migration_id')))}", "",
+    lines = [f"# Ferry migration {md_inline(migration_id_of(state))}", "",
              f"- repository: {md_code(opts.source)}", f"- run: {md_code(opts.run_command)}",
              f"- tests: {md_code(opts.test_command or '(none)')}", *_environment_lines(opts),
              f"- **status: {status}**",
-             f"- iterations: {state.get('iteration') or 0}, runs: {len(runs_of(state))}, "
-             f"wall time: {float(state.get('elapsed_s') or 0):.1f}s"]
+             f"- iterations: {iteration_of(state)}, runs: {len(runs_of(state))}, "
+             f"wall time: {elapsed_of(state):.1f}s"]
     usage = llm_usage_of(state)
     if usage.model is not None:
         lines.append(llm_usage_line(usage))
     lines.append("")
-    if state.get("summary"):  # run-derived text (trace messages, stderr): escaped
-        lines += [md_inline(str(state["summary"]), keep_code=True), ""]
+    if summary_of(state):  # run-derived text (trace messages, stderr): escaped
+        lines += [md_inline(str(summary_of(state)), keep_code=True), ""]
     lines += ["## Steps", "", "| step | what happened | seconds |", "|---|---|---|"]
     lines += [f"| {s.node} | {md_inline(s.summary, keep_code=True, table=True)} | {s.seconds:.2f} |"
               for s in steps_of(state)]
@@ -364,7 +370,7 @@ def report_markdown(state: State, patch: str) -> str:
     lines += ["## Parity", "", *parity_section(parity_of(state))]
     lines += ["", "## Device work (target run)", "", *device_work_section(state)]
     lines += ["", "## CPU check (migrated code on CPU vs the reference)", "", *cpu_check_section(state)]
-    lines += ["", "## Profile findings", "", *profile_section(profile_of(state), state.get("profile_error")),
+    lines += ["", "## Profile findings", "", *profile_section(profile_of(state), profile_error_of(state)),
               *profile_change_lines(state)]
     lines += ["", "## Left for a human", "", *left_for_human(state)]
     lines += ["", f"Patch: {len(patch.splitlines())} lines (ferry.patch)."]

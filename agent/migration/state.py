@@ -180,6 +180,122 @@ def runs_of(state: State) -> list[RunRecord]:
     return _many(state, "runs", RunRecord)
 
 
+# The plain fields: each reader returns what the state holds, with the default of an absent field.
+
+def migration_id_of(state: State) -> str:
+    """The migration's id (every state has one: KeyError otherwise)."""
+    return str(state["migration_id"])
+
+
+def has_options(state: State) -> bool:
+    """Whether the state holds the user's options yet (a state under construction may not)."""
+    return bool(state.get("options"))
+
+
+def workspace_of(state: State) -> str | None:
+    """The private copy the target runs use (None before ingest)."""
+    value = state.get("workspace")
+    return None if value is None else str(value)
+
+
+def files_of(state: State) -> dict[str, str]:
+    """Relative path -> the text the workspace must hold, for every file the migration changed."""
+    files: dict[str, str] = state.get("files") or {}
+    return files
+
+
+def tried_of(state: State) -> list[str]:
+    """Keys ``rule@file:line`` of the fixes already attempted."""
+    tried: list[str] = state.get("tried") or []
+    return tried
+
+
+def iteration_of(state: State) -> int:
+    """Fix rounds applied so far."""
+    return int(state.get("iteration") or 0)
+
+
+def elapsed_of(state: State) -> float:
+    """Seconds the finished nodes took, in all."""
+    return float(state.get("elapsed_s") or 0.0)
+
+
+def reference_pending_of(state: State) -> bool:
+    """Whether the reference run was started in the background and not joined yet."""
+    return bool(state.get("reference_pending"))
+
+
+def last_phase_of(state: State) -> RunPhase | None:
+    """Which of the target run and the tests ``last_run`` was (None: none ran yet)."""
+    phase: RunPhase | None = state.get("last_phase")
+    return phase
+
+
+def summary_of(state: State) -> str | None:
+    """The paragraph saying why the status, once decided."""
+    summary: str | None = state.get("summary")
+    return summary
+
+
+def device_work_error_of(state: State) -> str | None:
+    """Why the latest passing run's device work could not be read."""
+    error: str | None = state.get("device_work_error")
+    return error
+
+
+def profile_error_of(state: State) -> str | None:
+    """Why there is no profile report."""
+    error: str | None = state.get("profile_error")
+    return error
+
+
+def llm_counters_of(state: State) -> dict[str, float]:
+    """The model's counters (calls, tokens...) summed over the migration."""
+    counters: dict[str, float] = state.get("llm_usage") or {}
+    return counters
+
+
+def llm_before_of(state: State) -> dict[str, str]:
+    """The texts of the files the model's last proposal edits, before it (empty: none kept)."""
+    before: dict[str, str] = state.get("llm_before") or {}
+    return before
+
+
+def scanned(state: State) -> bool:
+    """Whether the scan ran already (its digest is in the state)."""
+    return bool(state.get("scan"))
+
+
+# The policy's models (agent.policy.base.Diagnosis and Proposal) sit above the state: these readers give
+# their JSON, agent.policy.base.diagnosis_of/proposal_of the models.
+
+def diagnosis_json(state: State) -> dict[str, Any] | None:
+    """The stored diagnosis as JSON (None or empty: none)."""
+    raw: dict[str, Any] | None = state.get("diagnosis")
+    return raw
+
+
+def proposal_json(state: State) -> dict[str, Any] | None:
+    """The next edit to apply as JSON (None or empty: none)."""
+    raw: dict[str, Any] | None = state.get("proposal")
+    return raw
+
+
+def has_proposal(state: State) -> bool:
+    """Whether an edit is proposed (what the graph's edges route on)."""
+    return bool(state.get("proposal"))
+
+
+#: the state a rejected profile change is reverted to, besides the files: the evidence they were verified with
+EVIDENCE = ("parity", "last_run", "last_phase", "target_ok", "device_work", "device_work_error", "cpu_check",
+            "profile", "profile_error")
+
+
+def evidence_of(state: State) -> dict[str, Any]:
+    """The evidence fields as the state holds them (None where absent)."""
+    return {key: state.get(key) for key in EVIDENCE}
+
+
 def status_of(state: State) -> Status | None:
     status = state.get("status")
     if status is not None and status not in STATUSES:

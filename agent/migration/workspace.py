@@ -10,31 +10,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from agent.ids import inside
 from agent.migration import adapters
 from tools.patch import list_source_files, read_text
 
 logger = logging.getLogger(__name__)
-
-
-DEFAULT_STATE_DIR = Path("~/.ferry")
-
-
-def state_dir(path: str | Path | None) -> Path:
-    """The state directory (checkpoints, workspaces, artifacts), created when missing."""
-    d = Path(path).expanduser() if path else DEFAULT_STATE_DIR.expanduser()
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def workspaces_root(state_dir: str | Path, migration_id: str) -> Path:
-    """``<state dir>/workspaces/<id>``; InvalidId for an id that is not a plain name or leads out of it."""
-    return inside(Path(state_dir).expanduser() / "workspaces", migration_id)
-
-
-def artifacts_root(state_dir: str | Path, migration_id: str) -> Path:
-    """``<state dir>/artifacts/<id>``; InvalidId for an id that is not a plain name or leads out of it."""
-    return inside(Path(state_dir).expanduser() / "artifacts", migration_id)
 
 
 def materialise(source: Path, workspace: Path | None, files: dict[str, str], root: Path) -> Path:

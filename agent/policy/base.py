@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from agent.errors import Status
 from agent.migration.records import EditKind
+from agent.migration.state import State, diagnosis_json, proposal_json
 from agent.migration.workspace import current_text
 from tools.codemods.fixes import FixResult, syntax_error
 from tools.parity.models import ParityReport
@@ -193,3 +194,15 @@ class PolicyRule:
     @staticmethod
     def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | Verdict | None:
         raise NotImplementedError
+
+
+def diagnosis_of(state: State) -> Diagnosis | None:
+    """The migration state's stored diagnosis (None: none)."""
+    raw = diagnosis_json(state)
+    return Diagnosis.model_validate(raw) if raw else None
+
+
+def proposal_of(state: State) -> Proposal | None:
+    """The migration state's next edit to apply (None: none)."""
+    raw = proposal_json(state)
+    return Proposal.model_validate(raw) if raw else None

@@ -22,11 +22,11 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from agent.settings import DEFAULT_BODY_IDLE_S, DEFAULT_BODY_TOTAL_S, DEFAULT_HEADER_S
+
 logger = logging.getLogger(__name__)
 
-DEFAULT_HEADER_S = 30.0
-DEFAULT_BODY_IDLE_S = 60.0
-DEFAULT_BODY_TOTAL_S = 600.0
+# the defaults are the settings' (agent.settings: $FERRY_HEADER_TIMEOUT, $FERRY_BODY_TIMEOUT, $FERRY_BODY_TOTAL_TIMEOUT)
 DRAIN_S = 5.0
 KEEP_ALIVE_S = 5
 _TIMEOUT_BODY = b"the request was not received in time; send the request line and headers at once\n"

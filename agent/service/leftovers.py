@@ -9,6 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
+from agent.migration.paths import sessions_root
 from agent.service.store import SessionStore
 
 logger = logging.getLogger(__name__)
@@ -24,7 +25,7 @@ def sweep(data_dir: Path, store: SessionStore) -> int:
         if tmp.is_dir() and not tmp.is_symlink():
             shutil.rmtree(tmp, ignore_errors=True)
             removed += 1
-    sessions = data_dir / "sessions"
+    sessions = sessions_root(data_dir)
     for sdir in sessions.iterdir() if sessions.is_dir() else ():
         ours = sdir.is_dir() and not sdir.is_symlink() and _SESSION_ID.fullmatch(sdir.name) is not None
         if ours and store.get(sdir.name) is None:

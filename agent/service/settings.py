@@ -9,9 +9,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.prbot.github.config import GitHubConfig
-from agent.service.deadlines import DEFAULT_BODY_IDLE_S, DEFAULT_BODY_TOTAL_S, DEFAULT_HEADER_S
 from agent.service.origins import host_entry
 from agent.service.uploads import UploadLimits
+from agent.settings import DEFAULT_BODY_IDLE_S, DEFAULT_BODY_TOTAL_S, DEFAULT_HEADER_S, settings, settings_of
+from agent.settings import SettingsError as VariableError
 from tools.repopath import repo_path_problem
 
 TOKENS_ENV = "FERRY_API_TOKENS"
@@ -23,8 +24,9 @@ LOCAL_OWNER = "local"
 _OWNER = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # every caller's name when no token is configured (loopback only)
 
 
-class SettingsError(ValueError):
-    """A configuration value is wrong; the message names the flag or variable and what to give."""
+class SettingsError(VariableError):
+    """A configuration value is wrong; the message names the flag or variable and what to give (a kind of
+    agent.settings' SettingsError: one ``except`` catches a bad flag and a bad variable)."""
 
 
 class ServiceSettings(BaseModel):
@@ -71,9 +73,9 @@ def parse_tokens(text: str, source: str = f"${TOKENS_ENV}") -> dict[str, str]:
 
 
 def tokens_from_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    env = os.environ if environ is None else environ
-    tokens = parse_tokens(env.get(TOKENS_ENV, ""))
-    legacy = env.get(LEGACY_TOKEN_ENV, "").strip()
+    env = settings_of(environ).service
+    tokens = parse_tokens(env.api_tokens)
+    legacy = env.api_token
     if legacy:
         tokens.update(parse_tokens(legacy, f"${LEGACY_TOKEN_ENV}"))
     return tokens
@@ -97,7 +99,7 @@ def resolve_roots(roots: list[str]) -> tuple[Path, ...]:
 
 
 def data_dir_from(value: str | None) -> Path:
-    raw = value or os.environ.get(DATA_DIR_ENV) or str(DEFAULT_DATA_DIR)
+    raw = value or settings().service.data_dir or str(DEFAULT_DATA_DIR)
     path = Path(raw).expanduser().absolute()
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -110,8 +112,7 @@ def data_dir_from(value: str | None) -> Path:
 
 def allowed_hosts(flags: list[str] | None, environ: dict[str, str] | None = None) -> tuple[tuple[str, int | None], ...]:
     """``--allowed-host`` (repeatable; wins) or ``$FERRY_ALLOWED_HOSTS`` (comma-separated) as host entries."""
-    env = os.environ if environ is None else environ
-    given = flags if flags is not None else [h for h in env.get(ALLOWED_HOSTS_ENV, "").split(",") if h.strip()]
+    given = flags if flags is not None else settings_of(environ).service.allowed_host_list()
     source = "--allowed-host" if flags is not None else f"${ALLOWED_HOSTS_ENV}"
     out: list[tuple[str, int | None]] = []
     for value in given:

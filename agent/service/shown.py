@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agent.migration.workspace import artifacts_root, workspaces_root
+from agent.migration.paths import artifacts_root, session_dir, session_repo, workspaces_root
 from agent.redact import server_paths
 from agent.service.settings import ServiceSettings
 
@@ -26,13 +26,13 @@ def session_paths(settings: ServiceSettings, sid: str, attempts: int) -> Shown:
     names: dict[str, str] = {}
     workspace_repos: list[str] = []
     for data in dict.fromkeys((settings.data_dir, settings.data_dir.resolve())):
-        names[str(data / "sessions" / sid / "repo")] = ""
+        names[str(session_repo(data, sid))] = ""
         for mid in migration_ids(sid, max(attempts, 1)):
             ws = str(workspaces_root(data, mid))
             workspace_repos.append(re.escape(ws) + r"/[^/\s'\"]+/repo")
             names[ws] = "<workspace>"
             names[str(artifacts_root(data, mid))] = "<artifacts>"
-        names[str(data / "sessions" / sid)] = "<session>"
+        names[str(session_dir(data, sid))] = "<session>"
         names[str(data)] = "<server>"
     repos = re.compile("(?:" + "|".join(workspace_repos) + r")(?P<sep>/)?")
 

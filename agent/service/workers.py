@@ -13,7 +13,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agent.ids import inside
 from agent.migration.facade import (
     MigrationOptions,
     MigrationSnapshot,
@@ -26,7 +25,8 @@ from agent.migration.facade import (
     resume,
     start,
 )
-from agent.migration.workspace import artifacts_root, workspaces_root
+from agent.migration.paths import artifacts_root, session_out, session_repo, workspaces_root
+from agent.migration.paths import session_dir as session_path
 from agent.service import events, remembered
 from agent.service.schemas import SessionState
 from agent.service.settings import ServiceSettings
@@ -44,16 +44,16 @@ class SessionCancelled(Exception):
 
 def session_dir(settings: ServiceSettings, sid: str) -> Path:
     """``<data dir>/sessions/<sid>``; InvalidId for an id that is not a plain name or leads out of it."""
-    return inside(settings.data_dir / "sessions", sid, what="session id")
+    return session_path(settings.data_dir, sid)
 
 
 def repo_dir(settings: ServiceSettings, sid: str) -> Path:
     """The session's own copy of the repository (the migration reads only this)."""
-    return session_dir(settings, sid) / "repo"
+    return session_repo(settings.data_dir, sid)
 
 
 def out_dir(settings: ServiceSettings, row: SessionRow) -> Path:
-    return session_dir(settings, row.id) / f"out-{row.attempt}"
+    return session_out(settings.data_dir, row.id, row.attempt)
 
 
 def migration_options(settings: ServiceSettings, row: SessionRow) -> MigrationOptions:

@@ -49,7 +49,7 @@ def test_resume_refuses_an_id_that_is_not_a_plain_name(tmp_path):
 
 def test_the_validator_and_the_paths_made_from_ids():
     from agent.ids import InvalidId, check_id, id_problem
-    from agent.migration.workspace import artifacts_root, workspaces_root
+    from agent.migration.paths import artifacts_root, workspaces_root
 
     for good in ("m20250101-120000-abc123", "s1", "eval-mlp_training", "a.b", "9" * 128,
                  "3f1c2a6e-1b2c-4d5e-8f90-a1b2c3d4e5f6"):

@@ -17,11 +17,10 @@ import pytest
 
 from agent.errors import BudgetExhausted, LLMFailure
 from agent.llm.client import ChatClient, Usage, retry_after_s
-from agent.llm.config import LLMConfig
+from agent.llm.config import DEFAULTS, LLMConfig, resolve_limits
 from agent.llm.fixer import run_fixer
 from agent.llm.functions import EditSession, tool_schemas
 from agent.migration.state import add_counters
-from agent.model_settings import DEFAULTS, resolve_limits
 from agent.policy.base import Diagnosis, Frame
 
 ROOT = Path(__file__).resolve().parents[2]

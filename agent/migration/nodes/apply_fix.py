@@ -11,8 +11,8 @@ from agent.errors import BudgetExhausted
 from agent.migration.nodes.common import SUMMARY, Update, ensure_workspace, step
 from agent.migration.records import Edit, EditKind
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump, options_of
-from agent.policy.base import Proposal
+from agent.migration.state import MigrationState, dump, files_of, iteration_of, options_of
+from agent.policy.base import Proposal, proposal_of
 from agent.policy.edits import check_parses
 from tools.patch import file_diff, read_text
 
@@ -33,11 +33,10 @@ def _decision(proposal: Proposal) -> dict[str, Any]:
 @step("apply_fix")
 def apply_fix(state: MigrationState, runs: RunScheduler) -> Update:
     opts = options_of(state)
-    raw = state.get("proposal")
-    if not raw:
+    proposal = proposal_of(state)
+    if proposal is None:
         return {SUMMARY: "nothing to apply"}
-    proposal = Proposal.model_validate(raw)
-    if (state.get("iteration") or 0) >= opts.max_iterations:
+    if iteration_of(state) >= opts.max_iterations:
         raise BudgetExhausted(f"iteration budget exhausted ({opts.max_iterations} fix rounds)")
     files: dict[str, str] = dict(proposal.files)
     kind: EditKind = proposal.kind
@@ -61,12 +60,12 @@ def apply_fix(state: MigrationState, runs: RunScheduler) -> Update:
         if rel.endswith(".py"):
             check_parses(text, rel)
     orig_root = Path(opts.source)
-    prev = state.get("files") or {}
+    prev = files_of(state)
     diff = "".join(file_diff(rel, prev.get(rel, read_text(orig_root / rel, orig_root)), text) for rel,
                    text in sorted(files.items()))
     ws = ensure_workspace({**state, "files": {**prev, **files}})
-    edit = Edit(step=f"fix-{(state.get('iteration') or 0) + 1}", kind=kind, rule=proposal.rule, site=proposal.site,
+    edit = Edit(step=f"fix-{iteration_of(state) + 1}", kind=kind, rule=proposal.rule, site=proposal.site,
                 files=sorted(files), diff=diff, reason=proposal.reason,
                 dtype_changes=proposal.dtype_changes if kind != "human" else {})
     return {"files": files, "edits": [dump(edit)], "proposal": None, "tried": [key], "workspace": str(ws),
-            "iteration": (state.get("iteration") or 0) + 1, SUMMARY: f"{proposal.rule} at {proposal.site} ({kind})"}
+            "iteration": iteration_of(state) + 1, SUMMARY: f"{proposal.rule} at {proposal.site} ({kind})"}

@@ -33,7 +33,7 @@ from agent.migration import adapters
 from agent.migration.budget import has_time_for, run_timeout
 from agent.migration.nodes.common import artifacts_dir, ensure_workspace
 from agent.migration.records import RunRecord
-from agent.migration.state import MigrationState, dump, edits_of, options_of
+from agent.migration.state import MigrationState, dump, edits_of, iteration_of, options_of
 from agent.policy.rules_parity import RULE as PRECISION_RULE
 from tools.parity.models import CauseId, CauseTrial, ParityReport, TensorComparison, removing_trial
 
@@ -159,7 +159,7 @@ def _side_run(state: MigrationState, report: ParityReport, before: TensorCompari
               setting: str, env: dict[str, str], ref_dir: Path, golden_dir: Path | None,
               dtype_changes: dict[str, str], strict: bool = False) -> tuple[CauseTrial, dict[str, object]]:
     opts = options_of(state)
-    it = state.get("iteration") or 0
+    it = iteration_of(state)
     against: Literal["reference", "golden"] = "golden" if env.get("TPX_AUTOCAST") == "off" else "reference"
     base_dir = golden_dir if against == "golden" else ref_dir
     label = "-".join(sorted(k.removeprefix("TPX_").lower() for k in env)) or "none"

@@ -14,10 +14,23 @@ from langgraph.runtime import Runtime
 from agent.errors import BudgetExhausted, FerryAgentError
 from agent.migration import adapters
 from agent.migration.entry import entry_file, notebooks_named
+from agent.migration.paths import run_artifacts, workspaces_root
 from agent.migration.records import RunPhase, Step
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump, options_of, reference_of, target_ok_of
-from agent.migration.workspace import artifacts_root, materialise, workspaces_root
+from agent.migration.state import (
+    MigrationState,
+    dump,
+    files_of,
+    has_options,
+    iteration_of,
+    migration_id_of,
+    options_of,
+    reference_of,
+    target_ok_of,
+    tried_of,
+    workspace_of,
+)
+from agent.migration.workspace import materialise
 from agent.policy.base import Diagnosis, FixContext, Frame
 from tools.patch import list_source_files
 from tools.runner.models import RunResult
@@ -37,7 +50,7 @@ def counted(n: int, noun: str) -> str:
 
 def environment_of(state: MigrationState) -> adapters.RunEnvironment:
     """The user's own environment (--python, --env, --cwd) the migration's runs get."""
-    if not state.get("options"):
+    if not has_options(state):
         return adapters.RunEnvironment()
     return adapters.RunEnvironment.of(options_of(state))
 
@@ -79,7 +92,7 @@ def check_iteration_budget(state: MigrationState, still_failing: str) -> None:
     """Raise ``BudgetExhausted`` once ``--max-iterations`` fix rounds were applied and the
     migration still fails (``still_failing`` says how), before anyone is asked for another fix."""
     limit = options_of(state).max_iterations
-    if (state.get("iteration") or 0) >= limit:
+    if iteration_of(state) >= limit:
         raise BudgetExhausted(f"iteration budget exhausted: {limit} fix rounds applied and {still_failing}")
 
 
@@ -89,16 +102,16 @@ def source_of(state: MigrationState) -> Path:
 
 def ensure_workspace(state: MigrationState) -> Path:
     opts = options_of(state)
-    ws = state.get("workspace")
+    ws = workspace_of(state)
     return materialise(
-        Path(opts.source), Path(ws) if ws else None, state.get("files") or {},
-        workspaces_root(opts.state_dir, state["migration_id"]),
+        Path(opts.source), Path(ws) if ws else None, files_of(state),
+        workspaces_root(opts.state_dir, migration_id_of(state)),
     )
 
 
 def artifacts_dir(state: MigrationState, label: str) -> Path:
     opts = options_of(state)
-    return artifacts_root(opts.state_dir, state["migration_id"]) / label
+    return run_artifacts(opts.state_dir, migration_id_of(state), label)
 
 
 def relative_to_repo(path: str, known: list[str]) -> str | None:
@@ -147,11 +160,11 @@ def files_run_of(state: MigrationState) -> list[str]:
 def fix_context(state: MigrationState, workspace: Path | None = None) -> FixContext:
     opts = options_of(state)
     known = list_source_files(Path(opts.source))
-    known = sorted(set(known) | set((state.get("files") or {}).keys()))
+    known = sorted(set(known) | set(files_of(state).keys()))
     return FixContext(
-        source=Path(opts.source), workspace=workspace, files=state.get("files") or {}, known_files=known,
+        source=Path(opts.source), workspace=workspace, files=files_of(state), known_files=known,
         entry_file=entry_file(opts.run_command, known, opts.cwd),
         notebooks=notebooks_named(opts.run_command, known, opts.cwd), files_run=files_run_of(state),
         device_mode=opts.device,
-        tried=state.get("tried") or [], skip_rules=opts.skip_rules,
+        tried=tried_of(state), skip_rules=opts.skip_rules,
     )

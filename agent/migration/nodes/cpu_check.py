@@ -42,8 +42,18 @@ from agent.migration.nodes.common import (
 from agent.migration.nodes.parity import dtype_changes_of
 from agent.migration.records import CpuCheck, Edit, RunRecord
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump, edits_of, options_of, reference_of
-from agent.policy.base import Diagnosis
+from agent.migration.state import (
+    MigrationState,
+    dump,
+    edits_of,
+    files_of,
+    iteration_of,
+    llm_before_of,
+    migration_id_of,
+    options_of,
+    reference_of,
+)
+from agent.policy.base import Diagnosis, diagnosis_of
 from tools.patch import file_diff
 from tools.runner.models import RunResult
 
@@ -57,11 +67,11 @@ NO_CPU_PATH = ("the original does not run on CPU either (before Ferry's changes 
 
 def cpu_check_label(state: MigrationState) -> str:
     """Names the CPU check of this iteration's code (every applied edit starts a new iteration)."""
-    return f"cpu-check-{state.get('iteration') or 0}"
+    return f"cpu-check-{iteration_of(state)}"
 
 
 def cpu_check_key(state: MigrationState) -> str:
-    return f"{state['migration_id']}:{cpu_check_label(state)}"
+    return f"{migration_id_of(state)}:{cpu_check_label(state)}"
 
 
 def _run_on_cpu(state: MigrationState, path: Path, adir: Path, cancel: threading.Event | None,
@@ -193,21 +203,20 @@ def reject_model_edit(state: MigrationState, check: CpuCheck, run: RunResult) ->
     reverts it and asks the model again (``_rejected``: the edit's step), else None."""
     opts = options_of(state)
     edits = edits_of(state)
-    before = state.get("llm_before") or {}
+    before = llm_before_of(state)
     if check.verdict != "fail" or not opts.llm or not edits or edits[-1].kind != "llm" or not before:
         return None
-    if (state.get("iteration") or 0) >= opts.max_iterations:
+    if iteration_of(state) >= opts.max_iterations:
         logger.info("the CPU guard failed on the model's edit, but no fix round is left: not asking again")
         return None
     last = edits[-1]
-    current = state.get("files") or {}
+    current = files_of(state)
     files = {rel: text for rel, text in before.items() if rel in last.files}
     diff = "".join(file_diff(rel, current.get(rel), text) for rel, text in sorted(files.items()))
     ws = ensure_workspace({**state, "files": {**current, **files}})
     known = fix_context(state, ws).known_files
     found = diagnosis_from_run(run, "run", known) if not run.ok else None
-    raw = state.get("diagnosis")
-    previous = Diagnosis.model_validate(raw) if raw else None
+    previous = diagnosis_of(state)
     if previous is not None and previous.phase == "cpu_check":
         previous = previous.previous  # rejected again: the failure to fix is still the first one
     finding = check.reason + (f" (CPU run: {why_failed(run)})" if not run.ok else "")

@@ -15,7 +15,7 @@ from agent.migration.nodes.common import (
     step,
 )
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump, last_run, options_of, parity_of
+from agent.migration.state import MigrationState, dump, last_phase_of, last_run, options_of, parity_of
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
 
@@ -36,7 +36,7 @@ def diagnose(state: MigrationState, runs: RunScheduler) -> Update:
     run = last_run(state)
     if run is None:
         raise RuntimeError("diagnose reached without a failed run in the state")
-    phase = state.get("last_phase") or "run"
+    phase = last_phase_of(state) or "run"
     if run.status in TERMINAL_RUN_STATUS:
         msg = (f"the target {phase} ended with {run.status} after {run.duration_s:.0f}s: "
                f"{(run.error or run.stderr_tail)[-300:]}")

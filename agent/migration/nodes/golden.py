@@ -21,7 +21,15 @@ from agent.migration.budget import has_time_for, run_timeout
 from agent.migration.nodes.common import artifacts_dir
 from agent.migration.records import RunRecord
 from agent.migration.runs import RunScheduler, finished
-from agent.migration.state import MigrationOptions, MigrationState, dump, golden_of, options_of, reference_of
+from agent.migration.state import (
+    MigrationOptions,
+    MigrationState,
+    dump,
+    golden_of,
+    migration_id_of,
+    options_of,
+    reference_of,
+)
 from tools.probe.config import DEFAULT_MAX_BYTES
 from tools.runner.models import RunResult
 
@@ -35,7 +43,7 @@ GOLDEN_ENV = {"FERRY_REDIRECT_AUTOCAST": "off", "FERRY_PROBE_MAX_BYTES": str(2 *
 
 
 def golden_key(state: MigrationState) -> str:
-    return f"{state['migration_id']}:{LABEL}"
+    return f"{migration_id_of(state)}:{LABEL}"
 
 
 def run_golden(opts: MigrationOptions, adir: Path, cancel: threading.Event | None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agent.errors import NeedsHuman
 from agent.migration.nodes.common import SUMMARY, Update, counted, ensure_workspace, source_of, step
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, options_of
+from agent.migration.state import MigrationState, iteration_of, options_of
 from tools.patch import list_source_files
 
 
@@ -19,5 +19,5 @@ def ingest(state: MigrationState, runs: RunScheduler) -> Update:
         raise NeedsHuman(f"{source} holds no Python files; nothing to migrate")
     runs.prewarm_runs(options_of(state).seed)  # once per process: the tpx runs fork from it
     ws = ensure_workspace(state)
-    return {"workspace": str(ws), "iteration": state.get("iteration") or 0,
+    return {"workspace": str(ws), "iteration": iteration_of(state),
             SUMMARY: f"{counted(len(files), 'source file')}; private workspace {ws}"}

@@ -15,7 +15,7 @@ import logging
 
 from agent.migration.nodes.common import SUMMARY, Update, step
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState
+from agent.migration.state import MigrationState, summary_of
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def llm_explain(state: MigrationState, runs: RunScheduler) -> Update:
     from agent.llm.answers import explain_environment
     from agent.llm.client import ChatClient, model_client
 
-    summary = state.get("summary") or ""
+    summary = summary_of(state) or ""
     client: ChatClient | None = None
     try:
         client = model_client(state)

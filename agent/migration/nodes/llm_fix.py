@@ -19,8 +19,18 @@ from agent.migration import adapters
 from agent.migration.budget import Clock, ensure_time_for
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump, edits_of, options_of, parity_of, reference_of
-from agent.policy.base import Diagnosis, FixContext, Proposal
+from agent.migration.state import (
+    MigrationState,
+    dump,
+    edits_of,
+    files_of,
+    iteration_of,
+    options_of,
+    parity_of,
+    reference_of,
+    tried_of,
+)
+from agent.policy.base import Diagnosis, FixContext, Proposal, diagnosis_of
 from agent.policy.engine import skipped_verdict
 from agent.policy.skipped import skipped_sites
 from tools.patch import file_diff, read_text
@@ -57,8 +67,8 @@ def model_session(state: MigrationState, runs: RunScheduler, label: str, base: d
 
 def diagnosis_for_model(state: MigrationState) -> Diagnosis:
     """The stored diagnosis, with the parity report (parity failures) and the edits made so far."""
-    raw = state.get("diagnosis")
-    diag = Diagnosis.model_validate(raw) if raw else Diagnosis(phase="run", kind="other")
+    stored = diagnosis_of(state)
+    diag = stored if stored is not None else Diagnosis(phase="run", kind="other")
     earlier = [f"{e.rule} at {e.site} ({e.kind}): {e.reason}" for e in edits_of(state) if e.kind != "codemod"]
     if diag.phase == "cpu_check":
         # the rejected edit's failure, with its own parity report (kept with it: the state's is the
@@ -76,11 +86,11 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
     opts = options_of(state)
     ensure_time_for(state, "target", "the model's fix (it runs the program to check its edits)")
     client = model_client(state)
-    it = state.get("iteration") or 0
-    session = model_session(state, runs, f"llm-{it}", state.get("files") or {})
+    it = iteration_of(state)
+    session = model_session(state, runs, f"llm-{it}", files_of(state))
     diag = diagnosis_for_model(state)
     try:
-        summary = run_fixer(client, session, diag, state.get("tried") or [])
+        summary = run_fixer(client, session, diag, tried_of(state))
     except FerryAgentError as exc:
         return {"llm_usage": client.counters(), "status": exc.status, "summary": f"LLM fix: {exc}",
                 SUMMARY: f"model: {exc.status}: {exc}"}
@@ -89,7 +99,7 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
         return {"llm_usage": client.counters(), "status": "failed_internal",
                 "summary": f"llm_fix: {type(exc).__name__}: {exc}",
                 SUMMARY: f"internal error: {type(exc).__name__}: {exc}"}
-    base = state.get("files") or {}
+    base = files_of(state)
     diff = "".join(file_diff(rel, base.get(rel, read_text(Path(opts.source) / rel, Path(opts.source))), text)
                    for rel, text in sorted(session.files.items()))
     fixing = diag.previous if diag.phase == "cpu_check" and diag.previous is not None else diag

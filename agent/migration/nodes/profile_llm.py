@@ -25,19 +25,21 @@ from agent.migration.runs import RunScheduler
 from agent.migration.state import (
     MigrationState,
     dump,
+    evidence_of,
+    files_of,
     findings_worth_a_change,
+    iteration_of,
+    last_phase_of,
     last_run,
     options_of,
     parity_of,
     profile_round_of,
+    status_of,
+    summary_of,
 )
 from agent.policy.base import Diagnosis, Frame, Proposal
 from tools.patch import file_diff, read_text
 from tools.profile.models import Finding
-
-#: the state a rejected change is reverted to, besides the files: the evidence they were verified with
-EVIDENCE = ("parity", "last_run", "last_phase", "target_ok", "device_work", "device_work_error", "cpu_check",
-            "profile", "profile_error")
 
 
 def finding_label(f: Finding) -> str:
@@ -65,10 +67,10 @@ def profile_llm(state: MigrationState, runs: RunScheduler) -> Update:
 
     opts = options_of(state)
     worth = findings_worth_a_change(state)
-    base = dict(state.get("files") or {})
+    base = dict(files_of(state))
     rnd = ProfileRound(phase="verifying", findings=[finding_label(f) for f in worth], base_files=base,
-                       base_evidence={k: state.get(k) for k in EVIDENCE})
-    it = state.get("iteration") or 0
+                       base_evidence=evidence_of(state))
+    it = iteration_of(state)
     if it >= opts.max_iterations:
         return _not_made(rnd, f"the iteration budget ({opts.max_iterations} fix rounds) is spent")
     if not has_time_for(state, "target"):
@@ -96,11 +98,11 @@ def profile_llm(state: MigrationState, runs: RunScheduler) -> Update:
 
 def why_rejected(state: MigrationState) -> str:
     """What failed while the model's change was verified."""
-    if state.get("status"):
-        return f"{state.get('status')}: {state.get('summary') or ''}".strip()
+    if status_of(state):
+        return f"{status_of(state)}: {summary_of(state) or ''}".strip()
     run = last_run(state)
     if run is not None and not run.ok:
-        what = "the tests" if state.get("last_phase") == "test" else "the target run"
+        what = "the tests" if last_phase_of(state) == "test" else "the target run"
         return f"{what} failed: {run.failure_line()[:400]}"
     report = parity_of(state)
     if report is not None and report.failed:
@@ -114,7 +116,7 @@ def revert(state: MigrationState, reason: str) -> Update:
     rnd = profile_round_of(state)
     assert rnd is not None
     source = source_of(state)
-    current = state.get("files") or {}
+    current = files_of(state)
     restored: dict[str, str] = {}
     for rel, text in sorted(current.items()):
         before = rnd.base_files.get(rel, read_text(source / rel, source))
@@ -125,7 +127,7 @@ def revert(state: MigrationState, reason: str) -> Update:
     update: dict[str, Any] = {**rnd.base_evidence, "files": restored, "workspace": str(ws), "proposal": None,
                               "diagnosis": None, "status": None, "summary": None}
     if restored:
-        update["edits"] = [dump(Edit(step=f"revert-{state.get('iteration') or 0}", kind="revert", rule="revert",
+        update["edits"] = [dump(Edit(step=f"revert-{iteration_of(state)}", kind="revert", rule="revert",
                                      site="profile", files=sorted(restored), diff=diff,
                                      reason=f"the model's profile change was rejected: {reason}"))]
     done = rnd.model_copy(update={"phase": "rejected", "reason": reason, "base_files": {}, "base_evidence": {}})

@@ -20,19 +20,20 @@ from agent.migration.budget import Clock, ensure_time_for, run_timeout
 from agent.migration.environment import environment_failure, rendezvous_failure
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, diagnosis_from_run, source_of, step
 from agent.migration.nodes.golden import start_golden
+from agent.migration.paths import REFERENCE_LABEL
 from agent.migration.records import RunRecord
 from agent.migration.runs import RunScheduler, finished
-from agent.migration.state import MigrationState, dump, options_of, reference_of
+from agent.migration.state import MigrationState, dump, migration_id_of, options_of, reference_of, reference_pending_of
 from tools.patch import list_source_files
 from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
 
-LABEL = early.REFERENCE_LABEL
+LABEL = REFERENCE_LABEL
 
 
 def reference_key(state: MigrationState) -> str:
-    return early.reference_key(state["migration_id"])
+    return early.reference_key(migration_id_of(state))
 
 
 def _run(state: MigrationState, adir: Path, cancel: threading.Event | None) -> RunResult:
@@ -53,7 +54,7 @@ def reference_run(state: MigrationState, runs: RunScheduler) -> Update:
     done = finished(adir)
     if done is not None:  # finished before an earlier Ferry process stopped
         return settle_reference(state, done)
-    if not early.start_reference(runs, options_of(state), state["migration_id"]):  # side-by-side runs are off
+    if not early.start_reference(runs, options_of(state), migration_id_of(state)):  # side-by-side runs are off
         return settle_reference(state, _run(state, adir, None))
     return {"reference_pending": True, SUMMARY: "started (goes on beside the scan, rewrite and first target run)"}
 
@@ -62,7 +63,7 @@ def reference_run(state: MigrationState, runs: RunScheduler) -> Update:
 def await_reference(state: MigrationState, runs: RunScheduler) -> Update:
     """Join the reference run (waiting for it, or running it now when the process that started it
     is gone); nothing to do once it is settled."""
-    if not state.get("reference_pending"):
+    if not reference_pending_of(state):
         return {SUMMARY: "settled already"}
     adir = artifacts_dir(state, LABEL)
     run = runs.join(reference_key(state), adir)
@@ -77,7 +78,7 @@ def await_reference(state: MigrationState, runs: RunScheduler) -> Update:
 
 def cancel_reference(state: MigrationState, runs: RunScheduler) -> Update:
     """Stop a pending reference run nobody will need (the migration ended before its target run)."""
-    if not state.get("reference_pending"):
+    if not reference_pending_of(state):
         return {}
     runs.cancel(reference_key(state))
     return {"reference_pending": False}

@@ -10,6 +10,7 @@ from agent.errors import Status
 from agent.migration.device_work import DEVICE_HINT, DEVICE_WAYS, work_problem
 from agent.migration.nodes.common import SUMMARY, Update, counted, step
 from agent.migration.nodes.reference import cancel_reference
+from agent.migration.paths import run_artifacts
 from agent.migration.records import Outputs
 from agent.migration.render import report_markdown, result_of
 from agent.migration.runs import RunScheduler
@@ -17,17 +18,20 @@ from agent.migration.state import (
     MigrationState,
     State,
     cpu_check_of,
+    device_work_error_of,
     device_work_of,
     dump,
     edits_of,
+    files_of,
+    migration_id_of,
     options_of,
     parity_of,
     plan_of,
     runs_of,
     scan_of,
     status_of,
+    summary_of,
 )
-from agent.migration.workspace import artifacts_root
 from tools.parity.models import ParityReport
 from tools.patch import Patch, PatchRequest, build_patch, git_apply
 
@@ -57,7 +61,7 @@ def device_work_problem(state: State) -> str | None:
     """Why the passing target run does not show the program's work on tpx, None when it does."""
     entry = untouched_entry(state)
     hint = NO_CUDA_HINT.format(entry=entry) if entry else DEVICE_HINT
-    return work_problem(device_work_of(state), state.get("device_work_error"), hint)
+    return work_problem(device_work_of(state), device_work_error_of(state), hint)
 
 
 def cpu_check_problem(state: State) -> str | None:
@@ -70,7 +74,7 @@ def cpu_check_problem(state: State) -> str | None:
 
 def final_status(state: State) -> tuple[Status, str]:
     """The status the graph decided, or, when it went all the way, what the evidence shows."""
-    status, summary = status_of(state), state.get("summary") or ""
+    status, summary = status_of(state), summary_of(state) or ""
     if status is not None:
         return status, summary
     parity = parity_of(state)
@@ -126,12 +130,12 @@ def _write_outputs(out: Path, final: MigrationState, patch: Patch, applied: bool
 def report(state: MigrationState, runs: RunScheduler) -> Update:
     opts = options_of(state)
     stopped = cancel_reference(state, runs)  # the migration ended before its target run needed it
-    runs.cancel_prefix(f"{state['migration_id']}:")  # speculative runs nobody will collect
+    runs.cancel_prefix(f"{migration_id_of(state)}:")  # speculative runs nobody will collect
     status, summary = final_status(state)
     if opts.skip_rules and "skipped by request" not in summary:
         summary = f"{summary} (rules skipped by request: {', '.join(opts.skip_rules)})"
     final: MigrationState = {**state, "status": status, "summary": summary}
-    patch = build_patch(PatchRequest(original=Path(opts.source), files=dict(state.get("files") or {})))
+    patch = build_patch(PatchRequest(original=Path(opts.source), files=dict(files_of(state))))
     applied = None
     if opts.apply and status == "migrated" and patch.diff:
         try:
@@ -143,7 +147,7 @@ def report(state: MigrationState, runs: RunScheduler) -> Update:
             final["summary"] = summary
     # The state dir's copy first: it is what `ferry resume` and the service read, and where the
     # user finds the outputs when their --out cannot be written.
-    out_dirs = [artifacts_root(opts.state_dir, state["migration_id"]) / "out"]
+    out_dirs = [run_artifacts(opts.state_dir, migration_id_of(state), "out")]
     if opts.out_dir:
         out_dirs.append(Path(opts.out_dir).expanduser())
     outputs: Outputs | None = None

@@ -8,7 +8,7 @@ from agent.migration import adapters
 from agent.migration.nodes.common import SUMMARY, Update, counted, ensure_workspace, source_of, step
 from agent.migration.records import Edit
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump, edits_of, options_of
+from agent.migration.state import MigrationState, dump, edits_of, files_of, options_of
 from agent.policy.rules_cuda import rewritten_texts
 from tools.codemods.registry import rule_by_id
 from tools.patch import file_diff, read_text
@@ -29,7 +29,7 @@ def rewrite(state: MigrationState, runs: RunScheduler) -> Update:
                   reason="catalogue codemods (docs/codemods.md)",
                   dtype_changes=_dtype_changes(rules_of.get(rel, [])), rule_counts=counts_of.get(rel, {}))
              for rel, text in sorted(new_files.items())]
-    merged = {**(state.get("files") or {}), **new_files}
+    merged = {**files_of(state), **new_files}
     ws = ensure_workspace({**state, "files": merged})
     warnings = result.warnings
     skipped = f"; skipped by request: {', '.join(opts.skip_rules)}" if opts.skip_rules else ""

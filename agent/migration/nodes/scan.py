@@ -8,12 +8,12 @@ from agent.migration import adapters
 from agent.migration.nodes.common import SUMMARY, Update, source_of, step
 from agent.migration.records import ReviewItem, ScanDigest
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump
+from agent.migration.state import MigrationState, dump, scanned
 
 
 @step("scan")
 def scan(state: MigrationState, runs: RunScheduler) -> Update:
-    if state.get("scan"):
+    if scanned(state):
         return {SUMMARY: "already done"}
     report = adapters.scan(source_of(state))
     items = [ReviewItem(rule=f.rule_id, file=f.file, line=f.line, category=f.category,

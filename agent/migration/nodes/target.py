@@ -20,17 +20,17 @@ from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, ensure_
 from agent.migration.nodes.cpu_check import cpu_check_key, cpu_check_label, run_cpu_check
 from agent.migration.records import RunRecord
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump, options_of
+from agent.migration.state import MigrationState, dump, iteration_of, migration_id_of, options_of
 from tools.runner.models import RunResult
 
 
 def _tests_label(state: MigrationState) -> str:
     """Names the tests run of this iteration's code (every applied edit starts a new iteration)."""
-    return f"tests-{state.get('iteration') or 0}"
+    return f"tests-{iteration_of(state)}"
 
 
 def _tests_key(state: MigrationState) -> str:
-    return f"{state['migration_id']}:{_tests_label(state)}"
+    return f"{migration_id_of(state)}:{_tests_label(state)}"
 
 
 def _run_tests(state: MigrationState, ws: Path, adir: Path, cancel: threading.Event | None) -> RunResult:
@@ -46,11 +46,11 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
     runs.prewarm_imports()  # parity and the profile report need torch in this process next
     runs.prewarm_runs(opts.seed)  # started by ingest unless this process resumed the migration
     ws = ensure_workspace(state)
-    it = state.get("iteration") or 0
+    it = iteration_of(state)
     tests_key = _tests_key(state)
     cpu_key = cpu_check_key(state)
-    runs.cancel_prefix(f"{state['migration_id']}:tests-", keep=tests_key)  # tests of older code
-    runs.cancel_prefix(f"{state['migration_id']}:cpu-check-", keep=cpu_key)
+    runs.cancel_prefix(f"{migration_id_of(state)}:tests-", keep=tests_key)  # tests of older code
+    runs.cancel_prefix(f"{migration_id_of(state)}:cpu-check-", keep=cpu_key)
     speculative = False
     ensure_time_for(state, "target", f"the target run of iteration {it}")
     if opts.test_command and not runs.has(tests_key) and runs.spare_cores() >= 2 and has_time_for(state, "tests"):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, SecretStr
+
+from agent.settings import settings_of
 
 PREFIX = "FERRY_GITHUB_"
 
@@ -38,8 +39,7 @@ class GitHubConfig(BaseModel):
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> GitHubConfig | None:
         """The configuration, or None when no FERRY_GITHUB_* variable is set (the webhook then answers 503)."""
-        env = os.environ if environ is None else environ
-        values = {k.removeprefix(PREFIX): v.strip() for k, v in env.items() if k.startswith(PREFIX) and v.strip()}
+        values = settings_of(environ).github.values()
         if not values:
             return None
         secret = values.get("WEBHOOK_SECRET")

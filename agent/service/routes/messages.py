@@ -10,8 +10,8 @@ from fastapi import APIRouter, HTTPException, status
 
 from agent.chat import intents
 from agent.errors import LLMFailure
+from agent.llm.config import configured as llm_configured
 from agent.migration.facade import MigrationSnapshot, UnknownMigration, load
-from agent.model_settings import configured as llm_configured
 from agent.policy.catalogue import known_rules
 from agent.redact import shipped_docs
 from agent.service.deps import SessionDep, SettingsDep, StoreDep
@@ -89,8 +89,7 @@ def _answer(text: str, facts: intents.SessionFacts, row: SessionRow) -> intents.
         return intents.reply(text, facts)
     from agent.chat.model_replies import model_reply
     from agent.llm.client import ChatClient
-    from agent.llm.config import from_env
-    from agent.model_settings import resolve_limits
+    from agent.llm.config import from_env, resolve_limits
 
     try:
         client = ChatClient(from_env(limits=resolve_limits({})))

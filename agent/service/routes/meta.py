@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 from fastapi import APIRouter, Response, status
 
 from agent.service.deps import OwnerDep, SettingsDep, StoreDep
 from agent.service.schemas import Health, Ready
 from agent.service.settings import ServiceSettings
 from agent.service.store import SessionStore
+from agent.settings import settings as ferry_settings
 
 router = APIRouter(tags=["meta"])
 MAX_DETAIL = 300
@@ -23,7 +22,7 @@ def healthz() -> Health:
 
 def _checks(settings: ServiceSettings, store: SessionStore) -> dict[str, str]:
     """Each check as 'ok: where' or 'fail: why', every credential of the database address hidden."""
-    from agent.migration.facade import DATABASE_URL_ENV, check_store
+    from agent.migration.facade import check_store
     from agent.redact import scrub
     from sandbox.isolation import SandboxUnavailable, choose
 
@@ -33,7 +32,7 @@ def _checks(settings: ServiceSettings, store: SessionStore) -> dict[str, str]:
         where = check_store(settings.data_dir)
         checks["database"] = f"ok: sessions in {store.path.name}, checkpoints in {where}"
     except Exception as exc:  # any failure is a 'fail' here, never a 500
-        why = scrub(f"{type(exc).__name__}: {' '.join(str(exc).split())}", os.environ.get(DATABASE_URL_ENV))
+        why = scrub(f"{type(exc).__name__}: {' '.join(str(exc).split())}", ferry_settings().paths.database_url)
         checks["database"] = f"fail: {why[:MAX_DETAIL]}"
     try:
         checks["sandbox"] = f"ok: {choose().describe()}"

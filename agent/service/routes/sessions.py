@@ -12,8 +12,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 
+from agent.llm.config import configured as llm_configured
 from agent.migration.facade import UnknownMigration, load, new_migration_id
-from agent.model_settings import configured as llm_configured
 from agent.service.approvals import files_from_diff
 from agent.service.bodies import read_create
 from agent.service.deps import OwnerDep, SessionDep, SettingsDep, StoreDep, WorkersDep
