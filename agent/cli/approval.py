@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.cli.progress import Progress, is_tty, print_interrupts
+from agent.cli.progress import TerminalProgress, is_tty, print_interrupts
 
 if TYPE_CHECKING:
     from agent.migration.facade import ApprovalRequest, MigrationSnapshot, RunScheduler
@@ -48,6 +48,6 @@ def drive_interactively(state: MigrationSnapshot, state_dir: str, as_json: bool,
         if as_json or not is_tty():
             return state
         answer = ask(state.interrupts[0])
-        with Progress(enabled=True) as progress:
+        with TerminalProgress(enabled=True) as progress:
             state = resume(state.migration_id or "", state_dir, answer=answer, progress=progress, runs=runs)
     return state

@@ -159,7 +159,7 @@ def _shown(value: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from agent.cli import CliError
     from agent.cli.approval import drive_interactively
-    from agent.cli.progress import Progress, exit_code, print_result
+    from agent.cli.progress import TerminalProgress, exit_code, print_result
     from agent.errors import FerryAgentError
     from agent.ids import ID_RULE, id_problem
     from agent.migration.facade import RunScheduler, new_migration_id, start
@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     runs = RunScheduler()
     migration_id = args.migration_id or new_migration_id()  # said first: a migration cut short resumes by it
 
-    with Progress(enabled=not args.json) as progress:
+    with TerminalProgress(enabled=not args.json) as progress:
         if not args.json:  # first: a migration cut short (Ctrl-C, a crash) is resumed by this id
             progress.console.print(f"migration {migration_id}: resume with `ferry resume {migration_id}` "
                                    "if interrupted")

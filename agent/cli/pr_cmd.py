@@ -54,7 +54,7 @@ def _identity(text: str | None, flag: str) -> GitIdentity | None:
 def run(args: argparse.Namespace) -> int:
     from agent.cli import CliError, output_dir
     from agent.cli.migrate_cmd import llm_limits, skipped_rules
-    from agent.cli.progress import Progress
+    from agent.cli.progress import TerminalProgress
     from agent.llm.config import configured
     from agent.prbot.pr.core import make_pr
     from agent.prbot.pr.gitops import GitError, PushFailed
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
                     llm=args.llm or configured(), device=args.device, skip_rules=skip_rules, python=own.python,
                     env=own.env, cwd=own.cwd, author=author, committer=_identity(args.committer, "--committer"))
     try:
-        with Progress(enabled=not args.json) as progress:
+        with TerminalProgress(enabled=not args.json) as progress:
             result = make_pr(req, progress=progress)
     except PrRefused as exc:
         raise CliError(str(exc)) from None

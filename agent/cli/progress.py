@@ -59,7 +59,7 @@ def step_line(node: str, summary: str) -> str:
     return f"[bold]{node}[/bold] {text}".rstrip()
 
 
-class Progress:
+class TerminalProgress:
     """One line per finished graph node on stderr, with a spinner for the running one."""
 
     def __init__(self, enabled: bool = True) -> None:
@@ -69,7 +69,7 @@ class Progress:
         self.enabled = enabled
         self._status: Status | None = None
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> TerminalProgress:
         if self.enabled:
             self._status = self.console.status("ingesting the repository")
             self._status.__enter__()

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agent.cli import CliError, output_dir
     from agent.cli.approval import drive_interactively, parse_edits
-    from agent.cli.progress import Progress, exit_code, print_result
+    from agent.cli.progress import TerminalProgress, exit_code, print_result
     from agent.errors import FerryAgentError
     from agent.ids import ID_RULE, id_problem
     from agent.migration.facade import (
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.edit:
         answer = {"action": "edit", "files": parse_edits(args.edit)}
     try:
-        with Progress(enabled=not args.json) as progress:
+        with TerminalProgress(enabled=not args.json) as progress:
             state = resume(args.migration_id, sdir, answer=answer, progress=progress, runs=runs)
     except UnknownMigration as exc:
         raise CliError(f"{exc}; check the id (ferry resume --list) and --state-dir") from exc

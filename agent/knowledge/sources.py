@@ -177,7 +177,7 @@ def _policy() -> Iterator[Document]:
     import importlib
 
     from agent.policy.registry import policy_rules
-    from tools.trace.signatures import RULES as SIGNATURES
+    from tools.trace.signatures import PATTERNS as SIGNATURES
 
     tables = {"residual_cuda_codemod": "residual_cuda.json", "unsupported_op_cpu_fallback": "op_fallbacks.json"}
     for rule in policy_rules():

@@ -33,7 +33,7 @@ from agent.migration.records import (
     Step,
 )
 from tools.parity.models import ParityReport
-from tools.profile.models import Finding, ProfileReport
+from tools.profile.models import ProfileFinding, ProfileReport
 from tools.runner.models import RunResult
 
 M = TypeVar("M", bound=BaseModel)
@@ -149,7 +149,7 @@ def profile_round_of(state: State) -> ProfileRound | None:
     return _one(state, "profile_round", ProfileRound)
 
 
-def findings_worth_a_change(state: State) -> list[Finding]:
+def findings_worth_a_change(state: State) -> list[ProfileFinding]:
     """The profile's high-severity findings (a sync or CPU fallback 10+ times, a copy every step...):
     what the model is shown in its profile round."""
     report = profile_of(state)

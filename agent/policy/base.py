@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 
-class Frame(BaseModel):
+class UserFrame(BaseModel):
     file: str  # relative to the repo root when inside it
     line: int
     function: str = ""
@@ -39,7 +39,7 @@ class Diagnosis(BaseModel):
     op: str | None = None
     exc_type: str = ""
     message: str = ""
-    frames: list[Frame] = Field(default_factory=list, description="user frames, outermost first")
+    frames: list[UserFrame] = Field(default_factory=list, description="user frames, outermost first")
     run_status: str | None = None  # the failed run's status (failed, killed...), for run/test phases
     exit_code: int | None = None
     parity: ParityReport | None = Field(default=None, description="parity failures: the report (not checkpointed "
@@ -52,7 +52,7 @@ class Diagnosis(BaseModel):
                                                                  "meant to fix (what the model is asked again)")
 
     @property
-    def site(self) -> Frame | None:
+    def site(self) -> UserFrame | None:
         return self.frames[-1] if self.frames else None
 
     def where(self) -> str:
@@ -97,7 +97,7 @@ class FixContext(BaseModel):
         found += [rel for rel in self.files_run if rel in known and rel not in found]
         return found
 
-    def untried_sites(self, rule: str, diag: Diagnosis) -> Iterator[tuple[Frame, str, str]]:
+    def untried_sites(self, rule: str, diag: Diagnosis) -> Iterator[tuple[UserFrame, str, str]]:
         """(frame, "file:line", file text) for the diagnosis's user frames, deepest first,
         skipping sites where ``rule`` was already tried and files that cannot be read."""
         for frame in reversed(diag.frames):
@@ -159,7 +159,7 @@ def new_text(result: FixResult | None) -> str | None:
     return result.source if result.changed else None
 
 
-def first_site_fix(ctx: FixContext, diag: Diagnosis, *, rule: str, fix: Callable[[Frame, str], str | None],
+def first_site_fix(ctx: FixContext, diag: Diagnosis, *, rule: str, fix: Callable[[UserFrame, str], str | None],
                    reason: Callable[[str], str]) -> Proposal | None:
     """A policy proposal for the first untried site of ``diag`` (deepest first) where ``fix(frame, text)``
     gives a changed file that still parses; ``reason(site)`` says why. None when no site can be fixed."""

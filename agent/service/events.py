@@ -55,7 +55,7 @@ def from_state(attempt: int, state: MigrationSnapshot) -> list[Event]:
     return out
 
 
-class Progress:
+class SessionProgress:
     """Turns the graph's streamed updates into keyed events, numbering from the state the attempt began with."""
 
     def __init__(self, attempt: int, begun_with: MigrationSnapshot | None) -> None:

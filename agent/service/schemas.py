@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from agent.migration import records
 from tools.parity.models import TensorComparison
-from tools.profile.models import Finding
+from tools.profile.models import ProfileFinding
 
 MAX_PARITY_ROWS = 500
 SessionState = Literal["queued", "running", "waiting_for_approval", "finished", "failed", "cancelled"]
@@ -207,5 +207,5 @@ class Result(BaseModel):
     parity_notable: list[TensorComparison] = Field(default_factory=list, description=(
         "the rows shown before the full table, as report.md shows them: the failing and warning ones, else the "
         f"worst few by max abs (the first {MAX_PARITY_ROWS})"))
-    findings: list[Finding] = Field(default_factory=list, description="the profile's findings (file:line, what, "
+    findings: list[ProfileFinding] = Field(default_factory=list, description="the profile's findings (file:line, what, "
                                                                       "suggestion)")

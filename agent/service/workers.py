@@ -156,7 +156,7 @@ class Workers:
         store.add_event(sid, "started", {"attempt": row.attempt, "resumed": begun is not None})
         if begun is not None:  # what a killed server did not record yet
             record(events.from_state(row.attempt, begun))
-        progress = events.Progress(row.attempt, begun)
+        progress = events.SessionProgress(row.attempt, begun)
 
         def on_progress(node: str, update: NodeUpdate) -> None:
             record(progress.events(node, update))

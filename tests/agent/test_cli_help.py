@@ -138,10 +138,10 @@ def test_a_steps_mark_follows_its_outcome(summary, status, outcome):
 def test_progress_prints_a_failing_step_with_a_mark_of_its_own_and_its_name_once():
     from rich.console import Console
 
-    from agent.cli.progress import Progress
+    from agent.cli.progress import TerminalProgress
     from agent.migration.facade import NodeUpdate
 
-    progress = Progress(enabled=True)
+    progress = TerminalProgress(enabled=True)
     progress.console = Console(record=True, width=200, force_terminal=False)
     progress("parity", NodeUpdate({"steps": [{"node": "parity", "seconds": 0.5,
                                               "summary": "parity fails (fc1) -> matmul_precision_highest"}]}))

@@ -21,7 +21,7 @@ from agent.llm.config import LLMConfig
 from agent.llm.fixer import run_fixer
 from agent.llm.functions import EditSession, tool_schemas
 from agent.migration.records import EditSummary, MigrationRecord
-from agent.policy.base import Diagnosis, Frame
+from agent.policy.base import Diagnosis, UserFrame
 from evals.harness import migration_id, record_fixes
 
 _spec = importlib.util.spec_from_file_location("scripted_llm", Path(__file__).with_name("scripted_llm.py"))
@@ -187,7 +187,7 @@ def test_the_fixer_shows_the_knowledge_base_and_the_model_can_search_it(tmp_path
     (repo / "m.py").write_text("import torch\n\n\ndef metric(x):\n    return x.double().mean()\n")
     session = EditSession(repo, repo, {}, lambda *a: pytest.fail("unexpected run"), None, "python m.py", None)
     diag = Diagnosis(phase="run", kind="tpx_float64", exc_type="TypeError", message=FLOAT64.split(": ", 1)[1],
-                     frames=[Frame(file="m.py", line=5, function="metric")])
+                     frames=[UserFrame(file="m.py", line=5, function="metric")])
     script = [
         scripted.reply(scripted.tool_call("search_knowledge", {"query": "NCCL", "k": 2})),
         scripted.reply(scripted.tool_call("apply_edit", {"path": "m.py", "search": "x.double()",

@@ -21,7 +21,7 @@ from agent.llm.config import DEFAULTS, LLMConfig, resolve_limits
 from agent.llm.fixer import run_fixer
 from agent.llm.functions import EditSession, tool_schemas
 from agent.migration.state import add_counters
-from agent.policy.base import Diagnosis, Frame
+from agent.policy.base import Diagnosis, UserFrame
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("scripted_llm_f", Path(__file__).with_name("scripted_llm.py"))
@@ -157,7 +157,7 @@ def test_unknown_tool_calls_end_failed_llm_after_max_malformed(tmp_path):
     (tmp_path / "m.py").write_text(SRC)
     session = EditSession(tmp_path, tmp_path, {}, lambda *a: pytest.fail("no runs expected"), None, "python m.py", None)
     diag = Diagnosis(phase="run", kind="other", exc_type="TypeError", message="float64",
-                     frames=[Frame(file="m.py", line=5, function="metric")])
+                     frames=[UserFrame(file="m.py", line=5, function="metric")])
     script = [scripted.reply(scripted.tool_call("no_such_tool", {}, f"c{i}")) for i in range(6)]
     with scripted.ScriptedLLM(script) as server, pytest.raises(LLMFailure) as info:
         client = ChatClient(_cfg(server.base_url, max_malformed=2))

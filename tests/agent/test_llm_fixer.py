@@ -13,7 +13,7 @@ from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
 from agent.llm.fixer import run_fixer
 from agent.llm.functions import EditSession, tool_schemas
-from agent.policy.base import Diagnosis, Frame
+from agent.policy.base import Diagnosis, UserFrame
 
 _spec = importlib.util.spec_from_file_location("scripted_llm", Path(__file__).with_name("scripted_llm.py"))
 scripted = importlib.util.module_from_spec(_spec)
@@ -39,7 +39,7 @@ def _session(repo: Path) -> EditSession:
 
 def _diag() -> Diagnosis:
     return Diagnosis(phase="run", kind="other", exc_type="TypeError", message="tpx does not support float64",
-                     frames=[Frame(file="m.py", line=5, function="metric")])
+                     frames=[UserFrame(file="m.py", line=5, function="metric")])
 
 
 def _client(server, sleeps: list[float], **kw) -> ChatClient:

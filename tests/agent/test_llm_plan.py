@@ -14,7 +14,7 @@ from agent.llm.planner import TOOL, PlanReply, ask_plan, validate_plan
 from agent.migration import edges
 from agent.migration.records import Plan, ProfileRound, ReviewItem, ScanDigest, edit_by
 from agent.migration.state import MigrationOptions, dump
-from tools.profile.models import Finding, ProfileReport
+from tools.profile.models import ProfileFinding, ProfileReport
 
 _spec = importlib.util.spec_from_file_location("scripted_llm_plan", Path(__file__).with_name("scripted_llm.py"))
 scripted = importlib.util.module_from_spec(_spec)
@@ -104,7 +104,7 @@ def _opts(llm: bool) -> dict:
 
 
 def _profile(severity: str) -> dict:
-    finding = Finding(kind="host_sync", severity=severity, title="device-to-host sync: item",
+    finding = ProfileFinding(kind="host_sync", severity=severity, title="device-to-host sync: item",
                       suggestion="keep it on the device", file="x.py", line=3, count=12)
     return dump(ProfileReport(profile_dir="/p", repo_root="/repo", findings=[finding]))
 

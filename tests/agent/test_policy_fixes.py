@@ -12,7 +12,7 @@ import pytest
 
 from agent.migration.nodes.common import diagnosis_from_run
 from agent.policy import Proposal, propose
-from agent.policy.base import Diagnosis, FixContext, Frame
+from agent.policy.base import Diagnosis, FixContext, UserFrame
 from tools.codemods.engine import analyze
 from tools.codemods.tables import DEVICE_FACTORIES, TENSOR_FACTORIES
 from tools.runner.api import run
@@ -25,7 +25,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "zeros_like"
 def _propose(tmp_path: Path, kind: str, src: str, line: int, op: str | None = None, **kw) -> Proposal | None:
     (tmp_path / "m.py").write_text(src)
     ctx = FixContext(source=tmp_path, known_files=["m.py"], **kw)
-    result = propose(Diagnosis(phase="run", kind=kind, op=op, frames=[Frame(file="m.py", line=line)]), ctx)
+    result = propose(Diagnosis(phase="run", kind=kind, op=op, frames=[UserFrame(file="m.py", line=line)]), ctx)
     assert result is None or isinstance(result, Proposal)
     return result
 

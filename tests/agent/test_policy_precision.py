@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from agent.policy import Proposal, propose
-from agent.policy.base import Diagnosis, FixContext, Frame
+from agent.policy.base import Diagnosis, FixContext, UserFrame
 from tools.codemods.engine import analyze
 from tools.parity.models import ParityReport
 
@@ -142,7 +142,7 @@ NOT_CLOSE = ("Tensor-likes are not close!\n\nMismatched elements: 9 / 4096 (0.2%
 
 def _not_close(file: str, message: str = NOT_CLOSE) -> Diagnosis:
     return Diagnosis(phase="test", kind="other", exc_type="AssertionError", message=message,
-                     frames=[Frame(file=file, line=10, function="test_matmul_is_float32_exact")])
+                     frames=[UserFrame(file=file, line=10, function="test_matmul_is_float32_exact")])
 
 
 def _pytest_on_tpx(repo: Path) -> subprocess.CompletedProcess[str]:
@@ -248,7 +248,7 @@ def _drift_passed(removed_by: dict[str, str] | None) -> ParityReport:
 def test_tests_that_fail_after_a_drift_the_side_run_made_exact_get_full_fp32_matmuls(tmp_path: Path):
     (tmp_path / "train.py").write_text(TRAIN)
     ctx = FixContext(source=tmp_path, known_files=["train.py"], entry_file="train.py")
-    failing_test = Diagnosis(phase="test", kind="other", frames=[Frame(file="tests/test_x.py", line=3)],
+    failing_test = Diagnosis(phase="test", kind="other", frames=[UserFrame(file="tests/test_x.py", line=3)],
                              parity=_drift_passed({"TPX_MATMUL_PRECISION": "highest"}))
     proposal = propose(failing_test, ctx)
     assert isinstance(proposal, Proposal) and proposal.rule == "matmul_precision_highest"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.policy import Proposal, Verdict, propose
-from agent.policy.base import Diagnosis, FixContext, Frame
+from agent.policy.base import Diagnosis, FixContext, UserFrame
 from tools.parity.models import Divergence, ParityReport, TensorComparison
 
 
@@ -21,8 +21,8 @@ def _ctx(tmp_path: Path, files: dict[str, str], **kw) -> FixContext:
 
 def _diag(kind: str, file: str, line: int, message: str = "", op: str | None = None, phase: str = "run") -> Diagnosis:
     return Diagnosis(phase=phase, kind=kind, op=op, exc_type="TypeError", message=message,
-                     frames=[Frame(file="train.py", line=1, function="<module>"),
-                             Frame(file=file, line=line, function="main")])
+                     frames=[UserFrame(file="train.py", line=1, function="<module>"),
+                             UserFrame(file=file, line=line, function="main")])
 
 
 def _new_line(p: Proposal, rel: str, line: int) -> str:
@@ -54,7 +54,7 @@ def test_float64_double_call_and_host_transfer(tmp_path):
 def test_rule_does_not_repeat_a_site_it_tried(tmp_path):
     src = "import torch\nx = torch.ones(2, dtype=torch.double)\n"
     ctx = _ctx(tmp_path, {"m.py": src}, tried=["float64_to_float32@m.py:2"])
-    d = Diagnosis(phase="run", kind="tpx_float64", frames=[Frame(file="m.py", line=2)])
+    d = Diagnosis(phase="run", kind="tpx_float64", frames=[UserFrame(file="m.py", line=2)])
     assert propose(d, ctx) is None
 
 
@@ -192,7 +192,8 @@ def test_process_group_without_device_backend_gets_one_per_device(tmp_path):
              " init_method='file:///tmp/x', rank=0, world_size=1)\n")
     ctx = _ctx(tmp_path, {"train.py": train, "model.py": "import torch\n"})
     d = Diagnosis(phase="run", kind="other", exc_type="RuntimeError",
-                  message="No backend type associated with device type tpx", frames=[Frame(file="model.py", line=1)])
+                  message="No backend type associated with device type tpx",
+                  frames=[UserFrame(file="model.py", line=1)])
     p = propose(d, ctx)
     assert isinstance(p, Proposal) and p.rule == "per_device_process_group_backend" and p.site == "train.py:8"
     line = _new_line(p, "train.py", 8)

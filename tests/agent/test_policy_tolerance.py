@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.policy import Proposal, propose
-from agent.policy.base import Diagnosis, FixContext, Frame
+from agent.policy.base import Diagnosis, FixContext, UserFrame
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ NOT_CLOSE = ("Tensor-likes are not close!\n\nMismatched elements: 14 / 16 (87.5%
 def _diag(rel: str = "0.0038792660925537348", phase: str = "test", exc_type: str = "AssertionError",
           absolute: str = "0.00043") -> Diagnosis:
     return Diagnosis(phase=phase, kind="other", exc_type=exc_type, message=NOT_CLOSE.format(rel=rel, abs=absolute),
-                     frames=[Frame(file="tests/test_m.py", line=9, function="test_two_matmul_orders_agree")])
+                     frames=[UserFrame(file="tests/test_m.py", line=9, function="test_two_matmul_orders_agree")])
 
 
 def _ctx(tmp_path: Path, **kw: object) -> FixContext:
@@ -78,7 +78,7 @@ def test_a_large_relative_difference_at_a_near_zero_element_is_still_rounding(tm
     _diag(phase="run"),  # the program's own run: parity judges it, not this rule
     _diag(exc_type="ValueError"),
     Diagnosis(phase="test", kind="other", exc_type="AssertionError", message="assert 0.7 > 0.8",
-              frames=[Frame(file="tests/test_m.py", line=9)]),
+              frames=[UserFrame(file="tests/test_m.py", line=9)]),
 ], ids=["large", "inf", "run-phase", "not-an-assertion", "plain-assert"])
 def test_other_failures_get_no_precision_fix(tmp_path, diag):
     assert propose(diag, _ctx(tmp_path)) is None

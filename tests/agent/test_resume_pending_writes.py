@@ -62,7 +62,7 @@ def test_writes_saved_before_a_crash_are_applied_once_and_not_reported_again(tmp
     assert nodes == after[len(done):]  # exactly the steps this run made, in order
 
     # the service's events: the loaded state's, then the streamed ones: every step once, keys 0..N-1
-    progress = events.Progress(1, begun)
+    progress = events.SessionProgress(1, begun)
     recorded = events.from_state(1, begun) + [e for node, update in reported for e in progress.events(node, update)]
     step_keys = [key for kind, key, _ in recorded if kind == "step"]
     assert step_keys == [f"a1:step:{i}" for i in range(len(after))]

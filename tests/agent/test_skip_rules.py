@@ -11,7 +11,7 @@ import pytest
 
 from agent.migration import adapters
 from agent.policy import Proposal, propose
-from agent.policy.base import Diagnosis, FixContext, Frame
+from agent.policy.base import Diagnosis, FixContext, UserFrame
 from agent.policy.catalogue import known_rules, unknown_rule_message
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +71,7 @@ def test_catalogue_rewrite_leaves_a_skipped_rules_sites(tmp_path):
 
 def test_policy_skips_a_rule_the_user_left_out(tmp_path):
     (tmp_path / "m.py").write_text("import torch\nx = torch.ones(2, dtype=torch.double)\n")
-    diag = Diagnosis(phase="run", kind="tpx_float64", frames=[Frame(file="m.py", line=2)])
+    diag = Diagnosis(phase="run", kind="tpx_float64", frames=[UserFrame(file="m.py", line=2)])
     ctx = FixContext(source=tmp_path, known_files=["m.py"])
     assert isinstance(propose(diag, ctx), Proposal)
     assert propose(diag, ctx.model_copy(update={"skip_rules": ["float64_to_float32"]})) is None

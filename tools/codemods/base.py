@@ -139,7 +139,7 @@ def parent_map(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
     return recorder.parents
 
 
-class Rule(cst.BatchableCSTVisitor):
+class CodemodRule(cst.BatchableCSTVisitor):
     """Base class: subclasses set the class attributes and implement ``visit_*`` methods."""
 
     ID: ClassVar[str] = ""

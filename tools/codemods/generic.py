@@ -10,12 +10,12 @@ from typing import ClassVar
 
 import libcst as cst
 
-from tools.codemods.base import LOOSE_PARENTS, Category, Rule, Transform
+from tools.codemods.base import LOOSE_PARENTS, Category, CodemodRule, Transform
 from tools.codemods.nodes import code, expr
 from tools.codemods.tables import CallMapping, Report
 
 
-def _in_import(node: cst.CSTNode, rule: Rule) -> bool:
+def _in_import(node: cst.CSTNode, rule: CodemodRule) -> bool:
     parent = rule.parent(node)
     while isinstance(parent, (cst.Attribute, cst.Name)):
         parent = rule.parent(parent)
@@ -38,7 +38,7 @@ def _accelerator_branch(test: cst.BaseExpression) -> str | None:
     return None
 
 
-class CallMapRule(Rule):
+class CallMapRule(CodemodRule):
     """Rewrites calls ``torch.cuda.X(args)`` to the mapped call, keeping the argument text."""
 
     CATEGORY: ClassVar[Category] = "auto"
@@ -123,7 +123,7 @@ class CallMapRule(Rule):
         return new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
 
 
-class NameReportRule(Rule):
+class NameReportRule(CodemodRule):
     """Reports uses of the qualified names in ``NAMES`` and imports of modules in ``MODULES``."""
 
     CATEGORY: ClassVar[Category] = "review"

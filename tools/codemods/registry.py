@@ -6,14 +6,14 @@ import importlib
 import pkgutil
 from functools import lru_cache
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 
 
 @lru_cache(maxsize=1)
-def all_rules() -> tuple[type[Rule], ...]:
+def all_rules() -> tuple[type[CodemodRule], ...]:
     from tools.codemods import rules as package
 
-    found: list[type[Rule]] = []
+    found: list[type[CodemodRule]] = []
     for info in pkgutil.iter_modules(package.__path__):
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         rule = getattr(module, "RULE", None)
@@ -26,7 +26,7 @@ def all_rules() -> tuple[type[Rule], ...]:
     return tuple(sorted(found, key=lambda r: r.ID))
 
 
-def rule_by_id(rule_id: str) -> type[Rule]:
+def rule_by_id(rule_id: str) -> type[CodemodRule]:
     for rule in all_rules():
         if rule_id == rule.ID:
             return rule

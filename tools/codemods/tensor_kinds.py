@@ -37,7 +37,7 @@ from libcst.metadata import Assignment, ScopeProvider
 from tools.codemods.tables import LIKE_FACTORIES, TENSOR_FACTORIES
 
 if TYPE_CHECKING:
-    from tools.codemods.base import Rule
+    from tools.codemods.base import CodemodRule
 
 
 #: "tensor": a tensor that may live on the device; "host": one created on the CPU (a factory
@@ -77,7 +77,7 @@ _MAX_DEPTH = 24
 class TensorKinds:
     """Per-rule, per-module memo of expression kinds (the rule supplies the metadata)."""
 
-    def __init__(self, rule: Rule) -> None:
+    def __init__(self, rule: CodemodRule) -> None:
         self.rule = rule
         self._bindings: dict[int, Kind] = {}
 

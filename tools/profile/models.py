@@ -42,7 +42,7 @@ class CompileEvent(BaseModel):
 Severity = Literal["high", "medium", "low"]
 
 
-class Finding(BaseModel):
+class ProfileFinding(BaseModel):
     kind: Literal["host_sync", "h2d_copy", "cpu_fallback", "graph_break", "recompile", "hot_op"]
     severity: Severity
     title: str
@@ -100,7 +100,7 @@ class ProfileReport(BaseModel):
     h2d_copies_per_step: float | None = None
     graph_breaks: list[CompileEvent] = Field(default_factory=list)
     recompiles: list[CompileEvent] = Field(default_factory=list)
-    findings: list[Finding] = Field(default_factory=list)
+    findings: list[ProfileFinding] = Field(default_factory=list)
     device_work: DeviceWork | None = None
     trace_path: str | None = None
     markdown_path: str | None = None

@@ -8,7 +8,7 @@ from pathlib import Path
 from sandbox.artifacts import ArtifactMissing, ArtifactRefused, is_regular_file, write_text
 from tools.artifact_json import InvalidArtifact, load_json, validate
 from tools.profile.child import PROFILE_JSON
-from tools.profile.models import CompileEvent, DeviceWork, Finding, OpRow, ProfileReport, Severity, SyncSite
+from tools.profile.models import CompileEvent, DeviceWork, OpRow, ProfileFinding, ProfileReport, Severity, SyncSite
 from tools.profile.profile_doc import ProfileDoc
 from tools.profile.suggestions import (
     DATA_DEPENDENT_SUGGESTIONS,
@@ -87,8 +87,8 @@ def _compile_events(doc: ProfileDoc, root: Path) -> tuple[list[CompileEvent], li
     return breaks, recompiles
 
 
-def _findings(report: ProfileReport, steps: int | None) -> list[Finding]:
-    out: list[Finding] = []
+def _findings(report: ProfileReport, steps: int | None) -> list[ProfileFinding]:
+    out: list[ProfileFinding] = []
     for s in report.syncs:
         where = _where(s.file, s.line)
         if s.category == "d2h_sync":
@@ -99,12 +99,12 @@ def _findings(report: ProfileReport, steps: int | None) -> list[Finding]:
                 text = SYNC_SUGGESTIONS.get(s.kind, "this call waits for the device ({n}x at {where}).").format(
                     n=s.count, where=where)
             sev: Severity = "high" if s.count >= 10 else "medium" if s.count >= 2 else "low"
-            out.append(Finding(kind="host_sync", severity=sev, title=f"device-to-host sync: {s.kind}", suggestion=text,
-                               file=s.file, line=s.line, source=s.source, count=s.count))
+            out.append(ProfileFinding(kind="host_sync", severity=sev, title=f"device-to-host sync: {s.kind}",
+                                      suggestion=text, file=s.file, line=s.line, source=s.source, count=s.count))
         else:
             per_step = s.window_count / steps if steps else float(s.count)
             sev = "high" if per_step >= 1 else "medium" if s.window_count else "low"
-            out.append(Finding(kind="h2d_copy", severity=sev, title=f"host-to-device copy: {s.kind}",
+            out.append(ProfileFinding(kind="h2d_copy", severity=sev, title=f"host-to-device copy: {s.kind}",
                                suggestion=H2D_SUGGESTION.format(n=s.count, where=where, per_step=per_step),
                                file=s.file, line=s.line, source=s.source, count=s.count))
     first_sync: dict[str, SyncSite] = {}
@@ -114,7 +114,7 @@ def _findings(report: ProfileReport, steps: int | None) -> list[Finding]:
         base = op.split("::")[-1].split(".")[0]
         site = first_sync.get(base)
         hint = DATA_DEPENDENT_SUGGESTIONS.get(base, DEFAULT_FALLBACK)
-        out.append(Finding(kind="cpu_fallback", severity="high" if n >= 10 else "medium",
+        out.append(ProfileFinding(kind="cpu_fallback", severity="high" if n >= 10 else "medium",
                            title=f"CPU fallback: {op} ({n} calls)",
                            suggestion=f"`{base}` is not native on tpx and ran {n}x on the CPU"
                                       f"{' at ' + _where(site.file, site.line) if site else ''}: replace it: {hint}.",
@@ -123,12 +123,12 @@ def _findings(report: ProfileReport, steps: int | None) -> list[Finding]:
     for g in report.graph_breaks:
         hint = next(h for key, h in GRAPH_BREAK_HINTS if key.lower() in g.reason.lower())
         first = g.reason.splitlines()[0][:160] if g.reason else "graph break"
-        out.append(Finding(kind="graph_break", severity="medium", title=f"graph break: {first}",
+        out.append(ProfileFinding(kind="graph_break", severity="medium", title=f"graph break: {first}",
                            suggestion=f"torch.compile splits the graph at {_where(g.file, g.line)}: {hint}.",
                            file=g.file, line=g.line, count=g.count))
     for r in report.recompiles:
         reason = " ".join(r.reason.split())[:240]
-        out.append(Finding(kind="recompile", severity="medium", title="recompile",
+        out.append(ProfileFinding(kind="recompile", severity="medium", title="recompile",
                            suggestion=RECOMPILE_SUGGESTION.format(reason=reason), file=r.file, line=r.line,
                            count=r.count))
     rank = {"high": 0, "medium": 1, "low": 2}

@@ -20,59 +20,61 @@ RENDEZVOUS_DETAIL = ("the distributed job could not reach its rendezvous / TCP s
 
 
 @dataclass(frozen=True)
-class Rule:
+class Pattern:
+    """One trace signature: a regex on "ExcType: message" and the kind it names (``tools.trace.models.Signature``)."""
+
     kind: SignatureKind
     pattern: str  # regex on "ExcType: message"
     op_group: str | None = None  # named group holding the op / package
     detail: str = ""
 
 
-RULES: tuple[Rule, ...] = (
-    Rule("cuda_unmappable", r"ferry redirect: (?P<op>[\w.]+) cannot run", "op",
-         "custom CUDA kernel, Triton or CUDA graph: no device-neutral equivalent"),
-    Rule("rendezvous", r"^(?:RendezvousConnectionError|RendezvousTimeoutError|RendezvousClosedError|RendezvousError|"
-         r"DistStoreError|DistNetworkError)\b|Temporary failure in name resolution|Name or service not known|"
-         r"client socket has timed out after \d+m?s while trying to connect|"
-         r"Timed out after \d+ seconds waiting for clients|Socket Timeout", None,
-         RENDEZVOUS_DETAIL),
-    Rule("cuda_not_compiled", r"Torch not compiled with CUDA enabled", None,
-         "CUDA API used on a build without CUDA"),
-    Rule("cuda_not_compiled", r"Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver initialization failed|"
-         r"without ATen_cuda library|Attempting to deserialize object on a CUDA device", None,
-         "CUDA runtime needed but absent"),
-    Rule("tpx_oom", r"OutOfMemoryError.*tpx|tpx.*out of memory|tpx.*OutOfMemory", None,
-         "tpx simulated device memory exhausted"),
-    Rule("tpx_float64", r"(?i)(float64|double).*\btpx\b|\btpx\b.*(float64|double)", None,
-         "tpx has no float64"),
-    Rule("unsupported_op",
-         r"aten::(?P<op>[\w.]+)'? is not (?:currently )?(?:supported|implemented)[^\n]*\b(?:tpx|PrivateUse1)", "op",
-         "op not supported by the tpx backend"),
-    Rule("unsupported_op",
-         r"Could not run '(?:aten::)?(?P<op>[\w.]+)' with arguments from the '(?:PrivateUse1|tpx)' backend", "op",
-         "op has no kernel for the tpx backend"),
-    Rule("unsupported_op",
-         r"operator '(?:aten::)?(?P<op>[\w.]+)' is not currently implemented for the (?:tpx|PrivateUse1)", "op",
-         "op has no kernel for the tpx backend"),
-    Rule("unsupported_op", r"^NotImplementedError: [^\n]*\b(?:tpx|PrivateUse1)\b[^\n]*?aten::(?P<op>[\w.]+)", "op",
-         "op not supported by the tpx backend"),
-    Rule("mixed_devices", r"Expected all tensors to be on the same device|found at least two devices|"
-         r"Expected object of device type|is on device \S+ but expected|device mismatch", None,
-         "tensors on different devices meet in one op"),
-    Rule("missing_cuda_package", r"^(?:ModuleNotFoundError|ImportError): No module named '(?P<op>[\w.]+)'", "op",
-         "a CUDA-only package is not installed"),
-    Rule("syntax_error", r"^(?:SyntaxError|IndentationError|TabError)\b", None, "the code does not parse"),
-    Rule("import_error", r"^(?:ModuleNotFoundError|ImportError)\b", None, "an import failed"),
-    Rule("disk_quota", r"No space left on device|\bENOSPC\b|Disk quota exceeded", None,
-         "no space left: the run's disk cap (or a full filesystem) was reached"),
-    Rule("killed_by_limit", r"^MemoryError\b|Too many open files|Resource temporarily unavailable|"
-         r"File too large|Cannot allocate memory|can't start new thread", None,
-         "a sandbox resource limit was reached"),
+PATTERNS: tuple[Pattern, ...] = (
+    Pattern("cuda_unmappable", r"ferry redirect: (?P<op>[\w.]+) cannot run", "op",
+            "custom CUDA kernel, Triton or CUDA graph: no device-neutral equivalent"),
+    Pattern("rendezvous", r"^(?:RendezvousConnectionError|RendezvousTimeoutError|RendezvousClosedError|RendezvousError|"
+            r"DistStoreError|DistNetworkError)\b|Temporary failure in name resolution|Name or service not known|"
+            r"client socket has timed out after \d+m?s while trying to connect|"
+            r"Timed out after \d+ seconds waiting for clients|Socket Timeout", None,
+            RENDEZVOUS_DETAIL),
+    Pattern("cuda_not_compiled", r"Torch not compiled with CUDA enabled", None,
+            "CUDA API used on a build without CUDA"),
+    Pattern("cuda_not_compiled", r"Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver initialization failed|"
+            r"without ATen_cuda library|Attempting to deserialize object on a CUDA device", None,
+            "CUDA runtime needed but absent"),
+    Pattern("tpx_oom", r"OutOfMemoryError.*tpx|tpx.*out of memory|tpx.*OutOfMemory", None,
+            "tpx simulated device memory exhausted"),
+    Pattern("tpx_float64", r"(?i)(float64|double).*\btpx\b|\btpx\b.*(float64|double)", None,
+            "tpx has no float64"),
+    Pattern("unsupported_op",
+            r"aten::(?P<op>[\w.]+)'? is not (?:currently )?(?:supported|implemented)[^\n]*\b(?:tpx|PrivateUse1)", "op",
+            "op not supported by the tpx backend"),
+    Pattern("unsupported_op",
+            r"Could not run '(?:aten::)?(?P<op>[\w.]+)' with arguments from the '(?:PrivateUse1|tpx)' backend", "op",
+            "op has no kernel for the tpx backend"),
+    Pattern("unsupported_op",
+            r"operator '(?:aten::)?(?P<op>[\w.]+)' is not currently implemented for the (?:tpx|PrivateUse1)", "op",
+            "op has no kernel for the tpx backend"),
+    Pattern("unsupported_op", r"^NotImplementedError: [^\n]*\b(?:tpx|PrivateUse1)\b[^\n]*?aten::(?P<op>[\w.]+)", "op",
+            "op not supported by the tpx backend"),
+    Pattern("mixed_devices", r"Expected all tensors to be on the same device|found at least two devices|"
+            r"Expected object of device type|is on device \S+ but expected|device mismatch", None,
+            "tensors on different devices meet in one op"),
+    Pattern("missing_cuda_package", r"^(?:ModuleNotFoundError|ImportError): No module named '(?P<op>[\w.]+)'", "op",
+            "a CUDA-only package is not installed"),
+    Pattern("syntax_error", r"^(?:SyntaxError|IndentationError|TabError)\b", None, "the code does not parse"),
+    Pattern("import_error", r"^(?:ModuleNotFoundError|ImportError)\b", None, "an import failed"),
+    Pattern("disk_quota", r"No space left on device|\bENOSPC\b|Disk quota exceeded", None,
+            "no space left: the run's disk cap (or a full filesystem) was reached"),
+    Pattern("killed_by_limit", r"^MemoryError\b|Too many open files|Resource temporarily unavailable|"
+            r"File too large|Cannot allocate memory|can't start new thread", None,
+            "a sandbox resource limit was reached"),
 )
 
-_COMPILED = [(rule, re.compile(rule.pattern, re.M)) for rule in RULES]
+_COMPILED = [(rule, re.compile(rule.pattern, re.M)) for rule in PATTERNS]
 
 
-def _op_of(rule: Rule, match: re.Match[str]) -> str | None:
+def _op_of(rule: Pattern, match: re.Match[str]) -> str | None:
     if not rule.op_group:
         return None
     for name, value in match.groupdict().items():

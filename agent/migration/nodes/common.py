@@ -31,7 +31,7 @@ from agent.migration.state import (
     workspace_of,
 )
 from agent.migration.workspace import materialise
-from agent.policy.base import Diagnosis, FixContext, Frame
+from agent.policy.base import Diagnosis, FixContext, UserFrame
 from tools.patch import list_source_files
 from tools.runner.models import RunResult
 
@@ -136,11 +136,11 @@ def diagnosis_from_run(run: RunResult, phase: RunPhase, known: list[str]) -> Dia
         return Diagnosis(phase=phase, kind=_KIND_OF_STATUS.get(run.status, "other"),
                          message=(run.error or run.stderr_tail or run.stdout_tail or "")[-2000:],
                          run_status=run.status, exit_code=run.exit_code)
-    frames: list[Frame] = []
+    frames: list[UserFrame] = []
     for fr in trace.user_frames:
         rel = relative_to_repo(fr.file, known)
         if rel is not None:
-            frames.append(Frame(file=rel, line=fr.line or 0, function=fr.function or "", source=fr.source or ""))
+            frames.append(UserFrame(file=rel, line=fr.line or 0, function=fr.function or "", source=fr.source or ""))
     return Diagnosis(phase=phase, kind=trace.signature.kind, op=trace.signature.op, exc_type=trace.exc_type,
                      message=trace.message, frames=frames, run_status=run.status, exit_code=run.exit_code,
                      tests=trace.tests)

@@ -37,16 +37,16 @@ from agent.migration.state import (
     status_of,
     summary_of,
 )
-from agent.policy.base import Diagnosis, Frame, Proposal
+from agent.policy.base import Diagnosis, Proposal, UserFrame
 from tools.patch import file_diff, read_text
-from tools.profile.models import Finding
+from tools.profile.models import ProfileFinding
 
 
-def finding_label(f: Finding) -> str:
+def finding_label(f: ProfileFinding) -> str:
     return f"{f.where() or '(no source line)'}  {f.title}"
 
 
-def profile_evidence(findings: list[Finding]) -> str:
+def profile_evidence(findings: list[ProfileFinding]) -> str:
     """The findings as the model reads them: severity, where, how often, the line, the profiler's hint."""
     lines = ["Profile findings worth a change:"]
     for f in findings:
@@ -77,7 +77,7 @@ def profile_llm(state: MigrationState, runs: RunScheduler) -> Update:
         return _not_made(rnd, "the wall-time budget (--max-wall) leaves no time to verify a change")
     session = model_session(state, runs, "llm-profile", base)
     diag = Diagnosis(phase="profile", kind="profile_findings", message=profile_evidence(worth),
-                     frames=[Frame(file=f.file, line=f.line) for f in worth if f.file and f.line][-3:])
+                     frames=[UserFrame(file=f.file, line=f.line) for f in worth if f.file and f.line][-3:])
     try:
         client = model_client(state)
     except FerryAgentError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.cli_device import inside_helper
 from tools.codemods.device_strings import argument_literal, is_device_string_predicate_part, is_type_comparison_part
 from tools.codemods.nodes import code, cuda_device_string, expr, int_value, positional
@@ -15,7 +15,7 @@ from tools.codemods.tables import DEVICE_OBJECT, DEVICE_TYPE_CALLS, INIT_PROCESS
 _OTHER_RULES_CALLS = DEVICE_OBJECT | DEVICE_TYPE_CALLS | SET_DEFAULT_DEVICE | INIT_PROCESS_GROUP
 
 
-class DeviceLiterals(Rule):
+class DeviceLiterals(CodemodRule):
     ID = "FRY001"
     NAME = "placement.device-literal"
     DESCRIPTION = ('torch.device("cuda") and "cuda"/"cuda:0" passed to .to() -> the module\'s device variable; '

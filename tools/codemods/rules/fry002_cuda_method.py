@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.device_indices import left_to_index_rule
 from tools.codemods.nodes import code, cuda_call_to, int_value, kwarg, positional
 
 
-class CudaMethod(Rule):
+class CudaMethod(CodemodRule):
     ID = "FRY002"
     NAME = "placement.cuda-method"
     DESCRIPTION = ("x.cuda(), module.cuda(), x.cuda(0), .cuda(non_blocking=True) -> .to(device, ...); "

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.device_indices import RANK_NAME, left_to_index_rule
 from tools.codemods.nodes import code, expr, int_value, kwarg, positional
 
 
-class IntDevice(Rule):
+class IntDevice(CodemodRule):
     ID = "FRY003"
     NAME = "placement.int-device"
     DESCRIPTION = (".to(0) / .to(device=0) (an integer means a CUDA ordinal) -> .to(device); .to(local_rank)-style "

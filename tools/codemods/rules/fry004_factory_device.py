@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule, Transform
+from tools.codemods.base import CodemodRule, Transform
 from tools.codemods.nodes import cuda_device_string, expr, positional
 from tools.codemods.tables import DEVICE_OBJECT, DEVICE_TYPE_CALLS, SET_DEFAULT_DEVICE
 
@@ -16,7 +16,7 @@ def _replace_with(text: str) -> Transform:
     return lambda updated: expr(text)
 
 
-class FactoryDevice(Rule):
+class FactoryDevice(CodemodRule):
     ID = "FRY004"
     NAME = "placement.factory-device"
     DESCRIPTION = ('device="cuda" keyword arguments (zeros, randn, arange, tensor, Generator, ...) and '

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import cuda_device_string, expr, kwarg
 from tools.codemods.tables import TORCH_LOAD
 
@@ -19,7 +19,7 @@ def _is_cuda_lambda(node: cst.BaseExpression) -> bool:
             and isinstance(body.func.value, cst.Name) and body.func.value.value == first and not body.args)
 
 
-class MapLocation(Rule):
+class MapLocation(CodemodRule):
     ID = "FRY005"
     NAME = "placement.map-location"
     DESCRIPTION = ('torch.load(map_location="cuda") or map_location=lambda storage, loc: storage.cuda() -> '

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.cuda_guards import cuda_only_names, guard_of, guards_cuda_only_code
 from tools.codemods.nodes import code, expr
 
 _NEEDS_PARENS = (cst.Comparison, cst.BinaryOperation, cst.Attribute, cst.Subscript, cst.Call)
 
 
-class IsCuda(Rule):
+class IsCuda(CodemodRule):
     ID = "FRY006"
     NAME = "placement.is-cuda"
     DESCRIPTION = ("x.is_cuda -> x.device.type == device.type (true on the target accelerator); x.is_cuda in "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule, RuleContext
+from tools.codemods.base import CodemodRule, RuleContext
 from tools.codemods.nodes import args_then, code, dotted, expr, string_value
 from tools.codemods.tables import TENSOR_TYPES
 
@@ -21,7 +21,7 @@ _ISINSTANCE = frozenset({"builtins.isinstance"})
 _BARE_PARENTS = (cst.If, cst.While, cst.Assert, cst.Assign, cst.AnnAssign, cst.Return, cst.Arg, cst.Expr)
 
 
-class TensorTypes(Rule):
+class TensorTypes(CodemodRule):
     ID = "FRY007"
     NAME = "placement.tensor-types"
     DESCRIPTION = ("torch.cuda.FloatTensor(2, 3) -> torch.empty(2, 3, dtype=..., device=device); "

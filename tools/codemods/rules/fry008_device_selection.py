@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import cuda_device_string, dotted, expr, string_value
 from tools.codemods.tables import DEVICE_OBJECT
 
 _AVAILABLE = frozenset({"torch.cuda.is_available", "torch.backends.mps.is_available"})
 
 
-class DeviceSelection(Rule):
+class DeviceSelection(CodemodRule):
     ID = "FRY008"
     NAME = "placement.device-selection"
     DESCRIPTION = ('torch.device("cuda" if torch.cuda.is_available() else "cpu") -> the device variable, defined as '

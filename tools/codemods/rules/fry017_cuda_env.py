@@ -14,7 +14,7 @@ import re
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import code, expr, string_value
 from tools.codemods.tables import cuda_env_var
 
@@ -26,7 +26,7 @@ _ENVIRON = frozenset({"os.environ"})
 _SETS = re.compile(r"(?<![A-Za-z0-9_])([A-Z][A-Z0-9_]*)=")
 
 
-class CudaEnv(Rule):
+class CudaEnv(CodemodRule):
     ID = "FRY017"
     NAME = "memory.cuda-env"
     DESCRIPTION = ("CUDA/NCCL environment variables (CUDA_VISIBLE_DEVICES, PYTORCH_CUDA_ALLOC_CONF, "

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import args_after, expr, kwarg, positional
 from tools.codemods.tables import AUTOCAST_CUDA, AUTOCAST_GENERIC
 
 
-class Autocast(Rule):
+class Autocast(CodemodRule):
     ID = "FRY024"
     NAME = "amp.autocast"
     DESCRIPTION = ('torch.cuda.amp.autocast(...) and torch.autocast("cuda", ...) -> '

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import args_after, expr, kwarg, positional
 from tools.codemods.tables import GRADSCALER_CUDA, GRADSCALER_GENERIC
 
 
-class GradScaler(Rule):
+class GradScaler(CodemodRule):
     ID = "FRY025"
     NAME = "amp.grad-scaler"
     DESCRIPTION = ('torch.cuda.amp.GradScaler(...) and torch.amp.GradScaler("cuda") -> '

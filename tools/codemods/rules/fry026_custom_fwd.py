@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import args_after, expr, kwarg
 from tools.codemods.tables import CUSTOM_AUTOGRAD_CUDA
 
 _GENERIC = frozenset(CUSTOM_AUTOGRAD_CUDA.values())
 
 
-class CustomFwd(Rule):
+class CustomFwd(CodemodRule):
     ID = "FRY026"
     NAME = "amp.custom-fwd"
     DESCRIPTION = ("@torch.cuda.amp.custom_fwd / custom_bwd (bare or called) -> "

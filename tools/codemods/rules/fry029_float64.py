@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule, RuleContext
+from tools.codemods.base import CodemodRule, RuleContext
 from tools.codemods.nodes import cuda_device_string, expr, int_value, kwarg, positional
 from tools.codemods.tables import DEFAULT_DTYPE_SETTERS, DEVICE_OBJECT, DOUBLE_DTYPES
 
 
-class Float64(Rule):
+class Float64(CodemodRule):
     ID = "FRY029"
     NAME = "dtype.float64"
     DESCRIPTION = ("dtype=torch.float64 in a call that places the tensor on the device, and .double() chained "

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule, RuleContext, Transform
+from tools.codemods.base import CodemodRule, RuleContext, Transform
 from tools.codemods.nodes import bool_value, expr
 from tools.codemods.tables import CUDNN_TF32_FLAG, TF32_FLAGS
 
 
-class Tf32(Rule):
+class Tf32(CodemodRule):
     ID = "FRY030"
     NAME = "dtype.tf32"
     DESCRIPTION = ('torch.backends.cuda.matmul.allow_tf32 = True/False -> torch.set_float32_matmul_precision('

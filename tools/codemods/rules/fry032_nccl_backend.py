@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import expr, kwarg, positional, string_value
 from tools.codemods.tables import INIT_PROCESS_GROUP, NEW_GROUP
 
@@ -41,7 +41,7 @@ def nccl_names(module: cst.Module | None) -> frozenset[str]:
     return frozenset(found.names)
 
 
-class NcclBackend(Rule):
+class NcclBackend(CodemodRule):
     ID = "FRY032"
     NAME = "dist.nccl-backend"
     DESCRIPTION = ('init_process_group("nccl") / backend="nccl" (also new_group) -> '

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import string_value
 from tools.codemods.tables import INIT_PROCESS_GROUP, NEW_GROUP
 
 _GROUP_CALLS = INIT_PROCESS_GROUP | NEW_GROUP
 
 
-class BackendChecks(Rule):
+class BackendChecks(CodemodRule):
     ID = "FRY033"
     NAME = "dist.backend-check"
     DESCRIPTION = '"nccl" string literals outside init_process_group/new_group (backend checks, defaults) -> review.'

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import kwarg, without_kwargs
 from tools.codemods.tables import BARRIER
 
 
-class BarrierDeviceIds(Rule):
+class BarrierDeviceIds(CodemodRule):
     ID = "FRY034"
     NAME = "dist.barrier-device-ids"
     DESCRIPTION = "dist.barrier(device_ids=[...]) (NCCL-only argument) -> plain dist.barrier()."

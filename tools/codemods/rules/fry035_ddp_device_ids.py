@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import kwarg, positional, without_arg, without_kwargs
 from tools.codemods.tables import DDP
 
 
-class DdpDeviceIds(Rule):
+class DdpDeviceIds(CodemodRule):
     ID = "FRY035"
     NAME = "dist.ddp-device-ids"
     DESCRIPTION = ("DistributedDataParallel(model, device_ids=[local_rank], output_device=local_rank) -> "

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import kwarg, positional
 from tools.codemods.tables import DEVICE_MESH
 
 
-class DeviceMesh(Rule):
+class DeviceMesh(CodemodRule):
     ID = "FRY037"
     NAME = "dist.device-mesh"
     DESCRIPTION = 'init_device_mesh("cuda", ...) -> init_device_mesh(device.type, ...).'

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule, RuleContext
+from tools.codemods.base import CodemodRule, RuleContext
 from tools.codemods.device_indices import is_device_index
 from tools.codemods.nodes import code, cuda_device_string, expr, int_value, kwarg, string_value
 from tools.codemods.tables import DEVICE_OBJECT, INIT_PROCESS_GROUP
 from tools.codemods.targets import device_string_expression
 
 
-class LocalRankDevice(Rule):
+class LocalRankDevice(CodemodRule):
     ID = "FRY038"
     NAME = "dist.local-rank-device"
     DESCRIPTION = ('torch.device("cuda", local_rank) -> torch.device(device.type, local_rank); '

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule, RuleContext
+from tools.codemods.base import CodemodRule, RuleContext
 from tools.codemods.nodes import bool_value, code, expr, kwarg
 from tools.codemods.tables import DATALOADER, DEVICE_FACTORIES
 
 _AVAILABLE = "torch.accelerator.is_available()"
 
 
-class PinMemory(Rule):
+class PinMemory(CodemodRule):
     ID = "FRY039"
     NAME = "data.pin-memory"
     DESCRIPTION = ("DataLoader(pin_memory=True) (also aliases and subclasses) -> review: pinned memory targets CUDA "

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import kwarg, string_value
 from tools.codemods.tables import CUDA_GRAPH_COMPILE_MODES, TORCH_COMPILE
 
 
-class CompileModes(Rule):
+class CompileModes(CodemodRule):
     ID = "FRY040"
     NAME = "compile.cuda-modes"
     DESCRIPTION = ('torch.compile(mode="max-autotune"|"reduce-overhead") (CUDA graphs) and backend="inductor" '

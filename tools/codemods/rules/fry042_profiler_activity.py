@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.nodes import code, expr, kwarg, string_value
 from tools.codemods.tables import PROFILER_CPU_ACTIVITY, PROFILER_CUDA_ACTIVITY, PROFILER_SORT_KEYS
 
 _LITERALS = (cst.List, cst.Tuple, cst.Set)
 
 
-class ProfilerActivity(Rule):
+class ProfilerActivity(CodemodRule):
     ID = "FRY042"
     NAME = "profile.cuda-activity"
     DESCRIPTION = ('sort_by="cuda_time_total" (and other cuda_* keys) -> "device_time_total"; '

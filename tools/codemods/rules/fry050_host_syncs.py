@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import Assignment, ScopeProvider
 
-from tools.codemods.base import Rule, RuleContext
+from tools.codemods.base import CodemodRule, RuleContext
 from tools.codemods.loops import LoopTracker, enclosing_loop
 from tools.codemods.nodes import code
 from tools.codemods.tables import LOG_METHODS, SYNC_METHODS, TEXT_BUILTINS
@@ -17,7 +17,7 @@ _TEXT_SUGGESTION = ("format it every N steps or after the loop (accumulate with 
                     "converting a tensor to text copies it to the host")
 
 
-class HostSyncs(Rule):
+class HostSyncs(CodemodRule):
     ID = "FRY050"
     NAME = "perf.host-sync"
     DESCRIPTION = (".item(), .cpu(), .numpy(), .tolist() inside a training loop (one that calls backward/step), "

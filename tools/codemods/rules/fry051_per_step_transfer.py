@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule, RuleContext
+from tools.codemods.base import CodemodRule, RuleContext
 from tools.codemods.loops import LoopTracker, enclosing_loop
 from tools.codemods.nodes import kwarg
 from tools.codemods.tables import TENSOR_FACTORIES
 
 
-class PerStepTransfer(Rule):
+class PerStepTransfer(CodemodRule):
     ID = "FRY051"
     NAME = "perf.per-step-transfer"
     DESCRIPTION = ("torch.zeros(...).to(device) / torch.tensor(...).cuda() inside a training loop: created on CPU "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule, RuleContext
+from tools.codemods.base import CodemodRule, RuleContext
 from tools.codemods.tables import SYNC_METHODS, TORCH_COMPILE
 
 
@@ -18,7 +18,7 @@ class _Scan(cst.CSTVisitor):
             self.found = True
 
 
-class GraphBreaks(Rule):
+class GraphBreaks(CodemodRule):
     ID = "FRY052"
     NAME = "perf.graph-break"
     DESCRIPTION = ("`if`/`while` on tensor values (.item(), .any(), .all(), .tolist()) inside a @torch.compile "

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.device_strings import is_device_type_choice, predicate_subject
 from tools.codemods.nodes import code, cuda_device_string, string_value
 
 
-class DeviceString(Rule):
+class DeviceString(CodemodRule):
     ID = "FRY053"
     NAME = "placement.device-string"
     DESCRIPTION = ("'cuda' in device / device.startswith('cuda') / device_type == 'cuda' on a device string (a "

@@ -20,7 +20,7 @@ import re
 import libcst as cst
 
 from tools.codemods import cli_device
-from tools.codemods.base import Rule, RuleContext
+from tools.codemods.base import CodemodRule, RuleContext
 from tools.codemods.nodes import add_kwarg, bool_value, code, expr, kwarg, string_value
 
 #: flag destinations that turn CUDA on / off (``--use-cuda`` -> use_cuda)
@@ -62,7 +62,7 @@ def _is_add_argument(node: cst.Call) -> bool:
     return isinstance(node.func, cst.Attribute) and node.func.attr.value == _ADD_ARGUMENT
 
 
-class CliDevice(Rule):
+class CliDevice(CodemodRule):
     ID = "FRY054"
     NAME = "placement.cli-device"
     DESCRIPTION = ("Device selection on the command line defaults to the available accelerator (catalogue 55): "

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.device_indices import is_device_index
 from tools.codemods.nodes import code, cuda_call_to, expr, kwarg, positional
 from tools.codemods.tables import DEVICE_FACTORIES, DEVICE_OBJECT, TORCH_LOAD
 
 
-class DeviceIndexValues(Rule):
+class DeviceIndexValues(CodemodRule):
     ID = "FRY055"
     NAME = "placement.int-device-index"
     DESCRIPTION = ("Integer device indices held in variables (catalogue 58): x.cuda(local_rank), "

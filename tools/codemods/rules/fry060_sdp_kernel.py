@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule, RuleContext
+from tools.codemods.base import CodemodRule, RuleContext
 from tools.codemods.nodes import bool_value, code, expr
 from tools.codemods.tables import FUNCTOOLS_PARTIAL, SDP_BACKEND_ORDER, SDP_KERNEL, SDP_KERNEL_FLAGS
 
@@ -35,7 +35,7 @@ class _Unclear(Exception):
     pass
 
 
-class SdpKernel(Rule):
+class SdpKernel(CodemodRule):
     ID = "FRY060"
     NAME = "attention.sdp-kernel"
     DESCRIPTION = ("torch.backends.cuda.sdp_kernel(enable_*=...) (also **flags and functools.partial) -> "

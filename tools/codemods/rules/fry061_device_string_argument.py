@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.device_strings import argument_literal
 from tools.codemods.nodes import cuda_device_string
 from tools.codemods.tables import DEVICE_OBJECT, DEVICE_TYPE_CALLS, INIT_PROCESS_GROUP, SET_DEFAULT_DEVICE
@@ -24,7 +24,7 @@ from tools.codemods.tables import DEVICE_OBJECT, DEVICE_TYPE_CALLS, INIT_PROCESS
 _OTHER_RULES_CALLS = DEVICE_OBJECT | DEVICE_TYPE_CALLS | SET_DEFAULT_DEVICE | INIT_PROCESS_GROUP
 
 
-class DeviceStringArgument(Rule):
+class DeviceStringArgument(CodemodRule):
     ID = "FRY061"
     NAME = "placement.device-string-argument"
     DESCRIPTION = ('"cuda"/"cuda:0" passed as a positional argument (grid(nx, "cuda"), pytest.param("cuda")) or a '

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.codemods.base import Rule
+from tools.codemods.base import CodemodRule
 from tools.codemods.cli_device import inside_helper
 from tools.codemods.cuda_guards import cuda_only_names, guard_of, guards_cuda_only_code, in_test_code
 from tools.codemods.device_strings import type_comparison_subject
@@ -41,7 +41,7 @@ class _CudaReferences(cst.CSTVisitor):
         self.found.append(node)
 
 
-class DeviceTypeComparison(Rule):
+class DeviceTypeComparison(CodemodRule):
     ID = "FRY062"
     NAME = "placement.device-type-comparison"
     DESCRIPTION = ('<x>.type == "cuda" / != "cuda" (device.type, t.device.type): in an assert or a test function '
