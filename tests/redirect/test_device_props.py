@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tools.redirect.cuda_api import build_cuda_api
-from tools.redirect.sites import Recorder
+from tools.redirect.sites import SiteCounter
 
 TORCH_DIR = Path(torch.__file__).resolve().parent
 # A call that returns CUDA's properties (torch.cuda's, or Dynamo's device interface, which is torch.cuda's
@@ -53,7 +53,7 @@ def _stub_fields() -> set[str]:
 
 @pytest.fixture(scope="module")
 def cpu_api() -> dict[str, object]:
-    return build_cuda_api("cpu", Recorder(None, "cpu", None))
+    return build_cuda_api("cpu", SiteCounter(None, "cpu", None))
 
 
 def test_properties_carry_every_field_torch_reads(cpu_api):
@@ -82,7 +82,7 @@ def test_properties_describe_one_consistent_device(cpu_api):
 def test_tpx_target_keeps_its_own_description_and_gains_cudas_fields():
     import backend  # noqa: F401  (registers tpx)
 
-    api = build_cuda_api("tpx", Recorder(None, "tpx", None))
+    api = build_cuda_api("tpx", SiteCounter(None, "tpx", None))
     props = api["get_device_properties"]()  # type: ignore[operator]
     own = torch.tpx.get_device_properties()  # type: ignore[attr-defined]
     assert (props.name, props.total_memory, props.major) == (own.name, own.total_memory, own.major)

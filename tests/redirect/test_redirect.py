@@ -12,7 +12,7 @@ import torch
 
 from tools.redirect.cuda_api import DEVICE_COUNT_ENV, build_cuda_api
 from tools.redirect.log import load_redirect_log
-from tools.redirect.sites import Recorder
+from tools.redirect.sites import SiteCounter
 from tools.runner.api import run
 from tools.runner.models import RunRequest
 
@@ -323,7 +323,7 @@ def test_spawned_cuda_ddp_program_runs_on_cpu_with_two_processes(tmp_path):
 def test_device_count_covers_the_launchers_processes(monkeypatch):
     for name in ("LOCAL_WORLD_SIZE", "WORLD_SIZE", DEVICE_COUNT_ENV):
         monkeypatch.delenv(name, raising=False)
-    api = build_cuda_api("cpu", Recorder(None, "cpu", None))
+    api = build_cuda_api("cpu", SiteCounter(None, "cpu", None))
     assert api["device_count"]() == 1
     monkeypatch.setenv("WORLD_SIZE", "3")
     assert api["device_count"]() == 3

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .cuda_api import _from_torch_internals, answer_of
-from .sites import Recorder
+from .sites import SiteCounter
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable, Iterator
@@ -38,7 +38,7 @@ MEMORY = ("empty_cache", "empty_host_cache", "get_memory_info", "max_memory_allo
           "reset_peak_memory_stats")
 
 
-def build_accelerator_api(cuda_api: dict[str, Any], rec: Recorder) -> dict[str, object]:
+def build_accelerator_api(cuda_api: dict[str, Any], rec: SiteCounter) -> dict[str, object]:
     """name -> replacement for ``torch.accelerator.<name>``, answering as ``cuda_api`` (torch.cuda's
     replacements) does. Each keeps the real function for PyTorch's own callers, and logs its call
     site once, as ``torch.accelerator``'s (the torch.cuda answers it uses log nothing)."""
@@ -98,7 +98,8 @@ def build_accelerator_api(cuda_api: dict[str, Any], rec: Recorder) -> dict[str, 
     return api
 
 
-def _redirected(name: str, real: Callable[..., Any], answer: Callable[..., Any], rec: Recorder) -> Callable[..., Any]:
+def _redirected(name: str, real: Callable[..., Any], answer: Callable[..., Any],
+                rec: SiteCounter) -> Callable[..., Any]:
     def replacement(*args: Any, **kwargs: Any) -> Any:
         # only Dynamo's constant folder asks for the program: its stream handling (variables.streams)
         # asks is_available() and then uses current_accelerator(), and must get the real pair

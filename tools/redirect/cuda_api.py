@@ -12,7 +12,7 @@ import torch
 
 from .device_props import RedirectDeviceProperties, redirect_properties
 from .graphs import graph_api
-from .sites import Recorder, RedirectUnsupportedError
+from .sites import RedirectUnsupportedError, SiteCounter
 from .tables import NVTX_FUNCTIONS
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
@@ -151,7 +151,7 @@ def answer_of(replacement: Any) -> Callable[..., Any]:
     return answer
 
 
-def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
+def build_cuda_api(target: str, rec: SiteCounter) -> dict[str, object]:
     """name -> replacement for ``torch.cuda.<name>``."""
     dm = getattr(torch, target, None) if target != "cpu" else None
     # the real answers, for PyTorch's own calls (taken before the replacements are installed)
@@ -330,7 +330,7 @@ def build_cuda_api(target: str, rec: Recorder) -> dict[str, object]:
     return api
 
 
-def patch_nvtx(rec: Recorder) -> None:
+def patch_nvtx(rec: SiteCounter) -> None:
     """``torch.cuda.nvtx`` annotations become no-ops (they only label profiler ranges)."""
     nvtx = getattr(torch.cuda, "nvtx", None)
     if nvtx is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..guest import sibling
-from .sites import Recorder
+from .sites import SiteCounter
 
 if TYPE_CHECKING:
     from cuda_semantics import graphs as _shared
@@ -24,7 +24,7 @@ class _Graph(_shared.EagerGraph):
     """``torch.cuda.CUDAGraph`` stand-in, recording its uses."""
 
     owner = "ferry redirect"
-    recorder: Recorder  # set on the class built for the redirect (graph_api)
+    recorder: SiteCounter  # set on the class built for the redirect (graph_api)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         self.recorder.record("torch.cuda.CUDAGraph", skip=3)
@@ -44,7 +44,7 @@ class _GraphContext(_shared.GraphContext):
         super().__init__(cuda_graph)
 
 
-def graph_api(rec: Recorder) -> dict[str, object]:
+def graph_api(rec: SiteCounter) -> dict[str, object]:
     """name -> replacement for ``torch.cuda.<name>`` (CUDA graphs)."""
     graph_cls = type("CUDAGraph", (_Graph,), {"recorder": rec, "__module__": "torch.cuda"})
     return {

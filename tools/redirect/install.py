@@ -18,7 +18,7 @@ from .legacy import legacy_types, patch_legacy_type_checks
 from .methods import patch_methods
 from .mode import CudaRedirectMode, is_cuda_device
 from .patches import install_patches, redirected_to
-from .sites import Recorder, RedirectUnsupportedError
+from .sites import RedirectUnsupportedError, SiteCounter
 from .tables import FACTORIES, NVTX_FUNCTIONS
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
@@ -42,7 +42,7 @@ AUTOCAST_ENV = "FERRY_REDIRECT_AUTOCAST"  # on (default) | off: CUDA autocast di
 class _Installed(TypedDict, total=False):
     """What this process installed (once)."""
 
-    recorder: Recorder
+    recorder: SiteCounter
     strategy: str
     mode: CudaRedirectMode
 
@@ -63,7 +63,7 @@ def _imported_by_library() -> bool:
 class _UnsupportedImportFinder(importlib.abc.MetaPathFinder):
     """Makes ``import triton`` (etc.) fail with a message naming the importing line."""
 
-    def __init__(self, rec: Recorder, target: str) -> None:
+    def __init__(self, rec: SiteCounter, target: str) -> None:
         self.rec, self.target = rec, target
 
     def find_spec(self, name: str, path: Sequence[str] | None = None,
@@ -88,7 +88,7 @@ def autocast_disabled() -> bool:
     return value == "off"
 
 
-def _patch_amp(target: str, rec: Recorder) -> None:
+def _patch_amp(target: str, rec: SiteCounter) -> None:
     from torch.amp import autocast_mode, grad_scaler
 
     orig_autocast = autocast_mode.autocast.__init__
@@ -158,7 +158,7 @@ def _track_redirected_regions(autocast_cls: type[Any]) -> None:
     autocast_cls.__enter__, autocast_cls.__exit__ = enter, exit_
 
 
-def _keep_lstm_runnable(rec: Recorder) -> None:
+def _keep_lstm_runnable(rec: SiteCounter) -> None:
     """``nn.LSTM`` under a CUDA autocast mapped to the CPU runs in float32.
 
     CPU autocast sends LSTM to oneDNN in float16/bfloat16, which has no such primitive ("could
@@ -180,7 +180,7 @@ def _keep_lstm_runnable(rec: Recorder) -> None:
     torch.nn.LSTM.forward = forward  # type: ignore[method-assign]
 
 
-def _patch_distributed(target: str, rec: Recorder) -> None:
+def _patch_distributed(target: str, rec: SiteCounter) -> None:
     if not torch.distributed.is_available():
         return
     from torch.distributed import distributed_c10d
@@ -226,7 +226,7 @@ def _patch_distributed(target: str, rec: Recorder) -> None:
     ddp_mod.DistributedDataParallel.__init__ = ddp_init  # type: ignore[method-assign]
 
 
-def _patch_device_mesh(target: str, rec: Recorder) -> None:
+def _patch_device_mesh(target: str, rec: SiteCounter) -> None:
     """``init_device_mesh("cuda", shape)`` (positional or ``device_type=``): a mesh of the target's
     devices, as ``Module.cuda()`` puts the parameters there (FSDP2 and DTensor check the two agree)."""
     from torch.distributed import device_mesh
@@ -256,7 +256,7 @@ def _index(device: object) -> int:
     return 0 if index is None else int(index)
 
 
-def _patch_module_to(target: str, rec: Recorder) -> None:
+def _patch_module_to(target: str, rec: SiteCounter) -> None:
     """``Module.to(local_rank)`` / ``Module.to("cuda:1")`` / ``Module.to(device=rank)``: an integer is a CUDA
     ordinal, which PyTorch cannot parse without an accelerator ("Cannot access accelerator device when none
     is available"); the module moves to the target as ``Module.cuda(rank)`` does."""
@@ -265,7 +265,7 @@ def _patch_module_to(target: str, rec: Recorder) -> None:
         torch.nn.Module.to, torch.device(target), rec, "Module.to")
 
 
-def _patch_cpp_extension(target: str, rec: Recorder) -> None:
+def _patch_cpp_extension(target: str, rec: SiteCounter) -> None:
     try:
         from torch.utils import cpp_extension
     except ImportError:  # e.g. no setuptools in the user's venv: their own import of it fails the same way
@@ -303,7 +303,7 @@ def _patch_cpp_extension(target: str, rec: Recorder) -> None:
     cpp_extension.load, cpp_extension.load_inline = load, load_inline
 
 
-def _generator_class(target: str, rec: Recorder) -> type[torch.Generator]:
+def _generator_class(target: str, rec: SiteCounter) -> type[torch.Generator]:
     """``torch.Generator`` that maps a CUDA device; ``isinstance`` still accepts every
     generator (the default CPU generator included)."""
     orig = torch.Generator
@@ -343,13 +343,13 @@ def _remember_for_compile(cuda_api: dict[str, object], accel_api: dict[str, obje
                           [fn for name, fn in accel_api.items() if name in accelerator_api.FOLDED])
 
 
-def install(target: str, log_path: str | None = None, repo_root: str | None = None) -> Recorder:
+def install(target: str, log_path: str | None = None, repo_root: str | None = None) -> SiteCounter:
     """Map CUDA onto ``target`` ("cpu" or "tpx") for the rest of this process. Idempotent."""
     if "recorder" in _state:
         return _state["recorder"]
     if target not in ("cpu", "tpx"):
         raise ValueError(f"redirect target must be 'cpu' or 'tpx', got {target!r}")
-    rec = Recorder(log_path, target, repo_root)
+    rec = SiteCounter(log_path, target, repo_root)
     cuda_api = build_cuda_api(target, rec)
     for name, fn in cuda_api.items():
         setattr(torch.cuda, name, fn)
@@ -419,7 +419,7 @@ def install(target: str, log_path: str | None = None, repo_root: str | None = No
     return rec
 
 
-def install_from_env() -> Recorder | None:
+def install_from_env() -> SiteCounter | None:
     """Install from ``FERRY_REDIRECT_CUDA`` / ``FERRY_REDIRECT_LOG`` / ``FERRY_WORKSPACE``."""
     target = os.environ.get("FERRY_REDIRECT_CUDA")
     if not target:

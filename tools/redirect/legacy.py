@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .sites import Recorder
+from .sites import SiteCounter
 from .tables import LEGACY_TENSOR_TYPES
 
 _CUDA_PREFIX = "torch.cuda."
@@ -29,9 +29,9 @@ class _CudaTypeName(str):
     """
 
     cuda_name: str
-    recorder: Recorder
+    recorder: SiteCounter
 
-    def __new__(cls, name: str, cuda_name: str, recorder: Recorder) -> _CudaTypeName:
+    def __new__(cls, name: str, cuda_name: str, recorder: SiteCounter) -> _CudaTypeName:
         obj = super().__new__(cls, name)
         obj.cuda_name, obj.recorder = cuda_name, recorder
         return obj
@@ -57,7 +57,7 @@ class _LegacyCudaType(type):
 
     dtype: torch.dtype
     target: str
-    recorder: Recorder
+    recorder: SiteCounter
 
     def __call__(cls, *args: Any, **kwargs: Any) -> torch.Tensor:
         cls.recorder.record(f"torch.cuda.{cls.__name__}", skip=3)
@@ -70,7 +70,7 @@ class _LegacyCudaType(type):
         return isinstance(obj, torch.Tensor) and obj.dtype == cls.dtype and obj.device.type == cls.target
 
 
-def legacy_types(target: str, rec: Recorder) -> dict[str, type]:
+def legacy_types(target: str, rec: SiteCounter) -> dict[str, type]:
     """name -> stand-in class for ``torch.cuda.<name>`` (the table in tables.py)."""
     return {
         name: _LegacyCudaType(name, (), {"dtype": getattr(torch, dt), "target": target, "recorder": rec,
@@ -88,7 +88,7 @@ def _legacy_name(arg: object) -> str | None:
     return None
 
 
-def patch_legacy_type_checks(target: str, rec: Recorder) -> None:
+def patch_legacy_type_checks(target: str, rec: SiteCounter) -> None:
     """``Tensor.type()`` and ``torch.set_default_tensor_type`` with CUDA legacy types."""
     cuda_names = {getattr(torch, dt): f"{_CUDA_PREFIX}{name}" for name, dt in LEGACY_TENSOR_TYPES.items()}
     orig_type = torch.Tensor.type

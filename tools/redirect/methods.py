@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .cuda_api import _Stream
-from .sites import Recorder
+from .sites import SiteCounter
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable
 
 
-def _patch_pin_memory(rec: Recorder) -> None:
+def _patch_pin_memory(rec: SiteCounter) -> None:
     def pin_memory(self: torch.Tensor, device: object = None) -> torch.Tensor:
         # Pinned memory only speeds up host->GPU copies; the target reads host memory as it is.
         # A copy, as pin_memory() of an unpinned tensor is (writes to it must not reach the source).
@@ -31,7 +31,7 @@ def _patch_pin_memory(rec: Recorder) -> None:
     torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign,assignment]
 
 
-def _patch_record_stream(rec: Recorder) -> None:
+def _patch_record_stream(rec: SiteCounter) -> None:
     orig: Callable[..., None] = torch.Tensor.record_stream
 
     @functools.wraps(orig)
@@ -47,7 +47,7 @@ def _patch_record_stream(rec: Recorder) -> None:
     torch.Tensor.record_stream = record_stream  # type: ignore[method-assign,assignment]
 
 
-def _patch_storage_cuda(target: str, rec: Recorder) -> None:
+def _patch_storage_cuda(target: str, rec: SiteCounter) -> None:
     dev = torch.device(target)
 
     def untyped_cuda(self: torch.UntypedStorage, device: object = None, non_blocking: bool = False) -> Any:
@@ -64,7 +64,7 @@ def _patch_storage_cuda(target: str, rec: Recorder) -> None:
     torch.storage.TypedStorage.cuda = typed_cuda  # type: ignore[method-assign]
 
 
-def patch_methods(target: str, rec: Recorder) -> None:
+def patch_methods(target: str, rec: SiteCounter) -> None:
     """Install the method mappings (both strategies)."""
     _patch_pin_memory(rec)
     _patch_record_stream(rec)

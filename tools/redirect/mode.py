@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .sites import Recorder
+from .sites import SiteCounter
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable, Collection, Sequence
@@ -34,7 +34,7 @@ def _name(func: object) -> str:
 class CudaRedirectMode(TorchFunctionMode):
     """Rewrites CUDA device arguments; everything else passes straight through."""
 
-    def __init__(self, target: str, recorder: Recorder) -> None:
+    def __init__(self, target: str, recorder: SiteCounter) -> None:
         super().__init__()
         self.target = target
         self.target_device = _DEVICE_TYPE(target)

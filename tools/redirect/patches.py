@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .mode import is_cuda_device
-from .sites import Recorder
+from .sites import SiteCounter
 from .tables import FACTORIES, TENSOR_FACTORIES
 
 if TYPE_CHECKING:  # typing only: the sandboxed child imports no more than it needs
     from collections.abc import Callable
 
 
-def _wrap_factory(fn: Callable[..., Any], api: str, target: torch.device, rec: Recorder) -> Callable[..., Any]:
+def _wrap_factory(fn: Callable[..., Any], api: str, target: torch.device, rec: SiteCounter) -> Callable[..., Any]:
     @functools.wraps(fn)
     def factory(*args: Any, **kwargs: Any) -> Any:
         dev = kwargs.get("device")
@@ -36,7 +36,7 @@ def _wrap_factory(fn: Callable[..., Any], api: str, target: torch.device, rec: R
     return factory
 
 
-def install_patches(target: str, rec: Recorder) -> None:
+def install_patches(target: str, rec: SiteCounter) -> None:
     dev = torch.device(target)
     for name in FACTORIES:
         fn = getattr(torch, name, None)
@@ -95,7 +95,7 @@ def _keep_device_contexts(_device: Any) -> None:
     _device._device_constructors = functools.lru_cache(1)(constructors)
 
 
-def redirected_to(orig_to: Any, dev: torch.device, rec: Recorder, label: str) -> Any:
+def redirected_to(orig_to: Any, dev: torch.device, rec: SiteCounter, label: str) -> Any:
     """``orig_to`` (``Tensor.to`` / ``Module.to``) with a CUDA device or a CUDA ordinal (an int, which
     PyTorch cannot parse without an accelerator), positional or ``device=``, sent to ``dev``."""
 

@@ -39,7 +39,7 @@ def _is_library(filename: str) -> bool:
     )
 
 
-class Recorder:
+class SiteCounter:
     """Counts redirected call sites; writes each new site at once and final counts at exit."""
 
     def __init__(self, log_path: str | None, target: str, repo_root: str | None) -> None:
