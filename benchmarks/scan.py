@@ -1,16 +1,23 @@
-"""Scan + rewrite throughput: Ferry vs TorchFix on the same generated corpus, side by side.
+"""Scan + rewrite throughput: Ferry vs TorchFix on a generated corpus and on real code, side by side.
 
-    .venv/bin/python benchmarks/scan.py [--files 420] [--jobs N] [--keep DIR]
+    .venv/bin/python benchmarks/scan.py [--corpus both|generated|real] [--mirror DIR] [--jobs N] [--keep DIR]
 
-Generates a corpus (>= 50,000 lines by default) of training scripts that use CUDA idioms,
-model/data modules that use torch without CUDA, and plain Python utilities. Then, in one run:
+Two corpora, timed in one run:
+  * generated: >= 50,000 lines (--files 750) of training scripts that use CUDA idioms, model/data
+    modules that use torch without CUDA, and plain Python utilities;
+  * real: the Python files of the real suite's repositories (evals/real/manifest.toml) at their
+    pinned commits, checked out of a local mirror of clones (--mirror, default $FERRY_EVAL_MIRROR or
+    /work/.mirror) the way `ferry eval real` checks them out. Without a mirror it says what is
+    missing and times the generated corpus alone.
+On each corpus:
   * Ferry   scan    (tools.scan.api.scan, all 52 rules, process pool, token pre-filter)
   * Ferry   rewrite (tools.scan.api.rewrite: findings + codemods + diff, nothing written)
   * TorchFix check  (`torchfix --select ALL`, which computes its fixes and prints diffs)
 TorchFix needs libcst<1.6, so it is installed into a throwaway venv under /tmp (created here,
 `pip install --no-deps torchfix` plus its small deps flake8/PyYAML/libcst 1.5; never torch).
-Prints lines/s and files/s for each, and the Ferry/TorchFix ratios. Timings are the best of
---repeat interleaved runs (default 3); each run is a fresh process pool (no cross-run caching).
+Prints lines/s and files/s for each, and the Ferry/TorchFix ratios against the targets (scan >= 5x,
+rewrite >= 3x). Timings are the best of --repeat (generated, default 3) or --real-repeat (real,
+default 1: TorchFix needs minutes for it) interleaved runs; each run is a fresh process pool.
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCHFIX_VENV = Path(tempfile.gettempdir()) / "ferry-bench-torchfix-venv"
+DEFAULT_MIRROR = Path("/work/.mirror")
+# the issue's targets on real code: Ferry's throughput over TorchFix's
+TARGETS = {"ferry scan": 5.0, "ferry rewrite": 3.0}
 
 TRAIN = '''"""Training entry point {n}."""
 import argparse
@@ -267,63 +277,146 @@ def ensure_torchfix() -> Path:
     return exe
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--files", type=int, default=750, help="files in the corpus (default 750, ~51,000 lines)")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count(), help="processes for both tools (default: all cores)")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--keep", type=Path, help="generate the corpus here and keep it")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+def real_corpus(dest: Path, mirror: Path, manifest: Path | None = None) -> tuple[int, int, list[str]]:
+    """The real suite's repositories at their pinned commits, their ``.py`` files copied under ``dest``.
 
-    sys.path.insert(0, str(ROOT))
+    Each distinct (repository, commit) of the real manifest is checked out of ``mirror`` the way the
+    eval harness does it (``evals.real_suite.find_clone`` + ``checkout``) into ``dest/../checkouts``;
+    only its Python files go into the corpus (``dest/owner+name/...``), so both tools read the same
+    files (Ferry's scan would also read notebooks, shell scripts and YAML; TorchFix reads ``.py``).
+    Returns the corpus's files and lines and the repositories the mirror lacks (left out)."""
+    from evals.cases import REAL_MANIFEST, load_real
+    from evals.real_suite import RealCaseError, checkout, find_clone
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    checkouts = dest.parent / "checkouts"
+    if checkouts.exists():
+        shutil.rmtree(checkouts)
+    pinned = dict.fromkeys((c.repo_name, c.commit) for c in load_real(manifest or REAL_MANIFEST).cases)
+    files = lines = 0
+    missing: list[str] = []
+    for repo, commit in pinned:
+        slug = repo.replace("/", "+")
+        try:
+            clone = find_clone(mirror, repo)
+        except RealCaseError:
+            missing.append(repo)
+            continue
+        work = checkouts / f"{slug}@{commit[:12]}"
+        checkout(clone, commit, work)
+        for src in sorted(work.rglob("*.py")):
+            rel = src.relative_to(work)
+            if ".git" in rel.parts or not src.is_file():
+                continue
+            target = dest / f"{slug}@{commit[:12]}" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = src.read_bytes()
+            target.write_bytes(data)
+            files += 1
+            lines += data.count(b"\n")
+    shutil.rmtree(checkouts, ignore_errors=True)
+    return files, lines, missing
+
+
+def measure(corpus: Path, jobs: int, repeat: int, torchfix: Path) -> dict[str, tuple[float, str]]:
+    """Best seconds (of ``repeat`` interleaved runs) and a note for each tool on ``corpus``."""
     from tools.scan.api import rewrite, scan
     from tools.scan.models import RewriteRequest, ScanRequest
 
-    work = args.keep or Path(tempfile.mkdtemp(prefix="ferry-bench-"))
-    corpus = work / "corpus"
-    files, lines = generate(corpus, args.files)
-    if lines < 50_000:
-        print(f"warning: corpus has only {lines} lines (< 50,000); raise --files", file=sys.stderr)
-    torchfix = ensure_torchfix()
-
     def run_torchfix() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(torchfix), "--select", "ALL", "--jobs", str(args.jobs), str(corpus)],
+        return subprocess.run([str(torchfix), "--select", "ALL", "--jobs", str(jobs), str(corpus)],
                               capture_output=True, text=True)
 
     runs = {
-        "ferry scan": lambda: scan(ScanRequest(path=corpus, jobs=args.jobs, respect_gitignore=False)),
-        "ferry rewrite": lambda: rewrite(RewriteRequest(path=corpus, jobs=args.jobs, respect_gitignore=False)),
+        "ferry scan": lambda: scan(ScanRequest(path=corpus, jobs=jobs, respect_gitignore=False)),
+        "ferry rewrite": lambda: rewrite(RewriteRequest(path=corpus, jobs=jobs, respect_gitignore=False)),
         "torchfix check": run_torchfix,
     }
     # repeats are interleaved (scan, rewrite, torchfix, scan, ...) so that load changes on a
     # shared machine hit every tool alike; each tool's best time is kept
     best: dict[str, float] = {name: float("inf") for name in runs}
     last: dict[str, object] = {}
-    for _ in range(args.repeat):
+    for _ in range(repeat):
         for name, fn in runs.items():
             t0 = time.perf_counter()
             last[name] = fn()
             best[name] = min(best[name], time.perf_counter() - t0)
     report, result, proc = last["ferry scan"], last["ferry rewrite"], last["torchfix check"]
-    rows = {
+    return {
         "ferry scan": (best["ferry scan"], f"{report.summary.findings} findings, 52 rules"),  # type: ignore[attr-defined]
         "ferry rewrite": (best["ferry rewrite"], f"{len(result.files)} files rewritten (diff)"),  # type: ignore[attr-defined]
         "torchfix check": (best["torchfix check"],
                            f"diffs for {proc.stdout.count(chr(10) + '--- ')} files"),  # type: ignore[attr-defined]
     }
 
-    out = {"files": files, "lines": lines, "jobs": args.jobs, "results": {}}
-    print(f"corpus: {files} files, {lines} lines; {args.jobs} processes each; best of {args.repeat}")
-    print(f"{'tool':<16}{'seconds':>9}{'lines/s':>12}{'files/s':>10}  notes")
-    for name, (sec, note) in rows.items():
-        out["results"][name] = {"seconds": sec, "lines_per_s": lines / sec, "files_per_s": files / sec, "note": note}
-        print(f"{name:<16}{sec:>9.2f}{lines / sec:>12.0f}{files / sec:>10.1f}  {note}")
-    tf = rows["torchfix check"][0]
-    for name in ("ferry scan", "ferry rewrite"):
-        ratio = tf / rows[name][0]
-        out["results"][name]["x_torchfix"] = ratio
-        print(f"{name} throughput = {ratio:.2f}x TorchFix")
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", choices=("both", "generated", "real"), default="both",
+                    help="which corpora to time (default: both, side by side)")
+    ap.add_argument("--files", type=int, default=750, help="files in the generated corpus (default 750, ~51,000 lines)")
+    ap.add_argument("--mirror", type=Path, default=Path(os.environ.get("FERRY_EVAL_MIRROR", DEFAULT_MIRROR)),
+                    help=f"the real suite's mirror of clones (default $FERRY_EVAL_MIRROR or {DEFAULT_MIRROR})")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count(), help="processes for both tools (default: all cores)")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved runs on the generated corpus (best kept)")
+    ap.add_argument("--real-repeat", type=int, default=1,
+                    help="interleaved runs on the real corpus (default 1: TorchFix takes minutes on it)")
+    ap.add_argument("--keep", type=Path, help="write the corpora here and keep them")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    sys.path.insert(0, str(ROOT))
+    work = args.keep or Path(tempfile.mkdtemp(prefix="ferry-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    corpora: dict[str, tuple[Path, int, int, int]] = {}  # name -> (dir, files, lines, repeat)
+    if args.corpus in ("both", "generated"):
+        files, lines = generate(work / "generated", args.files)
+        if lines < 50_000:
+            print(f"warning: generated corpus has only {lines} lines (< 50,000); raise --files", file=sys.stderr)
+        corpora["generated"] = (work / "generated", files, lines, args.repeat)
+    if args.corpus in ("both", "real"):
+        if not args.mirror.is_dir():
+            print(f"real corpus skipped: no mirror of the real suite's repositories at {args.mirror} (pass --mirror "
+                  "DIR or set FERRY_EVAL_MIRROR; docs/evals.md, 'Real suite', says how to fetch it)", file=sys.stderr)
+        else:
+            files, lines, missing = real_corpus(work / "real", args.mirror)
+            if missing:
+                print(f"real corpus: the mirror {args.mirror} lacks {', '.join(missing)}; left out", file=sys.stderr)
+            if files:
+                corpora["real"] = (work / "real", files, lines, args.real_repeat)
+            else:
+                print("real corpus skipped: no repository of evals/real/manifest.toml is in the mirror",
+                      file=sys.stderr)
+    if not corpora:
+        print("nothing to time", file=sys.stderr)
+        return 1
+    torchfix = ensure_torchfix()
+
+    out: dict[str, object] = {"jobs": args.jobs, "corpora": {}}
+    table: list[tuple[str, str, float, float, float, str]] = []
+    ratios: list[tuple[str, str, float, float]] = []
+    for cname, (cdir, files, lines, repeat) in corpora.items():
+        rows = measure(cdir, args.jobs, repeat, torchfix)
+        res: dict[str, dict[str, object]] = {}
+        for name, (sec, note) in rows.items():
+            res[name] = {"seconds": sec, "lines_per_s": lines / sec, "files_per_s": files / sec, "note": note}
+            table.append((cname, name, sec, lines / sec, files / sec, note))
+        tf = rows["torchfix check"][0]
+        for name in ("ferry scan", "ferry rewrite"):
+            res[name]["x_torchfix"] = tf / rows[name][0]
+            ratios.append((cname, name, tf / rows[name][0], TARGETS[name]))
+        out["corpora"][cname] = {"files": files, "lines": lines, "repeat": repeat, "results": res}  # type: ignore[index]
+
+    for cname, (_, files, lines, repeat) in corpora.items():
+        print(f"{cname} corpus: {files} files, {lines} lines; best of {repeat}")
+    print(f"{args.jobs} processes for each tool")
+    print(f"{'corpus':<11}{'tool':<16}{'seconds':>9}{'lines/s':>10}{'files/s':>9}  notes")
+    for cname, name, sec, lps, fps, note in table:
+        print(f"{cname:<11}{name:<16}{sec:>9.2f}{lps:>10.0f}{fps:>9.1f}  {note}")
+    for cname, name, ratio, target in ratios:
+        verdict = "met" if ratio >= target else "NOT met"
+        print(f"{cname:<11}{name} throughput = {ratio:.2f}x TorchFix (target >= {target:g}x: {verdict})")
     if args.json:
         print(json.dumps(out, indent=2))
     if not args.keep:
