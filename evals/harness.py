@@ -128,13 +128,26 @@ def _rules(record: MigrationRecord) -> list[str]:
     return fired
 
 
+def time_split(record: MigrationRecord) -> tuple[dict[str, float], dict[str, float]]:
+    """Where a migration's time went: seconds per node (its steps summed by node name) and the runs'
+    own durations summed by role, each rounded to milliseconds, in the order first seen."""
+    nodes: dict[str, float] = {}
+    for step in record.steps:
+        nodes[step.node] = nodes.get(step.node, 0.0) + step.seconds
+    runs: dict[str, float] = {}
+    for run in record.run_log:
+        runs[run.kind] = runs.get(run.kind, 0.0) + run.duration_s
+    return {k: round(v, 3) for k, v in nodes.items()}, {k: round(v, 3) for k, v in runs.items()}
+
+
 def _from_record(record: MigrationRecord, prices: Prices, model: str | None) -> dict[str, object]:
     model = record.llm.model or model
+    node_s, run_s = time_split(record)
     return {"status": record.status, "parity_passed": record.parity.passed, "iterations": record.iterations,
             "runs": record.runs, "llm_calls": record.llm.calls, "prompt_tokens": record.llm.prompt_tokens,
             "completion_tokens": record.llm.completion_tokens, "model": model if record.llm.calls else None,
             "cost_usd": prices.cost(model, record.llm.prompt_tokens, record.llm.completion_tokens)
-            if record.llm.calls else 0.0, "rules_fired": _rules(record)}
+            if record.llm.calls else 0.0, "rules_fired": _rules(record), "node_s": node_s, "run_s": run_s}
 
 
 def _failures(out: Path, name: str) -> list[tuple[str, str]]:

@@ -58,6 +58,38 @@ def totals(results: list[CaseResult]) -> dict[str, float | int | None]:
     }
 
 
+def node_medians(results: list[CaseResult]) -> dict[str, float]:
+    """Suite-wide median seconds per node, over the cases whose migration ran that node; slowest first."""
+    per: dict[str, list[float]] = {}
+    for r in results:
+        for node, sec in r.node_s.items():
+            per.setdefault(node, []).append(sec)
+    meds = {node: round(statistics.median(secs), 2) for node, secs in per.items()}
+    return dict(sorted(meds.items(), key=lambda kv: -kv[1]))
+
+
+def _split(times: Mapping[str, float]) -> str:
+    """``node 1.2 s, other 0.4 s`` slowest first ('-' when none were recorded)."""
+    ordered = sorted(times.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{k} {v:.1f} s" for k, v in ordered) or "-"
+
+
+def time_went(results: list[CaseResult]) -> str:
+    """The leaderboard's "where the time went": per case its wall time, its own run, the nodes' and the
+    runs' seconds, then the suite-wide median per node."""
+    lines = ["## Where the time went", "",
+             "| case | wall s | own run s | ratio | nodes (s) | runs by role (s) |", "|---|---|---|---|---|---|"]
+    for r in results:
+        own = f"{r.own_run_s:.1f}" if r.own_run_s else "-"
+        lines.append(f"| {md_code(r.name, table=True)} | {r.wall_s:.1f} | {own} | "
+                     f"{f'{r.ratio:.2f}x' if r.ratio else '-'} | {_split(r.node_s)} | {_split(r.run_s)} |")
+    meds = node_medians(results)
+    if meds:
+        lines += ["", "Median seconds per node over the cases that ran it: "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in meds.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
 def _cost(r: CaseResult) -> str:
     if r.cost_usd is not None:
         return f"${r.cost_usd:.4f}"
@@ -89,7 +121,7 @@ def leaderboard(results: list[CaseResult], title: str = "Ferry eval") -> str:
                      f"({r.expected_status}) | {f2p} | {p2p} | {parity} | {r.iterations} | {r.runs} | {r.llm_calls} | "
                      f"{_cost(r)} | {r.wall_s:.1f} | {f'{r.ratio:.2f}x' if r.ratio else '-'} | "
                      f"{md_inline(r.reason[:300], keep_code=True, table=True)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + time_went(results)
 
 
 def _png(fig: object) -> str:
@@ -228,6 +260,19 @@ def _cases_table(results: list[CaseResult], report_dir: Path) -> str:
             + "</table>")
 
 
+def _time_table(results: list[CaseResult]) -> str:
+    rows = "".join(f"<tr><td><code>{html(r.name)}</code></td><td>{r.wall_s:.1f}</td>"
+                   f"<td>{f'{r.own_run_s:.1f}' if r.own_run_s else '-'}</td>"
+                   f"<td>{f'{r.ratio:.2f}x' if r.ratio else '-'}</td><td>{html(_split(r.node_s))}</td>"
+                   f"<td>{html(_split(r.run_s))}</td></tr>" for r in results)
+    meds = node_medians(results)
+    med = ("<p>Median seconds per node over the cases that ran it: "
+           + html(", ".join(f"{k} {v:.2f}" for k, v in meds.items())) + ".</p>") if meds else ""
+    return ("<section id='time'><h2>Where the time went</h2><table><tr><th>case</th><th>wall s</th>"
+            "<th>own run s</th><th>ratio</th><th>nodes (s)</th><th>runs by role (s)</th></tr>"
+            f"{rows}</table>{med}</section>")
+
+
 def _baseline(cmp: Comparison | None, label: str | None) -> str:
     if cmp is None:
         return ("<section id='baseline'><h2>Baseline</h2><p>No baseline given. Compare this run with an earlier "
@@ -264,6 +309,7 @@ def html_report(results: list[CaseResult], title: str = "Ferry eval", *, report_
             "#grades .row{margin:2px 0}#grades .label{display:inline-block;width:6em}"
             "#grades .bar{display:inline-block;height:1em;vertical-align:middle}</style></head><body>"
             f"<h1>{html(title)}</h1>{_summary(results, cmp)}<h2>Cases</h2>{_cases_table(results, report_dir)}"
+            f"{_time_table(results)}"
             f"{_baseline(cmp, baseline_label)}{imgs}</body></html>\n")
 
 

@@ -57,6 +57,11 @@ class CaseResult(BaseModel):
     wall_s: float = 0.0
     own_run_s: float | None = Field(default=None, description="the migrated code's run command on tpx, once")
     ratio: float | None = Field(default=None, description="migration wall time / own run time")
+    node_s: dict[str, float] = Field(default_factory=dict,
+                                     description="seconds per graph node (its steps summed by node name)")
+    run_s: dict[str, float] = Field(default_factory=dict,
+                                    description="the migration's runs' own durations summed by role (reference, "
+                                                "target, tests, cpu_check, golden, profile...)")
     rules_fired: list[str] = Field(default_factory=list)
     out_dir: str
     patch: str | None = Field(default=None, description="the migration's ferry.patch (path)")
