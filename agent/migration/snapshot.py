@@ -20,15 +20,23 @@ from agent.migration.options import MigrationOptions
 from agent.migration.records import Edit, Outputs, Plan, RunRecord, ScanDigest, Step
 from agent.migration.state import (
     edits_of,
+    elapsed_of,
+    files_of,
+    iteration_of,
+    llm_counters_of,
+    migration_id_of,
     options_of,
     outputs_of,
     parity_of,
     plan_of,
+    profile_error_of,
     profile_of,
     runs_of,
     scan_of,
     status_of,
     steps_of,
+    summary_of,
+    workspace_of,
 )
 from tools.parity.models import ParityReport
 from tools.profile.models import ProfileReport
@@ -71,39 +79,20 @@ def approval_requests(values: object) -> list[ApprovalRequest]:
     return out
 
 
-class _Plain(BaseModel):
-    """The state's plain values (no record of their own), read as one model."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    migration_id: str | None = None
-    workspace: str | None = None
-    summary: str | None = None
-    profile_error: str | None = None
-    iteration: int | None = None
-    elapsed_s: float | None = None
-    files: dict[str, str] | None = None
-    llm_usage: dict[str, float] | None = None
-
-
 @dataclass(frozen=True)
 class StateView:
     """Typed reads of a migration state, or of one node's partial update of it (absent: None, 0 or empty)."""
 
     values: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
-    @cached_property
-    def _plain(self) -> _Plain:
-        return _Plain.model_validate(dict(self.values))
-
     @property
     def migration_id(self) -> str | None:
-        return self._plain.migration_id
+        return migration_id_of(self.values) if "migration_id" in self.values else None
 
     @property
     def workspace(self) -> str | None:
         """The private copy the target runs use (rebuilt from the source and ``files`` when lost)."""
-        return self._plain.workspace
+        return workspace_of(self.values)
 
     @property
     def status(self) -> Status | None:
@@ -111,24 +100,24 @@ class StateView:
 
     @property
     def summary(self) -> str | None:
-        return self._plain.summary
+        return summary_of(self.values)
 
     @property
     def iteration(self) -> int:
-        return self._plain.iteration or 0
+        return iteration_of(self.values)
 
     @property
     def elapsed_s(self) -> float:
-        return self._plain.elapsed_s or 0.0
+        return elapsed_of(self.values)
 
     @property
     def files(self) -> dict[str, str]:
         """Repository path -> the text the migration gave it (every file it changed)."""
-        return dict(self._plain.files or {})
+        return dict(files_of(self.values))
 
     @property
     def llm_usage(self) -> dict[str, float]:
-        return dict(self._plain.llm_usage or {})
+        return dict(llm_counters_of(self.values))
 
     @property
     def llm_calls(self) -> int:
@@ -141,7 +130,7 @@ class StateView:
 
     @property
     def profile_error(self) -> str | None:
-        return self._plain.profile_error
+        return profile_error_of(self.values)
 
     @cached_property
     def edits(self) -> list[Edit]:
