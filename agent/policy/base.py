@@ -195,6 +195,11 @@ class PolicyRule:
     def apply(diag: Diagnosis, ctx: FixContext) -> Proposal | Verdict | None:
         raise NotImplementedError
 
+    @classmethod
+    def verdict(cls, *, status: Status, summary: str) -> Verdict:
+        """This rule's verdict: named by the rule's own ``ID`` (never a second spelling of it)."""
+        return Verdict(rule=cls.ID, status=status, summary=summary)
+
 
 def diagnosis_of(state: State) -> Diagnosis | None:
     """The migration state's stored diagnosis (None: none)."""

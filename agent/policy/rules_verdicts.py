@@ -20,12 +20,11 @@ class BackendUnavailable(PolicyRule):
     ORDER = 10
     DESCRIPTION = "tpx could not build/load: failed_sandbox (the environment, not the code); no edit"
 
-    @staticmethod
-    def apply(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+    @classmethod
+    def apply(cls, diag: Diagnosis, ctx: FixContext) -> Verdict | None:
         if not BACKEND_DOWN.search(diag.message or ""):
             return None
-        return Verdict(
-            rule="tpx_backend_unavailable",
+        return cls.verdict(
             status="failed_sandbox",
             summary=(f"the tpx backend could not load inside the sandbox ({diag.first_line[:300]}); "
                      "this is the environment, not the code: check `ferry doctor` and the backend's build cache"),
@@ -40,14 +39,13 @@ class NoCollectiveBackend(PolicyRule):
     ORDER = 20
     DESCRIPTION = "no collective backend registered for the device: needs_human; no edit"
 
-    @staticmethod
-    def apply(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+    @classmethod
+    def apply(cls, diag: Diagnosis, ctx: FixContext) -> Verdict | None:
         m = NO_COLLECTIVES.search(diag.message or "")
         if not m:
             return None
         group, op, dev = m.groups()
-        return Verdict(
-            rule="no_collective_backend",
+        return cls.verdict(
             status="needs_human",
             summary=(f"{group.lower()} cannot run {op} on {dev} tensors (at {diag.where()}) and no collective "
                      f"backend is registered for {dev}; distributed training on {dev} needs one (torch.distributed."
@@ -62,13 +60,12 @@ class TpxOutOfMemory(PolicyRule):
     ORDER = 100
     DESCRIPTION = "tpx out of memory: needs_human with the figures; no edit"
 
-    @staticmethod
-    def apply(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+    @classmethod
+    def apply(cls, diag: Diagnosis, ctx: FixContext) -> Verdict | None:
         if diag.kind != "tpx_oom":
             return None
         figures = ", ".join(f"{k.lower()} {v}" for k, v in FIGURES.findall(diag.message)) or diag.first_line
-        return Verdict(
-            rule="tpx_oom_report",
+        return cls.verdict(
             status="needs_human",
             summary=(f"tpx ran out of memory at {diag.where()} ({figures}). Reducing the batch size, using "
                      "activation checkpointing or raising the simulated capacity (TPX_MEMORY_CAPACITY) is a "
@@ -82,17 +79,33 @@ class CudaOnlyPackage(PolicyRule):
     ORDER = 110
     DESCRIPTION = "a CUDA-only package is imported: needs_human; no edit"
 
-    @staticmethod
-    def apply(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+    @classmethod
+    def apply(cls, diag: Diagnosis, ctx: FixContext) -> Verdict | None:
         if diag.kind != "missing_cuda_package":
             return None
-        return Verdict(
-            rule="cuda_only_package",
+        return cls.verdict(
             status="needs_human",
             summary=(f"a CUDA-only package is required at {diag.where()} ({diag.first_line}). "
                      "It has no tpx build; replace it with the native PyTorch equivalent or guard the import "
                      "(see docs/codemods.md, \"Coverage of the catalogue\")."),
         )
+
+
+class EditBrokeSyntax(PolicyRule):
+    """A file Ferry edited no longer parses: the edit's fault, not the environment's."""
+
+    ID = "edit_broke_syntax"
+    KINDS = ("syntax_error",)
+    ORDER = 115
+    DESCRIPTION = "a file Ferry edited no longer parses: needs_human; no edit"
+
+    @classmethod
+    def apply(cls, diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+        site = diag.site
+        if diag.kind != "syntax_error" or diag.phase == "parity" or site is None or site.file not in ctx.files:
+            return None
+        return cls.verdict(status="needs_human",
+                           summary=f"an edited file no longer parses at {diag.where()}: {diag.message}")
 
 
 class UserEnvironmentError(PolicyRule):
@@ -101,16 +114,11 @@ class UserEnvironmentError(PolicyRule):
     ORDER = 120
     DESCRIPTION = "an import or syntax error: needs_human; no edit"
 
-    @staticmethod
-    def apply(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+    @classmethod
+    def apply(cls, diag: Diagnosis, ctx: FixContext) -> Verdict | None:
         if diag.kind not in ("import_error", "syntax_error") or diag.phase == "parity":
             return None
-        site = diag.site
-        if site is not None and site.file in ctx.files and diag.kind == "syntax_error":
-            return Verdict(rule="edit_broke_syntax", status="needs_human",
-                           summary=f"an edited file no longer parses at {diag.where()}: {diag.message}")
-        return Verdict(
-            rule="environment_error",
+        return cls.verdict(
             status="needs_human",
             summary=f"{diag.exc_type or diag.kind} at {diag.where()}: {diag.first_line} "
                     "(the environment or the code itself is broken, not its device use)",
@@ -126,12 +134,11 @@ class TeardownHang(PolicyRule):
     ORDER = 130
     DESCRIPTION = "the run's work was done but a process did not exit: needs_human with its stack; no edit"
 
-    @staticmethod
-    def apply(diag: Diagnosis, ctx: FixContext) -> Verdict | None:
+    @classmethod
+    def apply(cls, diag: Diagnosis, ctx: FixContext) -> Verdict | None:
         if diag.kind != "teardown_hang":
             return None
-        return Verdict(
-            rule="teardown_hang_report",
+        return cls.verdict(
             status="needs_human",
             summary=(f"the {diag.phase} did its work and printed its output, but did not exit by itself: "
                      f"{diag.first_line} (at {diag.where()}). Ferry ended it; each stuck process's Python stack is "

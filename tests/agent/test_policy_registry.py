@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.policy import rules_verdicts
-from agent.policy.base import Diagnosis, FixContext, PolicyRule, Verdict
+from agent.policy.base import Diagnosis, FixContext, PolicyRule, UserFrame, Verdict
 from agent.policy.catalogue import known_rules
 from agent.policy.engine import propose
 from agent.policy.registry import descriptions, policy_rules
@@ -58,3 +58,42 @@ def test_a_new_rule_class_is_asked_without_being_listed_anywhere(monkeypatch: py
     diag = Diagnosis(kind="other", phase="run", exc_type="RuntimeError", message="boom")
     got = propose(diag, FixContext(source=tmp_path))
     assert seen == ["other"] and isinstance(got, Verdict) and got.rule == "early_words"
+
+
+def _frame_diag(kind: str, message: str = "", phase: str = "run") -> Diagnosis:
+    return Diagnosis(kind=kind, phase=phase, exc_type="RuntimeError", message=message,
+                     frames=[UserFrame(file="m.py", line=1, function="<module>")])
+
+
+# a diagnosis each verdict rule answers (every class of rules_verdicts has one below: checked)
+VERDICT_CASES = [
+    _frame_diag("other", "tpx: could not build the extension"),
+    _frame_diag("import_error", "Failed to load the backend extension: tpx"),
+    _frame_diag("other", "ProcessGroupGloo::allreduce: unsupported device type tpx"),
+    _frame_diag("tpx_oom", "tpx out of memory: requested 2.00 GiB, capacity 16.00 GiB"),
+    _frame_diag("missing_cuda_package", "No module named 'apex'"),
+    _frame_diag("syntax_error", "invalid syntax"),
+    _frame_diag("import_error", "No module named 'nothere'"),
+    _frame_diag("teardown_hang", "the process did not exit"),
+]
+
+
+def test_every_verdict_a_rule_returns_carries_that_rules_own_id(tmp_path) -> None:
+    """Issue 28: a verdict is named by the class that made it (its ID), never by a literal that can drift."""
+    (tmp_path / "m.py").write_text("import torch\n")
+    contexts = [FixContext(source=tmp_path, known_files=["m.py"]),
+                FixContext(source=tmp_path, known_files=["m.py"], files={"m.py": "def broken(:\n"})]
+    answered: set[str] = set()
+    for rule in policy_rules():
+        for diag in VERDICT_CASES:
+            if diag.kind not in rule.KINDS:
+                continue
+            for ctx in contexts:
+                got = rule.apply(diag, ctx)
+                if isinstance(got, Verdict):
+                    assert got.rule == rule.ID, (rule.__name__, diag.kind, got.rule)
+                    answered.add(rule.__name__)
+    verdict_classes = {name for name, value in vars(rules_verdicts).items()
+                       if isinstance(value, type) and issubclass(value, PolicyRule) and value is not PolicyRule
+                       and value.__module__ == rules_verdicts.__name__}
+    assert verdict_classes == answered, verdict_classes ^ answered
