@@ -90,3 +90,47 @@ def test_model_fixes_what_no_rule_can(tmp_path):
     first_prompt = server.requests[0]["body"]["messages"][1]["content"]
     assert "mixed_devices" in first_prompt and "prog.py" in first_prompt
     assert "torch.full((3,), 2.0, device=device)" in (tmp_path / "out" / "ferry.patch").read_text()
+
+
+# The same failure, and a torch.cuda.synchronize() after the loop (FRY013's site, prog.py:11) that the run
+# never reaches before the failure: the user skips FRY013, the model's edit fixes the table and rewrites it too.
+SYNC_PROG = PROG.replace("\n\n\nmain()", "\n    torch.cuda.synchronize()\n\n\nmain()")
+
+
+@pytest.mark.slow
+def test_a_model_edit_that_makes_a_skipped_rules_change_is_not_made(tmp_path):
+    """Issue 27: after `skip FRY013` the model's edit that re-does FRY013's change (and fixes the failure
+    beside it) is refused as a whole; the migration stops needs_human naming the rule and the site, and the
+    patch and summary agree: nothing of that edit is in the patch, no model edit is recorded."""
+    assert SYNC_PROG.splitlines()[10] == "    torch.cuda.synchronize()"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "prog.py").write_text(SYNC_PROG)
+    script = [
+        scripted.reply(scripted.tool_call("apply_edit", {"path": "prog.py", "search": 'torch.full((3,), 2.0)}',
+                                                         "replace": 'torch.full((3,), 2.0, device=device)}'}, "c1")),
+        scripted.reply(scripted.tool_call("apply_edit", {"path": "prog.py", "search": "torch.cuda.synchronize()",
+                                                         "replace": "torch.accelerator.synchronize()"}, "c2")),
+        scripted.reply(scripted.tool_call("finish", {"summary": "table on the device; a device-generic sync"}, "c3")),
+    ]
+    env = {**os.environ, "FERRY_LLM_API_KEY": "k"}
+    env.pop("FERRY_LLM_BASE_URL", None)
+    with scripted.ScriptedLLM(script) as server:
+        res = subprocess.run(
+            [sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py", "--llm",
+             "--skip-rule", "FRY013", "--llm-base-url", server.base_url, "--llm-model", "scripted", "--json",
+             "--state-dir", str(tmp_path / "state"), "--out", str(tmp_path / "out")],
+            cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert res.stdout, res.stderr[-3000:]
+    result = json.loads(res.stdout)
+    assert len(server.requests) == 3 and not server.script  # the model was asked and made its edit
+    assert result["status"] == "needs_human", result["summary"]
+    summary = result["summary"]
+    assert "FRY013 at prog.py:11" in summary and "asked to skip" in summary
+    # the edit is not made: no model edit, nothing of it (nor FRY013's change) in the patch
+    assert [e for e in result["edits"] if e["kind"] == "llm" or e["by"] == "model"] == []
+    assert [e["by"] for e in result["edits"]] == ["rule FRY001"]
+    patch = (tmp_path / "out" / "ferry.patch").read_text()
+    assert "synchronize" not in patch and "2.0, device=device" not in patch
+    steps = [s for s in result["steps"] if s["node"] == "llm_fix"]
+    assert steps and steps[-1]["summary"].startswith("model's edit not made: ")
