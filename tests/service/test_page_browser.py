@@ -215,13 +215,19 @@ def test_a_session_from_the_page_streams_is_approved_and_answers(serve, page, tm
     parity.screenshot(path=str(shots / "session-parity.png"))
     page.screenshot(path=str(shots / "session-finished.png"), full_page=True)
     assert (shots / "session-finished.png").stat().st_size > 0
+    # the profile's suggestions are Markdown rendered as the chat's replies: `code` in <code>, no backtick shown
     findings = page.locator("#findings")
+    assert result["findings"], "the program's .item() in its loop is a profile finding"
+    spans = [code for f in result["findings"] for code in re.findall(r"`([^`]+)`", f["suggestion"])]
+    assert spans, [f["suggestion"] for f in result["findings"]]
+    expect(findings.locator("li.finding")).to_have_count(len(result["findings"]))
+    assert "`" not in findings.inner_text(), findings.inner_text()
+    shown_code = findings.locator(".suggestion code").all_inner_texts()
+    assert all(code in shown_code for code in spans), (spans, shown_code)
     for f in result["findings"]:
-        expect(findings).to_contain_text(f["suggestion"])
+        expect(findings).to_contain_text(f["suggestion"].replace("`", ""))
         if f["file"] and f["line"]:
             expect(findings).to_contain_text(f"{f['file']}:{f['line']}")
-    if not result["findings"]:
-        expect(findings).to_contain_text("no findings")
     assert page.locator("#downloads button[data-what=patch]").is_visible()
     with page.expect_download() as got:
         page.click("#downloads button[data-what=patch]")

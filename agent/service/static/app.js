@@ -716,6 +716,7 @@ function showParity(result) {
     el("summary", {}, `All ${rows.length} compared tensors`), parityTable(rows)));
 }
 
+// The profile's findings; each suggestion is Markdown (`code` spans) and is rendered as a chat reply is.
 function showFindings(result) {
   const node = $("#findings");
   clear(node);
@@ -731,7 +732,7 @@ function showFindings(result) {
     list.append(el("li", { class: "finding sev-" + f.severity },
       el("code", { class: "where" }, where), " ", el("b", {}, f.title), ` (${f.kind}, ${f.severity})`,
       f.source ? el("pre", { class: "source" }, f.source) : null,
-      el("div", { class: "suggestion" }, f.suggestion)));
+      el("div", { class: "suggestion" }, renderMarkdown(f.suggestion || ""))));
   }
   node.append(list);
 }
