@@ -176,13 +176,20 @@ class Workers:
                 if not state.interrupts:
                     break
                 asked = shown_data(state.interrupts[0].data(), shown)
-                action = memory.get(remembered.question_key(asked))
+                key = remembered.question_key(asked)
+                action = memory.get(key)
                 if action is None:
                     break
-                store.add_event(sid, "approval_answer", {"action": action, "files": [], "remembered": True,
-                                                         "rule": asked.get("rule"), "site": asked.get("site")})
-                state = resume(mid, sdir, answer={"action": action}, progress=on_progress, runs=self.runs,
-                               stop=cancel)
+                answer: dict[str, Any] = {"action": action}
+                if action == "edit":  # the reviewer's own files, as kept when they answered
+                    files = remembered.edited_files(session_dir(self.settings, sid), key)
+                    if files is None:
+                        break
+                    answer["files"] = files
+                store.add_event(sid, "approval_answer", {"action": action, "files": sorted(answer.get("files") or []),
+                                                         "remembered": True, "rule": asked.get("rule"),
+                                                         "site": asked.get("site")})
+                state = resume(mid, sdir, answer=answer, progress=on_progress, runs=self.runs, stop=cancel)
         except SessionCancelled:
             self._cancelled(row)
             return

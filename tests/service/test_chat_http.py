@@ -144,3 +144,49 @@ def test_explain_a_rule_skip_it_everywhere_and_no_server_path(serve, tmp_path: P
     _no_server_path(json.dumps(events), srv.data_dir)
     _no_server_path(json.dumps(c.get(f"/v1/sessions/{sid}").json()), srv.data_dir)
     _no_server_path(say(c, sid, "status")["text"], srv.data_dir)
+
+
+def test_an_edit_answer_is_remembered_with_its_files_and_asked_again_when_they_do_not_validate(
+        serve, tmp_path: Path) -> None:
+    """Issue 27: an `edit` answer is given again in a later attempt that asks the same question (the reviewer's
+    files, kept beside the session, reapplied); files that no longer read back whole are not used: asked again."""
+    roots = tmp_path / "roots"
+    repo = write_repo(roots, "prog", PROG)
+    srv = serve("--allow-root", str(roots))
+    c = srv.client
+    sid = create(c, repo, approve=True).json()["id"]
+    view = wait_state(c, sid, {"waiting_for_approval", "finished", "failed"})
+    assert view["state"] == "waiting_for_approval", view
+    proposal = view["interrupts"][0]["diff"]
+    assert ".float()" in proposal
+    mine = proposal.replace(".float()", ".to(torch.float32)")
+    assert c.post(f"/v1/sessions/{sid}/approval", json={"action": "edit", "diff": mine}).status_code == 202
+    view = wait_state(c, sid, {"finished", "failed"})
+    assert view["status"] == "migrated", view
+    assert "to(torch.float32)" in c.get(f"/v1/sessions/{sid}/patch").text
+
+    say(c, sid, "the run command is `python prog.py --seed 3`")
+    view = wait_state(c, sid, {"waiting_for_approval", "finished", "failed"})
+    # the same question, answered with an edit in attempt 1: the reviewer's version again, not asked
+    assert view["attempt"] == 2 and view["state"] == "finished" and view["status"] == "migrated", view
+    assert "to(torch.float32)" in c.get(f"/v1/sessions/{sid}/patch").text
+    kinds = [e["kind"] for e in c.get(f"/v1/sessions/{sid}/result").json()["result"]["edits"]]
+    assert kinds == ["codemod", "human"]
+    events = read_events(c, sid, after=0, header=False)
+    answers = [e["data"] for e in events if e["event"] == "approval_answer"]
+    assert [(a["action"], a["files"], a.get("remembered", False)) for a in answers] == [
+        ("edit", ["prog.py"], False), ("edit", ["prog.py"], True)]
+
+    # the kept files altered behind the server's back: their digest no longer matches, the question is asked
+    kept = list((srv.data_dir / "sessions" / sid / "answers").glob("*.json"))
+    assert len(kept) == 1
+    data = json.loads(kept[0].read_text())
+    assert data["files"]["prog.py"].count("to(torch.float32)") == 1
+    data["files"]["prog.py"] += "import os\n"
+    kept[0].write_text(json.dumps(data))
+    say(c, sid, "the run command is `python prog.py --seed 4`")
+    view = wait_state(c, sid, {"waiting_for_approval", "finished", "failed"})
+    assert view["attempt"] == 3 and view["state"] == "waiting_for_approval", view
+    last = view["counts"]["events"]  # a waiting session's stream stays open: read it up to its last event
+    events = read_events(c, sid, after=0, header=False, until=lambda e: e["id"] >= last)
+    assert len([e for e in events if e["event"] == "approval_answer"]) == 2  # nothing answered from memory

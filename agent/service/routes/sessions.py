@@ -14,6 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from agent.llm.config import configured as llm_configured
 from agent.migration.facade import UnknownMigration, load, new_migration_id
+from agent.service import remembered
 from agent.service.approvals import files_from_diff
 from agent.service.bodies import read_create
 from agent.service.deps import OwnerDep, SessionDep, SettingsDep, StoreDep, WorkersDep
@@ -170,6 +171,21 @@ def cancel_session(row: SessionDep, settings: SettingsDep, store: StoreDep, work
     return view(got, store, settings, interrupts=False)
 
 
+def _keep_edit(settings: ServiceSettings, row: SessionRow, files: dict[str, str]) -> None:
+    """The edit answer's files, kept so that a later attempt asking the same question gets them again."""
+    try:
+        snapshot = load(row.migration_id, settings.data_dir)
+    except UnknownMigration:
+        return
+    if not snapshot.interrupts:
+        return
+    asked = shown_data(snapshot.interrupts[0].data(), session_paths(settings, row.id, row.attempt))
+    try:
+        remembered.keep_edit(session_dir(settings, row.id), remembered.question_key(asked), files)
+    except (OSError, ValueError) as exc:  # not kept: a later attempt asks again
+        logger.warning("session %s: the edit answer was not kept: %s", row.id, exc)
+
+
 @router.post("/{sid}/approval", status_code=status.HTTP_202_ACCEPTED, response_model=SessionView,
              responses={**NOT_FOUND, 409: {"model": ErrorDetail, "description": "not waiting for approval"}})
 def answer_approval(body: Approval, row: SessionDep, settings: SettingsDep, store: StoreDep) -> SessionView:
@@ -190,6 +206,8 @@ def answer_approval(body: Approval, row: SessionDep, settings: SettingsDep, stor
     if not store.requeue(row.id, expect=("waiting_for_approval",), answer=answer, event=answered):
         raise HTTPException(status.HTTP_409_CONFLICT, f"session {row.id} is no longer waiting for approval "
                             "(another answer came first, or it was cancelled)")
+    if body.action == "edit" and answer.get("files"):
+        _keep_edit(settings, row, answer["files"])
     got = store.get(row.id)
     assert got is not None
     return view(got, store, settings, interrupts=False)
