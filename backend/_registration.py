@@ -81,7 +81,8 @@ def register() -> None:
         lib.impl(name, _boxed(name), key)
     from . import rnn_kernels
 
-    rnn_kernels.register(lib)
+    rnn_kernels.register(lib, key)  # with the extension, C++ cells (tpx_dispatch.cpp) in front
+    rnn_kernels.register_lstm(lib)
     _libs.append(lib)
 
     from . import autocast

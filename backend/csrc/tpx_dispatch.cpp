@@ -12,6 +12,8 @@
 // data-dependent-shape ops (counted CPU fallbacks / strict mode), syncs (item),
 // random ops (a Generator argument, or native_dropout: they draw from tpx's generators,
 // backend/rng.py), and any call while the profiler runs (it labels the op "tpx::<name>").
+#include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -320,6 +322,168 @@ struct TpxKernel final : c10::OperatorKernel {
   }
 };
 
+// ---------------------------------------------------------------- fused RNN cells
+// PyTorch's LSTM/GRU take the fused-cell path on a PrivateUse1 device and the CPU build has no
+// kernel for those ops: these compute the cell equations with CPU ops on zero-copy aliases (the
+// same formulas, and the same workspace layout, as backend/rnn_kernels.py, the Python kernels
+// that run while the profiler is on or before the extension is built).
+
+OpCounter* new_counter(const char* full) {
+  auto* c = new OpCounter();
+  c->full = full;
+  std::lock_guard<std::mutex> lock(g_counters_mu);
+  g_counters.push_back(c);
+  return c;
+}
+
+struct Timed {
+  OpCounter* c;
+  int64_t t0 = now_ns();
+  ~Timed() {
+    c->calls.fetch_add(1, std::memory_order_relaxed);
+    c->ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  }
+};
+
+at::Tensor opt_cpu(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? to_cpu(*t) : at::Tensor();
+}
+
+at::Tensor dev(const at::Tensor& c, int64_t index) { return from_cpu(c.contiguous(), index); }
+
+constexpr auto kPython = c10::DispatchKey::PrivateUse3;
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+                                                         const at::Tensor& cx,
+                                                         const std::optional<at::Tensor>& input_bias,
+                                                         const std::optional<at::Tensor>& hidden_bias) {
+  if (torch::profiler::impl::profilerEnabled()) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("aten::_thnn_fused_lstm_cell", "")
+                         .typed<decltype(lstm_cell)>();
+    return op.redispatch(c10::DispatchKeySet(kPython), input_gates, hidden_gates, cx, input_bias, hidden_bias);
+  }
+  static OpCounter* counter = new_counter("aten::_thnn_fused_lstm_cell");
+  Timed timed{counter};
+  at::Tensor gates = at::add(to_cpu(input_gates), to_cpu(hidden_gates));
+  at::Tensor ib = opt_cpu(input_bias), hb = opt_cpu(hidden_bias);
+  if (ib.defined()) gates = gates + ib;
+  if (hb.defined()) gates = gates + hb;
+  auto ch = gates.chunk(4, 1);
+  at::Tensor i = ch[0].sigmoid(), f = ch[1].sigmoid(), g = ch[2].tanh(), o = ch[3].sigmoid();
+  at::Tensor cy = f * to_cpu(cx) + i * g;
+  at::Tensor hy = o * cy.tanh();
+  at::Tensor workspace = at::cat({i, f, g, o}, 1);
+  int64_t index = input_gates.device().index();
+  return {dev(hy, index), dev(cy, index), dev(workspace, index)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward(const std::optional<at::Tensor>& grad_hy,
+                                                                  const std::optional<at::Tensor>& grad_cy,
+                                                                  const at::Tensor& cx, const at::Tensor& cy,
+                                                                  const at::Tensor& workspace, bool has_bias) {
+  if (torch::profiler::impl::profilerEnabled()) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("aten::_thnn_fused_lstm_cell_backward_impl", "")
+                         .typed<decltype(lstm_cell_backward)>();
+    return op.redispatch(c10::DispatchKeySet(kPython), grad_hy, grad_cy, cx, cy, workspace, has_bias);
+  }
+  static OpCounter* counter = new_counter("aten::_thnn_fused_lstm_cell_backward_impl");
+  Timed timed{counter};
+  auto ch = to_cpu(workspace).chunk(4, 1);
+  const at::Tensor &i = ch[0], &f = ch[1], &g = ch[2], &o = ch[3];
+  at::Tensor cx_ = to_cpu(cx), cy_ = to_cpu(cy);
+  at::Tensor tanh_cy = cy_.tanh();
+  at::Tensor d_cy = at::zeros_like(cy_), d_o = at::zeros_like(cy_);
+  at::Tensor gh = opt_cpu(grad_hy), gc = opt_cpu(grad_cy);
+  if (gh.defined()) {
+    d_cy = d_cy + gh * o * (1 - tanh_cy * tanh_cy);
+    d_o = gh * tanh_cy * o * (1 - o);
+  }
+  if (gc.defined()) d_cy = d_cy + gc;
+  at::Tensor d_i = d_cy * g * i * (1 - i);
+  at::Tensor d_f = d_cy * cx_ * f * (1 - f);
+  at::Tensor d_g = d_cy * i * (1 - g * g);
+  at::Tensor grad_gates = at::cat({d_i, d_f, d_g, d_o}, 1);
+  at::Tensor grad_cx = d_cy * f;
+  at::Tensor grad_bias = has_bias ? grad_gates.sum(0) : at::empty({0}, grad_gates.options());
+  int64_t index = workspace.device().index();
+  return {dev(grad_gates, index), dev(grad_cx, index), dev(grad_bias, index)};
+}
+
+std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+                                            const at::Tensor& hx, const std::optional<at::Tensor>& input_bias,
+                                            const std::optional<at::Tensor>& hidden_bias) {
+  if (torch::profiler::impl::profilerEnabled()) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("aten::_thnn_fused_gru_cell", "")
+                         .typed<decltype(gru_cell)>();
+    return op.redispatch(c10::DispatchKeySet(kPython), input_gates, hidden_gates, hx, input_bias, hidden_bias);
+  }
+  static OpCounter* counter = new_counter("aten::_thnn_fused_gru_cell");
+  Timed timed{counter};
+  at::Tensor ig = to_cpu(input_gates), hg = to_cpu(hidden_gates);
+  at::Tensor ib = opt_cpu(input_bias), hb = opt_cpu(hidden_bias);
+  if (ib.defined()) ig = ig + ib;
+  if (hb.defined()) hg = hg + hb;
+  auto ic = ig.chunk(3, 1);
+  auto hc = hg.chunk(3, 1);
+  at::Tensor r = (ic[0] + hc[0]).sigmoid();
+  at::Tensor z = (ic[1] + hc[1]).sigmoid();
+  at::Tensor n = (ic[2] + r * hc[2]).tanh();
+  at::Tensor hx_ = to_cpu(hx);
+  at::Tensor hy = n + z * (hx_ - n);
+  at::Tensor workspace = at::cat({r, z, n, hx_, hc[2]}, 1);
+  int64_t index = input_gates.device().index();
+  return {dev(hy, index), dev(workspace, index)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_backward(
+    const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
+  if (torch::profiler::impl::profilerEnabled()) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("aten::_thnn_fused_gru_cell_backward", "")
+                         .typed<decltype(gru_cell_backward)>();
+    return op.redispatch(c10::DispatchKeySet(kPython), grad_hy, workspace, has_bias);
+  }
+  static OpCounter* counter = new_counter("aten::_thnn_fused_gru_cell_backward");
+  Timed timed{counter};
+  auto ch = to_cpu(workspace).chunk(5, 1);
+  const at::Tensor &r = ch[0], &z = ch[1], &n = ch[2], &hx = ch[3], &hn = ch[4];
+  at::Tensor gh = to_cpu(grad_hy);
+  at::Tensor d_n = gh * (1 - z);
+  at::Tensor d_z = gh * (hx - n);
+  at::Tensor d_hx = gh * z;
+  at::Tensor d_npre = d_n * (1 - n * n);
+  at::Tensor d_hn = d_npre * r;
+  at::Tensor d_rpre = d_npre * hn * r * (1 - r);
+  at::Tensor d_zpre = d_z * z * (1 - z);
+  at::Tensor grad_ig = at::cat({d_rpre, d_zpre, d_npre}, 1);
+  at::Tensor grad_hg = at::cat({d_rpre, d_zpre, d_hn}, 1);
+  at::Tensor empty = at::empty({0}, grad_ig.options());
+  at::Tensor gib = has_bias ? grad_ig.sum(0) : empty;
+  at::Tensor ghb = has_bias ? grad_hg.sum(0) : empty;
+  int64_t index = workspace.device().index();
+  return {dev(grad_ig, index), dev(grad_hg, index), dev(d_hx, index), dev(gib, index), dev(ghb, index)};
+}
+
+// The cell kernels above, for each of the ops that has no tpx kernel yet (in the process that
+// built the extension, the Python kernels registered first keep the ops).
+int64_t install_rnn_kernels(torch::Library& lib) {
+  auto& d = c10::Dispatcher::singleton();
+  auto free = [&](const char* name) {
+    auto op = d.findOp(c10::OperatorName(std::string("aten::") + name, ""));
+    return op && !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+  };
+  int64_t n = 0;
+  if (free("_thnn_fused_lstm_cell")) lib.impl("_thnn_fused_lstm_cell", TORCH_FN(lstm_cell)), ++n;
+  if (free("_thnn_fused_lstm_cell_backward_impl"))
+    lib.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(lstm_cell_backward)), ++n;
+  if (free("_thnn_fused_gru_cell")) lib.impl("_thnn_fused_gru_cell", TORCH_FN(gru_cell)), ++n;
+  if (free("_thnn_fused_gru_cell_backward")) lib.impl("_thnn_fused_gru_cell_backward", TORCH_FN(gru_cell_backward)), ++n;
+  return n;
+}
+
 std::vector<std::unique_ptr<torch::Library>> g_libs;
 std::mutex g_libs_mu;
 
@@ -364,6 +528,7 @@ int64_t install_kernels(const std::vector<std::string>& forced) {
     lib->impl(key.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TpxKernel>()));
     ++n;
   }
+  n += install_rnn_kernels(*lib);
   g_libs.push_back(std::move(lib));
   return n;
 }

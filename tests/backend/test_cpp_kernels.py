@@ -53,3 +53,65 @@ def test_profiler_sees_tpx_op_labels() -> None:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         torch.atan2(x, x)
     assert any(e.name == "tpx::atan2" for e in prof.events())
+
+
+def _rnn_pair(cls: type, **kw: Any) -> tuple[torch.nn.Module, torch.nn.Module]:
+    torch.manual_seed(0)
+    cpu = cls(4, 6, num_layers=2, **kw)
+    dev = cls(4, 6, num_layers=2, **kw)
+    dev.load_state_dict(cpu.state_dict())
+    return cpu, dev.to(DEV)
+
+
+def _run_rnn(m: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    x = x.detach().clone().requires_grad_()
+    y, _ = m(x)
+    y.square().sum().backward()
+    assert x.grad is not None
+    return y.detach().cpu(), x.grad.cpu(), [p.grad.cpu() for p in m.parameters() if p.grad is not None]
+
+
+def test_rnn_cells_run_in_cpp_and_match_the_cpu(fresh_stats: Any, tpx_config: Any) -> None:
+    tpx_config(matmul_precision="highest")
+    cpu, dev = _rnn_pair(torch.nn.GRU)
+    x = torch.randn(5, 3, 4)
+    y, gx, gp = _run_rnn(cpu, x)
+    ty, tgx, tgp = _run_rnn(dev, x.to(DEV))
+    torch.testing.assert_close(ty, y)
+    torch.testing.assert_close(tgx, gx)
+    for a, b in zip(tgp, gp, strict=True):
+        torch.testing.assert_close(a, b)
+    ops = fresh_stats.snapshot()["ops"]
+    assert ops["aten::_thnn_fused_gru_cell"]["calls"] == 10 and ops["aten::_thnn_fused_gru_cell"]["where"] == "tpx"
+    assert ops["aten::_thnn_fused_gru_cell_backward"]["calls"] == 10
+    # counted by the C++ kernels, not by the Python ones
+    assert not any("thnn" in name for name in fresh_stats.ops)
+
+
+def test_lstm_cells_run_in_cpp_when_matmuls_round_to_bf16(fresh_stats: Any, tpx_config: Any) -> None:
+    tpx_config(matmul_precision="bf16")
+    _, dev = _rnn_pair(torch.nn.LSTM)
+    y, gx, _ = _run_rnn(dev, torch.randn(5, 3, 4, device=DEV))
+    ops = fresh_stats.snapshot()["ops"]
+    assert ops["aten::_thnn_fused_lstm_cell"]["calls"] == 10
+    assert ops["aten::_thnn_fused_lstm_cell_backward_impl"]["calls"] == 10
+    assert "aten::lstm" not in ops and not any("thnn" in name for name in fresh_stats.ops)
+    assert torch.isfinite(y).all() and torch.isfinite(gx).all()
+
+
+def test_lstm_is_the_cpus_lstm_with_fp32_matmuls(fresh_stats: Any, tpx_config: Any) -> None:
+    tpx_config(matmul_precision="highest")
+    cpu, dev = _rnn_pair(torch.nn.LSTM, batch_first=True)
+    x = torch.randn(3, 5, 4)
+    y, gx, gp = _run_rnn(cpu, x)
+    xt = x.to(DEV)
+    fresh_stats.reset()
+    ty, tgx, tgp = _run_rnn(dev, xt)
+    # the same kernel on the same memory: the same numbers, gradients on tpx
+    assert torch.equal(ty, y) and torch.equal(tgx, gx)
+    assert all(torch.equal(a, b) for a, b in zip(tgp, gp, strict=True)) and len(tgp) == len(gp) == 8
+    assert all(p.grad is not None and p.grad.device.type == DEV for p in dev.parameters())
+    ops = fresh_stats.snapshot()["ops"]
+    assert ops["aten::lstm"]["calls"] == 1 and ops["aten::lstm"]["where"] == "tpx"
+    assert not any("thnn" in name for name in ops)
+    assert fresh_stats.snapshot()["bytes_host_to_device"] == 0  # zero-copy: nothing moved
