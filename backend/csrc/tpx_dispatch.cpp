@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -44,6 +45,27 @@ std::atomic<bool> g_matmul_bf16{true};
 std::atomic<int> g_fallback_epoch{1};
 std::mutex g_cfg_mu;
 std::unordered_set<std::string> g_fallback_ops;  // guarded by g_cfg_mu
+// A fallback op runs here (no Python) once Python has warned about it (or warnings are off) and
+// strict mode is off: Python owns the warning and the strict-mode error.
+std::atomic<bool> g_strict{false};
+std::atomic<bool> g_warn_fallback{true};
+std::unordered_set<std::string> g_fallback_warned;  // guarded by g_cfg_mu
+
+// Device-to-host syncs and transfers counted here (merged into torch.tpx.op_stats() by stats.py).
+std::mutex g_sync_mu;
+std::unordered_map<std::string, int64_t> g_syncs;  // guarded by g_sync_mu
+// host->device bytes, device->host bytes, host->device copies, device->host copies
+std::atomic<int64_t> g_transfers[4];
+
+void record_sync(const std::string& kind) {
+  std::lock_guard<std::mutex> lock(g_sync_mu);
+  ++g_syncs[kind];
+}
+
+void record_transfer(bool to_device, int64_t nbytes) {
+  g_transfers[to_device ? 0 : 1].fetch_add(nbytes, std::memory_order_relaxed);
+  g_transfers[to_device ? 2 : 3].fetch_add(1, std::memory_order_relaxed);
+}
 
 const std::unordered_set<std::string>& mixed_ok_ops() {
   static const std::unordered_set<std::string> s{"index", "index_put_", "_index_put_impl_", "index_put",
@@ -72,6 +94,7 @@ struct OpCounter {
   std::string full;
   std::atomic<int64_t> calls{0};
   std::atomic<int64_t> ns{0};
+  std::atomic<int64_t> fallbacks{0};  // calls run as counted CPU fallbacks
 };
 std::mutex g_counters_mu;
 std::vector<OpCounter*> g_counters;  // leaked with their kernels (kernels live as long as the process)
@@ -265,11 +288,15 @@ struct TpxKernel final : c10::OperatorKernel {
     ready = true;
   }
 
+  bool fallback_here = false;  // a fallback op this kernel may run itself (see g_fallback_warned)
+
   bool is_fallback() {
     int e = g_fallback_epoch.load(std::memory_order_relaxed);
     if (e != epoch) {
       std::lock_guard<std::mutex> lock(g_cfg_mu);
       fallback = g_fallback_ops.count(base) > 0;
+      fallback_here = fallback && !g_strict.load() &&
+                      (!g_warn_fallback.load() || g_fallback_warned.count(base) > 0);
       epoch = e;
     }
     return fallback;
@@ -287,8 +314,11 @@ struct TpxKernel final : c10::OperatorKernel {
       std::lock_guard<std::mutex> lock(init_mu);
       if (!ready) init(op);
     }
-    if (python_only || is_fallback() || torch::profiler::impl::profilerEnabled()) return python(op, stack);
+    if (python_only || torch::profiler::impl::profilerEnabled()) return python(op, stack);
+    bool fb = is_fallback();
+    if (fb && !fallback_here) return python(op, stack);
     int64_t t0 = now_ns();
+    if (fb) record_sync(base);
     size_t nargs = op.schema().arguments().size();
     size_t first = stack->size() - nargs;
     Args a;
@@ -319,6 +349,7 @@ struct TpxKernel final : c10::OperatorKernel {
     }
     counter->calls.fetch_add(1, std::memory_order_relaxed);
     counter->ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    if (fb) counter->fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
 };
 
@@ -467,6 +498,79 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
   return {dev(grad_ig, index), dev(grad_hg, index), dev(d_hx, index), dev(gib, index), dev(ghb, index)};
 }
 
+// ---------------------------------------------------------------- copies
+// _to_copy of a tpx tensor (.to(dtype), .cpu(), .float(), autocast's casts) and _copy_from(_and_resize)
+// (copy_ into or out of tpx): the same rules as backend/copies.py, whose Python kernels they
+// replace once the extension is loaded. These are where transfers and syncs are counted.
+
+int64_t nbytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
+bool is_f64(c10::ScalarType st) { return st == c10::kDouble || st == c10::kComplexDouble; }
+
+at::Tensor to_copy(const at::Tensor& x, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                   std::optional<c10::Device> device, std::optional<bool> pin_memory, bool non_blocking,
+                   std::optional<c10::MemoryFormat> memory_format) {
+  static OpCounter* counter = new_counter("aten::_to_copy");
+  Timed timed{counter};
+  c10::Device target = device.has_value() ? *device : x.device();
+  c10::ScalarType st = dtype.has_value() ? *dtype : x.scalar_type();
+  if (target.type() == kTpx && is_f64(st) && !float64_allowed())
+    float64_refused(std::string("aten::_to_copy to torch.") + (st == c10::kDouble ? "float64" : "complex128"));
+  TORCH_CHECK(!layout.has_value() || *layout == c10::kStrided,
+              "tpx: only strided tensors are supported, got layout=", *layout);
+  TORCH_CHECK(target.type() == kTpx || target.type() == c10::kCPU, "tpx: cannot copy a tpx tensor to ", target,
+              "; move it to the CPU first");
+  at::Tensor cx = to_cpu(x);
+  bool pin = pin_memory.value_or(false) && target.type() == c10::kCPU;
+  at::Tensor out = at::empty_like(cx, cx.options().dtype(st).pinned_memory(pin),
+                                  memory_format.value_or(c10::MemoryFormat::Preserve));
+  out.copy_(cx);
+  if (target.type() == c10::kCPU) {
+    record_transfer(false, nbytes(out));
+    if (!non_blocking) record_sync("cpu");
+    return out;
+  }
+  if (x.device().type() == c10::kCPU) record_transfer(true, nbytes(out));
+  return from_cpu(out, target.has_index() ? target.index() : -1);
+}
+
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  static OpCounter* counter = new_counter("aten::copy_");
+  Timed timed{counter};
+  bool src_tpx = src.device().type() == kTpx, dst_tpx = dst.device().type() == kTpx;
+  if (dst_tpx && is_f64(dst.scalar_type()) && !float64_allowed()) float64_refused("aten::copy_");
+  at::Tensor csrc = src_tpx ? to_cpu(src) : src;
+  at::Tensor cdst = dst_tpx ? to_cpu(dst) : dst;
+  TORCH_CHECK(csrc.device().type() == c10::kCPU && cdst.device().type() == c10::kCPU, "tpx: cannot copy from ",
+              src.device(), " to ", dst.device());
+  cdst.copy_(csrc);
+  if (src_tpx && !dst_tpx) {
+    record_transfer(false, nbytes(dst));
+    if (!non_blocking) record_sync("copy_to_host");
+  } else if (dst_tpx && !src_tpx) {
+    record_transfer(true, nbytes(dst));
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
+  if (dst.sizes() != src.sizes()) dst.resize_(src.sizes());
+  return copy_from(src, dst, false);
+}
+
+int64_t install_copy_kernels(torch::Library& lib) {
+  auto& d = c10::Dispatcher::singleton();
+  auto free = [&](const char* name) {
+    auto op = d.findOp(c10::OperatorName(std::string("aten::") + name, ""));
+    return op && !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+  };
+  int64_t n = 0;
+  if (free("_to_copy")) lib.impl("_to_copy", TORCH_FN(to_copy)), ++n;
+  if (free("_copy_from")) lib.impl("_copy_from", TORCH_FN(copy_from)), ++n;
+  if (free("_copy_from_and_resize")) lib.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize)), ++n;
+  return n;
+}
+
 // The cell kernels above, for each of the ops that has no tpx kernel yet (in the process that
 // built the extension, the Python kernels registered first keep the ops).
 int64_t install_rnn_kernels(torch::Library& lib) {
@@ -529,6 +633,7 @@ int64_t install_kernels(const std::vector<std::string>& forced) {
     ++n;
   }
   n += install_rnn_kernels(*lib);
+  n += install_copy_kernels(*lib);
   g_libs.push_back(std::move(lib));
   return n;
 }
@@ -582,21 +687,42 @@ void register_dispatch_bindings(py::module& m) {
     g_fallback_ops = std::unordered_set<std::string>(names.begin(), names.end());
     g_fallback_epoch.fetch_add(1);
   });
+  m.def("set_fallback_rules", [](bool strict, bool warn, const std::vector<std::string>& warned) {
+    std::lock_guard<std::mutex> lock(g_cfg_mu);
+    g_strict = strict;
+    g_warn_fallback = warn;
+    g_fallback_warned = std::unordered_set<std::string>(warned.begin(), warned.end());
+    g_fallback_epoch.fetch_add(1);
+  }, "strict mode, warn_fallback and the fallback ops Python has warned about");
   m.def("op_counters", [] {
-    std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+    std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>> out;
     std::lock_guard<std::mutex> lock(g_counters_mu);
     for (auto* c : g_counters) {
       int64_t calls = c->calls.load();
-      if (calls) out.emplace_back(c->full, calls, c->ns.load());
+      if (calls) out.emplace_back(c->full, calls, c->ns.load(), c->fallbacks.load());
     }
     return out;
-  }, "(op, calls, ns) of the ops the C++ kernels ran");
+  }, "(op, calls, ns, cpu_fallback_calls) of the ops the C++ kernels ran");
+  m.def("sync_counters", [] {
+    std::lock_guard<std::mutex> lock(g_sync_mu);
+    return std::unordered_map<std::string, int64_t>(g_syncs);
+  }, "device-to-host syncs counted by the C++ kernels, by kind");
+  m.def("transfer_counters", [] {
+    return std::vector<int64_t>{g_transfers[0].load(), g_transfers[1].load(), g_transfers[2].load(),
+                                g_transfers[3].load()};
+  }, "[host->device bytes, device->host bytes, host->device copies, device->host copies] of the C++ kernels");
   m.def("reset_op_counters", [] {
-    std::lock_guard<std::mutex> lock(g_counters_mu);
-    for (auto* c : g_counters) {
-      c->calls = 0;
-      c->ns = 0;
+    {
+      std::lock_guard<std::mutex> lock(g_counters_mu);
+      for (auto* c : g_counters) {
+        c->calls = 0;
+        c->ns = 0;
+        c->fallbacks = 0;
+      }
     }
+    std::lock_guard<std::mutex> lock(g_sync_mu);
+    g_syncs.clear();
+    for (auto& t : g_transfers) t = 0;
   });
 }
 

@@ -115,3 +115,54 @@ def test_lstm_is_the_cpus_lstm_with_fp32_matmuls(fresh_stats: Any, tpx_config: A
     assert ops["aten::lstm"]["calls"] == 1 and ops["aten::lstm"]["where"] == "tpx"
     assert not any("thnn" in name for name in ops)
     assert fresh_stats.snapshot()["bytes_host_to_device"] == 0  # zero-copy: nothing moved
+
+
+def test_fallback_ops_run_in_cpp_once_warned_and_stay_zero_copy(fresh_stats: Any, tpx_config: Any) -> None:
+    kernels.S.warned.discard("nonzero")
+    cx = torch.tensor([0.0, 3.0, 0.0, 5.0, 1.0])
+    x = cx.to(DEV)
+    fresh_stats.reset()
+    with pytest.warns(kernels.TpxFallbackWarning, match="nonzero"):  # the first call: Python warns
+        first = torch.nonzero(x)
+    second = torch.nonzero(x)
+    third = torch.nonzero(x)
+    for got in (first, second, third):
+        assert got.device.type == DEV and torch.equal(got.cpu(), torch.nonzero(cx))
+    assert fresh_stats.ops["aten::nonzero"][0] == 1  # only the warned call went through Python
+    fresh_stats.reset()
+    torch.nonzero(x)
+    torch.nonzero(x)
+    snap = fresh_stats.snapshot()
+    row = snap["ops"]["aten::nonzero"]
+    assert row["calls"] == 2 and row["cpu_fallback_calls"] == 2 and row["where"] == "cpu-fallback"
+    assert snap["syncs"] == {"nonzero": 2} and snap["cpu_fallback_ops"] == {"aten::nonzero": 2}
+    # zero-copy: the input is read in place and the result wrapped, nothing crosses to the host
+    assert snap["bytes_device_to_host"] == snap["bytes_host_to_device"] == 0
+    assert "aten::nonzero" not in fresh_stats.ops
+    tpx_config(strict=True)  # strict mode still refuses it (Python's decision)
+    with pytest.raises(NotImplementedError, match="nonzero"):
+        torch.nonzero(x)
+
+
+def test_copies_run_in_cpp_with_the_same_rules_and_counts(fresh_stats: Any) -> None:
+    c = torch.arange(6.0).reshape(2, 3)
+    t = c.to(DEV)  # host -> device (a CPU tensor's _to_copy, then tpx's copy_)
+    h = t.to(torch.float16)  # on device
+    back = h.cpu()  # device -> host: a sync
+    assert h.device.type == DEV and h.dtype == torch.float16 and torch.equal(back, c.half())
+    dst = torch.empty(2, 3, device=DEV)
+    dst.copy_(c.t().contiguous().t())  # a strided host source
+    assert torch.equal(dst.cpu(), c)
+    snap = fresh_stats.snapshot()
+    assert snap["ops"]["aten::_to_copy"]["calls"] == 4 and snap["ops"]["aten::_to_copy"]["where"] == "tpx"
+    assert snap["ops"]["aten::copy_"]["calls"] == 1
+    assert snap["bytes_host_to_device"] == 2 * 24 and snap["copies_host_to_device"] == 2
+    assert snap["bytes_device_to_host"] == 12 + 24 and snap["syncs"] == {"cpu": 2}
+    out = torch.empty(2, 3)
+    out.copy_(t)  # device -> host through copy_
+    assert torch.equal(out, c) and fresh_stats.snapshot()["syncs"] == {"cpu": 2, "copy_to_host": 1}
+    assert not any(name in fresh_stats.ops for name in ("aten::_to_copy", "aten::copy_"))  # counted in C++
+    with pytest.raises(TypeError, match=r"aten::_to_copy to torch\.float64"):
+        t.double()
+    dst.copy_(torch.full((2, 3), 0.5, dtype=torch.float64))  # a float64 host source casts into float32
+    assert dst.dtype == torch.float32 and torch.equal(dst.cpu(), torch.full((2, 3), 0.5))
