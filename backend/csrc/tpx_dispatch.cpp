@@ -16,6 +16,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/profiler/api.h>
 #include <torch/csrc/utils/pybind.h>
@@ -35,6 +36,8 @@ namespace tpx {
 // defined in tpx_ext.cpp
 at::Tensor to_cpu(const at::Tensor& t);
 at::Tensor from_cpu(const at::Tensor& c, int64_t index);
+// fresh: ``c`` is a kernel's own CPU result, dropped by the caller right after
+at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh);
 bool float64_allowed();
 
 namespace {
@@ -105,11 +108,20 @@ struct Alias {
 };
 
 struct Args {
-  std::vector<Alias> aliases;
+  c10::SmallVector<Alias, 4> aliases;  // no heap allocation for the usual few tensor arguments
   int tpx_index = -2;     // the tpx tensors' device index (-2: no tpx tensor)
   int device_index = -2;  // a tpx device named by an argument (device="tpx:1"), -2: none
   bool cpu_nonscalar = false;
+  // a tensor that needs more than the CPU kernel itself (lazy conj/neg bits, a zero tensor, a
+  // non-strided layout, a Python subclass): the call then goes through the whole dispatcher
+  bool full_dispatch = false;
 };
+
+void note_tensor(const at::Tensor& t, Args& a) {
+  if (t.is_conj() || t.is_neg() || t._is_zerotensor() || t.layout() != c10::kStrided ||
+      t.key_set().has(c10::DispatchKey::Python))
+    a.full_dispatch = true;
+}
 
 at::Tensor alias_of(const at::Tensor& t, Args& a) {
   int idx = t.device().index();
@@ -118,6 +130,7 @@ at::Tensor alias_of(const at::Tensor& t, Args& a) {
                 std::min(a.tpx_index, idx), " and tpx:", std::max(a.tpx_index, idx), "!");
   }
   at::Tensor c = to_cpu(t);
+  note_tensor(c, a);
   a.aliases.push_back({c, t});
   a.tpx_index = idx;
   return c;
@@ -131,9 +144,11 @@ void unwrap_arg(c10::IValue& v, Args& a) {
     auto dt = t.device().type();
     if (dt == kTpx) {
       v = alias_of(t, a);
-    } else if (dt == c10::kCPU && t.dim() != 0) {
-      a.cpu_nonscalar = true;
+      return;
     }
+    if (dt == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+    if (dt != c10::kCPU) a.full_dispatch = true;
+    note_tensor(t, a);
     return;
   }
   if (v.isTensorList()) {
@@ -149,7 +164,10 @@ void unwrap_arg(c10::IValue& v, Args& a) {
     if (!any) {
       for (size_t i = 0; i < list.size(); ++i) {
         at::Tensor t = list.get(i);
-        if (t.defined() && t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+        if (!t.defined()) continue;
+        if (t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+        if (t.device().type() != c10::kCPU) a.full_dispatch = true;
+        note_tensor(t, a);
       }
       return;
     }
@@ -160,7 +178,11 @@ void unwrap_arg(c10::IValue& v, Args& a) {
       if (t.defined() && t.device().type() == kTpx) {
         out.push_back(alias_of(t, a));
       } else {
-        if (t.defined() && t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+        if (t.defined()) {
+          if (t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+          if (t.device().type() != c10::kCPU) a.full_dispatch = true;
+          note_tensor(t, a);
+        }
         out.push_back(t);
       }
     }
@@ -180,7 +202,11 @@ void unwrap_arg(c10::IValue& v, Args& a) {
           out.push_back(alias_of(t, a));
           continue;
         }
-        if (t.defined() && t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+        if (t.defined()) {
+          if (t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+          if (t.device().type() != c10::kCPU) a.full_dispatch = true;
+          note_tensor(t, a);
+        }
         out.push_back(t);
       } else {
         out.push_back(std::nullopt);
@@ -214,7 +240,7 @@ at::Tensor wrap_tensor(const at::Tensor& t, const Args& a, bool f64_ok, int64_t 
   if (t.device().type() != c10::kCPU) return t;
   auto st = t.scalar_type();
   if ((st == c10::kDouble || st == c10::kComplexDouble) && !f64_ok) float64_refused(full);
-  return from_cpu(t, index);
+  return from_cpu(t, index, true);
 }
 
 c10::IValue wrap_value(const c10::IValue& v, const Args& a, bool f64_ok, int64_t index, const std::string& full) {
@@ -337,7 +363,13 @@ struct TpxKernel final : c10::OperatorKernel {
           v = v.toTensor().to(at::kBFloat16).to(at::kFloat);
       }
     }
-    op.callBoxed(stack);
+    // Every tensor is now a plain strided CPU tensor: straight to the CPU kernel (the dispatch
+    // table's CPU entry, a composite kernel for the ops without a CPU one), without recomputing
+    // the dispatch keys or running the profiler hooks a second time.
+    if (a.full_dispatch || a.aliases.empty())
+      op.callBoxed(stack);
+    else
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
     if (mutable_out) sync_out_args(a);
     bool f64_ok = float64_allowed();
     int64_t index = a.tpx_index >= 0 ? a.tpx_index : -1;
@@ -380,7 +412,7 @@ at::Tensor opt_cpu(const std::optional<at::Tensor>& t) {
   return t.has_value() && t->defined() ? to_cpu(*t) : at::Tensor();
 }
 
-at::Tensor dev(const at::Tensor& c, int64_t index) { return from_cpu(c.contiguous(), index); }
+at::Tensor dev(const at::Tensor& c, int64_t index) { return from_cpu(c.contiguous(), index, true); }
 
 constexpr auto kPython = c10::DispatchKey::PrivateUse3;
 
@@ -531,7 +563,7 @@ at::Tensor to_copy(const at::Tensor& x, std::optional<c10::ScalarType> dtype, st
     return out;
   }
   if (x.device().type() == c10::kCPU) record_transfer(true, nbytes(out));
-  return from_cpu(out, target.has_index() ? target.index() : -1);
+  return from_cpu(out, target.has_index() ? target.index() : -1, true);
 }
 
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {

@@ -166,3 +166,31 @@ def test_copies_run_in_cpp_with_the_same_rules_and_counts(fresh_stats: Any) -> N
         t.double()
     dst.copy_(torch.full((2, 3), 0.5, dtype=torch.float64))  # a float64 host source casts into float32
     assert dst.dtype == torch.float32 and torch.equal(dst.cpu(), torch.full((2, 3), 0.5))
+
+
+def test_fresh_results_are_counted_and_freed_and_shared_cpu_memory_wraps_once() -> None:
+    from backend import bridge
+
+    x = torch.ones(1024, device=DEV)
+    base = torch.tpx.memory_allocated()
+    y = x + 1  # a CPU kernel's fresh result, wrapped without the shared-memory table
+    assert torch.tpx.memory_allocated() == base + 4096 and torch.equal(y.cpu(), torch.full((1024,), 2.0))
+    del y
+    assert torch.tpx.memory_allocated() == base
+    cpu = torch.zeros(8)  # CPU memory another tensor still holds: wrapping it twice gives one storage
+    a, b = bridge.from_cpu(cpu), bridge.from_cpu(cpu)
+    assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() == cpu.data_ptr()
+    assert torch.tpx.memory_allocated() == base + 32
+    a.add_(1)
+    assert b.cpu().tolist() == [1.0] * 8 == cpu.tolist()
+
+
+def test_lazy_conj_and_neg_inputs_still_resolve(fresh_stats: Any) -> None:
+    z = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
+    w = torch.tensor([2 - 1j, 1 + 1j], dtype=torch.complex64)
+    zt, wt = z.to(DEV), w.to(DEV)
+    assert zt.conj().is_conj()
+    assert torch.equal(torch.mul(zt.conj(), wt).cpu(), torch.mul(z.conj(), w))
+    assert torch.equal(torch.exp(zt.conj()).cpu(), torch.exp(z.conj()))
+    assert torch.equal(torch.sin(torch._neg_view(zt)).cpu(), torch.sin(-z))
+    assert fresh_stats.snapshot()["ops"]["aten::exp"]["where"] == "tpx"
