@@ -10,7 +10,8 @@ run other ops: a cache grown with ``cat`` every token, top-k routing, ``index_se
 ``scatter_add``, boolean masks and ``nonzero`` (a counted CPU fallback on tpx), LSTM cells,
 embedding bags, dropout. Each workload below is built twice from the same seed, once on the CPU
 and once on tpx, and both are timed in alternation in one run (median of the repeats), so load
-hits both sides alike. The printed ratio is tpx time / CPU time; the target is <= 1.1 for each.
+hits both sides alike. The printed ratio is tpx time / CPU time of the medians (the target, <= 1.1
+for each, is judged on it), next to the ratio of the fastest samples of each side.
 
 Workloads (models defined here, nothing downloaded):
   * decode: greedy KV-cache decoding of a small GPT (4 layers, d=128, 4 heads), one token at a
@@ -310,8 +311,9 @@ def n_params(name: str) -> int:
 # ------------------------------------------------------------------ timing
 
 
-def interleaved(fns: dict[str, Callable[[], object]], warmup: int, repeats: int, inner: int) -> dict[str, float]:
-    """Median seconds per call of each fn (``inner`` calls per sample), timed in alternation."""
+def interleaved(fns: dict[str, Callable[[], object]], warmup: int, repeats: int,
+                inner: int) -> dict[str, list[float]]:
+    """Seconds per call of each fn, one sample per repeat (``inner`` calls each), timed in alternation."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -322,7 +324,7 @@ def interleaved(fns: dict[str, Callable[[], object]], warmup: int, repeats: int,
             for _ in range(inner):
                 fn()
             samples[k].append((time.perf_counter() - t0) / inner)
-    return {k: statistics.median(v) for k, v in samples.items()}
+    return samples
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,13 +358,18 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, object]] = []
     for name in args.only or list(WORKLOADS):
         build = WORKLOADS[name]
-        t = interleaved({dev: build(dev), "cpu": build("cpu")}, warmup, repeats, inner)
+        samples = interleaved({dev: build(dev), "cpu": build("cpu")}, warmup, repeats, inner)
+        t = {k: statistics.median(v) for k, v in samples.items()}
         ratio = t[dev] / t["cpu"]
-        meets = ratio <= TARGET
+        # the fastest samples' ratio: what is left when other jobs' load is at its lowest
+        best = min(samples[dev]) / min(samples["cpu"])
+        meets = ratio <= TARGET  # the target is judged on the medians
         rows.append({"workload": name, "params": n_params(name), f"{dev}_ms": t[dev] * 1e3,
-                     "cpu_ms": t["cpu"] * 1e3, "ratio": ratio, "target": TARGET, "meets": meets})
+                     "cpu_ms": t["cpu"] * 1e3, "ratio": ratio, "best_ratio": best, "target": TARGET,
+                     "meets": meets})
         print(f"{name:<8} {dev} {t[dev] * 1e3:8.2f} ms   cpu {t['cpu'] * 1e3:8.2f} ms   "
-              f"ratio {ratio:5.2f}  (target <= {TARGET})  {'ok' if meets else 'MISSED'}", flush=True)
+              f"ratio {ratio:5.2f} (fastest samples {best:5.2f})  (target <= {TARGET})  "
+              f"{'ok' if meets else 'MISSED'}", flush=True)
     met = sum(bool(r["meets"]) for r in rows)
     print(f"{met} of {len(rows)} workloads within {TARGET}x of the CPU")
     args.json.parent.mkdir(parents=True, exist_ok=True)
