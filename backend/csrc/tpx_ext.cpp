@@ -257,9 +257,6 @@ PinnedAllocator g_pinned_allocator;
 // A CPU storage that aliases a tpx storage keeps the tpx StorageImpl alive through its context;
 // a tpx storage that wraps CPU memory keeps the CPU StorageImpl alive (and counts its bytes
 // against the simulated capacity while it lives).
-struct TpxRef {
-  c10::intrusive_ptr<c10::StorageImpl> impl;
-};
 struct CpuRef {
   c10::intrusive_ptr<c10::StorageImpl> impl;
   int64_t counted;
@@ -272,7 +269,9 @@ struct CpuRef {
 std::mutex g_wrap_mu;
 std::unordered_map<const c10::StorageImpl*, c10::weak_intrusive_ptr<c10::StorageImpl>> g_wrapped;
 
-void release_tpx_ref(void* ctx) { delete static_cast<TpxRef*>(ctx); }
+// A CPU alias's DataPtr context is the tpx StorageImpl itself, holding one reference (taken in
+// to_cpu): no separate holder object to allocate per alias.
+void release_tpx_ref(void* ctx) { c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx)); }
 void release_cpu_ref(void* ctx) {
   auto* r = static_cast<CpuRef*>(ctx);
   if (r->mapped) {
@@ -305,8 +304,8 @@ at::Tensor to_cpu(const at::Tensor& t) {
   // Always a fresh CPU storage whose context holds the tpx storage. It is resizable with the CPU
   // allocator: a CPU kernel that must grow an out= tensor moves the CPU view to new memory
   // (the tpx kernel then notices and resizes the tpx tensor); the tpx memory never moves.
-  c10::DataPtr cdp(dp.get(), new TpxRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl)},
-                   &release_tpx_ref, c10::Device(c10::kCPU));
+  c10::raw::intrusive_ptr::incref(impl);
+  c10::DataPtr cdp(dp.get(), impl, &release_tpx_ref, c10::Device(c10::kCPU));
   c10::Storage cpu(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(cdp), c10::GetCPUAllocator(), true);
   return make_like(std::move(cpu), c10::DispatchKey::CPU, t);
 }
@@ -325,7 +324,7 @@ at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh) {
   const c10::DataPtr& dp = impl->data_ptr();
   c10::Storage dev;
   if (dp.get_deleter() == &release_tpx_ref) {
-    dev = c10::Storage(static_cast<TpxRef*>(dp.get_context())->impl);
+    dev = c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(static_cast<c10::StorageImpl*>(dp.get_context())));
   } else if (fresh && c.use_count() == 1 && c10::raw::intrusive_ptr::use_count(impl) == 1) {
     // A C++ kernel's fresh CPU result (``fresh``: the caller drops ``c`` right after), and only
     // ``c`` holds its memory: once the tpx storage below holds it, no tensor can reach this CPU

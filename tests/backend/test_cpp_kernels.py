@@ -194,3 +194,19 @@ def test_lazy_conj_and_neg_inputs_still_resolve(fresh_stats: Any) -> None:
     assert torch.equal(torch.exp(zt.conj()).cpu(), torch.exp(z.conj()))
     assert torch.equal(torch.sin(torch._neg_view(zt)).cpu(), torch.sin(-z))
     assert fresh_stats.snapshot()["ops"]["aten::exp"]["where"] == "tpx"
+
+
+def test_a_cpu_alias_keeps_the_tpx_memory_alive_until_it_goes() -> None:
+    from backend import bridge
+
+    base = torch.tpx.memory_allocated()
+    t = torch.full((256,), 7.0, device=DEV)
+    c = bridge.to_cpu(t)
+    del t
+    assert torch.tpx.memory_allocated() == base + 1024  # the alias holds the device storage
+    assert c.sum().item() == 7.0 * 256
+    back = bridge.from_cpu(c[128:])  # back to the same device storage, not a new one
+    del c
+    assert torch.tpx.memory_allocated() == base + 1024 and back.cpu().tolist() == [7.0] * 128
+    del back
+    assert torch.tpx.memory_allocated() == base
