@@ -49,9 +49,13 @@ def register() -> None:
     fb.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
     _libs.append(fb)
 
+    _load_cached_ext()
+    # Python kernels for the copies and the direct ops below until the extension is built; with
+    # it, C++ ones (and the Python ones behind PYTHON_KEY for the cases they leave to Python)
+    py_key = PYTHON_KEY if _ext.is_loaded() else "PrivateUse1"
     lib = torch.library.Library("aten", "IMPL")
-    lib.impl("_copy_from", copies.copy_from, "PrivateUse1")
-    lib.impl("_copy_from_and_resize", copies.copy_from_and_resize, "PrivateUse1")
+    lib.impl("_copy_from", copies.copy_from, py_key)
+    lib.impl("_copy_from_and_resize", copies.copy_from_and_resize, py_key)
     # copy_ (a Conjugate/Negative fallthrough) reaches a PrivateUse1 device as _copy_from, which
     # has no such fallthrough: the math-bit fallback then resolves the lazy conj/neg source with
     # clone -> copy_ -> _copy_from -> fallback ... (unbounded recursion, a segfault). tpx's copy
@@ -59,7 +63,7 @@ def register() -> None:
     for key in ("Conjugate", "Negative"):
         for name in ("_copy_from", "_copy_from_and_resize"):
             lib.impl(name, torch.library.fallthrough_kernel, key)
-    lib.impl("_to_copy", copies.to_copy, "PrivateUse1")
+    lib.impl("_to_copy", copies.to_copy, py_key)
     # Module.to("tpx") keeps its Parameter objects (``param.data = ...``), as CPU -> CUDA does
     lib.impl("_has_compatible_shallow_copy_type", copies.has_compatible_shallow_copy_type, "PrivateUse1")
     # Tensor.record_stream as CUDA has it (tpx's streams are ordered: nothing to record)
@@ -73,15 +77,12 @@ def register() -> None:
     direct += [q[len("aten::"):] for q in torch._C._dispatch_get_all_op_names()
                if q.startswith("aten::")
                and torch._C._dispatch_has_kernel_for_dispatch_key(q, "CompositeExplicitAutogradNonFunctional")]
-    _load_cached_ext()
-    # Python kernels for these until the extension is built; with it, C++ ones (and the Python
-    # ones behind PYTHON_KEY for their special cases)
-    key = PYTHON_KEY if _ext.is_loaded() else "PrivateUse1"
     for name in direct:
-        lib.impl(name, _boxed(name), key)
+        lib.impl(name, _boxed(name), py_key)
     from . import rnn_kernels
 
-    rnn_kernels.register(lib)
+    rnn_kernels.register(lib, py_key)  # with the extension, C++ cells (tpx_dispatch.cpp) in front
+    rnn_kernels.register_lstm(lib)
     _libs.append(lib)
 
     from . import autocast

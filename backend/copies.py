@@ -2,7 +2,9 @@
 and ``_has_compatible_shallow_copy_type`` (may ``param.data = other`` swap a tensor in place).
 
 These are the kernels that move bytes host<->device, so they are where transfers and
-device-to-host syncs are counted, and where casting to float64 on tpx is refused.
+device-to-host syncs are counted, and where casting to float64 on tpx is refused. Once the C++
+extension is loaded, ``tpx_dispatch.cpp`` runs the same rules (and counts) in C++ and these
+Python kernels serve only a process that had to build the extension.
 """
 
 from __future__ import annotations

@@ -47,6 +47,27 @@ class TpxFallbackWarning(UserWarning):
     """A data-dependent-shape op ran as a CPU fallback on tpx."""
 
 
+class _WarnedSet(set):
+    """The fallback ops already warned about; the C++ kernels run those themselves (without
+    Python) once warned, so every change is pushed to them."""
+
+    def add(self, name) -> None:
+        super().add(name)
+        _push_fallback_rules()
+
+    def discard(self, name) -> None:
+        super().discard(name)
+        _push_fallback_rules()
+
+    def remove(self, name) -> None:
+        super().remove(name)
+        _push_fallback_rules()
+
+    def clear(self) -> None:
+        super().clear()
+        _push_fallback_rules()
+
+
 class _State:
     allow_f64 = False
     f64_depth = 0  # >0 inside backend.float64_scope() (GradScaler internals)
@@ -56,7 +77,7 @@ class _State:
     precision_mode = "auto"
     torch_precision_explicit_highest = False
     matmul_bf16 = True
-    warned: ClassVar[set[str]] = set()  # the class is the state (S), never instantiated
+    warned: ClassVar[set[str]] = _WarnedSet()  # the class is the state (S), never instantiated
 
 
 S = _State
@@ -93,6 +114,14 @@ def _push_to_cpp(mod) -> None:
     _pushed_bf16[0] = S.matmul_bf16
     mod.set_matmul_bf16(S.matmul_bf16)
     mod.set_fallback_ops(sorted(S.fallback_ops))
+    mod.set_fallback_rules(S.strict, S.warn_fallback, sorted(S.warned))
+
+
+def _push_fallback_rules() -> None:
+    """A fallback op runs in C++ once Python has warned about it (the first call, with the
+    warning, and strict mode's error stay Python's)."""
+    if _cpp_kernels:
+        _ext.get().set_fallback_rules(S.strict, S.warn_fallback, sorted(S.warned))
 
 
 def f64_allowed() -> bool:

@@ -1,4 +1,4 @@
-"""Fused LSTM/GRU cell kernels for tpx.
+"""Fused LSTM/GRU cell kernels for tpx (Python; tpx_dispatch.cpp has the same cells in C++).
 
 PyTorch's LSTM/GRU take the fused-cell path on accelerators (CUDA, XPU, PrivateUse1), and the
 CPU build has no kernels for those ops, so the generic CPU fallback cannot run them. These are
@@ -104,8 +104,96 @@ def gru_cell_backward(grad_hy, workspace, has_bias):
     return _t(grad_ig, dev), _t(grad_hg, dev), _t(d_hx, dev), _t(gib, dev), _t(ghb, dev)
 
 
-def register(lib) -> None:
-    lib.impl("_thnn_fused_lstm_cell", lstm_cell, "PrivateUse1")
-    lib.impl("_thnn_fused_lstm_cell_backward_impl", lstm_cell_backward, "PrivateUse1")
-    lib.impl("_thnn_fused_gru_cell", gru_cell, "PrivateUse1")
-    lib.impl("_thnn_fused_gru_cell_backward", gru_cell_backward, "PrivateUse1")
+def register(lib, key: str = "PrivateUse1") -> None:
+    """Register the cells for ``key``: PrivateUse1 until the extension is built; with it, the
+    C++ cells of tpx_dispatch.cpp take PrivateUse1 and hand these the profiled calls through
+    ``_registration.PYTHON_KEY``."""
+    lib.impl("_thnn_fused_lstm_cell", lstm_cell, key)
+    lib.impl("_thnn_fused_lstm_cell_backward_impl", lstm_cell_backward, key)
+    lib.impl("_thnn_fused_gru_cell", gru_cell, key)
+    lib.impl("_thnn_fused_gru_cell_backward", gru_cell_backward, key)
+
+
+# ---------------------------------------------------------------- whole LSTMs as the CPU runs them
+# On a PrivateUse1 device ``aten::lstm`` decomposes into one fused cell per time step (a dozen tpx
+# ops per step, forward and backward), while the CPU runs each layer as one fused kernel. With
+# full-fp32 matmuls (the CPU's numbers are then what tpx must give), tpx runs the CPU's LSTM on
+# zero-copy aliases, its autograd graph included: gradients cross back as tpx tensors.
+
+
+class _CpuAliases(torch.autograd.Function):
+    """tpx tensors -> CPU aliases (gradients: CPU -> tpx tensors over the same memory)."""
+
+    @staticmethod
+    def forward(ctx, index, *tensors):  # type: ignore[override]
+        ctx.index = index
+        return tuple(kernels._to_cpu(t) for t in tensors)
+
+    @staticmethod
+    def backward(ctx, *grads):  # type: ignore[override]
+        return (None, *(kernels._from_cpu(g.contiguous(), ctx.index) if g is not None else None for g in grads))
+
+
+class _TpxResults(torch.autograd.Function):
+    """CPU results -> tpx tensors over the same memory (gradients: tpx -> CPU aliases)."""
+
+    @staticmethod
+    def forward(ctx, index, *tensors):  # type: ignore[override]
+        return tuple(kernels._from_cpu(t, index) for t in tensors)
+
+    @staticmethod
+    def backward(ctx, *grads):  # type: ignore[override]
+        return (None, *(kernels._to_cpu(g) if g is not None else None for g in grads))
+
+
+_OTHER_KEYS: tuple = ()
+
+
+def _plain_tpx(ts) -> int:
+    """The device index when every tensor is a plain float32 tpx tensor on one device, else -2."""
+    global _OTHER_KEYS
+    if not _OTHER_KEYS:
+        k = torch._C.DispatchKey
+        _OTHER_KEYS = tuple(getattr(k, n) for n in ("Python", "Functionalize", "FuncTorchBatched",
+                                                     "FuncTorchGradWrapper", "Conjugate", "Negative")
+                            if hasattr(k, n))
+    index = -2
+    for t in ts:
+        if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.device.type != "tpx" or t.dtype != torch.float32:
+            return -2
+        keys = torch._C._dispatch_keys(t)
+        if any(keys.has(k) for k in _OTHER_KEYS):
+            return -2
+        i = t.device.index
+        if index != -2 and i != index:
+            return -2
+        index = i
+    return index
+
+
+_lstm = torch.ops.aten.lstm.input
+_COMPOSITE = torch._C.DispatchKey.CompositeImplicitAutograd
+
+
+def lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+    """``aten::lstm.input`` for tpx's autograd key: the CPU's LSTM on zero-copy aliases when its
+    numbers are the ones tpx gives (full-fp32 matmuls, no dropout draw, plain tpx tensors);
+    otherwise PyTorch's decomposition into tpx's fused cells."""
+    flat = [input, *hx, *params]
+    index = -2 if kernels.S.matmul_bf16 or (train and dropout > 0) else _plain_tpx(flat)
+    if index == -2 or torch._C._autograd._profiler_enabled():
+        # the C++ composite kernel (decompose() would take torch._decomp's Python one)
+        return _lstm._op_dk(_COMPOSITE, input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                            batch_first)
+    t0 = kernels._perf_ns()
+    aliases = _CpuAliases.apply(index, *flat)
+    n = len(hx)
+    out = torch.lstm(aliases[0], aliases[1:1 + n], aliases[1 + n:], has_biases, num_layers, dropout, train,
+                     bidirectional, batch_first)
+    res = _TpxResults.apply(index, *out)
+    stats.record_op("aten::lstm", kernels._perf_ns() - t0)
+    return res
+
+
+def register_lstm(lib) -> None:
+    lib.impl("lstm.input", lstm, "AutogradPrivateUse1")

@@ -42,11 +42,15 @@ def record_d2h(nbytes: int) -> None:
     transfers[3] += 1
 
 
-def _cpp_ops() -> list:
-    """(op, calls, ns) counted by the C++ kernels (tpx_dispatch.cpp), if the extension is loaded."""
+def _cpp_counters() -> tuple[list, dict[str, int], list[int]]:
+    """What the C++ kernels (tpx_dispatch.cpp) counted, if the extension is loaded: (op, calls, ns,
+    cpu_fallback_calls) rows, syncs by kind, and transfers (laid out as ``transfers``)."""
     from . import _ext
 
-    return _ext.get().op_counters() if _ext.is_loaded() else []
+    if not _ext.is_loaded():
+        return [], {}, [0, 0, 0, 0]
+    mod = _ext.get()
+    return mod.op_counters(), mod.sync_counters(), mod.transfer_counters()
 
 
 def reset() -> None:
@@ -62,10 +66,16 @@ def reset() -> None:
 def snapshot() -> dict[str, Any]:
     """A JSON-ready copy of all counters."""
     merged = {name: list(entry) for name, entry in ops.items()}
-    for name, calls, ns in _cpp_ops():
+    cpp_ops, cpp_syncs, cpp_transfers = _cpp_counters()
+    for name, calls, ns, fallbacks in cpp_ops:
         entry = merged.setdefault(name, [0, 0, 0])
         entry[0] += calls
         entry[1] += ns
+        entry[2] += fallbacks
+    all_syncs = dict(syncs)
+    for kind, n in cpp_syncs.items():
+        all_syncs[kind] = all_syncs.get(kind, 0) + n
+    moved = [a + b for a, b in zip(transfers, cpp_transfers, strict=True)]
     op_rows = {
         name: {
             "calls": calls,
@@ -78,10 +88,10 @@ def snapshot() -> dict[str, Any]:
     return {
         "ops": op_rows,
         "cpu_fallback_ops": {n: r["cpu_fallback_calls"] for n, r in op_rows.items() if r["cpu_fallback_calls"]},
-        "syncs": dict(syncs),
-        "device_to_host_syncs": sum(syncs.values()),
-        "bytes_host_to_device": transfers[0],
-        "bytes_device_to_host": transfers[1],
-        "copies_host_to_device": transfers[2],
-        "copies_device_to_host": transfers[3],
+        "syncs": all_syncs,
+        "device_to_host_syncs": sum(all_syncs.values()),
+        "bytes_host_to_device": moved[0],
+        "bytes_device_to_host": moved[1],
+        "copies_host_to_device": moved[2],
+        "copies_device_to_host": moved[3],
     }

@@ -12,8 +12,11 @@
 // data-dependent-shape ops (counted CPU fallbacks / strict mode), syncs (item),
 // random ops (a Generator argument, or native_dropout: they draw from tpx's generators,
 // backend/rng.py), and any call while the profiler runs (it labels the op "tpx::<name>").
+#include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/profiler/api.h>
 #include <torch/csrc/utils/pybind.h>
@@ -24,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -32,6 +36,8 @@ namespace tpx {
 // defined in tpx_ext.cpp
 at::Tensor to_cpu(const at::Tensor& t);
 at::Tensor from_cpu(const at::Tensor& c, int64_t index);
+// fresh: ``c`` is a kernel's own CPU result, dropped by the caller right after
+at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh);
 bool float64_allowed();
 
 namespace {
@@ -42,6 +48,27 @@ std::atomic<bool> g_matmul_bf16{true};
 std::atomic<int> g_fallback_epoch{1};
 std::mutex g_cfg_mu;
 std::unordered_set<std::string> g_fallback_ops;  // guarded by g_cfg_mu
+// A fallback op runs here (no Python) once Python has warned about it (or warnings are off) and
+// strict mode is off: Python owns the warning and the strict-mode error.
+std::atomic<bool> g_strict{false};
+std::atomic<bool> g_warn_fallback{true};
+std::unordered_set<std::string> g_fallback_warned;  // guarded by g_cfg_mu
+
+// Device-to-host syncs and transfers counted here (merged into torch.tpx.op_stats() by stats.py).
+std::mutex g_sync_mu;
+std::unordered_map<std::string, int64_t> g_syncs;  // guarded by g_sync_mu
+// host->device bytes, device->host bytes, host->device copies, device->host copies
+std::atomic<int64_t> g_transfers[4];
+
+void record_sync(const std::string& kind) {
+  std::lock_guard<std::mutex> lock(g_sync_mu);
+  ++g_syncs[kind];
+}
+
+void record_transfer(bool to_device, int64_t nbytes) {
+  g_transfers[to_device ? 0 : 1].fetch_add(nbytes, std::memory_order_relaxed);
+  g_transfers[to_device ? 2 : 3].fetch_add(1, std::memory_order_relaxed);
+}
 
 const std::unordered_set<std::string>& mixed_ok_ops() {
   static const std::unordered_set<std::string> s{"index", "index_put_", "_index_put_impl_", "index_put",
@@ -70,6 +97,7 @@ struct OpCounter {
   std::string full;
   std::atomic<int64_t> calls{0};
   std::atomic<int64_t> ns{0};
+  std::atomic<int64_t> fallbacks{0};  // calls run as counted CPU fallbacks
 };
 std::mutex g_counters_mu;
 std::vector<OpCounter*> g_counters;  // leaked with their kernels (kernels live as long as the process)
@@ -80,11 +108,20 @@ struct Alias {
 };
 
 struct Args {
-  std::vector<Alias> aliases;
+  c10::SmallVector<Alias, 4> aliases;  // no heap allocation for the usual few tensor arguments
   int tpx_index = -2;     // the tpx tensors' device index (-2: no tpx tensor)
   int device_index = -2;  // a tpx device named by an argument (device="tpx:1"), -2: none
   bool cpu_nonscalar = false;
+  // a tensor that needs more than the CPU kernel itself (lazy conj/neg bits, a zero tensor, a
+  // non-strided layout, a Python subclass): the call then goes through the whole dispatcher
+  bool full_dispatch = false;
 };
+
+void note_tensor(const at::Tensor& t, Args& a) {
+  if (t.is_conj() || t.is_neg() || t._is_zerotensor() || t.layout() != c10::kStrided ||
+      t.key_set().has(c10::DispatchKey::Python))
+    a.full_dispatch = true;
+}
 
 at::Tensor alias_of(const at::Tensor& t, Args& a) {
   int idx = t.device().index();
@@ -93,6 +130,7 @@ at::Tensor alias_of(const at::Tensor& t, Args& a) {
                 std::min(a.tpx_index, idx), " and tpx:", std::max(a.tpx_index, idx), "!");
   }
   at::Tensor c = to_cpu(t);
+  note_tensor(c, a);
   a.aliases.push_back({c, t});
   a.tpx_index = idx;
   return c;
@@ -106,9 +144,11 @@ void unwrap_arg(c10::IValue& v, Args& a) {
     auto dt = t.device().type();
     if (dt == kTpx) {
       v = alias_of(t, a);
-    } else if (dt == c10::kCPU && t.dim() != 0) {
-      a.cpu_nonscalar = true;
+      return;
     }
+    if (dt == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+    if (dt != c10::kCPU) a.full_dispatch = true;
+    note_tensor(t, a);
     return;
   }
   if (v.isTensorList()) {
@@ -124,7 +164,10 @@ void unwrap_arg(c10::IValue& v, Args& a) {
     if (!any) {
       for (size_t i = 0; i < list.size(); ++i) {
         at::Tensor t = list.get(i);
-        if (t.defined() && t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+        if (!t.defined()) continue;
+        if (t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+        if (t.device().type() != c10::kCPU) a.full_dispatch = true;
+        note_tensor(t, a);
       }
       return;
     }
@@ -135,7 +178,11 @@ void unwrap_arg(c10::IValue& v, Args& a) {
       if (t.defined() && t.device().type() == kTpx) {
         out.push_back(alias_of(t, a));
       } else {
-        if (t.defined() && t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+        if (t.defined()) {
+          if (t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+          if (t.device().type() != c10::kCPU) a.full_dispatch = true;
+          note_tensor(t, a);
+        }
         out.push_back(t);
       }
     }
@@ -155,7 +202,11 @@ void unwrap_arg(c10::IValue& v, Args& a) {
           out.push_back(alias_of(t, a));
           continue;
         }
-        if (t.defined() && t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+        if (t.defined()) {
+          if (t.device().type() == c10::kCPU && t.dim() != 0) a.cpu_nonscalar = true;
+          if (t.device().type() != c10::kCPU) a.full_dispatch = true;
+          note_tensor(t, a);
+        }
         out.push_back(t);
       } else {
         out.push_back(std::nullopt);
@@ -189,7 +240,7 @@ at::Tensor wrap_tensor(const at::Tensor& t, const Args& a, bool f64_ok, int64_t 
   if (t.device().type() != c10::kCPU) return t;
   auto st = t.scalar_type();
   if ((st == c10::kDouble || st == c10::kComplexDouble) && !f64_ok) float64_refused(full);
-  return from_cpu(t, index);
+  return from_cpu(t, index, true);
 }
 
 c10::IValue wrap_value(const c10::IValue& v, const Args& a, bool f64_ok, int64_t index, const std::string& full) {
@@ -263,11 +314,15 @@ struct TpxKernel final : c10::OperatorKernel {
     ready = true;
   }
 
+  bool fallback_here = false;  // a fallback op this kernel may run itself (see g_fallback_warned)
+
   bool is_fallback() {
     int e = g_fallback_epoch.load(std::memory_order_relaxed);
     if (e != epoch) {
       std::lock_guard<std::mutex> lock(g_cfg_mu);
       fallback = g_fallback_ops.count(base) > 0;
+      fallback_here = fallback && !g_strict.load() &&
+                      (!g_warn_fallback.load() || g_fallback_warned.count(base) > 0);
       epoch = e;
     }
     return fallback;
@@ -285,8 +340,11 @@ struct TpxKernel final : c10::OperatorKernel {
       std::lock_guard<std::mutex> lock(init_mu);
       if (!ready) init(op);
     }
-    if (python_only || is_fallback() || torch::profiler::impl::profilerEnabled()) return python(op, stack);
+    if (python_only || torch::profiler::impl::profilerEnabled()) return python(op, stack);
+    bool fb = is_fallback();
+    if (fb && !fallback_here) return python(op, stack);
     int64_t t0 = now_ns();
+    if (fb) record_sync(base);
     size_t nargs = op.schema().arguments().size();
     size_t first = stack->size() - nargs;
     Args a;
@@ -305,7 +363,13 @@ struct TpxKernel final : c10::OperatorKernel {
           v = v.toTensor().to(at::kBFloat16).to(at::kFloat);
       }
     }
-    op.callBoxed(stack);
+    // Every tensor is now a plain strided CPU tensor: straight to the CPU kernel (the dispatch
+    // table's CPU entry, a composite kernel for the ops without a CPU one), without recomputing
+    // the dispatch keys or running the profiler hooks a second time.
+    if (a.full_dispatch || a.aliases.empty())
+      op.callBoxed(stack);
+    else
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
     if (mutable_out) sync_out_args(a);
     bool f64_ok = float64_allowed();
     int64_t index = a.tpx_index >= 0 ? a.tpx_index : -1;
@@ -317,8 +381,244 @@ struct TpxKernel final : c10::OperatorKernel {
     }
     counter->calls.fetch_add(1, std::memory_order_relaxed);
     counter->ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    if (fb) counter->fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
 };
+
+// ---------------------------------------------------------------- fused RNN cells
+// PyTorch's LSTM/GRU take the fused-cell path on a PrivateUse1 device and the CPU build has no
+// kernel for those ops: these compute the cell equations with CPU ops on zero-copy aliases (the
+// same formulas, and the same workspace layout, as backend/rnn_kernels.py, the Python kernels
+// that run while the profiler is on or before the extension is built).
+
+OpCounter* new_counter(const char* full) {
+  auto* c = new OpCounter();
+  c->full = full;
+  std::lock_guard<std::mutex> lock(g_counters_mu);
+  g_counters.push_back(c);
+  return c;
+}
+
+struct Timed {
+  OpCounter* c;
+  int64_t t0 = now_ns();
+  ~Timed() {
+    c->calls.fetch_add(1, std::memory_order_relaxed);
+    c->ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  }
+};
+
+at::Tensor opt_cpu(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? to_cpu(*t) : at::Tensor();
+}
+
+at::Tensor dev(const at::Tensor& c, int64_t index) { return from_cpu(c.contiguous(), index, true); }
+
+constexpr auto kPython = c10::DispatchKey::PrivateUse3;
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+                                                         const at::Tensor& cx,
+                                                         const std::optional<at::Tensor>& input_bias,
+                                                         const std::optional<at::Tensor>& hidden_bias) {
+  if (torch::profiler::impl::profilerEnabled()) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("aten::_thnn_fused_lstm_cell", "")
+                         .typed<decltype(lstm_cell)>();
+    return op.redispatch(c10::DispatchKeySet(kPython), input_gates, hidden_gates, cx, input_bias, hidden_bias);
+  }
+  static OpCounter* counter = new_counter("aten::_thnn_fused_lstm_cell");
+  Timed timed{counter};
+  at::Tensor gates = at::add(to_cpu(input_gates), to_cpu(hidden_gates));
+  at::Tensor ib = opt_cpu(input_bias), hb = opt_cpu(hidden_bias);
+  if (ib.defined()) gates = gates + ib;
+  if (hb.defined()) gates = gates + hb;
+  auto ch = gates.chunk(4, 1);
+  at::Tensor i = ch[0].sigmoid(), f = ch[1].sigmoid(), g = ch[2].tanh(), o = ch[3].sigmoid();
+  at::Tensor cy = f * to_cpu(cx) + i * g;
+  at::Tensor hy = o * cy.tanh();
+  at::Tensor workspace = at::cat({i, f, g, o}, 1);
+  int64_t index = input_gates.device().index();
+  return {dev(hy, index), dev(cy, index), dev(workspace, index)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward(const std::optional<at::Tensor>& grad_hy,
+                                                                  const std::optional<at::Tensor>& grad_cy,
+                                                                  const at::Tensor& cx, const at::Tensor& cy,
+                                                                  const at::Tensor& workspace, bool has_bias) {
+  if (torch::profiler::impl::profilerEnabled()) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("aten::_thnn_fused_lstm_cell_backward_impl", "")
+                         .typed<decltype(lstm_cell_backward)>();
+    return op.redispatch(c10::DispatchKeySet(kPython), grad_hy, grad_cy, cx, cy, workspace, has_bias);
+  }
+  static OpCounter* counter = new_counter("aten::_thnn_fused_lstm_cell_backward_impl");
+  Timed timed{counter};
+  auto ch = to_cpu(workspace).chunk(4, 1);
+  const at::Tensor &i = ch[0], &f = ch[1], &g = ch[2], &o = ch[3];
+  at::Tensor cx_ = to_cpu(cx), cy_ = to_cpu(cy);
+  at::Tensor tanh_cy = cy_.tanh();
+  at::Tensor d_cy = at::zeros_like(cy_), d_o = at::zeros_like(cy_);
+  at::Tensor gh = opt_cpu(grad_hy), gc = opt_cpu(grad_cy);
+  if (gh.defined()) {
+    d_cy = d_cy + gh * o * (1 - tanh_cy * tanh_cy);
+    d_o = gh * tanh_cy * o * (1 - o);
+  }
+  if (gc.defined()) d_cy = d_cy + gc;
+  at::Tensor d_i = d_cy * g * i * (1 - i);
+  at::Tensor d_f = d_cy * cx_ * f * (1 - f);
+  at::Tensor d_g = d_cy * i * (1 - g * g);
+  at::Tensor grad_gates = at::cat({d_i, d_f, d_g, d_o}, 1);
+  at::Tensor grad_cx = d_cy * f;
+  at::Tensor grad_bias = has_bias ? grad_gates.sum(0) : at::empty({0}, grad_gates.options());
+  int64_t index = workspace.device().index();
+  return {dev(grad_gates, index), dev(grad_cx, index), dev(grad_bias, index)};
+}
+
+std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
+                                            const at::Tensor& hx, const std::optional<at::Tensor>& input_bias,
+                                            const std::optional<at::Tensor>& hidden_bias) {
+  if (torch::profiler::impl::profilerEnabled()) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("aten::_thnn_fused_gru_cell", "")
+                         .typed<decltype(gru_cell)>();
+    return op.redispatch(c10::DispatchKeySet(kPython), input_gates, hidden_gates, hx, input_bias, hidden_bias);
+  }
+  static OpCounter* counter = new_counter("aten::_thnn_fused_gru_cell");
+  Timed timed{counter};
+  at::Tensor ig = to_cpu(input_gates), hg = to_cpu(hidden_gates);
+  at::Tensor ib = opt_cpu(input_bias), hb = opt_cpu(hidden_bias);
+  if (ib.defined()) ig = ig + ib;
+  if (hb.defined()) hg = hg + hb;
+  auto ic = ig.chunk(3, 1);
+  auto hc = hg.chunk(3, 1);
+  at::Tensor r = (ic[0] + hc[0]).sigmoid();
+  at::Tensor z = (ic[1] + hc[1]).sigmoid();
+  at::Tensor n = (ic[2] + r * hc[2]).tanh();
+  at::Tensor hx_ = to_cpu(hx);
+  at::Tensor hy = n + z * (hx_ - n);
+  at::Tensor workspace = at::cat({r, z, n, hx_, hc[2]}, 1);
+  int64_t index = input_gates.device().index();
+  return {dev(hy, index), dev(workspace, index)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_backward(
+    const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
+  if (torch::profiler::impl::profilerEnabled()) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("aten::_thnn_fused_gru_cell_backward", "")
+                         .typed<decltype(gru_cell_backward)>();
+    return op.redispatch(c10::DispatchKeySet(kPython), grad_hy, workspace, has_bias);
+  }
+  static OpCounter* counter = new_counter("aten::_thnn_fused_gru_cell_backward");
+  Timed timed{counter};
+  auto ch = to_cpu(workspace).chunk(5, 1);
+  const at::Tensor &r = ch[0], &z = ch[1], &n = ch[2], &hx = ch[3], &hn = ch[4];
+  at::Tensor gh = to_cpu(grad_hy);
+  at::Tensor d_n = gh * (1 - z);
+  at::Tensor d_z = gh * (hx - n);
+  at::Tensor d_hx = gh * z;
+  at::Tensor d_npre = d_n * (1 - n * n);
+  at::Tensor d_hn = d_npre * r;
+  at::Tensor d_rpre = d_npre * hn * r * (1 - r);
+  at::Tensor d_zpre = d_z * z * (1 - z);
+  at::Tensor grad_ig = at::cat({d_rpre, d_zpre, d_npre}, 1);
+  at::Tensor grad_hg = at::cat({d_rpre, d_zpre, d_hn}, 1);
+  at::Tensor empty = at::empty({0}, grad_ig.options());
+  at::Tensor gib = has_bias ? grad_ig.sum(0) : empty;
+  at::Tensor ghb = has_bias ? grad_hg.sum(0) : empty;
+  int64_t index = workspace.device().index();
+  return {dev(grad_ig, index), dev(grad_hg, index), dev(d_hx, index), dev(gib, index), dev(ghb, index)};
+}
+
+// ---------------------------------------------------------------- copies
+// _to_copy of a tpx tensor (.to(dtype), .cpu(), .float(), autocast's casts) and _copy_from(_and_resize)
+// (copy_ into or out of tpx): the same rules as backend/copies.py, whose Python kernels they
+// replace once the extension is loaded. These are where transfers and syncs are counted.
+
+int64_t nbytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
+bool is_f64(c10::ScalarType st) { return st == c10::kDouble || st == c10::kComplexDouble; }
+
+at::Tensor to_copy(const at::Tensor& x, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                   std::optional<c10::Device> device, std::optional<bool> pin_memory, bool non_blocking,
+                   std::optional<c10::MemoryFormat> memory_format) {
+  static OpCounter* counter = new_counter("aten::_to_copy");
+  Timed timed{counter};
+  c10::Device target = device.has_value() ? *device : x.device();
+  c10::ScalarType st = dtype.has_value() ? *dtype : x.scalar_type();
+  if (target.type() == kTpx && is_f64(st) && !float64_allowed())
+    float64_refused(std::string("aten::_to_copy to torch.") + (st == c10::kDouble ? "float64" : "complex128"));
+  TORCH_CHECK(!layout.has_value() || *layout == c10::kStrided,
+              "tpx: only strided tensors are supported, got layout=", *layout);
+  TORCH_CHECK(target.type() == kTpx || target.type() == c10::kCPU, "tpx: cannot copy a tpx tensor to ", target,
+              "; move it to the CPU first");
+  at::Tensor cx = to_cpu(x);
+  bool pin = pin_memory.value_or(false) && target.type() == c10::kCPU;
+  at::Tensor out = at::empty_like(cx, cx.options().dtype(st).pinned_memory(pin),
+                                  memory_format.value_or(c10::MemoryFormat::Preserve));
+  out.copy_(cx);
+  if (target.type() == c10::kCPU) {
+    record_transfer(false, nbytes(out));
+    if (!non_blocking) record_sync("cpu");
+    return out;
+  }
+  if (x.device().type() == c10::kCPU) record_transfer(true, nbytes(out));
+  return from_cpu(out, target.has_index() ? target.index() : -1, true);
+}
+
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  static OpCounter* counter = new_counter("aten::copy_");
+  Timed timed{counter};
+  bool src_tpx = src.device().type() == kTpx, dst_tpx = dst.device().type() == kTpx;
+  if (dst_tpx && is_f64(dst.scalar_type()) && !float64_allowed()) float64_refused("aten::copy_");
+  at::Tensor csrc = src_tpx ? to_cpu(src) : src;
+  at::Tensor cdst = dst_tpx ? to_cpu(dst) : dst;
+  TORCH_CHECK(csrc.device().type() == c10::kCPU && cdst.device().type() == c10::kCPU, "tpx: cannot copy from ",
+              src.device(), " to ", dst.device());
+  cdst.copy_(csrc);
+  if (src_tpx && !dst_tpx) {
+    record_transfer(false, nbytes(dst));
+    if (!non_blocking) record_sync("copy_to_host");
+  } else if (dst_tpx && !src_tpx) {
+    record_transfer(true, nbytes(dst));
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
+  if (dst.sizes() != src.sizes()) dst.resize_(src.sizes());
+  return copy_from(src, dst, false);
+}
+
+int64_t install_copy_kernels(torch::Library& lib) {
+  auto& d = c10::Dispatcher::singleton();
+  auto free = [&](const char* name) {
+    auto op = d.findOp(c10::OperatorName(std::string("aten::") + name, ""));
+    return op && !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+  };
+  int64_t n = 0;
+  if (free("_to_copy")) lib.impl("_to_copy", TORCH_FN(to_copy)), ++n;
+  if (free("_copy_from")) lib.impl("_copy_from", TORCH_FN(copy_from)), ++n;
+  if (free("_copy_from_and_resize")) lib.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize)), ++n;
+  return n;
+}
+
+// The cell kernels above, for each of the ops that has no tpx kernel yet (in the process that
+// built the extension, the Python kernels registered first keep the ops).
+int64_t install_rnn_kernels(torch::Library& lib) {
+  auto& d = c10::Dispatcher::singleton();
+  auto free = [&](const char* name) {
+    auto op = d.findOp(c10::OperatorName(std::string("aten::") + name, ""));
+    return op && !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+  };
+  int64_t n = 0;
+  if (free("_thnn_fused_lstm_cell")) lib.impl("_thnn_fused_lstm_cell", TORCH_FN(lstm_cell)), ++n;
+  if (free("_thnn_fused_lstm_cell_backward_impl"))
+    lib.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(lstm_cell_backward)), ++n;
+  if (free("_thnn_fused_gru_cell")) lib.impl("_thnn_fused_gru_cell", TORCH_FN(gru_cell)), ++n;
+  if (free("_thnn_fused_gru_cell_backward")) lib.impl("_thnn_fused_gru_cell_backward", TORCH_FN(gru_cell_backward)), ++n;
+  return n;
+}
 
 std::vector<std::unique_ptr<torch::Library>> g_libs;
 std::mutex g_libs_mu;
@@ -364,6 +664,8 @@ int64_t install_kernels(const std::vector<std::string>& forced) {
     lib->impl(key.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TpxKernel>()));
     ++n;
   }
+  n += install_rnn_kernels(*lib);
+  n += install_copy_kernels(*lib);
   g_libs.push_back(std::move(lib));
   return n;
 }
@@ -417,21 +719,42 @@ void register_dispatch_bindings(py::module& m) {
     g_fallback_ops = std::unordered_set<std::string>(names.begin(), names.end());
     g_fallback_epoch.fetch_add(1);
   });
+  m.def("set_fallback_rules", [](bool strict, bool warn, const std::vector<std::string>& warned) {
+    std::lock_guard<std::mutex> lock(g_cfg_mu);
+    g_strict = strict;
+    g_warn_fallback = warn;
+    g_fallback_warned = std::unordered_set<std::string>(warned.begin(), warned.end());
+    g_fallback_epoch.fetch_add(1);
+  }, "strict mode, warn_fallback and the fallback ops Python has warned about");
   m.def("op_counters", [] {
-    std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+    std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>> out;
     std::lock_guard<std::mutex> lock(g_counters_mu);
     for (auto* c : g_counters) {
       int64_t calls = c->calls.load();
-      if (calls) out.emplace_back(c->full, calls, c->ns.load());
+      if (calls) out.emplace_back(c->full, calls, c->ns.load(), c->fallbacks.load());
     }
     return out;
-  }, "(op, calls, ns) of the ops the C++ kernels ran");
+  }, "(op, calls, ns, cpu_fallback_calls) of the ops the C++ kernels ran");
+  m.def("sync_counters", [] {
+    std::lock_guard<std::mutex> lock(g_sync_mu);
+    return std::unordered_map<std::string, int64_t>(g_syncs);
+  }, "device-to-host syncs counted by the C++ kernels, by kind");
+  m.def("transfer_counters", [] {
+    return std::vector<int64_t>{g_transfers[0].load(), g_transfers[1].load(), g_transfers[2].load(),
+                                g_transfers[3].load()};
+  }, "[host->device bytes, device->host bytes, host->device copies, device->host copies] of the C++ kernels");
   m.def("reset_op_counters", [] {
-    std::lock_guard<std::mutex> lock(g_counters_mu);
-    for (auto* c : g_counters) {
-      c->calls = 0;
-      c->ns = 0;
+    {
+      std::lock_guard<std::mutex> lock(g_counters_mu);
+      for (auto* c : g_counters) {
+        c->calls = 0;
+        c->ns = 0;
+        c->fallbacks = 0;
+      }
     }
+    std::lock_guard<std::mutex> lock(g_sync_mu);
+    g_syncs.clear();
+    for (auto& t : g_transfers) t = 0;
   });
 }
 

@@ -257,13 +257,11 @@ PinnedAllocator g_pinned_allocator;
 // A CPU storage that aliases a tpx storage keeps the tpx StorageImpl alive through its context;
 // a tpx storage that wraps CPU memory keeps the CPU StorageImpl alive (and counts its bytes
 // against the simulated capacity while it lives).
-struct TpxRef {
-  c10::intrusive_ptr<c10::StorageImpl> impl;
-};
 struct CpuRef {
   c10::intrusive_ptr<c10::StorageImpl> impl;
   int64_t counted;
   DeviceIndex device;
+  bool mapped;  // entered in g_wrapped (see from_cpu)
 };
 // CPU StorageImpl -> the tpx storage already wrapping it, so that wrapping the same CPU memory
 // twice (two views of one fresh result, repeated from_cpu calls) yields one tpx storage, counted
@@ -271,10 +269,12 @@ struct CpuRef {
 std::mutex g_wrap_mu;
 std::unordered_map<const c10::StorageImpl*, c10::weak_intrusive_ptr<c10::StorageImpl>> g_wrapped;
 
-void release_tpx_ref(void* ctx) { delete static_cast<TpxRef*>(ctx); }
+// A CPU alias's DataPtr context is the tpx StorageImpl itself, holding one reference (taken in
+// to_cpu): no separate holder object to allocate per alias.
+void release_tpx_ref(void* ctx) { c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx)); }
 void release_cpu_ref(void* ctx) {
   auto* r = static_cast<CpuRef*>(ctx);
-  {
+  if (r->mapped) {
     std::lock_guard<std::mutex> lock(g_wrap_mu);
     auto it = g_wrapped.find(r->impl.get());
     if (it != g_wrapped.end() && it->second.expired()) g_wrapped.erase(it);
@@ -304,13 +304,13 @@ at::Tensor to_cpu(const at::Tensor& t) {
   // Always a fresh CPU storage whose context holds the tpx storage. It is resizable with the CPU
   // allocator: a CPU kernel that must grow an out= tensor moves the CPU view to new memory
   // (the tpx kernel then notices and resizes the tpx tensor); the tpx memory never moves.
-  c10::DataPtr cdp(dp.get(), new TpxRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl)},
-                   &release_tpx_ref, c10::Device(c10::kCPU));
+  c10::raw::intrusive_ptr::incref(impl);
+  c10::DataPtr cdp(dp.get(), impl, &release_tpx_ref, c10::Device(c10::kCPU));
   c10::Storage cpu(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(cdp), c10::GetCPUAllocator(), true);
   return make_like(std::move(cpu), c10::DispatchKey::CPU, t);
 }
 
-at::Tensor from_cpu(const at::Tensor& c, int64_t index = -1) {
+at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh) {
   DeviceIndex dev_index = index >= 0 ? static_cast<DeviceIndex>(index) : t_current_device;
   if (!c.defined() || c.device().type() == kTpx) return c;
   TORCH_CHECK(c.device().type() == c10::kCPU, "tpx.from_cpu expects a CPU tensor, got one on ", c.device());
@@ -324,7 +324,18 @@ at::Tensor from_cpu(const at::Tensor& c, int64_t index = -1) {
   const c10::DataPtr& dp = impl->data_ptr();
   c10::Storage dev;
   if (dp.get_deleter() == &release_tpx_ref) {
-    dev = c10::Storage(static_cast<TpxRef*>(dp.get_context())->impl);
+    dev = c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(static_cast<c10::StorageImpl*>(dp.get_context())));
+  } else if (fresh && c.use_count() == 1 && c10::raw::intrusive_ptr::use_count(impl) == 1) {
+    // A C++ kernel's fresh CPU result (``fresh``: the caller drops ``c`` right after), and only
+    // ``c`` holds its memory: once the tpx storage below holds it, no tensor can reach this CPU
+    // storage to wrap it again, so it needs no g_wrapped entry (and no lock).
+    int64_t n = static_cast<int64_t>(impl->nbytes());
+    account_alloc(n, dev_index);
+    impl->set_resizable(false);
+    c10::DataPtr tdp(impl->mutable_data(),
+                     new CpuRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl), n, dev_index, false},
+                     &release_cpu_ref, c10::Device(kTpx, dev_index));
+    dev = c10::Storage(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(tdp), &g_allocator, true);
   } else {
     std::lock_guard<std::mutex> lock(g_wrap_mu);
     auto it = g_wrapped.find(impl);
@@ -337,7 +348,7 @@ at::Tensor from_cpu(const at::Tensor& c, int64_t index = -1) {
       account_alloc(n, dev_index);
       impl->set_resizable(false);  // the tpx side holds this pointer: it must never move
       c10::DataPtr tdp(impl->mutable_data(),
-                       new CpuRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl), n, dev_index},
+                       new CpuRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl), n, dev_index, true},
                        &release_cpu_ref, c10::Device(kTpx, dev_index));
       dev = c10::Storage(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(tdp), &g_allocator, true);
       g_wrapped.insert_or_assign(impl, dev.getWeakStorageImpl());
@@ -345,6 +356,8 @@ at::Tensor from_cpu(const at::Tensor& c, int64_t index = -1) {
   }
   return make_like(std::move(dev), c10::DispatchKey::PrivateUse1, c);
 }
+
+at::Tensor from_cpu(const at::Tensor& c, int64_t index) { return from_cpu(c, index, false); }
 
 // Grow a tpx storage in place (new block from the tpx allocator, old bytes copied).
 void grow_storage(c10::StorageImpl* impl, size_t newsize) {
@@ -964,7 +977,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   }, "0-dim CPU tensor marked as a wrapped Python number");
   m.def("unwrap", &tpx::unwrap, "tpx tensors/devices in (args, kwargs) -> CPU aliases");
   m.def("wrap", &tpx::wrap, "CPU results -> tpx tensors");
-  m.def("from_cpu", &tpx::from_cpu, "zero-copy tpx tensor over a CPU tensor's memory",
+  m.def("from_cpu", static_cast<at::Tensor (*)(const at::Tensor&, int64_t)>(&tpx::from_cpu), "zero-copy tpx tensor over a CPU tensor's memory",
         py::arg("t"), py::arg("index") = -1);
   // Memory accounting, per device index (-1: the current device). set_capacity(n) sets every
   // device's capacity; set_capacity(n, i) one device's.

@@ -53,3 +53,160 @@ def test_profiler_sees_tpx_op_labels() -> None:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         torch.atan2(x, x)
     assert any(e.name == "tpx::atan2" for e in prof.events())
+
+
+def _rnn_pair(cls: type, **kw: Any) -> tuple[torch.nn.Module, torch.nn.Module]:
+    torch.manual_seed(0)
+    cpu = cls(4, 6, num_layers=2, **kw)
+    dev = cls(4, 6, num_layers=2, **kw)
+    dev.load_state_dict(cpu.state_dict())
+    return cpu, dev.to(DEV)
+
+
+def _run_rnn(m: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    x = x.detach().clone().requires_grad_()
+    y, _ = m(x)
+    y.square().sum().backward()
+    assert x.grad is not None
+    return y.detach().cpu(), x.grad.cpu(), [p.grad.cpu() for p in m.parameters() if p.grad is not None]
+
+
+def test_rnn_cells_run_in_cpp_and_match_the_cpu(fresh_stats: Any, tpx_config: Any) -> None:
+    tpx_config(matmul_precision="highest")
+    cpu, dev = _rnn_pair(torch.nn.GRU)
+    x = torch.randn(5, 3, 4)
+    y, gx, gp = _run_rnn(cpu, x)
+    ty, tgx, tgp = _run_rnn(dev, x.to(DEV))
+    torch.testing.assert_close(ty, y)
+    torch.testing.assert_close(tgx, gx)
+    for a, b in zip(tgp, gp, strict=True):
+        torch.testing.assert_close(a, b)
+    ops = fresh_stats.snapshot()["ops"]
+    assert ops["aten::_thnn_fused_gru_cell"]["calls"] == 10 and ops["aten::_thnn_fused_gru_cell"]["where"] == "tpx"
+    assert ops["aten::_thnn_fused_gru_cell_backward"]["calls"] == 10
+    # counted by the C++ kernels, not by the Python ones
+    assert not any("thnn" in name for name in fresh_stats.ops)
+
+
+def test_lstm_cells_run_in_cpp_when_matmuls_round_to_bf16(fresh_stats: Any, tpx_config: Any) -> None:
+    tpx_config(matmul_precision="bf16")
+    _, dev = _rnn_pair(torch.nn.LSTM)
+    y, gx, _ = _run_rnn(dev, torch.randn(5, 3, 4, device=DEV))
+    ops = fresh_stats.snapshot()["ops"]
+    assert ops["aten::_thnn_fused_lstm_cell"]["calls"] == 10
+    assert ops["aten::_thnn_fused_lstm_cell_backward_impl"]["calls"] == 10
+    assert "aten::lstm" not in ops and not any("thnn" in name for name in fresh_stats.ops)
+    assert torch.isfinite(y).all() and torch.isfinite(gx).all()
+
+
+def test_lstm_is_the_cpus_lstm_with_fp32_matmuls(fresh_stats: Any, tpx_config: Any) -> None:
+    tpx_config(matmul_precision="highest")
+    cpu, dev = _rnn_pair(torch.nn.LSTM, batch_first=True)
+    x = torch.randn(3, 5, 4)
+    y, gx, gp = _run_rnn(cpu, x)
+    xt = x.to(DEV)
+    fresh_stats.reset()
+    ty, tgx, tgp = _run_rnn(dev, xt)
+    # the same kernel on the same memory: the same numbers, gradients on tpx
+    assert torch.equal(ty, y) and torch.equal(tgx, gx)
+    assert all(torch.equal(a, b) for a, b in zip(tgp, gp, strict=True)) and len(tgp) == len(gp) == 8
+    assert all(p.grad is not None and p.grad.device.type == DEV for p in dev.parameters())
+    ops = fresh_stats.snapshot()["ops"]
+    assert ops["aten::lstm"]["calls"] == 1 and ops["aten::lstm"]["where"] == "tpx"
+    assert not any("thnn" in name for name in ops)
+    assert fresh_stats.snapshot()["bytes_host_to_device"] == 0  # zero-copy: nothing moved
+
+
+def test_fallback_ops_run_in_cpp_once_warned_and_stay_zero_copy(fresh_stats: Any, tpx_config: Any) -> None:
+    kernels.S.warned.discard("nonzero")
+    cx = torch.tensor([0.0, 3.0, 0.0, 5.0, 1.0])
+    x = cx.to(DEV)
+    fresh_stats.reset()
+    with pytest.warns(kernels.TpxFallbackWarning, match="nonzero"):  # the first call: Python warns
+        first = torch.nonzero(x)
+    second = torch.nonzero(x)
+    third = torch.nonzero(x)
+    for got in (first, second, third):
+        assert got.device.type == DEV and torch.equal(got.cpu(), torch.nonzero(cx))
+    assert fresh_stats.ops["aten::nonzero"][0] == 1  # only the warned call went through Python
+    fresh_stats.reset()
+    torch.nonzero(x)
+    torch.nonzero(x)
+    snap = fresh_stats.snapshot()
+    row = snap["ops"]["aten::nonzero"]
+    assert row["calls"] == 2 and row["cpu_fallback_calls"] == 2 and row["where"] == "cpu-fallback"
+    assert snap["syncs"] == {"nonzero": 2} and snap["cpu_fallback_ops"] == {"aten::nonzero": 2}
+    # zero-copy: the input is read in place and the result wrapped, nothing crosses to the host
+    assert snap["bytes_device_to_host"] == snap["bytes_host_to_device"] == 0
+    assert "aten::nonzero" not in fresh_stats.ops
+    tpx_config(strict=True)  # strict mode still refuses it (Python's decision)
+    with pytest.raises(NotImplementedError, match="nonzero"):
+        torch.nonzero(x)
+
+
+def test_copies_run_in_cpp_with_the_same_rules_and_counts(fresh_stats: Any) -> None:
+    c = torch.arange(6.0).reshape(2, 3)
+    t = c.to(DEV)  # host -> device (a CPU tensor's _to_copy, then tpx's copy_)
+    h = t.to(torch.float16)  # on device
+    back = h.cpu()  # device -> host: a sync
+    assert h.device.type == DEV and h.dtype == torch.float16 and torch.equal(back, c.half())
+    dst = torch.empty(2, 3, device=DEV)
+    dst.copy_(c.t().contiguous().t())  # a strided host source
+    assert torch.equal(dst.cpu(), c)
+    snap = fresh_stats.snapshot()
+    assert snap["ops"]["aten::_to_copy"]["calls"] == 4 and snap["ops"]["aten::_to_copy"]["where"] == "tpx"
+    assert snap["ops"]["aten::copy_"]["calls"] == 1
+    assert snap["bytes_host_to_device"] == 2 * 24 and snap["copies_host_to_device"] == 2
+    assert snap["bytes_device_to_host"] == 12 + 24 and snap["syncs"] == {"cpu": 2}
+    out = torch.empty(2, 3)
+    out.copy_(t)  # device -> host through copy_
+    assert torch.equal(out, c) and fresh_stats.snapshot()["syncs"] == {"cpu": 2, "copy_to_host": 1}
+    assert not any(name in fresh_stats.ops for name in ("aten::_to_copy", "aten::copy_"))  # counted in C++
+    with pytest.raises(TypeError, match=r"aten::_to_copy to torch\.float64"):
+        t.double()
+    dst.copy_(torch.full((2, 3), 0.5, dtype=torch.float64))  # a float64 host source casts into float32
+    assert dst.dtype == torch.float32 and torch.equal(dst.cpu(), torch.full((2, 3), 0.5))
+
+
+def test_fresh_results_are_counted_and_freed_and_shared_cpu_memory_wraps_once() -> None:
+    from backend import bridge
+
+    x = torch.ones(1024, device=DEV)
+    base = torch.tpx.memory_allocated()
+    y = x + 1  # a CPU kernel's fresh result, wrapped without the shared-memory table
+    assert torch.tpx.memory_allocated() == base + 4096 and torch.equal(y.cpu(), torch.full((1024,), 2.0))
+    del y
+    assert torch.tpx.memory_allocated() == base
+    cpu = torch.zeros(8)  # CPU memory another tensor still holds: wrapping it twice gives one storage
+    a, b = bridge.from_cpu(cpu), bridge.from_cpu(cpu)
+    assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() == cpu.data_ptr()
+    assert torch.tpx.memory_allocated() == base + 32
+    a.add_(1)
+    assert b.cpu().tolist() == [1.0] * 8 == cpu.tolist()
+
+
+def test_lazy_conj_and_neg_inputs_still_resolve(fresh_stats: Any) -> None:
+    z = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
+    w = torch.tensor([2 - 1j, 1 + 1j], dtype=torch.complex64)
+    zt, wt = z.to(DEV), w.to(DEV)
+    assert zt.conj().is_conj()
+    assert torch.equal(torch.mul(zt.conj(), wt).cpu(), torch.mul(z.conj(), w))
+    assert torch.equal(torch.exp(zt.conj()).cpu(), torch.exp(z.conj()))
+    assert torch.equal(torch.sin(torch._neg_view(zt)).cpu(), torch.sin(-z))
+    assert fresh_stats.snapshot()["ops"]["aten::exp"]["where"] == "tpx"
+
+
+def test_a_cpu_alias_keeps_the_tpx_memory_alive_until_it_goes() -> None:
+    from backend import bridge
+
+    base = torch.tpx.memory_allocated()
+    t = torch.full((256,), 7.0, device=DEV)
+    c = bridge.to_cpu(t)
+    del t
+    assert torch.tpx.memory_allocated() == base + 1024  # the alias holds the device storage
+    assert c.sum().item() == 7.0 * 256
+    back = bridge.from_cpu(c[128:])  # back to the same device storage, not a new one
+    del c
+    assert torch.tpx.memory_allocated() == base + 1024 and back.cpu().tolist() == [7.0] * 128
+    del back
+    assert torch.tpx.memory_allocated() == base
