@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.migration.nodes.target import reusable
+from agent.migration.nodes.target import reusable, start_beside
 from agent.migration.options import MigrationOptions
 from agent.migration.records import PreparedRun
 from agent.migration.state import dump
@@ -64,6 +64,38 @@ def test_a_rounds_runs_are_named_for_its_code_not_only_its_number():
     assert round_label("cpu-check", 1, FIXED) != round_label("cpu-check", 2, FIXED)
     # path and text are told apart (no concatenation makes two mappings one)
     assert code_digest({"a": "bc"}) != code_digest({"ab": "c"})
+
+
+class _Slots:
+    """A run scheduler with two cores that records what is started (it runs nothing); ``tests_in_flight``: this
+    round's tests are running already (started beside the trial)."""
+
+    def __init__(self, tests_in_flight: bool) -> None:
+        self.tests_in_flight = tests_in_flight
+        self.started: list[str] = []
+
+    def has(self, key: str) -> bool:
+        return key in self.started or (self.tests_in_flight and ":tests-" in key)
+
+    def spare_cores(self) -> int:
+        return 2 - int(self.tests_in_flight) - len(self.started)
+
+    def start(self, key: str, fn: object) -> bool:
+        self.started.append(key)
+        return True
+
+
+def test_a_round_that_takes_a_prepared_run_starts_its_cpu_check_on_the_core_its_own_run_would_take(tmp_path):
+    """Two cores, the round's tests in flight (started beside the trial): a round making its own target run
+    has no core left for the CPU check, a round taking the trial's run does (it makes no run itself)."""
+    opts = MigrationOptions(source=str(tmp_path), run_command="python train.py", test_command="pytest -q",
+                            state_dir=str(tmp_path / "s"))
+    state = {"migration_id": "m1", "options": dump(opts), "files": FIXED, "iteration": 1}
+    own = _Slots(tests_in_flight=True)
+    assert start_beside(state, own, tmp_path, foreground=True) == [] and own.started == []
+    taken = _Slots(tests_in_flight=True)
+    assert start_beside(state, taken, tmp_path, foreground=False) == ["the CPU check"]
+    assert [k.split(":")[1].rsplit("-", 1)[0] for k in taken.started] == ["cpu-check-1"]
 
 
 @pytest.mark.slow

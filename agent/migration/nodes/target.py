@@ -43,21 +43,23 @@ def _tests_key(state: MigrationState) -> str:
     return f"{migration_id_of(state)}:{_tests_label(state)}"
 
 
-def start_beside(state: MigrationState, runs: RunScheduler, ws: Path) -> list[str]:
+def start_beside(state: MigrationState, runs: RunScheduler, ws: Path, foreground: bool = True) -> list[str]:
     """Start the tests and the CPU check of ``state``'s round (its iteration and files; ``ws`` holds that code)
     in the background where cores are free and the budget allows, unless they are running or finished; what
     was started, in words. ``target_run`` starts them beside itself, and the matmul-precision cause trial
-    beside its run of the next round's code (``agent.migration.nodes.causes``)."""
+    beside its run of the next round's code (``agent.migration.nodes.causes``). ``foreground``: the caller is
+    about to make a run of its own, which needs a core too (False: ``target_run`` taking a prepared run)."""
     opts = options_of(state)
     tests_key, cpu_key = _tests_key(state), cpu_check_key(state)
+    need = 2 if foreground else 1
     beside: list[str] = []
-    if opts.test_command and not runs.has(tests_key) and runs.spare_cores() >= 2 and has_time_for(state, "tests"):
+    if opts.test_command and not runs.has(tests_key) and runs.spare_cores() >= need and has_time_for(state, "tests"):
         adir = artifacts_dir(state, _tests_label(state))
         if finished(adir) is None:
             adir.mkdir(parents=True, exist_ok=True)
             if runs.start(tests_key, lambda cancel: _run_tests(state, ws, adir, cancel)):
                 beside.append("tests")
-    if not runs.has(cpu_key) and runs.spare_cores() >= 2 and has_time_for(state, "cpu_check"):
+    if not runs.has(cpu_key) and runs.spare_cores() >= need and has_time_for(state, "cpu_check"):
         cdir = artifacts_dir(state, cpu_check_label(state))
         if finished(cdir) is None:
             cdir.mkdir(parents=True, exist_ok=True)
@@ -101,7 +103,7 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
     prepared = reusable(state)
     if prepared is None:
         ensure_time_for(state, "target", f"the target run of iteration {it}")
-    beside = start_beside(state, runs, ws)
+    beside = start_beside(state, runs, ws, foreground=prepared is None)
     if prepared is not None:  # the cause trial ran this very code: no second run of it
         run = prepared
         note = "the matmul-precision cause trial's run of this code (FIX008 written in) serves as the target run"
