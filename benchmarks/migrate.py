@@ -65,7 +65,8 @@ def main() -> int:
         own = sorted(owns, key=lambda r: r.duration_s if r.ok else float("inf"))[len(owns) // 2]  # the median run
         t_runs: dict[str, float] = {}
         for r in result.get("run_log", []):
-            t_runs[r["kind"]] = t_runs.get(r["kind"], 0.0) + (r.get("duration_s") or 0.0)
+            if not r.get("reused"):  # a run made earlier in another role (the trial's run as the target run)
+                t_runs[r["kind"]] = t_runs.get(r["kind"], 0.0) + (r.get("duration_s") or 0.0)
         t_nodes: dict[str, float] = {}
         for st in result.get("steps", []):
             t_nodes[st["node"]] = t_nodes.get(st["node"], 0.0) + (st.get("seconds") or 0.0)
