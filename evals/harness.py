@@ -136,7 +136,8 @@ def time_split(record: MigrationRecord) -> tuple[dict[str, float], dict[str, flo
         nodes[step.node] = nodes.get(step.node, 0.0) + step.seconds
     runs: dict[str, float] = {}
     for run in record.run_log:
-        runs[run.kind] = runs.get(run.kind, 0.0) + run.duration_s
+        if not run.reused:  # made earlier in another role: its seconds are counted there
+            runs[run.kind] = runs.get(run.kind, 0.0) + run.duration_s
     return {k: round(v, 3) for k, v in nodes.items()}, {k: round(v, 3) for k, v in runs.items()}
 
 

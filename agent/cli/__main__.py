@@ -1,5 +1,3 @@
-import sys
+from agent.cli import exit_now, main
 
-from agent.cli import main
-
-sys.exit(main())
+exit_now(main())

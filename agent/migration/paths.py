@@ -2,7 +2,7 @@
 
 The one place paths are computed: the state directory (``--state-dir``, ``$FERRY_STATE_DIR``, else
 ``~/.ferry``) holds ``workspaces/<migration id>`` (the private copies) and ``artifacts/<migration
-id>/<label>`` (each run's probe, profile and result: ``reference``, ``golden``, ``cpu-check-N``...);
+id>/<label>`` (each run's probe, profile and result: ``reference``, ``golden``, ``cpu-check-N-<digest>``...);
 the knowledge base is ``<default state dir>/knowledge`` unless ``$FERRY_KB_PATH`` names it; the
 service's data dir holds ``sessions/<session id>`` with the session's ``repo`` and its
 ``out-<attempt>`` directories. Every id is checked (:func:`agent.ids.inside`) before it is joined.
@@ -45,7 +45,7 @@ def artifacts_root(state_dir: str | Path, migration_id: str) -> Path:
 
 
 def run_artifacts(state_dir: str | Path, migration_id: str, label: str) -> Path:
-    """``<state dir>/artifacts/<id>/<label>``: one run's artifacts (``reference``, ``tests-2``...)."""
+    """``<state dir>/artifacts/<id>/<label>``: one run's artifacts (``reference``, ``tests-2-<digest>``...)."""
     return artifacts_root(state_dir, migration_id) / label
 
 

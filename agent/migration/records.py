@@ -20,9 +20,31 @@ from tools.trace.models import TestOutcome
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ACCELERATOR", "CpuCheck", "DeviceWork", "Edit", "EditKind", "EditSummary", "LLMUsage", "MigrationRecord",
-           "ModelPlan", "Outputs", "ParityOutcome", "Plan", "ProfileChange", "ProfileOutcome", "ProfileRound",
-           "ReviewItem", "RunPhase", "RunRecord", "RunRole", "ScanDigest", "Step", "edit_by"]
+__all__ = [
+    "ACCELERATOR",
+    "CpuCheck",
+    "DeviceWork",
+    "Edit",
+    "EditKind",
+    "EditSummary",
+    "LLMUsage",
+    "MigrationRecord",
+    "ModelPlan",
+    "Outputs",
+    "ParityOutcome",
+    "Plan",
+    "PreparedRun",
+    "ProfileChange",
+    "ProfileOutcome",
+    "ProfileRound",
+    "ReviewItem",
+    "RunPhase",
+    "RunRecord",
+    "RunRole",
+    "ScanDigest",
+    "Step",
+    "edit_by",
+]
 
 
 #: who made an edit: a codemod, a policy rule, the model, a person, or Ferry undoing a rejected model change
@@ -81,19 +103,22 @@ class RunRecord(BaseModel):
     signature: str | None = None
     isolation: str
     warm_start: bool = False
+    reused: bool = Field(False, description=(
+        "not run again: an earlier run of this same code and settings (a cause trial that ran the fix the "
+        "policy then applied) serves as this role's run; its duration is that run's"))
     artifacts_refused: list[RefusedArtifact] = Field(default_factory=list)
     tests: dict[str, int] = Field(default_factory=dict, description=(
         "the run's tests by outcome (passed, failed, error, skipped), from the pytest report it wrote; "
         "empty: it wrote none"))
 
     @classmethod
-    def of(cls, kind: RunRole, run: RunResult) -> RunRecord:
+    def of(cls, kind: RunRole, run: RunResult, reused: bool = False) -> RunRecord:
         tests: dict[str, int] = {}
         for t in _test_outcomes(run):
             tests[t.outcome] = tests.get(t.outcome, 0) + 1
         return cls(kind=kind, command=run.command, status=run.status, exit_code=run.exit_code,
                    duration_s=run.duration_s, signature=run.signature_kind, isolation=run.isolation,
-                   warm_start=run.warm_start, artifacts_refused=run.artifacts_refused, tests=tests)
+                   warm_start=run.warm_start, reused=reused, artifacts_refused=run.artifacts_refused, tests=tests)
 
     def tests_counted(self) -> str | None:
         """"5 tests ran: 4 passed, 1 skipped", or None when the run wrote no pytest report."""
@@ -102,6 +127,17 @@ class RunRecord(BaseModel):
         n = sum(self.tests.values())
         parts = ", ".join(f"{self.tests[k]} {k}" for k in ("passed", "failed", "error", "skipped") if self.tests.get(k))
         return f"{n} test{'s' if n != 1 else ''} ran: {parts}"
+
+
+class PreparedRun(BaseModel):
+    """A target run made ahead of its round: the matmul-precision cause trial ran the code with the policy's
+    FIX008 already written in (not the workspace with ``TPX_MATMUL_PRECISION`` set), probed and profiled as a
+    target run is. When the next round's code is that code (``files_digest``: ``agent.migration.workspace.code_digest``
+    of the migration's edited files), ``target_run`` takes this run instead of running the same code again."""
+
+    files_digest: str
+    workspace: str = Field(description="the private copy the trial ran (the edited files written in)")
+    run: RunResult
 
 
 def _test_outcomes(run: RunResult) -> list[TestOutcome]:

@@ -40,6 +40,7 @@ from agent.migration.state import (
     profile_error_of,
     profile_of,
     profile_round_of,
+    runs_made_of,
     runs_of,
     scan_of,
     status_of,
@@ -103,7 +104,7 @@ def result_of(state: State, patch_files: list[FileChange], applied: bool | None 
         migration_id=migration_id_of(state), status=status, summary=summary_of(state),
         source=opts.source, run_command=opts.run_command, test_command=opts.test_command,
         python=opts.python, env=dict(opts.env), cwd=opts.cwd, entry_file=plan.entry_file if plan else None,
-        iterations=iteration_of(state), runs=len(runs_of(state)), run_log=runs_of(state),
+        iterations=iteration_of(state), runs=len(runs_made_of(state)), run_log=runs_of(state),
         llm=llm_usage_of(state),
         wall_time_s=round(elapsed_of(state), 3),
         edits=[EditSummary(step=e.step, kind=e.kind, rule=e.rule, by=e.by, site=e.site, files=e.files,
@@ -341,7 +342,7 @@ def report_markdown(state: State, patch: str) -> str:
              f"- repository: {md_code(opts.source)}", f"- run: {md_code(opts.run_command)}",
              f"- tests: {md_code(opts.test_command or '(none)')}", *_environment_lines(opts),
              f"- **status: {status}**",
-             f"- iterations: {iteration_of(state)}, runs: {len(runs_of(state))}, "
+             f"- iterations: {iteration_of(state)}, runs: {len(runs_made_of(state))}, "
              f"wall time: {elapsed_of(state):.1f}s"]
     usage = llm_usage_of(state)
     if usage.model is not None:

@@ -26,6 +26,7 @@ from agent.migration.records import (
     Edit,
     Outputs,
     Plan,
+    PreparedRun,
     ProfileRound,
     RunPhase,
     RunRecord,
@@ -68,6 +69,7 @@ class MigrationState(TypedDict, total=False):
     last_run: dict[str, Any] | None  # RunResult: the latest target or test run
     last_phase: RunPhase | None  # which of the two last_run was
     target_ok: dict[str, Any] | None  # RunResult: the latest passing target run (probe/profile dirs)
+    prepared_target: dict[str, Any] | None  # PreparedRun: the next round's target run, made by a cause trial
     device_work: dict[str, Any] | None  # DeviceWork of the latest passing target run
     device_work_error: str | None  # why that run's device work could not be read
     cpu_check: dict[str, Any] | None  # CpuCheck: the migrated code on CPU vs the reference
@@ -128,6 +130,11 @@ def target_ok_of(state: State) -> RunResult | None:
     return _one(state, "target_ok", RunResult)
 
 
+def prepared_target_of(state: State) -> PreparedRun | None:
+    """The run a cause trial made of the code the next round is expected to have (FIX008 written in)."""
+    return _one(state, "prepared_target", PreparedRun)
+
+
 def device_work_of(state: State) -> DeviceWork | None:
     return _one(state, "device_work", DeviceWork)
 
@@ -174,6 +181,11 @@ def edits_of(state: State) -> list[Edit]:
 
 def steps_of(state: State) -> list[Step]:
     return _many(state, "steps", Step)
+
+
+def runs_made_of(state: State) -> list[RunRecord]:
+    """The runs the migration made (a ``reused`` record names a run made earlier, in another role)."""
+    return [r for r in runs_of(state) if not r.reused]
 
 
 def runs_of(state: State) -> list[RunRecord]:

@@ -7,6 +7,7 @@ a present one is re-synchronised (files a killed node half-wrote are put back).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 
@@ -58,3 +59,22 @@ def current_text(source: Path, files: dict[str, str], rel: str) -> str | None:
     if rel in files:
         return files[rel]
     return read_text(source / rel, source) if (source / rel).is_file() else None
+
+
+def code_digest(files: dict[str, str]) -> str:
+    """A digest of the migration's edited files (path and text of each): two rounds whose digests are equal
+    run the same code (the rest is the original, the same for the whole migration)."""
+    h = hashlib.sha256()
+    for rel, text in sorted(files.items()):
+        for part in (rel, text):
+            data = part.encode("utf-8", "surrogatepass")
+            h.update(len(data).to_bytes(8, "little"))
+            h.update(data)
+    return h.hexdigest()
+
+
+def round_label(role: str, iteration: int, files: dict[str, str]) -> str:
+    """Names a run of one round's code (``tests-2-<digest>``): the round and the code's digest, so that a run
+    started for code the round does not end up with (a prepared run the policy did not follow) is never
+    joined as that round's."""
+    return f"{role}-{iteration}-{code_digest(files)[:12]}"

@@ -175,5 +175,6 @@ def test_tests_go_beside_the_target_run_and_stale_ones_are_dropped(tmp_path: Pat
     tests_step = [s for s in state.steps if s.node == "tests"][-1].summary
     assert ("beside the target run" in tests_step) == (parallel == "4")
     if parallel == "4":  # the counted tests ran on the fixed code (iteration 1), beside its target run
-        tests_1 = sdir / "artifacts" / "side" / "tests-1" / "result.json"
+        # named for its round and its code's digest (agent.migration.workspace.round_label)
+        [tests_1] = (sdir / "artifacts" / "side").glob("tests-1-*/result.json")
         assert json.loads(tests_1.read_text())["status"] == "ok"

@@ -25,17 +25,22 @@ the migrated code computes what the original does (the parity report is then ``e
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from agent.migration import adapters
 from agent.migration.budget import has_time_for, run_timeout
-from agent.migration.nodes.common import artifacts_dir, ensure_workspace
-from agent.migration.records import RunRecord
-from agent.migration.state import MigrationState, dump, edits_of, iteration_of, options_of
+from agent.migration.nodes.common import artifacts_dir, ensure_workspace, fix_context
+from agent.migration.paths import workspaces_root
+from agent.migration.records import PreparedRun, RunRecord
+from agent.migration.state import MigrationState, dump, edits_of, files_of, iteration_of, migration_id_of, options_of
+from agent.migration.workspace import code_digest, materialise
 from agent.policy.rules_parity import RULE as PRECISION_RULE
+from agent.policy.rules_parity import program_start_fix
 from tools.parity.models import CauseId, CauseTrial, ParityReport, TensorComparison, removing_trial
+from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
 
@@ -89,18 +94,48 @@ def _fails(report: ParityReport) -> int:
     return sum(1 for t in report.rows() if t.verdict == "fail")
 
 
+@dataclass
+class Measured:
+    """What :func:`measure` found: the trials, the run records to add, and the run of the next round's code
+    the precision trial made (FIX008 written in), if it made one that passed."""
+
+    trials: list[CauseTrial]
+    records: list[dict[str, object]]
+    prepared: PreparedRun | None = None
+
+
+BesideFn = Callable[[MigrationState, Path], object]
+
+
+def precision_fix(state: MigrationState) -> tuple[str, str] | None:
+    """(file, new text): FIX008 as the policy would write it for this code (the precision rule's own
+    ``program_start_fix``), or None where it would not (no file takes it, it is there already, it was tried)."""
+    ws = ensure_workspace(state)
+    try:
+        return program_start_fix(fix_context(state, ws))
+    except Exception:  # the trial then runs with the setting instead (never worse than before)
+        logger.exception("parity causes: FIX008 could not be written for the precision trial")
+        return None
+
+
 def measure(state: MigrationState, report: ParityReport, ref_dir: Path, golden_dir: Path | None,
-            dtype_changes: dict[str, str]) -> tuple[list[CauseTrial], list[dict[str, object]]]:
+            dtype_changes: dict[str, str], beside: BesideFn | None = None) -> Measured:
     """Run the applicable candidates in order, each with the settings of all those before it (causes can
     hide each other: bf16 matmul drift is not seen while the random init differs), until one removes the
     divergence; where the side run that did carried 'highest' matmuls with other settings, one more run
-    without them tells whether the code needs them. The trials, and the run records to add.
-    ``golden_dir``: the fp32 golden run's dump (None: the program computes under no autocast, or its
-    golden run failed)."""
+    without them tells whether the code needs them. ``golden_dir``: the fp32 golden run's dump (None: the
+    program computes under no autocast, or its golden run failed).
+
+    The matmul-precision trial, first and alone, runs the code with FIX008 written in (the statement the
+    policy adds when this trial removes the divergence) rather than the workspace with
+    ``TPX_MATMUL_PRECISION=highest``, probed and profiled like a target run: when the policy then applies
+    that very edit, the trial's run is the next round's target run (``Measured.prepared``) and the code is
+    not run a second time. ``beside(next_state, workspace)`` starts that round's tests and CPU check beside
+    the trial. Where the policy would not write FIX008, the trial runs with the setting."""
     before = _first_failing(report)
     env: dict[str, str] = {}
-    trials: list[CauseTrial] = []
-    records: list[dict[str, object]] = []
+    out = Measured([], [])
+    trials, records = out.trials, out.records
     for cand in CANDIDATES:
         if not applicable(state, report, cand, golden_dir):
             continue
@@ -108,8 +143,12 @@ def measure(state: MigrationState, report: ParityReport, ref_dir: Path, golden_d
             logger.info("parity causes: no time left for the %s side run", cand.cause)
             break
         env = {**env, **dict(cand.env)}
-        trial, record = _side_run(state, report, before, cand.cause, cand.setting, env, ref_dir, golden_dir,
-                                  dtype_changes)
+        fix = precision_fix(state) if cand is PRECISION else None
+        if fix is not None:
+            trial, record, out.prepared = _in_code_run(state, report, before, fix, ref_dir, dtype_changes, beside)
+        else:
+            trial, record = _side_run(state, report, before, cand.cause, cand.setting, env, ref_dir, golden_dir,
+                                      dtype_changes)
         trials.append(trial)
         records.append(record)
         if not trial.removed:
@@ -121,7 +160,29 @@ def measure(state: MigrationState, report: ParityReport, ref_dir: Path, golden_d
             trials.append(trial)
             records.append(record)
         break
-    return trials, records
+    return out
+
+
+def _in_code_run(state: MigrationState, report: ParityReport, before: TensorComparison | None,
+                 fix: tuple[str, str], ref_dir: Path, dtype_changes: dict[str, str],
+                 beside: BesideFn | None) -> tuple[CauseTrial, dict[str, object], PreparedRun | None]:
+    """The precision trial on the code with FIX008 written into ``fix[0]``, in a private copy of its own (the
+    migration's workspace keeps this round's code): no TPX_* setting, probed and profiled as a target run."""
+    opts = options_of(state)
+    rel, text = fix
+    files = {**files_of(state), rel: text}
+    nxt: MigrationState = {**state, "files": files, "iteration": iteration_of(state) + 1, "workspace": None}
+    ws = materialise(Path(opts.source), None, files, workspaces_root(opts.state_dir, migration_id_of(state)))
+    if beside is not None:
+        beside(nxt, ws)
+    setting = f"torch.set_float32_matmul_precision('highest') on tpx (FIX008 written into {rel})"
+    run = adapters.run(ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=True,
+                       timeout_s=run_timeout(state), seed=opts.seed,
+                       artifacts_dir=artifacts_dir(state, f"cause-{iteration_of(state)}-matmul_precision-in-code"),
+                       disk_limit_bytes=opts.disk_limit_bytes)
+    trial = _trial(report, before, PRECISION.cause, setting, dict(PRECISION.env), ref_dir, None, run, dtype_changes)
+    prepared = (PreparedRun(files_digest=code_digest(files), workspace=str(ws), run=run) if run.ok else None)
+    return trial, dump(RunRecord.of("cause_trial", run)), prepared
 
 
 def explain_drift(state: MigrationState, report: ParityReport, ref_dir: Path, golden_dir: Path | None,
@@ -160,13 +221,22 @@ def _side_run(state: MigrationState, report: ParityReport, before: TensorCompari
               dtype_changes: dict[str, str], strict: bool = False) -> tuple[CauseTrial, dict[str, object]]:
     opts = options_of(state)
     it = iteration_of(state)
-    against: Literal["reference", "golden"] = "golden" if env.get("TPX_AUTOCAST") == "off" else "reference"
-    base_dir = golden_dir if against == "golden" else ref_dir
     label = "-".join(sorted(k.removeprefix("TPX_").lower() for k in env)) or "none"
     run = adapters.run(ensure_workspace(state), opts.run_command, device="tpx", redirect_cuda=None, probe=True,
                       profile=False, timeout_s=run_timeout(state), seed=opts.seed, env=dict(env),
                       artifacts_dir=artifacts_dir(state, f"cause-{it}-{label}"),
                       disk_limit_bytes=opts.disk_limit_bytes)
+    trial = _trial(report, before, cause, setting, env, ref_dir, golden_dir, run, dtype_changes, strict)
+    return trial, dump(RunRecord.of("cause_trial", run))
+
+
+def _trial(report: ParityReport, before: TensorComparison | None, cause: CauseId, setting: str,
+           env: dict[str, str], ref_dir: Path, golden_dir: Path | None, run: RunResult,
+           dtype_changes: dict[str, str], strict: bool = False) -> CauseTrial:
+    """The side run ``run`` measured: its probe dump compared with the reference's (the golden run's where
+    ``env`` turns autocast off), at ``before``'s key and in all."""
+    against: Literal["reference", "golden"] = "golden" if env.get("TPX_AUTOCAST") == "off" else "reference"
+    base_dir = golden_dir if against == "golden" else ref_dir
     trial = CauseTrial(cause=cause, setting=setting, env=dict(env), against=against, run_status=run.status,
                        before_key=before.key if before is not None else None,
                        before_max_abs=before.metrics.max_abs if before is not None and before.metrics else None,
@@ -181,7 +251,7 @@ def _side_run(state: MigrationState, report: ParityReport, before: TensorCompari
             "after_max_abs": at.metrics.max_abs if at is not None and at.metrics is not None else None,
         })
     logger.info("parity causes: %s", trial.describe())
-    return trial, dump(RunRecord.of("cause_trial", run))
+    return trial
 
 
 def chain(trials: list[CauseTrial]) -> list[CauseId]:

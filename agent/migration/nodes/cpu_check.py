@@ -53,6 +53,7 @@ from agent.migration.state import (
     options_of,
     reference_of,
 )
+from agent.migration.workspace import round_label
 from agent.policy.base import Diagnosis, diagnosis_of
 from tools.patch import file_diff
 from tools.runner.models import RunResult
@@ -66,8 +67,9 @@ NO_CPU_PATH = ("the original does not run on CPU either (before Ferry's changes 
 
 
 def cpu_check_label(state: MigrationState) -> str:
-    """Names the CPU check of this iteration's code (every applied edit starts a new iteration)."""
-    return f"cpu-check-{iteration_of(state)}"
+    """Names the CPU check of this iteration's code (every applied edit starts a new iteration; the label
+    carries the code's digest too: ``agent.migration.workspace.round_label``)."""
+    return round_label("cpu-check", iteration_of(state), files_of(state))
 
 
 def cpu_check_key(state: MigrationState) -> str:

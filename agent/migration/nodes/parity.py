@@ -61,10 +61,15 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
                 report.notes.append(f"the fp32 golden run (autocast off) failed ({golden.failure_line()}): no "
                                     "error-ratio check")
     if report.failed:  # test the candidate causes in side runs instead of guessing one
-        trials, trial_runs = causes.measure(state, report, ref_dir, golden_dir, changes)
-        records += trial_runs
-        report.trials = trials
-        report.explained_by = causes.explains(trials)
+        from agent.migration.nodes.target import start_beside  # target -> cpu_check -> parity: imported here
+
+        found = causes.measure(state, report, ref_dir, golden_dir, changes,
+                               beside=lambda nxt, ws: start_beside(nxt, runs, ws))
+        records += found.records
+        report.trials = found.trials
+        report.explained_by = causes.explains(found.trials)
+        if found.prepared is not None:
+            update["prepared_target"] = dump(found.prepared)
     elif drifted:  # passed by the drift budget of the later steps: measure the drift it admitted
         golden, records = golden_for(state, runs)
         if golden is not None:

@@ -19,18 +19,67 @@ from agent.migration.budget import ensure_time_for, has_time_for, run_timeout
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, step
 from agent.migration.nodes.cpu_check import cpu_check_key, cpu_check_label, run_cpu_check
 from agent.migration.records import RunRecord
-from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump, iteration_of, migration_id_of, options_of
+from agent.migration.runs import RunScheduler, finished
+from agent.migration.state import (
+    MigrationState,
+    dump,
+    files_of,
+    iteration_of,
+    migration_id_of,
+    options_of,
+    prepared_target_of,
+)
+from agent.migration.workspace import code_digest, round_label
 from tools.runner.models import RunResult
 
 
 def _tests_label(state: MigrationState) -> str:
-    """Names the tests run of this iteration's code (every applied edit starts a new iteration)."""
-    return f"tests-{iteration_of(state)}"
+    """Names the tests run of this iteration's code (every applied edit starts a new iteration; the label
+    carries the code's digest too: ``agent.migration.workspace.round_label``)."""
+    return round_label("tests", iteration_of(state), files_of(state))
 
 
 def _tests_key(state: MigrationState) -> str:
     return f"{migration_id_of(state)}:{_tests_label(state)}"
+
+
+def start_beside(state: MigrationState, runs: RunScheduler, ws: Path, foreground: bool = True) -> list[str]:
+    """Start the tests and the CPU check of ``state``'s round (its iteration and files; ``ws`` holds that code)
+    in the background where cores are free and the budget allows, unless they are running or finished; what
+    was started, in words. ``target_run`` starts them beside itself, and the matmul-precision cause trial
+    beside its run of the next round's code (``agent.migration.nodes.causes``). ``foreground``: the caller is
+    about to make a run of its own, which needs a core too (False: ``target_run`` taking a prepared run)."""
+    opts = options_of(state)
+    tests_key, cpu_key = _tests_key(state), cpu_check_key(state)
+    need = 2 if foreground else 1
+    beside: list[str] = []
+    if opts.test_command and not runs.has(tests_key) and runs.spare_cores() >= need and has_time_for(state, "tests"):
+        adir = artifacts_dir(state, _tests_label(state))
+        if finished(adir) is None:
+            adir.mkdir(parents=True, exist_ok=True)
+            if runs.start(tests_key, lambda cancel: _run_tests(state, ws, adir, cancel)):
+                beside.append("tests")
+    if not runs.has(cpu_key) and runs.spare_cores() >= need and has_time_for(state, "cpu_check"):
+        cdir = artifacts_dir(state, cpu_check_label(state))
+        if finished(cdir) is None:
+            cdir.mkdir(parents=True, exist_ok=True)
+            if runs.start(cpu_key, lambda cancel: run_cpu_check(state, ws, cdir, cancel)):
+                beside.append("the CPU check")
+    return beside
+
+
+def reusable(state: MigrationState) -> RunResult | None:
+    """The prepared run (``prepared_target``) when it ran exactly this round's code and its probe dump (and
+    profile, where it wrote one) are still there; None otherwise."""
+    prepared = prepared_target_of(state)
+    if prepared is None or prepared.files_digest != code_digest(files_of(state)):
+        return None
+    run = prepared.run
+    if not run.ok or run.probe_dir is None or not run.probe_dir.is_dir():
+        return None
+    if run.profile_dir is not None and not run.profile_dir.is_dir():
+        return None
+    return run
 
 
 def _run_tests(state: MigrationState, ws: Path, adir: Path, cancel: threading.Event | None) -> RunResult:
@@ -51,33 +100,32 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
     cpu_key = cpu_check_key(state)
     runs.cancel_prefix(f"{migration_id_of(state)}:tests-", keep=tests_key)  # tests of older code
     runs.cancel_prefix(f"{migration_id_of(state)}:cpu-check-", keep=cpu_key)
-    speculative = False
-    ensure_time_for(state, "target", f"the target run of iteration {it}")
-    if opts.test_command and not runs.has(tests_key) and runs.spare_cores() >= 2 and has_time_for(state, "tests"):
-        adir = artifacts_dir(state, _tests_label(state))
-        adir.mkdir(parents=True, exist_ok=True)
-        speculative = runs.start(tests_key, lambda cancel: _run_tests(state, ws, adir, cancel))
-    beside = ["tests"] if speculative else []
-    if not runs.has(cpu_key) and runs.spare_cores() >= 2 and has_time_for(state, "cpu_check"):
-        cdir = artifacts_dir(state, cpu_check_label(state))
-        cdir.mkdir(parents=True, exist_ok=True)
-        if runs.start(cpu_key, lambda cancel: run_cpu_check(state, ws, cdir, cancel)):
-            beside.append("the CPU check")
-    run = adapters.run(
-        ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=True,
-        timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=artifacts_dir(state, f"target-{it}"),
-        disk_limit_bytes=opts.disk_limit_bytes,
-    )
-    update: Update = {"workspace": str(ws), "runs": [dump(RunRecord.of("target", run))], "last_run": dump(run),
-                      "last_phase": "run"}
+    prepared = reusable(state)
+    if prepared is None:
+        ensure_time_for(state, "target", f"the target run of iteration {it}")
+    beside = start_beside(state, runs, ws, foreground=prepared is None)
+    if prepared is not None:  # the cause trial ran this very code: no second run of it
+        run = prepared
+        note = "the matmul-precision cause trial's run of this code (FIX008 written in) serves as the target run"
+        update: Update = {"runs": [dump(RunRecord.of("target", run, reused=True))]}
+    else:
+        run = adapters.run(
+            ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=True,
+            timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=artifacts_dir(state, f"target-{it}"),
+            disk_limit_bytes=opts.disk_limit_bytes,
+        )
+        note = ""
+        update = {"runs": [dump(RunRecord.of("target", run))]}
+    update.update({"workspace": str(ws), "last_run": dump(run), "last_phase": "run", "prepared_target": None})
     if not run.ok:
+        update[SUMMARY] = f"run failed ({run.status})"
         runs.cancel(tests_key)  # these tests will never be collected
         runs.cancel(cpu_key)  # nor this CPU check
-        update[SUMMARY] = f"run failed ({run.status})"
         return update
     update.update(_device_work(run))
-    note = f" ({' and '.join(beside)} started beside it)" if beside else ""
-    update.update({"target_ok": dump(run), SUMMARY: f"run ok in {run.duration_s:.1f}s{note}"})
+    started = f" ({' and '.join(beside)} started beside it)" if beside else ""
+    said = f"{note}: ok in {run.duration_s:.1f}s" if note else f"run ok in {run.duration_s:.1f}s"
+    update.update({"target_ok": dump(run), SUMMARY: said + started})
     return update
 
 
