@@ -10,14 +10,16 @@ Two corpora, timed in one run:
     /work/.mirror) the way `ferry eval real` checks them out. Without a mirror it says what is
     missing and times the generated corpus alone.
 On each corpus:
-  * Ferry   scan    (tools.scan.api.scan, all 52 rules, process pool, token pre-filter)
+  * Ferry   scan    (tools.scan.api.scan, all rules, token pre-filter)
   * Ferry   rewrite (tools.scan.api.rewrite: findings + codemods + diff, nothing written)
   * TorchFix check  (`torchfix --select ALL`, which computes its fixes and prints diffs)
 TorchFix needs libcst<1.6, so it is installed into a throwaway venv under /tmp (created here,
 `pip install --no-deps torchfix` plus its small deps flake8/PyYAML/libcst 1.5; never torch).
 Prints lines/s and files/s for each, and the Ferry/TorchFix ratios against the targets (scan >= 5x,
-rewrite >= 3x). Timings are the best of --repeat (generated, default 3) or --real-repeat (real,
-default 1: TorchFix needs minutes for it) interleaved runs; each run is a fresh process pool.
+rewrite >= 3x). Both tools run in ONE process by default (--jobs 1: like for like; with --jobs N
+Ferry uses a process pool and TorchFix its --jobs N). Timings are the best of --repeat (generated,
+default 3) or --real-repeat (real, default 1: TorchFix needs minutes for it) interleaved runs; each
+Ferry run starts cold (its in-process caches of parsed modules and analyses are cleared first).
 """
 
 from __future__ import annotations
@@ -321,6 +323,7 @@ def real_corpus(dest: Path, mirror: Path, manifest: Path | None = None) -> tuple
 
 def measure(corpus: Path, jobs: int, repeat: int, torchfix: Path) -> dict[str, tuple[float, str]]:
     """Best seconds (of ``repeat`` interleaved runs) and a note for each tool on ``corpus``."""
+    from tools.scan.analysis import clear_caches
     from tools.scan.api import rewrite, scan
     from tools.scan.models import RewriteRequest, ScanRequest
 
@@ -339,6 +342,7 @@ def measure(corpus: Path, jobs: int, repeat: int, torchfix: Path) -> dict[str, t
     last: dict[str, object] = {}
     for _ in range(repeat):
         for name, fn in runs.items():
+            clear_caches()  # no run reuses another's parses (a pool's fresh workers would not either)
             t0 = time.perf_counter()
             last[name] = fn()
             best[name] = min(best[name], time.perf_counter() - t0)
@@ -358,7 +362,8 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=750, help="files in the generated corpus (default 750, ~51,000 lines)")
     ap.add_argument("--mirror", type=Path, default=Path(os.environ.get("FERRY_EVAL_MIRROR", DEFAULT_MIRROR)),
                     help=f"the real suite's mirror of clones (default $FERRY_EVAL_MIRROR or {DEFAULT_MIRROR})")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count(), help="processes for both tools (default: all cores)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="processes for each tool (default 1: both single-process, like for like)")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved runs on the generated corpus (best kept)")
     ap.add_argument("--real-repeat", type=int, default=1,
                     help="interleaved runs on the real corpus (default 1: TorchFix takes minutes on it)")
@@ -410,7 +415,7 @@ def main() -> int:
 
     for cname, (_, files, lines, repeat) in corpora.items():
         print(f"{cname} corpus: {files} files, {lines} lines; best of {repeat}")
-    print(f"{args.jobs} processes for each tool")
+    print(f"{args.jobs} process(es) for each tool" + (" (single process, like for like)" if args.jobs == 1 else ""))
     print(f"{'corpus':<11}{'tool':<16}{'seconds':>9}{'lines/s':>10}{'files/s':>9}  notes")
     for cname, name, sec, lps, fps, note in table:
         print(f"{cname:<11}{name:<16}{sec:>9.2f}{lps:>10.0f}{fps:>9.1f}  {note}")

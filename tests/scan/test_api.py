@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 import pytest
@@ -234,3 +235,14 @@ def test_a_sort_key_with_a_string_prefix_keeps_its_prefix_and_quotes(tmp_path):
     assert lines == ['print(prof.key_averages().table(sort_by=u"device_time_total"))',
                           "print(prof.key_averages().table(sort_by=r'self_device_time_total'))",
                           'print(prof.key_averages().table(sort_by="device_time"))']
+
+
+def test_clear_caches_forgets_parsed_modules_and_analyses(tmp_path: Path) -> None:
+    """benchmarks/scan.py starts each run cold: nothing parsed or analysed by an earlier run is reused."""
+    from tools.scan import analysis
+
+    (tmp_path / "train.py").write_text("import torch\nx = torch.ones(2).cuda()\n", encoding="utf-8")
+    analysis.process(analysis.FileJob(str(tmp_path), "train.py", 1_000_000))
+    assert analysis._modules and analysis._outcomes
+    analysis.clear_caches()
+    assert not analysis._modules and not analysis._outcomes

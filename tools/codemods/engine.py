@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import ImportAssignment, PositionProvider, Scope, ScopeProvider
+from libcst.metadata import CodeRange, ImportAssignment, Scope, ScopeProvider
 
+from tools.codemods import fastvisit
 from tools.codemods.base import Category, DeviceMode, Hit, RuleContext, parent_map
 from tools.codemods.device import (
     FALLBACK_NAME,
@@ -26,10 +27,14 @@ from tools.codemods.device import (
 )
 from tools.codemods.imports import add_needed_imports, remove_unused
 from tools.codemods.nodes import code
+from tools.codemods.positions import positions_of
 from tools.codemods.prefilter import active_rules
 from tools.codemods.registry import all_rules
 
 logger = logging.getLogger(__name__)
+
+# every traversal the rules and libcst's metadata analyses make is read-only: walk, do not rebuild
+fastvisit.install()
 
 MAX_PASSES = 4
 
@@ -185,10 +190,28 @@ def _could_shadow(module: cst.Module, text: str, name: str) -> bool:
             and any(not isinstance(stmt, cst.SimpleStatementLine) for stmt in module.body))
 
 
+_last_positions: tuple[cst.MetadataWrapper | None, dict[cst.CSTNode, CodeRange]] = (None, {})
+
+
+def _positions(wrapper: cst.MetadataWrapper, nodes: list[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
+    """Positions of the hit nodes (as libcst's PositionProvider gives them), computed for the hits alone and
+    kept for the last module asked about (its findings, the lines filter and the rewrite's warnings ask
+    about the same hits)."""
+    global _last_positions
+    owner, known = _last_positions
+    if owner is not wrapper:
+        known = {}
+    missing = [n for n in nodes if n not in known]
+    if missing:
+        known = {**known, **positions_of(wrapper.module, missing)}
+        _last_positions = (wrapper, known)
+    return known
+
+
 def _findings(wrapper: cst.MetadataWrapper, hits: list[Hit], lines: list[str], sort: bool = True) -> list[RawFinding]:
     if not hits:
         return []
-    positions = wrapper.resolve(PositionProvider)
+    positions = _positions(wrapper, [h.node for h in hits])
     out = []
     for h in hits:
         pos = positions[h.node]
@@ -254,7 +277,7 @@ def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: s
     remaining = findings
     inserted = False
     for _ in range(MAX_PASSES if fixed_point and lines is None else 1):
-        positions = current.resolve(PositionProvider)
+        positions = _positions(current, [h.node for h in current_hits])
         todo = [h for h in current_hits if h.transform is not None
                 and (lines is None or positions[h.node].start.line in lines)]
         if not todo:
@@ -300,7 +323,7 @@ class _Step:
 
 
 def _apply_once(current: cst.MetadataWrapper, todo: list[Hit], info: DeviceInfo, device_mode: DeviceMode) -> _Step:
-    positions = current.resolve(PositionProvider)
+    positions = _positions(current, [h.node for h in todo])
     candidates = _imports_of(current, todo)
     applier = _Apply(todo, parent_map(current.module))
     new_module = current.module.visit(applier)

@@ -57,6 +57,12 @@ class FileOutcome:
     warnings: list[str] = field(default_factory=list)
 
 
+def clear_caches() -> None:
+    """Forget the parsed modules and analyses this process keeps (a benchmark's runs start cold)."""
+    _outcomes.clear()
+    _modules.clear()
+
+
 def _parse(text: str, digest: str) -> cst.Module:
     module = _modules.get(digest)
     if module is None:

@@ -33,22 +33,36 @@ class PinMemory(CodemodRule):
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
-        self._loaders: set[str] = set()
+        self._module: cst.Module | None = None
+        self._loader_names: set[str] | None = None
 
     def visit_Module(self, node: cst.Module) -> None:
-        """Classes of the module deriving (directly or through each other) from DataLoader."""
+        self._module = node
+
+    @property
+    def _loaders(self) -> set[str]:
+        """Classes of the module deriving (directly or through each other) from DataLoader; found on the
+        first call by a plain name (most modules never make one to a class, so they skip the walk)."""
+        if self._loader_names is None:
+            self._loader_names = set()
+            if self._module is not None:
+                self._collect(self._module)
+        return self._loader_names
+
+    def _collect(self, node: cst.Module) -> None:
+        assert self._loader_names is not None
         collector = _ClassDefs()
         node.visit(collector)
         changed = True
         while changed:
             changed = False
             for cls in collector.classes:
-                if cls.name.value in self._loaders:
+                if cls.name.value in self._loader_names:
                     continue
                 for base in cls.bases:
                     if base.keyword is None and (self.qname_in(base.value, DATALOADER) is not None or (
-                            isinstance(base.value, cst.Name) and base.value.value in self._loaders)):
-                        self._loaders.add(cls.name.value)
+                            isinstance(base.value, cst.Name) and base.value.value in self._loader_names)):
+                        self._loader_names.add(cls.name.value)
                         changed = True
                         break
 

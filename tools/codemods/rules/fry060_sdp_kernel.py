@@ -46,12 +46,21 @@ class SdpKernel(CodemodRule):
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
         self._handled: set[int] = set()
-        self._called_with_args: set[str] = set()
+        self._module: cst.Module | None = None
+        self._called: set[str] | None = None
 
     def visit_Module(self, node: cst.Module) -> None:
-        collector = _CalledWithArgs()
-        node.visit(collector)
-        self._called_with_args = collector.names
+        self._module = node
+
+    @property
+    def _called_with_args(self) -> set[str]:
+        """Names some call passes arguments to, collected on first use (only a partial of sdp_kernel asks)."""
+        if self._called is None:
+            collector = _CalledWithArgs()
+            if self._module is not None:
+                self._module.visit(collector)
+            self._called = collector.names
+        return self._called
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname_in(node.func, SDP_KERNEL) is not None:
