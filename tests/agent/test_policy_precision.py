@@ -92,7 +92,7 @@ def test_fix_is_applied_once(tmp_path):
 
 
 def test_edits_that_change_a_dtype_tell_parity_which(tmp_path):
-    from agent.migration.nodes.parity import dtype_changes_of
+    from agent.migration.nodes.common import dtype_changes_of
     from agent.migration.nodes.rewrite import _dtype_changes
     from agent.migration.records import Edit
 

@@ -20,6 +20,7 @@ from agent.migration.runs import RunScheduler
 from agent.migration.state import (
     MigrationState,
     dump,
+    edits_of,
     files_of,
     has_options,
     iteration_of,
@@ -168,3 +169,12 @@ def fix_context(state: MigrationState, workspace: Path | None = None) -> FixCont
         device_mode=opts.device,
         tried=tried_of(state), skip_rules=opts.skip_rules,
     )
+
+
+def dtype_changes_of(state: MigrationState) -> dict[str, str]:
+    """The dtypes the applied edits changed (original -> new; a rewrite's FRY029, the float64_to_float32
+    fix): parity compares those tensors at the tier of the dtype the target now computes in."""
+    changes: dict[str, str] = {}
+    for edit in edits_of(state):
+        changes.update(edit.dtype_changes)
+    return changes

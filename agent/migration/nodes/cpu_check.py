@@ -34,12 +34,12 @@ from agent.migration.nodes.common import (
     Update,
     artifacts_dir,
     diagnosis_from_run,
+    dtype_changes_of,
     ensure_workspace,
     fix_context,
     source_of,
     step,
 )
-from agent.migration.nodes.parity import dtype_changes_of
 from agent.migration.records import CpuCheck, Edit, RunRecord
 from agent.migration.runs import RunScheduler
 from agent.migration.state import (

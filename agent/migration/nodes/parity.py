@@ -14,22 +14,21 @@ from __future__ import annotations
 
 from agent.migration import adapters
 from agent.migration.nodes import causes
-from agent.migration.nodes.common import SUMMARY, Update, check_iteration_budget, ensure_workspace, fix_context, step
+from agent.migration.nodes.common import (
+    SUMMARY,
+    Update,
+    check_iteration_budget,
+    dtype_changes_of,
+    ensure_workspace,
+    fix_context,
+    step,
+)
 from agent.migration.nodes.golden import cancel_golden, golden_for
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump, edits_of, options_of, reference_of, target_ok_of
+from agent.migration.state import MigrationState, dump, options_of, reference_of, target_ok_of
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
 from tools.parity.models import ParityReport
-
-
-def dtype_changes_of(state: MigrationState) -> dict[str, str]:
-    """The dtypes the applied edits changed (original -> new; a rewrite's FRY029, the float64_to_float32
-    fix): parity compares those tensors at the tier of the dtype the target now computes in."""
-    changes: dict[str, str] = {}
-    for edit in edits_of(state):
-        changes.update(edit.dtype_changes)
-    return changes
 
 
 @step("parity")
