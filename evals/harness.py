@@ -217,7 +217,7 @@ def grade_synthetic(case: SyntheticCase, record: MigrationRecord, out: Path) -> 
         reasons.append("the migrated run command fails on tpx")
     ended_failed = record.status.startswith("failed_")
     if ended_failed:  # stopped by a budget, a timeout or the sandbox: whatever its tests say, not done
-        reasons.append(f"the migration ended {record.status}")
+        reasons.append(f"the migration ended {record.status}" + (f" ({record.summary})" if record.summary else ""))
     if not reasons:
         return "resolved", "", tests, graded.own_run_s
     some = any(o == "passed" for o in [*tests.fail_to_pass.values(), *tests.pass_to_pass.values()])
