@@ -31,7 +31,7 @@ import os
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, BeforeValidator, Field, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
@@ -161,6 +161,30 @@ def resolve_limits(flags: Mapping[str, object | None], environ: Mapping[str, str
     return LLMLimits.model_validate(out)
 
 
+# -- the cost cap in money (agent.llm.cost) --------------------------------------------------------
+
+COST_FLAG = "--llm-max-cost"
+COST_ENV = "FERRY_LLM_MAX_COST_USD"
+NO_CAP = "none"
+
+MaxCost = float | Literal["none"]
+
+
+def parse_max_cost(text: object, source: str = COST_FLAG) -> MaxCost:
+    """A cap in US dollars (a finite number above 0) or ``none``; ValueError names ``source``."""
+    raw = str(text).strip()
+    if raw.lower() == NO_CAP:
+        return "none"
+    try:
+        value = float(raw.removeprefix("$"))
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{source}: a cost cap is a number of US dollars above 0 (e.g. 2.50) or 'none' for no "
+                         f"cap, got {raw!r}")
+    return value
+
+
 # -- the groups -------------------------------------------------------------------------------------
 
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("ferry_settings_environ", default=None)
@@ -239,6 +263,8 @@ class LLMEnv(_Group):
     max_calls: str | None = None
     max_tokens: str | None = None
     max_reply_chars: str | None = None
+    max_cost_usd: str | None = Field(default=None, description=(
+        "the cost cap in US dollars, or 'none' (agent.llm.cost.parse_max_cost checks it)"))
 
     _LIMIT_FIELDS: ClassVar[dict[str, str]] = {
         "request_timeout_s": "timeout_s", "max_retries": "retries", "backoff_s": "backoff_s",

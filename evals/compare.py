@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evals.results import CaseResult
+from evals.trajectories import ToolCallDiff, tool_call_diff
 
 RANK = {"failed": 0, "partial": 1, "resolved": 2}
 
@@ -119,6 +120,7 @@ class Comparison:
     resolved_common_before: int = 0  # of those, resolved in A
     resolved_common_after: int = 0
     sums: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)  # over the cases in both
+    tool_calls: list[ToolCallDiff] = field(default_factory=list)  # where the models' tool calls differ (no gate)
 
     def of_kind(self, kind: str) -> list[Change]:
         return [c for c in self.changes if c.kind == kind]
@@ -183,6 +185,9 @@ def compare(a: list[CaseResult], b: list[CaseResult]) -> Comparison:
                 if outcome != "passed" and x.tests.pass_to_pass.get(node) == "passed":
                     out.p2p_regressions.append(f"{name}: {node}")
             out.metrics += _metric_changes(name, x, y)
+            diff = tool_call_diff(name, x.out_dir, y.out_dir)
+            if diff is not None:
+                out.tool_calls.append(diff)
     both = sorted(before.keys() & after.keys())
     out.sums = {key: (agg([before[n] for n in both]), agg([after[n] for n in both])) for key, agg in _SUMS.items()}
     return out
@@ -239,6 +244,7 @@ def render(cmp: Comparison, label_a: str, label_b: str) -> str:
             lines.append(f"  {c.kind:8} {c.name}: {c.before or '-'} -> {c.after or '-'}{detail}")
     lines += [f"  p2p regression {r}" for r in cmp.p2p_regressions]
     lines += [f"  {'slower' if m.worse else 'faster':8} {m.name}: {m.render()}" for m in cmp.metrics]
+    lines += [f"  calls    {d.render()}" for d in cmp.tool_calls]
     verdict = {EXIT_SAME: "no regression",
                EXIT_GRADE_REGRESSION: "grade regression (exit 1)",
                EXIT_COST_REGRESSION: "no grade regression; time or cost regression beyond the thresholds (exit 3)"}
@@ -256,4 +262,7 @@ def to_json(cmp: Comparison) -> dict[str, object]:
             "metrics": [{"case": m.name, "metric": m.metric, "before": m.before, "after": m.after,
                          "worse": m.worse} for m in cmp.metrics],
             "sums": {k: {"before": a, "after": b} for k, (a, b) in cmp.sums.items()},
+            "tool_calls": [{"case": d.name, "first_difference": d.index, "before": d.before, "after": d.after,
+                            "calls_before": d.calls_before, "calls_after": d.calls_after, "note": d.note}
+                           for d in cmp.tool_calls],
             "exit_code": cmp.exit_code}

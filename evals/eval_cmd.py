@@ -120,7 +120,7 @@ def _run(args: argparse.Namespace, suite: Suite, out: Path) -> int:
         raise CliError(str(exc)) from exc
     llm = None
     if args.policy == "llm":
-        from agent.cli.migrate_cmd import llm_limits
+        from agent.cli.migrate_cmd import llm_limits, llm_max_cost
         from evals.harness import LLMSettings
 
         model = args.llm_model or settings().llm.model
@@ -128,7 +128,7 @@ def _run(args: argparse.Namespace, suite: Suite, out: Path) -> int:
             raise CliError("--policy llm needs a model: pass --llm-model or set FERRY_LLM_MODEL (and --llm-base-url "
                            "or FERRY_LLM_BASE_URL for a server other than OpenAI's)")
         llm = LLMSettings(model=model, base_url=args.llm_base_url or settings().llm.base_url or None,
-                          limits=llm_limits(args))
+                          limits=llm_limits(args), max_cost=llm_max_cost(args, model))
     mirror = Path(args.mirror).expanduser() if args.mirror else None
     if mirror is not None and not mirror.is_dir():
         raise CliError(f"--mirror {args.mirror} is not a directory of clones")

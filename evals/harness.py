@@ -53,11 +53,15 @@ class LLMSettings(BaseModel):
     model: str | None = None
     base_url: str | None = None
     limits: LLMLimits = Field(default_factory=LLMLimits)
+    max_cost: float | Literal["none"] | None = Field(default=None, description=(
+        "--llm-max-cost of each case's migration (None: $FERRY_LLM_MAX_COST_USD or no cap)"))
 
     def migrate_args(self) -> list[str]:
         args = ["--llm-model", self.model] if self.model else []
         if self.base_url:
             args += ["--llm-base-url", self.base_url]
+        if self.max_cost is not None:
+            args += ["--llm-max-cost", str(self.max_cost)]
         for field, (flag, _env) in LIMIT_SOURCES.items():
             args += [flag, str(getattr(self.limits, field))]
         return args

@@ -31,6 +31,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agent.cli.doctor_cmd",
     "agent.cli.migrate_cmd",
     "agent.cli.resume_cmd",
+    "agent.cli.replay_cmd",
+    "agent.cli.trajectory_cmd",
     "agent.cli.pr_cmd",
     "agent.cli.serve_cmd",
     "agent.cli.knowledge_cmd",

@@ -28,8 +28,15 @@ def parse_edits(specs: list[str]) -> dict[str, str]:
 
 
 def ask(question: ApprovalRequest) -> dict[str, Any]:
-    from rich.prompt import Prompt
+    from rich.prompt import FloatPrompt, Prompt
 
+    if question.type == "approve_cost":  # the model's cost cap is reached: allow another amount?
+        suggested = float(question.data().get("suggested_usd") or 0.0) or None
+        choice = Prompt.ask("allow more cost for the model, or stop?", choices=["allow", "stop"], default="stop")
+        if choice == "stop":
+            return {"action": "reject"}
+        amount = FloatPrompt.ask("US dollars to allow beyond the cap", default=suggested)
+        return {"action": "approve", "amount_usd": amount}
     choice = Prompt.ask("approve, reject or edit?", choices=["approve", "reject", "edit"], default="approve")
     if choice != "edit":
         return {"action": choice}

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.cli import DISK_LIMIT_HELP, environ, numbers
-from agent.settings import settings
+from agent.settings import COST_ENV, COST_FLAG, parse_max_cost, settings
 
 if TYPE_CHECKING:
     from agent.llm.config import LLMLimits
     from agent.migration.facade import MigrationOptions
+    from agent.settings import MaxCost
 
 NAME = "migrate"
 HELP = "migrate a repository from CUDA to tpx: codemods, runs, fixes, parity, profile, patch + report"
@@ -77,6 +78,31 @@ def add_llm_limit_arguments(parser: argparse.ArgumentParser) -> None:
         metavar, kind, text = helps[field]
         parser.add_argument(flag, dest=f"llm_{field}", type=kind, default=None, metavar=metavar,
                             help=f"{text} (default ${env} or {getattr(DEFAULTS, field):g})")
+    parser.add_argument(COST_FLAG, dest="llm_max_cost", default=None, metavar="USD|none",
+                        help="cost cap in US dollars of the model's use in the migration, checked before each "
+                             "request with its worst-case cost (prices: agent/llm/prices.toml or $FERRY_LLM_PRICES); "
+                             f"'none': no cap in money, needed for a model the price table does not price "
+                             f"(default ${COST_ENV} or no cap)")
+
+
+def llm_max_cost(args: argparse.Namespace, model: str | None) -> MaxCost | None:
+    """--llm-max-cost, else $FERRY_LLM_MAX_COST_USD (None: neither); a bad value, or a model with no price and
+    no cap decided, is a CliError (exit 2): the migration does not start."""
+    from agent.cli import CliError
+    from agent.llm.cost import unpriced_problem
+    from agent.llm.prices import Prices
+    from agent.migration.options import env_max_cost
+
+    try:
+        given = getattr(args, "llm_max_cost", None)
+        cap = parse_max_cost(given) if given is not None else env_max_cost()
+        prices = Prices.load()
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    problem = unpriced_problem(model, cap, (model or "") in prices.models)
+    if problem is not None:
+        raise CliError(problem)
+    return cap
 
 
 def llm_limits(args: argparse.Namespace) -> LLMLimits:
@@ -139,6 +165,8 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
     sdir = output_dir(args.state_dir or DEFAULT_STATE_DIR, "--state-dir")
     own = environ.from_args(args, src)
     limits = llm_limits(args)
+    model = (args.llm_model or settings().llm.model) if use_llm else args.llm_model
+    max_cost = llm_max_cost(args, model) if use_llm else None
     return options_for(
         source=str(src.resolve()), run_command=args.run, test_command=args.test or None, out_dir=out,
         state_dir=str(state_dir(sdir)), llm=use_llm, approve=args.approve, apply=args.apply,
@@ -146,9 +174,8 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
         run_timeout_s=args.run_timeout, seed=args.seed,
         max_wall_s=args.max_wall, disk_limit_bytes=disk_limit(getattr(args, "disk_limit", None)),
         llm_limits=limits,
-        llm_model=(args.llm_model or settings().llm.model) if use_llm else args.llm_model,
-        llm_base_url=args.llm_base_url,
-        python=own.python, env=own.env, cwd=own.cwd,
+        llm_model=model, llm_base_url=args.llm_base_url,
+        python=own.python, env=own.env, cwd=own.cwd, llm_max_cost=max_cost,
     )
 
 

@@ -105,6 +105,13 @@ def print_interrupts(state: MigrationSnapshot, as_json: bool) -> None:
 
     console = Console()
     for q in state.interrupts:
+        if q.type == "approve_cost":
+            extra = q.data()
+            console.print(f"[bold yellow]Approval needed[/bold yellow]: {plain(q.reason)}")
+            spent, cap = float(extra.get("spent_usd") or 0), float(extra.get("cap_usd") or 0)
+            console.print(f"spent ${spent:.4f} of the ${cap:.4f} cap; answer with: ferry resume {mid} "
+                          "--allow-cost USD | --reject")
+            continue
         console.print(f"[bold yellow]Approval needed[/bold yellow] for {plain(q.rule)} "
                       f"at {plain(q.site)} "
                       f"({plain(q.kind)})")

@@ -17,6 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the checkpoints are (default ~/.ferry or $FERRY_STATE_DIR)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--approve", action="store_true", help="approve the pending edit")
+    group.add_argument("--allow-cost", type=float, metavar="USD", default=None,
+                       help="answer a reached cost cap (approve_cost): allow USD more for the model")
     group.add_argument("--reject", action="store_true", help="reject the pending edit (the migration stops: rejected)")
     group.add_argument("--edit", action="append", metavar="PATH=FILE",
                        help="replace the pending edit by your own text for PATH")
@@ -59,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
     answer: dict[str, Any] | None = None
     if args.approve:
         answer = {"action": "approve"}
+    elif args.allow_cost is not None:
+        if not args.allow_cost > 0 or args.allow_cost == float("inf"):
+            raise CliError(f"--allow-cost must be a number of US dollars above 0, got {args.allow_cost}")
+        answer = {"action": "approve", "amount_usd": args.allow_cost}
     elif args.reject:
         answer = {"action": "reject"}
     elif args.edit:

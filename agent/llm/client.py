@@ -23,6 +23,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agent.errors import BudgetExhausted, LLMFailure
 from agent.llm.config import LLMConfig, from_env
+from agent.llm.cost import COMPLETION_TOKENS_UNDER_CAP, CostCapReached, worst_prompt_tokens
+from agent.llm.trajectory import CostStopEvent, FailureEvent, RecordedCall, Recorder, ReplyEvent
 from agent.migration.budget import time_left
 from agent.migration.state import MigrationState, llm_counters_of, options_of
 
@@ -138,10 +140,12 @@ class ChatClient:
     """
 
     def __init__(self, cfg: LLMConfig, spent: Mapping[str, float] | None = None, *,
-                 sleep: Callable[[float], None] = time.sleep, wall_left: float | None = None) -> None:
+                 sleep: Callable[[float], None] = time.sleep, wall_left: float | None = None,
+                 recorder: Recorder | None = None) -> None:
         import openai
 
         self.cfg = cfg
+        self.recorder = recorder
         self._openai = openai
         self.usage = Usage()
         try:
@@ -151,6 +155,20 @@ class ChatClient:
             raise self._fail("unexpected", f"cannot create the client for {cfg.base_url}: "
                                            f"{type(exc).__name__}: {exc}") from exc
         spent = spent or {}
+        self.prior_prompt = int(spent.get("prompt_tokens", 0))
+        self.prior_completion = int(spent.get("completion_tokens", 0))
+        self.price = None
+        if cfg.max_cost_usd is not None:
+            from agent.llm.prices import Prices
+
+            try:
+                self.price = Prices.load().models.get(cfg.model)
+            except ValueError as exc:
+                raise LLMFailure(f"the cost cap needs the price table: {exc}") from None
+            if self.price is None:
+                from agent.llm.cost import unpriced_problem
+
+                raise LLMFailure(unpriced_problem(cfg.model, cfg.max_cost_usd, False) or "no price")
         self.prior_calls = int(spent.get("calls", 0))
         self.prior_tokens = int(spent.get("prompt_tokens", 0) + spent.get("completion_tokens", 0))
         prior_wall = float(spent.get("wall_s", 0.0))
@@ -188,6 +206,26 @@ class ChatClient:
             raise BudgetExhausted(f"LLM wall-time budget exhausted ({self.cfg.max_wall_s:g} s){after}")
         return left
 
+    def spent_usd(self) -> float | None:
+        """What the migration's tokens cost so far (None without a price)."""
+        if self.price is None:
+            return None
+        return ((self.prior_prompt + self.usage.prompt_tokens) * self.price.input_per_mtok
+                + (self.prior_completion + self.usage.completion_tokens) * self.price.output_per_mtok) / 1e6
+
+    def _check_cost(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+        """CostCapReached when what was spent plus this request's worst case is over the cap."""
+        cap, price, spent = self.cfg.max_cost_usd, self.price, self.spent_usd()
+        if cap is None or price is None or spent is None:
+            return
+        worst = (worst_prompt_tokens(messages, tools) * price.input_per_mtok
+                 + COMPLETION_TOKENS_UNDER_CAP * price.output_per_mtok) / 1e6
+        if spent + worst > cap:
+            if self.recorder is not None:
+                self.recorder.write(CostStopEvent(spent_usd=round(spent, 6), cap_usd=cap,
+                                                  next_worst_usd=round(worst, 6)))
+            raise CostCapReached(spent, cap, worst)
+
     def _fail(self, kind: str, message: str) -> LLMFailure:
         self.count_failure(kind)
         logger.warning("LLM request failed [%s]: %s", kind, message)
@@ -211,10 +249,25 @@ class ChatClient:
         attempt = 0
         while True:
             left = self._check_budget()
+            self._check_cost(messages, tools)
             self.usage.calls += 1
             timeout = max(0.05, min(self.cfg.request_timeout_s, left))
+            n = self._record_request(messages, tools)
+            t0 = time.monotonic()
             try:
-                body, content_type = self._request(messages, tools, timeout)
+                try:
+                    body, content_type = self._request(messages, tools, timeout)
+                except Exception as exc:
+                    self._record_failure(n, exc, time.monotonic() - t0)
+                    raise
+                before = (self.usage.prompt_tokens, self.usage.completion_tokens)
+                try:
+                    reply = self._reply(body, content_type)
+                except LLMFailure as exc:
+                    self._record_failure(n, exc, time.monotonic() - t0)
+                    raise
+                self._record_reply(n, reply, before, time.monotonic() - t0)
+                return reply
             except (oa.APITimeoutError, oa.RateLimitError, oa.InternalServerError, oa.APIConnectionError,
                     _TooSlow) as exc:
                 kind = "timeout" if isinstance(exc, _TooSlow) else self._kind(exc)
@@ -232,7 +285,58 @@ class ChatClient:
                 raise
             except Exception as exc:  # anything else the library raises: a named failure, never a crash
                 raise self._fail("unexpected", f"{type(exc).__name__}: {exc}") from exc
-            return self._reply(body, content_type)
+
+    # --- the trajectory ---------------------------------------------------------------------
+    def _record_request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+        if self.recorder is None:
+            return 0
+        capped = COMPLETION_TOKENS_UNDER_CAP if self.cfg.max_cost_usd is not None else None
+        return self.recorder.request(messages, tools, capped)
+
+    def _record_reply(self, n: int, reply: Reply, before: tuple[int, int], seconds: float) -> None:
+        if self.recorder is None:
+            return
+        prompt, completion = self.usage.prompt_tokens - before[0], self.usage.completion_tokens - before[1]
+        from agent.llm.prices import estimated_cost
+
+        calls = [RecordedCall(id=tc.id, name=tc.function.name, arguments=tc.function.arguments or "")
+                 for tc in reply.tool_calls or []]
+        self.recorder.write(ReplyEvent(n=n, content=reply.content, tool_calls=calls, prompt_tokens=prompt,
+                                       completion_tokens=completion,
+                                       cost_usd=estimated_cost(self.cfg.model, prompt, completion),
+                                       wall_s=round(seconds, 3)))
+
+    def _record_failure(self, n: int, exc: Exception, seconds: float) -> None:
+        if self.recorder is None:
+            return
+        status = getattr(exc, "status_code", None)
+        if isinstance(exc, LLMFailure):
+            kind = str(exc).removeprefix("LLM ").split(":", 1)[0]
+        elif isinstance(exc, _TooSlow):
+            kind = "timeout"
+        elif isinstance(exc, self._openai.APIStatusError) and not isinstance(
+                exc, self._openai.RateLimitError | self._openai.InternalServerError):
+            kind = "http_error"
+        elif isinstance(exc, self._openai.APIError):
+            kind = self._kind(exc)
+        else:
+            kind = "unexpected"
+        self.recorder.write(FailureEvent(n=n, failure=kind, status=status if isinstance(status, int) else None,
+                                         message=str(exc)[:2000], wall_s=round(seconds, 3)))
+
+    def record_tool(self, n: int, call_id: str, name: str, arguments: str, observation: str, seconds: float) -> None:
+        """A tool call the model made in reply ``n`` and what Ferry answered it."""
+        if self.recorder is None:
+            return
+        from agent.llm.trajectory import ToolEvent
+
+        self.recorder.write(ToolEvent(n=max(1, n), id=call_id, name=name, arguments=arguments,
+                                      observation=observation, wall_s=round(seconds, 3)))
+
+    @property
+    def last_request(self) -> int:
+        """The number of the latest request in the trajectory (0: none recorded)."""
+        return self.recorder.n if self.recorder is not None else 0
 
     def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                  timeout: float) -> tuple[bytes, str]:
@@ -242,6 +346,8 @@ class ChatClient:
         limit = 4 * self.cfg.max_reply_chars + 65536
         offered: dict[str, Any] = ({"tools": cast("list[ChatCompletionToolParam]", tools), "tool_choice": "auto"}
                                    if tools else {})
+        if self.cfg.max_cost_usd is not None:  # the worst case the cost cap counts on
+            offered["max_completion_tokens"] = COMPLETION_TOKENS_UNDER_CAP
         with self._client.chat.completions.with_streaming_response.create(  # messages/tools are plain JSON
                 model=self.cfg.model, messages=cast("list[ChatCompletionMessageParam]", messages),
                 temperature=0, timeout=timeout, **offered) as resp:
@@ -313,10 +419,27 @@ class ChatClient:
         return reply
 
 
-def model_client(state: MigrationState) -> ChatClient:
-    """The model server the migration was started with (its limits, the usage spent so far), within what
-    ``--max-wall`` has left; a missing model or key raises ``LLMFailure``."""
+def model_client(state: MigrationState, node: str | None = None) -> ChatClient:
+    """The model server the migration was started with (its limits, the usage spent so far, its cost cap
+    with what the user approved beyond it), within what ``--max-wall`` has left, recording the migration's
+    trajectory; a missing model or key raises ``LLMFailure``."""
+    from agent.llm.trajectory import Recorder, Scrubber, new_header, trajectory_path
+    from agent.migration.state import migration_id_of
+
     opts = options_of(state)
     cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=opts.llm_limits)
+    cap = opts.llm_max_cost
+    if isinstance(cap, float | int):
+        cfg = cfg.model_copy(update={"max_cost_usd": float(cap) + float(state.get("llm_cost_allowance_usd") or 0)})
     left = time_left(state)
-    return ChatClient(cfg, llm_counters_of(state), wall_left=None if left is None else max(1.0, left))
+    mid = migration_id_of(state)
+    scrubber = Scrubber([cfg.api_key, *(v for k, v in opts.env.items() if _secret_named(k))])
+    header = new_header(model=cfg.model, base_url=cfg.base_url, migration_id=mid,
+                        options=opts.model_dump(mode="json"))
+    recorder = Recorder(trajectory_path(opts.state_dir, mid), header, scrubber, node=node)
+    return ChatClient(cfg, llm_counters_of(state), wall_left=None if left is None else max(1.0, left),
+                      recorder=recorder)
+
+
+def _secret_named(name: str) -> bool:
+    return any(word in name.upper() for word in ("KEY", "TOKEN", "SECRET", "PASSWORD"))

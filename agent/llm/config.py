@@ -36,6 +36,8 @@ class LLMConfig(LLMLimits):
     api_key: str = Field(repr=False)
     max_malformed: int = Field(default=3, ge=0, description="malformed tool calls sent back before giving up")
     max_turns: int = Field(default=12, ge=1, description="model turns per fix attempt")
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False, description=(
+        "the cost cap in US dollars, the approved extra included (None: no cap in money)"))
 
 
 def configured() -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from agent.errors import FixableError, LLMFailure, NeedsHuman
@@ -99,6 +100,7 @@ def run_fixer(client: ChatClient, session: EditSession, diag: Diagnosis, tried: 
     malformed = 0
     for _turn in range(client.cfg.max_turns):
         msg = client.chat(messages, tools)
+        n = client.last_request
         messages.append(_message_dict(msg))
         calls = getattr(msg, "tool_calls", None) or []
         if not calls:
@@ -112,6 +114,7 @@ def run_fixer(client: ChatClient, session: EditSession, diag: Diagnosis, tried: 
             continue
         for tc in calls:
             name = tc.function.name
+            t0 = time.monotonic()
             try:
                 result = session.call(name, tc.function.arguments)
             except FixableError as exc:
@@ -122,6 +125,7 @@ def run_fixer(client: ChatClient, session: EditSession, diag: Diagnosis, tried: 
                     raise LLMFailure(f"LLM tool_call: the model made {malformed} malformed or rejected tool calls; "
                                      f"last: {exc}") from exc
                 result = json.dumps({"error": str(exc)})
+            client.record_tool(n, tc.id, name, tc.function.arguments or "", result, time.monotonic() - t0)
             messages.append({"role": "tool", "tool_call_id": tc.id, "content": result})
             if session.finished is not None:
                 if not session.files:

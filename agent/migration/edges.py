@@ -73,9 +73,11 @@ def after_diagnose(state: State) -> Literal["apply_fix", "llm_fix", "profile_rev
     return "llm_fix" if llm_option(state) else "report"
 
 
-def after_llm(state: State) -> Literal["apply_fix", "report"]:
+def after_llm(state: State) -> Literal["apply_fix", "approve_cost", "report"]:
     if status_of(state):
         return "report"
+    if state.get("cost_question"):
+        return "approve_cost"
     return "apply_fix" if has_proposal(state) else "report"
 
 
@@ -143,3 +145,8 @@ def after_profile_llm(state: State) -> Literal["apply_fix", "report"]:
     if status_of(state):
         return "report"
     return "apply_fix" if has_proposal(state) else "report"
+
+
+def after_cost(state: State) -> Literal["llm_fix", "report"]:
+    """After the question on the cost cap: the fix again with more allowed, or the report."""
+    return "report" if status_of(state) else "llm_fix"

@@ -25,6 +25,7 @@ from langgraph.graph import END, START, StateGraph
 
 from agent.migration import edges
 from agent.migration.nodes.apply_fix import apply_fix
+from agent.migration.nodes.approve_cost import approve_cost
 from agent.migration.nodes.cpu_check import cpu_check
 from agent.migration.nodes.diagnose import diagnose
 from agent.migration.nodes.ingest import ingest
@@ -56,6 +57,7 @@ NODES = (
     ("apply_fix", apply_fix), ("parity", parity), ("tests", tests), ("cpu_check", cpu_check),
     ("profile", profile), ("profile_llm", profile_llm), ("profile_verdict", profile_verdict),
     ("profile_revert", profile_revert), ("llm_explain", llm_explain), ("report", report),
+    ("approve_cost", approve_cost),
 )
 
 
@@ -74,6 +76,7 @@ def build_graph() -> StateGraph[MigrationState, MigrationContext, MigrationState
     g.add_conditional_edges("await_reference", edges.after_target)
     g.add_conditional_edges("diagnose", edges.after_diagnose)
     g.add_conditional_edges("llm_fix", edges.after_llm)
+    g.add_conditional_edges("approve_cost", edges.after_cost)
     g.add_conditional_edges("apply_fix", edges.after_apply)
     g.add_conditional_edges("parity", edges.after_parity)
     g.add_conditional_edges("tests", edges.after_tests)

@@ -9,11 +9,11 @@ a checkpoint written before the model's limits were nested (seven flat ``llm_*``
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from agent.settings import LLMLimits, resolve_limits, settings
+from agent.settings import COST_ENV, LLMLimits, parse_max_cost, resolve_limits, settings
 
 #: the flat keys older checkpoints hold -> the field of LLMLimits each one is now
 LEGACY_LLM_KEYS: dict[str, str] = {
@@ -50,6 +50,8 @@ class MigrationOptions(BaseModel):
         "the model's limits (flags, else FERRY_LLM_*, else LLMLimits' defaults)"))
     llm_model: str | None = None
     llm_base_url: str | None = None
+    llm_max_cost: float | Literal["none"] | None = Field(default=None, description=(
+        "the cost cap in US dollars (--llm-max-cost); 'none': no cap in money; None: none given"))
     # The user's own environment, for every run (reference, target, tests, profile): --python, --env, --cwd.
     python: str | None = Field(default=None, description="the runs' interpreter (None: Ferry's own)")
     env: dict[str, str] = Field(default_factory=dict, description="the user's own variables for every run")
@@ -75,7 +77,8 @@ def options_for(*, source: str, run_command: str, state_dir: str, test_command: 
                 run_timeout_s: float = 600.0, max_wall_s: float | None = None, seed: int = 0,
                 disk_limit_bytes: int | None = None, llm_limits: LLMLimits | None = None,
                 llm_model: str | None = None, llm_base_url: str | None = None, python: str | None = None,
-                env: Mapping[str, str] | None = None, cwd: str | None = None) -> MigrationOptions:
+                env: Mapping[str, str] | None = None, cwd: str | None = None,
+                llm_max_cost: float | Literal["none"] | None = None) -> MigrationOptions:
     """The options of a new migration, every caller's: what it was not given gets the same default.
 
     ``llm``: None uses the model when the environment names one (``agent.settings``: ``settings().llm.configured()``);
@@ -87,4 +90,11 @@ def options_for(*, source: str, run_command: str, state_dir: str, test_command: 
         device=device, skip_rules=list(skip_rules), max_iterations=max_iterations, run_timeout_s=run_timeout_s,
         max_wall_s=max_wall_s, seed=seed, disk_limit_bytes=disk_limit_bytes,
         llm_limits=resolve_limits({}) if llm_limits is None else llm_limits, llm_model=llm_model,
-        llm_base_url=llm_base_url, python=python, env=dict(env or {}), cwd=cwd)
+        llm_base_url=llm_base_url, python=python, env=dict(env or {}), cwd=cwd,
+        llm_max_cost=env_max_cost() if llm_max_cost is None else llm_max_cost)
+
+
+def env_max_cost() -> float | Literal["none"] | None:
+    """``$FERRY_LLM_MAX_COST_USD`` checked (None: not set); a bad value is a ValueError naming it."""
+    text = settings().llm.max_cost_usd
+    return None if text is None else parse_max_cost(text, f"${COST_ENV}")

@@ -49,6 +49,9 @@ def run_artifacts(state_dir: str | Path, migration_id: str, label: str) -> Path:
     return artifacts_root(state_dir, migration_id) / label
 
 
+TRAJECTORY_FILE = "trajectory.jsonl"  # agent.llm.trajectory: beside result.json in the ``out`` artifacts
+
+
 def reference_artifacts(state_dir: str | Path, migration_id: str) -> Path:
     """Where the reference run (the original on CPU) leaves its artifacts."""
     return run_artifacts(state_dir, migration_id, REFERENCE_LABEL)

@@ -246,6 +246,8 @@ class Outputs(BaseModel):
     patch: str
     report: str
     result: str
+    trajectory: str | None = Field(default=None, description="trajectory.jsonl: the model's requests, replies and "
+                                                             "tool calls (None: no model was asked)")
 
 
 class EditSummary(BaseModel):

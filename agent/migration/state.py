@@ -83,6 +83,8 @@ class MigrationState(TypedDict, total=False):
     profile_error: str | None  # why there is no profile report (the migration is verified anyway)
     profile_round: dict[str, Any] | None  # ProfileRound: the model's one profile round under --llm
     llm_usage: Annotated[dict[str, float], add_counters]
+    llm_cost_allowance_usd: Annotated[float, operator.add]  # what the user approved beyond --llm-max-cost
+    cost_question: dict[str, Any] | None  # the cost cap was reached under --approve: spent_usd, cap_usd, ...
     # the texts of the files the model's last proposal edits, before it (the CPU guard reverts to them)
     llm_before: dict[str, str] | None
     elapsed_s: Annotated[float, operator.add]

@@ -168,6 +168,9 @@ class Approval(BaseModel):
     diff: str | None = Field(default=None, max_length=2_000_000,
                              description="for edit: a unified diff, applied to the files as they were before "
                                          "the proposed edit")
+    amount_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False, description=(
+        "for approve of an approve_cost question: US dollars to allow beyond the cost cap (default: the "
+        "question's suggested_usd)"))
 
     @model_validator(mode="after")
     def _matches_action(self) -> Approval:

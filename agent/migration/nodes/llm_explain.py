@@ -30,7 +30,7 @@ def llm_explain(state: MigrationState, runs: RunScheduler) -> Update:
     summary = summary_of(state) or ""
     client: ChatClient | None = None
     try:
-        client = model_client(state)
+        client = model_client(state, "llm_explain")
         answer = explain_environment(client, state)
     except Exception as exc:  # the explanation is optional: no failure of the model's may change the status
         logger.warning("llm_explain: the model could not explain the environment failure: %s: %s",

@@ -81,16 +81,26 @@ def diagnosis_for_model(state: MigrationState) -> Diagnosis:
 @step("llm_fix")
 def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
     from agent.llm.client import model_client
+    from agent.llm.cost import CostCapReached
     from agent.llm.fixer import run_fixer
 
     opts = options_of(state)
     ensure_time_for(state, "target", "the model's fix (it runs the program to check its edits)")
-    client = model_client(state)
+    client = model_client(state, "llm_fix")
     it = iteration_of(state)
     session = model_session(state, runs, f"llm-{it}", files_of(state))
     diag = diagnosis_for_model(state)
     try:
         summary = run_fixer(client, session, diag, tried_of(state))
+    except CostCapReached as exc:
+        spent = f"; ${exc.spent_usd:.4f} spent on the model"
+        if opts.approve:  # the user is asked whether to allow more (approve_cost), then the fix starts again
+            question = {"spent_usd": round(exc.spent_usd, 6), "cap_usd": exc.cap_usd,
+                        "next_worst_usd": round(exc.next_worst_usd, 6), "reason": str(exc)}
+            return {"llm_usage": client.counters(), "cost_question": question,
+                    SUMMARY: f"model: cost cap reached{spent}; asking whether to allow more"}
+        return {"llm_usage": client.counters(), "status": exc.status, "summary": f"LLM fix: {exc}",
+                SUMMARY: f"model: {exc.status}: {exc}"}
     except FerryAgentError as exc:
         return {"llm_usage": client.counters(), "status": exc.status, "summary": f"LLM fix: {exc}",
                 SUMMARY: f"model: {exc.status}: {exc}"}

@@ -24,7 +24,7 @@ def _model_plan(state: MigrationState, scan: ScanDigest, offline: Plan) -> tuple
     from agent.llm.planner import ask_plan
 
     try:
-        client = model_client(state)
+        client = model_client(state, "plan")
     except FerryAgentError as exc:
         return ModelPlan(error=f"{exc.status}: {exc}"), {}
     return ask_plan(client, scan, offline), client.counters()

@@ -79,7 +79,7 @@ def profile_llm(state: MigrationState, runs: RunScheduler) -> Update:
     diag = Diagnosis(phase="profile", kind="profile_findings", message=profile_evidence(worth),
                      frames=[UserFrame(file=f.file, line=f.line) for f in worth if f.file and f.line][-3:])
     try:
-        client = model_client(state)
+        client = model_client(state, "profile_llm")
     except FerryAgentError as exc:
         return _not_made(rnd, f"{exc.status}: {exc}")
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from agent.errors import Status
 from agent.migration.device_work import DEVICE_HINT, DEVICE_WAYS, work_problem
 from agent.migration.nodes.common import SUMMARY, Update, counted, step
 from agent.migration.nodes.reference import cancel_reference
-from agent.migration.paths import run_artifacts
+from agent.migration.paths import TRAJECTORY_FILE, run_artifacts
 from agent.migration.records import Outputs
 from agent.migration.render import report_markdown, result_of
 from agent.migration.runs import RunScheduler
@@ -116,14 +117,20 @@ def parity_phrase(parity: ParityReport) -> str:
             f"the default run's drift is the {' and '.join(parity.explained_by)} setting's)")
 
 
-def _write_outputs(out: Path, final: MigrationState, patch: Patch, applied: bool | None) -> Outputs:
+def _write_outputs(out: Path, final: MigrationState, patch: Patch, applied: bool | None,
+                   trajectory: Path) -> Outputs:
     out.mkdir(parents=True, exist_ok=True)
     (out / "ferry.patch").write_text(patch.diff, encoding="utf-8")
     (out / "report.md").write_text(report_markdown(final, patch.diff), encoding="utf-8")
     result = result_of(final, patch.files, applied)
     (out / "result.json").write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    kept: str | None = None
+    if trajectory.is_file():  # recorded in the state dir's copy as the model was asked; --out gets a copy
+        if trajectory.parent.resolve() != out.resolve():
+            shutil.copyfile(trajectory, out / TRAJECTORY_FILE)
+        kept = str(out / TRAJECTORY_FILE)
     return Outputs(dir=str(out), patch=str(out / "ferry.patch"), report=str(out / "report.md"),
-                   result=str(out / "result.json"))
+                   result=str(out / "result.json"), trajectory=kept)
 
 
 @step("report")
@@ -152,9 +159,11 @@ def report(state: MigrationState, runs: RunScheduler) -> Update:
         out_dirs.append(Path(opts.out_dir).expanduser())
     outputs: Outputs | None = None
     failed: list[str] = []
+    trajectory = out_dirs[0] / TRAJECTORY_FILE
     for out in out_dirs:
         try:
-            outputs = _write_outputs(out, final, patch, applied)  # the last one written: --out when it worked
+            # the last one written: --out when it worked
+            outputs = _write_outputs(out, final, patch, applied, trajectory)
         except OSError as exc:
             logger.warning("cannot write the outputs to %s: %s", out, exc)
             failed.append(f"{exc.filename or out}: {exc.strerror or exc}")

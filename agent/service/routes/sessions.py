@@ -193,6 +193,8 @@ def answer_approval(body: Approval, row: SessionDep, settings: SettingsDep, stor
     if row.state != "waiting_for_approval":
         raise HTTPException(status.HTTP_409_CONFLICT, f"session {row.id} is {row.state}, not waiting for approval")
     answer: dict[str, Any] = {"action": body.action}
+    if body.amount_usd is not None:  # an approve_cost question's answer
+        answer["amount_usd"] = body.amount_usd
     if body.action == "edit":
         files = body.files
         if body.diff is not None:
