@@ -424,13 +424,13 @@ def model_client(state: MigrationState, node: str | None = None) -> ChatClient:
     with what the user approved beyond it), within what ``--max-wall`` has left, recording the migration's
     trajectory; a missing model or key raises ``LLMFailure``."""
     from agent.llm.trajectory import Recorder, Scrubber, new_header, trajectory_path
-    from agent.migration.state import migration_id_of
+    from agent.migration.state import cost_allowance_of, migration_id_of
 
     opts = options_of(state)
     cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=opts.llm_limits)
     cap = opts.llm_max_cost
     if isinstance(cap, float | int):
-        cfg = cfg.model_copy(update={"max_cost_usd": float(cap) + float(state.get("llm_cost_allowance_usd") or 0)})
+        cfg = cfg.model_copy(update={"max_cost_usd": float(cap) + cost_allowance_of(state)})
     left = time_left(state)
     mid = migration_id_of(state)
     scrubber = Scrubber([cfg.api_key, *(v for k, v in opts.env.items() if _secret_named(k))])

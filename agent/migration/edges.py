@@ -6,6 +6,7 @@ from typing import Literal
 
 from agent.migration.state import (
     State,
+    cost_question_of,
     cpu_check_of,
     findings_worth_a_change,
     has_proposal,
@@ -76,7 +77,7 @@ def after_diagnose(state: State) -> Literal["apply_fix", "llm_fix", "profile_rev
 def after_llm(state: State) -> Literal["apply_fix", "approve_cost", "report"]:
     if status_of(state):
         return "report"
-    if state.get("cost_question"):
+    if cost_question_of(state) is not None:
         return "approve_cost"
     return "apply_fix" if has_proposal(state) else "report"
 

@@ -239,6 +239,15 @@ class ProfileRound(BaseModel):
     base_evidence: dict[str, Any] = Field(default_factory=dict)
 
 
+class CostQuestion(BaseModel):
+    """The model's cost cap was reached under --approve: what the approve_cost node asks about."""
+
+    spent_usd: float
+    cap_usd: float
+    next_worst_usd: float = 0.0
+    reason: str = ""
+
+
 class Outputs(BaseModel):
     """Where the report node wrote the migration's outputs."""
 

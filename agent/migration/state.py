@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from agent.errors import STATUSES, Status
 from agent.migration.options import MigrationOptions as MigrationOptions  # stored as options_of reads it
 from agent.migration.records import (
+    CostQuestion,
     CpuCheck,
     DeviceWork,
     Edit,
@@ -267,6 +268,16 @@ def llm_counters_of(state: State) -> dict[str, float]:
     """The model's counters (calls, tokens...) summed over the migration."""
     counters: dict[str, float] = state.get("llm_usage") or {}
     return counters
+
+
+def cost_allowance_of(state: State) -> float:
+    """US dollars the user allowed beyond --llm-max-cost (approve_cost), 0 when none."""
+    return float(state.get("llm_cost_allowance_usd") or 0.0)
+
+
+def cost_question_of(state: State) -> CostQuestion | None:
+    """The question on the reached cost cap, while it waits for approve_cost (None: none)."""
+    return _one(state, "cost_question", CostQuestion)
 
 
 def llm_before_of(state: State) -> dict[str, str]:

@@ -15,8 +15,9 @@ from typing import Any
 from langgraph.types import interrupt
 
 from agent.migration.nodes.common import SUMMARY, Update, step
+from agent.migration.records import CostQuestion
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState
+from agent.migration.state import MigrationState, cost_question_of
 
 HOW = ("resume with {'action': 'approve', 'amount_usd': <US dollars to allow beyond the cap>} | "
        "{'action': 'reject'}")
@@ -33,13 +34,12 @@ def _amount(answer: dict[str, Any], default: float) -> float | None:
 
 @step("approve_cost")
 def approve_cost(state: MigrationState, runs: RunScheduler) -> Update:
-    question: dict[str, Any] = dict(state.get("cost_question") or {})
-    spent = float(question.get("spent_usd", 0.0))
-    cap = float(question.get("cap_usd", 0.0))
-    suggested = round(max(float(question.get("next_worst_usd", 0.0)), cap), 4)
+    question = cost_question_of(state) or CostQuestion(spent_usd=0.0, cap_usd=0.0)
+    spent, cap = question.spent_usd, question.cap_usd
+    suggested = round(max(question.next_worst_usd, cap), 4)
     answer = interrupt({
         "type": "approve_cost", "kind": "cost", "site": "the model's cost cap",
-        "reason": str(question.get("reason") or f"the cost cap of ${cap:.4f} is reached"),
+        "reason": question.reason or f"the cost cap of ${cap:.4f} is reached",
         "spent_usd": spent, "cap_usd": cap, "suggested_usd": suggested, "how": HOW,
     })
     if isinstance(answer, str):

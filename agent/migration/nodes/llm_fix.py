@@ -18,6 +18,7 @@ from agent.errors import FerryAgentError
 from agent.migration import adapters
 from agent.migration.budget import Clock, ensure_time_for
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, source_of, step
+from agent.migration.records import CostQuestion
 from agent.migration.runs import RunScheduler
 from agent.migration.state import (
     MigrationState,
@@ -95,9 +96,9 @@ def llm_fix(state: MigrationState, runs: RunScheduler) -> Update:
     except CostCapReached as exc:
         spent = f"; ${exc.spent_usd:.4f} spent on the model"
         if opts.approve:  # the user is asked whether to allow more (approve_cost), then the fix starts again
-            question = {"spent_usd": round(exc.spent_usd, 6), "cap_usd": exc.cap_usd,
-                        "next_worst_usd": round(exc.next_worst_usd, 6), "reason": str(exc)}
-            return {"llm_usage": client.counters(), "cost_question": question,
+            question = CostQuestion(spent_usd=round(exc.spent_usd, 6), cap_usd=exc.cap_usd,
+                                    next_worst_usd=round(exc.next_worst_usd, 6), reason=str(exc))
+            return {"llm_usage": client.counters(), "cost_question": dump(question),
                     SUMMARY: f"model: cost cap reached{spent}; asking whether to allow more"}
         return {"llm_usage": client.counters(), "status": exc.status, "summary": f"LLM fix: {exc}",
                 SUMMARY: f"model: {exc.status}: {exc}"}
