@@ -429,6 +429,17 @@ def model_client(state: MigrationState, node: str | None = None) -> ChatClient:
     opts = options_of(state)
     cfg = from_env(model=opts.llm_model, base_url=opts.llm_base_url, limits=opts.llm_limits)
     cap = opts.llm_max_cost
+    if cap is None:  # a model with no price needs a decision on its cost (the CLI asks before it starts)
+        from agent.llm.cost import unpriced_problem
+        from agent.llm.prices import Prices
+
+        try:
+            priced = cfg.model in Prices.load().models
+        except ValueError as exc:
+            raise LLMFailure(str(exc)) from None
+        problem = unpriced_problem(cfg.model, None, priced)
+        if problem is not None:
+            raise LLMFailure(problem)
     if isinstance(cap, float | int):
         cfg = cfg.model_copy(update={"max_cost_usd": float(cap) + cost_allowance_of(state)})
     left = time_left(state)

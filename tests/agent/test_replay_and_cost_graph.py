@@ -117,7 +117,8 @@ def test_a_recorded_trajectory_replays_to_the_same_patch_and_status(tmp_path):
     diverged = _ferry(["replay", str(out), "--json", "--out", str(tmp_path / "replay-2")], env)
     assert diverged.returncode == 1
     bad = json.loads(diverged.stdout)
-    assert bad["divergence"].startswith("the replay diverged at request 2") and "messages[1].content" in bad["divergence"]
+    why = bad["divergence"]
+    assert why.startswith("the replay diverged at request 2") and "messages[1].content" in why
     assert bad["status"] == "failed_llm" and not bad["same_patch"]
 
 

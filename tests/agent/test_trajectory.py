@@ -74,7 +74,7 @@ def test_no_cap_sends_no_completion_limit(tmp_path, pricey):
 def test_a_cap_on_an_unpriced_model_is_refused(tmp_path, pricey):
     from agent.errors import LLMFailure
 
-    with scripted.ScriptedLLM([]) as server, pytest.raises(LLMFailure, match="has no price|cannot be held"):
+    with scripted.ScriptedLLM([]) as server, pytest.raises(LLMFailure, match="cannot be held to a cost cap"):
         _client(server, tmp_path, cap=1.0, model="unpriced-x")
 
 
@@ -171,3 +171,21 @@ def test_eval_compare_names_the_first_differing_tool_call(tmp_path):
     one_side = tool_call_diff("case", a, str(empty))
     assert one_side is not None and one_side.index is None and "one run only" in one_side.render()
     assert tool_call_diff("case", str(empty), str(empty)) is None
+
+
+def test_a_migration_state_with_an_unpriced_model_and_no_cap_gets_no_client(tmp_path, pricey):
+    """The service and `ferry pr` build their options without the CLI's check: the model's client refuses."""
+    from agent.errors import LLMFailure
+    from agent.llm.client import model_client
+    from agent.migration.options import options_for
+
+    def state(model, cap):
+        opts = options_for(source=str(tmp_path), run_command="python p.py", state_dir=str(tmp_path / "s"),
+                           llm=True, llm_model=model, llm_base_url="http://127.0.0.1:9/v1", llm_max_cost=cap)
+        return {"migration_id": "m1", "options": opts.model_dump(mode="json")}
+
+    with pytest.raises(LLMFailure, match="'nameless' has no price"):
+        model_client(state("nameless", None))
+    assert model_client(state("nameless", "none")).cfg.max_cost_usd is None
+    assert model_client(state("pricey", 2.0)).cfg.max_cost_usd == 2.0
+    assert model_client({**state("pricey", 2.0), "llm_cost_allowance_usd": 0.5}).cfg.max_cost_usd == 2.5
