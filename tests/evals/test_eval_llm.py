@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,18 @@ def test_eval_policy_llm_asks_the_configured_server_and_reports_calls_and_cost(t
     assert record["llm"]["model"] == "scripted" and record["llm"]["cost_usd"] == pytest.approx(420e-6)
     board = (out / "leaderboard.md").read_text()
     assert "cost $0.0004" in board and "| $0.0004 |" in board
+    # the case's trajectory is kept in its folder, and --compare names the first tool call that differs
+    kept = Path(result["out_dir"]) / "trajectory.jsonl"
+    assert [e["name"] for e in map(json.loads, kept.read_text().splitlines()) if e["kind"] == "tool"] == [
+        "read_file", "apply_edit", "finish"]
+    other = tmp_path / "run-b"
+    shutil.copytree(out, other)
+    (other / "results.jsonl").write_text((out / "results.jsonl").read_text().replace(str(out), str(other)))
+    moved = Path(str(result["out_dir"]).replace(str(out), str(other))) / "trajectory.jsonl"
+    moved.write_text(moved.read_text().replace('"name":"apply_edit"', '"name":"apply_diff"'))
+    cmp = subprocess.run([sys.executable, "-m", "agent.cli", "eval", "--compare", str(out), str(other), "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert cmp.returncode == 0, cmp.stdout[-2000:] + cmp.stderr[-2000:]
+    calls = json.loads(cmp.stdout)["tool_calls"]
+    assert [(c["case"], c["first_difference"], c["calls_before"]) for c in calls] == [(result["name"], 1, 3)]
+    assert calls[0]["before"].startswith("apply_edit(") and calls[0]["after"].startswith("apply_diff(")
