@@ -6,6 +6,10 @@ named (:data:`FAILURE_KINDS`), counted in :class:`Usage` and, once retries or th
 raised as :class:`LLMFailure` (``failed_llm``) or :class:`BudgetExhausted` (``failed_budget``)
 with that name in the reason. The reply is read from the raw body (JSON checked here, sizes
 capped), never trusted to the openai library's lenient parsing.
+
+Under a cost cap (``--llm-max-cost``) each request's worst-case cost is checked before it is sent
+(:mod:`agent.llm.cost`); every request, reply and failure goes to the migration's trajectory
+(:mod:`agent.llm.trajectory`) when the client has a recorder (:func:`model_client` gives it one).
 """
 
 from __future__ import annotations
