@@ -189,3 +189,15 @@ def test_a_migration_state_with_an_unpriced_model_and_no_cap_gets_no_client(tmp_
     assert model_client(state("nameless", "none")).cfg.max_cost_usd is None
     assert model_client(state("pricey", 2.0)).cfg.max_cost_usd == 2.0
     assert model_client({**state("pricey", 2.0), "llm_cost_allowance_usd": 0.5}).cfg.max_cost_usd == 2.5
+
+
+def test_the_service_approval_carries_an_amount_for_the_cost_question():
+    from pydantic import ValidationError
+
+    from agent.service.schemas import Approval
+
+    assert Approval.model_validate({"action": "approve", "amount_usd": 2.5}).amount_usd == 2.5
+    assert Approval.model_validate({"action": "approve"}).amount_usd is None
+    for bad in (0, -1, float("inf")):
+        with pytest.raises(ValidationError):
+            Approval.model_validate({"action": "approve", "amount_usd": bad})
