@@ -165,3 +165,51 @@ def test_the_same_edit_approved_under_approve_is_made_and_reported_accepted(tmp_
     if name == "deletes_the_failing_test":  # the lost test is the accepted removal's: no second question
         assert result["guard"]["tests_after"]["outcomes"] == {f"{TEST_FILE}::test_ones": "passed"}
         assert "- tests after (the migrated code on tpx): 1 collected, 1 passed" in report
+
+
+# The failing test skips itself when the program's CHECKS flag is off: a model that turns the flag off in
+# prog.py (no test module touched, nothing for the static reading) makes the tests run green by skipping it.
+FLAG_TESTS = TESTS.replace("from prog import device, table\n", "import prog\nimport pytest\nfrom prog import device, "
+                           "table\n").replace("    x = torch.ones(3, device=device)\n    torch.testing",
+                                              "    if not prog.CHECKS:\n        pytest.skip('checks are off')\n"
+                                              "    x = torch.ones(3, device=device)\n    torch.testing", 1)
+FLAG_OFF = _edit("prog.py", "CHECKS = True", "CHECKS = False")
+LOST = f"{TEST_FILE}::test_table_scales_on_the_device"
+
+
+def _flag_repo(tmp_path: Path) -> Path:
+    repo = _repo(tmp_path)
+    (repo / "prog.py").write_text(PROG.replace('device = torch.device("cuda")\n',
+                                               'device = torch.device("cuda")\nCHECKS = True\n'))
+    (repo / TEST_FILE).write_text(FLAG_TESTS)
+    return repo
+
+
+@pytest.mark.slow
+def test_a_test_that_passed_on_the_reference_and_is_skipped_after_ends_guard_refused(tmp_path: Path):
+    with scripted.ScriptedLLM(_script(FLAG_OFF)) as server:
+        res = _migrate(tmp_path, _flag_repo(tmp_path), server)
+    result = json.loads(res.stdout)
+    assert result["status"] == "guard_refused" and res.returncode == 4, result["summary"]
+    assert f"GRD007 test_lost at {TEST_FILE}: {LOST} passed on the reference and ends skipped" in result["summary"]
+    assert [(e["decision"], e["rule"]) for e in result["guard"]["events"]] == [("refused", "GRD007")]
+    assert result["guard"]["tests_before"]["outcomes"][LOST] == "passed"
+    assert result["guard"]["tests_after"]["outcomes"][LOST] == "skipped"
+    tests_steps = [s["summary"] for s in result["steps"] if s["node"] == "tests"]
+    assert tests_steps[-1].startswith("guard_refused: GRD007@")
+
+
+@pytest.mark.slow
+def test_a_lost_test_is_asked_about_under_approve_and_accepted(tmp_path: Path):
+    with scripted.ScriptedLLM(_script(FLAG_OFF)) as server:
+        first = json.loads(_migrate(tmp_path, _flag_repo(tmp_path), server, "--approve").stdout)
+        assert [q["type"] for q in first["interrupts"]] == ["approve_edit"]  # the model's edit: nothing static
+        assert "guard" not in first["interrupts"][0]
+        second = json.loads(_ferry(tmp_path, "resume", "g30", "--approve").stdout)
+        (q,) = second["interrupts"]
+        assert q["type"] == "approve_guard" and q["rule"] == "GRD007", second
+        assert [g["test"] for g in q["guard"]] == ["test_table_scales_on_the_device"]
+        result = json.loads(_ferry(tmp_path, "resume", "g30", "--approve").stdout)
+    assert result["status"] != "guard_refused", result["summary"]
+    assert [(e["decision"], e["rule"]) for e in result["guard"]["events"]] == [("accepted", "GRD007")]
+    assert "- accepted by approval: GRD007 test_lost" in (tmp_path / "out" / "report.md").read_text()
