@@ -9,12 +9,13 @@ policy's FIX008 in a test module is recorded as the documented exception.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from langgraph.types import interrupt
 
 from agent.migration import adapters
-from agent.migration.budget import ensure_time_for, run_timeout
+from agent.migration.budget import has_time_for, run_timeout
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, source_of
 from agent.migration.records import GuardEvent, RunRecord, tests_of
 from agent.migration.runs import finished
@@ -31,6 +32,8 @@ from tools.guard.models import RULES, FileEdit, GuardFinding, GuardNote, GuardRe
 from tools.guard.outcomes import lost_tests
 from tools.guard.static import check_patch
 from tools.runner.models import RunResult
+
+logger = logging.getLogger(__name__)
 
 REFERENCE_TESTS = "reference-tests"
 
@@ -79,13 +82,16 @@ def ask(findings: list[GuardFinding], what: str, diff: str = "") -> bool:
     return dict(answer or {}).get("action") == "approve"
 
 
-def _run_reference_tests(state: MigrationState) -> RunResult:
+def _run_reference_tests(state: MigrationState) -> RunResult | None:
+    """The reference tests' run (a finished one is taken from its artefacts); None when the wall-time budget
+    has no room for it (the guard then has no reference to hold the tests to, and says so)."""
     opts = options_of(state)
     adir = artifacts_dir(state, REFERENCE_TESTS)
     done = finished(adir)
     if done is not None:
         return done
-    ensure_time_for(state, "reference_tests", "the tests on the original code (the test guard's reference)")
+    if not has_time_for(state, "reference_tests"):
+        return None
     return adapters.run(source_of(state), opts.test_command or "", device="cpu", redirect_cuda="cpu", probe=False,
                         profile=False, timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=adir,
                         disk_limit_bytes=opts.disk_limit_bytes, environment=adapters.RunEnvironment.of(opts))
@@ -97,6 +103,9 @@ def reference_tests(state: MigrationState) -> Update:
     if reference_tests_of(state) is not None or not options_of(state).test_command:
         return {}
     run = _run_reference_tests(state)
+    if run is None:
+        logger.info("no time left in --max-wall for the tests on the original: the test guard has no reference")
+        return {}
     snap = TestsSnapshot.of(tests_of(run), run.status)
     return {"reference_tests": dump(snap), "runs": [dump(RunRecord.of("reference_tests", run))]}
 
