@@ -28,6 +28,7 @@ __all__ = [
     "Edit",
     "EditKind",
     "EditSummary",
+    "GuardDecision",
     "GuardEvent",
     "GuardOutcome",
     "LLMUsage",
@@ -320,12 +321,15 @@ class CpuCheck(BaseModel):
     rejected_edit: str | None = None
 
 
+GuardDecision = Literal["refused", "accepted", "exception"]
+
+
 class GuardEvent(BaseModel):
     """What the test guard (``tools.guard``, docs/guard.md) decided of one finding or exception: ``refused``
     (the migration ended ``guard_refused``), ``accepted`` (the user approved that rule at that site) or
     ``exception`` (the policy's tpx-only precision edit in a test module, let through as documented)."""
 
-    decision: Literal["refused", "accepted", "exception"]
+    decision: GuardDecision
     rule: str
     name: str = ""
     site: str

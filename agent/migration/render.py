@@ -14,6 +14,7 @@ import re
 from agent.migration.records import (
     Edit,
     EditSummary,
+    GuardDecision,
     GuardOutcome,
     LLMUsage,
     MigrationRecord,
@@ -148,7 +149,8 @@ def guard_section(state: State, link: bool = True) -> list[str]:
     else:
         lines.append(f"- tests before (the original, CUDA on CPU): {before.line() if before else 'not run'}")
         lines.append(f"- tests after (the migrated code on tpx): {after.line() if after else 'not run'}")
-    said = {"refused": "refused", "accepted": "accepted by approval", "exception": "documented exception"}
+    said: dict[GuardDecision, str] = {"refused": "refused", "accepted": "accepted by approval",
+                                      "exception": "documented exception"}
     for event in guard.events:
         lines.append(f"- {said[event.decision]}: {md_inline(event.line(), keep_code=True)}"
                      + (f" ({event.step})" if event.step else ""))

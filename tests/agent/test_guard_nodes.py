@@ -57,3 +57,34 @@ def test_a_lost_test_an_approval_explains_is_not_a_finding_again(tmp_path: Path)
     collection = dump(GuardEvent(decision="accepted", rule="GRD006", site="conftest.py:1", detail="changed"))
     assert guard.dynamic_check({**base, "guard": [collection]}, after) == []
     assert guard.dynamic_check(_state(tmp_path), after) == []  # no reference: nothing to hold them to
+
+
+MATMUL_TEST = '''import torch
+
+
+def test_two_matmul_orders_agree():
+    g = torch.Generator().manual_seed(0)
+    a, b, c = (torch.randn(32, 32, generator=g) for _ in range(3))
+    torch.testing.assert_close((a @ b) @ c, a @ (b @ c), rtol=1e-4, atol=1e-4)
+'''
+
+
+def test_the_policys_precision_fix_in_a_test_module_is_the_documented_exception(tmp_path: Path):
+    from agent.policy import Proposal, propose
+    from agent.policy.base import Diagnosis, FixContext, UserFrame
+
+    state = _state(tmp_path)
+    repo = Path(state["options"]["source"])
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_mm.py").write_text(MATMUL_TEST)
+    message = ("Tensor-likes are not close!\n\nMismatched elements: 14 / 16 (87.5%)\n"
+               "Greatest absolute difference: 0.00043 at index (1, 0) (up to 1e-05 allowed)\n"
+               "Greatest relative difference: 0.0038 at index (3, 1) (up to 0.0001 allowed)")
+    diag = Diagnosis(phase="test", kind="other", exc_type="AssertionError", message=message,
+                     frames=[UserFrame(file="tests/test_mm.py", line=7, function="test_two_matmul_orders_agree")])
+    proposal = propose(diag, FixContext(source=repo, known_files=["tests/test_mm.py"]))
+    assert isinstance(proposal, Proposal) and proposal.rule == "test_tolerance_matmul_precision"
+    found = guard.static_check(state, proposal.files)
+    assert found.findings == []
+    assert [(n.rule, n.file) for n in found.notes] == [("FIX008", "tests/test_mm.py")]
+    assert guard.event(found.notes[0], "exception", "fix-1")["decision"] == "exception"

@@ -17,7 +17,7 @@ from langgraph.types import interrupt
 from agent.migration import adapters
 from agent.migration.budget import has_time_for, run_timeout
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, source_of
-from agent.migration.records import GuardEvent, RunRecord, tests_of
+from agent.migration.records import GuardDecision, GuardEvent, RunRecord, tests_of
 from agent.migration.runs import finished
 from agent.migration.state import (
     MigrationState,
@@ -49,14 +49,14 @@ def static_check(state: MigrationState, files: dict[str, str]) -> GuardResult:
     return check_patch(GuardRequest(files=edits, passed_on_reference=passed))
 
 
-def event(finding: GuardFinding | GuardNote, decision: str, step: str) -> dict[str, Any]:
+def event(finding: GuardFinding | GuardNote, decision: GuardDecision, step: str) -> dict[str, Any]:
+    """A decision of the guard as the state stores it (a note is always the documented exception)."""
     if isinstance(finding, GuardNote):
         site = f"{finding.file}:{finding.line}" if finding.line is not None else finding.file
-        return dump(GuardEvent(decision="exception", rule=finding.rule, name="documented exception", site=site,
+        return dump(GuardEvent(decision="exception", rule=finding.rule, site=site,
                                detail=finding.detail, step=step))
-    return dump(GuardEvent(decision=decision,  # type: ignore[arg-type]
-                           rule=finding.rule, name=RULES[finding.rule][0], site=finding.site, test=finding.test,
-                           detail=finding.detail, step=step))
+    return dump(GuardEvent(decision=decision, rule=finding.rule, name=RULES[finding.rule][0], site=finding.site,
+                           test=finding.test, detail=finding.detail, step=step))
 
 
 def refused(findings: list[GuardFinding], step: str, what: str) -> Update:
