@@ -149,6 +149,10 @@ def guard_section(state: State, link: bool = True) -> list[str]:
     else:
         lines.append(f"- tests before (the original, CUDA on CPU): {before.line() if before else 'not run'}")
         lines.append(f"- tests after (the migrated code on tpx): {after.line() if after else 'not run'}")
+        why = next((s.coverage_error for s in (before, after) if s is not None and s.coverage_error), None)
+        if why:  # asked for (--coverage, or the repository's configuration) and not measured
+            lines.append(f"- line coverage: not measured: {md_inline(why, keep_code=True)} (Ferry installs nothing "
+                         "into the runs' interpreter)")
     said: dict[GuardDecision, str] = {"refused": "refused", "accepted": "accepted by approval",
                                       "exception": "documented exception"}
     for event in guard.events:

@@ -213,3 +213,56 @@ def test_a_lost_test_is_asked_about_under_approve_and_accepted(tmp_path: Path):
     assert result["status"] != "guard_refused", result["summary"]
     assert [(e["decision"], e["rule"]) for e in result["guard"]["events"]] == [("accepted", "GRD007")]
     assert "- accepted by approval: GRD007 test_lost" in (tmp_path / "out" / "report.md").read_text()
+
+
+# The user's coverage.py, played by a stand-in vendored in the repository and put on the runs' PYTHONPATH
+# (--env): it reports the figure coverage_figure.txt holds, so a model's edit can lower it.
+FAKE_COVERAGE = '''import os
+
+
+class Coverage:
+    def __init__(self, data_file=None, source=None, omit=None, config_file=True):
+        self.root = source[0]
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def report(self, file=None, ignore_errors=False):
+        with open(os.path.join(self.root, "coverage_figure.txt")) as fh:
+            return float(fh.read())
+'''
+FIX_THE_TABLE = _edit("prog.py", 'torch.full((3,), 2.0)}', 'torch.full((3,), 2.0, device=device)}')
+
+
+@pytest.mark.slow
+def test_coverage_asked_for_without_coverage_py_is_reported_not_measured(tmp_path: Path):
+    with scripted.ScriptedLLM(_script(WEAKENINGS["widens_atol_to_1"][0])) as server:
+        result = json.loads(_migrate(tmp_path, _repo(tmp_path), server, "--coverage").stdout)
+    assert result["guard"]["tests_before"]["coverage"] is None
+    assert "not installed" in result["guard"]["tests_before"]["coverage_error"]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert ("- line coverage: not measured: coverage.py is not installed in the interpreter the tests run with "
+            "(Ferry installs nothing into the runs' interpreter)") in report
+
+
+@pytest.mark.slow
+def test_a_fix_that_lowers_coverage_past_the_margin_ends_guard_refused(tmp_path: Path):
+    repo = _repo(tmp_path)
+    (repo / "vendor" / "coverage").mkdir(parents=True)
+    (repo / "vendor" / "coverage" / "__init__.py").write_text(FAKE_COVERAGE)
+    (repo / "coverage_figure.txt").write_text("80.0\n")
+    (repo / ".coveragerc").write_text("[run]\nbranch = False\n")  # the repository configures coverage: measured
+    script = [FIX_THE_TABLE, _edit("coverage_figure.txt", "80.0", "61.0"),
+              scripted.reply(scripted.tool_call("finish", {"summary": "table on the device"}, "c3"))]
+    with scripted.ScriptedLLM(script) as server:
+        res = _migrate(tmp_path, repo, server, "--env", "PYTHONPATH=vendor")
+    result = json.loads(res.stdout)
+    assert (result["guard"]["tests_before"]["coverage"], result["guard"]["tests_after"]["coverage"]) == (80.0, 61.0)
+    assert result["status"] == "guard_refused" and res.returncode == 4, result["summary"]
+    summary = result["summary"]
+    assert "GRD008 coverage_lowered" in summary and "from 80.0% on the reference to 61.0%" in summary
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "- tests before (the original, CUDA on CPU): 2 collected, 2 passed; line coverage 80.0%" in report

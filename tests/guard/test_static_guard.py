@@ -136,3 +136,19 @@ def test_a_test_that_passed_on_the_reference_and_is_lost_after_is_found():
                               Ran(nodeid="t.py::b", outcome="skipped")])
     assert [(f.rule, f.test) for f in lost_tests(before, after)] == [("GRD007", "b"), ("GRD007", "d")]
     assert before.line() == "4 collected, 3 passed, 1 failed"
+
+
+def test_a_coverage_drop_past_the_margin_is_found_and_a_small_one_is_not(tmp_path):
+    from tools.guard.outcomes import coverage_drop, read_coverage
+
+    before = TestsSnapshot(coverage=80.0)
+    assert coverage_drop(before, TestsSnapshot(coverage=75.5)) is None  # 4.5 points: within the 5-point margin
+    drop = coverage_drop(before, TestsSnapshot(coverage=74.0))
+    assert drop is not None and drop.rule == "GRD008" and "from 80.0% on the reference to 74.0%" in drop.detail
+    assert coverage_drop(before, TestsSnapshot(coverage_error="not installed")) is None  # not measured: no verdict
+    (tmp_path / "collected").mkdir()
+    assert read_coverage(tmp_path)[0] is None and "wrote no coverage report" in str(read_coverage(tmp_path)[1])
+    (tmp_path / "collected" / "coverage.json").write_text('{"percent": 61.5}')
+    assert read_coverage(tmp_path) == (61.5, None)
+    (tmp_path / "collected" / "coverage.json").write_text('{"error": "coverage.py is not installed"}')
+    assert read_coverage(tmp_path) == (None, "coverage.py is not installed")

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from tools.trace.models import Outcome, TestOutcome
 
 #: one id per kind of weakening; stable (reports, approvals and evals name them)
-GuardRuleId = Literal["GRD001", "GRD002", "GRD003", "GRD004", "GRD005", "GRD006", "GRD007"]
+GuardRuleId = Literal["GRD001", "GRD002", "GRD003", "GRD004", "GRD005", "GRD006", "GRD007", "GRD008"]
 
 #: rule id -> (short name, what it refuses)
 RULES: dict[str, tuple[str, str]] = {
@@ -21,7 +21,11 @@ RULES: dict[str, tuple[str, str]] = {
     "GRD005": ("exception_swallowed", "an assertion is wrapped in try/except that catches and does not re-raise"),
     "GRD006": ("collection_changed", "conftest.py or a pytest configuration section changes what pytest collects"),
     "GRD007": ("test_lost", "a test that passed on the reference is missing or not passing after the migration"),
+    "GRD008": ("coverage_lowered", "line coverage of the repository's code drops by more than the margin"),
 }
+
+#: how many points of line coverage the migrated code's tests may lose against the original's before GRD008
+COVERAGE_MARGIN = 5.0
 
 
 class FileEdit(BaseModel):
@@ -88,6 +92,9 @@ class TestsSnapshot(BaseModel):
 
     outcomes: dict[str, Outcome] = Field(default_factory=dict)
     run_status: str = ""
+    coverage: float | None = Field(default=None, description="line coverage of the repository's code, percent "
+                                                             "(None: not measured)")
+    coverage_error: str | None = Field(default=None, description="why coverage was asked for and not measured")
 
     @classmethod
     def of(cls, tests: list[TestOutcome], run_status: str = "") -> TestsSnapshot:
@@ -107,4 +114,5 @@ class TestsSnapshot(BaseModel):
     def line(self) -> str:
         """"5 collected, 4 passed, 1 skipped"."""
         rest = ", ".join(f"{self.count(k)} {k}" for k in ("passed", "failed", "error", "skipped") if self.count(k))
-        return f"{self.collected} collected" + (f", {rest}" if rest else "")
+        cov = f"; line coverage {self.coverage:.1f}%" if self.coverage is not None else ""
+        return f"{self.collected} collected" + (f", {rest}" if rest else "") + cov

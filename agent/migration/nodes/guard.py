@@ -10,6 +10,7 @@ policy's FIX008 in a test module is recorded as the documented exception.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from langgraph.types import interrupt
@@ -29,7 +30,7 @@ from agent.migration.state import (
 )
 from agent.migration.workspace import current_text
 from tools.guard.models import RULES, FileEdit, GuardFinding, GuardNote, GuardRequest, GuardResult, TestsSnapshot
-from tools.guard.outcomes import lost_tests
+from tools.guard.outcomes import coverage_drop, lost_tests, read_coverage
 from tools.guard.static import check_patch
 from tools.runner.models import RunResult
 
@@ -82,6 +83,31 @@ def ask(findings: list[GuardFinding], what: str, diff: str = "") -> bool:
     return dict(answer or {}).get("action") == "approve"
 
 
+_COVERAGE_CONFIG = ((".coveragerc", ""), ("pyproject.toml", "[tool.coverage"), ("setup.cfg", "[coverage:"),
+                    ("tox.ini", "[coverage:"))
+
+
+def coverage_wanted(state: MigrationState) -> bool:
+    """Whether the tests runs measure line coverage: ``--coverage``, or the repository configures coverage
+    (a .coveragerc, ``[tool.coverage.*]`` in pyproject.toml, ``[coverage:*]`` in setup.cfg or tox.ini)."""
+    if options_of(state).coverage:
+        return True
+    source = source_of(state)
+    for name, section in _COVERAGE_CONFIG:
+        text = current_text(source, {}, name)
+        if text is not None and section in text:
+            return True
+    return False
+
+
+def snapshot(run: RunResult, adir: Path, coverage: bool) -> TestsSnapshot:
+    """The tests a run collected and how each ended, with its line coverage where it was asked to measure it."""
+    snap = TestsSnapshot.of(tests_of(run), run.status)
+    if coverage:
+        snap.coverage, snap.coverage_error = read_coverage(adir)
+    return snap
+
+
 def _run_reference_tests(state: MigrationState) -> RunResult | None:
     """The reference tests' run (a finished one is taken from its artefacts); None when the wall-time budget
     has no room for it (the guard then has no reference to hold the tests to, and says so)."""
@@ -94,7 +120,8 @@ def _run_reference_tests(state: MigrationState) -> RunResult | None:
         return None
     return adapters.run(source_of(state), opts.test_command or "", device="cpu", redirect_cuda="cpu", probe=False,
                         profile=False, timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=adir,
-                        disk_limit_bytes=opts.disk_limit_bytes, environment=adapters.RunEnvironment.of(opts))
+                        disk_limit_bytes=opts.disk_limit_bytes, environment=adapters.RunEnvironment.of(opts),
+                        coverage=coverage_wanted(state))
 
 
 def reference_tests(state: MigrationState) -> Update:
@@ -106,7 +133,7 @@ def reference_tests(state: MigrationState) -> Update:
     if run is None:
         logger.info("no time left in --max-wall for the tests on the original: the test guard has no reference")
         return {}
-    snap = TestsSnapshot.of(tests_of(run), run.status)
+    snap = snapshot(run, artifacts_dir(state, REFERENCE_TESTS), coverage_wanted(state))
     return {"reference_tests": dump(snap), "runs": [dump(RunRecord.of("reference_tests", run))]}
 
 
@@ -129,4 +156,8 @@ def dynamic_check(state: MigrationState, after: TestsSnapshot) -> list[GuardFind
     if before is None:
         return []
     accepted = [e for e in guard_events_of(state) if e.decision == "accepted"]
-    return [f for f in lost_tests(before, after) if not _accepted_for(f, accepted)]
+    found = [f for f in lost_tests(before, after) if not _accepted_for(f, accepted)]
+    drop = coverage_drop(before, after)
+    if drop is not None and not any(e.rule == "GRD008" for e in accepted):
+        found.append(drop)
+    return found

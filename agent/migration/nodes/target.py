@@ -20,7 +20,7 @@ from agent.migration.budget import ensure_time_for, has_time_for, run_timeout
 from agent.migration.nodes import guard
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, step
 from agent.migration.nodes.cpu_check import cpu_check_key, cpu_check_label, run_cpu_check
-from agent.migration.records import RunRecord, tests_of
+from agent.migration.records import RunRecord
 from agent.migration.runs import RunScheduler, finished
 from agent.migration.state import (
     MigrationState,
@@ -32,7 +32,6 @@ from agent.migration.state import (
     prepared_target_of,
 )
 from agent.migration.workspace import code_digest, round_label
-from tools.guard.models import TestsSnapshot
 from tools.runner.models import RunResult
 
 
@@ -89,7 +88,7 @@ def _run_tests(state: MigrationState, ws: Path, adir: Path, cancel: threading.Ev
     opts = options_of(state)
     return adapters.run(ws, opts.test_command or "", device="tpx", redirect_cuda=None, probe=False, profile=False,
                        timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=adir, cancel=cancel,
-                       disk_limit_bytes=opts.disk_limit_bytes)
+                       disk_limit_bytes=opts.disk_limit_bytes, coverage=guard.coverage_wanted(state))
 
 
 @step("target_run")
@@ -158,7 +157,7 @@ def tests(state: MigrationState, runs: RunScheduler) -> Update:
         ensure_time_for(state, "tests", "the tests run")
         run = _run_tests(state, ws, adir, None)
     before = guard.reference_tests(state)  # the test guard's reference: the same command on the original
-    after = TestsSnapshot.of(tests_of(run), run.status)
+    after = guard.snapshot(run, adir, guard.coverage_wanted(state))
     update: Update = {**before, "last_run": dump(run), "last_phase": "test", "tests_after": dump(after),
                       "runs": [*before.get("runs", []), dump(RunRecord.of("tests", run))]}
     update[SUMMARY] = (f"tests pass in {run.duration_s:.1f}s{where}" if run.ok
