@@ -160,8 +160,14 @@ def _decide(msg: str, facts: SessionFacts) -> Reply | None:
         return Reply(intent=choice, text=f"There is nothing to {choice}: the session is {_state_words(facts)}, not "
                                          "waiting for an approval.")
     asked = "; ".join(f"{q.get('rule', '?')} at {q.get('site') or '?'}" for q in facts.interrupts) or "the pending edit"
-    done = ("Approved: {} is applied and verified by the next run." if choice == "approve"
-            else "Rejected: {} is not applied (the migration ends rejected).").format(asked)
+    guard = any(q.get("type") == "approve_guard" for q in facts.interrupts)  # a test lost in the tests run
+    if guard:
+        done = ("Approved: the test guard's {} is accepted and recorded as such." if choice == "approve"
+                else "Rejected: the test guard's refusal of {} stands (the migration ends guard_refused).")
+    else:
+        done = ("Approved: {} is applied and verified by the next run." if choice == "approve"
+                else "Rejected: {} is not applied (the migration ends rejected).")
+    done = done.format(asked)
     return Reply(intent=choice, action=Decide(action=choice), text=done)
 
 

@@ -32,6 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--approve", action="store_true",
                         help="ask before applying any edit that is not a catalogue codemod")
     parser.add_argument("--apply", action="store_true", help="apply the patch to PATH after a successful migration")
+    parser.add_argument("--coverage", action="store_true",
+                        help="measure line coverage of the repository's code in the tests before and after, with the "
+                             "coverage.py of the runs' interpreter (on by itself where the repository configures "
+                             "coverage); a drop past 5 points is refused like a weakened test (docs/guard.md)")
     add_rewrite_arguments(parser)
     parser.add_argument("--max-iterations", type=numbers.positive_int, default=8,
                         help="fix/verify rounds before failed_budget (default 8)")
@@ -176,6 +180,7 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
         llm_limits=limits,
         llm_model=model, llm_base_url=args.llm_base_url,
         python=own.python, env=own.env, cwd=own.cwd, llm_max_cost=max_cost,
+        coverage=bool(getattr(args, "coverage", False)),
     )
 
 

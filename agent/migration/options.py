@@ -56,6 +56,9 @@ class MigrationOptions(BaseModel):
     python: str | None = Field(default=None, description="the runs' interpreter (None: Ferry's own)")
     env: dict[str, str] = Field(default_factory=dict, description="the user's own variables for every run")
     cwd: str | None = Field(default=None, description="where every run starts, relative to the repository")
+    coverage: bool = Field(default=False, description=(
+        "measure line coverage in the tests before and after (also where the repository configures coverage; "
+        "the test guard, docs/guard.md)"))
 
     @model_validator(mode="before")
     @classmethod
@@ -78,7 +81,7 @@ def options_for(*, source: str, run_command: str, state_dir: str, test_command: 
                 disk_limit_bytes: int | None = None, llm_limits: LLMLimits | None = None,
                 llm_model: str | None = None, llm_base_url: str | None = None, python: str | None = None,
                 env: Mapping[str, str] | None = None, cwd: str | None = None,
-                llm_max_cost: float | Literal["none"] | None = None) -> MigrationOptions:
+                llm_max_cost: float | Literal["none"] | None = None, coverage: bool = False) -> MigrationOptions:
     """The options of a new migration, every caller's: what it was not given gets the same default.
 
     ``llm``: None uses the model when the environment names one (``agent.settings``: ``settings().llm.configured()``);
@@ -90,7 +93,7 @@ def options_for(*, source: str, run_command: str, state_dir: str, test_command: 
         device=device, skip_rules=list(skip_rules), max_iterations=max_iterations, run_timeout_s=run_timeout_s,
         max_wall_s=max_wall_s, seed=seed, disk_limit_bytes=disk_limit_bytes,
         llm_limits=resolve_limits({}) if llm_limits is None else llm_limits, llm_model=llm_model,
-        llm_base_url=llm_base_url, python=python, env=dict(env or {}), cwd=cwd,
+        llm_base_url=llm_base_url, python=python, env=dict(env or {}), cwd=cwd, coverage=coverage,
         llm_max_cost=env_max_cost() if llm_max_cost is None else llm_max_cost)
 
 

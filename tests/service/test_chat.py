@@ -197,6 +197,18 @@ def test_approve_and_reject_only_while_waiting(edits):
     assert nothing.intent == "approve" and nothing.action is None and "nothing to approve" in nothing.text
 
 
+def test_a_guard_question_says_what_approving_and_rejecting_it_mean(edits):
+    """Issue 30: a test lost in the tests run (the test guard's GRD007) is asked as its own question; approving
+    accepts it, rejecting lets the guard's refusal stand (guard_refused), not the edit's `rejected`."""
+    question = {"type": "approve_guard", "rule": "GRD007", "site": "tests/test_a.py", "reason": "a test is lost"}
+    waiting = facts(edits, state="waiting_for_approval", interrupts=[question])
+    ok = reply("approve", waiting)
+    assert ok.action == Decide(action="approve") and ok.text == (
+        "Approved: the test guard's GRD007 at tests/test_a.py is accepted and recorded as such.")
+    no = reply("reject", waiting)
+    assert no.action == Decide(action="reject") and "guard_refused" in no.text and "ends rejected" not in no.text
+
+
 def test_status_and_help(edits):
     for text in ("status", "what are you doing?"):
         r = reply(text, facts(edits, state="running"))

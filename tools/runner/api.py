@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 TAIL_CHARS = 20_000
 STACKS_DIR = "stacks"  # ARTIFACTS/child/stacks: the run's processes' stack dumps (sandbox.teardown)
 COLLECTED_DIR = "collected"  # ARTIFACTS/collected: the host-owned copy of what the run left in child/
+COVERAGE_FILE = "coverage.json"  # a RunRequest(coverage=True)'s report, under COLLECTED_DIR
 ARTIFACTS_MARKER = ".ferry-artifacts"  # written into every artifacts dir a run used
 REPLACED_ENTRIES = ("child", COLLECTED_DIR, "stdout.txt", "stderr.txt", "result.json")  # each run replaces these
 
@@ -321,7 +322,8 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
         raise RunnerInputError(problem)
     env = child_env(workspace=ws.path, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
                     redirect_log=redirect_log, probe_dir=probe_dir, profile_dir=profile_dir, junit_xml=junit,
-                    caller_env=req.env, user_env=req.user_env)
+                    caller_env=req.env, user_env=req.user_env,
+                    coverage_json=seen / COVERAGE_FILE if req.coverage else None)
     env.update(device_env(req.command, ws.path / (req.cwd or ""), device=req.device, redirect_cuda=req.redirect_cuda,
                           env=env))  # one device per process of a torchrun / mp.spawn job
     if teardown is not None:

@@ -120,6 +120,7 @@ def child_env(
     junit_xml: Path | None,
     caller_env: dict[str, str],
     user_env: dict[str, str] | None = None,
+    coverage_json: Path | None = None,
 ) -> dict[str, str]:
     """The child's variables: the user's own (``user_env``, checked by ``user_env_problem``; any
     refused one is a ValueError), Ferry's settings (``caller_env``, FERRY_*/TPX_* only), then the
@@ -169,4 +170,7 @@ def child_env(
     if junit_xml is not None:
         blocks = pytest_plugin_blocks(workspace)
         env["PYTEST_ADDOPTS"] = f"--junit-xml={junit_xml} -p no:cacheprovider {blocks}".rstrip()
+        if coverage_json is not None:  # tools/runner/child/_ferry_cov.py, on the child's PYTHONPATH
+            env["PYTEST_ADDOPTS"] += " -p _ferry_cov"
+            env["FERRY_COVERAGE_OUT"] = str(coverage_json)
     return env

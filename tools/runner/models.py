@@ -49,6 +49,9 @@ class RunRequest(BaseModel):
     cwd: str | None = None  # where the command starts, relative to the repository (None: its root)
     artifacts_dir: Path | None = None  # where logs, probe/profile dirs and (if kept) the workspace go
     keep_workspace: bool = False  # keep the copy that ran under artifacts_dir/workspace
+    #: a pytest run: measure line coverage of the repository's code with the run's own coverage.py (the
+    #: ``_ferry_cov`` plugin); the report lands in the collected artefacts as ``coverage.json``
+    coverage: bool = False
     isolation: Literal["auto", "bwrap", "unshare", "rlimits"] | None = None
     limits: RunLimits = Field(default_factory=RunLimits)
 

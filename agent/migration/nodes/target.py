@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import cast
 
 from agent.errors import FerryAgentError, ToolUnavailable
 from agent.migration import adapters
 from agent.migration.budget import ensure_time_for, has_time_for, run_timeout
+from agent.migration.nodes import guard
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, step
 from agent.migration.nodes.cpu_check import cpu_check_key, cpu_check_label, run_cpu_check
 from agent.migration.records import RunRecord
@@ -86,7 +88,7 @@ def _run_tests(state: MigrationState, ws: Path, adir: Path, cancel: threading.Ev
     opts = options_of(state)
     return adapters.run(ws, opts.test_command or "", device="tpx", redirect_cuda=None, probe=False, profile=False,
                        timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=adir, cancel=cancel,
-                       disk_limit_bytes=opts.disk_limit_bytes)
+                       disk_limit_bytes=opts.disk_limit_bytes, coverage=guard.coverage_wanted(state))
 
 
 @step("target_run")
@@ -154,7 +156,20 @@ def tests(state: MigrationState, runs: RunScheduler) -> Update:
     if run is None:
         ensure_time_for(state, "tests", "the tests run")
         run = _run_tests(state, ws, adir, None)
-    update: Update = {"runs": [dump(RunRecord.of("tests", run))], "last_run": dump(run), "last_phase": "test"}
+    before = guard.reference_tests(state)  # the test guard's reference: the same command on the original
+    after = guard.snapshot(run, adir, guard.coverage_wanted(state))
+    update: Update = {**before, "last_run": dump(run), "last_phase": "test", "tests_after": dump(after),
+                      "runs": [*before.get("runs", []), dump(RunRecord.of("tests", run))]}
     update[SUMMARY] = (f"tests pass in {run.duration_s:.1f}s{where}" if run.ok
                        else f"tests failed ({run.status}){where}")
-    return update
+    if not run.ok:  # a failing test is the fix loop's (diagnose); the guard judges a passing run
+        return update
+    lost = guard.dynamic_check(cast(MigrationState, {**state, **before}), after)
+    if not lost:
+        return update
+    what = f"the tests run of iteration {iteration_of(state)}"
+    if options_of(state).approve and guard.ask(lost, what):
+        update["guard"] = [guard.event(f, "accepted", _tests_label(state)) for f in lost]
+        update[SUMMARY] += f"; {len(lost)} test(s) lost against the reference, accepted by approval"
+        return update
+    return {**update, **guard.refused(lost, _tests_label(state), what)}
