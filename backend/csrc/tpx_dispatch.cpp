@@ -107,9 +107,19 @@ int64_t now_ns() {
 struct OpCounter {
   std::string full;
   std::atomic<int64_t> calls{0};
-  std::atomic<int64_t> ns{0};
+  std::atomic<int64_t> ns{0};         // time of the timed calls
+  std::atomic<int64_t> timed{0};      // calls timed (0: every call, see ns_estimate)
+  std::atomic<uint32_t> tick{0};      // which calls are timed (kTimeEvery; from the first one after a reset)
   std::atomic<int64_t> fallbacks{0};  // calls run as counted CPU fallbacks
+  // The total time of all calls: the timed calls' time scaled to every call.
+  int64_t ns_estimate() const {
+    int64_t n = ns.load(), t = timed.load(), c = calls.load();
+    return t > 0 && t < c ? static_cast<int64_t>(static_cast<double>(n) * c / t) : n;
+  }
 };
+// The generic kernel times one call in kTimeEvery (the first one included): two clock reads cost
+// as much as a small op's whole dispatch on some machines; op_stats() scales the sample up.
+constexpr int64_t kTimeEvery = 8;
 std::mutex g_counters_mu;
 std::vector<OpCounter*> g_counters;  // leaked with their kernels (kernels live as long as the process)
 
@@ -404,7 +414,8 @@ struct TpxKernel final : c10::OperatorKernel {
       return python(op, stack);
     bool fb = is_fallback();
     if (fb && !fallback_here) return python(op, stack);
-    int64_t t0 = now_ns();
+    bool timed = counter->tick.fetch_add(1, std::memory_order_relaxed) % kTimeEvery == 0;
+    int64_t t0 = timed ? now_ns() : 0;
     if (fb) record_sync(base);
     size_t nargs = op.schema().arguments().size();
     size_t first = stack->size() - nargs;
@@ -467,7 +478,10 @@ struct TpxKernel final : c10::OperatorKernel {
       v = wrap_value(v, a, f64_ok, index, counter->full);
     }
     counter->calls.fetch_add(1, std::memory_order_relaxed);
-    counter->ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    if (timed) {
+      counter->ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+      counter->timed.fetch_add(1, std::memory_order_relaxed);
+    }
     if (fb) counter->fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
 };
@@ -818,7 +832,7 @@ void register_dispatch_bindings(py::module& m) {
     std::lock_guard<std::mutex> lock(g_counters_mu);
     for (auto* c : g_counters) {
       int64_t calls = c->calls.load();
-      if (calls) out.emplace_back(c->full, calls, c->ns.load(), c->fallbacks.load());
+      if (calls) out.emplace_back(c->full, calls, c->ns_estimate(), c->fallbacks.load());
     }
     return out;
   }, "(op, calls, ns, cpu_fallback_calls) of the ops the C++ kernels ran");
@@ -836,6 +850,8 @@ void register_dispatch_bindings(py::module& m) {
       for (auto* c : g_counters) {
         c->calls = 0;
         c->ns = 0;
+        c->timed = 0;
+        c->tick = 0;
         c->fallbacks = 0;
       }
     }

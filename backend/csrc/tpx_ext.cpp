@@ -37,6 +37,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -285,6 +287,23 @@ void release_cpu_ref(void* ctx) {
   delete r;
 }
 
+// A tpx storage over a kernel's fresh CPU result (see from_cpu): its context is the CPU
+// StorageImpl itself, holding one reference, and the deleter names the device whose capacity the
+// bytes count against (one deleter per device index): no holder object to allocate per result.
+template <int I>
+void release_fresh(void* ctx) {
+  auto* impl = static_cast<c10::StorageImpl*>(ctx);
+  int64_t n = static_cast<int64_t>(impl->nbytes());  // fixed: the storage was made unresizable
+  c10::raw::intrusive_ptr::decref(impl);
+  account_free(n, static_cast<DeviceIndex>(I));
+}
+
+template <size_t... I>
+constexpr std::array<c10::DeleterFnPtr, sizeof...(I)> fresh_deleters(std::index_sequence<I...>) {
+  return {&release_fresh<static_cast<int>(I)>...};
+}
+constexpr auto kFreshDeleters = fresh_deleters(std::make_index_sequence<kMaxDevices>{});
+
 at::Tensor make_like(c10::Storage storage, c10::DispatchKey key, const at::Tensor& meta_src) {
   auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
                                                       meta_src.dtype());
@@ -356,9 +375,8 @@ at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh) {
     int64_t n = static_cast<int64_t>(impl->nbytes());
     account_alloc(n, dev_index);
     impl->set_resizable(false);
-    c10::DataPtr tdp(impl->mutable_data(),
-                     new CpuRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl), n, dev_index, false},
-                     &release_cpu_ref, c10::Device(kTpx, dev_index));
+    c10::raw::intrusive_ptr::incref(impl);  // (account_alloc checked dev_index)
+    c10::DataPtr tdp(impl->mutable_data(), impl, kFreshDeleters[dev_index], c10::Device(kTpx, dev_index));
     dev = c10::Storage(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(tdp), &g_allocator, true);
   } else {
     std::lock_guard<std::mutex> lock(g_wrap_mu);
