@@ -248,7 +248,7 @@ def test_counter_mode_dropout_in_cpp_leaves_the_cpu_stream_alone(fresh_stats: An
     host = torch.get_rng_state()
     x = torch.ones(32, 8, device=DEV, requires_grad=True)
     y = torch.nn.functional.dropout(x, 0.5)
-    assert torch.equal(torch.get_rng_state(), host)  # the CPU default generator ran another stream, then got its own back
+    assert torch.equal(torch.get_rng_state(), host)  # it ran another stream, then got its own back
     assert torch.tpx.get_rng_state().view(torch.int64).tolist() == [99, 656]
     torch.tpx.set_rng_state(state)
     again = torch.nn.functional.dropout(x, 0.5)
