@@ -8,12 +8,18 @@
 // tpx tensors (in-place ops), other CPU results become tpx tensors over the same memory, and a
 // float64 result is refused. Calls and time are counted per op (read by backend/stats.py).
 //
+// Random ops (a Generator argument, or native_dropout) draw from tpx's generators here with
+// backend/rng.py's protocol: the op's tpx generator (its own or its device's default one) names
+// the CPU generator the CPU kernel runs on, and its offset moves by the op's element count.
+//
 // Python keeps the special cases (reached through the PrivateUse3 key, see TpxKernel::python):
-// data-dependent-shape ops (counted CPU fallbacks / strict mode), syncs (item),
-// random ops (a Generator argument, or native_dropout: they draw from tpx's generators,
-// backend/rng.py), and any call while the profiler runs (it labels the op "tpx::<name>").
+// data-dependent-shape ops on their first call (the warning) and in strict mode, syncs (item),
+// random ops under TPX_RNG=host (parity's side runs), and any call while the profiler runs (it
+// labels the op "tpx::<name>").
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/util/SmallVector.h>
@@ -26,6 +32,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -39,6 +46,10 @@ at::Tensor from_cpu(const at::Tensor& c, int64_t index);
 // fresh: ``c`` is a kernel's own CPU result, dropped by the caller right after
 at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh);
 bool float64_allowed();
+// the generator protocol (tpx_ext.cpp, as backend/rng.py's acquire/advance)
+bool rng_host_stream();
+std::optional<at::Generator> rng_acquire(const at::Generator& g);
+void rng_advance(const at::Generator& g, uint64_t increment);
 
 namespace {
 
@@ -96,9 +107,19 @@ int64_t now_ns() {
 struct OpCounter {
   std::string full;
   std::atomic<int64_t> calls{0};
-  std::atomic<int64_t> ns{0};
+  std::atomic<int64_t> ns{0};         // time of the timed calls
+  std::atomic<int64_t> timed{0};      // calls timed (0: every call, see ns_estimate)
+  std::atomic<uint32_t> tick{0};      // which calls are timed (kTimeEvery; from the first one after a reset)
   std::atomic<int64_t> fallbacks{0};  // calls run as counted CPU fallbacks
+  // The total time of all calls: the timed calls' time scaled to every call.
+  int64_t ns_estimate() const {
+    int64_t n = ns.load(), t = timed.load(), c = calls.load();
+    return t > 0 && t < c ? static_cast<int64_t>(static_cast<double>(n) * c / t) : n;
+  }
 };
+// The generic kernel times one call in kTimeEvery (the first one included): two clock reads cost
+// as much as a small op's whole dispatch on some machines; op_stats() scales the sample up.
+constexpr int64_t kTimeEvery = 8;
 std::mutex g_counters_mu;
 std::vector<OpCounter*> g_counters;  // leaked with their kernels (kernels live as long as the process)
 
@@ -279,9 +300,55 @@ void sync_out_args(const Args& a) {
   }
 }
 
+// The largest element count among an op's results (how far a random op moves its generator).
+int64_t largest_numel(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().defined() ? v.toTensor().numel() : 0;
+  int64_t n = 0;
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList().vec()) n = std::max(n, t.defined() ? t.numel() : int64_t(0));
+  } else if (v.isTuple()) {
+    for (const auto& e : v.toTupleRef().elements()) n = std::max(n, largest_numel(e));
+  }
+  return n;
+}
+
+uint64_t rng_increment(int64_t numel) { return static_cast<uint64_t>((std::max<int64_t>(numel, 1) + 3) / 4 * 4); }
+
+// For an op that draws from the CPU default generator itself (native_dropout): that generator
+// runs ``cpu``'s stream for the call and gets its own state back afterwards (rng.host_stream).
+struct HostStream {
+  at::Generator host, cpu;
+  at::Tensor saved;
+  explicit HostStream(at::Generator c) : host(at::detail::getDefaultCPUGenerator()), cpu(std::move(c)) {
+    at::Tensor st;
+    {
+      std::lock_guard<std::mutex> lock(cpu.mutex());
+      st = cpu.get_state();
+    }
+    std::lock_guard<std::mutex> lock(host.mutex());
+    saved = host.get_state();
+    host.set_state(st);
+  }
+  ~HostStream() {
+    try {
+      at::Tensor st;
+      {
+        std::lock_guard<std::mutex> lock(host.mutex());
+        st = host.get_state();
+        host.set_state(saved);
+      }
+      std::lock_guard<std::mutex> lock(cpu.mutex());
+      cpu.set_state(st);
+    } catch (...) {
+    }
+  }
+};
+
 struct TpxKernel final : c10::OperatorKernel {
   std::atomic<bool> ready{false};
-  bool python_only = false;  // syncs (item), random ops: always Python
+  bool python_only = false;  // syncs (item): always Python
+  int rng_arg = -1;          // a random op's Generator argument (-1: none)
+  bool host_rng = false;     // a random op that draws from the CPU default generator itself
   bool mutable_out = false;  // out= and in-place view ops
   bool fallback = false;     // a data-dependent-shape op (config): Python
   int epoch = 0;
@@ -297,11 +364,13 @@ struct TpxKernel final : c10::OperatorKernel {
     mutable_out = op.hasTag(at::Tag::inplace_view);
     for (const auto& arg : schema.arguments())
       if (arg.alias_info() && arg.alias_info()->isWrite() && arg.kwarg_only()) mutable_out = true;
-    python_only = base == "_local_scalar_dense" || base == "item" || base == "native_dropout";
-    for (const auto& arg : schema.arguments()) {
-      auto t = arg.type();
+    python_only = base == "_local_scalar_dense" || base == "item";
+    host_rng = base == "native_dropout";  // rng.HOST_RNG_OPS
+    const auto& args = schema.arguments();
+    for (size_t i = 0; i < args.size(); ++i) {
+      auto t = args[i].type();
       if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
-      if (t->kind() == c10::TypeKind::GeneratorType) python_only = true;  // draws from a tpx generator
+      if (t->kind() == c10::TypeKind::GeneratorType) rng_arg = static_cast<int>(i);  // draws from a tpx generator
     }
     mixed_ok = mixed_ok_ops().count(base) > 0;
     matmul = matmul_operands(base);
@@ -340,10 +409,13 @@ struct TpxKernel final : c10::OperatorKernel {
       std::lock_guard<std::mutex> lock(init_mu);
       if (!ready) init(op);
     }
-    if (python_only || torch::profiler::impl::profilerEnabled()) return python(op, stack);
+    bool random = rng_arg >= 0 || host_rng;
+    if (python_only || torch::profiler::impl::profilerEnabled() || (random && rng_host_stream()))
+      return python(op, stack);
     bool fb = is_fallback();
     if (fb && !fallback_here) return python(op, stack);
-    int64_t t0 = now_ns();
+    bool timed = counter->tick.fetch_add(1, std::memory_order_relaxed) % kTimeEvery == 0;
+    int64_t t0 = timed ? now_ns() : 0;
     if (fb) record_sync(base);
     size_t nargs = op.schema().arguments().size();
     size_t first = stack->size() - nargs;
@@ -363,24 +435,53 @@ struct TpxKernel final : c10::OperatorKernel {
           v = v.toTensor().to(at::kBFloat16).to(at::kFloat);
       }
     }
+    // A random op: the tpx generator it draws from (its own, or the default one of its device; a
+    // CPU generator argument is the CPU kernel's as it is) and the CPU generator it runs on.
+    at::Generator gen;
+    std::optional<at::Generator> cpu_gen;
+    if (random) {
+      c10::IValue* garg = rng_arg >= 0 ? &(*stack)[first + rng_arg] : nullptr;
+      if (garg == nullptr || garg->isNone()) {
+        gen = at::detail::getPrivateUse1Hooks().getDefaultGenerator(
+            static_cast<c10::DeviceIndex>(a.tpx_index >= 0 ? a.tpx_index : -1));
+      } else if (garg->isGenerator() && garg->toGenerator().device().type() == kTpx) {
+        gen = garg->toGenerator();
+      }
+      if (gen.defined()) {
+        cpu_gen = rng_acquire(gen);
+        if (garg != nullptr) *garg = cpu_gen.has_value() ? c10::IValue(*cpu_gen) : c10::IValue();
+      }
+    }
     // Every tensor is now a plain strided CPU tensor: straight to the CPU kernel (the dispatch
     // table's CPU entry, a composite kernel for the ops without a CPU one), without recomputing
     // the dispatch keys or running the profiler hooks a second time.
-    if (a.full_dispatch || a.aliases.empty())
-      op.callBoxed(stack);
-    else
-      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    {
+      std::optional<HostStream> host;
+      if (host_rng && cpu_gen.has_value()) host.emplace(*cpu_gen);
+      if (a.full_dispatch || a.aliases.empty())
+        op.callBoxed(stack);
+      else
+        op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    }
     if (mutable_out) sync_out_args(a);
-    bool f64_ok = float64_allowed();
-    int64_t index = a.tpx_index >= 0 ? a.tpx_index : -1;
     size_t nout = op.schema().returns().size();
     size_t ofirst = stack->size() - nout;
+    if (gen.defined()) {
+      int64_t numel = 0;
+      for (size_t i = 0; i < nout; ++i) numel = std::max(numel, largest_numel((*stack)[ofirst + i]));
+      rng_advance(gen, rng_increment(numel));
+    }
+    bool f64_ok = float64_allowed();
+    int64_t index = a.tpx_index >= 0 ? a.tpx_index : -1;
     for (size_t i = 0; i < nout; ++i) {
       auto& v = (*stack)[ofirst + i];
       v = wrap_value(v, a, f64_ok, index, counter->full);
     }
     counter->calls.fetch_add(1, std::memory_order_relaxed);
-    counter->ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    if (timed) {
+      counter->ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+      counter->timed.fetch_add(1, std::memory_order_relaxed);
+    }
     if (fb) counter->fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
 };
@@ -731,7 +832,7 @@ void register_dispatch_bindings(py::module& m) {
     std::lock_guard<std::mutex> lock(g_counters_mu);
     for (auto* c : g_counters) {
       int64_t calls = c->calls.load();
-      if (calls) out.emplace_back(c->full, calls, c->ns.load(), c->fallbacks.load());
+      if (calls) out.emplace_back(c->full, calls, c->ns_estimate(), c->fallbacks.load());
     }
     return out;
   }, "(op, calls, ns, cpu_fallback_calls) of the ops the C++ kernels ran");
@@ -749,6 +850,8 @@ void register_dispatch_bindings(py::module& m) {
       for (auto* c : g_counters) {
         c->calls = 0;
         c->ns = 0;
+        c->timed = 0;
+        c->tick = 0;
         c->fallbacks = 0;
       }
     }

@@ -30,11 +30,15 @@
 #include <ATen/native/Resize.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_fused_sdp_choice_native.h>
+#include <ATen/Context.h>
+#include <c10/core/AutogradState.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/COW.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -283,6 +287,23 @@ void release_cpu_ref(void* ctx) {
   delete r;
 }
 
+// A tpx storage over a kernel's fresh CPU result (see from_cpu): its context is the CPU
+// StorageImpl itself, holding one reference, and the deleter names the device whose capacity the
+// bytes count against (one deleter per device index): no holder object to allocate per result.
+template <int I>
+void release_fresh(void* ctx) {
+  auto* impl = static_cast<c10::StorageImpl*>(ctx);
+  int64_t n = static_cast<int64_t>(impl->nbytes());  // fixed: the storage was made unresizable
+  c10::raw::intrusive_ptr::decref(impl);
+  account_free(n, static_cast<DeviceIndex>(I));
+}
+
+template <size_t... I>
+constexpr std::array<c10::DeleterFnPtr, sizeof...(I)> fresh_deleters(std::index_sequence<I...>) {
+  return {&release_fresh<static_cast<int>(I)>...};
+}
+constexpr auto kFreshDeleters = fresh_deleters(std::make_index_sequence<kMaxDevices>{});
+
 at::Tensor make_like(c10::Storage storage, c10::DispatchKey key, const at::Tensor& meta_src) {
   auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
                                                       meta_src.dtype());
@@ -296,8 +317,30 @@ at::Tensor make_like(c10::Storage storage, c10::DispatchKey key, const at::Tenso
   return out;
 }
 
+// ---------------------------------------------------------------- autograd on the calling thread
+// PyTorch's autograd engine runs the backward of a non-CPU device's nodes on a worker thread of
+// that device, and the thread that called backward() waits for it: two thread hand-offs per
+// backward (tens of microseconds, more on a busy machine), which matter next to a small model's
+// step. tpx computes on the host, as the CPU does, so a thread that runs tpx ops gets what a CPU
+// graph gets: its backward runs on the calling thread (torch.autograd.set_multithreading_enabled
+// (False) for that thread, set once, the first time the thread touches a tpx tensor; the user may
+// turn it back on). Not in a process that also has a real accelerator, whose graphs need their
+// device threads.
+thread_local bool t_backward_claimed = false;
+
+void claim_backward_thread_slow() {
+  t_backward_claimed = true;
+  if (at::hasCUDA() || at::hasXPU() || at::hasMPS()) return;
+  c10::AutogradState::get_tls_state().set_multithreading_enabled(false);
+}
+
+inline void claim_backward_thread() {
+  if (!t_backward_claimed) claim_backward_thread_slow();
+}
+
 at::Tensor to_cpu(const at::Tensor& t) {
   if (!t.defined() || t.device().type() != kTpx) return t;
+  claim_backward_thread();
   TORCH_CHECK(t.layout() == c10::kStrided, "tpx: only strided tensors can be viewed on the CPU");
   c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
   const c10::DataPtr& dp = impl->data_ptr();
@@ -332,9 +375,8 @@ at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh) {
     int64_t n = static_cast<int64_t>(impl->nbytes());
     account_alloc(n, dev_index);
     impl->set_resizable(false);
-    c10::DataPtr tdp(impl->mutable_data(),
-                     new CpuRef{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl), n, dev_index, false},
-                     &release_cpu_ref, c10::Device(kTpx, dev_index));
+    c10::raw::intrusive_ptr::incref(impl);  // (account_alloc checked dev_index)
+    c10::DataPtr tdp(impl->mutable_data(), impl, kFreshDeleters[dev_index], c10::Device(kTpx, dev_index));
     dev = c10::Storage(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(tdp), &g_allocator, true);
   } else {
     std::lock_guard<std::mutex> lock(g_wrap_mu);
@@ -560,6 +602,22 @@ TpxGeneratorImpl* tpx_generator(const at::Generator& g) {
   auto* impl = g.defined() ? dynamic_cast<TpxGeneratorImpl*>(g.unsafeGetGeneratorImpl()) : nullptr;
   TORCH_CHECK_TYPE(impl, "expected a tpx Generator");
   return impl;
+}
+
+// For the C++ kernels' random ops (tpx_dispatch.cpp): the same protocol as backend/rng.py's
+// acquire/advance around one op.
+bool rng_host_stream() { return g_rng_host_stream.load(); }
+
+std::optional<at::Generator> rng_acquire(const at::Generator& g) {
+  auto* impl = tpx_generator(g);
+  std::lock_guard<std::mutex> lock(impl->mutex_);
+  return impl->acquire();
+}
+
+void rng_advance(const at::Generator& g, uint64_t increment) {
+  auto* impl = tpx_generator(g);
+  std::lock_guard<std::mutex> lock(impl->mutex_);
+  impl->advance(increment);
 }
 
 // ---------------------------------------------------------------- hooks

@@ -210,3 +210,90 @@ def test_a_cpu_alias_keeps_the_tpx_memory_alive_until_it_goes() -> None:
     assert torch.tpx.memory_allocated() == base + 1024 and back.cpu().tolist() == [7.0] * 128
     del back
     assert torch.tpx.memory_allocated() == base
+
+
+_RANDOM = {
+    "aten::native_dropout": lambda d: torch.nn.functional.dropout(torch.ones(64, device=d), 0.25),
+    "aten::normal_": lambda d: torch.empty(9, device=d).normal_(),
+    "aten::uniform_": lambda d: torch.empty(2, 5, device=d).uniform_(-1, 1),
+    "aten::bernoulli_": lambda d: torch.empty(12, device=d).bernoulli_(0.3),
+    "aten::randperm": lambda d: torch.randperm(10, device=d),
+    "aten::multinomial": lambda d: torch.multinomial(torch.ones(3, 6, device=d), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_RANDOM))
+def test_random_ops_run_in_cpp_with_the_cpus_numbers(name: str, fresh_stats: Any) -> None:
+    op = _RANDOM[name]
+    torch.manual_seed(5)
+    got = op(DEV)
+    assert got.device.type == DEV
+    torch.manual_seed(5)
+    assert torch.equal(got.cpu(), op("cpu"))  # in step with the host stream, draw for draw
+    assert name not in fresh_stats.ops  # no Python kernel ran
+    assert fresh_stats.snapshot()["ops"][name]["calls"] == 1
+    # a generator argument: a tpx one draws its own CPU stream and moves its offset
+    if name in ("aten::normal_", "aten::randperm"):
+        g = torch.Generator(device=DEV).manual_seed(3)
+        out = torch.empty(9, device=DEV).normal_(generator=g) if name == "aten::normal_" else \
+            torch.randperm(10, device=DEV, generator=g)
+        ref = torch.empty(9).normal_(generator=torch.Generator().manual_seed(3)) if name == "aten::normal_" else \
+            torch.randperm(10, generator=torch.Generator().manual_seed(3))
+        assert torch.equal(out.cpu(), ref) and g.get_offset() == 12
+
+
+def test_counter_mode_dropout_in_cpp_leaves_the_cpu_stream_alone(fresh_stats: Any) -> None:
+    state = torch.tensor([99, 400], dtype=torch.int64).view(torch.uint8)  # never handed out: counter mode
+    torch.tpx.set_rng_state(state)
+    host = torch.get_rng_state()
+    x = torch.ones(32, 8, device=DEV, requires_grad=True)
+    y = torch.nn.functional.dropout(x, 0.5)
+    assert torch.equal(torch.get_rng_state(), host)  # it ran another stream, then got its own back
+    assert torch.tpx.get_rng_state().view(torch.int64).tolist() == [99, 656]
+    torch.tpx.set_rng_state(state)
+    again = torch.nn.functional.dropout(x, 0.5)
+    assert torch.equal(y.detach().cpu(), again.detach().cpu())
+    y.sum().backward()  # the mask's gradient: 2 where kept, 0 where dropped
+    assert torch.equal(x.grad.cpu(), (y.detach().cpu() != 0).float() * 2)
+    assert "aten::native_dropout" not in fresh_stats.ops
+
+
+def test_host_rng_mode_keeps_random_ops_in_python(fresh_stats: Any, tpx_config: Any) -> None:
+    tpx_config(rng="host")
+    torch.empty(4, device=DEV).normal_()
+    assert fresh_stats.ops["aten::normal_"][0] == 1  # Python's host_draw bookkeeping
+
+
+def test_backward_runs_on_the_calling_thread_and_matches_the_cpu(highest_precision: Any) -> None:
+    import threading
+
+    seen: list[int] = []
+    w_cpu = torch.randn(4, 3, requires_grad=True)
+    w = w_cpu.detach().to(DEV).requires_grad_()
+    w.register_hook(lambda g: seen.append(threading.get_ident()))
+    x = torch.randn(5, 4)
+    (x.to(DEV) @ w).tanh().sum().backward()
+    (x @ w_cpu).tanh().sum().backward()
+    assert seen == [threading.get_ident()]  # no hand-off to an autograd device thread
+    assert torch.allclose(w.grad.cpu(), w_cpu.grad, atol=1e-6)
+    with torch.autograd.set_multithreading_enabled(True):  # the user's choice still holds
+        for _ in range(2):  # (the engine starts its device threads during the first such call)
+            (x.to(DEV) @ w).sum().backward()
+    assert seen[-1] != threading.get_ident()
+    assert not torch._C._is_multithreading_enabled()  # and is undone on the way out
+
+
+def test_a_thread_that_never_touches_tpx_keeps_autograd_threads() -> None:
+    import threading
+
+    flags: list[bool] = []
+
+    def work() -> None:
+        flags.append(torch._C._is_multithreading_enabled())
+        torch.ones(2, device=DEV).add(1)
+        flags.append(torch._C._is_multithreading_enabled())
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert flags == [True, False]
