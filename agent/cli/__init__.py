@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agent.cli.resume_cmd",
     "agent.cli.pr_cmd",
     "agent.cli.serve_cmd",
+    "agent.cli.mcp_cmd",
     "agent.cli.knowledge_cmd",
 )
 
