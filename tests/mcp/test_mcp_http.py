@@ -63,3 +63,36 @@ def test_mcp_over_http_needs_a_token_and_keeps_owners_apart(serve, tmp_path, sam
         seen = server.client.get(f"/v1/sessions/{done['id']}").json()
         assert seen["status"] == "migrated" and seen["owner"] == "alice"
     anyio.run(go)
+
+
+def test_ferry_mcp_http_serves_only_mcp_behind_the_tokens(tmp_path, sample):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "FERRY_API_TOKENS": ",".join(f"{o}={t}" for o, t in TOKENS.items())}
+    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "mcp", "--http", "--port", "0", "--json",
+                             "--data-dir", str(tmp_path / "data"), "--allow-root", str(sample.parent)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        url = json.loads(proc.stdout.readline())["url"]  # type: ignore[union-attr]
+
+        async def go() -> None:
+            with anyio.fail_after(120):
+                while True:  # bound before uvicorn accepts
+                    try:
+                        if httpx.post(f"{url}/mcp", json={}, timeout=5).status_code == 401:
+                            break
+                    except httpx.TransportError:
+                        await anyio.sleep(0.2)
+            assert httpx.get(f"{url}/v1/sessions", timeout=5).status_code == 404  # no sessions API here
+            async with _client(url, "alice") as alice:
+                scan = await _call(alice, "scan", {"path": str(sample)})
+                assert {f["file"] for f in scan["findings"]} >= {"prog.py"}
+        anyio.run(go)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
