@@ -31,6 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-text", type=numbers.positive_int, default=20_000, metavar="CHARS",
                         help="text returned by one tool call before it is cut, with a pointer to the whole "
                              "(default 20000)")
+    parser.add_argument("--accept-tests", metavar="PATH", default=None,
+                        help="(a person, not an agent) accept the tests of the repository at PATH as they are now: "
+                             "they become what the agent's later edits are checked against; then exit")
+    parser.add_argument("--owner", default=None, metavar="NAME",
+                        help="with --accept-tests over HTTP: the owner whose baseline it is (default: the local user)")
     parser.epilog = ("Over stdio the repositories an agent may name are the current directory's unless "
                      "--allow-root names others, and the data dir defaults to one per working directory "
                      "under ~/.ferry/mcp. See docs/mcp.md for agent settings.")
@@ -55,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
     limits = McpLimits(call_timeout_s=args.call_timeout, run_timeout_s=args.run_timeout,
                        concurrent_runs=args.concurrent_runs, max_text_chars=max(1000, args.max_text))
+    if args.accept_tests is not None:
+        return _accept_tests(args)
     if args.http:
         from agent.mcp.http import standalone
 
@@ -91,4 +98,22 @@ def _stdio(settings: object, limits: object) -> int:
     logger.info("MCP over stdio (data dir %s, allowed roots %s)", settings.data_dir,
                 ", ".join(str(r) for r in settings.allow_roots))
     anyio.run(main)
+    return 0
+
+
+def _accept_tests(args: argparse.Namespace) -> int:
+    from agent.cli import CliError, serve_cmd
+    from agent.mcp import baseline
+    from agent.mcp.context import Server
+    from agent.service.settings import LOCAL_OWNER
+
+    if not args.http:
+        _stdio_defaults(args)
+    settings = serve_cmd._settings(args)
+    repo = Path(args.accept_tests).expanduser().resolve()
+    if not repo.is_dir():
+        raise CliError(f"--accept-tests {args.accept_tests}: not a directory; give the repository folder")
+    store = Server.calls_dir_of(settings.data_dir, args.owner or LOCAL_OWNER)
+    baseline.record(store, repo, replace=True)
+    print(f"the tests of {repo} as they are now are what later edits are checked against")
     return 0

@@ -42,8 +42,12 @@ class Server:
     cwd: Path = field(default_factory=Path.cwd)
 
     def calls_dir(self, owner: str) -> Path:
-        """Where the full results of an owner's run/check/profile calls are kept (a name no owner chooses)."""
-        return self.settings.data_dir / "mcp" / hashlib.sha256(owner.encode()).hexdigest()[:24]
+        """Where an owner's call results and test baselines are kept (a name no owner chooses)."""
+        return self.calls_dir_of(self.settings.data_dir, owner)
+
+    @staticmethod
+    def calls_dir_of(data_dir: Path, owner: str) -> Path:
+        return data_dir / "mcp" / hashlib.sha256(owner.encode()).hexdigest()[:24]
 
 
 @dataclass

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agent.mcp import schemas
+from agent.mcp import baseline, schemas
 from agent.mcp.context import Call
 from agent.mcp.fingerprint import tree_fingerprint
 from agent.mcp.resources import migration_resources
@@ -72,9 +72,11 @@ def _allowed(call: Call, path: str, *, file_ok: bool = False) -> Path:
     try:
         if file_ok and absolute.is_file() and not absolute.is_symlink():
             return resolve_allowed(str(absolute.parent), server.settings.allow_roots) / absolute.name
-        return resolve_allowed(str(absolute), server.settings.allow_roots)
+        real = resolve_allowed(str(absolute), server.settings.allow_roots)
     except SourceRefused as exc:
         raise ToolRefused(str(exc)) from None
+    baseline.record(server.calls_dir(call.owner), real)  # the first time this client names it
+    return real
 
 
 # --- scan, plan, rewrite -----------------------------------------------------------------------
@@ -299,6 +301,13 @@ def _follow(call: Call, sid: str, wait_s: float) -> schemas.MigrationView:
 
 def migrate(call: Call, args: schemas.MigrateArgs) -> BaseModel:
     path = _allowed(call, args.path)
+    weakened = baseline.check(call.server.calls_dir(call.owner), path).findings
+    if weakened:
+        raise ToolRefused(
+            "guard_refused: the repository's tests are weaker than when Ferry first saw them, so no migration "
+            "of it can be called migrated: " + "; ".join(f.describe() for f in weakened[:10]) +
+            ". Restore the tests (fix the code, not the checks); only a person can accept such a change, with "
+            f"`ferry mcp --accept-tests {path}` at the server (see docs/guard.md).")
     opts = SessionOptions(**args.model_dump(exclude={"path", "wait_s"}))
     server = call.server
     try:
