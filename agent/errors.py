@@ -19,6 +19,7 @@ Status = Literal[
     "needs_llm",  # no offline rule applies; a model could try (run again with --llm)
     "needs_human",  # a decision only a person can take (OOM figures, original does not run, ...)
     "rejected",  # a person rejected a proposed edit under --approve
+    "guard_refused",  # an edit would weaken the tests (the test guard, docs/guard.md) and no one approved it
     "failed_budget",  # iteration, LLM call, token or wall-time budget exhausted
     "failed_timeout",  # a run hit its wall-clock limit
     "failed_sandbox",  # the sandbox could not run the command at all
@@ -100,6 +101,13 @@ class EnvironmentMissing(TerminalError):
     fault and nothing a fix of the code can mend."""
 
     status: Status = "failed_environment"
+
+
+class GuardRefused(TerminalError):
+    """An edit removes, skips or loosens a test, swallows its failure or changes its collection (the test
+    guard, ``tools.guard``), and the user did not approve it."""
+
+    status: Status = "guard_refused"
 
 
 class NeedsHuman(TerminalError):

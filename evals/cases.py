@@ -58,6 +58,9 @@ class CaseSpec(BaseModel):
     run: str = Field(min_length=1)
     test: str | None = None
     expected_status: Status = "migrated"
+    #: what a run with a model (``--policy llm``) must end with where that differs from the offline policy's
+    #: (a case whose tests only a weakening turns green: the model's weakening ends ``guard_refused``)
+    expected_status_llm: Status | None = None
     timeout_s: float = Field(default=900.0, gt=0)
     notes: str = ""
 
@@ -69,7 +72,11 @@ class CaseSpec(BaseModel):
             raise ValueError(f"unknown idiom group(s) {', '.join(bad)}; one of {', '.join(IDIOM_GROUPS)}")
         return value
 
-    @field_validator("expected_status", mode="before")
+    def expected_for(self, policy: str) -> Status:
+        """The status a run under ``policy`` (offline, llm) must end with."""
+        return self.expected_status_llm if policy == "llm" and self.expected_status_llm else self.expected_status
+
+    @field_validator("expected_status", "expected_status_llm", mode="before")
     @classmethod
     def _known_status(cls, value: object) -> object:
         if isinstance(value, str) and value not in STATUSES:

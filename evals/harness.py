@@ -37,7 +37,7 @@ from agent.migration.records import MigrationRecord
 from evals.cases import Case, RealCase, Suite, SyntheticCase, slug
 from evals.grading import GradingError, grade
 from evals.prices import Prices
-from evals.results import RESULTS_FILE, CaseResult, GradedTests, append_result
+from evals.results import RESULTS_FILE, CaseResult, GradedTests, RepoTests, append_result
 
 logger = logging.getLogger(__name__)
 
@@ -82,9 +82,9 @@ def migration_id(name: str) -> str:
     return mid if id_problem(mid) is None else "eval-" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
-def _base(case: Case, suite: str, out: Path) -> dict[str, object]:
+def _base(case: Case, suite: str, out: Path, policy: Policy = "offline") -> dict[str, object]:
     return {"suite": suite, "name": case.name, "kind": case.kind, "difficulty": case.difficulty,
-            "idiom_groups": case.idiom_groups, "expected_status": case.expected_status, "out_dir": str(out)}
+            "idiom_groups": case.idiom_groups, "expected_status": case.expected_for(policy), "out_dir": str(out)}
 
 
 BUDGET_MARGIN_S = 60.0  # of a case's timeout, left to Ferry's own start-up, patch and report
@@ -144,7 +144,10 @@ def time_split(record: MigrationRecord) -> tuple[dict[str, float], dict[str, flo
 def _from_record(record: MigrationRecord, prices: Prices, model: str | None) -> dict[str, object]:
     model = record.llm.model or model
     node_s, run_s = time_split(record)
-    return {"status": record.status, "parity_passed": record.parity.passed, "iterations": record.iterations,
+    before, after = record.guard.tests_before, record.guard.tests_after
+    return {"tests_before": RepoTests(collected=before.collected, passed=before.passed) if before else None,
+            "tests_after": RepoTests(collected=after.collected, passed=after.passed) if after else None,
+            "status": record.status, "parity_passed": record.parity.passed, "iterations": record.iterations,
             "runs": record.runs, "llm_calls": record.llm.calls, "prompt_tokens": record.llm.prompt_tokens,
             "completion_tokens": record.llm.completion_tokens, "model": model if record.llm.calls else None,
             "cost_usd": prices.cost(model, record.llm.prompt_tokens, record.llm.completion_tokens)
@@ -215,8 +218,10 @@ def grade_synthetic(case: SyntheticCase, record: MigrationRecord, out: Path) -> 
                        (f" ({record.parity.first_divergence})" if record.parity.first_divergence else ""))
     if not graded.own_run_ok:
         reasons.append("the migrated run command fails on tpx")
-    ended_failed = record.status.startswith("failed_")
-    if ended_failed:  # stopped by a budget, a timeout or the sandbox: whatever its tests say, not done
+    # stopped by a budget, a timeout or the sandbox, or the test guard refused the edit that made the tests
+    # pass: whatever its tests say, not done
+    ended_failed = record.status.startswith("failed_") or record.status == "guard_refused"
+    if ended_failed:
         reasons.append(f"the migration ended {record.status}" + (f" ({record.summary})" if record.summary else ""))
     if not reasons:
         return "resolved", "", tests, graded.own_run_s
@@ -305,7 +310,7 @@ def run_case(case: Case, suite: str, out_root: Path, policy: Policy, prices: Pri
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    base = _base(case, suite, out)
+    base = _base(case, suite, out, policy)
     t0 = time.monotonic()
     try:
         if isinstance(case, RealCase):
@@ -376,7 +381,7 @@ def run_suite(suite: Suite, out_root: Path, *, jobs: int = 1, policy: Policy = "
 
         def failed(name: str, reason: str) -> CaseResult:
             case = next(c for c in suite.cases if c.name == name)
-            return CaseResult(**_base(case, suite.name, out_root / name), status="failed_harness",  # type: ignore[arg-type]
+            return CaseResult(**_base(case, suite.name, out_root / name, policy), status="failed_harness",  # type: ignore[arg-type]
                               grade="failed", reason=reason)
 
         tasks = {c.name: functools.partial(run_case, c, suite.name, out_root, policy, prices, llm, mirror)

@@ -29,7 +29,7 @@ from evals.compare import (
     summary_line,
     sums_line,
 )
-from evals.results import CaseResult
+from evals.results import CaseResult, repo_tests_text
 from tools.textsafe import html, md_code, md_inline
 
 GRADE_COLOURS = {"resolved": "#2e7d32", "partial": "#f9a825", "failed": "#c62828"}
@@ -111,14 +111,16 @@ def leaderboard(results: list[CaseResult], title: str = "Ferry eval") -> str:
              f"{t['failed']} failed; {t['as_expected']}/{cases} ended with their expected status; "
              f"{t['p2p_regressions']} pass-to-pass regressions; median migration / own run: {ratio}; "
              f"LLM calls {t['llm_calls']}, tokens {t['tokens']}, cost {cost}; wall {t['wall_s']} s.", "",
-             "| case | difficulty | grade | status (expected) | f2p | p2p | parity | iter | runs | LLM calls "
-             "| cost | wall s | ratio | reason |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| case | difficulty | grade | status (expected) | f2p | p2p | repo tests before -> after | parity | iter "
+             "| runs | LLM calls | cost | wall s | ratio | reason |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         f2p = f"{sum(o == 'passed' for o in r.tests.fail_to_pass.values())}/{len(r.tests.fail_to_pass)}"
         p2p = f"{sum(o == 'passed' for o in r.tests.pass_to_pass.values())}/{len(r.tests.pass_to_pass)}"
         parity = {True: "pass", False: "fail", None: "-"}[r.parity_passed]
         lines.append(f"| {md_code(r.name, table=True)} | {r.difficulty} | **{r.grade}** | {r.status} "
-                     f"({r.expected_status}) | {f2p} | {p2p} | {parity} | {r.iterations} | {r.runs} | {r.llm_calls} | "
+                     f"({r.expected_status}) | {f2p} | {p2p} | {repo_tests_text(r.tests_before, r.tests_after)} | "
+                     f"{parity} | {r.iterations} | {r.runs} | {r.llm_calls} | "
                      f"{_cost(r)} | {r.wall_s:.1f} | {f'{r.ratio:.2f}x' if r.ratio else '-'} | "
                      f"{md_inline(r.reason[:300], keep_code=True, table=True)} |")
     return "\n".join(lines) + "\n\n" + time_went(results)
@@ -237,7 +239,8 @@ def _summary(results: list[CaseResult], cmp: Comparison | None) -> str:
 
 
 def _cases_table(results: list[CaseResult], report_dir: Path) -> str:
-    head = ("case", "difficulty", "grade", "status (expected)", "f2p", "p2p", "parity", "iter", "runs",
+    head = ("case", "difficulty", "grade", "status (expected)", "f2p", "p2p", "repo tests before -> after", "parity",
+            "iter", "runs",
             "LLM calls", "cost", "wall s", "ratio", "patch", "report", "reason")
     rows = []
     for r in results:
@@ -251,7 +254,8 @@ def _cases_table(results: list[CaseResult], report_dir: Path) -> str:
         cells = [f"<code>{html(r.name)}</code>", html(r.difficulty),
                  f"<b style='color:{GRADE_COLOURS[r.grade]}'>{html(r.grade)}</b>",
                  f"{html(r.status)} ({html(r.expected_status)})", _outcomes(r.tests.fail_to_pass),
-                 _outcomes(r.tests.pass_to_pass), parity, str(r.iterations), str(r.runs), str(r.llm_calls),
+                 _outcomes(r.tests.pass_to_pass), html(repo_tests_text(r.tests_before, r.tests_after)), parity,
+                 str(r.iterations), str(r.runs), str(r.llm_calls),
                  html(_cost(r)), f"{r.wall_s:.1f}", f"{r.ratio:.2f}x" if r.ratio else "-",
                  _link(patch, report_dir, "ferry.patch"), _link(d / "report.md", report_dir, "report.md"),
                  html(r.reason[:500])]

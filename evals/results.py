@@ -31,6 +31,23 @@ class GradedTests(BaseModel):
         return [n for n, o in {**self.fail_to_pass, **self.pass_to_pass}.items() if o != "passed"]
 
 
+class RepoTests(BaseModel):
+    """The repository's own tests (the case's test command) in one run: how many it collected and passed."""
+
+    collected: int = 0
+    passed: int = 0
+
+    def text(self) -> str:
+        return f"{self.passed}/{self.collected}"
+
+
+def repo_tests_text(before: RepoTests | None, after: RepoTests | None) -> str:
+    """"2/2 -> 1/2": the repository's tests passed/collected on the original (CUDA on CPU) and after, on tpx."""
+    if before is None and after is None:
+        return "-"
+    return f"{before.text() if before else '-'} -> {after.text() if after else '-'}"
+
+
 class CaseResult(BaseModel):
     """How one case went: the migration, its grading, and what it cost."""
 
@@ -63,6 +80,10 @@ class CaseResult(BaseModel):
                                     description="the migration's runs' own durations summed by role (reference, "
                                                 "target, tests, cpu_check, golden, profile...)")
     rules_fired: list[str] = Field(default_factory=list)
+    tests_before: RepoTests | None = Field(default=None, description=(
+        "the case's own test command on the original (CUDA on CPU): collected and passed (None: no test command "
+        "or it did not run)"))
+    tests_after: RepoTests | None = Field(default=None, description="the same on the migrated code, on tpx")
     out_dir: str
     patch: str | None = Field(default=None, description="the migration's ferry.patch (path)")
 

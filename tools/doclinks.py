@@ -15,6 +15,7 @@ IDIOMS = "docs/idioms.md"
 NUMERICS = "docs/numerics.md"
 DESIGN = "docs/design.md"
 PARITY = "docs/parity.md"
+GUARD = "docs/guard.md"
 
 #: the docs/ folder that ships with this Ferry (beside its packages, in the checkout it was installed from)
 SHIPPED_DOCS = Path(__file__).resolve().parents[1] / "docs"

@@ -140,8 +140,15 @@ def print_result(state: MigrationSnapshot, as_json: bool) -> None:
     console.print(t)
 
 
+#: ``ferry migrate``/``resume``'s exit status by the migration's status: 0 migrated, 4 an edit the test guard
+#: refused (docs/guard.md: a CI job can tell "the fix would weaken the tests" from other failures), 1 any other
+EXIT_GUARD_REFUSED = 4
+
+
 def exit_code(state: MigrationSnapshot) -> int:
-    return 0 if state.status == "migrated" else 1
+    if state.status == "migrated":
+        return 0
+    return EXIT_GUARD_REFUSED if state.status == "guard_refused" else 1
 
 
 def is_tty() -> bool:

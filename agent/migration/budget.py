@@ -27,6 +27,7 @@ _LIKE: dict[RunRole, tuple[RunRole, ...]] = {
     "target": ("target", "reference"),
     "profile": ("profile", "target", "reference"),
     "tests": ("tests",),
+    "reference_tests": ("reference_tests", "tests"),
     "cpu_check": ("cpu_check", "reference"),
     "cpu_original": ("cpu_original", "reference"),
     "reference": ("reference",),

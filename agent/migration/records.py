@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.errors import Status
+from tools.guard.models import TestsSnapshot
 from tools.parity.models import CauseId, CauseTrial
 from tools.patch import FileChange
 from tools.profile.models import DeviceWork
@@ -27,6 +28,8 @@ __all__ = [
     "Edit",
     "EditKind",
     "EditSummary",
+    "GuardEvent",
+    "GuardOutcome",
     "LLMUsage",
     "MigrationRecord",
     "ModelPlan",
@@ -44,6 +47,7 @@ __all__ = [
     "ScanDigest",
     "Step",
     "edit_by",
+    "tests_of",
 ]
 
 
@@ -59,7 +63,8 @@ def edit_by(kind: EditKind, rule: str) -> str:
 #: the accelerator Ferry migrates to (what a plan targets, what ``ferry pr``'s branch is named for)
 ACCELERATOR = "tpx"
 
-RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original", "golden", "cause_trial"]
+RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original", "golden", "cause_trial",
+                  "reference_tests"]
 RunPhase = Literal["run", "test"]
 
 
@@ -138,6 +143,11 @@ class PreparedRun(BaseModel):
     files_digest: str
     workspace: str = Field(description="the private copy the trial ran (the edited files written in)")
     run: RunResult
+
+
+def tests_of(run: RunResult) -> list[TestOutcome]:
+    """The tests a run collected and how each ended (empty: it wrote no pytest report)."""
+    return _test_outcomes(run)
 
 
 def _test_outcomes(run: RunResult) -> list[TestOutcome]:
@@ -310,6 +320,36 @@ class CpuCheck(BaseModel):
     rejected_edit: str | None = None
 
 
+class GuardEvent(BaseModel):
+    """What the test guard (``tools.guard``, docs/guard.md) decided of one finding or exception: ``refused``
+    (the migration ended ``guard_refused``), ``accepted`` (the user approved that rule at that site) or
+    ``exception`` (the policy's tpx-only precision edit in a test module, let through as documented)."""
+
+    decision: Literal["refused", "accepted", "exception"]
+    rule: str
+    name: str = ""
+    site: str
+    test: str | None = None
+    detail: str
+    step: str = Field("", description="the edit (fix-N) or the tests run it was found in")
+
+    def line(self) -> str:
+        named = f" {self.name}" if self.name else ""
+        return f"{self.rule}{named} at {self.site}: {self.detail}"
+
+
+class GuardOutcome(BaseModel):
+    """result.json: the tests before (the original, CUDA on CPU) and after (the migrated code on tpx), and
+    the guard's decisions."""
+
+    tests_before: TestsSnapshot | None = None
+    tests_after: TestsSnapshot | None = None
+    events: list[GuardEvent] = Field(default_factory=list)
+
+    def of(self, decision: str) -> list[GuardEvent]:
+        return [e for e in self.events if e.decision == decision]
+
+
 class ProfileOutcome(BaseModel):
     findings: int = 0
     error: str | None = None
@@ -353,5 +393,6 @@ class MigrationRecord(BaseModel):
     profile_change: ProfileChange | None = None  # the model's profile round under --llm
     device_work: DeviceWork | None = None
     cpu_check: CpuCheck | None = None
+    guard: GuardOutcome = Field(default_factory=GuardOutcome)
     steps: list[Step] = Field(default_factory=list)
     applied: bool | None = None

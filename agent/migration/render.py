@@ -14,6 +14,7 @@ import re
 from agent.migration.records import (
     Edit,
     EditSummary,
+    GuardOutcome,
     LLMUsage,
     MigrationRecord,
     ParityOutcome,
@@ -31,6 +32,7 @@ from agent.migration.state import (
     device_work_of,
     edits_of,
     elapsed_of,
+    guard_events_of,
     iteration_of,
     llm_counters_of,
     migration_id_of,
@@ -40,12 +42,14 @@ from agent.migration.state import (
     profile_error_of,
     profile_of,
     profile_round_of,
+    reference_tests_of,
     runs_made_of,
     runs_of,
     scan_of,
     status_of,
     steps_of,
     summary_of,
+    tests_after_of,
 )
 from agent.settings import settings
 from tools.parity.models import ParityReport, TensorComparison
@@ -115,12 +119,42 @@ def result_of(state: State, patch_files: list[FileChange], applied: bool | None 
         model_plan=plan.model if plan is not None else None,
         profile_change=ProfileChange(outcome=rnd.phase, findings=rnd.findings, summary=rnd.summary, files=rnd.files,
                                      reason=rnd.reason) if rnd is not None else None,
-        device_work=device_work_of(state), cpu_check=cpu_check_of(state),
+        device_work=device_work_of(state), cpu_check=cpu_check_of(state), guard=guard_outcome(state),
         steps=steps_of(state), applied=applied,
     )
 
 
+def guard_outcome(state: State) -> GuardOutcome:
+    """The tests before and after, and the test guard's decisions."""
+    return GuardOutcome(tests_before=reference_tests_of(state), tests_after=tests_after_of(state),
+                        events=guard_events_of(state))
+
+
 # --- shared sections ---------------------------------------------------------------------------
+
+
+def guard_section(state: State, link: bool = True) -> list[str]:
+    """The test guard (docs/guard.md): the tests collected and passed before and after, and each finding
+    refused, accepted by approval, or let through as the documented exception (``link``: the doc as a link;
+    the pull request's text, read in another repository, names it as Ferry's instead)."""
+    from tools.doclinks import GUARD
+
+    guard = guard_outcome(state)
+    before, after = guard.tests_before, guard.tests_after
+    doc = f"[{GUARD}]({GUARD})" if link else f"`{GUARD}` in Ferry's documentation"
+    lines = [f"How edits are held to the tests: {doc}", ""]
+    if before is None and after is None:
+        lines.append("- tests: none ran (no test command, or the migration stopped before its tests)")
+    else:
+        lines.append(f"- tests before (the original, CUDA on CPU): {before.line() if before else 'not run'}")
+        lines.append(f"- tests after (the migrated code on tpx): {after.line() if after else 'not run'}")
+    said = {"refused": "refused", "accepted": "accepted by approval", "exception": "documented exception"}
+    for event in guard.events:
+        lines.append(f"- {said[event.decision]}: {md_inline(event.line(), keep_code=True)}"
+                     + (f" ({event.step})" if event.step else ""))
+    if not guard.events:
+        lines.append("- no edit removed, skipped or loosened a test")
+    return lines
 
 
 def _num(value: float | None) -> str:
@@ -371,6 +405,7 @@ def report_markdown(state: State, patch: str) -> str:
     lines += ["## Parity", "", *parity_section(parity_of(state))]
     lines += ["", "## Device work (target run)", "", *device_work_section(state)]
     lines += ["", "## CPU check (migrated code on CPU vs the reference)", "", *cpu_check_section(state)]
+    lines += ["", "## Test guard (tests before and after)", "", *guard_section(state)]
     lines += ["", "## Profile findings", "", *profile_section(profile_of(state), profile_error_of(state)),
               *profile_change_lines(state)]
     lines += ["", "## Left for a human", "", *left_for_human(state)]

@@ -24,6 +24,7 @@ from agent.migration.records import (
     CpuCheck,
     DeviceWork,
     Edit,
+    GuardEvent,
     Outputs,
     Plan,
     PreparedRun,
@@ -33,6 +34,7 @@ from agent.migration.records import (
     ScanDigest,
     Step,
 )
+from tools.guard.models import TestsSnapshot
 from tools.parity.models import ParityReport
 from tools.profile.models import ProfileFinding, ProfileReport
 from tools.runner.models import RunResult
@@ -89,6 +91,9 @@ class MigrationState(TypedDict, total=False):
     status: Status | None  # a named status (agent.errors.Status) once decided
     summary: str | None  # one paragraph: why the status, what is left for a human
     outputs: dict[str, str] | None  # Outputs
+    reference_tests: dict[str, Any] | None  # TestsSnapshot: the test command on the original (CUDA on CPU)
+    tests_after: dict[str, Any] | None  # TestsSnapshot: the latest tests run of the migrated code
+    guard: Annotated[list[dict[str, Any]], operator.add]  # GuardEvent, each decision of the test guard
 
 
 State = Mapping[str, Any]  # what readers accept: the graph's state or a snapshot of it
@@ -161,6 +166,21 @@ def findings_worth_a_change(state: State) -> list[ProfileFinding]:
     what the model is shown in its profile round."""
     report = profile_of(state)
     return [f for f in report.findings if f.severity == "high"] if report is not None else []
+
+
+def reference_tests_of(state: State) -> TestsSnapshot | None:
+    """The tests the test command collected on the original code and how each ended (None: not run yet)."""
+    return _one(state, "reference_tests", TestsSnapshot)
+
+
+def tests_after_of(state: State) -> TestsSnapshot | None:
+    """The tests of the latest tests run of the migrated code (None: none ran)."""
+    return _one(state, "tests_after", TestsSnapshot)
+
+
+def guard_events_of(state: State) -> list[GuardEvent]:
+    """The test guard's decisions, in order."""
+    return _many(state, "guard", GuardEvent)
 
 
 def scan_of(state: State) -> ScanDigest | None:

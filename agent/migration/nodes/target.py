@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import cast
 
 from agent.errors import FerryAgentError, ToolUnavailable
 from agent.migration import adapters
 from agent.migration.budget import ensure_time_for, has_time_for, run_timeout
+from agent.migration.nodes import guard
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, step
 from agent.migration.nodes.cpu_check import cpu_check_key, cpu_check_label, run_cpu_check
-from agent.migration.records import RunRecord
+from agent.migration.records import RunRecord, tests_of
 from agent.migration.runs import RunScheduler, finished
 from agent.migration.state import (
     MigrationState,
@@ -30,6 +32,7 @@ from agent.migration.state import (
     prepared_target_of,
 )
 from agent.migration.workspace import code_digest, round_label
+from tools.guard.models import TestsSnapshot
 from tools.runner.models import RunResult
 
 
@@ -154,7 +157,20 @@ def tests(state: MigrationState, runs: RunScheduler) -> Update:
     if run is None:
         ensure_time_for(state, "tests", "the tests run")
         run = _run_tests(state, ws, adir, None)
-    update: Update = {"runs": [dump(RunRecord.of("tests", run))], "last_run": dump(run), "last_phase": "test"}
+    before = guard.reference_tests(state)  # the test guard's reference: the same command on the original
+    after = TestsSnapshot.of(tests_of(run), run.status)
+    update: Update = {**before, "last_run": dump(run), "last_phase": "test", "tests_after": dump(after),
+                      "runs": [*before.get("runs", []), dump(RunRecord.of("tests", run))]}
     update[SUMMARY] = (f"tests pass in {run.duration_s:.1f}s{where}" if run.ok
                        else f"tests failed ({run.status}){where}")
-    return update
+    if not run.ok:  # a failing test is the fix loop's (diagnose); the guard judges a passing run
+        return update
+    lost = guard.dynamic_check(cast(MigrationState, {**state, **before}), after)
+    if not lost:
+        return update
+    what = f"the tests run of iteration {iteration_of(state)}"
+    if options_of(state).approve and guard.ask(lost, what):
+        update["guard"] = [guard.event(f, "accepted", _tests_label(state)) for f in lost]
+        update[SUMMARY] += f"; {len(lost)} test(s) lost against the reference, accepted by approval"
+        return update
+    return {**update, **guard.refused(lost, _tests_label(state), what)}

@@ -12,6 +12,7 @@ from agent.migration.records import Edit, MigrationRecord
 from agent.migration.render import (
     cpu_check_section,
     device_work_section,
+    guard_section,
     parity_section,
     profile_section,
     review_line,
@@ -121,6 +122,7 @@ def pr_body(state: StateView, result: MigrationRecord, *, branch: str | None, ba
     lines += ["", f"## Parity (original on CPU vs migrated on {device})", "", *parity_section(state.parity)]
     lines += ["", "## CPU check (the migrated code on CPU vs the reference)", "",
               *cpu_check_section(state.values, timings=False)]
+    lines += ["", "## Test guard (tests before and after)", "", *guard_section(state.values, link=False)]
     lines += ["", "## Profile findings", "", *profile_section(state.profile, state.profile_error)]
     lines += ["", "## Left for a human", "", *checklist(state, result)]
     if commits:
