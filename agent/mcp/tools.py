@@ -363,10 +363,16 @@ def explain(call: Call, args: schemas.ExplainArgs) -> BaseModel:
             f". {v.reason}." + (f" Last step: {row.step}: {row.summary}" if row.step else "")
         return schemas.Explanation(text=text)
     if args.rule:
+        from agent.chat.named_rules import rule_ids_in
+
         rules = known_rules()
-        rule = args.rule.strip().upper() if args.rule.strip().upper().startswith("FRY") else args.rule.strip()
-        if rule not in rules:
-            raise ToolRefused(f"no rule {args.rule!r}; rule ids look like FRY013 (see `scan` results)")
+        named, unknown = rule_ids_in(args.rule, rules)
+        if args.rule.strip() in rules:
+            named = [args.rule.strip()]
+        if not named:
+            raise ToolRefused(f"{unknown or f'I know no rule {args.rule!r}.'} Rule ids look like FRY013 (see "
+                              "`scan` results)")
+        rule = named[0]
         docs = [doclinks.absolute(doclinks.idiom(rule))] if rule.startswith("FRY") else []
         return schemas.Explanation(text=f"{rule}: {rules[rule]}", docs=docs)
     raise ToolRefused("name a rule (rule='FRY013') or a migration (id=..., optionally file and line)")

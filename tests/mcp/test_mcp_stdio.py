@@ -90,6 +90,10 @@ def test_a_migration_task_reports_progress_is_cancelled_and_another_is_read_back
             assert "+++ b/prog.py" in patch.contents[0].text
             with pytest.raises(MCPError, match="no migration"):
                 await client.read_resource("ferry://migrations/s-nope/patch")
+            site = await _call(client, "explain", {"id": done["id"], "file": "prog.py", "line": 3})
+            assert "FRY001" in site["text"], site
+            rule = await _call(client, "explain", {"rule": "fry13"})
+            assert rule["text"].startswith("FRY013") and rule["docs"][0].endswith("idioms.md#fry013")
 
             # the agent edits the repository after the verdict: it no longer covers the tree
             (sample / "prog.py").write_text((sample / "prog.py").read_text() + "\nprint('edited')\n")
@@ -115,4 +119,15 @@ def test_a_cancelled_call_stops_its_run(tmp_path, sample):
                         break
                     assert "in flight already" in quick.content[0].text, quick.content[0].text
                     await anyio.sleep(0.5)
+    anyio.run(go)
+
+
+def test_a_call_past_the_servers_time_limit_is_stopped_and_said(tmp_path, sample):
+    (sample / "slow.py").write_text("import time\ntime.sleep(120)\n")
+
+    async def go() -> None:
+        async with Client(_server(tmp_path, "--call-timeout", "5")) as client:
+            with anyio.fail_after(90):
+                slow = await client.call_tool("run", {"path": str(sample), "command": ["python", "slow.py"]})
+            assert slow.is_error and "longer than this server's 5 s per call" in slow.content[0].text
     anyio.run(go)
