@@ -58,4 +58,3 @@ class Call:
     owner: str
     progress: Progress = lambda fraction, message: None
     cancel: threading.Event = field(default_factory=threading.Event)
-    kept: str | None = None  # the resource URI of the call's full result, when it was kept

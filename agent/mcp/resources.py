@@ -1,5 +1,5 @@
-"""What an agent reads by URI: a finished migration's patch, report and result, and the full result of a
-run/check/profile call whose tool result was cut short.
+"""What an agent reads by URI: a finished migration's patch, report and result, and the whole result of a
+call whose text was cut.
 
 ``ferry://migrations/{id}/patch`` (text/x-diff), ``.../report`` (text/markdown), ``.../result`` (JSON);
 ``ferry://calls/{call}`` (JSON). Each is the caller's own: another owner's reads as one that does not exist.
@@ -17,11 +17,11 @@ from agent.service.store import SessionStore
 OUTPUTS = {"patch": ("patch", "text/x-diff"), "report": ("report", "text/markdown"),
            "result": ("result", "application/json")}
 _MIGRATION = re.compile(r"ferry://migrations/([^/]{1,80})/(patch|report|result)")
-_CALL = re.compile(r"ferry://calls/((?:run|check|profile)-\d{8}-\d{6}-[0-9a-f]{8})")
+_CALL = re.compile(r"ferry://calls/([a-z_]{1,20}-\d{8}-\d{6}-[0-9a-f]{8})")
 TEMPLATES = [("ferry://migrations/{id}/patch", "patch", "a finished migration's ferry.patch", "text/x-diff"),
              ("ferry://migrations/{id}/report", "report", "a finished migration's report", "text/markdown"),
              ("ferry://migrations/{id}/result", "result", "a finished migration's result.json", "application/json"),
-             ("ferry://calls/{call}", "call", "the full result of a run, check or profile call", "application/json")]
+             ("ferry://calls/{call}", "call", "the whole result of a call whose text was cut", "application/json")]
 
 
 class ResourceMissing(LookupError):

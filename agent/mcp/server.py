@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from agent.mcp import prompts
 from agent.mcp.context import Call, Server
 from agent.mcp.resources import TEMPLATES, ResourceMissing, migration_resources, read
-from agent.mcp.tools import TOOLS, ToolRefused, ToolSpec
+from agent.mcp.tools import TOOLS, ToolRefused, keep
 from agent.service.deps import BadToken, owner_for
 from agent.service.settings import LOCAL_OWNER
 
@@ -79,16 +79,14 @@ def _owner(server: Server, ctx: ServerRequestContext[Any, Any]) -> str:
     return owner_for(server.settings, headers.get("authorization"))
 
 
-def _text(server: Server, spec: ToolSpec, payload: dict[str, Any], kept: str | None) -> str:
-    """The result as text for the model, cut to the server's limit with a pointer to the whole."""
-    text = json.dumps(payload, indent=1)
-    limit = server.limits.max_text_chars
+def _text(call: Call, name: str, result: Any) -> str:
+    """The result as text for the model, cut to the server's limit with the URI of the whole (kept)."""
+    text = json.dumps(result.model_dump(mode="json"), indent=1)
+    limit = call.server.limits.max_text_chars
     if len(text) <= limit:
         return text
-    where = (f"read the resource {kept} for all of it" if kept else
-             "the structured result holds all of it; resources of a finished migration: "
-             + ", ".join(migration_resources("ID")))
-    return text[:limit] + f"\n... [{len(text) - limit} more characters cut: {where}]"
+    uri = keep(call, name, result)
+    return text[:limit] + f"\n... [{len(text) - limit} more characters cut: read the resource {uri} for all of it]"
 
 
 def _error(message: str) -> types.CallToolResult:
@@ -138,7 +136,6 @@ def build(server: Server) -> McpServer[Any]:
                 logger.debug("progress not sent: %s", exc)
 
         call = Call(server=server, owner=owner, progress=progress)
-        kept: list[str] = []
 
         def work() -> Any:
             try:
@@ -146,14 +143,12 @@ def build(server: Server) -> McpServer[Any]:
             finally:  # the slot is free when the work has ended, not when the client stopped waiting
                 if spec.runs_code:
                     runs.leave(owner)
-            if call.kept:
-                kept.append(call.kept)
-            return result
+            return result, _text(call, spec.name, result)
 
         done = False
         try:
             with anyio.fail_after(server.limits.call_timeout_s):
-                result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                result, text = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
             done = True
         except TimeoutError:
             return _error(f"{spec.name} took longer than this server's {server.limits.call_timeout_s:.0f} s per "
@@ -170,10 +165,8 @@ def build(server: Server) -> McpServer[Any]:
             if not done:
                 call.cancel.set()  # cancelled by the client, timed out, or the connection ended: runs stop
                 logger.info("MCP tool %s stopped before it ended: its runs are cancelled", spec.name)
-        payload = result.model_dump(mode="json")
-        return types.CallToolResult(content=[types.TextContent(text=_text(server, spec, payload,
-                                                                          kept[0] if kept else None))],
-                                    structured_content=payload)
+        return types.CallToolResult(content=[types.TextContent(text=text)],
+                                    structured_content=result.model_dump(mode="json"))
 
     async def list_resources(ctx: ServerRequestContext[Any, Any],
                              params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:

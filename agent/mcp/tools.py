@@ -133,14 +133,13 @@ def _env(env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     return ours, {k: v for k, v in env.items() if k not in ours}
 
 
-def _keep(call: Call, kind: str, result: BaseModel) -> str:
-    """The full result of a run/check/profile call, kept for the caller; its resource URI."""
+def keep(call: Call, kind: str, result: BaseModel) -> str:
+    """A call's whole result, kept for its caller when its text had to be cut; its resource URI."""
     call_id = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     folder = call.server.calls_dir(call.owner)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     (folder / f"{call_id}.json").write_text(result.model_dump_json(indent=2), encoding="utf-8")
-    call.kept = f"ferry://calls/{call_id}"
-    return call.kept
+    return f"ferry://calls/{call_id}"
 
 
 def _timeout(call: Call, asked: float) -> float:
@@ -166,7 +165,6 @@ def run(call: Call, args: schemas.RunArgs) -> BaseModel:
     # its folder is gone: the result does not name it
     result = result.model_copy(update={"artifacts_dir": None, "redirect_log_path": None, "probe_dir": None,
                                        "profile_dir": None})
-    _keep(call, "run", result)
     return result
 
 
@@ -189,7 +187,6 @@ def check(call: Call, args: schemas.CheckArgs) -> BaseModel:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     result = result.model_copy(update={"out_dir": "", "report_md": None, "report_json": None, "chart_png": None})
-    _keep(call, "check", result)
     return result
 
 
@@ -215,7 +212,6 @@ def profile(call: Call, args: schemas.ProfileArgs) -> BaseModel:
         except ProfileError as exc:
             raise ToolRefused(f"no profile: {exc}") from None
     report = report.model_copy(update={"profile_dir": ""})
-    _keep(call, "profile", report)
     return report
 
 

@@ -3,6 +3,7 @@ can scan, rewrite, run, check and migrate a sample, follow the migration's progr
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ async def _call(client: Client, name: str, args: dict[str, Any], **kw: Any) -> A
 
 def test_tools_list_the_models_schemas_and_refuse_paths_outside_the_allowed_roots(tmp_path, sample):
     async def go() -> None:
-        async with Client(_server(tmp_path)) as client:
+        async with Client(_server(tmp_path, "--max-text", "1000")) as client:
             listed = {t.name: t for t in (await client.list_tools()).tools}
             assert set(listed) == set(TOOLS)
             for name, spec in TOOLS.items():
@@ -43,6 +44,13 @@ def test_tools_list_the_models_schemas_and_refuse_paths_outside_the_allowed_root
             assert refused.is_error and "not under an allowed root" in refused.content[0].text
             bad = await client.call_tool("run", {"path": str(sample), "command": "true", "device": "gpu"})
             assert bad.is_error and "device" in bad.content[0].text
+            # a text over the limit is cut, with the URI of the whole result, which reads back as it was
+            scan = await client.call_tool("scan", {"path": str(sample)})
+            text = scan.content[0].text
+            uri = text.rsplit("read the resource ", 1)[1].split(" ", 1)[0]
+            assert len(text) < 1200 and uri.startswith("ferry://calls/scan-")
+            whole = await client.read_resource(uri)
+            assert json.loads(whole.contents[0].text) == scan.structured_content
     anyio.run(go)
 
 
