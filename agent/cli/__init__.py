@@ -35,6 +35,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agent.cli.trajectory_cmd",
     "agent.cli.pr_cmd",
     "agent.cli.serve_cmd",
+    "agent.cli.mcp_cmd",
     "agent.cli.knowledge_cmd",
 )
 

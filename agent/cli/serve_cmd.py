@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="longest time a request body may take in all, however steadily it arrives (default "
                              f"$FERRY_BODY_TOTAL_TIMEOUT or {DEFAULT_BODY_TOTAL_S:g})")
     parser.add_argument("--json", action="store_true", help="print the listening address as JSON before serving")
+    parser.add_argument("--no-mcp", action="store_true",
+                        help="leave out the MCP endpoint at /mcp (coding agents; same tokens as the API)")
 
 
 def _check_store(data_dir: Path) -> None:
@@ -171,16 +174,28 @@ def _back_workers(settings: Any, *, explicit: bool) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if args.no_mcp:
+        from agent.service.app import create_app
+
+        return serve(args, settings, create_app)
+    from agent.mcp.http import service_with_mcp
+
+    return serve(args, settings, service_with_mcp, mcp=True)
+
+
+def serve(args: argparse.Namespace, settings: Any, factory: Callable[[Any], Any], *, mcp: bool = False,
+          pages: bool = True) -> int:
+    """Check ``settings``, take the port and serve ``factory(settings)`` until stopped (``ferry serve``, and
+    ``ferry mcp --http`` with only the MCP endpoint: ``pages`` False)."""
     import json
 
     import uvicorn
 
     from agent.cli import CliError
-    from agent.service.app import create_app
     from agent.service.deadlines import KEEP_ALIVE_S, protocol_with
     from agent.service.lock import DataDirBusy, hold_data_dir
 
-    settings = _settings(args)
     if logging.getLogger().getEffectiveLevel() > logging.INFO:  # a service says what it does (-q not given)
         logging.getLogger("agent.service").setLevel(logging.INFO)
     if args.host not in ("127.0.0.1", "localhost", "::1") and not settings.tokens:
@@ -208,8 +223,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"url": url, "data_dir": str(settings.data_dir)}), flush=True)
     # where to go, for a person (on stderr under --json: stdout is then one JSON line for programs)
-    print(f"listening on {url}\n  chat page: {url}/\n  API docs:  {url}/docs", flush=True,
-          file=sys.stderr if args.json else sys.stdout)
+    lines = [f"listening on {url}"] + ([f"  chat page: {url}/", f"  API docs:  {url}/docs"] if pages else []) + \
+        ([f"  MCP:       {url}/mcp"] if mcp else [])
+    print("\n".join(lines), flush=True, file=sys.stderr if args.json else sys.stdout)
     logger.info("serving on http://%s:%d (data dir %s, %d workers, %d allowed roots)", host, port,
                 settings.data_dir, settings.workers, len(settings.allow_roots))
     if settings.tokens and host.strip("[]") in ("0.0.0.0", "::") and not settings.allowed_hosts:
@@ -217,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
                        "API needs a token); name the server's public names with --allowed-host to check it")
     protocol = protocol_with(settings.header_timeout_s, settings.body_idle_timeout_s,
                              settings.body_total_timeout_s)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=5,
+    server = uvicorn.Server(uvicorn.Config(factory(settings), log_level="warning", timeout_graceful_shutdown=5,
                                            http=protocol, timeout_keep_alive=KEEP_ALIVE_S))
     server.run(sockets=[sock])
     return 0

@@ -25,6 +25,7 @@ from agent.migration.early import new_migration_id
 from agent.migration.locks import MigrationLocked, migration_lock
 from agent.migration.options import MigrationOptions, options_for
 from agent.migration.paths import DEFAULT_STATE_DIR, state_dir
+from agent.migration.records import Plan
 from agent.migration.runs import RunScheduler
 from agent.migration.snapshot import INTERRUPT, ApprovalRequest, MigrationSnapshot, NodeUpdate, ProgressFn, StateView
 from agent.migration.state import dump
@@ -165,3 +166,16 @@ def check_store(sdir: str | Path | None) -> str:
     with checkpointer(state_dir(sdir)):
         pass
     return describe_store(state_dir(sdir))
+
+
+def plan_of(source: Path, *, run_command: str | None, test_command: str | None, device: str,
+            max_iterations: int) -> tuple[Plan, str]:
+    """What a migration of ``source`` would do, without starting one: the scan and the offline plan the
+    graph's scan and plan nodes make (the files the codemods rewrite, the findings left for review, the
+    checks), and its one-line summary."""
+    from agent.migration.nodes.plan import offline_plan, plan_summary
+    from agent.migration.nodes.scan import digest_of
+
+    the_plan = offline_plan(digest_of(adapters.scan(source)), source, run_command=run_command,
+                            test_command=test_command, device=device, max_iterations=max_iterations)
+    return the_plan, plan_summary(the_plan)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -50,27 +50,49 @@ def github_jobs(settings: ServiceSettings) -> GitHubJobs | None:
     return GitHubJobs(settings.data_dir, settings.github, GitHubClient(settings.github))
 
 
-def create_app(settings: ServiceSettings) -> FastAPI:
+@contextmanager
+def service_core(settings: ServiceSettings) -> Iterator[tuple[SessionStore, Workers]]:
+    """The data dir held, its store open (left-overs of a dead server swept) and the workers started; all
+    stopped and released on exit. The HTTP app's lifespan and ``ferry mcp`` both run over this."""
+    fd = hold_data_dir(settings.data_dir)
+    try:
+        store = SessionStore(settings.data_dir / "service.db")
+        try:
+            leftovers.sweep(settings.data_dir, store)
+            workers = Workers(settings, store)
+            workers.start()
+            try:
+                yield store, workers
+            finally:
+                workers.stop()
+        finally:
+            store.close()
+    finally:
+        os.close(fd)
+
+
+Extra = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+
+def create_app(settings: ServiceSettings, extras: Sequence[Extra] = ()) -> FastAPI:
+    """The service. ``extras``: what a front door above the service mounts on it (``ferry serve``'s MCP
+    endpoint), each an async context entered once the store and workers run and left before they stop."""
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        fd = hold_data_dir(settings.data_dir)
-        store = SessionStore(settings.data_dir / "service.db")
-        leftovers.sweep(settings.data_dir, store)
-        workers = Workers(settings, store)
-        app.state.store, app.state.workers = store, workers
-        jobs = github_jobs(settings)
-        app.state.github_jobs = jobs
-        workers.start()
-        if jobs is not None:
-            jobs.start()
-        try:
-            yield
-        finally:
+        with service_core(settings) as (store, workers):
+            app.state.store, app.state.workers = store, workers
+            jobs = github_jobs(settings)
+            app.state.github_jobs = jobs
             if jobs is not None:
-                jobs.stop()
-            workers.stop()
-            store.close()
-            os.close(fd)
+                jobs.start()
+            try:
+                async with AsyncExitStack() as stack:
+                    for extra in extras:
+                        await stack.enter_async_context(extra(app))
+                    yield
+            finally:
+                if jobs is not None:
+                    jobs.stop()
 
     app = FastAPI(title="Ferry", description="Migrate PyTorch code from CUDA to tpx: chat-style sessions",
                   version="1.0.0", lifespan=lifespan, docs_url=None, redoc_url=None)

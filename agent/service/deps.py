@@ -40,13 +40,18 @@ def _unauthorized(why: str) -> HTTPException:
     return HTTPException(status.HTTP_401_UNAUTHORIZED, why, headers={"WWW-Authenticate": "Bearer"})
 
 
-def owner_of(settings: SettingsDep, authorization: Annotated[str | None, Header()] = None) -> str:
-    """The owner whose token the request carries. Every configured token is compared, in constant time
-    each, so the answer's timing does not tell which (or whether a prefix) matched; tokens are never logged."""
+class BadToken(LookupError):
+    """A request without the bearer token this server needs, or with a wrong one (the message says which)."""
+
+
+def owner_for(settings: ServiceSettings, authorization: str | None) -> str:
+    """The owner whose token ``authorization`` carries (``LOCAL_OWNER`` on a server with no tokens). Every
+    configured token is compared, in constant time each, so the answer's timing does not tell which (or
+    whether a prefix) matched; tokens are never logged. BadToken when it carries none of them."""
     if not settings.tokens:
         return LOCAL_OWNER
     if authorization is None:
-        raise _unauthorized("this server needs 'Authorization: Bearer <token>' (a token from FERRY_API_TOKENS)")
+        raise BadToken("this server needs 'Authorization: Bearer <token>' (a token from FERRY_API_TOKENS)")
     scheme, _, given = authorization.partition(" ")
     given_b = given.strip().encode()
     found: str | None = None
@@ -54,8 +59,16 @@ def owner_of(settings: SettingsDep, authorization: Annotated[str | None, Header(
         if hmac.compare_digest(given_b, token.encode()) and scheme.lower() == "bearer":
             found = owner
     if found is None:
-        raise _unauthorized("wrong bearer token")
+        raise BadToken("wrong bearer token")
     return found
+
+
+def owner_of(settings: SettingsDep, authorization: Annotated[str | None, Header()] = None) -> str:
+    """The owner whose token the request carries (see :func:`owner_for`)."""
+    try:
+        return owner_for(settings, authorization)
+    except BadToken as exc:
+        raise _unauthorized(str(exc)) from None
 
 
 OwnerDep = Annotated[str, Depends(owner_of)]

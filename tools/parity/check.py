@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
@@ -49,8 +50,10 @@ def _summary(role: str, res: RunResult) -> RunSummary:
                       trace_kind=res.trace.signature.kind if res.trace is not None else None)
 
 
-def check(req: CheckRequest) -> CheckResult:
-    """Run reference and target, compare their probe dumps, profile the target, write the reports."""
+def check(req: CheckRequest, cancel: threading.Event | None = None) -> CheckResult:
+    """Run reference and target, compare their probe dumps, profile the target, write the reports.
+
+    ``cancel``: an event another thread may set to stop the runs early (each then ends ``cancelled``)."""
     from tools.runner.api import RunnerInputError, run
     from tools.runner.models import RunLimits, RunRequest
 
@@ -72,10 +75,11 @@ def check(req: CheckRequest) -> CheckResult:
     try:
         logger.info("check: reference run (cpu, CUDA redirected to cpu)")
         ref = run(RunRequest(**common, device="cpu", redirect_cuda="cpu", profile=False, env=probe_env,
-                             artifacts_dir=out / "reference"))
+                             artifacts_dir=out / "reference"), cancel=cancel)
         logger.info("check: target run (tpx, CUDA redirected to tpx)")
         tgt = run(RunRequest(**common, device="tpx", redirect_cuda="tpx", profile=req.profile,
-                             env={**profile_env, **probe_env, **req.target_env}, artifacts_dir=out / "target"))
+                             env={**profile_env, **probe_env, **req.target_env}, artifacts_dir=out / "target"),
+                  cancel=cancel)
     except RunnerInputError as exc:
         raise CheckInputError(str(exc)) from exc
     result = CheckResult(status="run_failed", summary="", out_dir=str(out), reference=_summary("reference", ref),

@@ -7,6 +7,8 @@ recorded in the plan (``Plan.model.error``) and the offline plan runs: it never 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agent.migration.entry import entry_file
 from agent.migration.nodes.common import SUMMARY, Update, source_of, step
 from agent.migration.records import ModelPlan, Plan, ScanDigest
@@ -30,21 +32,31 @@ def _model_plan(state: MigrationState, scan: ScanDigest, offline: Plan) -> tuple
     return ask_plan(client, scan, offline), client.counters()
 
 
+def offline_plan(scan: ScanDigest, source: Path, *, run_command: str | None, test_command: str | None, device: str,
+                 max_iterations: int, cwd: str | None = None) -> Plan:
+    """The plan without a model: the files the codemods rewrite, the findings left for review, the checks."""
+    auto = [f for f in scan.findings if f.category == AUTO]
+    return Plan(
+        rewrite_files=sorted({f.file for f in auto}), auto_fix=len(auto),
+        review=[f for f in scan.findings if f.category != AUTO],
+        entry_file=entry_file(run_command, list_source_files(source), cwd) if run_command else None,
+        codemod_device=device, checks=["run"] + (["tests"] if test_command else []) + ["parity", "profile"],
+        max_iterations=max_iterations,
+    )
+
+
+def plan_summary(the_plan: Plan) -> str:
+    return (f"codemods on {len(the_plan.rewrite_files)} files ({the_plan.auto_fix} sites); "
+            f"{len(the_plan.review)} findings for review")
+
+
 @step("plan")
 def plan(state: MigrationState, runs: RunScheduler) -> Update:
     opts = options_of(state)
     scan = scan_of(state) or ScanDigest()
-    findings = scan.findings
-    auto = [f for f in findings if f.category == AUTO]
-    review = [f for f in findings if f.category != AUTO]
-    files = sorted({f.file for f in auto})
-    the_plan = Plan(
-        rewrite_files=files, auto_fix=len(auto), review=review,
-        entry_file=entry_file(opts.run_command, list_source_files(source_of(state)), opts.cwd),
-        codemod_device=opts.device, checks=["run"] + (["tests"] if opts.test_command else []) + ["parity", "profile"],
-        max_iterations=opts.max_iterations,
-    )
-    summary = f"codemods on {len(files)} files ({len(auto)} sites); {len(review)} findings for review"
+    the_plan = offline_plan(scan, source_of(state), run_command=opts.run_command, test_command=opts.test_command,
+                            device=opts.device, max_iterations=opts.max_iterations, cwd=opts.cwd)
+    summary = plan_summary(the_plan)
     update: Update = {}
     if llm_option(state):
         model, usage = _model_plan(state, scan, the_plan)

@@ -1,0 +1,56 @@
+"""The MCP tests' fixtures: a small CUDA repository that migrates with codemods only, and the service's
+real-server helper (tests/service/service_client.py) for the HTTP transport."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from service_client import PLAIN
+
+TEST = '''import torch
+
+
+def test_sum_on_the_gpu():
+    x = torch.ones(3, device="cuda")
+    assert float(x.sum()) == 3.0
+'''
+
+
+def write_sample(root: Path) -> Path:
+    """A repository of a CUDA program and its CUDA test, readable by every user (the service copies only that)."""
+    repo = root / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "prog.py").write_text(PLAIN)
+    (repo / "tests" / "test_prog.py").write_text(TEST)
+    for path in (root, repo, repo / "tests"):
+        os.chmod(path, 0o755)
+    return repo
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Path:
+    return write_sample(tmp_path)
+
+
+@pytest.fixture
+def serve(tmp_path: Path):
+    """``serve(*flags)``: a real `ferry serve` (tokens for alice and bob) on ``tmp_path/data``; killed at the end."""
+    from service_client import Server
+
+    started: list[Server] = []
+
+    def start(*flags: str) -> Server:
+        server = Server(tmp_path / "data", *flags)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.kill()
