@@ -105,7 +105,8 @@ class RunRecord(BaseModel):
     warm_start: bool = False
     reused: bool = Field(False, description=(
         "not run again: an earlier run of this same code and settings (a cause trial that ran the fix the "
-        "policy then applied) serves as this role's run; its duration is that run's"))
+        "policy then applied; the reference run an earlier migration of the same source, command and "
+        "settings kept) serves as this role's run; its duration is that run's"))
     artifacts_refused: list[RefusedArtifact] = Field(default_factory=list)
     tests: dict[str, int] = Field(default_factory=dict, description=(
         "the run's tests by outcome (passed, failed, error, skipped), from the pytest report it wrote; "

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from agent.errors import BudgetExhausted, FerryAgentError, ToolUnavailable
-from agent.migration import adapters
+from agent.migration import adapters, run_cache
 from agent.migration.budget import Clock, ensure_time_for, expected_run_s
 from agent.migration.nodes.common import (
     SUMMARY,
@@ -184,9 +184,13 @@ def cpu_check(state: MigrationState, runs: RunScheduler) -> Update:
             raise BudgetExhausted(f"wall-time budget: {max(left, 0.0):.0f}s of --max-wall left and {expected[1]} "
                                   f"took {expected[0]:.0f}s, so the original's run on CPU (which decides the CPU "
                                   "check) was not started; run the migration again with a larger --max-wall")
-        orig = _run_on_cpu(state, source_of(state), artifacts_dir(state, "cpu-original"), None, clock,
-                           "the original's run on CPU")
-        records.append(dump(RunRecord.of("cpu_original", orig)))
+        odir = artifacts_dir(state, "cpu-original")
+        opts = options_of(state)
+        orig = run_cache.kept(opts, "cpu_original", odir)  # an earlier migration's run of this same original
+        if orig is None:
+            orig = _run_on_cpu(state, source_of(state), odir, None, clock, "the original's run on CPU")
+            run_cache.keep(opts, "cpu_original", orig, migration_id_of(state))
+        records.append(dump(RunRecord.of("cpu_original", orig, reused=run_cache.reused_from(odir) is not None)))
         return orig
 
     check = judge(state, run, runs, original_on_cpu)
