@@ -297,9 +297,11 @@ class CpuCheck(BaseModel):
     CPU tier (every compared tensor within ``assert_close``'s tolerances for its dtype: same device,
     same seed) with the reference run, or, where they differ, with the original's own run on CPU.
     ``verdict`` ``not_applicable``: the original does not run on CPU either (it needs an accelerator),
-    so there is no CPU path to keep; ``passed`` is then None. ``reason`` says why in every case."""
+    so there is no CPU path to keep; ``passed`` is then None. ``skipped``: not run, because nothing it could
+    show would change the verdict (``agent.migration.nodes.cpu_check.moot``); ``passed`` None, ``run_status``
+    ``not run``. ``reason`` says why in every case."""
 
-    verdict: Literal["pass", "fail", "not_applicable"]
+    verdict: Literal["pass", "fail", "not_applicable", "skipped"]
     passed: bool | None
     reason: str
     run_status: str
