@@ -15,7 +15,7 @@ from agent.errors import Status
 from tools.parity.models import CauseId, CauseTrial
 from tools.patch import FileChange
 from tools.profile.models import DeviceWork
-from tools.runner.models import RefusedArtifact, RunResult
+from tools.runner.models import RefusedArtifact, RunResult, StartupTimes
 from tools.trace.models import TestOutcome
 
 logger = logging.getLogger(__name__)
@@ -111,6 +111,9 @@ class RunRecord(BaseModel):
     tests: dict[str, int] = Field(default_factory=dict, description=(
         "the run's tests by outcome (passed, failed, error, skipped), from the pytest report it wrote; "
         "empty: it wrote none"))
+    startup: StartupTimes | None = Field(None, description=(
+        "the run's time before the user's first line, by part (copy, sandbox and interpreter, bootstrap: torch, "
+        "tpx, redirect, probe/profiler hooks); None: not measured"))
 
     @classmethod
     def of(cls, kind: RunRole, run: RunResult, reused: bool = False) -> RunRecord:
@@ -119,7 +122,8 @@ class RunRecord(BaseModel):
             tests[t.outcome] = tests.get(t.outcome, 0) + 1
         return cls(kind=kind, command=run.command, status=run.status, exit_code=run.exit_code,
                    duration_s=run.duration_s, signature=run.signature_kind, isolation=run.isolation,
-                   warm_start=run.warm_start, reused=reused, artifacts_refused=run.artifacts_refused, tests=tests)
+                   warm_start=run.warm_start, reused=reused, artifacts_refused=run.artifacts_refused, tests=tests,
+                   startup=run.startup)
 
     def tests_counted(self) -> str | None:
         """"5 tests ran: 4 passed, 1 skipped", or None when the run wrote no pytest report."""

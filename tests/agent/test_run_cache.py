@@ -173,6 +173,9 @@ def test_a_second_migration_of_an_unchanged_repo_does_not_run_the_reference_agai
     assert [r["reused"] for r in refs[0]] == [False]
     assert [r["reused"] for r in refs[1]] == [True] and refs[1][0]["duration_s"] == refs[0][0]["duration_s"]
     assert second["status"] == first["status"] and first["status"] in ("migrated", "partial")
+    # every run made reports its start-up (copy, sandbox and interpreter, bootstrap) in the run log
+    made = [r for r in first["run_log"] if not r["reused"]]
+    assert made and all(r["startup"] and r["startup"]["first_line_s"] is not None for r in made), made
     step = next(s for s in second["steps"] if s["node"] == "reference_run")
     assert step["summary"].startswith("reused: the reference run of migration m-one")
     (repo / "prog.py").write_text(PROGRAM + "print('changed')\n")
