@@ -47,6 +47,7 @@ ENTRY_FILE = "entry.json"
 REUSED_FILE = "reused.json"  # written into a migration's artifacts dir that holds a kept run
 FORMAT = 1
 HASHED_FILE_BYTES = 1 << 20  # bigger files are keyed by size and mtime, not read
+HASHED_TREE_BYTES = 256 << 20  # past this many bytes read, the rest of the tree is keyed by size and mtime
 MAX_TREE_FILES = 20_000  # a bigger source tree is not keyed (its run is made each time)
 MAX_ENTRY_FILES = 50_000
 MAX_ENTRY_JSON = 4 << 20
@@ -69,9 +70,11 @@ class CacheEntry(BaseModel):
 
 def _hash_tree(root: Path) -> str | None:
     """A digest of every entry under ``root`` (relative path, kind, contents; a link's target, never
-    followed; a big file by size and mtime); None when the tree is too big or cannot be read."""
+    followed; a big file, and every file once :data:`HASHED_TREE_BYTES` were read, by size and mtime); None
+    when the tree has too many entries or cannot be read."""
     h = hashlib.sha256()
     count = 0
+    read = 0
     stack = [""]
     while stack:
         rel = stack.pop()
@@ -93,7 +96,8 @@ def _hash_tree(root: Path) -> str | None:
                 elif stat.S_ISDIR(st.st_mode):
                     h.update(f"D {path}\0".encode("utf-8", "surrogateescape"))
                     stack.append(path)
-                elif stat.S_ISREG(st.st_mode) and st.st_size <= HASHED_FILE_BYTES:
+                elif stat.S_ISREG(st.st_mode) and st.st_size <= HASHED_FILE_BYTES and read < HASHED_TREE_BYTES:
+                    read += st.st_size
                     fd = os.open(e.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                     with os.fdopen(fd, "rb") as fh:
                         digest = hashlib.sha256(fh.read(HASHED_FILE_BYTES + 1)).hexdigest()

@@ -423,7 +423,7 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
                                if redirect_log is not None and collected.has("redirect.jsonl") else None),
             junit_xml=junit_path,
             artifacts_refused=refused,
-            startup=_startup(collected, workspace_s, launched, res.duration_s),
+            startup=_startup(collected, workspace_s, launched, time.time() - launched),
             **base,
         )
         (artifacts / "result.json").write_text(result.model_dump_json(indent=2))
@@ -434,8 +434,9 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
 
 def _startup(collected: Collected, workspace_s: float, launched: float, run_s: float) -> StartupTimes:
     """The run's start-up breakdown: the host's own measure of the copy, and what the run's first process
-    wrote to ``startup.json`` (untrusted: a small JSON object of finite seconds, each within the run's own
-    time; anything else is left out)."""
+    wrote to ``startup.json`` (untrusted: a small JSON object of finite seconds, each within ``run_s``, the
+    host's time from the sandbox call to now, a wait for the warm interpreter included; anything else is
+    left out)."""
     times = StartupTimes(workspace_s=round(workspace_s, 4))
     if not collected.has(STARTUP_FILE):
         return times
