@@ -64,16 +64,19 @@ def main() -> int:
                             timeout_s=600, seed=0, artifacts_dir=tmp / f"own-{i}") for i in range(args.own_runs)]
         own = sorted(owns, key=lambda r: r.duration_s if r.ok else float("inf"))[len(owns) // 2]  # the median run
         t_runs: dict[str, float] = {}
+        t_start: dict[str, float] = {}
         for r in result.get("run_log", []):
             if not r.get("reused"):  # a run made earlier in another role (the trial's run as the target run)
                 t_runs[r["kind"]] = t_runs.get(r["kind"], 0.0) + (r.get("duration_s") or 0.0)
+                for part, v in (r.get("startup") or {}).items():
+                    t_start[part] = t_start.get(part, 0.0) + (v or 0.0)
         t_nodes: dict[str, float] = {}
         for st in result.get("steps", []):
             t_nodes[st["node"]] = t_nodes.get(st["node"], 0.0) + (st.get("seconds") or 0.0)
         rows.append({"case": case.name, "status": result.get("status"), "migrate_s": migrate_s,
                      "own_run_s": own.duration_s if own.ok else float("nan"), "own_status": own.status,
                      "runs": result.get("runs"), "iterations": result.get("iterations"), "by_kind": t_runs,
-                     "by_node": t_nodes, "base_s": base_s, "base_status": base.get("status"),
+                     "by_node": t_nodes, "startup": t_start, "base_s": base_s, "base_status": base.get("status"),
                      "base_runs": base.get("runs")})
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{'case':22} {'status':14} {'migrate s':>9} {'own run s':>9} {'ratio':>6}  runs iters  time in runs by kind")
@@ -86,6 +89,14 @@ def main() -> int:
     for r in rows:
         nodes = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["by_node"].items(), key=lambda kv: -kv[1]) if v >= 0.05)
         print(f"  {r['case']:22} {nodes}")
+    print("start-up before the user's first line, summed over the runs each migration made (seconds: copy, "
+          "sandbox+interpreter, bootstrap = torch import + tpx load + redirect + probe/profiler hooks):")
+    for r in rows:
+        st = r["startup"]
+        parts = ", ".join(f"{k.removesuffix('_s')} {st[k]:.2f}" for k in
+                          ("workspace_s", "launch_s", "bootstrap_s", "torch_s", "device_s", "redirect_s", "hooks_s")
+                          if k in st)
+        print(f"  {r['case']:22} first line {st.get('first_line_s', 0.0):.2f} ({parts})")
     ratios = sorted(r["migrate_s"] / r["own_run_s"] for r in rows if r["own_run_s"])
     if ratios:
         print(f"median ratio {statistics.median(ratios):.2f} (target <= 2.5), mean {statistics.fmean(ratios):.2f}")

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -166,6 +167,16 @@ def rewrite(path: Path, *, device: str, files: list[str] | None = None,
 # --- parity / profile ----------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1)
+def _one_host_thread() -> None:
+    """The migration process's own tensor work (the parity comparisons) runs on one intra-op thread. Its
+    runs take the cores meanwhile: on two busy cores torch's two threads wait on each other at every op,
+    and a comparison took 4-6x as long as on one thread (``tools.parity.metrics.compute_metrics`` on a
+    1M-element pair: 120-240 ms on two threads, 20-60 ms on one, load average 4-6)."""
+    torch = _import("torch", "parity")
+    torch.set_num_threads(1)
+
+
 def compare(ref_dir: Path, target_dir: Path, dtype_changes: dict[str, str] | None = None,
             golden_dir: Path | None = None, drift_budget: bool = True) -> ParityReport:
     """The reference's probe dump against the target's (call ``RunScheduler.wait_prewarm`` first
@@ -175,6 +186,7 @@ def compare(ref_dir: Path, target_dir: Path, dtype_changes: dict[str, str] | Non
     False: a training's later steps judged strictly too (docs/parity.md)."""
     mod = _import("tools.parity.compare", "parity")
     models = _import("tools.parity.models", "parity")
+    _one_host_thread()
     dump_mod = _import("tools.probe.dump", "parity")
     options = models.CompareOptions(dtype_changes=dtype_changes or {},
                                     golden_dir=Path(golden_dir) if golden_dir is not None else None,

@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from agent.migration import adapters
+from agent.migration import adapters, run_cache
 from agent.migration.paths import REFERENCE_LABEL, reference_artifacts
 from agent.migration.runs import RunScheduler, finished, parallel_limit
 from agent.migration.state import MigrationOptions
@@ -49,14 +49,26 @@ def run_reference(opts: MigrationOptions, adir: Path, cancel: threading.Event | 
     )
 
 
-def start_reference(runs: RunScheduler, opts: MigrationOptions, migration_id: str) -> bool:
-    """Start the reference run in the background unless it is running or finished already, or
+def kept_reference(opts: MigrationOptions, adir: Path) -> RunResult | None:
+    """The reference run an earlier migration of the same source, command and settings kept
+    (``agent.migration.run_cache``), copied into ``adir``; None when there is none."""
+    return run_cache.kept(opts, REFERENCE_LABEL, adir)
+
+
+def keep_reference(opts: MigrationOptions, run: RunResult, migration_id: str) -> bool:
+    """Keep a passing reference run for later migrations of the same code (not one that was itself kept)."""
+    return run_cache.keep(opts, REFERENCE_LABEL, run, migration_id)
+
+
+def start_reference(runs: RunScheduler, opts: MigrationOptions, migration_id: str, look_kept: bool = True) -> bool:
+    """Start the reference run in the background unless it is running or finished already (or, with
+    ``look_kept``, an earlier migration kept it: it is then copied in and reads as finished), or
     side-by-side runs are off; True when it is (now) in flight."""
     key = reference_key(migration_id)
     if runs.has(key):
         return True
     adir = reference_artifacts(opts.state_dir, migration_id)
-    if finished(adir) is not None or parallel_limit() < 2:
+    if finished(adir) is not None or (look_kept and kept_reference(opts, adir) is not None) or parallel_limit() < 2:
         return False
     adir.mkdir(parents=True, exist_ok=True)
     return runs.start(key, lambda cancel: run_reference(opts, adir, cancel))

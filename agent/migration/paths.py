@@ -2,7 +2,8 @@
 
 The one place paths are computed: the state directory (``--state-dir``, ``$FERRY_STATE_DIR``, else
 ``~/.ferry``) holds ``workspaces/<migration id>`` (the private copies) and ``artifacts/<migration
-id>/<label>`` (each run's probe, profile and result: ``reference``, ``golden``, ``cpu-check-N-<digest>``...);
+id>/<label>`` (each run's probe, profile and result: ``reference``, ``golden``, ``cpu-check-N-<digest>``...)
+and ``artifacts/.run-cache/<key>`` (runs of an unchanged original kept across migrations);
 the knowledge base is ``<default state dir>/knowledge`` unless ``$FERRY_KB_PATH`` names it; the
 service's data dir holds ``sessions/<session id>`` with the session's ``repo`` and its
 ``out-<attempt>`` directories. Every id is checked (:func:`agent.ids.inside`) before it is joined.
@@ -42,6 +43,12 @@ def workspaces_root(state_dir: str | Path, migration_id: str) -> Path:
 def artifacts_root(state_dir: str | Path, migration_id: str) -> Path:
     """``<state dir>/artifacts/<id>``; InvalidId for an id that is not a plain name or leads out of it."""
     return inside(Path(state_dir).expanduser() / "artifacts", migration_id)
+
+
+def run_cache_root(state_dir: str | Path) -> Path:
+    """``<state dir>/artifacts/.run-cache``: the runs of unchanged originals kept across migrations
+    (``agent.migration.run_cache``); a migration id never starts with a dot, so no migration's directory."""
+    return Path(state_dir).expanduser() / "artifacts" / ".run-cache"
 
 
 def run_artifacts(state_dir: str | Path, migration_id: str, label: str) -> Path:

@@ -16,7 +16,7 @@ from tools.guard.models import TestsSnapshot
 from tools.parity.models import CauseId, CauseTrial
 from tools.patch import FileChange
 from tools.profile.models import DeviceWork
-from tools.runner.models import RefusedArtifact, RunResult
+from tools.runner.models import RefusedArtifact, RunResult, StartupTimes
 from tools.trace.models import TestOutcome
 
 logger = logging.getLogger(__name__)
@@ -111,11 +111,15 @@ class RunRecord(BaseModel):
     warm_start: bool = False
     reused: bool = Field(False, description=(
         "not run again: an earlier run of this same code and settings (a cause trial that ran the fix the "
-        "policy then applied) serves as this role's run; its duration is that run's"))
+        "policy then applied; the reference run an earlier migration of the same source, command and "
+        "settings kept) serves as this role's run; its duration is that run's"))
     artifacts_refused: list[RefusedArtifact] = Field(default_factory=list)
     tests: dict[str, int] = Field(default_factory=dict, description=(
         "the run's tests by outcome (passed, failed, error, skipped), from the pytest report it wrote; "
         "empty: it wrote none"))
+    startup: StartupTimes | None = Field(None, description=(
+        "the run's time before the user's first line, by part (copy, sandbox and interpreter, bootstrap: torch, "
+        "tpx, redirect, probe/profiler hooks); None: not measured"))
 
     @classmethod
     def of(cls, kind: RunRole, run: RunResult, reused: bool = False) -> RunRecord:
@@ -124,7 +128,8 @@ class RunRecord(BaseModel):
             tests[t.outcome] = tests.get(t.outcome, 0) + 1
         return cls(kind=kind, command=run.command, status=run.status, exit_code=run.exit_code,
                    duration_s=run.duration_s, signature=run.signature_kind, isolation=run.isolation,
-                   warm_start=run.warm_start, reused=reused, artifacts_refused=run.artifacts_refused, tests=tests)
+                   warm_start=run.warm_start, reused=reused, artifacts_refused=run.artifacts_refused, tests=tests,
+                   startup=run.startup)
 
     def tests_counted(self) -> str | None:
         """"5 tests ran: 4 passed, 1 skipped", or None when the run wrote no pytest report."""
@@ -318,9 +323,11 @@ class CpuCheck(BaseModel):
     CPU tier (every compared tensor within ``assert_close``'s tolerances for its dtype: same device,
     same seed) with the reference run, or, where they differ, with the original's own run on CPU.
     ``verdict`` ``not_applicable``: the original does not run on CPU either (it needs an accelerator),
-    so there is no CPU path to keep; ``passed`` is then None. ``reason`` says why in every case."""
+    so there is no CPU path to keep; ``passed`` is then None. ``skipped``: not run, because nothing it could
+    show would change the verdict (``agent.migration.nodes.cpu_check.moot``); ``passed`` None, ``run_status``
+    ``not run``. ``reason`` says why in every case."""
 
-    verdict: Literal["pass", "fail", "not_applicable"]
+    verdict: Literal["pass", "fail", "not_applicable", "skipped"]
     passed: bool | None
     reason: str
     run_status: str

@@ -18,6 +18,7 @@ that window. Measurements: docs/agent.md, "Verdict rules".
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -143,3 +144,33 @@ class DeviceOpCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]  # un
             return None
         return {"tpx": self.tpx, "other": self.other, "before_tpx": self.before_tpx if self.tpx else self.other,
                 "compute_tpx": self.compute_tpx, "compute_other": self.compute_other}
+
+
+def _dynamo_disable_when_loaded(mode: type) -> None:
+    """PyTorch wraps a dispatch mode's ``__torch_dispatch__`` so that dynamo never traces it, and that wrapper
+    imports ``torch._dynamo`` (a second or two) at the mode's first op, in every profiled run, also where the
+    program never compiles. The wrapper takes the disabled function from the raw one's ``__dynamo_disable``
+    when set: this one calls the raw function while dynamo is not loaded (nothing can be compiling then) and
+    dynamo's own ``disable`` of it from the moment it is (the program's ``torch.compile``), as torch would."""
+    raw = getattr(mode.__dict__.get("__torch_dispatch__"), "__wrapped__", None)
+    if raw is None or not callable(raw):
+        return
+    real: list[Callable[..., Any]] = []
+
+    def disabled(*args: Any, **kwargs: Any) -> Any:
+        if real:
+            return real[0](*args, **kwargs)
+        dynamo = sys.modules.get("torch._dynamo")
+        disable = getattr(dynamo, "disable", None) if dynamo is not None else None
+        if disable is None:
+            return raw(*args, **kwargs)
+        real.append(disable(raw, True, wrapping=False))
+        return real[0](*args, **kwargs)
+
+    try:
+        setattr(raw, "__dynamo_disable", disabled)
+    except (AttributeError, TypeError):
+        logger.debug("profile: the op counter's dynamo wrapper left as torch made it")
+
+
+_dynamo_disable_when_loaded(DeviceOpCounter)

@@ -6,6 +6,8 @@ import logging
 import re
 from typing import Any
 
+from .after_dynamo import after_dynamo_import
+
 logger = logging.getLogger(__name__)
 
 GRAPH_BREAK_LOGGERS = (
@@ -35,14 +37,26 @@ class _Collector(logging.Handler):
 
 
 class DynamoWatch:
-    """Collects graph-break and recompile log messages without printing them."""
+    """Collects graph-break and recompile log messages without printing them.
+
+    Importing dynamo costs a second or two, which a program that never compiles must not pay in every
+    profiled run: ``install`` attaches the collectors now only when ``torch._dynamo`` is imported already,
+    and otherwise right after the program's own import of it (``torch.compile`` imports it before it
+    compiles anything, so no graph break or recompile is missed)."""
 
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
         self._installed: list[tuple[logging.Logger, logging.Handler, int, bool]] = []
         self._enabled_artifact = False
+        self._active = False
 
     def install(self) -> None:
+        self._active = True
+        after_dynamo_import(self._attach)
+
+    def _attach(self) -> None:
+        if not self._active:  # uninstalled before the program imported dynamo
+            return
         try:  # import first: creating the artifact loggers resets their propagation
             import torch._dynamo.convert_frame
             import torch._dynamo.exc
@@ -66,6 +80,7 @@ class DynamoWatch:
                 log.propagate = False
 
     def uninstall(self) -> None:
+        self._active = False
         if self._enabled_artifact:
             from torch._logging._internal import log_state
 

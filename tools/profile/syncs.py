@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 
 import torch
 
+from .after_dynamo import after_dynamo_import
 from .frames import FrameFinder, OwnFrame
 
 # attribute on torch.Tensor -> sync kind
@@ -71,13 +72,19 @@ def _device_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device |
 
 
 def _skip_in_dynamo(functions: list[Method]) -> None:
-    """Tell dynamo never to compile the wrappers' frames (they run eagerly, as the originals would)."""
-    try:
-        from torch._dynamo.eval_frame import skip_code
-    except Exception:  # no dynamo, nothing to protect
-        return
-    for code in {c for f in functions if (c := getattr(f, "__code__", None)) is not None}:
-        skip_code(code)
+    """Tell dynamo never to compile the wrappers' frames (they run eagerly, as the originals would), once
+    the program loads dynamo (``after_dynamo``: a program that never compiles does not pay its import)."""
+    codes = {c for f in functions if (c := getattr(f, "__code__", None)) is not None}
+
+    def mark() -> None:
+        try:
+            from torch._dynamo.eval_frame import skip_code
+        except Exception:  # no dynamo, nothing to protect
+            return
+        for code in codes:
+            skip_code(code)
+
+    after_dynamo_import(mark)
 
 
 class SyncTracker:

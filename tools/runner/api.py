@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 import shutil
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import TypedDict
 
@@ -32,7 +35,7 @@ from tools.repopath import repo_path_problem
 from tools.runner.env import child_env, child_path_env
 from tools.runner.interpreter import Interpreter, InterpreterError, inspect_interpreter
 from tools.runner.launch import device_env
-from tools.runner.models import Device, RefusedArtifact, RunRequest, RunResult, RunStatus
+from tools.runner.models import Device, RefusedArtifact, RunRequest, RunResult, RunStatus, StartupTimes
 from tools.trace import Signature, Trace, parse_trace
 from tools.trace.models import TestOutcome
 from tools.trace.parse import signature_for_status
@@ -42,6 +45,8 @@ from tools.trace.stacks import process_stack, teardown_trace
 logger = logging.getLogger(__name__)
 
 TAIL_CHARS = 20_000
+STARTUP_FILE = "startup.json"  # ARTIFACTS/child/startup.json: the bootstrap's start-up breakdown
+STARTUP_PARTS = ("torch_s", "device_s", "redirect_s", "hooks_s")
 STACKS_DIR = "stacks"  # ARTIFACTS/child/stacks: the run's processes' stack dumps (sandbox.teardown)
 COLLECTED_DIR = "collected"  # ARTIFACTS/collected: the host-owned copy of what the run left in child/
 COVERAGE_FILE = "coverage.json"  # a RunRequest(coverage=True)'s report, under COLLECTED_DIR
@@ -311,7 +316,9 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
     stacks.mkdir()
     teardown = TeardownWatch(stacks, grace_s=limits.teardown_grace_s) if limits.teardown_grace_s else None
 
+    t_ws = time.perf_counter()
     ws = _workspace(src, space, artifacts if req.keep_workspace else None)
+    workspace_s = time.perf_counter() - t_ws
     os.chmod(ws.container, 0o711)  # its uid reaches the copy by path at the weaker levels; nobody lists it
     kept = ws.path
     if req.keep_workspace and space.mounted:  # copied out of the space when the run is over
@@ -328,6 +335,7 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
                           env=env))  # one device per process of a torchrun / mp.spawn job
     if teardown is not None:
         env.update(teardown.child_env())
+    env["FERRY_STARTUP_FILE"] = str(seen / STARTUP_FILE)
     readable: list[Path] = interp.roots() if interp is not None else []
     path_env = child_path_env(interp.bin_dir if interp is not None else None)
     if "tpx" in (req.device, req.redirect_cuda):
@@ -353,6 +361,7 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
                      artifacts_dir=artifacts, workspace=kept if req.keep_workspace else None,
                      workspace_method=ws.method, python=interp.path if interp is not None else sys.executable,
                      cwd=req.cwd)
+    launched = time.time()
     try:
         res = run_in_sandbox(command, ws.path, limits=limits, env=env, writable=[out], readable=readable,
                              isolation=None if req.isolation in (None, "auto") else req.isolation,
@@ -416,12 +425,44 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
                                if redirect_log is not None and collected.has("redirect.jsonl") else None),
             junit_xml=junit_path,
             artifacts_refused=refused,
+            startup=_startup(collected, workspace_s, launched, time.time() - launched),
             **base,
         )
         (artifacts / "result.json").write_text(result.model_dump_json(indent=2))
         return result
     finally:
         _finish_workspace(req, ws, kept, space)
+
+
+def _startup(collected: Collected, workspace_s: float, launched: float, run_s: float) -> StartupTimes:
+    """The run's start-up breakdown: the host's own measure of the copy, and what the run's first process
+    wrote to ``startup.json`` (untrusted: a small JSON object of finite seconds, each within ``run_s``, the
+    host's time from the sandbox call to now, a wait for the warm interpreter included; anything else is
+    left out)."""
+    times = StartupTimes(workspace_s=round(workspace_s, 4))
+    if not collected.has(STARTUP_FILE):
+        return times
+    try:
+        with open(collected.dest / STARTUP_FILE, "rb") as fh:  # the collected copy: no link, a regular file
+            raw = json.loads(fh.read(4096))
+    except (OSError, ValueError):
+        return times
+    if not isinstance(raw, dict):
+        return times
+
+    def seconds(value: object, upper: float) -> float | None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            return None
+        return round(float(value), 4) if 0.0 <= value <= upper + 1.0 else None
+
+    start, ready = raw.get("start"), raw.get("ready")
+    upper = max(run_s, 0.0)
+    launch = seconds(start - launched, upper) if isinstance(start, int | float) else None
+    boot = seconds(ready - start, upper) if isinstance(start, int | float) and isinstance(ready, int | float) else None
+    parts = {k: seconds(raw.get(k), upper) for k in STARTUP_PARTS}
+    first = workspace_s + launch + boot if launch is not None and boot is not None else None
+    return times.model_copy(update={"launch_s": launch, "bootstrap_s": boot, **parts,
+                                    "first_line_s": round(first, 4) if first is not None else None})
 
 
 def _status(res: SandboxResult) -> RunStatus:

@@ -110,6 +110,25 @@ class RefusedArtifact(BaseModel):
     reason: str  # "symlink", "not a regular file (fifo)", "hard link to another file", "too large: ..."
 
 
+class StartupTimes(BaseModel):
+    """Where a run's time went before the user's first line, in seconds: the private copy of the repository
+    (``workspace_s``, host-measured), the sandbox's set-up and the interpreter's start, or the fork from a warm
+    interpreter (``launch_s``: from the sandbox call to the bootstrap's first statement), and the bootstrap
+    (``bootstrap_s``) with its parts: torch's import when the probe or profiler needs it before the program
+    runs (``torch_s``), tpx's extension load (``device_s``), the CUDA redirect (``redirect_s``) and the
+    probe/profiler hooks (``hooks_s``). ``first_line_s``: all of it. The bootstrap's parts are what the run's
+    first process reported (untrusted: each checked to be a finite number of seconds, at most the run's own)."""
+
+    workspace_s: float = 0.0
+    launch_s: float | None = None
+    bootstrap_s: float | None = None
+    torch_s: float | None = None
+    device_s: float | None = None
+    redirect_s: float | None = None
+    hooks_s: float | None = None
+    first_line_s: float | None = None
+
+
 class RunResult(BaseModel):
     command: list[str]
     exit_code: int | None
@@ -144,6 +163,7 @@ class RunResult(BaseModel):
     workspace_method: str | None = None  # reflink / copy
     artifacts_dir: Path | None = None
     error: str | None = None  # sandbox_error: what went wrong and what to do
+    startup: StartupTimes | None = None  # the time before the user's first line, by part
 
     @property
     def ok(self) -> bool:

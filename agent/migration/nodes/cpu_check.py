@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Literal
 
 from agent.errors import BudgetExhausted, FerryAgentError, ToolUnavailable
-from agent.migration import adapters
+from agent.migration import adapters, run_cache
 from agent.migration.budget import Clock, ensure_time_for, expected_run_s
+from agent.migration.device_work import work_problem
 from agent.migration.nodes.common import (
     SUMMARY,
     Update,
@@ -44,6 +45,8 @@ from agent.migration.records import CpuCheck, Edit, RunRecord
 from agent.migration.runs import RunScheduler
 from agent.migration.state import (
     MigrationState,
+    device_work_error_of,
+    device_work_of,
     dump,
     edits_of,
     files_of,
@@ -51,6 +54,8 @@ from agent.migration.state import (
     llm_before_of,
     migration_id_of,
     options_of,
+    parity_of,
+    profile_round_of,
     reference_of,
 )
 from agent.migration.workspace import round_label
@@ -165,8 +170,35 @@ def judge(state: MigrationState, run: RunResult, runs: RunScheduler,
                   against="original_on_cpu")
 
 
+def moot(state: MigrationState) -> str | None:
+    """Why the CPU check cannot change this migration's verdict, or None when it can (then it runs).
+
+    The check decides between ``migrated`` and ``partial`` only (``report.final_status``); the report
+    reaches its problems only when parity compared something. Parity that compared nothing (the program
+    ran no nn.Module, printed no metric, saved no tensor) ends ``partial`` whatever the check shows, and
+    the check itself then compares nothing with the reference either. It still runs where it is evidence
+    of something else: a run whose work did not reach tpx (a control program: the check shows the patch
+    kept its CPU path), the model's edit (the guard may reject and revert it) and the model's profile
+    change under verification."""
+    parity = parity_of(state)
+    if parity is None or parity.compared:
+        return None
+    edits = edits_of(state)
+    if options_of(state).llm and ((edits and edits[-1].kind == "llm") or profile_round_of(state) is not None):
+        return None
+    if work_problem(device_work_of(state), device_work_error_of(state), "") is not None:
+        return None
+    return ("parity compared no tensor, so the migration is partial whatever the CPU check shows, and the check "
+            "would compare nothing with the reference either")
+
+
 @step("cpu_check")
 def cpu_check(state: MigrationState, runs: RunScheduler) -> Update:
+    why_not = moot(state)
+    if why_not is not None:
+        runs.cancel(cpu_check_key(state))  # started beside the target run: nobody will collect it
+        check = CpuCheck(verdict="skipped", passed=None, reason=why_not, run_status="not run")
+        return {"cpu_check": dump(check), SUMMARY: f"skipped: {why_not}"}
     ws = ensure_workspace(state)
     adir = artifacts_dir(state, cpu_check_label(state))
     run = runs.join(cpu_check_key(state), adir)
@@ -184,9 +216,13 @@ def cpu_check(state: MigrationState, runs: RunScheduler) -> Update:
             raise BudgetExhausted(f"wall-time budget: {max(left, 0.0):.0f}s of --max-wall left and {expected[1]} "
                                   f"took {expected[0]:.0f}s, so the original's run on CPU (which decides the CPU "
                                   "check) was not started; run the migration again with a larger --max-wall")
-        orig = _run_on_cpu(state, source_of(state), artifacts_dir(state, "cpu-original"), None, clock,
-                           "the original's run on CPU")
-        records.append(dump(RunRecord.of("cpu_original", orig)))
+        odir = artifacts_dir(state, "cpu-original")
+        opts = options_of(state)
+        orig = run_cache.kept(opts, "cpu_original", odir)  # an earlier migration's run of this same original
+        if orig is None:
+            orig = _run_on_cpu(state, source_of(state), odir, None, clock, "the original's run on CPU")
+            run_cache.keep(opts, "cpu_original", orig, migration_id_of(state))
+        records.append(dump(RunRecord.of("cpu_original", orig, reused=run_cache.reused_from(odir) is not None)))
         return orig
 
     check = judge(state, run, runs, original_on_cpu)

@@ -16,7 +16,7 @@ import logging
 import threading
 from pathlib import Path
 
-from agent.migration import adapters
+from agent.migration import adapters, run_cache
 from agent.migration.budget import has_time_for, run_timeout
 from agent.migration.nodes.common import artifacts_dir
 from agent.migration.records import RunRecord
@@ -74,9 +74,11 @@ def start_golden(state: MigrationState, runs: RunScheduler) -> bool:
     if runs.has(key):
         return True
     adir = artifacts_dir(state, LABEL)
-    if finished(adir) is not None or runs.spare_cores() < 1:
-        return False
     opts = options_of(state)
+    if finished(adir) is not None or run_cache.kept(opts, LABEL, adir, GOLDEN_ENV) is not None:
+        return False  # (a kept one now reads as finished)
+    if runs.spare_cores() < 1:
+        return False
     adir.mkdir(parents=True, exist_ok=True)
     timeout = run_timeout(state)
     return runs.start(key, lambda cancel: run_golden(opts, adir, cancel, timeout))
@@ -97,10 +99,14 @@ def golden_for(state: MigrationState, runs: RunScheduler) -> tuple[RunResult | N
     if not wants_golden(state):
         return None, []
     adir = artifacts_dir(state, LABEL)
-    run = runs.join(golden_key(state), adir)
+    opts = options_of(state)
+    run = runs.join(golden_key(state), adir) or run_cache.kept(opts, LABEL, adir, GOLDEN_ENV)
     if run is None:
         logger.info("parity failed under autocast: the fp32 golden run (autocast off) runs now")
         if not has_time_for(state, "reference"):  # it takes what the reference took
             return None, []
-        run = run_golden(options_of(state), adir, None, run_timeout(state))
-    return run, [dump(RunRecord.of("golden", run))]
+        run = run_golden(opts, adir, None, run_timeout(state))
+    reused = run_cache.reused_from(run.artifacts_dir) is not None
+    if not reused:
+        run_cache.keep(opts, LABEL, run, migration_id_of(state), GOLDEN_ENV)
+    return run, [dump(RunRecord.of("golden", run, reused=reused))]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import cast
 
 from agent.errors import EnvironmentMissing, FerryAgentError, NeedsHuman, RunTimedOut, SandboxFailure
-from agent.migration import early
+from agent.migration import early, run_cache
 from agent.migration.budget import Clock, ensure_time_for, run_timeout
 from agent.migration.environment import environment_failure, rendezvous_failure
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, diagnosis_from_run, source_of, step
@@ -37,7 +37,11 @@ def reference_key(state: MigrationState) -> str:
 
 
 def _run(state: MigrationState, adir: Path, cancel: threading.Event | None) -> RunResult:
-    """The reference run now (in this process: the one that started it is gone), within the budget left."""
+    """The reference run now (in this process: the one that started it is gone), within the budget left;
+    the one an earlier migration of the same code kept, when there is one."""
+    kept = early.kept_reference(options_of(state), adir)
+    if kept is not None:
+        return kept
     ensure_time_for(state, "reference", "the reference run")
     return early.run_reference(options_of(state), adir, cancel, timeout_s=run_timeout(state))
 
@@ -52,10 +56,13 @@ def reference_run(state: MigrationState, runs: RunScheduler) -> Update:
         return {"reference_pending": True,
                 SUMMARY: "in flight since the migration started (beside the scan, rewrite and first target run)"}
     done = finished(adir)
-    if done is not None:  # finished before an earlier Ferry process stopped
+    if done is not None:  # finished before an earlier Ferry process stopped (or kept from an earlier migration)
         return settle_reference(state, done)
-    if not early.start_reference(runs, options_of(state), migration_id_of(state)):  # side-by-side runs are off
-        return settle_reference(state, _run(state, adir, None))
+    kept = early.kept_reference(options_of(state), adir)
+    if kept is not None:
+        return settle_reference(state, kept)
+    if not early.start_reference(runs, options_of(state), migration_id_of(state), look_kept=False):
+        return settle_reference(state, _run(state, adir, None))  # side-by-side runs are off
     return {"reference_pending": True, SUMMARY: "started (goes on beside the scan, rewrite and first target run)"}
 
 
@@ -86,9 +93,15 @@ def cancel_reference(state: MigrationState, runs: RunScheduler) -> Update:
 
 def settle_reference(state: MigrationState, run: RunResult) -> Update:
     opts = options_of(state)
-    update: Update = {"reference": dump(run), "reference_pending": False, "runs": [dump(RunRecord.of("reference",
-                                                                                                     run))]}
+    origin = run_cache.reused_from(run.artifacts_dir)
+    record = RunRecord.of("reference", run, reused=origin is not None)
+    update: Update = {"reference": dump(run), "reference_pending": False, "runs": [dump(record)]}
+    if run.ok and origin is not None:
+        update[SUMMARY] = (f"reused: the reference run of migration {origin or '?'} (same source files, command and "
+                           f"settings; ok in {run.duration_s:.1f}s there), not run again")
+        return update
     if run.ok:
+        early.keep_reference(opts, run, migration_id_of(state))
         update[SUMMARY] = f"ok in {run.duration_s:.1f}s (CUDA redirected to CPU)"
         return update
     known = list_source_files(source_of(state))

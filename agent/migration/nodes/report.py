@@ -70,6 +70,8 @@ def cpu_check_problem(state: State) -> str | None:
     check = cpu_check_of(state)
     if check is None:
         return "the CPU check did not run, so the migrated code is not shown to run on CPU as the original did"
+    if check.verdict == "skipped":
+        return f"the CPU check was not run ({check.reason})"
     return check.reason if check.verdict == "fail" else None
 
 

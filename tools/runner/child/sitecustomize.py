@@ -17,6 +17,9 @@ interpreter (``--python``) needs torch and nothing of Ferry's, and the user's ow
 
 import os
 import sys
+import time
+
+_T_START = time.time()  # the bootstrap's start: the interpreter is up (a warm start resets it after the fork)
 
 # Only the checker sees these imports (a constant it reads as true): this module runs at every
 # start-up of the user's interpreter and imports nothing it does not need, typing included.
@@ -113,6 +116,38 @@ class _PostImportFinder:
         return spec
 
 
+# Seconds the bootstrap spent on each of its parts before the user's first line (tpx's extension load, the
+# CUDA redirect, torch's import, the probe/profiler hooks): written once per run (the first process to
+# finish its bootstrap) to FERRY_STARTUP_FILE, which the runner reads as the run's start-up breakdown.
+_TIMES: "dict[str, float]" = {}
+
+
+def _timed(name: str, fn: "Callable[..., object]", *args: object) -> None:
+    t = time.perf_counter()
+    try:
+        fn(*args)
+    finally:
+        _TIMES[name] = _TIMES.get(name, 0.0) + time.perf_counter() - t
+
+
+def _write_startup(start: float) -> None:
+    """The start-up breakdown, to FERRY_STARTUP_FILE (never replaced: the first process's is the run's);
+    a failure is silent: timing must never disturb the run."""
+    path = os.environ.get("FERRY_STARTUP_FILE")
+    if not path:
+        return
+    try:
+        fields = {"start": start, "ready": time.time(), **_TIMES}
+        body = "{" + ", ".join(f'"{k}": {v!r}' for k, v in fields.items()) + "}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            os.write(fd, body.encode())
+        finally:
+            os.close(fd)
+    except Exception:  # an existing file (another process of the run wrote it), a read-only dir
+        pass
+
+
 def _load_device(torch: "ModuleType") -> None:
     device = os.environ.get("FERRY_DEVICE", "cpu")
     if device == "tpx" and not hasattr(torch, "tpx"):
@@ -123,10 +158,10 @@ def _load_device(torch: "ModuleType") -> None:
 
 
 def _on_torch(torch: "ModuleType") -> None:
-    _load_device(torch)
+    _timed("device_s", _load_device, torch)
     torch.manual_seed(_seed())
     if not os.environ.get(WARM_SERVER_ENV):  # a warm server installs it per run, after the fork
-        _install_redirect()
+        _timed("redirect_s", _install_redirect)
 
 
 def _install_redirect() -> None:
@@ -325,14 +360,19 @@ def _install_tools() -> None:
     role = _process_role()
     if role == "launcher":
         return  # its workers record; the launcher's own empty dump would only get in their way
+    t = time.perf_counter()
+    before = _TIMES.get("device_s", 0.0) + _TIMES.get("redirect_s", 0.0)
     import torch  # (runs _on_torch first: backend, seed, redirect)
 
+    if "torch_s" not in _TIMES:
+        _TIMES["torch_s"] = max(0.0, time.perf_counter() - t - (_TIMES.get("device_s", 0.0)
+                                                                 + _TIMES.get("redirect_s", 0.0) - before))
     _patch_spawn(torch, role)
     if role == "spawned":
         return  # installed by _wrap, under the worker's rank
     rank = os.environ.get("RANK", "")
     _rank_dirs(int(rank) if rank.isdigit() else 0)
-    _install_all()
+    _timed("hooks_s", _install_all)
 
 
 _HOOKS: "tuple[tuple[str, Callable[[ModuleType], None]], ...]" = (
@@ -375,6 +415,7 @@ def _main() -> None:
     _record_worker_errors()
     _install_tools()
     _chain_next()
+    _write_startup(_T_START)
 
 
 def ferry_after_fork() -> None:
@@ -383,12 +424,15 @@ def ferry_after_fork() -> None:
     (which has no ``FERRY_WARM_SERVER``). Run the hooks of the modules already imported, as ``_main``
     does for a fresh interpreter (torch's: the run's device backend, the seed, the CUDA redirect),
     then the probe/profile hooks. Modules imported later still meet the finder's hooks."""
+    start = time.time()
+    _TIMES.clear()  # the server's own start-up is not this run's
     for name, hook in _HOOKS:
         if name in sys.modules:
             hook(sys.modules[name])
     _watch_teardown()
     _record_worker_errors()
     _install_tools()
+    _write_startup(start)
 
 
 if os.environ.get("FERRY_BOOTSTRAP", "1") != "0":
