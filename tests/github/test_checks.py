@@ -14,11 +14,13 @@ from fake_github import FakeGitHub
 from pydantic import SecretStr
 from test_webhook import _comment, _deliver, _git, _remote, _server, _wait, serve  # noqa: F401  (serve: a fixture)
 
-from agent.prbot.checks import CHECK_NAME, check_requests, conclusion_of
-from agent.prbot.github.client import GitHubClient, graphql_url
+from agent.prbot.github.client import GitHubClient, GitHubError
 from agent.prbot.github.config import GitHubConfig
+from agent.prbot.github.webhook import Trigger
 from agent.prbot.jobs import GitHubJobs
-from agent.prbot.pr.models import Finding, PrResult
+
+# (the end-to-end tests import nothing new of Ferry's: they also run, and fail, on the code before check runs)
+CHECK_NAME = "Ferry migration"
 
 # lines 6 and 7: CUDA device strings no rule rewrites (scan: review); line 10: .item() in the loop (profile)
 REVIEWED = '''import torch
@@ -56,8 +58,8 @@ def _done(fake: FakeGitHub, full_name: str, number: int) -> bool:
 
 
 @pytest.mark.slow
-def test_the_verdict_is_a_check_run_with_the_findings_at_their_lines_and_review_is_requested(tmp_path, fake_github,
-                                                                                            serve):
+def test_the_verdict_is_a_check_run_with_the_findings_at_their_lines_and_review_is_requested(
+        tmp_path, fake_github, serve):  # noqa: F811
     bare = _remote(tmp_path, "acme/app", {"main": {"prog.py": REVIEWED}})
     fake_github.add_repo("acme/app", bare=bare)
     fake_github.set_permission("acme/app", "ann", "write")
@@ -93,7 +95,7 @@ def test_the_verdict_is_a_check_run_with_the_findings_at_their_lines_and_review_
 
 
 @pytest.mark.slow
-def test_a_partial_migration_opens_a_draft_and_a_migrated_rerun_marks_it_ready(tmp_path, fake_github, serve):
+def test_a_partial_migration_opens_a_draft_and_a_migrated_rerun_marks_it_ready(tmp_path, fake_github, serve):  # noqa: F811
     bare = _remote(tmp_path, "acme/switch", {"main": {"prog.py": SWITCHED}})
     fake_github.add_repo("acme/switch", bare=bare)
     fake_github.set_permission("acme/switch", "ann", "write")
@@ -134,13 +136,17 @@ def sarif_ok(fake: FakeGitHub, full_name: str, head: str) -> bool:
     return upload["commit_sha"] == head and run["tool"]["driver"]["name"] == "ferry-scan"
 
 
-def _result(findings: list[Finding], status: str = "migrated") -> PrResult:
+def _result(findings: list, status: str = "migrated"):
+    from agent.prbot.pr.models import PrResult
+
     return PrResult(migration_id="m", status=status, summary="runs on tpx", base="main", base_sha="b" * 40,
                     branch="ferry/migrate-tpx", head="a" * 40, title="t", body="b", out_dir="/o", pr_text="/o/pr.md",
                     parity="parity: pass, 2 tensors", findings=findings)
 
 
 def test_annotations_go_fifty_a_request_and_the_rest_in_updates_of_the_same_check_run(tmp_path):
+    from agent.prbot.pr.models import Finding
+
     fake = FakeGitHub()
     try:
         fake.add_repo("acme/big")
@@ -148,8 +154,6 @@ def test_annotations_go_fifty_a_request_and_the_rest_in_updates_of_the_same_chec
         jobs = GitHubJobs(tmp_path, config, GitHubClient(config))
         findings = [Finding(path=f"src/m{i % 3}.py", line=i + 1, level="warning" if i % 2 else "notice",
                             title=f"f{i}", message=f"finding {i}") for i in range(120)]
-        from agent.prbot.github.webhook import Trigger
-
         t = Trigger(delivery="d", event="issue_comment", owner="acme", repo="big", number=1, is_pull=False,
                     sender="ann", run_command="python p.py")
         said = jobs._check(t, _result(findings), "main", "a" * 40)
@@ -169,6 +173,9 @@ def test_annotations_go_fifty_a_request_and_the_rest_in_updates_of_the_same_chec
 
 
 def test_the_conclusion_follows_the_verdict_and_graphql_sits_beside_the_rest_api():
+    from agent.prbot.checks import check_requests, conclusion_of
+    from agent.prbot.github.client import graphql_url
+
     assert [conclusion_of(s) for s in ("migrated", "partial", "needs_llm", "needs_human", "failed_timeout",
                                        "failed_internal")] == ["success", "neutral", "neutral", "neutral", "failure",
                                                                "failure"]
@@ -186,7 +193,7 @@ def test_a_head_sha_not_pushed_is_refused_by_the_fake(tmp_path):
     try:
         fake.add_repo("acme/r", bare=bare)
         config = GitHubConfig(api_url=fake.url, token=SecretStr(fake.token), webhook_secret=SecretStr("x" * 20))
-        with GitHubClient(config) as client, pytest.raises(Exception, match="No commit found"):
+        with GitHubClient(config) as client, pytest.raises(GitHubError, match="No commit found"):
             client.create_check_run("acme", "r", {"name": CHECK_NAME, "head_sha": "d" * 40, "status": "completed",
                                                   "conclusion": "success", "output": {"title": "t", "summary": "s"}})
     finally:
