@@ -2,7 +2,10 @@
 
 A job checks the sender's access, comments that it started, clones the repository from the
 configured remote, runs ``ferry pr`` on the clone (``agent.prbot.pr.core.make_pr``: the branch pushed
-before anything else), opens the pull request or updates the open one, and comments the result.
+before anything else), opens the pull request (a draft while the migration is partial) or updates the
+open one (made ready once it is migrated), requests the asker's review, leaves the verdict as a check
+run with the findings at their lines, uploads the head's scan to code scanning where the repository
+takes it, and comments the result.
 Every way a job fails is commented on its thread with the reason. Git's credentials travel in its
 environment (``GIT_CONFIG_*``: an ``http.extraHeader``), never in a URL, an argument or a log.
 """

@@ -54,7 +54,7 @@ def _head(bare: Path, branch: str = "ferry/migrate-tpx") -> str:
 
 
 def _done(fake: FakeGitHub, full_name: str, number: int) -> bool:
-    return any("pull request" in c and ("opened" in c or "updated" in c) for c in fake.comments(full_name, number))
+    return any("; pull request opened" in c or "; pull request updated" in c for c in fake.comments(full_name, number))
 
 
 @pytest.mark.slow
