@@ -2,7 +2,10 @@
 
 A job checks the sender's access, comments that it started, clones the repository from the
 configured remote, runs ``ferry pr`` on the clone (``agent.prbot.pr.core.make_pr``: the branch pushed
-before anything else), opens the pull request or updates the open one, and comments the result.
+before anything else), opens the pull request (a draft while the migration is partial) or updates the
+open one (made ready once it is migrated), requests the asker's review, leaves the verdict as a check
+run with the findings at their lines, uploads the head's scan to code scanning where the repository
+takes it, and comments the result.
 Every way a job fails is commented on its thread with the reason. Git's credentials travel in its
 environment (``GIT_CONFIG_*``: an ``http.extraHeader``), never in a URL, an argument or a log.
 """
@@ -19,9 +22,10 @@ from pathlib import Path
 
 from agent.ids import id_problem, inside
 from agent.migration.facade import NodeUpdate, ProgressFn, RunScheduler, cancel
+from agent.prbot.checks import CHECK_NAME, check_requests
 from agent.prbot.github.client import GitHubClient, GitHubError
 from agent.prbot.github.config import GitHubConfig
-from agent.prbot.github.models import WRITE
+from agent.prbot.github.models import WRITE, PullRequest
 from agent.prbot.github.webhook import Trigger, ferry_branch
 from agent.prbot.pr.gitops import SAFE, GitError, PushFailed
 from agent.prbot.pr.models import GitIdentity, PrRefused, PrRequest, PrResult
@@ -237,12 +241,16 @@ class GitHubJobs:
         result = self._make_pr(PrRequest(
             path=str(clone), run_command=t.run_command, test_command=t.test_command, base=base, branch=branch,
             push_remote="origin", out_dir=str(job_dir / "out"), state_dir=str(self.data_dir / "state"),
-            author=author, push_env=env, reproduce=_reproduce(base, branch, t)), stop_if_asked, runs, signal)
-        if result.status != "migrated":
-            return "failed", not_migrated_comment(base, result)
+            author=author, push_env=env, reproduce=_reproduce(base, branch, t), partial_branch=True),
+            stop_if_asked, runs, signal)
+        draft = result.status != "migrated" and result.branch is not None  # partial: its verified edits, a draft
         if result.branch is None:
+            # nothing pushed: the verdict goes on the pull request's own head (an issue's base commit is left alone)
+            check = self._check(t, result, base, result.base_sha) if t.is_pull else ""
+            if result.status != "migrated":
+                return "failed", not_migrated_comment(base, result) + check
             return "done", (f"Ferry: {md_code(base)} needs no changes "
-                            f"({md_inline(result.summary or 'migrated', keep_code=True)}); no pull request.")
+                            f"({md_inline(result.summary or 'migrated', keep_code=True)}); no pull request.{check}")
         if signal.is_set():  # cancelled after the migration's last step, while the branch was being pushed
             raise JobCancelled(f"Ferry: this migration was cancelled on the server after its branch "
                                f"{md_code(result.branch)} was pushed; no pull request was opened or "
@@ -252,12 +260,62 @@ class GitHubJobs:
         if existing is not None:
             pr = self.client.update_pull(t.owner, t.repo, existing.number, title=result.title, body=body)
             verb = "updated"
+            if existing.draft and not draft:
+                verb += self._mark_ready(t, existing)
         else:
-            pr = self.client.open_pull(t.owner, t.repo, head=result.branch, base=base, title=result.title, body=body)
-            verb = "opened"
+            pr = self.client.open_pull(t.owner, t.repo, head=result.branch, base=base, title=result.title, body=body,
+                                       draft=draft)
+            verb = "opened as a draft (the migration is partial)" if draft else "opened"
+        self._request_review(t, pr.number)
+        check = self._check(t, result, base, result.head) if result.head else ""
+        self._upload_sarif(t, clone, result)
         moved = "unchanged" if result.unchanged else "pushed"
         return "done", (f"Ferry migrated {md_code(base)}: **{result.status}**. Branch {md_code(result.branch)} "
-                        f"{moved}; pull request {verb}: {pr.html_url}")
+                        f"{moved}; pull request {verb}: {pr.html_url}{check}")
+
+    def _mark_ready(self, t: Trigger, pull: PullRequest) -> str:
+        """A draft Ferry opened for a partial migration, made ready now that the migration passes."""
+        try:
+            self.client.mark_ready(t.owner, t.repo, pull)
+        except GitHubError as exc:
+            logger.warning("could not mark %s#%d ready for review: %s", t.full_name, pull.number, exc)
+            return " (it stays a draft: GitHub refused to mark it ready for review)"
+        return " and marked ready for review"
+
+    def _request_review(self, t: Trigger, number: int) -> None:
+        """The user who asked for the migration reviews it (a refusal is logged: the pull request stands)."""
+        try:
+            self.client.request_reviewers(t.owner, t.repo, number, [t.sender])
+        except GitHubError as exc:
+            logger.warning("could not request a review of %s#%d from %s: %s", t.full_name, number, t.sender, exc)
+
+    def _check(self, t: Trigger, result: PrResult, base: str, head_sha: str) -> str:
+        """The verdict as a check run on ``head_sha`` (annotations past 50 in further updates); returns what
+        the closing comment says of it. A check run GitHub refuses (a token, not an App) fails no job."""
+        create, updates = check_requests(result, base, head_sha)
+        try:
+            run = self.client.create_check_run(t.owner, t.repo, create)
+            for update in updates:
+                self.client.update_check_run(t.owner, t.repo, run.id, update)
+        except GitHubError as exc:
+            logger.warning("no check run on %s@%s: %s", t.full_name, head_sha[:12], exc)
+            return f"\n\nNo check run: GitHub answered {quiet(md_inline(str(exc.args[0])[:300]))}."
+        where = f": {run.html_url}" if run.html_url else ""
+        return f"\n\nThe verdict and the findings at their lines are in the check run {md_code(CHECK_NAME)}{where}."
+
+    def _upload_sarif(self, t: Trigger, clone: Path, result: PrResult) -> None:
+        """The scan of the pushed head as SARIF to code scanning, where the repository takes it: a refusal
+        (code scanning off, no permission: 403/404) or any error is logged and fails nothing."""
+        if not result.head or not result.branch:
+            return
+        try:
+            sarif = head_sarif(clone, result.head)
+            self.client.upload_sarif(t.owner, t.repo, commit_sha=result.head, ref=f"refs/heads/{result.branch}",
+                                     sarif=sarif)
+        except GitHubError as exc:
+            logger.info("code scanning took no SARIF for %s: %s", t.full_name, exc)
+        except Exception:  # the scan of the head failed: the pull request and its check run stand
+            logger.exception("no SARIF for %s", t.full_name)
 
     def _make_pr(self, req: PrRequest, progress: ProgressFn, runs: RunScheduler,
                  stop: threading.Event | None = None) -> PrResult:
@@ -315,3 +373,16 @@ def _reproduce(base: str, branch: str, t: Trigger) -> str:
     if t.test_command:
         parts += ["--test", t.test_command]
     return shlex.join(parts)
+
+
+def head_sarif(clone: Path, head: str) -> bytes:
+    """``ferry scan --sarif`` of the job's clone with ``head`` checked out (the clone is the job's own)."""
+    import json
+
+    from tools.scan.api import scan
+    from tools.scan.models import ScanRequest
+    from tools.scan.sarif import to_sarif
+
+    subprocess.run(["git", *SAFE, "-C", str(clone), "checkout", "-q", "--detach", head], check=True,
+                   capture_output=True, env={**_base_env(), "GIT_TERMINAL_PROMPT": "0"}, timeout=300)
+    return json.dumps(to_sarif(scan(ScanRequest(path=clone)))).encode()

@@ -1,9 +1,14 @@
 """A fake GitHub REST API on loopback: the endpoints Ferry's PR bot uses, with in-memory state, and every
-request recorded and validated (the auth header, the API headers, the JSON bodies, and that a pull
-request's head branch was pushed to the backing bare repository before the pull request is opened)."""
+request recorded and validated (the auth header, the API headers, the JSON bodies, that a pull
+request's head branch was pushed to the backing bare repository before the pull request is opened, and
+that a check run names a pushed commit and carries at most 50 annotations per request). GraphQL's
+``markPullRequestReadyForReview`` is answered at ``/graphql``; SARIF uploads are decoded and kept."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import gzip
 import json
 import re
 import secrets
@@ -36,6 +41,8 @@ class Repo:
     permissions: dict[str, str] = field(default_factory=dict)
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    sarifs: list[dict[str, Any]] = field(default_factory=list)
     next_number: int = 1
 
 
@@ -72,6 +79,10 @@ class FakeGitHub:
 
     def pulls(self, full_name: str) -> list[dict[str, Any]]:
         return list(self.repos[full_name].pulls.values())
+
+    def checks(self, full_name: str) -> list[dict[str, Any]]:
+        """The check runs, each with ``annotations``: all those its creation and its updates carried."""
+        return list(self.repos[full_name].check_runs.values())
 
     def fail_next(self, method: str, path_regex: str, status: int, message: str) -> None:
         self._fail.append((method, re.compile(path_regex), status, message))
@@ -149,6 +160,8 @@ class FakeGitHub:
             return self._error(rec, 400, "missing the GitHub API headers")
         if not self._auth_ok(rec):
             return self._error(rec, 401, "Bad credentials")
+        if rec.path == "/graphql" and rec.method == "POST":
+            return self._graphql(rec)
         m = re.fullmatch(r"/app/installations/(\d+)/access_tokens", rec.path)
         if m and rec.method == "POST":
             token = "ghs_" + secrets.token_hex(16)
@@ -168,6 +181,8 @@ class FakeGitHub:
         p = repo.pulls[n]
         return {"number": n, "html_url": f"https://github.example/{repo.full_name}/pull/{n}", "state": p["state"],
                 "title": p["title"], "body": p["body"],
+                "draft": p.get("draft", False), "node_id": f"PR_{repo.full_name}#{n}",
+                "requested_reviewers": [{"login": u} for u in p.get("reviewers", [])],
                 "head": {"ref": p["head"], "sha": "0" * 40, "repo": self._repo_json(p.get("head_repo", repo))},
                 "base": {"ref": p["base"], "sha": "0" * 40, "repo": self._repo_json(repo)}}
 
@@ -203,10 +218,12 @@ class FakeGitHub:
                 return self._error(rec, 422, f"Validation Failed: head {b['head']} does not exist")
             if any(p["head"] == b["head"] and p["state"] == "open" for p in repo.pulls.values()):
                 return self._error(rec, 422, f"A pull request already exists for {b['head']}")
+            if not isinstance(b.get("draft", False), bool):
+                return self._error(rec, 422, "Validation Failed: draft must be a boolean")
             n = repo.next_number
             repo.next_number += 1
             repo.pulls[n] = {"state": "open", "title": b["title"], "body": b["body"], "head": b["head"],
-                             "base": b["base"]}
+                             "base": b["base"], "draft": b.get("draft", False)}
             return 201, self._pull_json(repo, n)
         m = re.fullmatch(r"/pulls/(\d+)", tail)
         if m and int(m.group(1)) in repo.pulls:
@@ -217,6 +234,40 @@ class FakeGitHub:
                     return self._error(rec, 422, "Validation Failed: title and body must be strings")
                 repo.pulls[n].update(title=b["title"], body=b["body"])
             return 200, self._pull_json(repo, n)
+        m = re.fullmatch(r"/pulls/(\d+)/requested_reviewers", tail)
+        if m and rec.method == "POST" and int(m.group(1)) in repo.pulls:
+            b = rec.body
+            if not isinstance(b, dict) or not isinstance(b.get("reviewers"), list) or \
+                    not all(isinstance(u, str) and u for u in b["reviewers"]):
+                return self._error(rec, 422, "Validation Failed: reviewers must be a list of logins")
+            pull = repo.pulls[int(m.group(1))]
+            pull["reviewers"] = list(dict.fromkeys([*pull.get("reviewers", []), *b["reviewers"]]))
+            return 201, self._pull_json(repo, int(m.group(1)))
+        if tail == "/check-runs" and rec.method == "POST":
+            return self._create_check(rec, repo)
+        m = re.fullmatch(r"/check-runs/(\d+)", tail)
+        if m and rec.method == "PATCH" and int(m.group(1)) in repo.check_runs:
+            run = repo.check_runs[int(m.group(1))]
+            b = rec.body
+            problem = self._output_problem(b.get("output") if isinstance(b, dict) else None)
+            if problem:
+                return self._error(rec, 422, f"Validation Failed: {problem}")
+            run["output"] = {k: v for k, v in b["output"].items() if k != "annotations"}
+            run["annotations"] += b["output"].get("annotations", [])
+            return 200, self._check_json(repo, int(m.group(1)))
+        if tail == "/code-scanning/sarifs" and rec.method == "POST":
+            b = rec.body
+            if not isinstance(b, dict) or not re.fullmatch(r"[0-9a-f]{40}", str(b.get("commit_sha"))) or \
+                    not str(b.get("ref", "")).startswith("refs/"):
+                return self._error(rec, 422, "Validation Failed: commit_sha and ref are required")
+            try:
+                log = json.loads(gzip.decompress(base64.b64decode(b.get("sarif", ""), validate=True)))
+            except (binascii.Error, OSError, ValueError):
+                return self._error(rec, 422, "Validation Failed: sarif is not gzip+base64 of a JSON document")
+            if not isinstance(log, dict) or log.get("version") != "2.1.0":
+                return self._error(rec, 422, "Validation Failed: not a SARIF 2.1.0 log")
+            repo.sarifs.append({"commit_sha": b["commit_sha"], "ref": b["ref"], "log": log})
+            return 202, {"id": f"sarif-{len(repo.sarifs)}", "url": "https://github.example/sarif"}
         m = re.fullmatch(r"/issues/(\d+)/comments", tail)
         if m and rec.method == "POST":
             b = rec.body
@@ -228,3 +279,66 @@ class FakeGitHub:
             return 201, {"id": cid, "html_url": f"https://github.example/c/{cid}", "body": b["body"],
                          "user": {"login": "ferry-bot"}}
         return self._error(rec, 404, "Not Found")
+
+    # --- checks and GraphQL ---------------------------------------------------------------------
+
+    @staticmethod
+    def _output_problem(output: Any) -> str | None:
+        if not isinstance(output, dict) or not all(isinstance(output.get(k), str) and output[k]
+                                                   for k in ("title", "summary")):
+            return "output needs a title and a summary"
+        annotations = output.get("annotations", [])
+        if not isinstance(annotations, list) or len(annotations) > 50:
+            return "at most 50 annotations per request"
+        for a in annotations:
+            if not isinstance(a, dict) or not isinstance(a.get("path"), str) or a["path"].startswith("/") or \
+                    not isinstance(a.get("start_line"), int) or not isinstance(a.get("end_line"), int) or \
+                    a.get("annotation_level") not in ("notice", "warning", "failure") or \
+                    not isinstance(a.get("message"), str) or not a["message"]:
+                return f"annotation {a!r} is not valid"
+        return None
+
+    def _check_json(self, repo: Repo, cid: int) -> dict[str, Any]:
+        run = repo.check_runs[cid]
+        return {"id": cid, "name": run["name"], "head_sha": run["head_sha"], "status": run["status"],
+                "conclusion": run["conclusion"], "html_url": f"https://github.example/{repo.full_name}/runs/{cid}"}
+
+    def _commit_exists(self, repo: Repo, sha: str) -> bool:
+        if repo.bare is None:
+            return True
+        return subprocess.run(["git", "--git-dir", str(repo.bare), "cat-file", "-e", f"{sha}^{{commit}}"],
+                              capture_output=True).returncode == 0
+
+    def _create_check(self, rec: Recorded, repo: Repo) -> tuple[int, Any]:
+        b = rec.body
+        if not isinstance(b, dict) or not isinstance(b.get("name"), str) or \
+                not re.fullmatch(r"[0-9a-f]{40}", str(b.get("head_sha"))):
+            return self._error(rec, 422, "Validation Failed: name and head_sha are required")
+        if not self._commit_exists(repo, b["head_sha"]):
+            return self._error(rec, 422, f"Validation Failed: No commit found for SHA: {b['head_sha']}")
+        if b.get("status") == "completed" and b.get("conclusion") not in (
+                "success", "failure", "neutral", "cancelled", "skipped", "timed_out", "action_required"):
+            return self._error(rec, 422, "Validation Failed: a completed check run needs a conclusion")
+        problem = self._output_problem(b.get("output"))
+        if problem:
+            return self._error(rec, 422, f"Validation Failed: {problem}")
+        cid = sum(len(r.check_runs) for r in self.repos.values()) + 1
+        repo.check_runs[cid] = {"name": b["name"], "head_sha": b["head_sha"], "status": b.get("status", "queued"),
+                                "conclusion": b.get("conclusion"),
+                                "output": {k: v for k, v in b["output"].items() if k != "annotations"},
+                                "annotations": list(b["output"].get("annotations", []))}
+        return 201, self._check_json(repo, cid)
+
+    def _graphql(self, rec: Recorded) -> tuple[int, Any]:
+        b = rec.body
+        query = b.get("query") if isinstance(b, dict) else None
+        node = (b.get("variables") or {}).get("id") if isinstance(b, dict) else None
+        if not isinstance(query, str) or "markPullRequestReadyForReview" not in query:
+            return self._error(rec, 400, "only markPullRequestReadyForReview is faked")
+        for repo in self.repos.values():
+            for n, p in repo.pulls.items():
+                if node == f"PR_{repo.full_name}#{n}":
+                    p["draft"] = False
+                    return 200, {"data": {"markPullRequestReadyForReview": {"pullRequest": {"isDraft": False}}}}
+        self.errors.append(f"POST /graphql: no pull request {node!r}")
+        return 200, {"errors": [{"message": f"Could not resolve to a node with the global id of '{node}'"}]}

@@ -38,7 +38,7 @@ def test_pull_requests_comments_and_permissions_through_the_token(fake_github):
     assert all(r.headers["Authorization"] == f"Bearer {fake_github.token}" for r in fake_github.requests)
     post = fake_github.of("POST", "/repos/acme/app/pulls")[0]
     assert post.body == {"title": "T", "head": "ferry/migrate-tpx", "base": "main", "body": "B",
-                         "maintainer_can_modify": True}
+                         "maintainer_can_modify": True, "draft": False}
     assert fake_github.of("GET", "/repos/acme/app/pulls")[0].query["head"] == ["acme:ferry/migrate-tpx"]
     assert [e for e in fake_github.errors] == []
 

@@ -237,6 +237,10 @@ def test_the_label_on_a_pull_request_migrates_its_branch_and_a_failure_says_why(
     assert started.startswith("Ferry started migrating `feature` of acme/broken into "
                               "`ferry/migrate-tpx-for-feature`")
     assert "ended **needs_human**" in failed and "No pull request was opened" in failed
+    # nothing pushed: the verdict is a check run on the pull request's own head
+    (run,) = fake_github.repos["acme/broken"].check_runs.values()
+    assert run["conclusion"] == "neutral" and run["head_sha"] == _git(bare, "rev-parse", "refs/heads/feature")
+    assert run["output"]["title"].startswith("needs_human: ") and "check run `Ferry migration`" in failed
     assert len(fake_github.pulls("acme/broken")) == 1  # only the user's own
     assert subprocess.run(["git", "--git-dir", str(bare), "rev-parse", "--verify", "--quiet",
                            "refs/heads/ferry/migrate-tpx-for-feature"], capture_output=True).returncode != 0

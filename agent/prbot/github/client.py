@@ -18,7 +18,15 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from agent.prbot.github.config import GitHubConfig
-from agent.prbot.github.models import AccessToken, IssueComment, Permission, PermissionAnswer, PullRequest, Repository
+from agent.prbot.github.models import (
+    AccessToken,
+    CheckRun,
+    IssueComment,
+    Permission,
+    PermissionAnswer,
+    PullRequest,
+    Repository,
+)
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -171,10 +179,11 @@ class GitHubClient:
         pulls = [self._model(PullRequest, p, "GET", "/pulls") for p in data]
         return next((p for p in pulls if p.head.ref == head_branch), None)
 
-    def open_pull(self, owner: str, repo: str, *, head: str, base: str, title: str, body: str) -> PullRequest:
+    def open_pull(self, owner: str, repo: str, *, head: str, base: str, title: str, body: str,
+                  draft: bool = False) -> PullRequest:
         return self._api("POST", owner, repo, "/pulls", PullRequest,  # type: ignore[no-any-return]
                          json={"title": title, "head": head, "base": base, "body": body,
-                               "maintainer_can_modify": True})
+                               "maintainer_can_modify": True, "draft": draft})
 
     def update_pull(self, owner: str, repo: str, number: int, *, title: str, body: str) -> PullRequest:
         return self._api("PATCH", owner, repo, f"/pulls/{number}", PullRequest,  # type: ignore[no-any-return]
@@ -183,3 +192,48 @@ class GitHubClient:
     def comment(self, owner: str, repo: str, number: int, body: str) -> IssueComment:
         return self._api("POST", owner, repo, f"/issues/{number}/comments", IssueComment,  # type: ignore[no-any-return]
                          json={"body": body})
+
+    def request_reviewers(self, owner: str, repo: str, number: int, reviewers: list[str]) -> None:
+        self._api("POST", owner, repo, f"/pulls/{number}/requested_reviewers", json={"reviewers": reviewers})
+
+    def mark_ready(self, owner: str, repo: str, pull: PullRequest) -> None:
+        """A draft pull request made ready for review: GitHub's REST API cannot, its GraphQL API can."""
+        if not pull.node_id:
+            raise GitHubError("the pull request has no node_id", method="POST", path="/graphql")
+        token = self.git_token(owner, repo)
+        if token is None:
+            raise GitHubError("no GitHub credentials are configured")
+        data = self._send("POST", graphql_url(self.config.api_url), auth=f"Bearer {token}",
+                          json={"query": READY, "variables": {"id": pull.node_id}})
+        if not isinstance(data, dict) or data.get("errors"):
+            errors = data.get("errors") if isinstance(data, dict) else None
+            message = str(errors[0].get("message", "")) if isinstance(errors, list) and errors and \
+                isinstance(errors[0], dict) else "no data"
+            raise GitHubError(f"GraphQL: {message[:300]}", method="POST", path="/graphql")
+
+    def create_check_run(self, owner: str, repo: str, body: dict[str, Any]) -> CheckRun:
+        return self._api("POST", owner, repo, "/check-runs", CheckRun, json=body)  # type: ignore[no-any-return]
+
+    def update_check_run(self, owner: str, repo: str, run_id: int, body: dict[str, Any]) -> CheckRun:
+        return self._api("PATCH", owner, repo, f"/check-runs/{run_id}", CheckRun,  # type: ignore[no-any-return]
+                         json=body)
+
+    def upload_sarif(self, owner: str, repo: str, *, commit_sha: str, ref: str, sarif: bytes) -> None:
+        """A SARIF log to code scanning (gzip, then base64, as GitHub takes it)."""
+        import base64
+        import gzip
+
+        data = base64.b64encode(gzip.compress(sarif)).decode()
+        self._api("POST", owner, repo, "/code-scanning/sarifs",
+                  json={"commit_sha": commit_sha, "ref": ref, "sarif": data, "tool_name": "ferry-scan"})
+
+
+READY = ("mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) "
+         "{ pullRequest { isDraft } } }")
+
+
+def graphql_url(api_url: str) -> str:
+    """GitHub's GraphQL endpoint beside its REST one: ``https://api.github.com/graphql``, and on GitHub
+    Enterprise Server ``https://HOST/api/graphql`` (its REST API is ``https://HOST/api/v3``)."""
+    base = api_url.rstrip("/")
+    return base.removesuffix("/v3") + "/graphql" if base.endswith("/api/v3") else base + "/graphql"

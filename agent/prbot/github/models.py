@@ -49,6 +49,8 @@ class PullRequest(_M):
     body: str | None = None
     head: Ref
     base: Ref
+    draft: bool = False
+    node_id: str | None = None  # GraphQL's id (markPullRequestReadyForReview takes it)
     updated_at: datetime | None = None  # a label added moves it: the labelled event's own time
 
 
@@ -96,6 +98,11 @@ class PullRequestEvent(_M):
 
 class PermissionAnswer(_M):
     permission: Permission
+
+
+class CheckRun(_M):
+    id: int
+    html_url: str | None = None
 
 
 class AccessToken(_M):

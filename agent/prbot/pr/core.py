@@ -3,7 +3,8 @@
 The user's checkout is never touched: the committed base is checked out into a temporary worktree,
 migrated there, and the verified edits committed there (detached). The branch
 (``ferry/migrate-<device>`` unless named) is then moved with a compare-and-swap, and only when the
-migration ended ``migrated`` with changes; a re-run that yields the same tree on the same base leaves
+migration ended ``migrated`` with changes (or ``partial``, when the request asks for it: the PR bot's
+draft); a re-run that yields the same tree on the same base leaves
 the branch as it is. Pushing is leased on what the remote held just before.
 """
 
@@ -17,12 +18,14 @@ from typing import TYPE_CHECKING
 
 from agent.prbot.pr import gitops
 from agent.prbot.pr.body import pr_body, title
+from agent.prbot.pr.findings import findings_of
 from agent.prbot.pr.models import CommitInfo, PrRefused, PrRequest, PrResult
 from agent.prbot.pr.public import public_text
 from agent.prbot.pr.steps import CommitStep, plan_commits
 
 if TYPE_CHECKING:
     from agent.migration.facade import ProgressFn, RunScheduler
+    from tools.scan.models import ScanReport
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +95,11 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None, runs: RunSchedul
         patch = Path(outputs.patch).read_text(encoding="utf-8")
         plan = state.plan
         device = plan.target if plan is not None else ACCELERATOR
-        if result.status == "migrated" and patch.strip():
+        headline = state.parity.headline() if state.parity is not None else None
+        if (result.status == "migrated" or (req.partial_branch and result.status == "partial")) and patch.strip():
             commits, note = _commit_steps(wt, base_sha, directory, plan_commits(state.edits), patch, env)
             head = commits[-1].sha
+        findings = findings_of(state, directory, _scan_head(wt / rel) if head is not None else None)
     old = gitops.branch_head(top, branch)
     # a fresh clone (CI, the service) has the branch only as the remote's: that is what a re-run compares with
     known = old or (gitops.remote_branch_head(top, req.push_remote, branch) if req.push_remote else None)
@@ -129,7 +134,20 @@ def make_pr(req: PrRequest, progress: ProgressFn | None = None, runs: RunSchedul
     summary = public_text(result.summary, directory) if result.summary else result.summary
     return PrResult(migration_id=mid, status=result.status, summary=summary, base=base, base_sha=base_sha,
                     branch=made, head=head, commits=commits, updated=updated, unchanged=unchanged, pushed=pushed,
-                    title=title(device), body=text, out_dir=str(out), pr_text=str(out / "pr.md"))
+                    title=title(device), body=text, out_dir=str(out), pr_text=str(out / "pr.md"),
+                    parity=public_text(headline, directory) if headline else None, findings=findings)
+
+
+def _scan_head(path: Path) -> ScanReport | None:
+    """The scan of the migrated head (its findings at the head's lines); None when it fails."""
+    from tools.scan.api import scan
+    from tools.scan.models import ScanRequest
+
+    try:
+        return scan(ScanRequest(path=path, jobs=1))
+    except Exception:  # the findings are extra: the branch stands without them
+        logger.warning("the scan of the migrated head failed", exc_info=True)
+        return None
 
 
 def _commits_between(top: Path, base_sha: str, head: str) -> list[CommitInfo]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from agent.errors import Status
@@ -44,12 +46,24 @@ class PrRequest(BaseModel):
     reproduce: str | None = Field(default=None, description="the exact command pr.md gives to reproduce")
     push_env: dict[str, str] = Field(default_factory=dict, description="extra environment of git push "
                                                                        "(credentials: GIT_CONFIG_* pairs)")
+    partial_branch: bool = Field(default=False, description="commit and push a ``partial`` migration's verified "
+                                                            "edits too (the PR bot opens it as a draft)")
 
 
 class CommitInfo(BaseModel):
     sha: str
     subject: str
     files: list[str] = Field(default_factory=list, description="the paths it changes, repository-relative")
+
+
+class Finding(BaseModel):
+    """A finding at a line of the repository: a scan finding no rule fixed, or a profile finding."""
+
+    path: str = Field(description="repository-relative, POSIX")
+    line: int = Field(ge=1)
+    level: Literal["warning", "notice"]
+    title: str
+    message: str
 
 
 class PrResult(BaseModel):
@@ -70,6 +84,9 @@ class PrResult(BaseModel):
     body: str = Field(description="pr.md's text, the pull request's body")
     out_dir: str
     pr_text: str = Field(description="pr.md's path")
+    parity: str | None = Field(default=None, description="parity's one-line headline (None: not checked)")
+    findings: list[Finding] = Field(default_factory=list, description="the scan's review findings, then the "
+                                                                       "profile's, at their lines")
 
 
 class PrRefused(Exception):
