@@ -1,26 +1,34 @@
 """What an agent reads by URI: a finished migration's patch, report and result, and the whole result of a
 call whose text was cut.
 
-``ferry://migrations/{id}/patch`` (text/x-diff), ``.../report`` (text/markdown), ``.../result`` (JSON);
-``ferry://calls/{call}`` (JSON). Each is the caller's own: another owner's reads as one that does not exist.
+``ferry://migrations/{id}/patch`` (text/x-diff), ``.../report`` (text/markdown), ``.../result`` (JSON),
+``.../files`` (JSON: every file the migration changed, with its migrated text), ``.../runs`` (JSON: each run
+of the migration, its role, command, status, exit code, failure signature and times); ``ferry://calls/{call}``
+(JSON). Each is the caller's own: another owner's reads as one that does not exist.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from agent.ids import id_problem
 from agent.migration.facade import UnknownMigration, load
+from agent.migration.records import MigrationRecord
 from agent.service.store import SessionStore
 
 OUTPUTS = {"patch": ("patch", "text/x-diff"), "report": ("report", "text/markdown"),
            "result": ("result", "application/json")}
-_MIGRATION = re.compile(r"ferry://migrations/([^/]{1,80})/(patch|report|result)")
+_MIGRATION = re.compile(r"ferry://migrations/([^/]{1,80})/(patch|report|result|files|runs)")
 _CALL = re.compile(r"ferry://calls/([a-z_]{1,20}-\d{8}-\d{6}-[0-9a-f]{8})")
 TEMPLATES = [("ferry://migrations/{id}/patch", "patch", "a finished migration's ferry.patch", "text/x-diff"),
              ("ferry://migrations/{id}/report", "report", "a finished migration's report", "text/markdown"),
              ("ferry://migrations/{id}/result", "result", "a finished migration's result.json", "application/json"),
+             ("ferry://migrations/{id}/files", "files", "the files a finished migration changed, as it left them",
+              "application/json"),
+             ("ferry://migrations/{id}/runs", "runs", "a finished migration's runs: role, command, status, times",
+              "application/json"),
              ("ferry://calls/{call}", "call", "the whole result of a call whose text was cut", "application/json")]
 
 
@@ -29,7 +37,7 @@ class ResourceMissing(LookupError):
 
 
 def migration_resources(sid: str) -> list[str]:
-    return [f"ferry://migrations/{sid}/{which}" for which in OUTPUTS]
+    return [f"ferry://migrations/{sid}/{which}" for which in (*OUTPUTS, "files", "runs")]
 
 
 def read(uri: str, owner: str, store: SessionStore, data_dir: Path, calls_dir: Path) -> tuple[str, str]:
@@ -43,9 +51,18 @@ def read(uri: str, owner: str, store: SessionStore, data_dir: Path, calls_dir: P
         if row.state != "finished":
             raise ResourceMissing(f"migration {sid} is {row.state}; its outputs come when it has finished")
         try:
-            outputs = load(row.migration_id, data_dir).outputs
+            snapshot = load(row.migration_id, data_dir)
         except UnknownMigration:
             raise ResourceMissing(f"migration {sid}'s checkpoints are gone") from None
+        if which == "files":
+            return json.dumps(snapshot.files, indent=1, sort_keys=True), "application/json"
+        outputs = snapshot.outputs
+        if which == "runs":
+            path = Path(outputs.result) if outputs is not None else None
+            if path is None or not path.is_file():
+                raise ResourceMissing(f"migration {sid} finished but its result is gone")
+            record = MigrationRecord.model_validate_json(path.read_text(encoding="utf-8"))
+            return json.dumps([r.model_dump(mode="json") for r in record.run_log], indent=1), "application/json"
         attr, mime = OUTPUTS[which]
         path = Path(getattr(outputs, attr)) if outputs is not None else None
         if path is None or not path.is_file():

@@ -104,6 +104,11 @@ def test_a_migration_task_reports_progress_is_cancelled_and_another_is_read_back
             assert any(m.startswith("target_run") for m in progress) and any(m.startswith("tests") for m in progress)
             patch = await client.read_resource(f"ferry://migrations/{done['id']}/patch")
             assert "+++ b/prog.py" in patch.contents[0].text
+            files = json.loads((await client.read_resource(f"ferry://migrations/{done['id']}/files")).contents[0].text)
+            assert "prog.py" in files and 'torch.device("cuda")' not in files["prog.py"]
+            runs = json.loads((await client.read_resource(f"ferry://migrations/{done['id']}/runs")).contents[0].text)
+            assert {"reference", "target", "tests"} <= {r["kind"] for r in runs}
+            assert all(r["status"] == "ok" for r in runs if r["kind"] in ("target", "tests"))
             with pytest.raises(MCPError, match="no migration"):
                 await client.read_resource("ferry://migrations/s-nope/patch")
             site = await _call(client, "explain", {"id": done["id"], "file": "prog.py", "line": 3})
