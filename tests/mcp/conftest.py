@@ -3,7 +3,6 @@ real-server helper (tests/service/service_client.py) for the HTTP transport."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -12,26 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from service_client import PLAIN
-
-TEST = '''import torch
-
-
-def test_sum_on_the_gpu():
-    x = torch.ones(3, device="cuda")
-    assert float(x.sum()) == 3.0
-'''
-
-
-def write_sample(root: Path) -> Path:
-    """A repository of a CUDA program and its CUDA test, readable by every user (the service copies only that)."""
-    repo = root / "repo"
-    (repo / "tests").mkdir(parents=True)
-    (repo / "prog.py").write_text(PLAIN)
-    (repo / "tests" / "test_prog.py").write_text(TEST)
-    for path in (root, repo, repo / "tests"):
-        os.chmod(path, 0o755)
-    return repo
+from mcp_sample import write_sample
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import anyio
 import pytest
 from agent_loop import session
 from mcp import Client, StdioServerParameters
+from mcp_sample import TEST
 from service_client import scripted
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,8 +44,6 @@ def test_a_scripted_agent_migrates_a_sample_through_ferrys_tools(tmp_path, sampl
 
 
 def test_a_scripted_agent_that_deletes_or_skips_a_test_cannot_get_migrated(tmp_path, sample):
-    from conftest import TEST
-
     skipped = TEST.replace("def test_sum", "@pytest.mark.skip(reason='fails on the accelerator')\ndef test_sum")
     skipped = "import pytest\n" + skipped
     script = [scripted.reply(scripted.tool_call("scan", {"path": "repo"})),

@@ -108,7 +108,7 @@ def pr_body(state: StateView, result: MigrationRecord, *, branch: str | None, ba
         lines += ["", f"Ferry migrated the directory {md_code(directory + '/')}; the file names below are "
                       "relative to it."]
     lines += ["", f"**Status:** {status} — {md_inline(result.summary or '', keep_code=True)}", "",
-              f"- iterations: {result.iterations}, runs: {result.runs}, model calls: {result.llm.calls}",
+              f"- iterations: {result.iterations}, runs: {len(result.run_log)}, model calls: {result.llm.calls}",
               *device_work_section(state.values)]
     if note:
         lines.append(f"- note: {md_inline(note, keep_code=True)}")
