@@ -143,7 +143,8 @@ def print_result(state: MigrationSnapshot, as_json: bool) -> None:
     t.add_row("LLM calls / tokens", f"{state.llm_calls} / {state.llm_tokens}")
     t.add_row("wall time", f"{state.elapsed_s:.1f}s")
     for k, v in (outputs.model_dump() if outputs is not None else {}).items():
-        t.add_row(k, plain(v))
+        if v is not None:  # an output this migration does not have (no model: no trajectory) is left out
+            t.add_row(k, plain(v))
     console.print(t)
 
 

@@ -196,3 +196,14 @@ def test_step_summaries_count_in_the_singular(tmp_path):
     steps = {s["node"]: s["summary"] for s in json.loads((out / "result.json").read_text())["steps"]}
     assert steps["ingest"].startswith("1 source file; "), steps
     assert steps["rewrite"] == "rewrote 1 file", steps
+
+
+def test_the_result_table_leaves_out_outputs_a_migration_does_not_have(tmp_path, capsys):
+    repo = tmp_path / "one"
+    repo.mkdir()
+    (repo / "train.py").write_text("import torch\nx = torch.ones(2).cuda()\n")
+    main(["migrate", str(repo), "--run", "python train.py", "--offline", "--state-dir", str(tmp_path / "s"),
+          "--out", str(tmp_path / "out")])
+    shown = capsys.readouterr().out
+    assert "│ report " in shown and "│ result " in shown
+    assert "trajectory" not in shown and "None" not in shown  # offline: no model, no trajectory
