@@ -6,7 +6,6 @@ server on loopback (tests/agent/scripted_llm.py) driven by the real openai clien
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,11 +15,9 @@ from typing import Any
 
 import pytest
 
+from agent.llm import scripted
+
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("scripted_llm_guard", Path(__file__).with_name("scripted_llm.py"))
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm_guard"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 # The program runs on tpx; the repository's test multiplies a device tensor by a CPU tensor hidden in a dict
 # (no offline rule moves it), so it fails on tpx while it passed on the reference (CUDA on CPU): the model

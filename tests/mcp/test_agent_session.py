@@ -25,17 +25,22 @@ def _ferry(tmp_path: Path) -> Client:
                                         args=["-m", "agent.cli", "mcp", "--data-dir", str(tmp_path / "data")]))
 
 
+def _agent(script: list[dict], tmp_path: Path) -> list[dict]:
+    """The scripted agent's session with `ferry mcp` over stdio: its MCP calls."""
+    async def go() -> list[dict]:
+        with scripted.ScriptedLLM(script) as llm:
+            async with _ferry(tmp_path) as ferry:
+                return await session(llm.base_url, ferry, TASK, tmp_path)
+    return anyio.run(go)
+
+
 def test_a_scripted_agent_migrates_a_sample_through_ferrys_tools(tmp_path, sample):
     script = [scripted.reply(scripted.tool_call("scan", {"path": "repo"})),
               scripted.reply(scripted.tool_call("plan", {"path": "repo", "run": "python prog.py"}, "call_2")),
               scripted.reply(scripted.tool_call("migrate", MIGRATE, "call_3")),
               scripted.reply(content="Ferry says migrated: done.")]
 
-    async def go() -> list[dict]:
-        with scripted.ScriptedLLM(script) as llm:
-            async with _ferry(tmp_path) as ferry:
-                return await session(llm.base_url, ferry, TASK, tmp_path)
-    calls = anyio.run(go)
+    calls = _agent(script, tmp_path)
     assert [c["name"] for c in calls] == ["scan", "plan", "migrate"]
     assert all(c["error"] is None for c in calls), calls
     assert calls[1]["structured"]["plan"]["rewrite_files"] == ["prog.py", "tests/test_prog.py"]
@@ -54,11 +59,7 @@ def test_a_scripted_agent_that_deletes_or_skips_a_test_cannot_get_migrated(tmp_p
               scripted.reply(scripted.tool_call("migrate", MIGRATE, "call_5")),
               scripted.reply(content="I could not get it migrated.")]
 
-    async def go() -> list[dict]:
-        with scripted.ScriptedLLM(script) as llm:
-            async with _ferry(tmp_path) as ferry:
-                return await session(llm.base_url, ferry, TASK, tmp_path)
-    calls = anyio.run(go)
+    calls = _agent(script, tmp_path)
     assert [c["name"] for c in calls] == ["scan", "migrate", "migrate"]
     deleted, skip = calls[1]["error"], calls[2]["error"]
     assert deleted and deleted.startswith("guard_refused") and "GRD001" in deleted and "test_sum_on_the_gpu" in deleted
