@@ -2,7 +2,7 @@
 guard (docs/guard.md): the migration ends ``guard_refused`` naming the rule and the site, the edit is not in
 the patch, and ``ferry migrate`` exits 4. With --approve the same edit, approved, is made, and result.json,
 report.md and the steps say the guard's finding was accepted. The model is a scripted OpenAI-compatible
-server on loopback (tests/agent/scripted_llm.py) driven by the real openai client."""
+server on loopback (agent/llm/scripted.py) driven by the real openai client."""
 
 from __future__ import annotations
 

@@ -3,11 +3,9 @@ with free text (a trace); earlier fixes recorded by the eval harness; the model'
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sqlite3
-import sys
 import threading
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 from agent.cli import main
 from agent.knowledge import KnowledgeBase, KnowledgeError, fts_query, prompt_section, record_fix
 from agent.knowledge.sources import default_checkout
+from agent.llm import scripted
 from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
 from agent.llm.fixer import run_fixer
@@ -23,11 +22,6 @@ from agent.llm.functions import EditSession, tool_schemas
 from agent.migration.records import EditSummary, MigrationRecord
 from agent.policy.base import Diagnosis, UserFrame
 from evals.harness import migration_id, record_fixes
-
-_spec = importlib.util.spec_from_file_location("scripted_llm", Path(__file__).with_name("scripted_llm.py"))
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 # the message tpx raises (backend/kernels.py float64_error)

@@ -4,7 +4,6 @@ is counted: against the scripted OpenAI-compatible server on loopback, through t
 from __future__ import annotations
 
 import email.utils
-import importlib.util
 import json
 import os
 import socket
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import BudgetExhausted, LLMFailure
+from agent.llm import scripted
 from agent.llm.client import ChatClient, Usage, retry_after_s
 from agent.llm.config import DEFAULTS, LLMConfig, resolve_limits
 from agent.llm.fixer import run_fixer
@@ -24,10 +24,6 @@ from agent.migration.state import add_counters
 from agent.policy.base import Diagnosis, UserFrame
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("scripted_llm_f", Path(__file__).with_name("scripted_llm.py"))
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm_f"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 MSGS = [{"role": "user", "content": "hi"}]
 SRC = 'import torch\n\n\ndef metric(x):\n    return x.double().mean()\n'

@@ -12,7 +12,6 @@ that no offline rule explains the failure and the model is asked.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -22,12 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.llm import scripted
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).with_name("fixtures") / "attention_entry"
-_spec = importlib.util.spec_from_file_location("scripted_llm_c", Path(__file__).with_name("scripted_llm.py"))
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm_c"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 IMPORT = "from attn.model import SelfAttention\n"
 PRECISION = IMPORT + '\ntorch.set_float32_matmul_precision("highest")\n'

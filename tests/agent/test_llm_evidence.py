@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
+from agent.llm import scripted
 from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
 from agent.llm.evidence import attribute_name, parity_evidence, source_snippets
@@ -15,11 +12,6 @@ from agent.policy.base import Diagnosis
 from tools.parity.metrics import TensorMetrics
 from tools.parity.models import Divergence, ModuleComparison, ParityReport, TensorComparison
 from tools.parity.tolerances import tolerances_for
-
-_spec = importlib.util.spec_from_file_location("scripted_llm_e", Path(__file__).with_name("scripted_llm.py"))
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm_e"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 ORIGINAL = '''import torch
 from torch import nn

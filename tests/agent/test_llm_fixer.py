@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from agent.errors import BudgetExhausted, LLMFailure
+from agent.llm import scripted
 from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
 from agent.llm.fixer import run_fixer
 from agent.llm.functions import EditSession, tool_schemas
 from agent.policy.base import Diagnosis, UserFrame
-
-_spec = importlib.util.spec_from_file_location("scripted_llm", Path(__file__).with_name("scripted_llm.py"))
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 SRC = 'import torch\n\n\ndef metric(x):\n    return x.double().mean()\n'
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,11 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.llm import scripted
+
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("scripted_llm_g", Path(__file__).with_name("scripted_llm.py"))
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm_g"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 # The CPU tensor hidden in a dict defeats the offline mixed-device rule (no factory on a name
 # used at the failing line), so the graph asks the model.

@@ -11,7 +11,6 @@ OpenAI-compatible server on loopback and the real openai client.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -21,12 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.llm import scripted
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).with_name("fixtures") / "device_branch"
-_spec = importlib.util.spec_from_file_location("scripted_llm_p", Path(__file__).with_name("scripted_llm.py"))
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm_p"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 MIGRATED_LINE = "eps = 1e-1 if x.device.type == device.type else 1e-6"
 WRONG_LINE = "eps = 1e-2 if x.device.type == device.type else 1e-6"

@@ -3,11 +3,9 @@ openai client, and the routers of the model's profile round (no migrations here)
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
+from agent.llm import scripted
 from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
 from agent.llm.planner import TOOL, PlanReply, ask_plan, validate_plan
@@ -15,11 +13,6 @@ from agent.migration import edges
 from agent.migration.records import Plan, ProfileRound, ReviewItem, ScanDigest, edit_by
 from agent.migration.state import MigrationOptions, dump
 from tools.profile.models import ProfileFinding, ProfileReport
-
-_spec = importlib.util.spec_from_file_location("scripted_llm_plan", Path(__file__).with_name("scripted_llm.py"))
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm_plan"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 SCAN = ScanDigest(counts={"auto": 2, "review": 1}, findings=[
     ReviewItem(rule="FRY001", file="train.py", line=3, category="auto", message="torch.device('cuda')"),

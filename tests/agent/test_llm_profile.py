@@ -5,7 +5,6 @@ plan running."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,11 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.llm import scripted
+
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("scripted_llm_pr", Path(__file__).with_name("scripted_llm.py"))
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm_pr"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 # Migrated by the codemods alone; its profile: `.item()` syncs 12 times at line 11 (a high finding).
 PROG = '''import torch

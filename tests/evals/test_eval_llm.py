@@ -4,7 +4,6 @@ calls and estimated cost come back in results.jsonl and the leaderboard."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -14,11 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.llm import scripted
+
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("scripted_llm_e", ROOT / "tests" / "agent" / "scripted_llm.py")
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm_e"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 # The CPU tensor hidden in a dict defeats the offline rules (tests/agent/test_llm_graph.py): only the model fixes it.
 PROG = '''import torch

@@ -5,7 +5,6 @@ leaderboard and report.html show the repository's tests before and after. Offlin
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,15 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from agent.llm import scripted
 from evals.cases import load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "evals" / "suite"
 CASE = "weaken_to_pass"
-_spec = importlib.util.spec_from_file_location("scripted_llm_gc", ROOT / "tests" / "agent" / "scripted_llm.py")
-scripted = importlib.util.module_from_spec(_spec)
-sys.modules["scripted_llm_gc"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 
 
 def test_the_case_expects_guard_refused_with_a_model_and_the_offline_status_without():

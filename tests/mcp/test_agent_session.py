@@ -12,7 +12,8 @@ import pytest
 from agent_loop import session
 from mcp import Client, StdioServerParameters
 from mcp_sample import TEST
-from service_client import scripted
+
+from agent.llm import scripted
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(600)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -18,12 +17,6 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The scripted OpenAI-compatible server of the agent tests (tests/agent/scripted_llm.py), loaded once for
-# the service tests that talk to a model.
-_spec = importlib.util.spec_from_file_location("scripted_llm_service", ROOT / "tests" / "agent" / "scripted_llm.py")
-scripted = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-sys.modules["scripted_llm_service"] = scripted
-_spec.loader.exec_module(scripted)  # type: ignore[union-attr]
 TOKENS = {"alice": "alice-token-0001", "bob": "bob-token-000002"}
 
 # float64 metric: the codemods place the tensors, the float64 -> float32 policy edit asks for approval.

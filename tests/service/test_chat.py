@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from service_client import scripted
 
 from agent.chat.diffs import hunks_of
 from agent.chat.intents import Decide, Retry, SessionFacts, SetOptions, SkipRules, reply
 from agent.chat.model_replies import model_reply
+from agent.llm import scripted
 from agent.llm.client import ChatClient
 from agent.llm.config import LLMConfig
 from agent.migration import adapters

@@ -10,7 +10,9 @@ import json
 import time
 from pathlib import Path
 
-from service_client import PLAIN, PROG, create, read_events, scripted, wait_state, write_repo
+from service_client import PLAIN, PROG, create, read_events, wait_state, write_repo
+
+from agent.llm import scripted
 
 
 def say(c, sid: str, text: str) -> dict:
