@@ -204,6 +204,8 @@ def test_the_client_reads_githubs_rate_limit_and_link_headers():
     assert retry_at(429, httpx.Headers({"retry-after": "30"}), now=1000.0) == 1030.0
     assert retry_at(429, httpx.Headers({}), now=1000.0) == 1060.0  # a secondary limit that names no time
     assert retry_at(403, httpx.Headers({"x-ratelimit-remaining": "12"}), now=1000.0) is None  # a plain refusal
+    secondary = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+    assert retry_at(403, httpx.Headers({"x-ratelimit-remaining": "12"}), now=1000.0, message=secondary) == 1060.0
     assert retry_at(404, h, now=1000.0) is None
     api = "https://ghe.example/api/v3"
     link = f'<{api}/organizations/9/repos?page=3>; rel="next", <{api}/organizations/9/repos?page=9>; rel="last"'

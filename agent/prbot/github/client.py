@@ -43,12 +43,15 @@ class GitHubError(Exception):
         self.retry_at = retry_at  # rate limited: when (epoch seconds) GitHub takes requests again; else None
 
 
-def retry_at(status: int, headers: httpx.Headers, now: float | None = None) -> float | None:
+def retry_at(status: int, headers: httpx.Headers, now: float | None = None, message: str = "") -> float | None:
     """When a 403/429 answer that is a rate limit lets requests in again (epoch seconds): ``retry-after``
-    (seconds) wins, then ``x-ratelimit-reset`` when ``x-ratelimit-remaining`` is 0; a secondary limit that
-    names neither is a minute, as GitHub's documentation asks. None: not a rate limit."""
+    (seconds) wins, then ``x-ratelimit-reset`` when ``x-ratelimit-remaining`` is 0; a limit that names
+    neither (a 429, or a 403 whose message says "rate limit": GitHub's secondary limits) is a minute, as
+    GitHub's documentation asks. None: not a rate limit (a 403 for permissions)."""
     if status not in (403, 429):
         return None
+    if status == 403 and "rate limit" in message.lower():
+        status = 429  # a secondary limit: waited on like a 429
     now = time.time() if now is None else now
     after, remaining, reset = (headers.get(k) for k in ("retry-after", "x-ratelimit-remaining", "x-ratelimit-reset"))
     try:
@@ -159,7 +162,7 @@ class GitHubClient:
             return None, resp.headers
         if resp.status_code >= 400:
             raise GitHubError(self._why(resp), status=resp.status_code, method=method, path=path,
-                              retry_at=retry_at(resp.status_code, resp.headers))
+                              retry_at=retry_at(resp.status_code, resp.headers, message=self._message(resp)))
         if resp.status_code == 204 or not resp.content:
             return None, resp.headers
         try:
@@ -176,11 +179,16 @@ class GitHubClient:
             pass
 
     @staticmethod
-    def _why(resp: httpx.Response) -> str:
+    def _message(resp: httpx.Response) -> str:
+        """GitHub's own ``message`` of an error answer ("" when it has none)."""
         try:
-            message = str(resp.json().get("message", ""))[:300]
+            return str(resp.json().get("message", ""))[:300]
         except (ValueError, AttributeError):
-            message = ""
+            return ""
+
+    @classmethod
+    def _why(cls, resp: httpx.Response) -> str:
+        message = cls._message(resp)
         text = f"{resp.status_code} {message or resp.reason_phrase}"
         if resp.status_code in (403, 429) and (resp.headers.get("retry-after") or
                                                resp.headers.get("x-ratelimit-remaining") == "0"):

@@ -17,7 +17,6 @@ from agent.prbot.github.config import GitHubConfig
 from agent.prbot.jobs import pr_text
 from agent.prbot.pr.models import GitIdentity, PrRequest
 from agent.prbot.sweep.models import RepoResult
-from tools.textsafe import md_inline
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,7 +44,7 @@ def migration_pr(client: GitHubClient, config: GitHubConfig, call: Call, *, owne
         push_remote="origin", out_dir=str(out_dir), state_dir=str(state_dir), author=author, push_env=push_env,
         reproduce=shlex.join(reproduce + (["--test", test_command] if test_command else [])),
         partial_branch=True), stop=stop)
-    summary = md_inline(result.summary or result.status, keep_code=True)
+    summary = result.summary or result.status
     if result.branch is None:
         if result.status != "migrated":
             return RepoResult(repo=full_name, outcome="not_migrated", sha=result.base_sha,
