@@ -35,6 +35,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agent.cli.trajectory_cmd",
     "agent.cli.pr_cmd",
     "agent.cli.serve_cmd",
+    "agent.cli.bot_cmd",
     "agent.cli.mcp_cmd",
     "agent.cli.knowledge_cmd",
 )
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # usage error or --help: argparse has printed why; the caller gets the code
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if extras:  # the sub-command's usage, not the top-level one, and how to quote a command given unquoted
-        sub = commands[args.command]
+        sub = usage.innermost(commands[args.command], words[words.index(args.command) + 1:])
         hint = usage.unquoted_command_hint(sub, words, extras)
         message = f"unrecognized arguments: {' '.join(extras)}" + (f"; {hint}" if hint else "")
         print(usage.usage_error(sub, message), end="", file=sys.stderr)

@@ -20,6 +20,15 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return {}
 
 
+def innermost(sub: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The deepest sub-command parser ``argv`` names below ``sub`` (``ferry bot sweep``: the sweep's)."""
+    nested = subcommands(sub)
+    for word in argv:
+        if word in nested:
+            return innermost(nested[word], argv[argv.index(word) + 1:])
+    return sub
+
+
 def command_word(argv: list[str]) -> str | None:
     """The sub-command as typed: the first word that is not an option (the top-level options,
     ``-v``/``--verbose``/``-h``, take no value)."""

@@ -2,7 +2,10 @@
 request recorded and validated (the auth header, the API headers, the JSON bodies, that a pull
 request's head branch was pushed to the backing bare repository before the pull request is opened, and
 that a check run names a pushed commit and carries at most 50 annotations per request). GraphQL's
-``markPullRequestReadyForReview`` is answered at ``/graphql``; SARIF uploads are decoded and kept."""
+``markPullRequestReadyForReview`` is answered at ``/graphql``; SARIF uploads are decoded and kept.
+An organisation's repositories are listed as GitHub does (``GET /orgs/{org}/repos``, paged with a ``Link``
+header whose next page is ``/organizations/{id}/repos``), and every answer carries the rate-limit headers
+(``limit_rate`` empties the window: requests are then refused with 403 until it resets)."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ class Recorded:
     body: Any
     status: int = 0
     at: float = field(default_factory=time.monotonic)
+    reply_headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -44,6 +48,9 @@ class Repo:
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     sarifs: list[dict[str, Any]] = field(default_factory=list)
     next_number: int = 1
+    archived: bool = False
+    fork: bool = False
+    push: bool = True  # the credentials may push (the listing's permissions.push)
 
 
 class FakeGitHub:
@@ -54,7 +61,8 @@ class FakeGitHub:
         self.errors: list[str] = []
         self.app_public_key, self.app_id = app_public_key, app_id
         self.installation_tokens: dict[str, float] = {}
-        self._fail: list[tuple[str, re.Pattern[str], int, str]] = []
+        self._fail: list[tuple[str, re.Pattern[str], int, str, dict[str, str]]] = []
+        self.rate_limit, self.rate_remaining, self.rate_reset = 5000, 5000, int(time.time()) + 3600
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -67,9 +75,14 @@ class FakeGitHub:
 
     # --- setup and inspection -------------------------------------------------------------------
 
-    def add_repo(self, full_name: str, default_branch: str = "main", bare: Path | None = None) -> Repo:
-        self.repos[full_name] = Repo(full_name, default_branch, bare)
+    def add_repo(self, full_name: str, default_branch: str = "main", bare: Path | None = None, *,
+                 archived: bool = False, fork: bool = False, push: bool = True) -> Repo:
+        self.repos[full_name] = Repo(full_name, default_branch, bare, archived=archived, fork=fork, push=push)
         return self.repos[full_name]
+
+    def limit_rate(self, remaining: int, reset_in_s: float) -> None:
+        """The rate-limit window now: ``remaining`` requests until ``reset_in_s`` from now (then a new one)."""
+        self.rate_remaining, self.rate_reset = remaining, int(time.time() + reset_in_s)
 
     def set_permission(self, full_name: str, user: str, permission: str) -> None:
         self.repos[full_name].permissions[user] = permission
@@ -84,8 +97,9 @@ class FakeGitHub:
         """The check runs, each with ``annotations``: all those its creation and its updates carried."""
         return list(self.repos[full_name].check_runs.values())
 
-    def fail_next(self, method: str, path_regex: str, status: int, message: str) -> None:
-        self._fail.append((method, re.compile(path_regex), status, message))
+    def fail_next(self, method: str, path_regex: str, status: int, message: str,
+                  headers: dict[str, str] | None = None) -> None:
+        self._fail.append((method, re.compile(path_regex), status, message, headers or {}))
 
     def of(self, method: str, path_regex: str) -> list[Recorded]:
         return [r for r in self.requests if r.method == method and re.fullmatch(path_regex, r.path)]
@@ -116,6 +130,8 @@ class FakeGitHub:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in rec.reply_headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -151,15 +167,32 @@ class FakeGitHub:
         return str(claims.get("iss")) == str(self.app_id) and claims["exp"] - claims["iat"] <= 600
 
     def _answer(self, rec: Recorded) -> tuple[int, Any]:
-        for i, (method, pattern, status, message) in enumerate(self._fail):
+        for i, (method, pattern, status, message, headers) in enumerate(self._fail):
             if method == rec.method and pattern.fullmatch(rec.path):
                 del self._fail[i]
+                rec.reply_headers.update(headers)
                 return status, {"message": message}
         if rec.headers.get("Accept") != "application/vnd.github+json" or \
                 rec.headers.get("X-GitHub-Api-Version") != "2022-11-28":
             return self._error(rec, 400, "missing the GitHub API headers")
         if not self._auth_ok(rec):
             return self._error(rec, 401, "Bad credentials")
+        if time.time() >= self.rate_reset:  # a new window
+            self.rate_remaining, self.rate_reset = self.rate_limit, int(time.time()) + 3600
+        limited = self.rate_remaining <= 0
+        self.rate_remaining = max(0, self.rate_remaining - 1)
+        rec.reply_headers.update({"X-RateLimit-Limit": str(self.rate_limit),
+                                  "X-RateLimit-Remaining": str(self.rate_remaining),
+                                  "X-RateLimit-Reset": str(self.rate_reset), "X-RateLimit-Resource": "core"})
+        if limited:
+            return 403, {"message": "API rate limit exceeded for installation ID 77.",
+                         "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}
+        m = re.fullmatch(r"/orgs/([^/]+)/installation", rec.path)
+        if m and rec.method == "GET":
+            return 200, {"id": 77, "account": {"login": m.group(1)}}
+        m = re.fullmatch(r"/orgs/([^/]+)/repos|/organizations/(\d+)/repos", rec.path)
+        if m and rec.method == "GET":
+            return self._org_repos(rec, m.group(1) or self._org_of(int(m.group(2))))
         if rec.path == "/graphql" and rec.method == "POST":
             return self._graphql(rec)
         m = re.fullmatch(r"/app/installations/(\d+)/access_tokens", rec.path)
@@ -173,6 +206,43 @@ class FakeGitHub:
             return self._error(rec, 404, "Not Found")
         repo, tail = self.repos[f"{m.group(1)}/{m.group(2)}"], m.group(3) or ""
         return self._repo_api(rec, repo, tail)
+
+    def _org_of(self, org_id: int) -> str:
+        orgs = sorted({name.split("/")[0] for name in self.repos})
+        return orgs[org_id - 1000] if 0 <= org_id - 1000 < len(orgs) else ""
+
+    def _org_repos(self, rec: Recorded, org: str) -> tuple[int, Any]:
+        """One page of the organisation's repositories, sorted by name, with GitHub's ``Link`` to the next
+        (by the organisation's numeric id, as GitHub writes it)."""
+        names = sorted(n for n in self.repos if n.split("/")[0].lower() == org.lower())
+        if not names:
+            return self._error(rec, 404, "Not Found")
+        try:
+            per_page = min(100, int(rec.query.get("per_page", ["30"])[0]))
+            page = int(rec.query.get("page", ["1"])[0])
+        except ValueError:
+            return self._error(rec, 422, "Validation Failed: per_page and page are numbers")
+        if per_page < 1 or page < 1:
+            return self._error(rec, 422, "Validation Failed: per_page and page start at 1")
+        chunk = names[(page - 1) * per_page: page * per_page]
+        if page * per_page < len(names):
+            org_id = 1000 + sorted({n.split("/")[0] for n in self.repos}).index(names[0].split("/")[0])
+            last = (len(names) + per_page - 1) // per_page
+            link = f"{self.url}/organizations/{org_id}/repos?type=all&per_page={per_page}&page="
+            rec.reply_headers["Link"] = f'<{link}{page + 1}>; rel="next", <{link}{last}>; rel="last"'
+        return 200, [self._org_repo_json(self.repos[n]) for n in chunk]
+
+    def _empty(self, repo: Repo) -> bool:
+        if repo.bare is None:
+            return False
+        return subprocess.run(["git", "--git-dir", str(repo.bare), "rev-parse", "--verify", "--quiet", "HEAD"],
+                              capture_output=True).returncode != 0
+
+    def _org_repo_json(self, repo: Repo) -> dict[str, Any]:
+        owner, _, name = repo.full_name.partition("/")
+        return {**self._repo_json(repo), "name": name, "owner": {"login": owner}, "archived": repo.archived,
+                "disabled": False, "fork": repo.fork, "size": 0 if self._empty(repo) else 12,
+                "permissions": {"admin": False, "maintain": False, "push": repo.push, "triage": True, "pull": True}}
 
     def _repo_json(self, repo: Repo) -> dict[str, Any]:
         return {"full_name": repo.full_name, "default_branch": repo.default_branch, "private": False}

@@ -7,6 +7,7 @@ messages carry GitHub's own ``message`` and never a token.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from datetime import datetime
@@ -22,6 +23,7 @@ from agent.prbot.github.models import (
     AccessToken,
     CheckRun,
     IssueComment,
+    OrgRepository,
     Permission,
     PermissionAnswer,
     PullRequest,
@@ -34,9 +36,39 @@ RETRY = frozenset({502, 503, 504})
 
 
 class GitHubError(Exception):
-    def __init__(self, message: str, *, status: int | None = None, method: str = "", path: str = "") -> None:
+    def __init__(self, message: str, *, status: int | None = None, method: str = "", path: str = "",
+                 retry_at: float | None = None) -> None:
         super().__init__(f"GitHub {method} {path}: {message}" if method else message)
         self.status, self.method, self.path = status, method, path
+        self.retry_at = retry_at  # rate limited: when (epoch seconds) GitHub takes requests again; else None
+
+
+def retry_at(status: int, headers: httpx.Headers, now: float | None = None, message: str = "") -> float | None:
+    """When a 403/429 answer that is a rate limit lets requests in again (epoch seconds): ``retry-after``
+    (seconds) wins, then ``x-ratelimit-reset`` when ``x-ratelimit-remaining`` is 0; a limit that names
+    neither (a 429, or a 403 whose message says "rate limit": GitHub's secondary limits) is a minute, as
+    GitHub's documentation asks. None: not a rate limit (a 403 for permissions)."""
+    if status not in (403, 429):
+        return None
+    if status == 403 and "rate limit" in message.lower():
+        status = 429  # a secondary limit: waited on like a 429
+    now = time.time() if now is None else now
+    after, remaining, reset = (headers.get(k) for k in ("retry-after", "x-ratelimit-remaining", "x-ratelimit-reset"))
+    try:
+        if after is not None:
+            return now + max(0.0, float(after))
+        if remaining == "0" and reset is not None:
+            return max(now, float(reset))
+    except ValueError:
+        return now + 60.0
+    return now + 60.0 if status == 429 else None
+
+
+class RateLimit(BaseModel):
+    """GitHub's rate-limit headers of the last answer: requests left in the window, and when it resets."""
+
+    remaining: int
+    reset: float
 
 
 def _seg(text: str) -> str:
@@ -52,6 +84,7 @@ class GitHubClient:
         self._lock = threading.Lock()
         self._installation_tokens: dict[int, tuple[str, float]] = {}
         self._installations: dict[str, int] = {}
+        self.rate: RateLimit | None = None  # the last answer's rate-limit headers (None: none seen yet)
 
     def close(self) -> None:
         self._http.close()
@@ -77,8 +110,8 @@ class GitHubClient:
             return self.config.installation_id
         key = f"{owner}/{repo}"
         if key not in self._installations:
-            data = self._send("GET", f"/repos/{_seg(owner)}/{_seg(repo)}/installation",
-                              auth=f"Bearer {self._app_jwt()}")
+            where = f"/repos/{_seg(owner)}/{_seg(repo)}" if repo else f"/orgs/{_seg(owner)}"  # "": the organisation's
+            data = self._send("GET", f"{where}/installation", auth=f"Bearer {self._app_jwt()}")
             try:
                 self._installations[key] = int(data["id"])
             except (KeyError, TypeError, ValueError):
@@ -107,6 +140,11 @@ class GitHubClient:
 
     def _send(self, method: str, path: str, *, auth: str, json: Any = None,
               params: dict[str, str] | None = None, allow_404: bool = False) -> Any:
+        return self._exchange(method, path, auth=auth, json=json, params=params, allow_404=allow_404)[0]
+
+    def _exchange(self, method: str, path: str, *, auth: str, json: Any = None,
+                  params: dict[str, str] | None = None, allow_404: bool = False) -> tuple[Any, httpx.Headers]:
+        """The answer's JSON (None: empty, or a 404 where allowed) and its headers."""
         tries = 2 if method == "GET" else 1
         for attempt in range(tries):
             try:
@@ -119,23 +157,38 @@ class GitHubClient:
             if resp.status_code in RETRY and attempt + 1 < tries:
                 continue
             break
+        self._note_rate(resp.headers)
         if allow_404 and resp.status_code == 404:
-            return None
+            return None, resp.headers
         if resp.status_code >= 400:
-            raise GitHubError(self._why(resp), status=resp.status_code, method=method, path=path)
+            raise GitHubError(self._why(resp), status=resp.status_code, method=method, path=path,
+                              retry_at=retry_at(resp.status_code, resp.headers, message=self._message(resp)))
         if resp.status_code == 204 or not resp.content:
-            return None
+            return None, resp.headers
         try:
-            return resp.json()
+            return resp.json(), resp.headers
         except ValueError:
             raise GitHubError("the answer is not JSON", status=resp.status_code, method=method, path=path) from None
 
-    @staticmethod
-    def _why(resp: httpx.Response) -> str:
+    def _note_rate(self, headers: httpx.Headers) -> None:
         try:
-            message = str(resp.json().get("message", ""))[:300]
+            remaining, reset = headers.get("x-ratelimit-remaining"), headers.get("x-ratelimit-reset")
+            if remaining is not None and reset is not None:
+                self.rate = RateLimit(remaining=int(remaining), reset=float(reset))
+        except ValueError:  # headers that are not numbers: as if there were none
+            pass
+
+    @staticmethod
+    def _message(resp: httpx.Response) -> str:
+        """GitHub's own ``message`` of an error answer ("" when it has none)."""
+        try:
+            return str(resp.json().get("message", ""))[:300]
         except (ValueError, AttributeError):
-            message = ""
+            return ""
+
+    @classmethod
+    def _why(cls, resp: httpx.Response) -> str:
+        message = cls._message(resp)
         text = f"{resp.status_code} {message or resp.reason_phrase}"
         if resp.status_code in (403, 429) and (resp.headers.get("retry-after") or
                                                resp.headers.get("x-ratelimit-remaining") == "0"):
@@ -159,6 +212,27 @@ class GitHubClient:
         path = f"/repos/{_seg(owner)}/{_seg(repo)}{tail}"
         data = self._send(method, path, auth=f"Bearer {token}", **kw)
         return data if model is None or data is None else self._model(model, data, method, path)
+
+    def org_repos(self, org: str, per_page: int = 100) -> list[OrgRepository]:
+        """All of an organisation's repositories the credentials see, page by page (GitHub's ``Link: <...>;
+        rel="next"``), in GitHub's order."""
+        token = self.git_token(org, "")
+        if token is None:
+            raise GitHubError("no GitHub credentials are configured")
+        path = f"/orgs/{_seg(org)}/repos"
+        params: dict[str, str] | None = {"type": "all", "per_page": str(per_page), "sort": "full_name"}
+        repos: list[OrgRepository] = []
+        url = path
+        for _ in range(1000):  # 100 000 repositories: a Link that never ends is not followed for ever
+            data, headers = self._exchange("GET", url, auth=f"Bearer {token}", params=params)
+            if not isinstance(data, list):
+                raise GitHubError("the repository list is not a list", method="GET", path=path)
+            repos += [self._model(OrgRepository, r, "GET", path) for r in data]
+            following = next_link(headers.get("link"), self.config.api_url)
+            if following is None:
+                return repos
+            url, params = following, None  # the next page's URL carries its own query
+        raise GitHubError("the repository list has more than 1000 pages", method="GET", path=path)
 
     def permission(self, owner: str, repo: str, user: str) -> Permission:
         answer = self._api("GET", owner, repo, f"/collaborators/{_seg(user)}/permission", PermissionAnswer,
@@ -237,3 +311,19 @@ def graphql_url(api_url: str) -> str:
     Enterprise Server ``https://HOST/api/graphql`` (its REST API is ``https://HOST/api/v3``)."""
     base = api_url.rstrip("/")
     return base.removesuffix("/v3") + "/graphql" if base.endswith("/api/v3") else base + "/graphql"
+
+
+_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="([^"]+)"')
+
+
+def next_link(header: str | None, api_url: str) -> str | None:
+    """The ``rel="next"`` URL of a ``Link`` header, as a path under ``api_url`` (None: no next page, or a
+    next page on another host, which is not followed with Ferry's credentials)."""
+    links: list[tuple[str, str]] = _LINK.findall(header or "")
+    for url, rel in links:
+        if "next" in rel.split():
+            base = api_url.rstrip("/")
+            if url.startswith(base + "/"):
+                return url[len(base):]
+            return None
+    return None

@@ -37,12 +37,18 @@ class GitHubConfig(BaseModel):
     max_event_age_s: int = 3600  # an event whose own timestamp is older is ignored (a replay, or stale)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> GitHubConfig | None:
-        """The configuration, or None when no FERRY_GITHUB_* variable is set (the webhook then answers 503)."""
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, webhook: bool = True) -> GitHubConfig | None:
+        """The configuration, or None when no FERRY_GITHUB_* variable is set (the webhook then answers 503).
+        ``webhook=False`` (``ferry bot sweep``, which takes no deliveries): no webhook secret is needed, and
+        where none is set a random one stands in for it."""
         values = settings_of(environ).github.values()
         if not values:
             return None
         secret = values.get("WEBHOOK_SECRET")
+        if not secret and not webhook:
+            import secrets
+
+            secret = secrets.token_urlsafe(32)
         if not secret:
             raise GitHubConfigError(f"{PREFIX}WEBHOOK_SECRET is not set: the webhook must verify what GitHub sends; "
                                     "give the secret you set on GitHub's webhook page (a long random string)")

@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
 WRITE = frozenset({"admin", "maintain", "write"})
@@ -33,6 +33,23 @@ class Repository(_M):
             if not _NAME.fullmatch(part) or part in (".", ".."):
                 raise ValueError(f"{self.full_name!r} is not an owner/repository name")
         return owner, name
+
+
+class RepoPermissions(_M):
+    admin: bool = False
+    maintain: bool = False
+    push: bool = False
+    pull: bool = False
+
+
+class OrgRepository(Repository):
+    """One entry of ``GET /orgs/{org}/repos``: what the sweep decides on before it clones anything."""
+
+    archived: bool = False
+    disabled: bool = False
+    fork: bool = False
+    size: int = Field(default=0, description="kilobytes; 0 for a repository with no commits")
+    permissions: RepoPermissions | None = Field(default=None, description="the credentials' own (None: not said)")
 
 
 class Ref(_M):
