@@ -6,11 +6,6 @@ review that holds the comment start nothing more."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import uuid
-
-import httpx
 import pytest
 from test_webhook import _comment, _deliver, _git, _now, _remote, _server, _wait, serve  # noqa: F401 (a fixture)
 
@@ -86,7 +81,8 @@ def test_a_review_comment_reverts_that_site_only_on_top_of_a_persons_commit_and_
     assert reply["user"]["login"] == "ferry-bot" and reply["in_reply_to_id"] == ann["id"]
     assert reply["body"].startswith(f"Reverted FRY013 at `prog.py line {site}` only")
     assert "`python prog.py` on tpx: passed (exit 0)" in reply["body"], reply["body"]
-    assert ann["id"] in fake_github.repos["acme/app"].resolved and eve["id"] not in fake_github.repos["acme/app"].resolved
+    resolved = fake_github.repos["acme/app"].resolved
+    assert ann["id"] in resolved and eve["id"] not in resolved
 
     # a new commit on the person's: the site alone is back to CUDA's call, everything else as it was
     head = _git(bare, "rev-parse", f"refs/heads/{BRANCH}")
