@@ -187,7 +187,7 @@ class GitHubJobs:
         t = row.trigger
         ctx = FollowUpContext(client=self.client, config=self.config, work=job_dir(self.root, row.delivery),
                               git_env=lambda: git_env(self.client.git_token(t.owner, t.repo)), submit=self.submit,
-                              stop=threading.Event())
+                              stop=threading.Event(), state_dir=self.data_dir / "state")
         with self._running_lock:
             self._running[row.delivery] = (ctx.stop, RunScheduler())
         try:

@@ -2,7 +2,8 @@
 loopback and a bare git remote. A collaborator's "don't change the synchronize here" on a line Ferry wrote
 becomes a new commit that undoes that one site (after a person's own commit, which is kept), a reply in the
 thread and the thread resolved; a non-collaborator's comment does nothing; redeliveries, a replay and the
-review that holds the comment start nothing more."""
+review that holds the comment start nothing more; a `/ferry try again` in a thread runs the migration from the
+branch's head (a person's commits there included) and leaves the reverted site as the review left it."""
 
 from __future__ import annotations
 
@@ -108,4 +109,26 @@ def test_a_review_comment_reverts_that_site_only_on_top_of_a_persons_commit_and_
     assert "0 of its 1 comment(s) queued" in server.client.get("/v1/github/jobs/rv-ann").json()["outcome"]
     assert len(fake_github.thread("acme/app", ann["id"])) == 2
     assert _git(bare, "rev-parse", f"refs/heads/{BRANCH}") == head
+
+    # the person adds CUDA code of their own, then asks for a new attempt in another thread: the migration runs
+    # from their head, its commit goes on top, and the reverted site stays as the review left it
+    _git(work, "pull", "-q", "origin", BRANCH)
+    (work / "prog.py").write_text((work / "prog.py").read_text() + "z = torch.zeros(2).cuda()\nprint(z.sum().item())\n")
+    _git(work, "-c", "user.name=Ann", "-c", "user.email=ann@example.com", "commit", "-qam", "more")
+    _git(work, "push", "-q", "origin", BRANCH)
+    second = _git(bare, "rev-parse", f"refs/heads/{BRANCH}")
+    retry = fake_github.add_review_comment("acme/app", 1, "ann", "/ferry try again", path="prog.py", line=other,
+                                           commit_id=second)
+    assert _deliver(server, "pull_request_review_comment",
+                    _review_event(fake_github, "acme/app", 1, retry, "ann")).json()["accepted"]
+    _wait(lambda: len(fake_github.thread("acme/app", retry["id"])) == 2, "the retry's reply")
+    said = fake_github.thread("acme/app", retry["id"])[1]["body"]
+    assert said.startswith(f"Ran the migration again on `{BRANCH}` from `{second[:12]}`"), said
+    assert "FRY013 left out, as a review of this branch reverted it" in said
+    final = _git(bare, "rev-parse", f"refs/heads/{BRANCH}")
+    assert final != second and _git(bare, "merge-base", "--is-ancestor", second, final) == ""
+    text = _git(bare, "show", f"{final}:prog.py")
+    assert "torch.zeros(2).cuda()" not in text and text.splitlines()[site - 1] == "        torch.cuda.synchronize()"
+    assert f"`{_git(bare, 'rev-parse', '--short=12', final)}`" in said
+    assert "**migrated**" in said and retry["id"] in fake_github.repos["acme/app"].resolved
     assert fake_github.errors == []

@@ -31,7 +31,7 @@ from agent.prbot.github.config import GitHubConfig
 from agent.prbot.github.models import WRITE, ReviewComment
 from agent.prbot.github.webhook import Trigger, review_key
 from agent.prbot.pr import gitops
-from agent.prbot.pr.models import GitIdentity
+from agent.prbot.pr.models import GitIdentity, PrRequest
 from agent.prbot.review.answer import facts_of, instruction, understand
 from agent.prbot.review.site import FerrySite, ferry_site, undo_at
 from tools.textsafe import md_code, md_inline
@@ -51,6 +51,7 @@ class FollowUpContext:
     git_env: Callable[[], dict[str, str]]  # git's credentials, asked once the sender may command
     submit: Callable[[Trigger], bool]  # queue another job (a review's comments, one job each)
     stop: threading.Event
+    state_dir: Path | None = None  # the migrations' state (a new attempt's); None: the default
 
 
 class FollowUpEnd(BaseModel):
@@ -161,10 +162,8 @@ def _act(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, bool]:
     action = reply.action
     if isinstance(action, intents.SkipRules):
         return _revert(t, ctx, clone, site, action.rules, run, test, author, env)
-    if isinstance(action, (intents.SetOptions, intents.Retry)):
-        return (f"{reply.text}\n\nIn a review thread Ferry changes the commented line only; to run the whole "
-                "migration again with other commands, comment `/ferry migrate --run \"...\"` on the pull "
-                "request. Nothing was changed.", False)
+    if isinstance(action, intents.SetOptions | intents.Retry):
+        return _again(t, ctx, clone, action, run, test, author, env)
     return reply.text, False
 
 
@@ -240,6 +239,59 @@ def _revert(t: Trigger, ctx: FollowUpContext, clone: Path, site: FerrySite | Non
             f"(the other commits on the branch are kept; the rule's other sites stay migrated).\n\n"
             f"Verified on the new head:\n{ran}" + ("" if ok else "\n\nThe thread stays open: the change did not "
                                                    "pass its runs."), ok)
+
+
+def _again(t: Trigger, ctx: FollowUpContext, clone: Path, action: intents.SetOptions | intents.Retry,
+           run: str | None, test: str | None, author: GitIdentity, env: dict[str, str]) -> tuple[str, bool]:
+    """A new attempt: ``ferry pr`` from the branch's current head (a person's commits there included) with
+    the commands asked for; its commits, if any, go on top of that head (a fast-forward push)."""
+    from agent.migration.facade import RunScheduler
+    from agent.prbot.pr.core import make_pr
+
+    ask = t.review
+    assert ask is not None
+    if isinstance(action, intents.SetOptions):
+        run, test = action.run or run, action.test or test
+    if not run:
+        return "No run command is known for this pull request: say `/ferry run with python train.py`.", False
+    head = gitops.git(clone, "rev-parse", "HEAD")
+    gitops.git(clone, "checkout", "-q", "--detach")  # make_pr moves the branch: not checked out
+    kept = reverted_rules(clone)  # what reviews undid here stays undone: those rules sit this attempt out
+    runs = RunScheduler()
+    try:
+        result = make_pr(PrRequest(
+            path=str(clone), run_command=run, test_command=test, base=head, branch=ask.branch,
+            out_dir=str(ctx.work / "out"), state_dir=str(ctx.state_dir) if ctx.state_dir else None, author=author,
+            device=action.device if isinstance(action, intents.SetOptions) and action.device else "accelerator",
+            skip_rules=kept, partial_branch=True), runs=runs, stop=ctx.stop)
+    finally:
+        runs.close()
+    if ctx.stop.is_set():
+        return "Ferry: this follow-up was cancelled on the server; nothing was pushed.", False
+    ran = f"run {md_code(run)}" + (f", tests {md_code(test)}" if test else "") + (
+        f"; {', '.join(kept)} left out, as a review of this branch reverted {'it' if len(kept) == 1 else 'them'}"
+        if kept else "")
+    verdict = f"**{md_inline(result.status)}**: {md_inline(result.summary or '', keep_code=True)}"
+    if result.head is None or result.head == head:
+        return (f"Ran the migration again on {md_code(ask.branch)} at {md_code(head[:12])} ({ran}): {verdict}\n\n"
+                "Nothing was left to change; no commit.", result.status == "migrated")
+    pushed = _git_run(["-C", str(clone), "push", "--porcelain", "origin", f"{result.head}:refs/heads/{ask.branch}"],
+                      env)
+    if pushed.returncode != 0:
+        return (f"Ferry migrated it again but could not push: {md_code(ask.branch)} moved meanwhile (Ferry never "
+                "force-pushes over a commit); comment again to redo it on the new head.", False)
+    made = ", ".join(md_code(c.sha[:12]) for c in result.commits)
+    return (f"Ran the migration again on {md_code(ask.branch)} from {md_code(head[:12])} ({ran}): {verdict}\n\n"
+            f"New commit(s) on top of it: {made} (the commits before are kept).", result.status == "migrated")
+
+
+def reverted_rules(clone: Path) -> list[str]:
+    """The rules the branch's review commits reverted (their subjects: ``Revert FRY013 at prog.py:12 ...``)."""
+    import re
+
+    subjects = gitops.git(clone, "log", "--format=%s", "-F", f"--grep={TRAILER}: ", "HEAD").splitlines()
+    found = [m.group(1) for s in subjects if (m := re.match(r"Revert (.+?) at \S+ as asked in review", s))]
+    return list(dict.fromkeys(r.strip() for rules in found for r in rules.split(",")))
 
 
 def _verify(clone: Path, run: str | None, test: str | None, stop: threading.Event) -> list[Verified]:
