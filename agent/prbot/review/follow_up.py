@@ -10,7 +10,9 @@ before is kept and built on; the push is a fast-forward (never forced: a branch 
 refuses it). The commit is verified (the run command, then the test command, on tpx in the sandbox),
 pushed, the thread told what changed and what was verified, and resolved when the change answers it
 (committed, and its runs passed). Each commit carries ``Ferry-Review-Comment: <id>``: a job repeated
-after a restart finds its commit there and does not make a second one.
+after a restart finds its commit there and does not make a second one. A new run or test command,
+or a retry, runs ``ferry pr`` from the branch's current head (its commits on top, the same
+fast-forward), leaving out the rules this branch's reviews reverted.
 """
 
 from __future__ import annotations
