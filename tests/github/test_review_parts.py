@@ -203,3 +203,26 @@ def test_a_follow_up_repeated_after_a_restart_makes_no_second_commit(tmp_path, b
         assert first["id"] in fake.repos["acme/app"].resolved and fake.errors == []
     finally:
         fake.close()
+
+
+def test_with_a_model_the_whole_thread_and_the_change_are_its_context(branch, monkeypatch):
+    from agent.llm import scripted
+    from agent.prbot.github.models import ReviewComment
+    from agent.prbot.review.answer import understand
+
+    repo, _, head = branch
+    site = ferry_site(repo, head, "prog.py", 7, "bot@example.com")
+    thread = [ReviewComment.model_validate({"id": i, "body": b, "user": {"login": u}, "path": "prog.py", "line": 7,
+                                            "commit_id": head, **({"in_reply_to_id": 1} if i > 1 else {})})
+              for i, u, b in ((1, "ann", "is this sync needed?"), (2, "bob", "it times the step on the GPU"),
+                              (3, "ann", "then keep CUDA's own call here"))]
+    call = scripted.tool_call("skip_rules", {"rules": ["FRY013"]})
+    with scripted.ScriptedLLM([scripted.reply(call, content="Keeping CUDA's call at this line.")]) as server:
+        for name, value in (("FERRY_LLM_BASE_URL", server.base_url), ("FERRY_LLM_MODEL", "scripted"),
+                            ("FERRY_LLM_API_KEY", "k"), ("FERRY_LLM_RETRIES", "0")):
+            monkeypatch.setenv(name, value)
+        said = understand(thread[-1].body, facts_of(site, "python prog.py", None), thread, site)
+        asked = server.requests[0]["body"]["messages"][-1]["content"]
+    assert said.action == intents.SkipRules(rules=["FRY013"])
+    assert all(f"@{c.user.login}: {c.body}" in asked for c in thread) and asked.index("is this") < asked.index("then")
+    assert "torch.get_device_module(device).synchronize()" in asked and "FRY013" in asked
