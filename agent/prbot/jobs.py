@@ -103,7 +103,7 @@ class GitHubJobs:
         new, ahead = self.store.add(trigger)
         if not new:
             return False
-        if ahead:
+        if ahead and trigger.review is None:  # a review follow-up answers in its thread only, once it runs
             self._say(trigger, f"Ferry: queued behind {ahead} other migration(s) of {trigger.full_name}; it starts "
                                "when they finish.")
         with self._wake:

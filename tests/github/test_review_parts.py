@@ -226,3 +226,23 @@ def test_with_a_model_the_whole_thread_and_the_change_are_its_context(branch, mo
     assert said.action == intents.SkipRules(rules=["FRY013"])
     assert all(f"@{c.user.login}: {c.body}" in asked for c in thread) and asked.index("is this") < asked.index("then")
     assert "torch.get_device_module(device).synchronize()" in asked and "FRY013" in asked
+
+
+def test_a_queued_follow_up_says_nothing_on_the_pull_requests_conversation(tmp_path):
+    from agent.prbot.jobs import GitHubJobs
+
+    fake = FakeGitHub()
+    try:
+        fake.add_repo("acme/app")
+        config = GitHubConfig(api_url=fake.url, token=SecretStr(fake.token), webhook_secret=SecretStr("x" * 20),
+                              bot_login="ferry-bot", run_command="python prog.py")
+        jobs = GitHubJobs(tmp_path, config, GitHubClient(config))  # not started: the jobs stay queued
+        migrate = Trigger(delivery="m-1", event="issue_comment", owner="acme", repo="app", number=2, is_pull=False,
+                          sender="ann", run_command="python prog.py")
+        assert jobs.submit(migrate)
+        follow = trigger_of("pull_request_review_comment", "r-1", _event(user="eve"), config)
+        assert isinstance(follow, Trigger) and jobs.submit(follow) and not jobs.submit(follow)
+        assert fake.requests == []  # a passer-by's comment is not even told it is queued
+        jobs.store.close()
+    finally:
+        fake.close()
