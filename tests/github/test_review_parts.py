@@ -246,3 +246,55 @@ def test_a_queued_follow_up_says_nothing_on_the_pull_requests_conversation(tmp_p
         jobs.store.close()
     finally:
         fake.close()
+
+
+def _served(tmp_path: Path, head: str, repo: Path) -> tuple[FakeGitHub, GitHubConfig, Path]:
+    """The branch pushed to a bare remote as ``ferry/migrate-tpx``, pull request 1 on the fake, ann an admin."""
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
+    subprocess.run(["git", "--git-dir", str(bare), "branch", "-q", "ferry/migrate-tpx", head], check=True)
+    fake = FakeGitHub()
+    fake.add_repo("acme/app", bare=bare).pulls[1] = {
+        "state": "open", "title": "t", "body": "ferry pr . --base main --run 'python prog.py'",
+        "head": "ferry/migrate-tpx", "base": "main"}
+    fake.set_permission("acme/app", "ann", "admin")
+    config = GitHubConfig(api_url=fake.url, token=SecretStr(fake.token), webhook_secret=SecretStr("x" * 20),
+                          clone_url=str(bare), author="Ferry Bot <bot@example.com>", bot_login="ferry-bot")
+    return fake, config, bare
+
+
+def test_remarks_are_left_to_people_questions_answered_and_only_this_comments_trailer_counts(tmp_path, branch):
+    repo, _, head = branch
+    fake, config, bare = _served(tmp_path, head, repo)
+    try:
+        with GitHubClient(config) as client:
+            def ask(body: str, work: str) -> tuple[dict, str]:
+                c = fake.add_review_comment("acme/app", 1, "ann", body, path="prog.py", line=7, commit_id=head)
+                t = trigger_of("pull_request_review_comment", f"d-{c['id']}", {
+                    "action": "created", "comment": c, "pull_request": fake._pull_json(fake.repos["acme/app"], 1),
+                    "repository": {"full_name": "acme/app"}, "sender": {"login": "ann"}}, config)
+                assert isinstance(t, Trigger)
+                ctx = FollowUpContext(client=client, config=config, work=tmp_path / work, git_env=dict,
+                                      submit=lambda _t: False, stop=threading.Event())
+                return c, follow_up(t, ctx).outcome
+
+            remark, said = ask("nice catch", "j1")
+            assert said.startswith("ignored: not a /ferry command") and len(fake.thread("acme/app", remark["id"])) == 1
+            question, said = ask("why did you change this?", "j2")
+            assert "prog.py" in said and "FRY013" in said and fake.thread("acme/app", question["id"])[1]["body"] == said
+            unknown, said = ask("/ferry dance", "j3")
+            assert said.startswith("I did not understand") and len(fake.thread("acme/app", unknown["id"])) == 2
+            assert fake.repos["acme/app"].resolved == set()
+            assert gitops.git(bare, "rev-parse", "refs/heads/ferry/migrate-tpx") == head
+            # a commit whose trailer names another comment (this id with a digit more) is not this comment's
+            upcoming = 1000 + len(fake.repos["acme/app"].review_comments) + 1
+            work = tmp_path / "person"
+            subprocess.run(["git", "clone", "-q", "--branch", "ferry/migrate-tpx", str(bare), str(work)], check=True)
+            (work / "NOTES.md").write_text("notes\n")
+            _commit(work, ANN, f"notes\n\nFerry-Review-Comment: {upcoming}0\n")
+            gitops.git(work, "push", "-q", "origin", "ferry/migrate-tpx")
+            revert, said = ask("/ferry revert FRY013", "j4")
+            assert revert["id"] == upcoming and said.startswith("Reverted FRY013 at `prog.py line 7` only"), said
+        assert fake.errors == []
+    finally:
+        fake.close()

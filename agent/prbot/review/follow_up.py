@@ -33,7 +33,7 @@ from agent.prbot.github.config import GitHubConfig
 from agent.prbot.github.models import WRITE, ReviewComment
 from agent.prbot.github.webhook import Trigger, review_key
 from agent.prbot.pr import gitops
-from agent.prbot.pr.models import GitIdentity, PrRequest
+from agent.prbot.pr.models import GitIdentity, PrRefused, PrRequest
 from agent.prbot.review.answer import facts_of, instruction, understand
 from agent.prbot.review.site import FerrySite, ferry_site, undo_at
 from tools.textsafe import md_code, md_inline
@@ -86,6 +86,13 @@ def follow_up(t: Trigger, ctx: FollowUpContext) -> FollowUpEnd:
         said, resolve = f"Ferry could not do this: {md_inline(exc.public, keep_code=True)}", False
     except GitHubError as exc:
         said, resolve = f"Ferry could not do this: GitHub answered {md_inline(str(exc), keep_code=True)}", False
+    except PrRefused as exc:
+        said, resolve = f"Ferry could not do this: {md_inline(str(exc), keep_code=True)}", False
+    except Exception as exc:  # a bug: still told in the thread, never dropped
+        logger.exception("review follow-up %s of %s#%d failed", ask.comment_id, t.full_name, t.number)
+        _reply(t, ctx, f"Ferry failed with an internal error ({type(exc).__name__}); the server's log has the "
+                       "details. Nothing more was changed.", False)
+        return FollowUpEnd(state="failed", outcome=f"internal: {type(exc).__name__}: {exc}")
     if said is None:
         return FollowUpEnd(state="done", outcome="ignored: not a /ferry command and not a line Ferry wrote")
     _reply(t, ctx, said, resolve)
@@ -148,7 +155,7 @@ def _act(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, bool]:
         raise gitops.GitError(f"cloning {t.full_name} failed: {proc.stderr.strip()[-500:]}",
                               public=f"cloning {ask.branch} failed")
     author = GitIdentity.parse(ctx.config.author) if ctx.config.author else GitIdentity()
-    done = gitops.git(clone, "log", "--format=%H", "-F", f"--grep={TRAILER}: {ask.comment_id}", "HEAD")
+    done = gitops.git(clone, "log", "--format=%H", "-E", f"--grep=^{TRAILER}: {ask.comment_id}$", "HEAD")
     if done:  # a job repeated after a restart: its commit is on the branch already
         sha = done.splitlines()[0]
         return f"Done in {md_code(sha[:12])} (this comment's commit is on {md_code(ask.branch)}).", True
@@ -161,6 +168,8 @@ def _act(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, bool]:
     run, test = _commands(t, ctx)
     thread = _thread(t, ctx) if command or site is not None else []
     reply = understand(text, facts_of(site, run or "", test), thread, site)
+    if not command and reply.intent == "unknown":  # a remark, not a request: the people in the thread answer it
+        return None, False
     action = reply.action
     if isinstance(action, intents.SkipRules):
         return _revert(t, ctx, clone, site, action.rules, run, test, author, env)
