@@ -284,6 +284,8 @@ def test_remarks_are_left_to_people_questions_answered_and_only_this_comments_tr
             assert "prog.py" in said and "FRY013" in said and fake.thread("acme/app", question["id"])[1]["body"] == said
             unknown, said = ask("/ferry dance", "j3")
             assert said.startswith("I did not understand") and len(fake.thread("acme/app", unknown["id"])) == 2
+            _, said = ask("/ferry migrate --env LD_PRELOAD=/x.so", "j5")  # as on the conversation: refused
+            assert said.startswith("Ferry could not read the command: `--env` is refused"), said
             assert fake.repos["acme/app"].resolved == set()
             assert gitops.git(bare, "rev-parse", "refs/heads/ferry/migrate-tpx") == head
             # a commit whose trailer names another comment (this id with a digit more) is not this comment's

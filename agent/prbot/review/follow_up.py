@@ -31,7 +31,7 @@ from agent.chat import intents
 from agent.prbot.github.client import GitHubClient, GitHubError
 from agent.prbot.github.config import GitHubConfig
 from agent.prbot.github.models import WRITE, ReviewComment
-from agent.prbot.github.webhook import Trigger, review_key
+from agent.prbot.github.webhook import COMMAND, CommandError, Trigger, parse_command, review_key
 from agent.prbot.pr import gitops
 from agent.prbot.pr.models import GitIdentity, PrRefused, PrRequest
 from agent.prbot.review.answer import facts_of, instruction, understand
@@ -166,6 +166,15 @@ def _act(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, bool]:
     if site is None and not command:
         return None, False
     run, test = _commands(t, ctx)
+    if command and (text == "migrate" or text.startswith(("migrate ", "migrate\n"))):
+        try:  # `/ferry migrate [--run ...] [--test ...]` in a thread: a new attempt, as on the conversation
+            asked = parse_command(f"{COMMAND}{text[len('migrate'):]}")
+        except CommandError as exc:
+            return f"Ferry could not read the command: {md_inline(str(exc), keep_code=True)}", False
+        again: intents.SetOptions | intents.Retry = (
+            intents.SetOptions(run=asked.run, test=asked.test) if asked and (asked.run or asked.test)
+            else intents.Retry())
+        return _again(t, ctx, clone, again, run, test, author, env)
     thread = _thread(t, ctx) if command or site is not None else []
     reply = understand(text, facts_of(site, run or "", test), thread, site)
     if not command and reply.intent == "unknown":  # a remark, not a request: the people in the thread answer it
