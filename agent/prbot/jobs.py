@@ -103,7 +103,7 @@ class GitHubJobs:
         new, ahead = self.store.add(trigger)
         if not new:
             return False
-        if ahead:
+        if ahead and trigger.review is None:  # a review follow-up answers in its thread only, once it runs
             self._say(trigger, f"Ferry: queued behind {ahead} other migration(s) of {trigger.full_name}; it starts "
                                "when they finish.")
         with self._wake:
@@ -159,6 +159,9 @@ class GitHubJobs:
     def _run(self, row: JobRow) -> None:
         """One job, start to end: whatever happens, its thread is told and its row ends."""
         t = row.trigger
+        if t.review is not None:
+            self._follow_up(row)
+            return
         signal = threading.Event()
         runs = RunScheduler()  # this job's background runs: stopped with it, whichever way it ends
         with self._running_lock:
@@ -176,6 +179,28 @@ class GitHubJobs:
             self.store.finish(row.delivery, state, outcome)
         except Exception:  # the database failed: the row stays running and is queued again at the next start
             logger.exception("GitHub job %s: could not record its end (%s)", row.delivery, state)
+
+    def _follow_up(self, row: JobRow) -> None:
+        """A review follow-up (``agent.prbot.review``): it answers in its review thread, not on the issue."""
+        from agent.prbot.review.follow_up import FollowUpContext, follow_up
+
+        t = row.trigger
+        ctx = FollowUpContext(client=self.client, config=self.config, work=job_dir(self.root, row.delivery),
+                              git_env=lambda: git_env(self.client.git_token(t.owner, t.repo)), submit=self.submit,
+                              stop=threading.Event(), state_dir=self.data_dir / "state")
+        with self._running_lock:
+            self._running[row.delivery] = (ctx.stop, RunScheduler())
+        try:
+            end = follow_up(t, ctx)
+            state, outcome = end.state, end.outcome
+        except Exception as exc:  # a bug or GitHub refusing the gate: logged, the row ends
+            logger.exception("GitHub job %s: the review follow-up failed", row.delivery)
+            state, outcome = "failed", f"internal: {type(exc).__name__}: {exc}"
+        finally:
+            with self._running_lock:
+                self._running.pop(row.delivery, None)
+        self.store.finish(row.delivery, "cancelled" if ctx.stop.is_set() else
+                          ("failed" if state == "failed" else "done"), outcome)
 
     def _attempt(self, row: JobRow, signal: threading.Event, runs: RunScheduler) -> tuple[JobState, str, str]:
         """The job's (state, comment for its thread, outcome for its row); never raises."""

@@ -3,6 +3,8 @@ request recorded and validated (the auth header, the API headers, the JSON bodie
 request's head branch was pushed to the backing bare repository before the pull request is opened, and
 that a check run names a pushed commit and carries at most 50 annotations per request). GraphQL's
 ``markPullRequestReadyForReview`` is answered at ``/graphql``; SARIF uploads are decoded and kept.
+Review comments live in threads (a reply names the thread's first comment, as GitHub requires), and
+GraphQL's ``reviewThreads`` and ``resolveReviewThread`` list and resolve them.
 An organisation's repositories are listed as GitHub does (``GET /orgs/{org}/repos``, paged with a ``Link``
 header whose next page is ``/organizations/{id}/repos``), and every answer carries the rate-limit headers
 (``limit_rate`` empties the window: requests are then refused with 403 until it resets)."""
@@ -47,6 +49,8 @@ class Repo:
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     sarifs: list[dict[str, Any]] = field(default_factory=list)
+    review_comments: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> its JSON (+ "pull")
+    resolved: set[int] = field(default_factory=set)  # the first comments of the resolved threads
     next_number: int = 1
     archived: bool = False
     fork: bool = False
@@ -96,6 +100,34 @@ class FakeGitHub:
     def checks(self, full_name: str) -> list[dict[str, Any]]:
         """The check runs, each with ``annotations``: all those its creation and its updates carried."""
         return list(self.repos[full_name].check_runs.values())
+
+    def add_review_comment(self, full_name: str, number: int, user: str, body: str, *, path: str, line: int,
+                           commit_id: str, in_reply_to: int | None = None,
+                           review_id: int | None = None) -> dict[str, Any]:
+        """A person's review comment on a line (RIGHT side) of the pull request at ``commit_id``: its JSON as
+        the API and the webhook's ``comment`` give it."""
+        with self._lock:
+            return self._new_review_comment(self.repos[full_name], number, user, body, path=path, line=line,
+                                            commit_id=commit_id, in_reply_to=in_reply_to, review_id=review_id)
+
+    def thread(self, full_name: str, first: int) -> list[dict[str, Any]]:
+        """A review thread's comments, its first one first."""
+        return [c for c in self.repos[full_name].review_comments.values()
+                if c["id"] == first or c.get("in_reply_to_id") == first]
+
+    def _new_review_comment(self, repo: Repo, number: int, user: str, body: str, *, path: str, line: int | None,
+                            commit_id: str, in_reply_to: int | None, review_id: int | None) -> dict[str, Any]:
+        cid = 1000 + sum(len(r.review_comments) for r in self.repos.values()) + 1
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        c = {"id": cid, "node_id": f"PRRC_{cid}", "pull_request_review_id": review_id or cid + 50000, "body": body,
+             "user": {"login": user}, "path": path, "line": line, "original_line": line, "side": "RIGHT",
+             "commit_id": commit_id, "original_commit_id": commit_id, "diff_hunk": "@@ -1 +1 @@",
+             "html_url": f"https://github.example/{repo.full_name}/pull/{number}#discussion_r{cid}",
+             "created_at": now, "updated_at": now, "author_association": "COLLABORATOR"}
+        if in_reply_to is not None:
+            c["in_reply_to_id"] = in_reply_to
+        repo.review_comments[cid] = {**c, "pull": number}
+        return c
 
     def fail_next(self, method: str, path_regex: str, status: int, message: str,
                   headers: dict[str, str] | None = None) -> None:
@@ -338,6 +370,29 @@ class FakeGitHub:
                 return self._error(rec, 422, "Validation Failed: not a SARIF 2.1.0 log")
             repo.sarifs.append({"commit_sha": b["commit_sha"], "ref": b["ref"], "log": log})
             return 202, {"id": f"sarif-{len(repo.sarifs)}", "url": "https://github.example/sarif"}
+        m = re.fullmatch(r"/pulls/(\d+)/comments", tail)
+        if m and rec.method == "GET" and int(m.group(1)) in repo.pulls:
+            return 200, self._page(rec, [self._review_json(c) for c in repo.review_comments.values()
+                                         if c["pull"] == int(m.group(1))])
+        m = re.fullmatch(r"/pulls/(\d+)/reviews/(\d+)/comments", tail)
+        if m and rec.method == "GET" and int(m.group(1)) in repo.pulls:
+            return 200, self._page(rec, [self._review_json(c) for c in repo.review_comments.values()
+                                         if c["pull"] == int(m.group(1))
+                                         and c["pull_request_review_id"] == int(m.group(2))])
+        m = re.fullmatch(r"/pulls/(\d+)/comments/(\d+)/replies", tail)
+        if m and rec.method == "POST" and int(m.group(1)) in repo.pulls:
+            first = repo.review_comments.get(int(m.group(2)))
+            b = rec.body
+            if first is None or first["pull"] != int(m.group(1)):
+                return self._error(rec, 404, "Not Found")
+            if "in_reply_to_id" in first:  # GitHub: "replies to replies are not supported"
+                return self._error(rec, 422, "Validation Failed: in_reply_to cannot be a reply")
+            if not isinstance(b, dict) or not isinstance(b.get("body"), str) or not b["body"]:
+                return self._error(rec, 422, "Validation Failed: body is required")
+            made = self._new_review_comment(repo, first["pull"], "ferry-bot", b["body"], path=first["path"],
+                                            line=first["line"], commit_id=first["commit_id"], in_reply_to=first["id"],
+                                            review_id=None)
+            return 201, made
         m = re.fullmatch(r"/issues/(\d+)/comments", tail)
         if m and rec.method == "POST":
             b = rec.body
@@ -349,6 +404,16 @@ class FakeGitHub:
             return 201, {"id": cid, "html_url": f"https://github.example/c/{cid}", "body": b["body"],
                          "user": {"login": "ferry-bot"}}
         return self._error(rec, 404, "Not Found")
+
+    @staticmethod
+    def _review_json(c: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in c.items() if k != "pull"}
+
+    @staticmethod
+    def _page(rec: Recorded, items: list[Any]) -> list[Any]:
+        per = int(rec.query.get("per_page", ["30"])[0])
+        page = int(rec.query.get("page", ["1"])[0])
+        return items[(page - 1) * per: page * per]
 
     # --- checks and GraphQL ---------------------------------------------------------------------
 
@@ -402,9 +467,21 @@ class FakeGitHub:
     def _graphql(self, rec: Recorded) -> tuple[int, Any]:
         b = rec.body
         query = b.get("query") if isinstance(b, dict) else None
-        node = (b.get("variables") or {}).get("id") if isinstance(b, dict) else None
+        variables = (b.get("variables") or {}) if isinstance(b, dict) else {}
+        node = variables.get("id")
+        if isinstance(query, str) and "reviewThreads" in query:
+            return self._threads(rec, variables)
+        if isinstance(query, str) and "resolveReviewThread" in query:
+            for repo in self.repos.values():
+                for first in repo.review_comments:
+                    if node == f"PRRT_{first}":
+                        repo.resolved.add(first)
+                        return 200, {"data": {"resolveReviewThread": {"thread": {"id": node, "isResolved": True}}}}
+            self.errors.append(f"POST /graphql: no review thread {node!r}")
+            return 200, {"errors": [{"message": f"Could not resolve to a node with the global id of '{node}'"}]}
         if not isinstance(query, str) or "markPullRequestReadyForReview" not in query:
-            return self._error(rec, 400, "only markPullRequestReadyForReview is faked")
+            return self._error(rec, 400, "only markPullRequestReadyForReview, reviewThreads and "
+                                         "resolveReviewThread are faked")
         for repo in self.repos.values():
             for n, p in repo.pulls.items():
                 if node == f"PR_{repo.full_name}#{n}":
@@ -412,3 +489,19 @@ class FakeGitHub:
                     return 200, {"data": {"markPullRequestReadyForReview": {"pullRequest": {"isDraft": False}}}}
         self.errors.append(f"POST /graphql: no pull request {node!r}")
         return 200, {"errors": [{"message": f"Could not resolve to a node with the global id of '{node}'"}]}
+
+    def _threads(self, rec: Recorded, variables: dict[str, Any]) -> tuple[int, Any]:
+        """``repository(owner, name) { pullRequest(number) { reviewThreads(first, after) ... } }``: a page of
+        threads (first: 100 at most), each with its first comment's ``databaseId``."""
+        repo = self.repos.get(f"{variables.get('owner')}/{variables.get('name')}")
+        number = variables.get("number")
+        if repo is None or not isinstance(number, int) or number not in repo.pulls:
+            return 200, {"data": {"repository": None}, "errors": [{"type": "NOT_FOUND", "message": "no such pull"}]}
+        firsts = [c for c in repo.review_comments.values() if c["pull"] == number and "in_reply_to_id" not in c]
+        start = int(variables.get("cursor") or 0)
+        page = firsts[start:start + 100]
+        nodes = [{"id": f"PRRT_{c['id']}", "isResolved": c["id"] in repo.resolved,
+                  "comments": {"nodes": [{"databaseId": c["id"]}]}} for c in page]
+        more = start + 100 < len(firsts)
+        return 200, {"data": {"repository": {"pullRequest": {"reviewThreads": {
+            "pageInfo": {"hasNextPage": more, "endCursor": str(start + 100) if more else None}, "nodes": nodes}}}}}

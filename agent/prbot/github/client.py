@@ -28,6 +28,7 @@ from agent.prbot.github.models import (
     PermissionAnswer,
     PullRequest,
     Repository,
+    ReviewComment,
 )
 
 logger = logging.getLogger(__name__)
@@ -274,16 +275,67 @@ class GitHubClient:
         """A draft pull request made ready for review: GitHub's REST API cannot, its GraphQL API can."""
         if not pull.node_id:
             raise GitHubError("the pull request has no node_id", method="POST", path="/graphql")
+        self.graphql(owner, repo, READY, {"id": pull.node_id})
+
+    def graphql(self, owner: str, repo: str, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        """A GraphQL call with the repository's token: its ``data`` (GitHubError on ``errors``)."""
         token = self.git_token(owner, repo)
         if token is None:
             raise GitHubError("no GitHub credentials are configured")
         data = self._send("POST", graphql_url(self.config.api_url), auth=f"Bearer {token}",
-                          json={"query": READY, "variables": {"id": pull.node_id}})
-        if not isinstance(data, dict) or data.get("errors"):
+                          json={"query": query, "variables": variables})
+        if not isinstance(data, dict) or data.get("errors") or not isinstance(data.get("data"), dict):
             errors = data.get("errors") if isinstance(data, dict) else None
             message = str(errors[0].get("message", "")) if isinstance(errors, list) and errors and \
                 isinstance(errors[0], dict) else "no data"
             raise GitHubError(f"GraphQL: {message[:300]}", method="POST", path="/graphql")
+        answer: dict[str, Any] = data["data"]
+        return answer
+
+    # --- review threads -------------------------------------------------------------------------
+
+    def _review_list(self, owner: str, repo: str, tail: str) -> list[ReviewComment]:
+        out: list[ReviewComment] = []
+        for page in range(1, 11):  # 1000 comments at most
+            data = self._api("GET", owner, repo, tail, params={"per_page": "100", "page": str(page)})
+            if not isinstance(data, list):
+                raise GitHubError("the review comment list is not a list", method="GET", path=tail)
+            out += [self._model(ReviewComment, c, "GET", tail) for c in data]
+            if len(data) < 100:
+                break
+        return out
+
+    def review_comments(self, owner: str, repo: str, number: int) -> list[ReviewComment]:
+        """Every review comment of a pull request, oldest first."""
+        return self._review_list(owner, repo, f"/pulls/{number}/comments")
+
+    def comments_of_review(self, owner: str, repo: str, number: int, review_id: int) -> list[ReviewComment]:
+        return self._review_list(owner, repo, f"/pulls/{number}/reviews/{review_id}/comments")
+
+    def reply_in_thread(self, owner: str, repo: str, number: int, thread_id: int, body: str) -> ReviewComment:
+        """A reply in a review thread (``thread_id``: its first comment; GitHub takes no reply to a reply)."""
+        return self._api("POST", owner, repo,  # type: ignore[no-any-return]
+                         f"/pulls/{number}/comments/{thread_id}/replies", ReviewComment, json={"body": body})
+
+    def resolve_thread(self, owner: str, repo: str, number: int, thread_id: int) -> bool:
+        """Resolve the review thread whose first comment is ``thread_id`` (GraphQL: REST cannot); False when
+        no thread of the pull request starts with it."""
+        cursor: str | None = None
+        for _ in range(20):
+            data = self.graphql(owner, repo, THREADS, {"owner": owner, "name": repo, "number": number,
+                                                       "cursor": cursor})
+            threads = (((data.get("repository") or {}).get("pullRequest") or {}).get("reviewThreads") or {})
+            for node in threads.get("nodes") or []:
+                first = ((node.get("comments") or {}).get("nodes") or [{}])[0]
+                if first.get("databaseId") == thread_id:
+                    if not node.get("isResolved"):
+                        self.graphql(owner, repo, RESOLVE, {"id": node["id"]})
+                    return True
+            page = threads.get("pageInfo") or {}
+            if not page.get("hasNextPage"):
+                return False
+            cursor = page.get("endCursor")
+        return False
 
     def create_check_run(self, owner: str, repo: str, body: dict[str, Any]) -> CheckRun:
         return self._api("POST", owner, repo, "/check-runs", CheckRun, json=body)  # type: ignore[no-any-return]
@@ -302,6 +354,10 @@ class GitHubClient:
                   json={"commit_sha": commit_sha, "ref": ref, "sarif": data, "tool_name": "ferry-scan"})
 
 
+THREADS = ("query($owner: String!, $name: String!, $number: Int!, $cursor: String) { repository(owner: $owner, "
+           "name: $name) { pullRequest(number: $number) { reviewThreads(first: 100, after: $cursor) { pageInfo "
+           "{ hasNextPage endCursor } nodes { id isResolved comments(first: 1) { nodes { databaseId } } } } } } }")
+RESOLVE = "mutation($id: ID!) { resolveReviewThread(input: {threadId: $id}) { thread { id isResolved } } }"
 READY = ("mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) "
          "{ pullRequest { isDraft } } }")
 

@@ -125,3 +125,54 @@ class CheckRun(_M):
 class AccessToken(_M):
     token: str
     expires_at: str
+
+
+class ReviewComment(_M):
+    """A pull request review comment (``/pulls/comments``): a line of a file at a commit, in a thread whose
+    first comment every reply names (``in_reply_to_id``)."""
+
+    id: int
+    body: str
+    user: User
+    path: str
+    line: int | None = None  # the line of the file at commit_id (None: outdated, or a comment on the file)
+    original_line: int | None = None
+    side: str | None = None  # RIGHT: the new text; LEFT: the old
+    commit_id: str
+    original_commit_id: str | None = None
+    in_reply_to_id: int | None = None
+    pull_request_review_id: int | None = None
+    diff_hunk: str = ""
+    html_url: str | None = None
+    created_at: datetime | None = None
+
+    @property
+    def thread_id(self) -> int:
+        """The id of its thread's first comment (GitHub takes replies to that one only)."""
+        return self.in_reply_to_id or self.id
+
+
+class Review(_M):
+    id: int
+    body: str | None = None
+    state: str
+    user: User
+    submitted_at: datetime | None = None
+
+
+class ReviewCommentEvent(_M):
+    action: str
+    comment: ReviewComment
+    pull_request: PullRequest
+    repository: Repository
+    sender: User
+    installation: Installation | None = None
+
+
+class ReviewEvent(_M):
+    action: str
+    review: Review
+    pull_request: PullRequest
+    repository: Repository
+    sender: User
+    installation: Installation | None = None

@@ -14,12 +14,21 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from agent.prbot.github.config import GitHubConfig
-from agent.prbot.github.models import IssueCommentEvent, PullRequestEvent
+from agent.prbot.github.models import (
+    IssueCommentEvent,
+    PullRequest,
+    PullRequestEvent,
+    Repository,
+    ReviewCommentEvent,
+    ReviewEvent,
+)
 
 COMMAND = "/ferry migrate"
+PREFIX = "/ferry"
+FERRY_BRANCHES = "ferry/migrate-"  # ferry_branch()'s names: a pull request from one is Ferry's
 _BRANCH_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 FUTURE_SKEW_S = 300  # an event stamped this far ahead of the server's clock is still taken (clock skew)
 
@@ -31,6 +40,22 @@ class CommandError(ValueError):
 class MigrateCommand(BaseModel):
     run: str | None = None
     test: str | None = None
+
+
+class ReviewAsk(BaseModel):
+    """A review follow-up on a Ferry pull request: one comment of a review thread (``comment_id``), or a
+    submitted review whose comments the job reads (``comment_id`` None)."""
+
+    branch: str = Field(description="the pull request's head branch (Ferry's)")
+    base: str = Field(description="the branch it merges into")
+    review_id: int | None = None
+    comment_id: int | None = None
+    thread_id: int | None = Field(default=None, description="the thread's first comment (replies go to it)")
+    path: str | None = None
+    line: int | None = Field(default=None, description="the commented line of the file at commit_id")
+    side: str = "RIGHT"
+    commit_id: str | None = None
+    body: str = ""
 
 
 class Trigger(BaseModel):
@@ -49,7 +74,7 @@ class Trigger(BaseModel):
     installation: int | None = None
     error: str | None = None  # a command that could not be read: comment this, migrate nothing
     payload_key: str | None = None  # what the signature covers (payload_key()): one job per signed event
-
+    review: ReviewAsk | None = None  # a review follow-up (agent.prbot.review), not a migration
 
     @property
     def full_name(self) -> str:
@@ -141,11 +166,16 @@ def trigger_of(event: str, delivery: str, payload: dict[str, Any], config: GitHu
             return _comment(IssueCommentEvent.model_validate(payload), delivery, config, now)
         if event == "pull_request":
             return _labelled(PullRequestEvent.model_validate(payload), delivery, config, now)
+        if event == "pull_request_review_comment":
+            return _review_comment(ReviewCommentEvent.model_validate(payload), delivery, config, now)
+        if event == "pull_request_review":
+            return _review(ReviewEvent.model_validate(payload), delivery, config, now)
     except ValidationError as exc:
         return Ignored(reason=f"the {event} payload is not one Ferry reads: {exc.errors()[0]['msg']}")
     except ValueError as exc:  # a repository name that is not owner/name
         return Ignored(reason=str(exc))
-    return Ignored(reason=f"event {event!r} is not one Ferry acts on (issue_comment, pull_request)")
+    return Ignored(reason=f"event {event!r} is not one Ferry acts on (issue_comment, pull_request, "
+                          "pull_request_review_comment, pull_request_review)")
 
 
 def _comment(ev: IssueCommentEvent, delivery: str, config: GitHubConfig, now: float | None) -> Trigger | Ignored:
@@ -181,3 +211,68 @@ def _labelled(ev: PullRequestEvent, delivery: str, config: GitHubConfig, now: fl
                    base=ev.pull_request.head.ref, sender=ev.sender.login,
                    installation=ev.installation.id if ev.installation else None,
                    run_command=config.run_command, test_command=config.test_command)
+
+
+def review_key(full_name: str, what: str, number: int) -> str:
+    """The replay key of a review follow-up: one job per review comment (``what`` "comment") or review,
+    whichever delivery brings it (its own event, a redelivery, or the review that holds it)."""
+    return hashlib.sha256(f"review-{what}\0{full_name}\0{number}".encode()).hexdigest()
+
+
+def _ferry_pull(pull: PullRequest, repo: Repository) -> Ignored | None:
+    head_repo = pull.head.repo.full_name if pull.head.repo is not None else None
+    if not pull.head.ref.startswith(FERRY_BRANCHES) or head_repo != repo.full_name:
+        return Ignored(reason="not a Ferry pull request (its branch is not ferry/migrate-* of this repository)")
+    if pull.state != "open":
+        return Ignored(reason=f"the pull request is {pull.state}")
+    return None
+
+
+def _review_comment(ev: ReviewCommentEvent, delivery: str, config: GitHubConfig,
+                    now: float | None) -> Trigger | Ignored:
+    c = ev.comment
+    if ev.action != "created":
+        return Ignored(reason=f"review comment {ev.action}, not created")
+    if config.bot_login and c.user.login == config.bot_login:
+        return Ignored(reason="the bot's own comment")
+    not_ours = _ferry_pull(ev.pull_request, ev.repository)
+    if not_ours is not None:
+        return not_ours
+    too_old = stale("comment.created_at", c.created_at, config.max_event_age_s, now)
+    if too_old is not None:
+        return too_old
+    line = c.line if c.line is not None else c.original_line
+    if line is None and not c.body.lstrip().startswith(PREFIX):
+        return Ignored(reason="a comment on a whole file, not on a line")
+    owner, repo = ev.repository.owner_name
+    ask = ReviewAsk(branch=ev.pull_request.head.ref, base=ev.pull_request.base.ref,
+                    review_id=c.pull_request_review_id, comment_id=c.id, thread_id=c.thread_id, path=c.path,
+                    line=line, side=c.side or "RIGHT",
+                    commit_id=c.commit_id if c.line is not None else (c.original_commit_id or c.commit_id),
+                    body=c.body)
+    return Trigger(delivery=delivery, event="pull_request_review_comment", owner=owner, repo=repo,
+                   number=ev.pull_request.number, is_pull=True, base=ask.branch, sender=ev.sender.login,
+                   installation=ev.installation.id if ev.installation else None, run_command=config.run_command,
+                   test_command=config.test_command, review=ask,
+                   payload_key=review_key(ev.repository.full_name, "comment", c.id))
+
+
+def _review(ev: ReviewEvent, delivery: str, config: GitHubConfig, now: float | None) -> Trigger | Ignored:
+    if ev.action != "submitted":
+        return Ignored(reason=f"review {ev.action}, not submitted")
+    if config.bot_login and ev.review.user.login == config.bot_login:
+        return Ignored(reason="the bot's own review")
+    not_ours = _ferry_pull(ev.pull_request, ev.repository)
+    if not_ours is not None:
+        return not_ours
+    too_old = stale("review.submitted_at", ev.review.submitted_at, config.max_event_age_s, now)
+    if too_old is not None:
+        return too_old
+    owner, repo = ev.repository.owner_name
+    ask = ReviewAsk(branch=ev.pull_request.head.ref, base=ev.pull_request.base.ref, review_id=ev.review.id,
+                    body=ev.review.body or "")
+    return Trigger(delivery=delivery, event="pull_request_review", owner=owner, repo=repo,
+                   number=ev.pull_request.number, is_pull=True, base=ask.branch, sender=ev.sender.login,
+                   installation=ev.installation.id if ev.installation else None, run_command=config.run_command,
+                   test_command=config.test_command, review=ask,
+                   payload_key=review_key(ev.repository.full_name, "review", ev.review.id))

@@ -67,8 +67,9 @@ async def webhook(request: Request,
                   x_github_event: Annotated[str | None, Header()] = None,
                   x_github_delivery: Annotated[str | None, Header()] = None,
                   x_hub_signature_256: Annotated[str | None, Header()] = None) -> WebhookAnswer:
-    """A GitHub delivery: an issue or PR comment ``/ferry migrate [--run "..."] [--test "..."]``, or the
-    configured label on a pull request. Verified by ``X-Hub-Signature-256``; answered 202 at once."""
+    """A GitHub delivery: an issue or PR comment ``/ferry migrate [--run "..."] [--test "..."]``, the
+    configured label on a pull request, or a review comment (or review) on a Ferry pull request (a
+    follow-up: ``agent.prbot.review``). Verified by ``X-Hub-Signature-256``; answered 202 at once."""
     jobs = configured_jobs(request)
     config = jobs.config
     body = await request.body()
@@ -97,7 +98,9 @@ async def webhook(request: Request,
     if isinstance(trigger, Ignored):  # 2xx: GitHub lists a non-2xx answer as a failed delivery
         return WebhookAnswer(accepted=False, delivery=x_github_delivery, reason=trigger.reason)
     # one job per signed event: the delivery header is not signed, so a replay under a new one is the same key
-    trigger = trigger.model_copy(update={"payload_key": payload_key(x_github_event, body)})
+    # (a review comment's key is its id already: its own event and the review that holds it are one job)
+    if trigger.payload_key is None:
+        trigger = trigger.model_copy(update={"payload_key": payload_key(x_github_event, body)})
     new = await run_in_threadpool(jobs.submit, trigger)  # may comment "queued behind": not on the loop
     logger.info("github delivery %s for %s#%d: %s", x_github_delivery, trigger.full_name, trigger.number,
                 "queued" if new else "a redelivery or replay, ignored")

@@ -1,0 +1,1 @@
+"""Review follow-up: a review comment on a Ferry pull request answered with a new commit on its branch."""
