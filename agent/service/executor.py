@@ -58,11 +58,3 @@ class ThreadExecutor:
         return resume(row.migration_id, self.settings.data_dir, answer=answer, progress=progress, runs=self.runs,
                       stop=stop)
 
-
-def executor_for(settings: ServiceSettings) -> Executor:
-    """The executor ``settings.executor`` names."""
-    if settings.executor == "ray":
-        from agent.service.ray_executor import RayExecutor
-
-        return RayExecutor(settings)
-    return ThreadExecutor(settings)

@@ -26,7 +26,7 @@ from agent.migration.facade import (
 from agent.migration.paths import artifacts_root, session_out, session_repo, workspaces_root
 from agent.migration.paths import session_dir as session_path
 from agent.service import events, remembered
-from agent.service.executor import Executor, SessionCancelled, executor_for
+from agent.service.executor import Executor, SessionCancelled, ThreadExecutor
 from agent.service.schemas import SessionState
 from agent.service.settings import ServiceSettings
 from agent.service.shown import session_paths, shown_data
@@ -66,6 +66,15 @@ def remove_files(settings: ServiceSettings, row: SessionRow) -> None:
     for path in [session_dir(settings, row.id), *(workspaces_root(settings.data_dir, m) for m in mids),
                  *(artifacts_root(settings.data_dir, m) for m in mids)]:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def executor_for(settings: ServiceSettings) -> Executor:
+    """The executor ``settings.executor`` names (Ray's imported only when asked for)."""
+    if settings.executor == "ray":
+        from agent.service.ray_executor import RayExecutor
+
+        return RayExecutor(settings)
+    return ThreadExecutor(settings)
 
 
 class Workers:
