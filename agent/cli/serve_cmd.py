@@ -213,6 +213,13 @@ def serve(args: argparse.Namespace, settings: Any, factory: Callable[[Any], Any]
                        "FERRY_API_TOKENS (owner=token,...) so that its sessions and jobs need a token")
     if settings.executor != "ray":  # on Ray, the runs are the cluster's, not this host's
         settings = _back_workers(settings, explicit=args.workers is not None)
+    else:
+        from agent.service.ray_executor import RayUnavailable, check_ray
+
+        try:  # here, not in the middle of the server's start: Ray missing, nothing at the address
+            check_ray(settings.ray_address)
+        except RayUnavailable as exc:
+            raise CliError(str(exc)) from exc
     _check_store(settings.data_dir)
     try:  # fail here, before the port is taken, when another server has this data dir
         os.close(hold_data_dir(settings.data_dir))

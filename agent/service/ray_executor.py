@@ -91,6 +91,13 @@ def _reachable(address: str, timeout_s: float = 10.0) -> None:
                              "start --head) or give its address, or use --ray-address local") from exc
 
 
+def check_ray(address: str) -> None:
+    """RayUnavailable, saying what to do, when Ray is not installed or nothing answers at ``address``."""
+    _ray()
+    if address not in ("local", "auto"):
+        _reachable(address)
+
+
 class RayExecutor:
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,3 +119,11 @@ def test_cancel_reaches_the_task_and_a_task_that_dies_fails_its_session(serve: A
     assert "Ray task" in view["error"] and "died" in view["error"]
     kinds = [e["event"] for e in read_events(c, dying)]
     assert kinds[-2:] == ["error", "state"]
+
+
+def test_an_address_nothing_answers_at_stops_the_server_at_start(tmp_path: Path) -> None:
+    got = subprocess.run([sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--data-dir",
+                          str(tmp_path / "data"), "--executor", "ray", "--ray-address", "127.0.0.1:1"],
+                         capture_output=True, text=True, timeout=60)
+    assert got.returncode == 2, got
+    assert "cannot reach the Ray cluster at 127.0.0.1:1" in got.stderr and "--ray-address local" in got.stderr
