@@ -193,17 +193,18 @@ class RayExecutor:
                 progress(str(item.get("node")), _update(item))
 
     def _cancel(self, ray: Any, gen: Any) -> None:
-        """The task stopped: asked first (its runs end, its directory goes), killed when it does not end."""
+        """The task stopped: asked first (its runs end, its directory goes), killed when it has not ended
+        within ``_CANCEL_GRACE_S``."""
         try:
             ray.cancel(gen)
             deadline = time.monotonic() + _CANCEL_GRACE_S
             while time.monotonic() < deadline:
+                ready, _ = ray.wait([gen], timeout=_WAIT_S)
+                if not ready:
+                    continue
                 try:
-                    ref = next(gen)
-                    ray.get(ref, timeout=_WAIT_S)
-                except StopIteration:
-                    return
-                except Exception:  # TaskCancelledError: it ended
+                    ray.get(next(gen))
+                except Exception:  # StopIteration, TaskCancelledError: it ended
                     return
             ray.cancel(gen, force=True)
         except Exception as exc:

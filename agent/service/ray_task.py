@@ -42,6 +42,13 @@ from agent.service.uploads import UploadLimits
 logger = logging.getLogger(__name__)
 _POLL_S = 0.2
 REPO, OUT, ARTIFACTS = "repo", "out", "artifacts"
+PREFIX = "ferry-ray-"  # the private directories, in the worker's temporary directory
+OWNER = "pid"  # in each: the process of the task that made it
+STOP_WAIT_S = 30.0  # a cancelled task waits this long for its migration to stop before removing its directory
+
+
+class _Stopped(Exception):
+    """The task was cancelled: the migration stops at its next step."""
 
 
 class Attempt(BaseModel):
@@ -82,7 +89,9 @@ def run_attempt(spec_json: str, repo: bytes, checkpoint: str | None) -> Iterator
     "checkpoint", "bundle", "error"}``."""
     spec = Attempt.model_validate_json(spec_json)
     os.environ.pop(DATABASE_URL_ENV, None)  # this worker's own SQLite store; the service keeps the shared one
-    root = Path(tempfile.mkdtemp(prefix="ferry-ray-"))
+    root = Path(tempfile.mkdtemp(prefix=PREFIX))
+    (root / OWNER).write_text(str(os.getpid()))
+    sweep(root.parent)
     data = root / "data"
     service = Path(spec.data_dir)
     to_here = rewriter(_roots(service, data))
@@ -90,6 +99,7 @@ def run_attempt(spec_json: str, repo: bytes, checkpoint: str | None) -> Iterator
     items: queue.Queue[dict[str, Any]] = queue.Queue()
     stop = threading.Event()
     runs = RunScheduler()
+    thread: threading.Thread | None = None
     try:
         dest = session_repo(data, spec.sid)
         dest.parent.mkdir(parents=True)
@@ -107,6 +117,8 @@ def run_attempt(spec_json: str, repo: bytes, checkpoint: str | None) -> Iterator
             import_checkpoint(spec.migration_id, data, checkpoint, to_here)
 
         def progress(node: str, update: NodeUpdate) -> None:
+            if stop.is_set():  # the task was cancelled: the driver stops here
+                raise _Stopped
             items.put({"kind": "progress", "node": node, "values": _json(update.values, to_service),
                        "interrupts": [_json(q.data(), to_service) for q in update.interrupts]})
 
@@ -141,9 +153,26 @@ def run_attempt(spec_json: str, repo: bytes, checkpoint: str | None) -> Iterator
         except bundle.BundleTooLarge as exc:
             packed, error = bundle.pack({}, spec.result_bytes), error or f"the outputs were not sent back: {exc}"
         yield {"kind": "done", "checkpoint": saved, "bundle": packed, "error": error}
-    finally:  # ray.cancel, or the end: the runs stop, the directory goes
+    finally:  # ray.cancel, or the end: the runs stop, the driver stops at its next step, the directory goes
         cancel("", runs, stop)
+        if thread is not None:
+            thread.join(timeout=STOP_WAIT_S)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def sweep(parent: Path) -> None:
+    """Remove the private directories of tasks whose process is gone (a worker killed outright cannot)."""
+    for entry in parent.glob(PREFIX + "*"):
+        try:
+            pid = int((entry / OWNER).read_text())
+        except (OSError, ValueError):
+            continue  # not one of ours, or being made
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue  # alive (another user's): not ours to judge
 
 
 def _json(value: Any, rewrite: Callable[[str], str]) -> Any:

@@ -4,6 +4,7 @@ not one checkpoint of that migration refused."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sqlite3
 from pathlib import Path
@@ -94,3 +95,27 @@ def test_a_checkpoint_the_check_refuses_is_not_saved(tmp_path: Path, monkeypatch
     assert facade.export_checkpoint("m1", tmp_path / "state") is None
     facade.import_checkpoint("m1", tmp_path / "state", text, rewrite=lambda s: s.replace("/x", "/y"))
     assert '"/y"' in (facade.export_checkpoint("m1", tmp_path / "state") or "")
+
+
+_spec = importlib.util.spec_from_file_location("pg_server_h", Path(__file__).with_name("pg_server.py"))
+pg_server = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(pg_server)  # type: ignore[union-attr]
+postgres_server = pg_server.postgres_server  # fixtures, found by pytest in this module
+pg_url = pg_server.pg_url
+
+
+def test_a_checkpoint_carried_into_the_shared_postgres_store_can_be_answered_there(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.migration.checkpoints import checkpointer
+
+    config = {"configurable": {"thread_id": "m1"}}
+    _app(here := _saver(tmp_path / "a.sqlite")).invoke({"migration_id": "m1", "path": "/w/data/x"}, config)
+    text = handover.export_latest(here, "m1")
+    assert text is not None
+    monkeypatch.setenv("FERRY_DATABASE_URL", pg_url)
+    facade.import_checkpoint("m1", tmp_path / "state", text, rewrite=lambda s: s.replace("/w/data", "/srv/data"))
+    with checkpointer(tmp_path / "state") as saver:
+        state = _app(saver).get_state(config)
+        assert state.values["path"] == "/srv/data/x"
+        assert [i.value["site"] for t in state.tasks for i in t.interrupts] == ["/srv/data/x/prog.py:7"]
+        assert _app(saver).invoke(Command(resume="yes"), config)["answer"] == "yes"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import pytest
 from agent.migration.facade import export_checkpoint
 from agent.service import bundle
 from agent.service.ray_executor import RayExecutor, WorkerLost
-from agent.service.ray_task import rewriter
+from agent.service.ray_task import OWNER, rewriter, sweep
 from agent.service.settings import ServiceSettings
 from agent.service.store import SessionRow
 from agent.service.uploads import SourceRefused, UploadLimits
@@ -121,3 +123,15 @@ def test_a_checkpoint_naming_files_outside_the_session_is_refused(tmp_path: Path
     with pytest.raises(WorkerLost, match="checkpoint that is refused"):
         RayExecutor(settings)._take_checkpoint(row, text)
     assert export_checkpoint("s1", tmp_path / "data") is None
+
+
+def test_the_private_directories_of_dead_tasks_are_swept(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    for name, pid in (("ferry-ray-dead", gone.pid), ("ferry-ray-live", os.getpid()), ("ferry-ray-new", None)):
+        (tmp_path / name).mkdir()
+        if pid is not None:
+            (tmp_path / name / OWNER).write_text(str(pid))
+    (tmp_path / "other").mkdir()
+    sweep(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ferry-ray-live", "ferry-ray-new", "other"]

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,6 +113,8 @@ def test_cancel_reaches_the_task_and_a_task_that_dies_fails_its_session(serve: A
     assert view["state"] == "cancelled", view
     left = _wait_for(lambda: len(_tasks()) == 1 and _tasks(), 30, "the cancelled session's Ray task still runs")
     assert set(left) < set(pids)
+    _wait_for(lambda: not list(Path(tempfile.gettempdir()).glob(f"ferry-ray-*/data/sessions/{doomed}")), 30,
+              "the cancelled task's private directory is still there")
 
     os.kill(left[0], signal.SIGKILL)  # the worker running the other one dies
     view = wait_state(c, dying, {"failed", "finished", "cancelled"}, timeout=60)
