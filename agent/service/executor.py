@@ -21,6 +21,12 @@ class SessionCancelled(Exception):
     """DELETE asked for this session while its migration ran: it stops at the next step."""
 
 
+class ExecutorFailure(RuntimeError):
+    """The executor could not run the migration to its result; ``status`` names why (the session's status)."""
+
+    status: str = "failed_internal"
+
+
 class Executor(Protocol):
     runs: RunScheduler
 

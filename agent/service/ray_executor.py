@@ -11,7 +11,8 @@ bundle, unpacked into the session's directories like an upload (no links, no nam
 capped). So the outputs routes, the approvals and the next resume read what a thread would have left.
 
 A cancel (DELETE) is ``ray.cancel`` of the task; a task whose worker dies is the session's failure with
-the status ``failed_worker_lost`` and an error that says so, never a session left running.
+the status ``failed_worker_lost`` and an error that says so, never a session left running; a result that
+is refused, ``failed_worker_result``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from agent.migration.facade import (
 )
 from agent.migration.paths import artifacts_root, session_out, session_repo
 from agent.service import bundle, ray_task
-from agent.service.executor import SessionCancelled
+from agent.service.executor import ExecutorFailure, SessionCancelled
 from agent.service.settings import ServiceSettings
 from agent.service.store import SessionRow
 from agent.service.uploads import SourceRefused, UploadLimits
@@ -47,6 +48,7 @@ from agent.service.uploads import SourceRefused, UploadLimits
 logger = logging.getLogger(__name__)
 
 WORKER_LOST = "failed_worker_lost"
+RESULT_REFUSED = "failed_worker_result"
 _WAIT_S = 0.5
 _CANCEL_GRACE_S = 10.0
 RESULT_FILES = 20000  # files one bundle of outputs and run artifacts may hold (at least the upload limit)
@@ -61,10 +63,17 @@ class RemoteFailure(RuntimeError):
     """The migration failed on its Ray worker (the message is its error, as a thread would record it)."""
 
 
-class WorkerLost(RuntimeError):
+class WorkerLost(ExecutorFailure):
     """The Ray task died (its worker or node was lost, or Ray failed it) before it sent its result."""
 
     status = WORKER_LOST
+
+
+class ResultRefused(ExecutorFailure):
+    """What the Ray task sent back is refused (outputs that are not a safe bundle, a checkpoint naming files
+    outside the session); nothing of it is kept."""
+
+    status = RESULT_REFUSED
 
 
 def _ray() -> Any:
@@ -161,9 +170,7 @@ class RayExecutor:
         except BaseException:
             self._cancel(ray, gen)
             raise
-        if done.get("checkpoint") is not None:
-            self._take_checkpoint(row, str(done["checkpoint"]))
-        self._take_outputs(row, done.get("bundle"))
+        self._take_result(row, done)
         if done.get("error"):
             raise RemoteFailure(str(done["error"]))
         return load(row.migration_id, s.data_dir)
@@ -186,7 +193,7 @@ class RayExecutor:
                 raise WorkerLost(f"the Ray task running the migration died ({type(exc).__name__}): "
                                  f"{str(exc).splitlines()[0][:300] if str(exc) else ''}") from exc
             if not isinstance(item, dict):
-                raise WorkerLost("the Ray task sent something that is not a progress item")
+                raise ResultRefused("the Ray task sent something that is not a progress item")
             if item.get("kind") == "done":
                 return item
             if item.get("kind") == "progress":
@@ -227,12 +234,15 @@ class RayExecutor:
         try:
             import_checkpoint(row.migration_id, self.settings.data_dir, text, check=check)
         except HandoverRefused as exc:
-            raise WorkerLost(f"the Ray task sent a checkpoint that is refused: {exc}") from None
+            raise ResultRefused(f"the Ray task sent a checkpoint that is refused: {exc}") from None
 
-    def _take_outputs(self, row: SessionRow, data: Any) -> None:
-        """The bundle's ``out`` and ``artifacts`` in the session's out dir and the attempt's artifacts."""
+    def _take_result(self, row: SessionRow, done: dict[str, Any]) -> None:
+        """The task's result kept: its bundle unpacked and checked, its checkpoint checked and saved, then
+        the bundle's ``out`` and ``artifacts`` moved to the session's out dir and the attempt's artifacts.
+        ResultRefused, and nothing of it kept, when the bundle or the checkpoint is refused."""
+        data = done.get("bundle")
         if not isinstance(data, bytes):
-            raise WorkerLost("the Ray task sent no outputs")
+            raise ResultRefused("the Ray task sent no outputs")
         s = self.settings
         landing = s.data_dir / "sessions" / row.id / f".ray-{row.attempt}"
         shutil.rmtree(landing, ignore_errors=True)
@@ -241,6 +251,8 @@ class RayExecutor:
                               max_unpacked_bytes=s.ray_result_bytes, max_ratio=RESULT_RATIO)
         try:
             got = bundle.unpack(data, landing, [ray_task.OUT, ray_task.ARTIFACTS], limits)
+            if done.get("checkpoint") is not None:
+                self._take_checkpoint(row, str(done["checkpoint"]))
             for name, dest in ((ray_task.OUT, session_out(s.data_dir, row.id, row.attempt)),
                                (ray_task.ARTIFACTS, artifacts_root(s.data_dir, row.migration_id))):
                 if name in got:
@@ -248,7 +260,7 @@ class RayExecutor:
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     got[name].rename(dest)
         except SourceRefused as exc:
-            raise WorkerLost(f"the Ray task sent outputs that are refused: {exc}") from None
+            raise ResultRefused(f"the Ray task sent outputs that are refused: {exc}") from None
         finally:
             shutil.rmtree(landing, ignore_errors=True)
 

@@ -26,7 +26,7 @@ from agent.migration.facade import (
 from agent.migration.paths import artifacts_root, session_out, session_repo, workspaces_root
 from agent.migration.paths import session_dir as session_path
 from agent.service import events, remembered
-from agent.service.executor import Executor, SessionCancelled, ThreadExecutor
+from agent.service.executor import Executor, ExecutorFailure, SessionCancelled, ThreadExecutor
 from agent.service.schemas import SessionState
 from agent.service.settings import ServiceSettings
 from agent.service.shown import session_paths, shown_data
@@ -204,7 +204,7 @@ class Workers:
                 return  # the server is stopping: the session resumes at its next start
             detail = f"{type(exc).__name__}: {exc}"
             logger.warning("session %s failed: %s", sid, detail)
-            self._fail(row, detail, status=getattr(exc, "status", None))  # an executor's named failure
+            self._fail(row, detail, status=exc.status if isinstance(exc, ExecutorFailure) else None)
             return
         record(events.from_state(row.attempt, state))
         if state.waiting:

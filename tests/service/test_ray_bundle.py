@@ -16,7 +16,7 @@ import pytest
 
 from agent.migration.facade import export_checkpoint
 from agent.service import bundle
-from agent.service.ray_executor import RayExecutor, WorkerLost
+from agent.service.ray_executor import RayExecutor, ResultRefused
 from agent.service.ray_task import OWNER, rewriter, sweep
 from agent.service.settings import ServiceSettings
 from agent.service.store import SessionRow
@@ -85,15 +85,23 @@ def test_a_hostile_bundle_is_refused_and_leaves_nothing(tmp_path: Path, members:
     assert list(dest.iterdir()) == [] and not (tmp_path / "escaped").exists()
 
 
-def test_refused_outputs_fail_the_session_and_keep_its_files(tmp_path: Path) -> None:
+def _checkpoint(values: dict[str, Any]) -> str:
+    return json.dumps({"format": 1, "migration_id": "s1", "metadata": {}, "writes": [],
+                       "checkpoint": {"v": 4, "id": "1", "ts": "", "channel_values": {"migration_id": "s1", **values},
+                                      "channel_versions": {}, "versions_seen": {}}})
+
+
+def test_refused_outputs_fail_the_session_and_keep_its_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FERRY_DATABASE_URL", raising=False)
     settings = ServiceSettings(data_dir=tmp_path / "data", executor="ray")
     out = tmp_path / "data" / "sessions" / "s1" / "out-1"
     out.mkdir(parents=True)
     (out / "ferry.patch").write_text("kept")
     row = _row()
     hostile = _tar([_file(bundle.MARKER, 0), _link("out/ferry.patch", "/etc/passwd")])
-    with pytest.raises(WorkerLost, match="outputs that are refused"):
-        RayExecutor(settings)._take_outputs(row, hostile)
+    with pytest.raises(ResultRefused, match="outputs that are refused"):  # with a checkpoint that would do
+        RayExecutor(settings)._take_result(row, {"bundle": hostile, "checkpoint": _checkpoint({})})
+    assert export_checkpoint("s1", tmp_path / "data") is None
     assert (out / "ferry.patch").read_text() == "kept"
     assert sorted(p.name for p in (tmp_path / "data" / "sessions" / "s1").iterdir()) == ["out-1"]
 
@@ -111,18 +119,20 @@ def test_the_worker_paths_are_rewritten_whole() -> None:
     {"outputs": {"dir": "/etc", "patch": "/etc/passwd", "report": "/etc/r", "result": "/etc/x"}},
     {"files": {"../../outside.py": "x"}},
 ])
-def test_a_checkpoint_naming_files_outside_the_session_is_refused(tmp_path: Path, values: dict[str, Any],
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_checkpoint_naming_files_outside_the_session_is_refused_with_its_outputs(
+        tmp_path: Path, values: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FERRY_DATABASE_URL", raising=False)
     settings = ServiceSettings(data_dir=tmp_path / "data", executor="ray")
     (tmp_path / "data").mkdir()
     row = _row()
-    text = json.dumps({"format": 1, "migration_id": "s1", "metadata": {}, "writes": [],
-                       "checkpoint": {"v": 4, "id": "1", "ts": "", "channel_values": {"migration_id": "s1", **values},
-                                      "channel_versions": {}, "versions_seen": {}}})
-    with pytest.raises(WorkerLost, match="checkpoint that is refused"):
-        RayExecutor(settings)._take_checkpoint(row, text)
-    assert export_checkpoint("s1", tmp_path / "data") is None
+    text = _checkpoint(values)
+    sent = tmp_path / "sent"
+    sent.mkdir()
+    (sent / "ferry.patch").write_text("diff")
+    with pytest.raises(ResultRefused, match="checkpoint that is refused"):
+        RayExecutor(settings)._take_result(row, {"bundle": bundle.pack({"out": sent}, 1000), "checkpoint": text})
+    assert export_checkpoint("s1", tmp_path / "data") is None  # nothing of the result kept
+    assert sorted(p.name for p in (tmp_path / "data").rglob("*") if p.is_file()) == ["checkpoints.sqlite"]
 
 
 def test_the_private_directories_of_dead_tasks_are_swept(tmp_path: Path) -> None:
