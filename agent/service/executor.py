@@ -22,9 +22,10 @@ class SessionCancelled(Exception):
 
 
 class ExecutorFailure(RuntimeError):
-    """The executor could not run the migration to its result; ``status`` names why (the session's status)."""
+    """The migration did not come to its result where the executor ran it. The message is the session's
+    error as it stands; ``status``, when not None, the session's status that names why."""
 
-    status: str = "failed_internal"
+    status: str | None = None
 
 
 class Executor(Protocol):

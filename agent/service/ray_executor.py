@@ -59,8 +59,9 @@ class RayUnavailable(FerryAgentError):
     """Ray is not installed, or the cluster cannot be reached."""
 
 
-class RemoteFailure(RuntimeError):
-    """The migration failed on its Ray worker (the message is its error, as a thread would record it)."""
+class RemoteFailure(ExecutorFailure):
+    """The migration, or the task around it, failed on its Ray worker (the message is its error as a thread
+    would record it: ``Type: message``)."""
 
 
 class WorkerLost(ExecutorFailure):
@@ -189,9 +190,12 @@ class RayExecutor:
                 raise WorkerLost("the Ray task ended without sending its result") from None
             try:
                 item = ray.get(ref)
-            except Exception as exc:  # RayTaskError, WorkerCrashedError, NodeDiedError, ObjectLostError...
-                raise WorkerLost(f"the Ray task running the migration died ({type(exc).__name__}): "
-                                 f"{str(exc).splitlines()[0][:300] if str(exc) else ''}") from exc
+            except ray.exceptions.RayTaskError as exc:  # the task's own code raised
+                cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+                raise RemoteFailure(f"{type(cause).__name__}: {str(cause)[:1000]}") from exc
+            except Exception as exc:  # WorkerCrashedError, NodeDiedError, ObjectLostError, ...
+                first = str(exc).splitlines()[0][:300] if str(exc) else ""
+                raise WorkerLost(f"the Ray task running the migration died ({type(exc).__name__}): {first}") from exc
             if not isinstance(item, dict):
                 raise ResultRefused("the Ray task sent something that is not a progress item")
             if item.get("kind") == "done":

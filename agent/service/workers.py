@@ -202,7 +202,8 @@ class Workers:
         except Exception as exc:
             if self._stop.is_set():
                 return  # the server is stopping: the session resumes at its next start
-            detail = f"{type(exc).__name__}: {exc}"
+            named = isinstance(exc, ExecutorFailure)  # the executor's own words, and the status it names
+            detail = str(exc) if named else f"{type(exc).__name__}: {exc}"
             logger.warning("session %s failed: %s", sid, detail)
             self._fail(row, detail, status=exc.status if isinstance(exc, ExecutorFailure) else None)
             return
