@@ -49,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default $FERRY_ALLOW_ROOTS, ':'-separated, else none: uploads only)")
     parser.add_argument("--workers", type=numbers.positive_int, default=env.workers,
                         help="sessions migrated at once (default $FERRY_WORKERS, else the number of cores)")
+    parser.add_argument("--executor", choices=("thread", "ray"), default="thread",
+                        help="where the migrations run: in this server's worker threads (default), or as Ray "
+                             "tasks on a Ray cluster, one CPU each (the ray extra; see --ray-address)")
+    parser.add_argument("--ray-address", metavar="ADDR", default="local",
+                        help="with --executor ray: the cluster's GCS address HOST:PORT, 'auto' (the cluster "
+                             "this host is part of) or 'local' (a cluster started in this process; default)")
     parser.add_argument("--queue", type=numbers.positive_int, default=env.queue,
                         help="sessions waiting for a worker before new ones get 429 (default $FERRY_QUEUE or 64)")
     parser.add_argument("--max-upload-mb", type=numbers.positive_int, default=env.max_upload_mb,
@@ -127,6 +133,8 @@ def _settings(args: argparse.Namespace) -> Any:
                                allowed_hosts=allowed_hosts(args.allowed_host),
                                header_timeout_s=args.header_timeout, body_idle_timeout_s=args.body_timeout,
                                body_total_timeout_s=args.body_total_timeout,
+                               executor=getattr(args, "executor", "thread"),
+                               ray_address=getattr(args, "ray_address", "local"),
                                uploads=UploadLimits(max_bytes=args.max_upload_mb * 1024**2, max_files=args.max_files,
                                                     max_unpacked_bytes=args.max_unpacked_mb * 1024**2))
     except SettingsError as exc:
@@ -203,7 +211,15 @@ def serve(args: argparse.Namespace, settings: Any, factory: Callable[[Any], Any]
     if settings.github is not None and not settings.tokens:  # GitHub must reach it: so can anyone else
         raise CliError("the GitHub webhook is configured, so this server is reachable from outside: set "
                        "FERRY_API_TOKENS (owner=token,...) so that its sessions and jobs need a token")
-    settings = _back_workers(settings, explicit=args.workers is not None)
+    if settings.executor != "ray":  # on Ray, the runs are the cluster's, not this host's
+        settings = _back_workers(settings, explicit=args.workers is not None)
+    else:
+        from agent.service.ray_executor import RayUnavailable, check_ray
+
+        try:  # here, not in the middle of the server's start: Ray missing, nothing at the address
+            check_ray(settings.ray_address)
+        except RayUnavailable as exc:
+            raise CliError(str(exc)) from exc
     _check_store(settings.data_dir)
     try:  # fail here, before the port is taken, when another server has this data dir
         os.close(hold_data_dir(settings.data_dir))

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from agent.errors import ToolUnavailable
 from agent.ids import check_id
-from agent.migration import adapters, early
+from agent.migration import adapters, early, handover
 from agent.migration.checkpoints import DATABASE_URL_ENV, checkpointer, describe_store, migration_ids, one_line
 from agent.migration.driver import config_for, drive, snapshot
 from agent.migration.early import new_migration_id
+from agent.migration.handover import HandoverRefused, Rewrite
 from agent.migration.locks import MigrationLocked, migration_lock
 from agent.migration.options import MigrationOptions, options_for
 from agent.migration.paths import DEFAULT_STATE_DIR, state_dir
@@ -30,10 +31,11 @@ from agent.migration.runs import RunScheduler
 from agent.migration.snapshot import INTERRUPT, ApprovalRequest, MigrationSnapshot, NodeUpdate, ProgressFn, StateView
 from agent.migration.state import dump
 
-__all__ = ["DATABASE_URL_ENV", "DEFAULT_STATE_DIR", "INTERRUPT", "ApprovalRequest", "MigrationLocked",
-           "MigrationOptions", "MigrationSnapshot", "NodeUpdate", "ProgressFn", "RunScheduler", "StateView",
-           "UnknownMigration", "cancel", "check_store", "initial_state", "list_migrations", "load",
-           "new_migration_id", "options_for", "resume", "start", "state_dir"]
+__all__ = ["DATABASE_URL_ENV", "DEFAULT_STATE_DIR", "INTERRUPT", "ApprovalRequest", "HandoverRefused",
+           "MigrationLocked", "MigrationOptions", "MigrationSnapshot", "NodeUpdate", "ProgressFn", "RunScheduler",
+           "StateView", "UnknownMigration", "cancel", "check_store", "export_checkpoint", "import_checkpoint",
+           "initial_state", "list_migrations", "load", "new_migration_id", "options_for", "resume", "start",
+           "state_dir"]
 
 
 class UnknownMigration(LookupError):
@@ -153,6 +155,28 @@ def cancel(migration_id: str, runs: RunScheduler, stop: threading.Event | None =
     if stop is not None:
         stop.set()
     return runs.cancel_prefix(migration_id)
+
+
+def export_checkpoint(migration_id: str, sdir: str | Path | None, rewrite: Rewrite = str) -> str | None:
+    """The migration's latest checkpoint as text, to be saved in another store (:func:`import_checkpoint`);
+    ``rewrite`` applied to every string of its state (this machine's paths made the other's). None when
+    it has none."""
+    check_id(migration_id)
+    with checkpointer(state_dir(sdir)) as saver:
+        return handover.export_latest(saver, migration_id, rewrite)
+
+
+def import_checkpoint(migration_id: str, sdir: str | Path | None, text: str, rewrite: Rewrite = str,
+                      check: Callable[[MigrationSnapshot], None] | None = None) -> None:
+    """Save a checkpoint another store exported as the migration's latest here. HandoverRefused (a
+    ValueError) when the text is not one checkpoint of this migration, or when ``check`` refuses the
+    state it holds (nothing is saved then)."""
+    check_id(migration_id)
+    parsed = handover.parse(text, migration_id, rewrite)
+    if check is not None:
+        check(MigrationSnapshot(values=parsed[0]["channel_values"]))
+    with checkpointer(state_dir(sdir)) as saver, migration_lock(state_dir(sdir), migration_id):
+        handover.import_latest(saver, migration_id, parsed)
 
 
 def list_migrations(sdir: str | Path | None) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,6 +49,12 @@ class ServiceSettings(BaseModel):
     body_idle_timeout_s: float = Field(default=DEFAULT_BODY_IDLE_S, gt=0, description="longest pause in a body")
     body_total_timeout_s: float = Field(default=DEFAULT_BODY_TOTAL_S, gt=0,
                                         description="longest time a request body may take in all")
+    executor: Literal["thread", "ray"] = Field(default="thread", description="where a claimed session's "
+                                              "migration runs: the worker thread, or a Ray task (--executor)")
+    ray_address: str = Field(default="local", description="the Ray cluster: HOST:PORT, 'auto' or 'local' "
+                                                          "(--ray-address)")
+    ray_result_bytes: int = Field(default=512 * 1024**2, gt=0, description="what one Ray task may send back "
+                                                                            "(its outputs and run artifacts)")
     github: GitHubConfig | None = Field(default=None, description="the PR bot's GitHub side (None: the webhook "
                                                                   "answers 503)")
 

@@ -22,12 +22,11 @@ from agent.migration.facade import (
     cancel,
     load,
     options_for,
-    resume,
-    start,
 )
 from agent.migration.paths import artifacts_root, session_out, session_repo, workspaces_root
 from agent.migration.paths import session_dir as session_path
 from agent.service import events, remembered
+from agent.service.executor import Executor, ExecutorFailure, SessionCancelled, ThreadExecutor
 from agent.service.schemas import SessionState
 from agent.service.settings import ServiceSettings
 from agent.service.shown import session_paths, shown_data
@@ -36,10 +35,6 @@ from agent.service.store import SessionRow, SessionStore
 logger = logging.getLogger(__name__)
 #: at most this many remembered answers given in a row (each is a new question; a bound all the same)
 MAX_REMEMBERED = 50
-
-
-class SessionCancelled(Exception):
-    """DELETE asked for this session while its migration ran: it stops at the next step."""
 
 
 def session_dir(settings: ServiceSettings, sid: str) -> Path:
@@ -73,11 +68,21 @@ def remove_files(settings: ServiceSettings, row: SessionRow) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def executor_for(settings: ServiceSettings) -> Executor:
+    """The executor ``settings.executor`` names (Ray's imported only when asked for)."""
+    if settings.executor == "ray":
+        from agent.service.ray_executor import RayExecutor
+
+        return RayExecutor(settings)
+    return ThreadExecutor(settings)
+
+
 class Workers:
-    def __init__(self, settings: ServiceSettings, store: SessionStore) -> None:
+    def __init__(self, settings: ServiceSettings, store: SessionStore, executor: Executor | None = None) -> None:
         self.settings = settings
         self.store = store
-        self.runs = RunScheduler()  # the background runs of every session here
+        self.executor = executor or executor_for(settings)  # where a claimed session's migration runs
+        self.runs: RunScheduler = self.executor.runs
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._cancel: dict[str, threading.Event] = {}
@@ -85,6 +90,7 @@ class Workers:
         self.busy = 0
 
     def start(self) -> None:
+        self.executor.open()
         again, stopped = self.store.interrupted()
         for row in stopped:  # DELETE had asked them to stop before the previous server died
             self._cancelled(row)
@@ -105,6 +111,7 @@ class Workers:
         self.store.notify()
         for t in self._threads:
             t.join(timeout=grace_s)
+        self.executor.close()
 
     def cancel(self, sid: str) -> bool:
         """Ask a running session to stop; True when a worker has it."""
@@ -167,10 +174,9 @@ class Workers:
 
         try:
             if begun is None:
-                state = start(migration_options(self.settings, row), migration_id=mid, progress=on_progress,
-                              runs=self.runs, stop=cancel)
+                state = self.executor.start(row, migration_options(self.settings, row), on_progress, cancel)
             else:
-                state = resume(mid, sdir, answer=row.answer, progress=on_progress, runs=self.runs, stop=cancel)
+                state = self.executor.resume(row, row.answer, on_progress, cancel)
             memory = remembered.answers(store, sid) if state.waiting else {}
             for _ in range(MAX_REMEMBERED):  # the same question answered before: that answer again
                 if not state.interrupts:
@@ -189,16 +195,17 @@ class Workers:
                 store.add_event(sid, "approval_answer", {"action": action, "files": sorted(answer.get("files") or []),
                                                          "remembered": True, "rule": asked.get("rule"),
                                                          "site": asked.get("site")})
-                state = resume(mid, sdir, answer=answer, progress=on_progress, runs=self.runs, stop=cancel)
+                state = self.executor.resume(row, answer, on_progress, cancel)
         except SessionCancelled:
             self._cancelled(row)
             return
         except Exception as exc:
             if self._stop.is_set():
                 return  # the server is stopping: the session resumes at its next start
-            detail = f"{type(exc).__name__}: {exc}"
+            named = isinstance(exc, ExecutorFailure)  # the executor's own words, and the status it names
+            detail = str(exc) if named else f"{type(exc).__name__}: {exc}"
             logger.warning("session %s failed: %s", sid, detail)
-            self._fail(row, detail)
+            self._fail(row, detail, status=exc.status if isinstance(exc, ExecutorFailure) else None)
             return
         record(events.from_state(row.attempt, state))
         if state.waiting:
@@ -224,10 +231,10 @@ class Workers:
         self.store.finish(row.id, ("state", view, f"a{row.attempt}:end:{state}:{row.updated_at}"), state=state,
                           answer=None, **fields)
 
-    def _fail(self, row: SessionRow, detail: str) -> None:
+    def _fail(self, row: SessionRow, detail: str, status: str | None = None) -> None:
         detail = session_paths(self.settings, row.id, row.attempt)(detail)
         self.store.add_event(row.id, "error", {"detail": detail})
-        self._finish(row, "failed", error=detail)
+        self._finish(row, "failed", error=detail, **({"status": status} if status else {}))
 
     def _cancelled(self, row: SessionRow) -> None:
         cancelled(self.settings, self.store, row)
