@@ -44,6 +44,7 @@ OTHER_NAMES = ("OPENAI_API_KEY",)
 # the service's HTTP deadlines (agent.service.deadlines applies them)
 DEFAULT_HEADER_S = 30.0
 DEFAULT_BODY_IDLE_S = 60.0
+DEFAULT_LEASE_S = 30.0  # ferry serve --lease: a claimed session's lease on Postgres
 DEFAULT_BODY_TOTAL_S = 600.0
 
 MAX_INT = 2**63 - 1
