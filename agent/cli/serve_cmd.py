@@ -130,7 +130,8 @@ def _settings(args: argparse.Namespace) -> Any:
         raise CliError(str(exc)) from None
     database = _database(args.database)
     try:
-        return ServiceSettings(data_dir=data_dir_from(args.data_dir), database_url=database, lease_s=args.lease, tokens=tokens_from_env(), github=github,
+        return ServiceSettings(data_dir=data_dir_from(args.data_dir), database_url=database, lease_s=args.lease,
+                               tokens=tokens_from_env(), github=github,
                                allow_roots=resolve_roots(roots), workers=args.workers or os.cpu_count() or 1,
                                queue=args.queue, pythons=tuple(pythons), bind_host=args.host,
                                allowed_hosts=allowed_hosts(args.allowed_host),

@@ -85,7 +85,7 @@ class PgSessionStore(SessionStore):
 
     leases = True
 
-    def __init__(self, url: str, host: str, lease_s: float) -> None:  # noqa: D107 - no SQLite file here
+    def __init__(self, url: str, host: str, lease_s: float) -> None:
         self.url, self.host, self.lease_s = url, host, lease_s
         self.path = None
         self._lock = threading.RLock()

@@ -116,7 +116,7 @@ def session_row(r: Any) -> SessionRow:
                       source=SessionSource.model_validate_json(r["source"]), attempt=r["attempt"],
                       answer=json.loads(r["answer"]) if r["answer"] else None, cancel=bool(r["cancel"]),
                       error=r["error"], created_at=r["created_at"], updated_at=r["updated_at"],
-                      fence=int(r["fence"]) if "fence" in r.keys() else 0)
+                      fence=int(r["fence"]) if "fence" in r.keys() else 0)  # noqa: SIM118 - a Row's `in` reads values
 
 
 def encoded_fields(fields: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import time
 from pathlib import Path
 from typing import Any
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 _NAME = "pg_server_service"
 if _NAME not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(_NAME, Path(__file__).resolve().parents[1] / "agent" / "pg_server.py")
+    _path = Path(__file__).resolve().parents[1] / "agent" / "pg_server.py"
+    _spec = importlib.util.spec_from_file_location(_NAME, _path)
     _module = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
     sys.modules[_NAME] = _module
     _spec.loader.exec_module(_module)  # type: ignore[union-attr]
