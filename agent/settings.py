@@ -311,6 +311,9 @@ class ServiceEnv(_Group):
     api_tokens: str = Field(default="", description="owner=token,... (agent.service.settings.parse_tokens)")
     api_token: str | None = Field(default=None, description="the older single-token variable")
     allowed_hosts: str | None = Field(default=None, description="Host names, comma-separated (--allowed-host)")
+    service_database: str | None = Field(default=None, description="a postgresql:// URL: the service's sessions, "
+                                                                   "GitHub jobs and checkpoints there (--database)")
+    lease: Seconds = Field(default=DEFAULT_LEASE_S, description="a claimed session's lease on Postgres (--lease)")
 
     def allow_root_list(self) -> list[str]:
         return [r for r in (self.allow_roots or "").split(os.pathsep) if r.strip()]

@@ -16,7 +16,6 @@ from agent.settings import (
     DEFAULT_BODY_IDLE_S,
     DEFAULT_BODY_TOTAL_S,
     DEFAULT_HEADER_S,
-    DEFAULT_LEASE_S,
     ServiceEnv,
     SettingsError,
     settings,
@@ -25,6 +24,7 @@ from agent.settings import (
 logger = logging.getLogger(__name__)
 
 NAME = "serve"
+SERVICE_DATABASE_ENV = "FERRY_SERVICE_DATABASE"
 HELP = "run the HTTP service: chat-style migration sessions (tokens from FERRY_API_TOKENS)"
 
 
@@ -79,8 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database", metavar="URL", default=None,
                         help="a postgresql:// URL: sessions, events and checkpoints in that database, its queue "
                              "shared by every server given the same URL and --data-dir (a shared filesystem); "
-                             "default $FERRY_DATABASE_URL, else SQLite in the data dir (one server)")
-    parser.add_argument("--lease", metavar="SECONDS", type=numbers.seconds, default=DEFAULT_LEASE_S,
+                             "default $FERRY_SERVICE_DATABASE, else SQLite in the data dir (one server)")
+    parser.add_argument("--lease", metavar="SECONDS", type=numbers.seconds, default=env.lease,
                         help="with --database: a claimed session's lease, renewed every third of it; a session "
                              "whose server missed it goes to another server (default %(default)g)")
     parser.add_argument("--json", action="store_true", help="print the listening address as JSON before serving")
@@ -144,19 +144,20 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 def _database(flag: str | None) -> str | None:
-    """``--database`` (wins) or ``$FERRY_DATABASE_URL``; the flag is also where the checkpoints go (one
-    database for all the service keeps)."""
+    """``--database`` (wins) or ``$FERRY_SERVICE_DATABASE``: the service's sessions, events, GitHub jobs and
+    checkpoints all go there (``$FERRY_DATABASE_URL`` alone moves only the checkpoints, as before)."""
     from agent.cli import CliError
     from agent.migration.facade import DATABASE_URL_ENV
     from agent.redact import redact_dsn
 
-    url = flag if flag is not None else settings().paths.database_url
+    url = flag if flag is not None else settings().service.service_database
     if not url:
         return None
     if not url.startswith(("postgres://", "postgresql://")):
         raise CliError(f"--database must be a postgresql:// URL (postgresql://USER:PASSWORD@HOST:PORT/DBNAME), got "
                        f"{redact_dsn(url)!r}")
-    os.environ[DATABASE_URL_ENV] = url
+    os.environ[DATABASE_URL_ENV] = url  # the checkpoints
+    os.environ[SERVICE_DATABASE_ENV] = url  # the PR bot's jobs (agent.prbot.store)
     return url
 
 

@@ -7,7 +7,7 @@ repository run one after the other. A server that died leaves its ``running`` jo
 which queues them again (a job is safe to repeat: the branch moves by compare-and-swap and the
 pull request is found and updated).
 
-With a Postgres database configured (``ferry serve --database``, which sets ``$FERRY_DATABASE_URL``), the
+With the service on a Postgres database (``ferry serve --database``, or ``$FERRY_SERVICE_DATABASE``), the
 jobs live in its ``ferry_github_jobs`` table instead, shared by every server on that database
 (:class:`PgGitHubStore`; ``GitHubStore(path)`` opens it): a claim is a lease of this server's, renewed by
 the store's own heartbeat; a job whose server let its lease run out is queued again once, by whichever
@@ -106,11 +106,11 @@ def _view(row: Any) -> JobView:
 
 
 class GitHubStore:
-    """The jobs in ``path`` (SQLite), or in Postgres when ``$FERRY_DATABASE_URL`` names a database (then
+    """The jobs in ``path`` (SQLite), or in Postgres when ``$FERRY_SERVICE_DATABASE`` names one (then
     ``GitHubStore(path)`` is a :class:`PgGitHubStore` and ``path`` is not used)."""
 
     def __new__(cls, path: Path, *args: Any, **kwargs: Any) -> GitHubStore:
-        if cls is GitHubStore and settings().paths.database_url:
+        if cls is GitHubStore and settings().service.service_database:
             return super().__new__(PgGitHubStore)
         return super().__new__(cls)
 
@@ -246,13 +246,13 @@ PG_SCHEMA = (
 
 
 class PgGitHubStore(GitHubStore):
-    """The jobs in the Postgres database of ``$FERRY_DATABASE_URL``, shared by the servers using it."""
+    """The jobs in the Postgres database of ``$FERRY_SERVICE_DATABASE``, shared by the servers using it."""
 
     def __init__(self, path: Path, url: str | None = None, lease_s: float = GITHUB_LEASE_S) -> None:
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
-        self.url = url or settings().paths.database_url or ""
+        self.url = url or settings().service.service_database or ""
         self.host = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease_s = lease_s
         self._held: dict[str, int] = {}  # delivery -> the attempt this server claimed

@@ -1,5 +1,5 @@
-"""The GitHub jobs on Postgres ($FERRY_DATABASE_URL), two stores as two servers on one throwaway database:
-one job per delivery, one running job per repository across both servers, a job whose server let its
+"""The GitHub jobs on Postgres ($FERRY_SERVICE_DATABASE), two stores as two servers on one throwaway
+database: one job per delivery, one running job per repository across both servers, a job whose server let its
 lease run out queued again exactly once, and that server's late end refused."""
 
 from __future__ import annotations
@@ -29,14 +29,15 @@ def _trigger(delivery: str, repo: str = "app") -> Trigger:
 
 
 def test_the_database_url_opens_the_shared_store(pg_url, tmp_path, monkeypatch):
-    monkeypatch.setenv("FERRY_DATABASE_URL", pg_url)
+    monkeypatch.setenv("FERRY_SERVICE_DATABASE", pg_url)
     store = GitHubStore(tmp_path / "github.db")
     try:
         assert isinstance(store, PgGitHubStore) and not (tmp_path / "github.db").exists()
         assert store.add(_trigger("a")) == (True, 0)
     finally:
         store.close()
-    monkeypatch.delenv("FERRY_DATABASE_URL")
+    monkeypatch.delenv("FERRY_SERVICE_DATABASE")
+    monkeypatch.setenv("FERRY_DATABASE_URL", pg_url)  # the checkpoints only: the jobs stay in github.db
     local = GitHubStore(tmp_path / "github.db")
     assert type(local) is GitHubStore and local.get("a") is None
     local.close()
