@@ -1,6 +1,7 @@
 """What a killed server leaves in its data dir, removed when the next one starts (it holds the data dir's
 lock, so nothing else is writing there): upload temp dirs, and session copies whose create never
-committed its row."""
+committed its row. On a data dir shared by the servers of one Postgres database, only those older than
+``SHARED_AGE_S`` (another server may be creating one right now)."""
 
 from __future__ import annotations
 
