@@ -170,7 +170,9 @@ class PgSessionStore(SessionStore):
                 raise LeaseLost(sid, fence)
 
     def requeue(self, sid: str, *, expect: tuple[SessionState, ...], queue_limit: int | None = None,
-                event: tuple[str, dict[str, Any]] | None = None, **fields: Any) -> bool:
+                event: tuple[str, dict[str, Any]] | None = None, fence: int | None = None, **fields: Any) -> bool:
+        """As SQLite's; ``fence``: only while this host's claim of that number holds it (a worker giving a
+        session back)."""
         cols, values = _set({**fields, "state": "queued", "queued_at": time.time(), "lease_owner": None,
                              "lease_until": None})
         marks = ", ".join("%s" for _ in expect)
@@ -180,8 +182,9 @@ class PgSessionStore(SessionStore):
                 waiting = int(_value(db.execute(WAITING).fetchone()))
                 if waiting >= queue_limit:
                     raise QueueFull(waiting)
-            done = db.execute(f"UPDATE ferry_sessions SET {cols} WHERE id=%s AND cancel=0 AND state IN ({marks})",
-                              [*values, sid, *expect]).rowcount
+            done = db.execute(f"UPDATE ferry_sessions SET {cols} WHERE id=%s AND cancel=0 AND state IN ({marks})"
+                              + (FENCED if fence is not None else ""),
+                              [*values, sid, *expect, *self._fence_args(fence)]).rowcount
             if done and event is not None:
                 self._event_pg(db, sid, event[0], event[1])
         self.notify()

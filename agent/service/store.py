@@ -211,7 +211,7 @@ class SessionStore:
             db.execute(f"UPDATE sessions SET {cols} WHERE id=?", [*values, sid])
 
     def requeue(self, sid: str, *, expect: tuple[SessionState, ...], queue_limit: int | None = None,
-                event: tuple[str, dict[str, Any]] | None = None, **fields: Any) -> bool:
+                event: tuple[str, dict[str, Any]] | None = None, fence: int | None = None, **fields: Any) -> bool:
         """Back into the queue (an answer to resume with, a new attempt), with the event that says why; only
         from one of the ``expect`` states and not cancelled (compare-and-set: of two answers at once, one
         wins; False for the other). ``queue_limit``: QueueFull when that many already wait."""

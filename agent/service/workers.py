@@ -178,7 +178,7 @@ class Workers:
         except MigrationLocked as exc:  # a server that lost its lease still drives it: try again later
             logger.warning("session %s: %s; queued again", row.id, exc)
             self._stop.wait(min(5.0, self.settings.lease_s / 3))
-            self.store.requeue(row.id, expect=("running",))
+            self.store.requeue(row.id, expect=("running",), fence=row.fence)
         except Exception as exc:  # never lose a worker thread: the session says what happened
             logger.exception("session %s: the worker failed", row.id)
             if not self._stop.is_set() and not self._lost[row.id].is_set():

@@ -66,3 +66,20 @@ def test_kill_9_hands_the_running_session_to_the_other_server_which_resumes_it(s
     steps = [e["data"]["node"] for e in full if e["event"] == "step"]
     # resumed from its checkpoint: every step once (result.json is written by the report step, before its own)
     assert steps == [s["node"] for s in record["steps"]] + ["report"]
+
+
+def test_a_delete_on_one_server_stops_the_session_the_other_runs(serve, pg_url: str,  # noqa: F811
+                                                                 tmp_path: Path) -> None:
+    roots = tmp_path / "roots"
+    repo = write_repo(roots, "slow", slow(60))
+    flags = ("--allow-root", str(roots), "--workers", "1", "--database", pg_url, *LEASE)
+    first = serve(*flags)
+    sid = create(first.client, repo).json()["id"]
+    read_events(first.client, sid, until=lambda e: e["event"] == "step" and e["data"]["node"] == "scan")
+    second = serve(*flags)
+    answer = second.client.delete(f"/v1/sessions/{sid}")
+    assert answer.status_code == 200 and answer.json()["state"] == "running"  # the first server stops it
+    assert (first.data_dir / "sessions" / sid).exists()  # not removed under the running migration
+    assert wait_state(second.client, sid, {"cancelled"}, timeout=50)["state"] == "cancelled"
+    assert not (first.data_dir / "sessions" / sid).exists()
+    assert read_events(second.client, sid)[-1]["event"] == "cancelled"

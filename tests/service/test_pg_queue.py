@@ -105,6 +105,7 @@ def test_an_expired_lease_is_requeued_exactly_once_and_the_old_holder_is_fenced_
         with pytest.raises(LeaseLost):
             dead.finish("s000", ("state", {"state": "failed"}, None), fence=1, state="failed", error="late")
         assert dead.renew({"s000": 1}) == ({"s000"}, set())
+        assert not dead.requeue("s000", expect=("running",), fence=1)  # it cannot give back what it lost
         row = others[1].get("s000")
         assert row is not None and row.state == "running" and row.step is None and row.error is None
         assert [e.kind for e in others[1].events_after("s000", 0)] == ["queued", "requeued"]
