@@ -44,6 +44,7 @@ OTHER_NAMES = ("OPENAI_API_KEY",)
 # the service's HTTP deadlines (agent.service.deadlines applies them)
 DEFAULT_HEADER_S = 30.0
 DEFAULT_BODY_IDLE_S = 60.0
+DEFAULT_LEASE_S = 30.0  # ferry serve --lease: a claimed session's lease on Postgres
 DEFAULT_BODY_TOTAL_S = 600.0
 
 MAX_INT = 2**63 - 1
@@ -310,6 +311,9 @@ class ServiceEnv(_Group):
     api_tokens: str = Field(default="", description="owner=token,... (agent.service.settings.parse_tokens)")
     api_token: str | None = Field(default=None, description="the older single-token variable")
     allowed_hosts: str | None = Field(default=None, description="Host names, comma-separated (--allowed-host)")
+    service_database: str | None = Field(default=None, description="a postgresql:// URL: the service's sessions, "
+                                                                   "GitHub jobs and checkpoints there (--database)")
+    lease: Seconds = Field(default=DEFAULT_LEASE_S, description="a claimed session's lease on Postgres (--lease)")
 
     def allow_root_list(self) -> list[str]:
         return [r for r in (self.allow_roots or "").split(os.pathsep) if r.strip()]

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/service.py                  # 16 sessions, 200 readers (minutes on 2 cores)
     .venv/bin/python benchmarks/service.py --quick          # 4 sessions, 40 readers (smoke run)
     .venv/bin/python benchmarks/service.py --sessions 16 --readers 200 --workers 2
+    .venv/bin/python benchmarks/service.py --hosts          # sessions/min, 1 and 2 servers on one Postgres
 
 One real server on loopback (a subprocess in its own process group, killed at the end; offline policy,
 --workers = the cores unless told, --queue >= the sessions). The sample repos of the synthetic suite
@@ -24,6 +25,12 @@ lost, duplicated, errors (any non-2xx answer or transport error), reconnects; th
 sessions, 200 readers, zero errors, zero lost or duplicated events, every session migrated) as met / NOT met
 (exit 1 when one is not). Timings are printed, never asserted; the client shares the machine's cores with
 the server, so on 2 cores the latency figures include the readers' own parsing.
+
+--hosts: a throwaway PostgreSQL server (tests/agent/pg_server.py; or --database), then rounds of one server
+and of two servers (``--database``, one shared data dir, --workers each) on a fresh database each: the
+sessions are created over the servers in turn, all at once, and the round's sessions/min is counted from
+the first create to the last session's end; each session's ``started`` events say which server ran it
+(expected: each exactly once, and both servers used in the two-server round).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import itertools
 import json
 import os
 import shutil
@@ -84,14 +92,15 @@ class Reader:
 # ---- the server -------------------------------------------------------------------------------------------
 
 class Server:
-    def __init__(self, data_dir: Path, root: Path, workers: int, queue: int) -> None:
+    def __init__(self, data_dir: Path, root: Path, workers: int, queue: int, extra: tuple[str, ...] = (),
+                 log_name: str = "serve.log") -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("FERRY_LLM", "FERRY_DATABASE", "FERRY_API"))}
         env["FERRY_API_TOKENS"] = f"bench={TOKEN}"
-        self.log_path = data_dir.parent / "serve.log"
+        self.log_path = data_dir.parent / log_name
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agent.cli", "serve", "--port", "0", "--json", "--data-dir", str(data_dir),
-             "--allow-root", str(root), "--workers", str(workers), "--queue", str(queue)],
+             "--allow-root", str(root), "--workers", str(workers), "--queue", str(queue), *extra],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True)
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line:
@@ -309,6 +318,105 @@ def check_reader(r: Reader, full: list[Event]) -> tuple[int, int, int, bool]:
     return len(ids), lost, duplicated, exact
 
 
+# ---- --hosts: one and two servers on one Postgres queue ---------------------------------------------------
+
+def throwaway_postgres() -> Any:
+    """The test suite's throwaway PostgreSQL server (tests/agent/pg_server.py), started."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pg_server_bench", ROOT / "tests" / "agent" / "pg_server.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    bin_dir = module.find_bin_dir()
+    if bin_dir is None:
+        raise SystemExit("--hosts needs PostgreSQL's initdb and pg_ctl (Debian's postgresql package), or --database")
+    server = module.PgServer(bin_dir)
+    server.start()
+    return server
+
+
+def one_round(servers: int, url: str, args: argparse.Namespace, tmp: Path, tag: str) -> dict[str, Any]:
+    """``servers`` servers (``--workers`` each) on the database ``url`` and one data dir; ``--sessions``
+    sessions created over them in turn, all at once; sessions/min from the first create to the last end."""
+    root, data = tmp / f"roots-{tag}", tmp / f"data-{tag}"
+    root.mkdir()
+    flags = ("--database", url, "--lease", str(args.lease))
+    up = [Server(data, root, args.workers, max(args.sessions, 1), flags, log_name=f"serve-{tag}-{n}.log")
+          for n in range(servers)]
+    stats = Stats()
+    try:
+        async def create_all() -> list[tuple[str, str] | None]:
+            clients = [httpx.AsyncClient(base_url=s.url, headers=HEADERS, timeout=120) for s in up]
+            try:
+                return await asyncio.gather(*(create(clients[n % servers], root, n, stats)
+                                              for n in range(args.sessions)))
+            finally:
+                for c in clients:
+                    await c.aclose()
+
+        t0 = time.perf_counter()
+        sessions = [m for m in asyncio.run(create_all()) if m is not None]
+        with httpx.Client(base_url=up[0].url, headers=HEADERS, timeout=60) as c:
+            pending = {sid for sid, _ in sessions}
+            deadline = time.monotonic() + args.stream_timeout
+            while pending and time.monotonic() < deadline:
+                pending = {sid for sid in pending if c.get(f"/v1/sessions/{sid}").json()["state"]
+                           not in {"finished", "failed", "cancelled", "waiting_for_approval"}}
+                time.sleep(0.5)
+            wall = time.perf_counter() - t0
+            starts: Counter[str] = Counter()
+            per_host: Counter[str] = Counter()
+            statuses: Counter[str] = Counter()
+            for sid, _ in sessions:
+                lines = c.get(f"/v1/sessions/{sid}/events", params={"after": 0}).text.splitlines()
+                started = [json.loads(line[6:]) for before, line in itertools.pairwise(lines)
+                           if before == "event: started" and line.startswith("data: ")]
+                starts[sid] = len(started)
+                per_host.update(s.get("host", "?") for s in started)
+                statuses[str(c.get(f"/v1/sessions/{sid}").json()["status"])] += 1
+    finally:
+        for s in up:
+            s.kill()
+    return {"servers": servers, "sessions": len(sessions), "wall": wall, "per_min": len(sessions) / wall * 60,
+            "twice": sum(1 for n in starts.values() if n != 1), "hosts": len(per_host), "statuses": statuses,
+            "errors": stats.errors, "unfinished": len(pending)}
+
+
+def hosts_main(args: argparse.Namespace) -> int:
+    """Sessions/minute of one server and of two on one Postgres queue, measured in one run (rounds
+    alternate 1, 2, 1, 2...: the machine's load falls on both)."""
+    tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-hosts-"))
+    pg = None if args.database else throwaway_postgres()
+    results: list[dict[str, Any]] = []
+    try:
+        print(f"--hosts: {args.sessions} sessions per round, --workers {args.workers} per server, {args.rounds} "
+              f"round(s) of 1 then 2 servers; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores",
+              flush=True)
+        for r in range(args.rounds):
+            for servers in (1, 2):
+                tag = f"{servers}s-r{r}"
+                url = args.database or pg.create_database(f"bench_{tag.replace('-', '_')}")
+                res = one_round(servers, url, args, tmp, tag)
+                results.append(res)
+                print(f"round {r} {servers} server(s): {res['sessions']} sessions in {res['wall']:.1f} s = "
+                      f"{res['per_min']:.2f} sessions/min; run by {res['hosts']} host(s); run twice {res['twice']}; "
+                      f"{dict(res['statuses'])}; errors {len(res['errors'])}; load {os.getloadavg()[0]:.2f}",
+                      flush=True)
+    finally:
+        if pg is not None:
+            pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    one = [r["per_min"] for r in results if r["servers"] == 1]
+    two = [r["per_min"] for r in results if r["servers"] == 2]
+    mean_one, mean_two = sum(one) / len(one), sum(two) / len(two)
+    print(f"\nsessions/min  1 server {mean_one:.2f}   2 servers {mean_two:.2f}   ratio {mean_two / mean_one:.2f}x "
+          f"(both servers on this machine's {os.cpu_count()} cores, --workers {args.workers} each: on two machines "
+          "each would bring its own cores)")
+    ok = all(r["twice"] == 0 and not r["errors"] and not r["unfinished"] for r in results)
+    print(f"target no session run twice, no errors, every session ended   {'met' if ok else 'NOT met'}")
+    return 0 if ok else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=16)
@@ -317,7 +425,19 @@ def main() -> int:
     ap.add_argument("--idle-s", type=float, default=5.0, help="seconds of idle latency sampling")
     ap.add_argument("--stream-timeout", type=float, default=1800.0, help="longest silence on a stream (s)")
     ap.add_argument("--quick", action="store_true", help="4 sessions, 40 readers")
+    ap.add_argument("--hosts", action="store_true", help="sessions/min of 1 and 2 servers on one Postgres queue "
+                                                         "(default 8 sessions, 1 worker per server)")
+    ap.add_argument("--database", default=None, help="--hosts: this postgresql:// server's database (it must be "
+                                                     "empty) instead of a throwaway one")
+    ap.add_argument("--rounds", type=int, default=1, help="--hosts: rounds of 1 then 2 servers")
+    ap.add_argument("--lease", type=float, default=30.0, help="--hosts: the servers' --lease")
     args = ap.parse_args()
+    if args.hosts:
+        if "--sessions" not in sys.argv:
+            args.sessions = 8
+        if "--workers" not in sys.argv:
+            args.workers = 1
+        return hosts_main(args)
     if args.quick:
         args.sessions, args.readers = 4, 40
     tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-service-"))

@@ -24,6 +24,7 @@ from agent.settings import (
 logger = logging.getLogger(__name__)
 
 NAME = "serve"
+SERVICE_DATABASE_ENV = "FERRY_SERVICE_DATABASE"
 HELP = "run the HTTP service: chat-style migration sessions (tokens from FERRY_API_TOKENS)"
 
 
@@ -81,6 +82,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=env.body_total_timeout,
                         help="longest time a request body may take in all, however steadily it arrives (default "
                              f"$FERRY_BODY_TOTAL_TIMEOUT or {DEFAULT_BODY_TOTAL_S:g})")
+    parser.add_argument("--database", metavar="URL", default=None,
+                        help="a postgresql:// URL: sessions, events and checkpoints in that database, its queue "
+                             "shared by every server given the same URL and --data-dir (a shared filesystem); "
+                             "default $FERRY_SERVICE_DATABASE, else SQLite in the data dir (one server)")
+    parser.add_argument("--lease", metavar="SECONDS", type=numbers.seconds, default=env.lease,
+                        help="with --database: a claimed session's lease, renewed every third of it; a session "
+                             "whose server missed it goes to another server (default %(default)g)")
     parser.add_argument("--json", action="store_true", help="print the listening address as JSON before serving")
     parser.add_argument("--no-mcp", action="store_true",
                         help="leave out the MCP endpoint at /mcp (coding agents; same tokens as the API)")
@@ -126,8 +134,10 @@ def _settings(args: argparse.Namespace) -> Any:
         github = GitHubConfig.from_env()
     except GitHubConfigError as exc:
         raise CliError(str(exc)) from None
+    database = _database(args.database)
     try:
-        return ServiceSettings(data_dir=data_dir_from(args.data_dir), tokens=tokens_from_env(), github=github,
+        return ServiceSettings(data_dir=data_dir_from(args.data_dir), database_url=database, lease_s=args.lease,
+                               tokens=tokens_from_env(), github=github,
                                allow_roots=resolve_roots(roots), workers=args.workers or os.cpu_count() or 1,
                                queue=args.queue, pythons=tuple(pythons), bind_host=args.host,
                                allowed_hosts=allowed_hosts(args.allowed_host),
@@ -139,6 +149,24 @@ def _settings(args: argparse.Namespace) -> Any:
                                                     max_unpacked_bytes=args.max_unpacked_mb * 1024**2))
     except SettingsError as exc:
         raise CliError(str(exc)) from exc
+
+
+def _database(flag: str | None) -> str | None:
+    """``--database`` (wins) or ``$FERRY_SERVICE_DATABASE``: the service's sessions, events, GitHub jobs and
+    checkpoints all go there (``$FERRY_DATABASE_URL`` alone moves only the checkpoints, as before)."""
+    from agent.cli import CliError
+    from agent.migration.facade import DATABASE_URL_ENV
+    from agent.redact import redact_dsn
+
+    url = flag if flag is not None else settings().service.service_database
+    if not url:
+        return None
+    if not url.startswith(("postgres://", "postgresql://")):
+        raise CliError(f"--database must be a postgresql:// URL (postgresql://USER:PASSWORD@HOST:PORT/DBNAME), got "
+                       f"{redact_dsn(url)!r}")
+    os.environ[DATABASE_URL_ENV] = url  # the checkpoints
+    os.environ[SERVICE_DATABASE_ENV] = url  # the PR bot's jobs (agent.prbot.store)
+    return url
 
 
 def _back_workers(settings: Any, *, explicit: bool) -> Any:
@@ -222,7 +250,7 @@ def serve(args: argparse.Namespace, settings: Any, factory: Callable[[Any], Any]
             raise CliError(str(exc)) from exc
     _check_store(settings.data_dir)
     try:  # fail here, before the port is taken, when another server has this data dir
-        os.close(hold_data_dir(settings.data_dir))
+        os.close(hold_data_dir(settings.data_dir, settings.host_id if settings.database_url else None))
     except DataDirBusy as exc:
         raise CliError(str(exc)) from exc
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET

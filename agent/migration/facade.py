@@ -19,7 +19,14 @@ from typing import Any
 from agent.errors import ToolUnavailable
 from agent.ids import check_id
 from agent.migration import adapters, early, handover
-from agent.migration.checkpoints import DATABASE_URL_ENV, checkpointer, describe_store, migration_ids, one_line
+from agent.migration.checkpoints import (
+    DATABASE_URL_ENV,
+    checkpointer,
+    describe_store,
+    migration_ids,
+    one_line,
+    pg_conninfo,
+)
 from agent.migration.driver import config_for, drive, snapshot
 from agent.migration.early import new_migration_id
 from agent.migration.handover import HandoverRefused, Rewrite
@@ -34,8 +41,8 @@ from agent.migration.state import dump
 __all__ = ["DATABASE_URL_ENV", "DEFAULT_STATE_DIR", "INTERRUPT", "ApprovalRequest", "HandoverRefused",
            "MigrationLocked", "MigrationOptions", "MigrationSnapshot", "NodeUpdate", "ProgressFn", "RunScheduler",
            "StateView", "UnknownMigration", "cancel", "check_store", "export_checkpoint", "import_checkpoint",
-           "initial_state", "list_migrations", "load", "new_migration_id", "options_for", "resume", "start",
-           "state_dir"]
+           "initial_state", "list_migrations", "load", "new_migration_id", "one_line", "options_for", "pg_conninfo",
+           "resume", "start", "state_dir"]
 
 
 class UnknownMigration(LookupError):

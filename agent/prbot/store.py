@@ -6,21 +6,35 @@ claims it, and a worker claims only a job whose repository has none ``running``:
 repository run one after the other. A server that died leaves its ``running`` jobs to the next one,
 which queues them again (a job is safe to repeat: the branch moves by compare-and-swap and the
 pull request is found and updated).
+
+With the service on a Postgres database (``ferry serve --database``, or ``$FERRY_SERVICE_DATABASE``), the
+jobs live in its ``ferry_github_jobs`` table instead, shared by every server on that database
+(:class:`PgGitHubStore`; ``GitHubStore(path)`` opens it): a claim is a lease of this server's, renewed by
+the store's own heartbeat; a job whose server let its lease run out is queued again once, by whichever
+server sees it first; a server whose lease was lost cannot record the job's end over the new holder's.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
 import sqlite3
 import threading
 import time
+import uuid
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agent.migration.facade import pg_conninfo
 from agent.prbot.github.webhook import Trigger
+from agent.settings import settings
 from agent.sqlite_tx import immediate
+
+logger = logging.getLogger(__name__)
 
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 
@@ -75,7 +89,7 @@ class JobView(BaseModel):
     outcome: str | None = Field(description="the result comment's text, or the failure's reason")
 
 
-def _job(row: sqlite3.Row, **now: Any) -> JobRow:
+def _job(row: Any, **now: Any) -> JobRow:
     """A row as the workers use it; ``now``: fields the statement that read it has just changed."""
     fields = {"delivery": row["delivery"], "repo": row["repo"], "state": row["state"],
               "trigger": Trigger.model_validate_json(row["trigger"]), "outcome": row["outcome"],
@@ -83,7 +97,7 @@ def _job(row: sqlite3.Row, **now: Any) -> JobRow:
     return JobRow(**{**fields, **now})
 
 
-def _view(row: sqlite3.Row) -> JobView:
+def _view(row: Any) -> JobView:
     t = Trigger.model_validate_json(row["trigger"])
     return JobView(delivery=row["delivery"], repo=row["repo"], number=t.number, event=t.event, sender=t.sender,
                    base=t.base, run_command=t.run_command, test_command=t.test_command, state=row["state"],
@@ -92,6 +106,14 @@ def _view(row: sqlite3.Row) -> JobView:
 
 
 class GitHubStore:
+    """The jobs in ``path`` (SQLite), or in Postgres when ``$FERRY_SERVICE_DATABASE`` names one (then
+    ``GitHubStore(path)`` is a :class:`PgGitHubStore` and ``path`` is not used)."""
+
+    def __new__(cls, path: Path, *args: Any, **kwargs: Any) -> GitHubStore:
+        if cls is GitHubStore and settings().service.service_database:
+            return super().__new__(PgGitHubStore)
+        return super().__new__(cls)
+
     def __init__(self, path: Path) -> None:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.row_factory = sqlite3.Row
@@ -208,3 +230,165 @@ class GitHubStore:
             rows = self._db.execute(f"SELECT * FROM jobs{clause} ORDER BY created DESC, rowid DESC LIMIT ? OFFSET ?",
                                     [*args, limit, offset]).fetchall()
         return total, [_view(r) for r in rows]
+
+
+GITHUB_LEASE_S = 60.0
+PG_NOW = "extract(epoch from clock_timestamp())"
+PG_CLAIM_LOCK_KEY = 0x46455247  # "FERG": one claim at a time across servers (a repository runs one job)
+PG_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS ferry_github_jobs (
+        delivery TEXT PRIMARY KEY, repo TEXT NOT NULL, state TEXT NOT NULL, trigger TEXT NOT NULL,
+        created DOUBLE PRECISION NOT NULL, started DOUBLE PRECISION, finished DOUBLE PRECISION, outcome TEXT,
+        attempt INTEGER NOT NULL DEFAULT 0, cancel INTEGER NOT NULL DEFAULT 0, payload_key TEXT UNIQUE,
+        seq BIGSERIAL, lease_owner TEXT, lease_until DOUBLE PRECISION)""",
+    "CREATE INDEX IF NOT EXISTS ferry_github_jobs_repo_state ON ferry_github_jobs (repo, state)",
+)
+
+
+class PgGitHubStore(GitHubStore):
+    """The jobs in the Postgres database of ``$FERRY_SERVICE_DATABASE``, shared by the servers using it."""
+
+    def __init__(self, path: Path, url: str | None = None, lease_s: float = GITHUB_LEASE_S) -> None:
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        self.url = url or settings().service.service_database or ""
+        self.host = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease_s = lease_s
+        self._held: dict[str, int] = {}  # delivery -> the attempt this server claimed
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool[Any] = ConnectionPool(pg_conninfo(self.url), min_size=1, max_size=4, open=True,
+                                                    kwargs={"autocommit": True, "row_factory": dict_row,
+                                                            "prepare_threshold": None})
+        with self._pool.connection() as db, db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (PG_CLAIM_LOCK_KEY,))
+            for statement in PG_SCHEMA:
+                db.execute(statement)
+        self._stop = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, name="ferry-github-leases", daemon=True)
+        self._beat.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._beat.join(timeout=5)
+        self._pool.close()
+
+    def _all(self, query: str, args: Any = ()) -> list[dict[str, Any]]:
+        with self._pool.connection() as db, db.transaction():
+            return list(db.execute(query, args).fetchall())
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.lease_s / 3):
+            try:
+                self.renew()
+                self.requeue_running()
+            except Exception as exc:  # the database is away: renewed at the next beat
+                logger.warning("the GitHub jobs' lease heartbeat failed: %s: %s", type(exc).__name__, exc)
+
+    def renew(self) -> set[str]:
+        """This server's leases extended; returns the deliveries whose lease is lost."""
+        with self._lock:
+            held = dict(self._held)
+        if not held:
+            return set()
+        rows = self._all(f"UPDATE ferry_github_jobs SET lease_until={PG_NOW} + %s WHERE delivery = ANY(%s) AND "
+                         "state='running' AND lease_owner=%s RETURNING delivery, attempt",
+                         (self.lease_s, list(held), self.host))
+        kept = {r["delivery"] for r in rows if r["attempt"] == held[r["delivery"]]}
+        return set(held) - kept
+
+    def add(self, trigger: Trigger) -> tuple[bool, int]:
+        with self._pool.connection() as db, db.transaction():
+            cur = db.execute("INSERT INTO ferry_github_jobs (delivery, repo, state, trigger, created, payload_key) "
+                             "VALUES (%s, %s, 'queued', %s, %s, %s) ON CONFLICT DO NOTHING",
+                             (trigger.delivery, trigger.full_name, trigger.model_dump_json(), time.time(),
+                              trigger.payload_key))
+            if cur.rowcount == 0:
+                return False, 0
+            row = db.execute("SELECT count(*) AS n FROM ferry_github_jobs WHERE repo=%s AND state IN ('queued', "
+                             "'running') AND delivery != %s", (trigger.full_name, trigger.delivery)).fetchone()
+            return True, int(row["n"] if row else 0)
+
+    def claim(self) -> JobRow | None:
+        """The oldest queued job whose repository has none running, now ``running`` under this server's
+        lease (claims are serialised by an advisory lock: two servers never start two jobs of one
+        repository)."""
+        with self._pool.connection() as db, db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (PG_CLAIM_LOCK_KEY,))
+            row = db.execute(
+                "UPDATE ferry_github_jobs SET state='running', started=%s, attempt=attempt+1, lease_owner=%s, "
+                f"lease_until={PG_NOW} + %s WHERE delivery = (SELECT delivery FROM ferry_github_jobs WHERE "
+                "state='queued' AND repo NOT IN (SELECT repo FROM ferry_github_jobs WHERE state='running') "
+                "ORDER BY created, seq LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING *",
+                (time.time(), self.host, self.lease_s)).fetchone()
+        if row is None:
+            return None
+        with self._lock:
+            self._held[row["delivery"]] = int(row["attempt"])
+        return _job(row)
+
+    def finish(self, delivery: str, state: JobState, outcome: str) -> None:
+        with self._lock:
+            attempt = self._held.pop(delivery, None)
+        guard, args = ("", []) if attempt is None else (" AND attempt=%s AND lease_owner=%s", [attempt, self.host])
+        rows = self._all(f"UPDATE ferry_github_jobs SET state=%s, finished=%s, outcome=%s, lease_owner=NULL, "
+                         f"lease_until=NULL WHERE delivery=%s{guard} RETURNING delivery",
+                         [state, time.time(), outcome[:4000], delivery, *args])
+        if not rows:
+            logger.warning("GitHub job %s: this server's lease on it was lost; its end is another server's to "
+                           "record", delivery)
+
+    def requeue_running(self) -> list[str]:
+        """The running jobs whose server let its lease run out, queued again (each once: the row lock makes
+        a second server's same statement find nothing)."""
+        rows = self._all("WITH gone AS (SELECT delivery FROM ferry_github_jobs WHERE state='running' AND cancel=0 "
+                         f"AND lease_until < {PG_NOW} FOR UPDATE SKIP LOCKED) UPDATE ferry_github_jobs j SET "
+                         "state='queued', started=NULL, lease_owner=NULL, lease_until=NULL FROM gone WHERE "
+                         "j.delivery=gone.delivery RETURNING j.delivery")
+        return [r["delivery"] for r in rows]
+
+    def cancelled_at_restart(self) -> list[JobRow]:
+        rows = self._all("UPDATE ferry_github_jobs SET state='cancelled', finished=%s, outcome='cancelled (the "
+                         "server stopped before the job did)', lease_owner=NULL WHERE state='running' AND cancel=1 "
+                         f"AND lease_until < {PG_NOW} RETURNING *", (time.time(),))
+        return [_job(r) for r in rows]
+
+    def request_cancel(self, delivery: str) -> JobState | None:
+        with self._pool.connection() as db, db.transaction():
+            row = db.execute("SELECT state FROM ferry_github_jobs WHERE delivery=%s FOR UPDATE", (delivery,)).fetchone()
+            if row is None:
+                return None
+            if row["state"] == "queued":
+                db.execute("UPDATE ferry_github_jobs SET state='cancelled', cancel=1, finished=%s, outcome='cancelled "
+                           "before it started' WHERE delivery=%s", (time.time(), delivery))
+            elif row["state"] == "running":
+                db.execute("UPDATE ferry_github_jobs SET cancel=1 WHERE delivery=%s", (delivery,))
+            was: JobState = row["state"]
+            return was
+
+    def cancel_requested(self, delivery: str) -> bool:
+        rows = self._all("SELECT cancel FROM ferry_github_jobs WHERE delivery=%s", (delivery,))
+        return bool(rows and rows[0]["cancel"])
+
+    def get(self, delivery: str) -> JobRow | None:
+        rows = self._all("SELECT * FROM ferry_github_jobs WHERE delivery=%s", (delivery,))
+        return _job(rows[0]) if rows else None
+
+    def view(self, delivery: str) -> JobView | None:
+        rows = self._all("SELECT * FROM ferry_github_jobs WHERE delivery=%s", (delivery,))
+        return _view(rows[0]) if rows else None
+
+    def views(self, *, repo: str | None = None, state: JobState | None = None, limit: int = 50,
+              offset: int = 0) -> tuple[int, list[JobView]]:
+        where, args = [], []
+        if repo is not None:
+            where.append("repo=%s")
+            args.append(repo)
+        if state is not None:
+            where.append("state=%s")
+            args.append(state)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        total = self._all(f"SELECT count(*) AS n FROM ferry_github_jobs{clause}", args)[0]["n"]
+        rows = self._all(f"SELECT * FROM ferry_github_jobs{clause} ORDER BY created DESC, seq DESC LIMIT %s "
+                         "OFFSET %s", [*args, limit, offset])
+        return int(total), [_view(r) for r in rows]

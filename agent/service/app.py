@@ -50,15 +50,27 @@ def github_jobs(settings: ServiceSettings) -> GitHubJobs | None:
     return GitHubJobs(settings.data_dir, settings.github, GitHubClient(settings.github))
 
 
+def open_store(settings: ServiceSettings) -> SessionStore:
+    """The sessions' store: Postgres when ``database_url`` names one (shared by every server given it),
+    else SQLite in the data dir."""
+    if settings.database_url:
+        from agent.service.pg_store import PgSessionStore
+
+        return PgSessionStore(settings.database_url, settings.host_id, settings.lease_s)
+    return SessionStore(settings.data_dir / "service.db")
+
+
 @contextmanager
 def service_core(settings: ServiceSettings) -> Iterator[tuple[SessionStore, Workers]]:
-    """The data dir held, its store open (left-overs of a dead server swept) and the workers started; all
-    stopped and released on exit. The HTTP app's lifespan and ``ferry mcp`` both run over this."""
-    fd = hold_data_dir(settings.data_dir)
+    """The data dir held (SQLite: one server; Postgres: the data dir is shared by the servers of one
+    database, and only this host's own lock file is taken), its store open (left-overs of a dead server
+    swept) and the workers started; all stopped and released on exit. The HTTP app's lifespan and ``ferry
+    mcp`` both run over this."""
+    fd = hold_data_dir(settings.data_dir, settings.host_id if settings.database_url else None)
     try:
-        store = SessionStore(settings.data_dir / "service.db")
+        store = open_store(settings)
         try:
-            leftovers.sweep(settings.data_dir, store)
+            leftovers.sweep(settings.data_dir, store, shared=settings.database_url is not None)
             workers = Workers(settings, store)
             workers.start()
             try:

@@ -11,9 +11,16 @@ class DataDirBusy(RuntimeError):
     pass
 
 
-def hold_data_dir(data_dir: Path) -> int:
-    """An exclusive lock on ``data_dir/service.lock`` held until the returned descriptor is closed."""
-    fd = os.open(data_dir / "service.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+def hold_data_dir(data_dir: Path, host: str | None = None) -> int:
+    """An exclusive lock on ``data_dir/service.lock`` held until the returned descriptor is closed.
+
+    ``host`` (the servers of one Postgres database share the data dir): ``data_dir/hosts/<host>.lock``
+    instead, a file of this server's own that says which process it is."""
+    path = data_dir / "service.lock"
+    if host is not None:
+        (data_dir / "hosts").mkdir(mode=0o700, exist_ok=True)
+        path = data_dir / "hosts" / f"{_file_name(host)}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -23,3 +30,7 @@ def hold_data_dir(data_dir: Path) -> int:
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd
+
+
+def _file_name(host: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in host)[:120]

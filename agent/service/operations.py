@@ -130,7 +130,10 @@ def cancel(settings: ServiceSettings, store: SessionStore, workers: Workers, row
     """Cancel the session (a running migration stops at its next step) and remove its workspace."""
     store.update(row.id, cancel=1)
     if not workers.cancel(row.id):  # a worker that has it removes the files when its migration stops
-        cancelled(settings, store, row)
+        current = store.get(row.id)
+        # another server runs it (Postgres): its heartbeat sees the request and its worker stops it
+        if not (store.leases and current is not None and current.state == "running"):
+            cancelled(settings, store, row)
     got = store.get(row.id)
     assert got is not None
     return got

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import uuid
 from pathlib import Path
 from typing import Literal
 
@@ -12,7 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent.prbot.github.config import GitHubConfig
 from agent.service.origins import host_entry
 from agent.service.uploads import UploadLimits
-from agent.settings import DEFAULT_BODY_IDLE_S, DEFAULT_BODY_TOTAL_S, DEFAULT_HEADER_S, settings, settings_of
+from agent.settings import (
+    DEFAULT_BODY_IDLE_S,
+    DEFAULT_BODY_TOTAL_S,
+    DEFAULT_HEADER_S,
+    DEFAULT_LEASE_S,
+    settings,
+    settings_of,
+)
 from agent.settings import SettingsError as VariableError
 from tools.repopath import repo_path_problem
 
@@ -55,8 +64,21 @@ class ServiceSettings(BaseModel):
                                                           "(--ray-address)")
     ray_result_bytes: int = Field(default=512 * 1024**2, gt=0, description="what one Ray task may send back "
                                                                             "(its outputs and run artifacts)")
+    database_url: str | None = Field(default=None, description="a postgresql:// URL: sessions, events and "
+                                     "checkpoints there, shared by every server given the same (None: SQLite "
+                                     "in the data dir, one server)")
+    host_id: str = Field(default_factory=lambda: new_host_id(), description="this server's name in the leases it "
+                                                                            "takes (Postgres)")
+    lease_s: float = Field(default=DEFAULT_LEASE_S, gt=0, description="a claimed session's lease: renewed every "
+                           "third of it; a session whose host missed it is queued again for another (Postgres)")
     github: GitHubConfig | None = Field(default=None, description="the PR bot's GitHub side (None: the webhook "
                                                                   "answers 503)")
+
+
+def new_host_id() -> str:
+    """This server's lease name: the host name, the pid and a random part (a restarted server is a new
+    holder: the sessions its previous life held are requeued once their leases run out)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def parse_tokens(text: str, source: str = f"${TOKENS_ENV}") -> dict[str, str]:

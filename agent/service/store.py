@@ -68,6 +68,15 @@ class QueueFull(RuntimeError):
         self.waiting = waiting
 
 
+class LeaseLost(RuntimeError):
+    """This host's claim on a session is over (Postgres: its lease ran out and the session was queued again
+    for another host): stop, write nothing more."""
+
+    def __init__(self, sid: str, fence: int) -> None:
+        super().__init__(f"session {sid}: the lease of claim {fence} is lost (another host has it now)")
+        self.sid, self.fence = sid, fence
+
+
 @dataclass(frozen=True)
 class SessionRow:
     id: str
@@ -84,6 +93,7 @@ class SessionRow:
     error: str | None
     created_at: float
     updated_at: float
+    fence: int = 0  # the claim's number (Postgres: each claim adds one; a write naming an older one is refused)
 
     @property
     def migration_id(self) -> str:
@@ -99,29 +109,42 @@ class EventRow:
     created_at: float
 
 
-def _row(r: sqlite3.Row) -> SessionRow:
+def session_row(r: Any) -> SessionRow:
+    """A session from a database row (sqlite3.Row, or a dict from Postgres)."""
     return SessionRow(id=r["id"], owner=r["owner"], state=r["state"], status=r["status"], summary=r["summary"],
                       step=r["step"], options=SessionOptions.model_validate_json(r["options"]),
                       source=SessionSource.model_validate_json(r["source"]), attempt=r["attempt"],
                       answer=json.loads(r["answer"]) if r["answer"] else None, cancel=bool(r["cancel"]),
-                      error=r["error"], created_at=r["created_at"], updated_at=r["updated_at"])
+                      error=r["error"], created_at=r["created_at"], updated_at=r["updated_at"],
+                      fence=int(r["fence"]) if "fence" in r.keys() else 0)  # noqa: SIM118 - a Row's `in` reads values
 
 
-def _assignments(fields: dict[str, Any]) -> tuple[str, list[Any]]:
-    """``col=?, ...`` and the values of a row update: the answer as JSON, the options as their model's JSON,
-    ``updated_at`` now."""
+def encoded_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """A row update's values as stored: the answer as JSON, the options as their model's JSON, ``updated_at``
+    now."""
     encoded = dict(fields)
     if encoded.get("answer") is not None:
         encoded["answer"] = json.dumps(encoded["answer"])
     if "options" in encoded:
         encoded["options"] = encoded["options"].model_dump_json()
     encoded["updated_at"] = time.time()
+    return encoded
+
+
+def _assignments(fields: dict[str, Any]) -> tuple[str, list[Any]]:
+    """``col=?, ...`` and the values of a row update."""
+    encoded = encoded_fields(fields)
     return ", ".join(f"{k}=?" for k in encoded), list(encoded.values())
 
 
 class SessionStore:
+    """One host's sessions in SQLite. ``fence`` arguments (the Postgres store's guard against a host whose
+    lease ran out) are accepted and need no check here: one server holds the data dir."""
+
+    leases = False  # no leases: a dead server's sessions are requeued when the next one starts
+
     def __init__(self, path: Path) -> None:
-        self.path = path
+        self.path: Path | None = path
         self._lock = threading.RLock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.row_factory = sqlite3.Row
@@ -131,6 +154,9 @@ class SessionStore:
         # the newest event id of each session, read by stream readers without a query
         self._last: dict[str, int] = {}
         self.changed = threading.Condition(self._lock)  # notified on every new queued session or event
+
+    def describe(self) -> str:
+        return str(self.path.name if self.path else "")
 
     def close(self) -> None:
         with self._lock:
@@ -166,7 +192,7 @@ class SessionStore:
             r = self._db.execute("SELECT * FROM sessions WHERE id=?", (sid,)).fetchone()
         if r is None or (owner is not None and r["owner"] != owner):
             return None
-        return _row(r)
+        return session_row(r)
 
     def sessions(self, owner: str, state: SessionState | None, limit: int, offset: int) -> tuple[list[SessionRow], int]:
         where, args = "owner=?", [owner]
@@ -177,15 +203,15 @@ class SessionStore:
             total = int(self._db.execute(f"SELECT count(*) FROM sessions WHERE {where}", args).fetchone()[0])
             rows = self._db.execute(f"SELECT * FROM sessions WHERE {where} ORDER BY created_at DESC, id "
                                     "LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
-        return [_row(r) for r in rows], total
+        return [session_row(r) for r in rows], total
 
-    def update(self, sid: str, **fields: Any) -> None:
+    def update(self, sid: str, *, fence: int | None = None, **fields: Any) -> None:
         cols, values = _assignments(fields)
         with self._tx() as db:
             db.execute(f"UPDATE sessions SET {cols} WHERE id=?", [*values, sid])
 
     def requeue(self, sid: str, *, expect: tuple[SessionState, ...], queue_limit: int | None = None,
-                event: tuple[str, dict[str, Any]] | None = None, **fields: Any) -> bool:
+                event: tuple[str, dict[str, Any]] | None = None, fence: int | None = None, **fields: Any) -> bool:
         """Back into the queue (an answer to resume with, a new attempt), with the event that says why; only
         from one of the ``expect`` states and not cancelled (compare-and-set: of two answers at once, one
         wins; False for the other). ``queue_limit``: QueueFull when that many already wait."""
@@ -215,17 +241,26 @@ class SessionStore:
         assert got is not None
         return got
 
+    def renew(self, held: dict[str, int]) -> tuple[set[str], set[str]]:
+        """No leases in SQLite: nothing is lost, cancels reach the worker directly."""
+        return set(), set()
+
+    def requeue_expired(self) -> list[str]:
+        """No leases in SQLite (:meth:`interrupted` requeues at start)."""
+        return []
+
     def interrupted(self) -> tuple[list[str], list[SessionRow]]:
         """Sessions a previous server left ``running`` (killed, crashed) go back to the queue's head; those
         a DELETE had asked to stop (running or queued) are returned to be finished as cancelled."""
         with self._tx() as db:
             ids = [r["id"] for r in db.execute("SELECT id FROM sessions WHERE state='running' AND cancel=0")]
             db.execute("UPDATE sessions SET state='queued' WHERE state='running' AND cancel=0")
-            stopped = [_row(r) for r in db.execute("SELECT * FROM sessions WHERE cancel=1 AND state IN "
+            stopped = [session_row(r) for r in db.execute("SELECT * FROM sessions WHERE cancel=1 AND state IN "
                                                    "('running', 'queued', 'waiting_for_approval')")]
         return ids, stopped
 
-    def finish(self, sid: str, event: tuple[str, dict[str, Any], str | None], **fields: Any) -> None:
+    def finish(self, sid: str, event: tuple[str, dict[str, Any], str | None], *, fence: int | None = None,
+               **fields: Any) -> None:
         """The row's end state and the event that says so, in one transaction (a kill between the two
         cannot lose the event)."""
         cols, values = _assignments(fields)
@@ -254,7 +289,8 @@ class SessionStore:
         self._last[sid] = nxt
         return nxt
 
-    def add_events(self, sid: str, events: list[tuple[str, str | None, dict[str, Any]]]) -> list[int]:
+    def add_events(self, sid: str, events: list[tuple[str, str | None, dict[str, Any]]], *,
+                   fence: int | None = None) -> list[int]:
         """Record ``(kind, key, data)`` events in order; an already recorded key is skipped (id 0 for it)."""
         if not events:
             return []
@@ -263,8 +299,9 @@ class SessionStore:
         self.notify()
         return ids
 
-    def add_event(self, sid: str, kind: str, data: dict[str, Any], key: str | None = None) -> int:
-        return self.add_events(sid, [(kind, key, data)])[0]
+    def add_event(self, sid: str, kind: str, data: dict[str, Any], key: str | None = None, *,
+                  fence: int | None = None) -> int:
+        return self.add_events(sid, [(kind, key, data)], fence=fence)[0]
 
     def events_after(self, sid: str, after: int, limit: int = 500) -> list[EventRow]:
         with self._lock:

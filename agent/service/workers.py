@@ -3,6 +3,13 @@
 The queue is the sessions table: a session is ``queued`` until a worker claims it, and a server that
 died leaves its ``running`` sessions to the next one, which queues them again; their migrations resume
 from their checkpoints (:func:`agent.migration.facade.resume`), their events are completed from the saved state.
+
+On Postgres (several servers on one database) a claim is a lease: :class:`Workers`' heartbeat renews the
+leases of this server's sessions every third of ``lease_s``, queues again the sessions whose host let its
+lease run out (any server does; each is requeued once), and stops a session of its own whose lease was
+lost or that a DELETE on another server asked to stop. Every write of a claimed session names its claim's
+fence, so a server that lost a lease writes nothing more. :meth:`Workers.run_claimed` is the one step that
+drives a claimed session (what another executor calls).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.migration.facade import (
+    MigrationLocked,
     MigrationOptions,
     MigrationSnapshot,
     NodeUpdate,
@@ -30,7 +38,7 @@ from agent.service.executor import Executor, ExecutorFailure, SessionCancelled, 
 from agent.service.schemas import SessionState
 from agent.service.settings import ServiceSettings
 from agent.service.shown import session_paths, shown_data
-from agent.service.store import SessionRow, SessionStore
+from agent.service.store import LeaseLost, SessionRow, SessionStore
 
 logger = logging.getLogger(__name__)
 #: at most this many remembered answers given in a row (each is a new question; a bound all the same)
@@ -86,6 +94,8 @@ class Workers:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._cancel: dict[str, threading.Event] = {}
+        self._held: dict[str, int] = {}  # session id -> the fence of this server's claim
+        self._lost: dict[str, threading.Event] = {}  # set when the session's lease is lost
         self._lock = threading.Lock()
         self.busy = 0
 
@@ -100,6 +110,35 @@ class Workers:
             t = threading.Thread(target=self._loop, name=f"ferry-worker-{n}", daemon=True)
             t.start()
             self._threads.append(t)
+        if self.store.leases:
+            t = threading.Thread(target=self._heartbeat, name="ferry-leases", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _heartbeat(self) -> None:
+        """Renew this server's leases, stop the sessions whose lease is lost or that a DELETE elsewhere
+        asked to stop, and queue again those whose host let its lease run out."""
+        every = self.settings.lease_s / 3
+        while not self._stop.wait(every):
+            try:
+                with self._lock:
+                    held = dict(self._held)
+                lost, stop = self.store.renew(held)
+                for sid in lost:
+                    logger.warning("session %s: this server's lease on it is lost; stopping it here", sid)
+                    with self._lock:
+                        ev, mark = self._cancel.get(sid), self._lost.get(sid)
+                    if mark is not None:
+                        mark.set()
+                    if ev is not None:
+                        cancel(sid, self.runs, ev)
+                for sid in stop - lost:
+                    self.cancel(sid)
+                _, stopped = self.store.interrupted()  # requeues those whose host let its lease run out
+                for row in stopped:  # a DELETE asked them to stop, and their host is gone
+                    self._cancelled(row)
+            except Exception as exc:  # the database is away: the leases are renewed at the next beat
+                logger.warning("the lease heartbeat failed: %s: %s", type(exc).__name__, exc)
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Stop taking sessions; running ones stay ``running`` in the store and resume at the next start.
@@ -129,23 +168,41 @@ class Workers:
                 with self.store.changed:
                     self.store.changed.wait(timeout=1.0)
                 continue
-            with self._lock:
-                self._cancel[row.id] = threading.Event()
-                self.busy += 1
-            try:
-                self._run(row)
-            except Exception as exc:  # never lose a worker thread: the session says what happened
-                logger.exception("session %s: the worker failed", row.id)
-                if not self._stop.is_set():
+            self.run_claimed(row)
+
+    def run_claimed(self, row: SessionRow) -> None:
+        """Drive one claimed session (``store.claim()``'s row) to its end, a question, or a failure, with its
+        events recorded; never raises."""
+        with self._lock:
+            self._cancel[row.id] = threading.Event()
+            self._lost[row.id] = threading.Event()
+            self._held[row.id] = row.fence
+            self.busy += 1
+        try:
+            self._run(row)
+        except LeaseLost as exc:  # another server has it now: nothing more is written here
+            logger.warning("%s", exc)
+        except MigrationLocked as exc:  # a server that lost its lease still drives it: try again later
+            logger.warning("session %s: %s; queued again", row.id, exc)
+            self._stop.wait(min(5.0, self.settings.lease_s / 3))
+            self.store.requeue(row.id, expect=("running",), fence=row.fence)
+        except Exception as exc:  # never lose a worker thread: the session says what happened
+            logger.exception("session %s: the worker failed", row.id)
+            if not self._stop.is_set() and not self._lost[row.id].is_set():
+                try:
                     self._fail(row, f"the service failed while running it: {type(exc).__name__}: {exc}")
-            finally:
-                with self._lock:
-                    self._cancel.pop(row.id, None)
-                    self.busy -= 1
+                except LeaseLost as lost:
+                    logger.warning("%s", lost)
+        finally:
+            with self._lock:
+                self._cancel.pop(row.id, None)
+                self._lost.pop(row.id, None)
+                self._held.pop(row.id, None)
+                self.busy -= 1
 
     def _run(self, row: SessionRow) -> None:
-        sid, mid, store = row.id, row.migration_id, self.store
-        cancel = self._cancel[sid]
+        sid, mid, store, fence = row.id, row.migration_id, self.store, row.fence
+        cancel, lost = self._cancel[sid], self._lost[sid]
         current = store.get(sid)
         if current is None or current.cancel:
             self._cancelled(row)
@@ -158,17 +215,20 @@ class Workers:
         shown = session_paths(self.settings, sid, row.attempt)
 
         def record(evs: list[events.Event]) -> None:  # a remote user reads them: no server path in them
-            store.add_events(sid, [(kind, key, shown_data(data, shown)) for kind, key, data in evs])
+            store.add_events(sid, [(kind, key, shown_data(data, shown)) for kind, key, data in evs], fence=fence)
 
-        store.add_event(sid, "started", {"attempt": row.attempt, "resumed": begun is not None})
+        store.add_event(sid, "started", {"attempt": row.attempt, "resumed": begun is not None,
+                                         **({"host": self.settings.host_id} if store.leases else {})}, fence=fence)
         if begun is not None:  # what a killed server did not record yet
             record(events.from_state(row.attempt, begun))
         progress = events.SessionProgress(row.attempt, begun)
 
         def on_progress(node: str, update: NodeUpdate) -> None:
+            if lost.is_set():
+                raise LeaseLost(sid, fence)
             record(progress.events(node, update))
             if node != "__interrupt__":
-                store.update(sid, step=node)
+                store.update(sid, step=node, fence=fence)
             if cancel.is_set() and not self._stop.is_set():
                 raise SessionCancelled(sid)
 
@@ -194,12 +254,18 @@ class Workers:
                     answer["files"] = files
                 store.add_event(sid, "approval_answer", {"action": action, "files": sorted(answer.get("files") or []),
                                                          "remembered": True, "rule": asked.get("rule"),
-                                                         "site": asked.get("site")})
+                                                         "site": asked.get("site")}, fence=fence)
                 state = self.executor.resume(row, answer, on_progress, cancel)
         except SessionCancelled:
             self._cancelled(row)
             return
+        except LeaseLost:
+            raise
         except Exception as exc:
+            if isinstance(exc, MigrationLocked) and store.leases:
+                raise  # run_claimed queues it again
+            if lost.is_set():
+                raise LeaseLost(sid, fence) from exc
             if self._stop.is_set():
                 return  # the server is stopping: the session resumes at its next start
             named = isinstance(exc, ExecutorFailure)  # the executor's own words, and the status it names
@@ -229,11 +295,11 @@ class Workers:
         view = {"state": state, "status": fields.get("status"), "summary": fields.get("summary"),
                 "error": fields.get("error")}
         self.store.finish(row.id, ("state", view, f"a{row.attempt}:end:{state}:{row.updated_at}"), state=state,
-                          answer=None, **fields)
+                          answer=None, fence=row.fence if self.store.leases else None, **fields)
 
     def _fail(self, row: SessionRow, detail: str, status: str | None = None) -> None:
         detail = session_paths(self.settings, row.id, row.attempt)(detail)
-        self.store.add_event(row.id, "error", {"detail": detail})
+        self.store.add_event(row.id, "error", {"detail": detail}, fence=row.fence if self.store.leases else None)
         self._finish(row, "failed", error=detail, **({"status": status} if status else {}))
 
     def _cancelled(self, row: SessionRow) -> None:

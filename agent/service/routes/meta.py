@@ -30,7 +30,7 @@ def _checks(settings: ServiceSettings, store: SessionStore) -> dict[str, str]:
     try:
         store.ping()
         where = check_store(settings.data_dir)
-        checks["database"] = f"ok: sessions in {store.path.name}, checkpoints in {where}"
+        checks["database"] = f"ok: sessions in {store.describe()}, checkpoints in {where}"
     except Exception as exc:  # any failure is a 'fail' here, never a 500
         why = scrub(f"{type(exc).__name__}: {' '.join(str(exc).split())}", ferry_settings().paths.database_url)
         checks["database"] = f"fail: {why[:MAX_DETAIL]}"

@@ -1,0 +1,112 @@
+"""The GitHub jobs on Postgres ($FERRY_SERVICE_DATABASE), two stores as two servers on one throwaway
+database: one job per delivery, one running job per repository across both servers, a job whose server let its
+lease run out queued again exactly once, and that server's late end refused."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+import time
+from pathlib import Path
+
+_NAME = "pg_server_github"
+if _NAME not in sys.modules:
+    _path = Path(__file__).resolve().parents[1] / "agent" / "pg_server.py"
+    _spec = importlib.util.spec_from_file_location(_NAME, _path)
+    sys.modules[_NAME] = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+    _spec.loader.exec_module(sys.modules[_NAME])  # type: ignore[union-attr]
+postgres_server = sys.modules[_NAME].postgres_server  # fixtures, found by pytest in this module
+pg_url = sys.modules[_NAME].pg_url
+
+from agent.prbot.github.webhook import Trigger  # noqa: E402
+from agent.prbot.store import GitHubStore, PgGitHubStore  # noqa: E402
+
+
+def _trigger(delivery: str, repo: str = "app") -> Trigger:
+    return Trigger(delivery=delivery, event="issue_comment", owner="acme", repo=repo, number=1, is_pull=False,
+                   sender="ann", run_command="python p.py")
+
+
+def test_the_database_url_opens_the_shared_store(pg_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("FERRY_SERVICE_DATABASE", pg_url)
+    store = GitHubStore(tmp_path / "github.db")
+    try:
+        assert isinstance(store, PgGitHubStore) and not (tmp_path / "github.db").exists()
+        assert store.add(_trigger("a")) == (True, 0)
+    finally:
+        store.close()
+    monkeypatch.delenv("FERRY_SERVICE_DATABASE")
+    monkeypatch.setenv("FERRY_DATABASE_URL", pg_url)  # the checkpoints only: the jobs stay in github.db
+    local = GitHubStore(tmp_path / "github.db")
+    assert type(local) is GitHubStore and local.get("a") is None
+    local.close()
+
+
+def test_two_servers_share_one_queue_one_running_job_per_repository(pg_url, tmp_path):
+    a, b = PgGitHubStore(tmp_path, pg_url), PgGitHubStore(tmp_path, pg_url)
+    try:
+        assert a.add(_trigger("d1")) == (True, 0)
+        assert b.add(_trigger("d1")) == (False, 0)  # a redelivery to the other server
+        assert b.add(_trigger("d2")) == (True, 1)
+        for n in range(3, 9):
+            a.add(_trigger(f"d{n}", repo=f"r{n}"))
+        claimed: list[str] = []
+        barrier = threading.Barrier(4)
+
+        def take(store: PgGitHubStore) -> None:
+            barrier.wait()
+            while (row := store.claim()) is not None:
+                claimed.append(row.delivery)
+
+        threads = [threading.Thread(target=take, args=(s,)) for s in (a, b, a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert sorted(claimed) == sorted(["d1", *(f"d{n}" for n in range(3, 9))])  # d2 waits for d1's repo
+        holder = a if "d1" in a._held else b
+        holder.finish("d1", "done", "ok")
+        row = a.claim() or b.claim()
+        assert row is not None and row.delivery == "d2"
+        total, views = b.views(repo="acme/app")
+        assert total == 2 and [v.delivery for v in views] == ["d2", "d1"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_an_expired_job_is_requeued_once_and_its_old_server_cannot_end_it(pg_url, tmp_path):
+    dead = PgGitHubStore(tmp_path, pg_url, lease_s=0.3)
+    others = [PgGitHubStore(tmp_path, pg_url) for _ in range(3)]
+    try:
+        dead.add(_trigger("d1"))
+        assert dead.claim() is not None
+        dead._stop.set()  # its heartbeat stops, as a paused server's would
+        dead._beat.join(timeout=5)
+        time.sleep(0.5)
+        requeued: list[str] = []
+        barrier = threading.Barrier(len(others))
+
+        def sweep(store: PgGitHubStore) -> None:
+            barrier.wait()
+            for _ in range(5):
+                requeued.extend(store.requeue_running())
+
+        threads = [threading.Thread(target=sweep, args=(o,)) for o in others]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert requeued == ["d1"]
+        again = others[0].claim()
+        assert again is not None and again.attempt == 2
+        assert dead.renew() == {"d1"}
+        dead.finish("d1", "failed", "late")  # refused: the lease is another server's now
+        row = others[1].get("d1")
+        assert row is not None and row.state == "running" and row.outcome is None
+        others[0].finish("d1", "done", "ok")
+        assert others[2].get("d1").state == "done"  # type: ignore[union-attr]
+    finally:
+        for s in (dead, *others):
+            s.close()
