@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_fixtures import pg_url, postgres_server  # noqa: F401 - fixtures
 from service_client import PLAIN, PROG, Server, create, read_events, wait_state, write_repo
 
 ray = pytest.importorskip("ray")
@@ -95,6 +96,32 @@ def test_sessions_run_as_ray_tasks_with_the_thread_executors_results(serve: Any,
     assert "float32" in c.get(f"/v1/sessions/{waits}/patch").text
     for e in read_events(c, sid) + asked:  # no path of a worker's private directory reaches a client
         assert "ferry-ray-" not in str(e["data"]), e
+
+
+def test_two_servers_on_one_postgres_queue_run_their_migrations_on_one_ray_cluster(
+        serve: Any, tmp_path: Path, cluster: str, pg_url: str) -> None:  # noqa: F811
+    """The issue's shape: two API hosts share the Postgres queue and hand every migration to the cluster."""
+    roots = tmp_path / "roots"
+    repo = write_repo(roots, "plain", PLAIN)
+    flags = ("--allow-root", str(roots), "--workers", "1", "--database", pg_url, "--lease", "5",
+             "--executor", "ray", "--ray-address", cluster)
+    one, two = serve(*flags), serve(*flags)
+    assert one.data_dir == two.data_dir  # one shared data dir, as on a shared filesystem
+    ids = [create(c, repo).json()["id"] for c in (one.client, two.client) for _ in range(2)]
+    hosts = []
+    for sid in ids:
+        view = wait_state(two.client, sid, {"finished", "failed"})
+        assert (view["state"], view["status"]) == ("finished", "migrated"), view
+        events = read_events(one.client, sid)
+        starts = [e["data"] for e in events if e["event"] == "started"]
+        assert len(starts) == 1, starts  # claimed once, by one server
+        steps = [e["data"]["node"] for e in events if e["event"] == "step"]
+        assert len(steps) == len(set(steps)), steps  # no step run twice
+        hosts.append(starts[0]["host"])
+        # run on the cluster's workers: no workspace on the hosts' data dir, the artifacts came back to it
+        assert not (one.data_dir / "workspaces" / sid).exists()
+        assert (one.data_dir / "artifacts" / sid / "reference").is_dir()
+    assert len(set(hosts)) == 2, hosts  # both API hosts took sessions
 
 
 def test_cancel_reaches_the_task_and_a_task_that_dies_fails_its_session(serve: Any, tmp_path: Path,
