@@ -381,3 +381,34 @@ def test_a_reviews_own_text_is_read_when_a_command_or_a_change_request_and_answe
             assert fake.comments("acme/app", 1)[2].endswith("<!-- ferry-review-reply: review-900 -->")
     finally:
         fake.close()
+
+
+def test_a_repeated_job_whose_answer_asked_to_resolve_resolves_the_thread_and_clones_nothing(tmp_path):
+    from agent.prbot.review.follow_up import reply_mark
+
+    fake = FakeGitHub()
+    try:
+        fake.add_repo("acme/app").pulls[1] = {"state": "open", "title": "t", "body": "", "head": "ferry/migrate-tpx",
+                                              "base": "main"}
+        fake.set_permission("acme/app", "ann", "write")
+        ask = fake.add_review_comment("acme/app", 1, "ann", "/ferry revert FRY013", path="p.py", line=1,
+                                      commit_id="a" * 40)
+        # the first run answered (its mark asks for the thread resolved), then the server died
+        mark = reply_mark(f"comment-{ask['id']}", True)
+        fake.add_review_comment("acme/app", 1, "ferry-bot", f"Reverted.\n\n{mark}", path="p.py", line=1,
+                                commit_id="a" * 40, in_reply_to=ask["id"])
+        config = GitHubConfig(api_url=fake.url, token=SecretStr(fake.token), webhook_secret=SecretStr("x" * 20),
+                              clone_url=str(tmp_path / "no-such-remote"), bot_login="ferry-bot")
+        t = trigger_of("pull_request_review_comment", "d-1", {
+            "action": "created", "comment": ask, "pull_request": fake._pull_json(fake.repos["acme/app"], 1),
+            "repository": {"full_name": "acme/app"}, "sender": {"login": "ann"}}, config)
+        assert isinstance(t, Trigger)
+        with GitHubClient(config) as client:
+            ctx = FollowUpContext(client=client, config=config, work=tmp_path / "job", git_env=dict,
+                                  submit=lambda _t: False, stop=threading.Event())
+            end = follow_up(t, ctx)
+        assert end.outcome.startswith("answered before") and not (tmp_path / "job").exists()
+        assert len(fake.thread("acme/app", ask["id"])) == 2 and fake.repos["acme/app"].resolved == {ask["id"]}
+        assert fake.errors == []
+    finally:
+        fake.close()
