@@ -7,11 +7,15 @@ rest in further updates of it (each update adds its annotations to the ones alre
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 from agent.errors import Status
+from agent.prbot.github.client import GitHubClient, GitHubError
 from agent.prbot.pr.models import Finding, PrResult
 from tools.textsafe import md_code, md_inline
+
+logger = logging.getLogger(__name__)
 
 CHECK_NAME = "Ferry migration"
 ANNOTATIONS_PER_REQUEST = 50
@@ -63,3 +67,24 @@ def check_requests(result: PrResult, base: str, head_sha: str) -> tuple[dict[str
               "output": {**output, **({"annotations": batches[0]} if batches else {})}}
     updates = [{"output": {**output, "annotations": batch}} for batch in batches[1:]]
     return create, updates
+
+
+def quiet(text: str) -> str:
+    """Run- or git-derived text that pings no one and links nowhere on GitHub: a zero-width space after each
+    ``@`` (no mention, no team notification) and inside ``://`` and ``www.`` (no autolink)."""
+    return text.replace("@", "@\u200b").replace("://", ":\u200b//").replace("www.", "www\u200b.")
+
+
+def leave_check(client: GitHubClient, owner: str, repo: str, result: PrResult, base: str, head_sha: str) -> str:
+    """The verdict as a check run on ``head_sha`` (annotations past 50 in further updates); returns what
+    the answer on GitHub says of it. A check run GitHub refuses (a token, not an App) fails nothing."""
+    create, updates = check_requests(result, base, head_sha)
+    try:
+        run = client.create_check_run(owner, repo, create)
+        for update in updates:
+            client.update_check_run(owner, repo, run.id, update)
+    except GitHubError as exc:
+        logger.warning("no check run on %s/%s@%s: %s", owner, repo, head_sha[:12], exc)
+        return f"\n\nNo check run: GitHub answered {quiet(md_inline(str(exc.args[0])[:300]))}."
+    where = f": {run.html_url}" if run.html_url else ""
+    return f"\n\nThe verdict and the findings at their lines are in the check run {md_code(CHECK_NAME)}{where}."

@@ -22,11 +22,12 @@ from pathlib import Path
 
 from agent.ids import id_problem, inside
 from agent.migration.facade import NodeUpdate, ProgressFn, RunScheduler, cancel
-from agent.prbot.checks import CHECK_NAME, check_requests
+from agent.prbot.checks import leave_check, quiet
 from agent.prbot.github.client import GitHubClient, GitHubError
 from agent.prbot.github.config import GitHubConfig
 from agent.prbot.github.models import WRITE, PullRequest
 from agent.prbot.github.webhook import Trigger, ferry_branch
+from agent.prbot.pr.ferry_part import marked, merged
 from agent.prbot.pr.gitops import SAFE, GitError, PushFailed
 from agent.prbot.pr.models import GitIdentity, PrRefused, PrRequest, PrResult
 from agent.prbot.store import GitHubStore, JobRow, JobState
@@ -280,10 +281,11 @@ class GitHubJobs:
             raise JobCancelled(f"Ferry: this migration was cancelled on the server after its branch "
                                f"{md_code(result.branch)} was pushed; no pull request was opened or "
                                "changed.")
-        body = pr_text(result.body)
+        body = marked(pr_text(result.body))  # Ferry's part: a person's text around it is kept by updates
         existing = self.client.find_pull(t.owner, t.repo, result.branch, base)
         if existing is not None:
-            pr = self.client.update_pull(t.owner, t.repo, existing.number, title=result.title, body=body)
+            pr = self.client.update_pull(t.owner, t.repo, existing.number, title=result.title,
+                                         body=merged(existing.body, body))
             verb = "updated"
             if existing.draft and not draft:
                 verb += self._mark_ready(t, existing)
@@ -315,18 +317,8 @@ class GitHubJobs:
             logger.warning("could not request a review of %s#%d from %s: %s", t.full_name, number, t.sender, exc)
 
     def _check(self, t: Trigger, result: PrResult, base: str, head_sha: str) -> str:
-        """The verdict as a check run on ``head_sha`` (annotations past 50 in further updates); returns what
-        the closing comment says of it. A check run GitHub refuses (a token, not an App) fails no job."""
-        create, updates = check_requests(result, base, head_sha)
-        try:
-            run = self.client.create_check_run(t.owner, t.repo, create)
-            for update in updates:
-                self.client.update_check_run(t.owner, t.repo, run.id, update)
-        except GitHubError as exc:
-            logger.warning("no check run on %s@%s: %s", t.full_name, head_sha[:12], exc)
-            return f"\n\nNo check run: GitHub answered {quiet(md_inline(str(exc.args[0])[:300]))}."
-        where = f": {run.html_url}" if run.html_url else ""
-        return f"\n\nThe verdict and the findings at their lines are in the check run {md_code(CHECK_NAME)}{where}."
+        """The verdict as a check run on ``head_sha`` (``agent.prbot.checks.leave_check``)."""
+        return leave_check(self.client, t.owner, t.repo, result, base, head_sha)
 
     def _upload_sarif(self, t: Trigger, clone: Path, result: PrResult) -> None:
         """The scan of the pushed head as SARIF to code scanning, where the repository takes it: a refusal
@@ -348,12 +340,6 @@ class GitHubJobs:
 
         # progress raises JobCancelled between steps: nothing pushed
         return make_pr(req, progress=progress, runs=runs, stop=stop)
-
-
-def quiet(text: str) -> str:
-    """Run- or git-derived text that pings no one and links nowhere on GitHub: a zero-width space after each
-    ``@`` (no mention, no team notification) and inside ``://`` and ``www.`` (no autolink)."""
-    return text.replace("@", "@\u200b").replace("://", ":\u200b//").replace("www.", "www\u200b.")
 
 
 def failed_comment(full_name: str, detail: str) -> str:

@@ -394,6 +394,8 @@ class FakeGitHub:
                                             review_id=None)
             return 201, made
         m = re.fullmatch(r"/issues/(\d+)/comments", tail)
+        if m and rec.method == "GET":
+            return 200, self._page(rec, repo.comments.get(int(m.group(1)), []))
         if m and rec.method == "POST":
             b = rec.body
             if not isinstance(b, dict) or not isinstance(b.get("body"), str) or not b["body"]:

@@ -83,6 +83,7 @@ def test_a_review_comment_reverts_that_site_only_on_top_of_a_persons_commit_and_
     assert reply["body"].startswith(f"Reverted FRY013 at `prog.py line {site}` only")
     assert "`python prog.py` on tpx: passed (exit 0)" in reply["body"], reply["body"]
     resolved = fake_github.repos["acme/app"].resolved
+    _wait(lambda: ann["id"] in resolved, "the thread resolved (after the reply)")
     assert ann["id"] in resolved and eve["id"] not in resolved
 
     # a new commit on the person's: the site alone is back to CUDA's call, everything else as it was
@@ -94,6 +95,11 @@ def test_a_review_comment_reverts_that_site_only_on_top_of_a_persons_commit_and_
     assert _git(bare, "log", "-1", "--format=%an <%ae>", head) == "Ferry Bot <bot@example.com>"
     assert f"Ferry-Review-Comment: {ann['id']}" in _git(bare, "log", "-1", "--format=%B", head)
     assert f"`{head[:12]}`" in reply["body"]
+    # the new head has its own check run, as the migration's head has: the runs passed, the site a notice
+    revert_check = next(c for c in fake_github.checks("acme/app") if c["head_sha"] == head)
+    assert revert_check["conclusion"] == "success" and "check run `Ferry migration`" in reply["body"]
+    assert ("prog.py", site, "notice") in [(a["path"], a["start_line"], a["annotation_level"])
+                                           for a in revert_check["annotations"]]
 
     # GitHub redelivers it, someone replays it under a new id, the review that holds it arrives: nothing more
     again = _deliver(server, "pull_request_review_comment", event, delivery="rc-ann")
@@ -117,11 +123,14 @@ def test_a_review_comment_reverts_that_site_only_on_top_of_a_persons_commit_and_
     _git(work, "-c", "user.name=Ann", "-c", "user.email=ann@example.com", "commit", "-qam", "more")
     _git(work, "push", "-q", "origin", BRANCH)
     second = _git(bare, "rev-parse", f"refs/heads/{BRANCH}")
-    retry = fake_github.add_review_comment("acme/app", 1, "ann", "/ferry try again", path="prog.py", line=other,
-                                           commit_id=second)
+    pull = fake_github.repos["acme/app"].pulls[1]
+    pull["body"] = "Ann: merge after the release.\n\n" + pull["body"] + "\nAnn again, below.\n"  # a person's words
+    retry = fake_github.add_review_comment("acme/app", 1, "ann", '/ferry migrate --run "python prog.py 2"',
+                                           path="prog.py", line=other, commit_id=second)
     assert _deliver(server, "pull_request_review_comment",
                     _review_event(fake_github, "acme/app", 1, retry, "ann")).json()["accepted"]
     _wait(lambda: len(fake_github.thread("acme/app", retry["id"])) == 2, "the retry's reply")
+    _wait(lambda: retry["id"] in fake_github.repos["acme/app"].resolved, "the retry's thread resolved")
     said = fake_github.thread("acme/app", retry["id"])[1]["body"]
     assert said.startswith(f"Ran the migration again on `{BRANCH}` from `{second[:12]}`"), said
     assert "FRY013 left out, as a review of this branch reverted it" in said
@@ -131,4 +140,13 @@ def test_a_review_comment_reverts_that_site_only_on_top_of_a_persons_commit_and_
     assert "torch.zeros(2).cuda()" not in text and text.splitlines()[site - 1] == "        torch.cuda.synchronize()"
     assert f"`{_git(bare, 'rev-parse', '--short=12', final)}`" in said
     assert "**migrated**" in said and retry["id"] in fake_github.repos["acme/app"].resolved
+    # the head a person now sees has its check run, and the pull request's text describes it: the attempt's
+    # commands, verdict and commits in Ferry's part, the person's words around it kept
+    assert any(c["head_sha"] == final and c["conclusion"] == "success" for c in fake_github.checks("acme/app"))
+    body = pull["body"]
+    assert body.startswith("Ann: merge after the release.\n\n<!-- ferry:begin") and body.endswith(
+        "<!-- ferry:end -->\n\nAnn again, below.\n"), body
+    assert "--run 'python prog.py 2'" in body and "--run 'python prog.py'" not in body
+    assert "## Latest attempt (asked in a review)" in body and f"it ran from `{second[:12]}`" in body
+    assert f"`{final[:10]}`" in body and "**Status:** migrated" in body and "the latest attempt" in body
     assert fake_github.errors == []

@@ -179,6 +179,9 @@ def test_a_comment_opens_a_pull_request_and_redeliveries_reruns_and_races_are_ha
     _git(seed, "add", ".")
     _git(seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "more")
     _git(seed, "push", "-q", str(bare), "main")
+    opened = fake_github.repos["acme/app"].pulls[1]
+    assert opened["body"].startswith("<!-- ferry:begin") and opened["body"].endswith("<!-- ferry:end -->\n")
+    opened["body"] = "Ann: wait for the release.\n" + opened["body"]  # a person's words above Ferry's part
     answers: list[httpx.Response] = []
     threads = [threading.Thread(target=lambda n=n: answers.append(
         _deliver(server, "issue_comment", _comment("acme/app", n, "ann", "/ferry migrate")))) for n in (8, 9)]
@@ -201,6 +204,8 @@ def test_a_comment_opens_a_pull_request_and_redeliveries_reruns_and_races_are_ha
     ends = [r.at for r in fake_github.requests if r.method == "POST" and r.path.endswith("/comments")
             and "pull request updated" in r.body["body"]]
     assert starts[-1] > ends[0]  # the second started only after the first had finished
+    updated = fake_github.repos["acme/app"].pulls[1]["body"]  # Ferry's part rewritten, the person's words kept
+    assert updated.startswith("Ann: wait for the release.\n<!-- ferry:begin") and updated.count("ferry:begin") == 1
     assert fake_github.errors == []
 
     # the jobs as the service shows them to a holder of its token: newest first, each with its ending

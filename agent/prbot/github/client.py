@@ -268,6 +268,19 @@ class GitHubClient:
         return self._api("POST", owner, repo, f"/issues/{number}/comments", IssueComment,  # type: ignore[no-any-return]
                          json={"body": body})
 
+    def issue_comments(self, owner: str, repo: str, number: int) -> list[IssueComment]:
+        """The conversation's comments of an issue or pull request, oldest first (1000 at most)."""
+        tail = f"/issues/{number}/comments"
+        out: list[IssueComment] = []
+        for page in range(1, 11):
+            data = self._api("GET", owner, repo, tail, params={"per_page": "100", "page": str(page)})
+            if not isinstance(data, list):
+                raise GitHubError("the comment list is not a list", method="GET", path=tail)
+            out += [self._model(IssueComment, c, "GET", tail) for c in data]
+            if len(data) < 100:
+                break
+        return out
+
     def request_reviewers(self, owner: str, repo: str, number: int, reviewers: list[str]) -> None:
         self._api("POST", owner, repo, f"/pulls/{number}/requested_reviewers", json={"reviewers": reviewers})
 

@@ -56,6 +56,7 @@ class ReviewAsk(BaseModel):
     side: str = "RIGHT"
     commit_id: str | None = None
     body: str = ""
+    review_state: str | None = Field(default=None, description="a submitted review's state (changes_requested...)")
 
 
 class Trigger(BaseModel):
@@ -270,7 +271,7 @@ def _review(ev: ReviewEvent, delivery: str, config: GitHubConfig, now: float | N
         return too_old
     owner, repo = ev.repository.owner_name
     ask = ReviewAsk(branch=ev.pull_request.head.ref, base=ev.pull_request.base.ref, review_id=ev.review.id,
-                    body=ev.review.body or "")
+                    body=ev.review.body or "", review_state=ev.review.state)
     return Trigger(delivery=delivery, event="pull_request_review", owner=owner, repo=repo,
                    number=ev.pull_request.number, is_pull=True, base=ask.branch, sender=ev.sender.login,
                    installation=ev.installation.id if ev.installation else None, run_command=config.run_command,

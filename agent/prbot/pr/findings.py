@@ -35,24 +35,32 @@ def findings_of(state: StateView, directory: str = "", head_scan: ScanReport | N
     """The review findings, then the profile findings with a line. ``head_scan``: the scan of the
     migrated head, whose review and unsupported findings are at the head's lines (the plan's review
     items are at the base's: used when no head was made)."""
-    out: list[Finding] = []
-    review: list[tuple[str, str, int, str, str]]
     if head_scan is not None:
-        review = [(f.rule_id, f.file, f.line, f.category, f.message) for f in head_scan.findings
-                  if f.category in ("review", "unsupported") and f.cell is None]
+        out = scan_findings(head_scan, directory)
     else:
         plan = state.plan
-        review = [(i.rule, i.file, i.line, i.category, i.message)
-                  for i in (plan.ordered_review(state.scan) if plan else [])]
-    for rule, file, line, category, message in review:
-        path = repo_path(file, directory)
-        if path is not None and line >= 1:
-            out.append(Finding(path=path, line=line, level="warning", title=f"{rule} ({category})",
-                               message=public_text(message, directory)))
+        out = _warnings([(i.rule, i.file, i.line, i.category, i.message)
+                         for i in (plan.ordered_review(state.scan) if plan else [])], directory)
     profile = state.profile
     for f in (profile.findings if profile is not None else []):
         path = repo_path(f.file, directory) if f.file else None
         if path is not None and f.line:
             out.append(Finding(path=path, line=f.line, level="notice", title=f"profile: {f.title}",
                                message=public_text(f.suggestion, directory)))
+    return out
+
+
+def scan_findings(head_scan: ScanReport, directory: str = "") -> list[Finding]:
+    """A head's scan as warnings at its lines: its review and unsupported findings (what no rule fixes)."""
+    return _warnings([(f.rule_id, f.file, f.line, f.category, f.message) for f in head_scan.findings
+                      if f.category in ("review", "unsupported") and f.cell is None], directory)
+
+
+def _warnings(review: list[tuple[str, str, int, str, str]], directory: str) -> list[Finding]:
+    out: list[Finding] = []
+    for rule, file, line, category, message in review:
+        path = repo_path(file, directory)
+        if path is not None and line >= 1:
+            out.append(Finding(path=path, line=line, level="warning", title=f"{rule} ({category})",
+                               message=public_text(message, directory)))
     return out

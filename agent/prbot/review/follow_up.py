@@ -28,18 +28,22 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from agent.chat import intents
+from agent.prbot.checks import leave_check
 from agent.prbot.github.client import GitHubClient, GitHubError
 from agent.prbot.github.config import GitHubConfig
 from agent.prbot.github.models import WRITE, ReviewComment
 from agent.prbot.github.webhook import COMMAND, CommandError, Trigger, parse_command, review_key
 from agent.prbot.pr import gitops
-from agent.prbot.pr.models import GitIdentity, PrRefused, PrRequest
+from agent.prbot.pr.ferry_part import with_attempt
+from agent.prbot.pr.models import GitIdentity, PrRefused, PrRequest, PrResult
 from agent.prbot.review.answer import facts_of, instruction, understand
+from agent.prbot.review.check import revert_result
 from agent.prbot.review.site import FerrySite, ferry_site, undo_at
 from tools.textsafe import md_code, md_inline
 
 logger = logging.getLogger(__name__)
 TRAILER = "Ferry-Review-Comment"
+MARK = "ferry-review-reply:"
 RUN_TIMEOUT_S = 900.0
 
 
@@ -80,6 +84,24 @@ def follow_up(t: Trigger, ctx: FollowUpContext) -> FollowUpEnd:
         logger.info("review comment %s on %s#%d by %s (%s access): ignored", ask.comment_id, t.full_name, t.number,
                     t.sender, permission)
         return FollowUpEnd(state="done", outcome=f"ignored: @{t.sender} has {permission} access")
+    before = _replied_before(t, ctx)
+    if before is not None:  # a job repeated after a restart: the thread has its answer already
+        if before:
+            _resolve(t, ctx)
+        return FollowUpEnd(state="done", outcome="answered before: the thread holds Ferry's reply to this comment "
+                                                  "(a job repeated after a restart); no second reply")
+    said, resolve, failed = _act_safely(t, ctx)
+    if failed is not None:
+        _reply(t, ctx, said or "", False)
+        return FollowUpEnd(state="failed", outcome=failed)
+    if said is None:
+        return FollowUpEnd(state="done", outcome="ignored: not a /ferry command and not a line Ferry wrote")
+    _reply(t, ctx, said, resolve)
+    return FollowUpEnd(state="done", outcome=said)
+
+
+def _act_safely(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, bool, str | None]:
+    """``_act``'s (answer, resolve), its failures as answers; the third: an internal failure's outcome."""
     try:
         said, resolve = _act(t, ctx)
     except gitops.GitError as exc:
@@ -88,15 +110,13 @@ def follow_up(t: Trigger, ctx: FollowUpContext) -> FollowUpEnd:
         said, resolve = f"Ferry could not do this: GitHub answered {md_inline(str(exc), keep_code=True)}", False
     except PrRefused as exc:
         said, resolve = f"Ferry could not do this: {md_inline(str(exc), keep_code=True)}", False
-    except Exception as exc:  # a bug: still told in the thread, never dropped
-        logger.exception("review follow-up %s of %s#%d failed", ask.comment_id, t.full_name, t.number)
-        _reply(t, ctx, f"Ferry failed with an internal error ({type(exc).__name__}); the server's log has the "
-                       "details. Nothing more was changed.", False)
-        return FollowUpEnd(state="failed", outcome=f"internal: {type(exc).__name__}: {exc}")
-    if said is None:
-        return FollowUpEnd(state="done", outcome="ignored: not a /ferry command and not a line Ferry wrote")
-    _reply(t, ctx, said, resolve)
-    return FollowUpEnd(state="done", outcome=said)
+    except Exception as exc:  # a bug: still told, never dropped
+        ask = t.review
+        logger.exception("review follow-up %s of %s#%d failed", ask.comment_id if ask else None, t.full_name,
+                         t.number)
+        return (f"Ferry failed with an internal error ({type(exc).__name__}); the server's log has the details. "
+                "Nothing more was changed."), False, f"internal: {type(exc).__name__}: {exc}"
+    return said, resolve, None
 
 
 def _expand(t: Trigger, ctx: FollowUpContext) -> FollowUpEnd:
@@ -115,19 +135,94 @@ def _expand(t: Trigger, ctx: FollowUpContext) -> FollowUpEnd:
         child = t.model_copy(update={"delivery": f"{t.delivery}-c{c.id}", "event": "pull_request_review_comment",
                                      "review": one, "payload_key": review_key(t.full_name, "comment", c.id)})
         queued += ctx.submit(child)
-    return FollowUpEnd(state="done", outcome=f"review {ask.review_id}: {queued} of its {len(comments)} comment(s) "
-                                             "queued (the others were queued by their own delivery)")
+    outcome = (f"review {ask.review_id}: {queued} of its {len(comments)} comment(s) queued (the others were "
+               "queued by their own delivery)")
+    own, failed = _review_text(t, ctx)
+    return FollowUpEnd(state="failed" if failed else "done", outcome=outcome + (f"; its text: {own}" if own else ""))
+
+
+def _review_text(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, bool]:
+    """A submitted review's own text (its summary box), read when it is a ``/ferry`` command or the text of
+    a change request, and answered on the pull request's conversation (it has no thread). Returns (what
+    the job's outcome says of it, None when it is not for Ferry; whether it failed inside Ferry)."""
+    ask = t.review
+    assert ask is not None
+    text, command = instruction(ask.body)
+    if not command and (not text or ask.review_state != "changes_requested"):
+        return None, False
+    permission = ctx.client.permission(t.owner, t.repo, t.sender)
+    if permission not in WRITE:
+        return f"ignored: @{t.sender} has {permission} access", False
+    key = f"review-{ask.review_id}"
+    try:
+        before = marked_before([(c.user.login, c.body) for c in ctx.client.issue_comments(t.owner, t.repo, t.number)],
+                               key, ctx.config.bot_login)
+    except GitHubError as exc:
+        logger.warning("could not read the conversation of %s#%d: %s", t.full_name, t.number, exc)
+        before = None
+    if before is not None:
+        return "answered before (a job repeated after a restart); no second answer", False
+    said, _, failed = _act_safely(t, ctx)
+    if said is None:
+        return "not read as a request (left to the people on the pull request)", False
+    try:
+        ctx.client.comment(t.owner, t.repo, t.number, f"{said}\n\n{reply_mark(key, False)}")
+    except GitHubError as exc:
+        logger.error("could not answer review %s of %s#%d: %s", ask.review_id, t.full_name, t.number, exc)
+    return failed or said, failed is not None
+
+
+def reply_mark(key: str, resolve: bool) -> str:
+    """The HTML comment (invisible on GitHub) that ends each of Ferry's answers: which comment or review it
+    answers (``comment-<id>``, ``review-<id>``) and whether its thread was to be resolved."""
+    return f"<!-- {MARK} {key}{' resolve' if resolve else ''} -->"
+
+
+def marked_before(bodies: list[tuple[str, str]], key: str, bot: str | None) -> bool | None:
+    """Whether one of ``bodies`` ((author, text) pairs) is Ferry's answer to ``key``: None when none is, else
+    whether it asked for its thread to be resolved. With the bot's login known, only its comments count."""
+    for login, body in bodies:
+        if bot and login != bot:
+            continue
+        for mark in (reply_mark(key, True), reply_mark(key, False)):
+            if body.rstrip().endswith(mark):
+                return mark == reply_mark(key, True)
+    return None
+
+
+def _replied_before(t: Trigger, ctx: FollowUpContext) -> bool | None:
+    ask = t.review
+    assert ask is not None
+    try:
+        thread = [(c.user.login, c.body) for c in ctx.client.review_comments(t.owner, t.repo, t.number)
+                  if c.thread_id == ask.thread_id and c.id != ask.comment_id]
+    except GitHubError as exc:  # not known: the job goes on (its commit's trailer still prevents a second one)
+        logger.warning("could not read the review thread %s of %s#%d: %s", ask.thread_id, t.full_name, t.number, exc)
+        return None
+    return marked_before(thread, f"comment-{ask.comment_id}", ctx.config.bot_login)
 
 
 def _reply(t: Trigger, ctx: FollowUpContext, body: str, resolve: bool) -> None:
     ask = t.review
     assert ask is not None and ask.thread_id is not None
     try:
-        ctx.client.reply_in_thread(t.owner, t.repo, t.number, ask.thread_id, body)
-        if resolve and not ctx.client.resolve_thread(t.owner, t.repo, t.number, ask.thread_id):
-            logger.warning("no review thread of %s#%d starts with comment %d", t.full_name, t.number, ask.thread_id)
+        ctx.client.reply_in_thread(t.owner, t.repo, t.number, ask.thread_id,
+                                   f"{body}\n\n{reply_mark(f'comment-{ask.comment_id}', resolve)}")
     except GitHubError as exc:
         logger.error("could not answer review thread %s of %s#%d: %s", ask.thread_id, t.full_name, t.number, exc)
+        return
+    if resolve:
+        _resolve(t, ctx)
+
+
+def _resolve(t: Trigger, ctx: FollowUpContext) -> None:
+    ask = t.review
+    assert ask is not None and ask.thread_id is not None
+    try:
+        if not ctx.client.resolve_thread(t.owner, t.repo, t.number, ask.thread_id):
+            logger.warning("no review thread of %s#%d starts with comment %d", t.full_name, t.number, ask.thread_id)
+    except GitHubError as exc:
+        logger.error("could not resolve review thread %s of %s#%d: %s", ask.thread_id, t.full_name, t.number, exc)
 
 
 def _git_run(args: list[str], env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -155,7 +250,8 @@ def _act(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, bool]:
         raise gitops.GitError(f"cloning {t.full_name} failed: {proc.stderr.strip()[-500:]}",
                               public=f"cloning {ask.branch} failed")
     author = GitIdentity.parse(ctx.config.author) if ctx.config.author else GitIdentity()
-    done = gitops.git(clone, "log", "--format=%H", "-E", f"--grep=^{TRAILER}: {ask.comment_id}$", "HEAD")
+    done = gitops.git(clone, "log", "--format=%H", "-E", f"--grep=^{TRAILER}: {ask.comment_id}$",
+                      "HEAD") if ask.comment_id is not None else ""
     if done:  # a job repeated after a restart: its commit is on the branch already
         sha = done.splitlines()[0]
         return f"Done in {md_code(sha[:12])} (this comment's commit is on {md_code(ask.branch)}).", True
@@ -163,7 +259,7 @@ def _act(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, bool]:
     # (a commit force-pushed away: its lines cannot be told)
     if ask.path and ask.line and ask.side == "RIGHT" and ask.commit_id and _has(clone, ask.commit_id):
         site = ferry_site(clone, ask.commit_id, ask.path, ask.line, author.email)
-    if site is None and not command:
+    if site is None and not command and ask.comment_id is not None:  # (a review's own text is read as asked)
         return None, False
     run, test = _commands(t, ctx)
     if command and (text == "migrate" or text.startswith(("migrate ", "migrate\n"))):
@@ -175,7 +271,7 @@ def _act(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, bool]:
             intents.SetOptions(run=asked.run, test=asked.test) if asked and (asked.run or asked.test)
             else intents.Retry())
         return _again(t, ctx, clone, again, run, test, author, env)
-    thread = _thread(t, ctx) if command or site is not None else []
+    thread = _thread(t, ctx) if ask.comment_id is not None and (command or site is not None) else []
     reply = understand(text, facts_of(site, run or "", test), thread, site)
     if not command and reply.intent == "unknown":  # a remark, not a request: the people in the thread answer it
         return None, False
@@ -228,6 +324,10 @@ def _revert(t: Trigger, ctx: FollowUpContext, clone: Path, site: FerrySite | Non
             env: dict[str, str]) -> tuple[str, bool]:
     ask = t.review
     assert ask is not None
+    if site is None and ask.comment_id is None:  # a review's own text names no line
+        return (f"A rule is reverted at a line: comment {md_code('/ferry revert ' + ' '.join(rules))} on the line "
+                "Ferry changed, and Ferry undoes its change there only (the rule's other sites stay migrated). "
+                "Nothing was changed.", False)
     if site is None:
         return ("This line is not one Ferry changed (`git blame` names another author), so there is no change of "
                 f"{', '.join(rules)} to undo here. Nothing was changed.", False)
@@ -255,10 +355,19 @@ def _revert(t: Trigger, ctx: FollowUpContext, clone: Path, site: FerrySite | Non
     ran = "\n".join(f"- {md_code(v.command)} on tpx: {'passed' if v.ok else 'failed'} ({md_inline(v.detail)})"
                     for v in checks) or "- nothing: no run command is known for this pull request"
     ok = bool(checks) and all(v.ok for v in checks)
+    words = "; ".join(f"{v.command} on tpx: {'passed' if v.ok else 'failed'}" for v in checks) or "nothing ran"
+    try:
+        verdict = revert_result(clone, before=f"{sha}^", head=sha, branch=ask.branch, base=ask.base, rules=named,
+                                path=site.path, ok=ok, runs=words)
+    except Exception:  # the scan of the new head failed: the pushed commit and its reply stand
+        logger.exception("no check run for %s of %s", sha[:12], t.full_name)
+        check = ""
+    else:
+        check = leave_check(ctx.client, t.owner, t.repo, verdict, ask.base, sha)
     return (f"Reverted {what} at {md_code(where)} only, in {md_code(sha[:12])} on {md_code(ask.branch)} "
             f"(the other commits on the branch are kept; the rule's other sites stay migrated).\n\n"
             f"Verified on the new head:\n{ran}" + ("" if ok else "\n\nThe thread stays open: the change did not "
-                                                   "pass its runs."), ok)
+                                                   "pass its runs.") + check, ok)
 
 
 def _again(t: Trigger, ctx: FollowUpContext, clone: Path, action: intents.SetOptions | intents.Retry,
@@ -301,8 +410,37 @@ def _again(t: Trigger, ctx: FollowUpContext, clone: Path, action: intents.SetOpt
         return (f"Ferry migrated it again but could not push: {md_code(ask.branch)} moved meanwhile (Ferry never "
                 "force-pushes over a commit); comment again to redo it on the new head.", False)
     made = ", ".join(md_code(c.sha[:12]) for c in result.commits)
+    check = leave_check(ctx.client, t.owner, t.repo, result, ask.base, result.head)
+    described = _describe(t, ctx, head, run, test, kept, result)
     return (f"Ran the migration again on {md_code(ask.branch)} from {md_code(head[:12])} ({ran}): {verdict}\n\n"
-            f"New commit(s) on top of it: {made} (the commits before are kept).", result.status == "migrated")
+            f"New commit(s) on top of it: {made} (the commits before are kept).{described}{check}",
+            result.status == "migrated")
+
+
+def _describe(t: Trigger, ctx: FollowUpContext, head: str, run: str, test: str | None, kept: list[str],
+              result: PrResult) -> str:
+    """The pull request's body brought to the new attempt (``ferry_part.with_attempt``): its status, its
+    ``ferry pr`` line's commands and the attempt's section; a person's text outside Ferry's part is kept.
+    Returns what the reply says of it."""
+    summary = md_inline(result.summary or "", keep_code=True)
+    left = (f" {', '.join(kept)} left out: a review of this branch reverted "
+            f"{'it' if len(kept) == 1 else 'them'}." if kept else "")
+    section = "\n".join([
+        "## Latest attempt (asked in a review)", "",
+        f"{t.sender} asked in a review for the migration to run again; it ran from {md_code(head[:12])} (the "
+        f"branch's head then) with run {md_code(run)}" + (f" and tests {md_code(test)}" if test else "")
+        + f" and ended **{md_inline(result.status)}**: {summary}.{left}", "",
+        *(f"- `{c.sha[:10]}` {md_inline(c.subject)}" for c in result.commits)])
+    try:
+        pull = ctx.client.pull(t.owner, t.repo, t.number)
+        body = with_attempt(pull.body or "", section, f"**Status:** {result.status} — {summary} (the latest "
+                                                       "attempt, asked in a review)", run, test)
+        if body != (pull.body or ""):
+            ctx.client.update_pull(t.owner, t.repo, t.number, title=pull.title, body=body)
+    except GitHubError as exc:
+        logger.warning("could not update the body of %s#%d: %s", t.full_name, t.number, exc)
+        return "\n\nThe pull request's description still names the attempt before: GitHub refused its update."
+    return "\n\nThe pull request's description now gives this attempt's commands and verdict."
 
 
 def reverted_rules(clone: Path) -> list[str]:

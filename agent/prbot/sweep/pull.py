@@ -15,6 +15,7 @@ from agent.prbot.checks import check_requests
 from agent.prbot.github.client import GitHubClient, GitHubError
 from agent.prbot.github.config import GitHubConfig
 from agent.prbot.jobs import pr_text
+from agent.prbot.pr.ferry_part import marked, merged
 from agent.prbot.pr.models import GitIdentity, PrRequest
 from agent.prbot.sweep.models import RepoResult
 
@@ -52,10 +53,11 @@ def migration_pr(client: GitHubClient, config: GitHubConfig, call: Call, *, owne
         return RepoResult(repo=full_name, outcome="no_changes", sha=result.base_sha,
                           reason=f"migrated with no changes ({summary}); no pull request")
     draft = result.status != "migrated"
-    body = pr_text(result.body)
+    body = marked(pr_text(result.body))
     existing = call(lambda: client.find_pull(owner, name, branch, base))
     if existing is not None:
-        pr = call(lambda: client.update_pull(owner, name, existing.number, title=result.title, body=body))
+        pr = call(lambda: client.update_pull(owner, name, existing.number, title=result.title,
+                                             body=merged(existing.body, body)))
         verb = "updated"
     else:
         pr = call(lambda: client.open_pull(owner, name, head=branch, base=base, title=result.title, body=body,
