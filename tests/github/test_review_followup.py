@@ -95,9 +95,11 @@ def test_a_review_comment_reverts_that_site_only_on_top_of_a_persons_commit_and_
     assert _git(bare, "log", "-1", "--format=%an <%ae>", head) == "Ferry Bot <bot@example.com>"
     assert f"Ferry-Review-Comment: {ann['id']}" in _git(bare, "log", "-1", "--format=%B", head)
     assert f"`{head[:12]}`" in reply["body"]
-    # the new head has its own check run, as the migration's head has: the runs passed, the site a notice
+    # the new head has its own check run, as the migration's head has: the runs passed, the site a notice;
+    # never success, since parity was not checked again for the revert (a verdict claims only what was shown)
     revert_check = next(c for c in fake_github.checks("acme/app") if c["head_sha"] == head)
-    assert revert_check["conclusion"] == "success" and "check run `Ferry migration`" in reply["body"]
+    assert revert_check["conclusion"] == "neutral" and "check run `Ferry migration`" in reply["body"]
+    assert "parity not checked again" in revert_check["output"]["title"] + revert_check["output"]["summary"]
     assert ("prog.py", site, "notice") in [(a["path"], a["start_line"], a["annotation_level"])
                                            for a in revert_check["annotations"]]
 

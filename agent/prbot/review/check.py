@@ -1,6 +1,8 @@
 """The verdict of a review's revert commit, as the check run a ``/ferry migrate`` job leaves
-(``agent.prbot.checks``): verified when its run and test commands passed on tpx, the reverted site
-as a notice at its line on the new head, and the head's scan findings (what no rule fixes) as warnings."""
+(``agent.prbot.checks``): never ``migrated``, since parity is not checked again for a revert (``migrated``
+means the work ran on the device, the tests passed and parity passed); ``partial`` with what its run and
+test commands did on tpx, the reverted site as a notice at its line on the new head, and the head's scan
+findings (what no rule fixes) as warnings."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ PARITY = "not checked again for this commit (a review's revert: its run and test
 
 def revert_result(clone: Path, *, before: str, head: str, branch: str, base: str, rules: list[str], path: str,
                   ok: bool, runs: str) -> PrResult:
-    """``head`` (the revert, on ``before``) of ``clone`` as a result to check: ``migrated`` when its runs
-    passed (``ok``), else ``partial``; ``runs``: what ran, in words."""
+    """``head`` (the revert, on ``before``) of ``clone`` as a result to check: ``partial`` whatever its runs
+    did, as parity was not shown for it; ``ok``: its runs passed (the summary says so); ``runs``: what ran,
+    in words."""
     from tools.scan.api import scan
     from tools.scan.models import ScanRequest
 
@@ -29,8 +32,10 @@ def revert_result(clone: Path, *, before: str, head: str, branch: str, base: str
                              "rule's other sites stay migrated.")] if lines else []
     subject = gitops.git(clone, "log", "-1", "--format=%s", head)
     return PrResult(
-        migration_id=f"review-{head[:12]}", status="migrated" if ok else "partial",
-        summary=f"{what} reverted at {path} as asked in review; {runs}", base=base, base_sha=before,
+        migration_id=f"review-{head[:12]}", status="partial",
+        summary=(f"{what} reverted at {path} as asked in review; {runs}; "
+                 + ("parity not checked again for this commit: run `/ferry try again` for a full verdict" if ok
+                    else "the runs did not pass")), base=base, base_sha=before,
         branch=branch, head=head, commits=[CommitInfo(sha=head, subject=subject, files=[path])], title=subject,
         body="", out_dir="", pr_text="", parity=PARITY,
         findings=notes + scan_findings(scan(ScanRequest(path=clone, jobs=1))))
