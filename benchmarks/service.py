@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/service.py --quick          # 4 sessions, 40 readers (smoke run)
     .venv/bin/python benchmarks/service.py --sessions 16 --readers 200 --workers 2
     .venv/bin/python benchmarks/service.py --hosts          # sessions/min, 1 and 2 servers on one Postgres
+    .venv/bin/python benchmarks/service.py --hosts --ray local   # the same, migrations as tasks of one Ray cluster
 
 One real server on loopback (a subprocess in its own process group, killed at the end; offline policy,
 --workers = the cores unless told, --queue >= the sessions). The sample repos of the synthetic suite
@@ -340,7 +341,9 @@ def one_round(servers: int, url: str, args: argparse.Namespace, tmp: Path, tag: 
     sessions created over them in turn, all at once; sessions/min from the first create to the last end."""
     root, data = tmp / f"roots-{tag}", tmp / f"data-{tag}"
     root.mkdir()
-    flags = ("--database", url, "--lease", str(args.lease))
+    flags: tuple[str, ...] = ("--database", url, "--lease", str(args.lease))
+    if args.ray_address:  # every server hands its migrations to the one cluster
+        flags += ("--executor", "ray", "--ray-address", args.ray_address)
     up = [Server(data, root, args.workers, max(args.sessions, 1), flags, log_name=f"serve-{tag}-{n}.log")
           for n in range(servers)]
     stats = Stats()
@@ -388,10 +391,19 @@ def hosts_main(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-hosts-"))
     pg = None if args.database else throwaway_postgres()
     results: list[dict[str, Any]] = []
+    cluster = None
+    args.ray_address = args.ray
     try:
+        if args.ray == "local":  # one local cluster for both servers (each would start its own with 'local')
+            import ray
+
+            cluster = ray
+            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+            args.ray_address = ray.get_runtime_context().gcs_address
+        where = f"Ray tasks on {args.ray_address}" if args.ray_address else "the servers' worker threads"
         print(f"--hosts: {args.sessions} sessions per round, --workers {args.workers} per server, {args.rounds} "
-              f"round(s) of 1 then 2 servers; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores",
-              flush=True)
+              f"round(s) of 1 then 2 servers, migrations in {where}; load average {os.getloadavg()[0]:.2f} on "
+              f"{os.cpu_count()} cores", flush=True)
         for r in range(args.rounds):
             for servers in (1, 2):
                 tag = f"{servers}s-r{r}"
@@ -403,6 +415,8 @@ def hosts_main(args: argparse.Namespace) -> int:
                       f"{dict(res['statuses'])}; errors {len(res['errors'])}; load {os.getloadavg()[0]:.2f}",
                       flush=True)
     finally:
+        if cluster is not None:
+            cluster.shutdown()
         if pg is not None:
             pg.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -431,6 +445,9 @@ def main() -> int:
                                                      "empty) instead of a throwaway one")
     ap.add_argument("--rounds", type=int, default=1, help="--hosts: rounds of 1 then 2 servers")
     ap.add_argument("--lease", type=float, default=30.0, help="--hosts: the servers' --lease")
+    ap.add_argument("--ray", metavar="ADDRESS|local", default=None,
+                    help="--hosts: the servers run migrations as Ray tasks on this cluster ('local': one started "
+                         "here for both)")
     args = ap.parse_args()
     if args.hosts:
         if "--sessions" not in sys.argv:
