@@ -834,11 +834,13 @@ py::list from_cpu_list(const py::sequence& outs, const std::vector<bool>& on_tpx
 
 // For tpx_fast.cpp: the counters, configuration and errors the generic kernel uses.
 struct FastCount : OpCounter {};
+std::vector<FastCount*> g_fast_counters;  // guarded by g_counters_mu
 FastCount* fast_counter(const char* full) {
   auto* c = new FastCount();
   c->full = full;
   std::lock_guard<std::mutex> lock(g_counters_mu);
   g_counters.push_back(c);
+  g_fast_counters.push_back(c);
   return c;
 }
 bool fast_timed(FastCount* c) { return c->tick.fetch_add(1, std::memory_order_relaxed) % kTimeEvery == 0; }
@@ -896,6 +898,12 @@ void register_dispatch_bindings(py::module& m) {
     }
     return out;
   }, "(op, calls, ns, cpu_fallback_calls) of the ops the C++ kernels ran");
+  m.def("fast_op_calls", [] {
+    std::unordered_map<std::string, int64_t> out;
+    std::lock_guard<std::mutex> lock(g_counters_mu);
+    for (auto* c : g_fast_counters) out[c->full] += c->calls.load();
+    return out;
+  }, "calls the unboxed kernels (tpx_fast.cpp) ran themselves, by op (since the last reset)");
   m.def("sync_counters", [] {
     std::lock_guard<std::mutex> lock(g_sync_mu);
     return std::unordered_map<std::string, int64_t>(g_syncs);
