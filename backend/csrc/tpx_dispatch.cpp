@@ -754,7 +754,10 @@ int64_t install_kernels(const std::vector<std::string>& forced) {
     std::string overload = dot == std::string::npos ? "" : key.substr(dot + 1);
     auto op = d.findOp(c10::OperatorName("aten::" + base, overload));
     if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) return false;
-    return forced_set.count(key) > 0 || forced_set.count(base) > 0 || plain_fallback_op(*op);
+    // (also an op of tpx_fast.cpp's list with a CompositeExplicitAutograd kernel: the CPU key runs
+    // that kernel on the CPU aliases, where tpx would run its pieces one tpx op at a time)
+    return forced_set.count(key) > 0 || forced_set.count(base) > 0 || plain_fallback_op(*op) ||
+           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
   };
   auto slow = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse2,
                                                __FILE__, __LINE__);

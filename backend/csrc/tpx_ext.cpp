@@ -342,7 +342,8 @@ bool adopt(const at::Tensor& c, DeviceIndex index) {
   c10::StorageImpl* s = t->storage().unsafeGetStorageImpl();
   if (c10::raw::intrusive_ptr::use_count(s) != 1 ||
       c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s).weak_use_count() > 1 ||
-      c10::impl::cow::is_cow_data_ptr(s->data_ptr()) || s->data_ptr().get_deleter() == &release_tpx_ref ||
+      s->device().type() != c10::kCPU || c10::impl::cow::is_cow_data_ptr(s->data_ptr()) ||
+      s->data_ptr().get_deleter() == &release_tpx_ref ||
       s->pyobj_slot()->load_pyobj() != nullptr)
     return false;
   int64_t n = static_cast<int64_t>(s->nbytes());

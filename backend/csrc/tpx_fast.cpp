@@ -12,6 +12,13 @@
 // keeps every rule (the errors, the Python path, the rounding). Calls are counted under the op's
 // name, as the generic kernel counts them.
 #include <ATen/ATen.h>
+#include <ATen/ops/_foreach_add_ops.h>
+#include <ATen/ops/_foreach_addcdiv_ops.h>
+#include <ATen/ops/_foreach_addcmul_ops.h>
+#include <ATen/ops/_foreach_div_ops.h>
+#include <ATen/ops/_foreach_lerp_ops.h>
+#include <ATen/ops/_foreach_mul_ops.h>
+#include <ATen/ops/_foreach_sqrt_ops.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward_ops.h>
@@ -106,9 +113,8 @@ const c10::DispatchKeySet kSpecial({c10::DispatchKey::Conjugate, c10::DispatchKe
 struct Ctx {
   bool ok = true;
   int index = -2;  // the tpx tensors' device index (-2: none seen)
-  int n = 0;
-  const c10::TensorImpl* cpu[8];
-  const at::Tensor* dev[8];
+  // (alias, caller's tensor) pairs; the aliases live as long as the converted arguments
+  c10::SmallVector<std::pair<const c10::TensorImpl*, const at::Tensor*>, 8> made;
 
   static bool plain(const at::Tensor& t) {
     return t.layout() == c10::kStrided && !t.key_set().has_any(kSpecial);
@@ -118,15 +124,13 @@ struct Ctx {
     if (!t.defined()) return t;
     if (t.device().type() == kTpx) {
       int idx = t.device().index();
-      if (!plain(t) || (index != -2 && idx != index) || n == 8) {
+      if (!plain(t) || (index != -2 && idx != index)) {
         ok = false;
         return t;
       }
       index = idx;
       at::Tensor c = to_cpu(t);
-      cpu[n] = c.unsafeGetTensorImpl();
-      dev[n] = &t;
-      ++n;
+      made.emplace_back(c.unsafeGetTensorImpl(), &t);
       return c;
     }
     // a CPU scalar (a wrapped number) is fine next to tpx tensors; anything else is the generic
@@ -138,8 +142,8 @@ struct Ctx {
   // The caller's tpx tensor whose alias ``r`` is, if any.
   const at::Tensor* input_of(const at::Tensor& r) const {
     const c10::TensorImpl* impl = r.unsafeGetTensorImpl();
-    for (int i = 0; i < n; ++i)
-      if (cpu[i] == impl) return dev[i];
+    for (const auto& m : made)
+      if (m.first == impl) return m.second;
     return nullptr;
   }
 
@@ -220,6 +224,13 @@ struct Out<std::tuple<T...>> {
   }
 };
 template <>
+struct Out<std::vector<at::Tensor>> {
+  static std::vector<at::Tensor> go(std::vector<at::Tensor> r, const Ctx& c, const char* full) {
+    for (auto& t : r) t = c.out(std::exchange(t, at::Tensor()), full);
+    return r;
+  }
+};
+template <>
 struct Out<at::Tensor&> {
   static at::Tensor& go(at::Tensor& r, const Ctx& c, const char*) {
     const at::Tensor* d = c.input_of(r);
@@ -257,7 +268,10 @@ struct Fast<Op, Ret(Args...)> {
     if (!ctx.ok || ctx.index == -2) return slow(std::forward<Args>(args)...);
     // The dispatch table's CPU entry (a composite kernel for an op without a CPU one), as the
     // generic kernel calls it.
-    if constexpr (std::is_same_v<Ret, at::Tensor&>) {
+    if constexpr (std::is_void_v<Ret>) {  // the in-place foreach ops
+      std::apply([](auto&... x) { Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...); }, cv);
+      fast_done(cnt, timed, t0);
+    } else if constexpr (std::is_same_v<Ret, at::Tensor&>) {
       at::Tensor& r = std::apply(
           [](auto&... x) -> at::Tensor& {
             return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...);
@@ -301,7 +315,8 @@ std::vector<Entry> entries() {
       entry<o::sigmoid_backward>(), entry<o::_softmax>(), entry<o::_softmax_backward_data>(), entry<o::_log_softmax>(),
       entry<o::_log_softmax_backward_data>(), entry<o::nll_loss_forward>(), entry<o::nll_loss_backward>(),
       // element-wise and reductions
-      entry<o::add_Tensor>(), entry<o::sub_Tensor>(), entry<o::mul_Tensor>(), entry<o::div_Tensor>(), entry<o::neg>(),
+      entry<o::add_Tensor>(), entry<o::sub_Tensor>(), entry<o::mul_Tensor>(), entry<o::div_Tensor>(),
+      entry<o::add_Scalar>(), entry<o::sub_Scalar>(), entry<o::mul_Scalar>(), entry<o::div_Scalar>(), entry<o::neg>(),
       entry<o::exp>(), entry<o::sqrt>(), entry<o::rsqrt>(), entry<o::pow_Tensor_Scalar>(), entry<o::clamp>(),
       entry<o::bitwise_not>(), entry<o::eq_Scalar>(), entry<o::eq_Tensor>(), entry<o::where_self>(), entry<o::sum_dim_IntList>(),
       entry<o::mean_dim>(), entry<o::any_dim>(), entry<o::argmax>(),
@@ -309,9 +324,17 @@ std::vector<Entry> entries() {
       entry<o::cat>(), entry<o::index_select>(), entry<o::gather>(), entry<o::topk>(), entry<o::embedding_dense_backward>(),
       entry<o::scatter_add>(), entry<o::index_add>(),
       // in-place (the optimizers' updates, masks, accumulation)
-      entry<o::add__Tensor>(), entry<o::mul__Tensor>(), entry<o::div__Tensor>(), entry<o::sub__Tensor>(), entry<o::lerp__Scalar>(),
+      entry<o::add__Tensor>(), entry<o::mul__Tensor>(), entry<o::div__Tensor>(), entry<o::sub__Tensor>(),
+      entry<o::add__Scalar>(), entry<o::mul__Scalar>(), entry<o::div__Scalar>(), entry<o::sub__Scalar>(),
+      entry<o::sqrt_>(), entry<o::lerp__Scalar>(),
       entry<o::addcmul_>(), entry<o::addcdiv_>(), entry<o::zero_>(), entry<o::fill__Scalar>(), entry<o::index_add_>(),
       entry<o::scatter_add_>(), entry<o::masked_fill__Scalar>(),
+      // the optimizers' foreach updates: one tpx call, the per-tensor loop on the CPU aliases
+      entry<o::_foreach_add__Scalar>(), entry<o::_foreach_add__List>(), entry<o::_foreach_add__Tensor>(),
+      entry<o::_foreach_mul__Scalar>(), entry<o::_foreach_mul__List>(), entry<o::_foreach_div__ScalarList>(),
+      entry<o::_foreach_lerp__Scalar>(), entry<o::_foreach_addcmul__Scalar>(),
+      entry<o::_foreach_addcdiv__Scalar>(), entry<o::_foreach_addcdiv__ScalarList>(), entry<o::_foreach_sqrt>(),
+      entry<o::_foreach_sqrt_>(),
   };
 }
 

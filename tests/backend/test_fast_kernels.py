@@ -231,3 +231,36 @@ def test_results_are_adopted_in_place_counted_and_freed() -> None:
     assert torch.tpx.memory_allocated() == base + 512 * 4
     del y
     assert torch.tpx.memory_allocated() == base
+
+
+@pytest.mark.parametrize("opt_cls", [torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD])
+def test_foreach_optimizer_steps_run_as_one_call_each_and_match_the_cpu(opt_cls: type) -> None:
+    def train(dev: str) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3)).to(dev)
+        kw: dict[str, Any] = {"lr": 0.1, "momentum": 0.9} if opt_cls is torch.optim.SGD else {"lr": 0.01}
+        opt = opt_cls(model.parameters(), foreach=True, **kw)
+        x = _r(4, 5).to(dev)
+        for _ in range(3):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+        return [p.detach() for p in model.parameters()]
+
+    expected = train("cpu")
+    _ext.get().reset_op_counters()
+    got = train(DEV)
+    for a, b in zip(got, expected, strict=True):
+        _same(a, b)
+    foreach = {k: v for k, v in _fast_calls().items() if k.startswith("aten::_foreach_") and v}
+    assert foreach, _fast_calls()
+
+
+def test_composite_in_place_scalar_forms_run_unboxed() -> None:
+    cpu = _r(3, 4)
+    x = cpu.to(DEV)
+    _ext.get().reset_op_counters()
+    assert x.mul_(0.5) is x
+    cpu.mul_(0.5)
+    _same(x, cpu)
+    assert _fast_calls().get("aten::mul_") == 1
