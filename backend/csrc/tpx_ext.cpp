@@ -337,7 +337,8 @@ std::atomic<int64_t> g_adopted{0};  // results adopted so far (read by the tests
 bool adopt(const at::Tensor& c, DeviceIndex index) {
   c10::TensorImpl* t = c.unsafeGetTensorImpl();
   if (c.use_count() != 1 || t->key_set() != plain_cpu_keys() || t->autograd_meta() != nullptr ||
-      !t->allow_tensor_metadata_change() || typeid(*t) != typeid(c10::TensorImpl) || !t->has_storage())
+      !t->allow_tensor_metadata_change() || typeid(*t) != typeid(c10::TensorImpl) || !t->has_storage() ||
+      t->is_wrapped_number() || t->pyobj_slot()->load_pyobj() != nullptr)
     return false;
   c10::StorageImpl* s = t->storage().unsafeGetStorageImpl();
   if (c10::raw::intrusive_ptr::use_count(s) != 1 ||
