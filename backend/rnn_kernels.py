@@ -146,25 +146,32 @@ class _TpxResults(torch.autograd.Function):
         return (None, *(kernels._to_cpu(g) if g is not None else None for g in grads))
 
 
-_OTHER_KEYS: tuple = ()
+_OTHER_KEYS: list = []  # [the DispatchKeySet of the keys that rule the CPU's LSTM out], built once
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+def _other_keys():
+    if not _OTHER_KEYS:
+        k = torch._C.DispatchKey
+        keys = torch._C.DispatchKeySet(k.Python)
+        for n in ("Functionalize", "FuncTorchBatched", "FuncTorchGradWrapper", "Conjugate", "Negative"):
+            if hasattr(k, n):
+                keys = keys | torch._C.DispatchKeySet(getattr(k, n))
+        _OTHER_KEYS.append(keys)
+    return _OTHER_KEYS[0]
 
 
 def _plain_tpx(ts) -> int:
     """The device index when every tensor is a plain float32 tpx tensor on one device, else -2."""
-    global _OTHER_KEYS
-    if not _OTHER_KEYS:
-        k = torch._C.DispatchKey
-        _OTHER_KEYS = tuple(getattr(k, n) for n in ("Python", "Functionalize", "FuncTorchBatched",
-                                                     "FuncTorchGradWrapper", "Conjugate", "Negative")
-                            if hasattr(k, n))
+    other = _other_keys()
     index = -2
     for t in ts:
-        if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.device.type != "tpx" or t.dtype != torch.float32:
+        if type(t) not in _PLAIN_TYPES or t.dtype != torch.float32:
             return -2
-        keys = torch._C._dispatch_keys(t)
-        if any(keys.has(k) for k in _OTHER_KEYS):
+        d = t.device
+        if d.type != "tpx" or (torch._C._dispatch_keys(t) & other).raw_repr():
             return -2
-        i = t.device.index
+        i = d.index
         if index != -2 and i != index:
             return -2
         index = i

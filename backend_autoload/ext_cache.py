@@ -26,7 +26,7 @@ from . import ext_trust
 logger = logging.getLogger(__name__)
 
 _CSRC = Path(__file__).resolve().parent.parent / "backend" / "csrc"
-SOURCES = [_CSRC / "tpx_ext.cpp", _CSRC / "tpx_dispatch.cpp"]
+SOURCES = [_CSRC / "tpx_ext.cpp", _CSRC / "tpx_dispatch.cpp", _CSRC / "tpx_fast.cpp"]
 _LIBRARY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,100}\.so")  # what READY may name: a file in its dir
 _warned: set[str] = set()
 

@@ -29,6 +29,7 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,9 @@ bool float64_allowed();
 bool rng_host_stream();
 std::optional<at::Generator> rng_acquire(const at::Generator& g);
 void rng_advance(const at::Generator& g, uint64_t increment);
+// tpx_fast.cpp: unboxed kernels for the hot ops, in front of the generic one
+std::vector<std::string> install_fast_kernels(torch::Library& lib,
+                                              const std::function<bool(const std::string&)>& wanted);
 
 namespace {
 
@@ -741,6 +745,28 @@ int64_t install_kernels(const std::vector<std::string>& forced) {
   int64_t n = 0;
   auto& d = c10::Dispatcher::singleton();
   std::unordered_set<std::string> done;
+  // The hot ops first: unboxed kernels (tpx_fast.cpp) for those this function would give the
+  // generic kernel, which they hand what they do not run themselves through PrivateUse2.
+  std::unordered_set<std::string> forced_set(forced.begin(), forced.end());
+  auto wanted = [&](const std::string& key) {
+    auto dot = key.find('.');
+    std::string base = dot == std::string::npos ? key : key.substr(0, dot);
+    std::string overload = dot == std::string::npos ? "" : key.substr(dot + 1);
+    auto op = d.findOp(c10::OperatorName("aten::" + base, overload));
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) return false;
+    // (also an op of tpx_fast.cpp's list with a CompositeExplicitAutograd kernel: the CPU key runs
+    // that kernel on the CPU aliases, where tpx would run its pieces one tpx op at a time)
+    return forced_set.count(key) > 0 || forced_set.count(base) > 0 || plain_fallback_op(*op) ||
+           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
+  };
+  auto slow = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse2,
+                                               __FILE__, __LINE__);
+  for (const auto& key : install_fast_kernels(*lib, wanted)) {
+    slow->impl(key.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TpxKernel>()));
+    done.insert(key);
+    ++n;
+  }
+  g_libs.push_back(std::move(slow));
   for (const auto& qual : forced) {
     std::string base = qual, overload;
     auto dot = qual.find('.');
@@ -809,6 +835,45 @@ py::list from_cpu_list(const py::sequence& outs, const std::vector<bool>& on_tpx
 
 }  // namespace
 
+// For tpx_fast.cpp: the counters, configuration and errors the generic kernel uses.
+struct FastCount : OpCounter {};
+std::vector<FastCount*> g_fast_counters;  // guarded by g_counters_mu
+FastCount* fast_counter(const char* full) {
+  auto* c = new FastCount();
+  c->full = full;
+  std::lock_guard<std::mutex> lock(g_counters_mu);
+  g_counters.push_back(c);
+  g_fast_counters.push_back(c);
+  return c;
+}
+bool fast_timed(FastCount* c) { return c->tick.fetch_add(1, std::memory_order_relaxed) % kTimeEvery == 0; }
+void fast_done(FastCount* c, bool timed, int64_t t0) {
+  c->calls.fetch_add(1, std::memory_order_relaxed);
+  if (timed) {
+    c->ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    c->timed.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+int64_t fast_now_ns() { return now_ns(); }
+bool fast_is_fallback(const char* full, int& epoch, bool& flag) {
+  int e = g_fallback_epoch.load(std::memory_order_relaxed);
+  if (e != epoch) {
+    std::string base(full);
+    if (base.rfind("aten::", 0) == 0) base = base.substr(6);
+    std::lock_guard<std::mutex> lock(g_cfg_mu);
+    flag = g_fallback_ops.count(base) > 0;
+    epoch = e;
+  }
+  return flag;
+}
+bool fast_matmul_bf16() { return g_matmul_bf16.load(std::memory_order_relaxed); }
+bool fast_is_matmul(const char* full) {
+  std::string base(full);
+  if (base.rfind("aten::", 0) == 0) base = base.substr(6);
+  return !matmul_operands(base).empty();
+}
+[[noreturn]] void fast_float64_refused(const char* full) { float64_refused(full); }
+
 void register_dispatch_bindings(py::module& m) {
   m.def("install_kernels", &install_kernels, "C++ tpx kernels for the plain-fallback aten ops and the named ones");
   m.def("to_cpu_list", &to_cpu_list, "CPU views of the tpx tensors in a list (others unchanged)");
@@ -836,6 +901,12 @@ void register_dispatch_bindings(py::module& m) {
     }
     return out;
   }, "(op, calls, ns, cpu_fallback_calls) of the ops the C++ kernels ran");
+  m.def("fast_op_calls", [] {
+    std::unordered_map<std::string, int64_t> out;
+    std::lock_guard<std::mutex> lock(g_counters_mu);
+    for (auto* c : g_fast_counters) out[c->full] += c->calls.load();
+    return out;
+  }, "calls the unboxed kernels (tpx_fast.cpp) ran themselves, by op (since the last reset)");
   m.def("sync_counters", [] {
     std::lock_guard<std::mutex> lock(g_sync_mu);
     return std::unordered_map<std::string, int64_t>(g_syncs);

@@ -37,6 +37,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
+#include <typeinfo>
 #include <array>
 #include <utility>
 #include <atomic>
@@ -304,6 +305,63 @@ constexpr std::array<c10::DeleterFnPtr, sizeof...(I)> fresh_deleters(std::index_
 }
 constexpr auto kFreshDeleters = fresh_deleters(std::make_index_sequence<kMaxDevices>{});
 
+// A kernel's fresh CPU result adopted as a tpx tensor (see adopt): its DataPtr's own context and
+// deleter, kept to free the memory, and the bytes counted against the device.
+struct Adopted {
+  void* ctx;
+  c10::DeleterFnPtr deleter;
+  int64_t counted;
+  DeviceIndex device;
+};
+
+void release_adopted(void* ctx) {
+  auto* a = static_cast<Adopted*>(ctx);
+  if (a->deleter != nullptr) a->deleter(a->ctx);
+  account_free(a->counted, a->device);
+  delete a;
+}
+
+// The key set of a plain dense CPU tensor (what a CPU kernel's own result carries).
+c10::DispatchKeySet plain_cpu_keys() {
+  static const c10::DispatchKeySet keys = at::detail::empty_cpu({0}, c10::TensorOptions()).key_set();
+  return keys;
+}
+
+// Turn ``c``, a CPU kernel's fresh result that nothing else holds (its TensorImpl and its
+// StorageImpl each referenced once, a plain dense CPU tensor with no autograd or Python state),
+// into a tpx tensor in place: its storage's memory now counts against tpx:index and its device
+// and dispatch keys become tpx's. No new TensorImpl or StorageImpl is made (two allocations and
+// two frees per result saved). Returns false (nothing changed) when ``c`` does not qualify.
+std::atomic<int64_t> g_adopted{0};  // results adopted so far (read by the tests)
+
+bool adopt(const at::Tensor& c, DeviceIndex index) {
+  c10::TensorImpl* t = c.unsafeGetTensorImpl();
+  if (c.use_count() != 1 || t->key_set() != plain_cpu_keys() || t->autograd_meta() != nullptr ||
+      !t->allow_tensor_metadata_change() || typeid(*t) != typeid(c10::TensorImpl) || !t->has_storage() ||
+      t->is_wrapped_number() || t->pyobj_slot()->load_pyobj() != nullptr)
+    return false;
+  c10::StorageImpl* s = t->storage().unsafeGetStorageImpl();
+  if (c10::raw::intrusive_ptr::use_count(s) != 1 ||
+      c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s).weak_use_count() > 1 ||
+      s->device().type() != c10::kCPU || c10::impl::cow::is_cow_data_ptr(s->data_ptr()) ||
+      s->data_ptr().get_deleter() == &release_tpx_ref ||
+      s->pyobj_slot()->load_pyobj() != nullptr)
+    return false;
+  int64_t n = static_cast<int64_t>(s->nbytes());
+  account_alloc(n, index);  // may throw (out of memory): nothing changed yet
+  c10::DataPtr& dp = s->mutable_data_ptr();
+  void* data = dp.get();
+  c10::DeleterFnPtr deleter = dp.get_deleter();
+  void* ctx = dp.release_context();
+  s->set_data_ptr_noswap(c10::DataPtr(data, new Adopted{ctx, deleter, n, index}, &release_adopted,
+                                      c10::Device(kTpx, index)));
+  s->set_allocator(&g_allocator);
+  t->set_storage_keep_dtype(t->storage());  // the device follows the storage's
+  t->_change_backend_component_keys(c10::Device(kTpx, index));
+  g_adopted.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 at::Tensor make_like(c10::Storage storage, c10::DispatchKey key, const at::Tensor& meta_src) {
   auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
                                                       meta_src.dtype());
@@ -364,6 +422,7 @@ at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh) {
   if (c10::impl::cow::is_cow_data_ptr(impl->data_ptr())) {
     c10::impl::cow::materialize_cow(impl);
   }
+  if (fresh && adopt(c, dev_index)) return c;
   const c10::DataPtr& dp = impl->data_ptr();
   c10::Storage dev;
   if (dp.get_deleter() == &release_tpx_ref) {
@@ -1017,6 +1076,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   tpx::install();
   tpx::register_dispatch_bindings(m);
   m.def("to_cpu", &tpx::to_cpu, "zero-copy CPU view of a tpx tensor");
+  m.def("adopted_results", [] { return tpx::g_adopted.load(); },
+        "kernel results turned into tpx tensors in place (no new TensorImpl/StorageImpl) so far");
   // What ATen's Scalar-overload composites pass to the Tensor overload (copysign.Scalar,
   // remainder.Scalar...): a 0-dim CPU tensor flagged as a wrapped number (it takes part in type
   // promotion like a Python number). Python kernels receive it as a plain Python number, and a

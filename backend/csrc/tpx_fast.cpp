@@ -1,0 +1,356 @@
+// Unboxed tpx kernels for the ops small models run most (addmm, add, layer norm, cat, attention,
+// index_select, the optimizer's in-place updates, ...).
+//
+// tpx_dispatch.cpp's generic kernel is boxed: every call packs the arguments into an IValue
+// stack (an int list or a tensor list is a heap-allocated c10::List), walks the schema, and
+// the CPU kernel unpacks them again. These kernels take the op's own C++ signature instead and
+// call the CPU kernel with the same arguments, each tpx tensor replaced by its zero-copy CPU
+// alias: no boxing either way. They run only the plain case: every tensor a strided tpx tensor of
+// one device (or a CPU scalar), no lazy conj/neg bits, no Python subclass, the profiler off, the
+// op not a configured fallback op, and no bf16 rounding due for a matmul. Anything else goes to
+// the generic kernel, registered for the spare PrivateUse2 key of the same ops (kSlow), which
+// keeps every rule (the errors, the Python path, the rounding). Calls are counted under the op's
+// name, as the generic kernel counts them.
+#include <ATen/ATen.h>
+#include <ATen/ops/_foreach_add_ops.h>
+#include <ATen/ops/_foreach_addcdiv_ops.h>
+#include <ATen/ops/_foreach_addcmul_ops.h>
+#include <ATen/ops/_foreach_div_ops.h>
+#include <ATen/ops/_foreach_lerp_ops.h>
+#include <ATen/ops/_foreach_mul_ops.h>
+#include <ATen/ops/_foreach_sqrt_ops.h>
+#include <ATen/ops/_log_softmax_backward_data_ops.h>
+#include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward_ops.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_ops.h>
+#include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addcdiv_ops.h>
+#include <ATen/ops/addcmul_ops.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/any_ops.h>
+#include <ATen/ops/argmax_ops.h>
+#include <ATen/ops/bitwise_not_ops.h>
+#include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/cat_ops.h>
+#include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/embedding_dense_backward_ops.h>
+#include <ATen/ops/eq_ops.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/fill_ops.h>
+#include <ATen/ops/gather_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/index_add_ops.h>
+#include <ATen/ops/index_select_ops.h>
+#include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/masked_fill_ops.h>
+#include <ATen/ops/mean_ops.h>
+#include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/native_layer_norm_ops.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/nll_loss_backward_ops.h>
+#include <ATen/ops/nll_loss_forward_ops.h>
+#include <ATen/ops/pow_ops.h>
+#include <ATen/ops/relu_ops.h>
+#include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ops/scatter_add_ops.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/sqrt_ops.h>
+#include <ATen/ops/sub_ops.h>
+#include <ATen/ops/sum_ops.h>
+#include <ATen/ops/tanh_backward_ops.h>
+#include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
+#include <ATen/ops/topk_ops.h>
+#include <ATen/ops/where_ops.h>
+#include <ATen/ops/zero_ops.h>
+#include <torch/csrc/profiler/api.h>
+#include <torch/library.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace tpx {
+
+// defined in tpx_ext.cpp
+at::Tensor to_cpu(const at::Tensor& t);
+at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh);
+bool float64_allowed();
+
+// defined in tpx_dispatch.cpp (its counters, configuration and errors)
+struct FastCount;
+FastCount* fast_counter(const char* full);
+bool fast_timed(FastCount* c);  // whether this call is one of the timed ones
+void fast_done(FastCount* c, bool timed, int64_t t0);
+int64_t fast_now_ns();
+bool fast_is_fallback(const char* full, int& epoch, bool& flag);
+bool fast_matmul_bf16();
+bool fast_is_matmul(const char* full);
+[[noreturn]] void fast_float64_refused(const char* full);
+
+namespace {
+
+constexpr c10::DeviceType kTpx = c10::DeviceType::PrivateUse1;
+constexpr c10::DispatchKey kSlow = c10::DispatchKey::PrivateUse2;
+
+// Keys that ask for more than the CPU kernel itself (tpx_dispatch.cpp's note_tensor).
+const c10::DispatchKeySet kSpecial({c10::DispatchKey::Conjugate, c10::DispatchKey::Negative,
+                                    c10::DispatchKey::ZeroTensor, c10::DispatchKey::Python,
+                                    c10::DispatchKey::PythonTLSSnapshot});
+
+// One call's conversions: the CPU aliases made (to recognise a result that is an input) and
+// whether the call is plain enough for this path.
+struct Ctx {
+  bool ok = true;
+  int index = -2;  // the tpx tensors' device index (-2: none seen)
+  // (alias, caller's tensor) pairs; the aliases live as long as the converted arguments
+  c10::SmallVector<std::pair<const c10::TensorImpl*, const at::Tensor*>, 8> made;
+
+  static bool plain(const at::Tensor& t) {
+    return t.layout() == c10::kStrided && !t.key_set().has_any(kSpecial);
+  }
+
+  at::Tensor in(const at::Tensor& t) {
+    if (!t.defined()) return t;
+    if (t.device().type() == kTpx) {
+      int idx = t.device().index();
+      if (!plain(t) || (index != -2 && idx != index)) {
+        ok = false;
+        return t;
+      }
+      index = idx;
+      at::Tensor c = to_cpu(t);
+      made.emplace_back(c.unsafeGetTensorImpl(), &t);
+      return c;
+    }
+    // a CPU scalar (a wrapped number) is fine next to tpx tensors; anything else is the generic
+    // kernel's business (the mixed-device error)
+    if (t.device().type() != c10::kCPU || t.dim() != 0 || !plain(t)) ok = false;
+    return t;
+  }
+
+  // The caller's tpx tensor whose alias ``r`` is, if any.
+  const at::Tensor* input_of(const at::Tensor& r) const {
+    const c10::TensorImpl* impl = r.unsafeGetTensorImpl();
+    for (const auto& m : made)
+      if (m.first == impl) return m.second;
+    return nullptr;
+  }
+
+  at::Tensor out(const at::Tensor& r, const char* full) const {
+    if (!r.defined()) return r;
+    if (const at::Tensor* d = input_of(r)) return *d;
+    if (r.device().type() != c10::kCPU) return r;
+    auto st = r.scalar_type();
+    if ((st == c10::kDouble || st == c10::kComplexDouble) && !float64_allowed()) fast_float64_refused(full);
+    return from_cpu(r, index >= 0 ? index : -1, true);
+  }
+};
+
+// How each argument type is converted: tpx tensors (also inside lists) to CPU aliases, the rest
+// passed on unchanged.
+template <class T>
+struct Cv {
+  using type = T;
+  static T go(T v, Ctx&) { return std::forward<T>(v); }
+};
+template <>
+struct Cv<const at::Tensor&> {
+  using type = at::Tensor;
+  static at::Tensor go(const at::Tensor& t, Ctx& c) { return c.in(t); }
+};
+template <>
+struct Cv<at::Tensor&> {
+  using type = at::Tensor;
+  static at::Tensor go(at::Tensor& t, Ctx& c) { return c.in(t); }
+};
+template <>
+struct Cv<const std::optional<at::Tensor>&> {
+  using type = std::optional<at::Tensor>;
+  static std::optional<at::Tensor> go(const std::optional<at::Tensor>& t, Ctx& c) {
+    if (!t.has_value()) return t;
+    return c.in(*t);
+  }
+};
+// A tensor list, kept as a vector; ``arg`` gives the op the list type it takes.
+struct TensorVec {
+  std::vector<at::Tensor> v;
+};
+template <class L>
+TensorVec convert_list(const L& list, Ctx& c) {
+  TensorVec out;
+  out.v.reserve(list.size());
+  for (const at::Tensor& t : list) out.v.push_back(c.in(t));
+  return out;
+}
+template <>
+struct Cv<at::TensorList> {
+  using type = TensorVec;
+  static TensorVec go(at::TensorList l, Ctx& c) { return convert_list(l, c); }
+};
+template <>
+struct Cv<const at::ITensorListRef&> {
+  using type = TensorVec;
+  static TensorVec go(const at::ITensorListRef& l, Ctx& c) { return convert_list(l, c); }
+};
+
+template <class T>
+T& arg(T& v) {
+  return v;
+}
+inline at::TensorList arg(TensorVec& v) { return at::TensorList(v.v); }
+
+// Results: new tensors become tpx tensors (an input returned as is, in-place, is the caller's).
+template <class R>
+struct Out;
+template <>
+struct Out<at::Tensor> {
+  static at::Tensor go(at::Tensor r, const Ctx& c, const char* full) { return c.out(r, full); }
+};
+template <class... T>
+struct Out<std::tuple<T...>> {
+  static std::tuple<T...> go(std::tuple<T...> r, const Ctx& c, const char* full) {
+    return std::apply([&](auto&... x) { return std::tuple<T...>(Out<T>::go(std::move(x), c, full)...); }, r);
+  }
+};
+template <>
+struct Out<std::vector<at::Tensor>> {
+  static std::vector<at::Tensor> go(std::vector<at::Tensor> r, const Ctx& c, const char* full) {
+    for (auto& t : r) t = c.out(std::exchange(t, at::Tensor()), full);
+    return r;
+  }
+};
+template <>
+struct Out<at::Tensor&> {
+  static at::Tensor& go(at::Tensor& r, const Ctx& c, const char*) {
+    const at::Tensor* d = c.input_of(r);
+    TORCH_INTERNAL_ASSERT(d != nullptr, "tpx: an in-place op returned a tensor that is not its input");
+    return const_cast<at::Tensor&>(*d);
+  }
+};
+
+template <class Op, class Sig = typename Op::schema>
+struct Fast;
+
+template <class Op, class Ret, class... Args>
+struct Fast<Op, Ret(Args...)> {
+  static FastCount* counter() {
+    static FastCount* c = fast_counter(Op::name);
+    return c;
+  }
+
+  static Ret slow(Args... args) {
+    return Op::redispatch(c10::DispatchKeySet(kSlow), std::forward<Args>(args)...);
+  }
+
+  static Ret call(Args... args) {
+    static const bool matmul = fast_is_matmul(Op::name);
+    thread_local int epoch = 0;
+    thread_local bool fallback = false;
+    if (torch::profiler::impl::profilerEnabled() || fast_is_fallback(Op::name, epoch, fallback) ||
+        (matmul && fast_matmul_bf16()))
+      return slow(std::forward<Args>(args)...);
+    FastCount* cnt = counter();
+    bool timed = fast_timed(cnt);
+    int64_t t0 = timed ? fast_now_ns() : 0;
+    Ctx ctx;
+    std::tuple<typename Cv<Args>::type...> cv{Cv<Args>::go(args, ctx)...};
+    if (!ctx.ok || ctx.index == -2) return slow(std::forward<Args>(args)...);
+    // The dispatch table's CPU entry (a composite kernel for an op without a CPU one), as the
+    // generic kernel calls it.
+    if constexpr (std::is_void_v<Ret>) {  // the in-place foreach ops
+      std::apply([](auto&... x) { Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...); }, cv);
+      fast_done(cnt, timed, t0);
+    } else if constexpr (std::is_same_v<Ret, at::Tensor&>) {
+      at::Tensor& r = std::apply(
+          [](auto&... x) -> at::Tensor& {
+            return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...);
+          },
+          cv);
+      at::Tensor& res = Out<at::Tensor&>::go(r, ctx, Op::name);
+      fast_done(cnt, timed, t0);
+      return res;
+    } else {
+      Ret r = std::apply(
+          [](auto&... x) { return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...); }, cv);
+      Ret res = Out<Ret>::go(std::move(r), ctx, Op::name);
+      fast_done(cnt, timed, t0);
+      return res;
+    }
+  }
+};
+
+struct Entry {
+  std::string key;  // "op" or "op.overload"
+  std::function<void(torch::Library&)> add;
+};
+
+template <class Op>
+Entry entry() {
+  std::string key = std::string(Op::name).substr(6);
+  if (Op::overload_name[0] != '\0') key += std::string(".") + Op::overload_name;
+  return {key, [key](torch::Library& lib) {
+            lib.impl(key.c_str(), torch::CppFunction::makeFromUnboxedFunction(TORCH_FN(Fast<Op>::call)));
+          }};
+}
+
+std::vector<Entry> entries() {
+  namespace o = at::_ops;
+  return {
+      // matmuls, norms, attention, activations
+      entry<o::addmm>(), entry<o::mm>(), entry<o::bmm>(), entry<o::native_layer_norm>(), entry<o::native_layer_norm_backward>(),
+      entry<o::_scaled_dot_product_flash_attention_for_cpu>(),
+      entry<o::_scaled_dot_product_flash_attention_for_cpu_backward>(), entry<o::gelu>(), entry<o::gelu_backward>(),
+      entry<o::relu>(), entry<o::threshold_backward>(), entry<o::tanh>(), entry<o::tanh_backward>(), entry<o::sigmoid>(),
+      entry<o::sigmoid_backward>(), entry<o::_softmax>(), entry<o::_softmax_backward_data>(), entry<o::_log_softmax>(),
+      entry<o::_log_softmax_backward_data>(), entry<o::nll_loss_forward>(), entry<o::nll_loss_backward>(),
+      // element-wise and reductions
+      entry<o::add_Tensor>(), entry<o::sub_Tensor>(), entry<o::mul_Tensor>(), entry<o::div_Tensor>(),
+      entry<o::add_Scalar>(), entry<o::sub_Scalar>(), entry<o::mul_Scalar>(), entry<o::div_Scalar>(), entry<o::neg>(),
+      entry<o::exp>(), entry<o::sqrt>(), entry<o::rsqrt>(), entry<o::pow_Tensor_Scalar>(), entry<o::clamp>(),
+      entry<o::bitwise_not>(), entry<o::eq_Scalar>(), entry<o::eq_Tensor>(), entry<o::where_self>(), entry<o::sum_dim_IntList>(),
+      entry<o::mean_dim>(), entry<o::any_dim>(), entry<o::argmax>(),
+      // indexing and joins
+      entry<o::cat>(), entry<o::index_select>(), entry<o::gather>(), entry<o::topk>(), entry<o::embedding_dense_backward>(),
+      entry<o::scatter_add>(), entry<o::index_add>(),
+      // in-place (the optimizers' updates, masks, accumulation)
+      entry<o::add__Tensor>(), entry<o::mul__Tensor>(), entry<o::div__Tensor>(), entry<o::sub__Tensor>(),
+      entry<o::add__Scalar>(), entry<o::mul__Scalar>(), entry<o::div__Scalar>(), entry<o::sub__Scalar>(),
+      entry<o::sqrt_>(), entry<o::lerp__Scalar>(),
+      entry<o::addcmul_>(), entry<o::addcdiv_>(), entry<o::zero_>(), entry<o::fill__Scalar>(), entry<o::index_add_>(),
+      entry<o::scatter_add_>(), entry<o::masked_fill__Scalar>(),
+      // the optimizers' foreach updates: one tpx call, the per-tensor loop on the CPU aliases
+      entry<o::_foreach_add__Scalar>(), entry<o::_foreach_add__List>(), entry<o::_foreach_add__Tensor>(),
+      entry<o::_foreach_mul__Scalar>(), entry<o::_foreach_mul__List>(), entry<o::_foreach_div__ScalarList>(),
+      entry<o::_foreach_lerp__Scalar>(), entry<o::_foreach_addcmul__Scalar>(),
+      entry<o::_foreach_addcdiv__Scalar>(), entry<o::_foreach_addcdiv__ScalarList>(), entry<o::_foreach_sqrt>(),
+      entry<o::_foreach_sqrt_>(),
+  };
+}
+
+}  // namespace
+
+// Register the unboxed kernels in ``lib`` (aten, PrivateUse1) for the ops ``wanted`` accepts
+// (those the generic kernel would otherwise take); returns their keys, which the caller gives
+// the generic kernel under PrivateUse2.
+std::vector<std::string> install_fast_kernels(torch::Library& lib, const std::function<bool(const std::string&)>& wanted) {
+  std::vector<std::string> keys;
+  for (auto& e : entries()) {
+    if (!wanted(e.key)) continue;
+    e.add(lib);
+    keys.push_back(e.key);
+  }
+  return keys;
+}
+
+}  // namespace tpx
