@@ -18,6 +18,7 @@ is refused, ``failed_worker_result``.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import socket
 import threading
@@ -228,8 +229,9 @@ class RayExecutor:
             outputs = state.outputs
             paths = [outputs.dir, outputs.patch, outputs.report, outputs.result, outputs.trajectory] \
                 if outputs is not None else []
-            for p in paths:
-                if p is not None and not Path(p).is_relative_to(out):
+            for p in paths:  # lexically inside is not enough: out/../../etc/passwd is "relative to" out
+                if p is not None and (not os.path.isabs(p) or ".." in Path(p).parts
+                                      or not Path(os.path.normpath(p)).is_relative_to(out)):
                     raise HandoverRefused(f"an output path outside the session's ({p})")
             for rel in state.files:
                 if rel.startswith("/") or ".." in Path(rel).parts:

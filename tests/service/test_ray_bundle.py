@@ -118,6 +118,11 @@ def test_the_worker_paths_are_rewritten_whole() -> None:
 @pytest.mark.parametrize("values", [
     {"outputs": {"dir": "/etc", "patch": "/etc/passwd", "report": "/etc/r", "result": "/etc/x"}},
     {"files": {"../../outside.py": "x"}},
+    {"outputs": {"dir": "{out}", "patch": "{out}/../../../../../../etc/passwd", "report": "{out}/report.md",
+                 "result": "{out}/result.json"}},
+    {"outputs": {"dir": "{out}", "patch": "{out}/../../s2/out-1/ferry.patch", "report": "{out}/report.md",
+                 "result": "{out}/result.json"}},
+    {"outputs": {"dir": "{out}", "patch": "ferry.patch", "report": "{out}/report.md", "result": "{out}/result.json"}},
 ])
 def test_a_checkpoint_naming_files_outside_the_session_is_refused_with_its_outputs(
         tmp_path: Path, values: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,7 +130,8 @@ def test_a_checkpoint_naming_files_outside_the_session_is_refused_with_its_outpu
     settings = ServiceSettings(data_dir=tmp_path / "data", executor="ray")
     (tmp_path / "data").mkdir()
     row = _row()
-    text = _checkpoint(values)
+    out = str(tmp_path / "data" / "sessions" / "s1" / "out-1")
+    text = _checkpoint(json.loads(json.dumps(values).replace("{out}", out)))
     sent = tmp_path / "sent"
     sent.mkdir()
     (sent / "ferry.patch").write_text("diff")
