@@ -257,6 +257,8 @@ class Workers:
                                                          "site": asked.get("site")}, fence=fence)
                 state = self.executor.resume(row, answer, on_progress, cancel)
         except SessionCancelled:
+            if lost.is_set():  # the heartbeat stopped it for a lost lease, not a DELETE: another host has it
+                raise LeaseLost(sid, fence) from None
             self._cancelled(row)
             return
         except LeaseLost:
