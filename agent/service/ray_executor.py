@@ -172,6 +172,8 @@ class RayExecutor:
         except BaseException:
             self._cancel(ray, gen)
             raise
+        if stop.is_set():  # stopped as the result came (a DELETE, a lost lease): nothing of it is written
+            raise SessionCancelled("cancelled")
         self._take_result(row, done)
         if done.get("error"):
             raise RemoteFailure(str(done["error"]))
