@@ -131,6 +131,23 @@ def test_ferrys_change_at_a_line_is_found_and_undone_there_only(branch):
     assert (repo / "prog.py").read_text() == before
 
 
+def test_a_file_replaced_by_a_link_since_ferrys_commit_is_not_written_through(branch, tmp_path):
+    """A commit on the branch made the commented file a symbolic link to a file outside the clone (the
+    server's own): undoing the change there refuses, and the file the link names is left as it was."""
+    repo, ferry, _ = branch
+    outside = tmp_path / "server-file.py"
+    outside.write_text(gitops.git(repo, "show", f"{ferry}:prog.py", strip=False))
+    before = outside.read_text()
+    (repo / "prog.py").unlink()
+    (repo / "prog.py").symlink_to(outside)
+    _commit(repo, ANN, "a link")
+    site = ferry_site(repo, ferry, "prog.py", 6, "bot@example.com")
+    assert site is not None
+    with pytest.raises(gitops.GitError, match="link"):
+        undo_at(repo, site, repo / "prog.py")
+    assert outside.read_text() == before
+
+
 def test_the_comment_is_read_by_the_chats_intents_at_that_site(branch):
     repo, _, head = branch
     site = ferry_site(repo, head, "prog.py", 7, "bot@example.com")
