@@ -41,7 +41,7 @@ from agent.migration.facade import (
 )
 from agent.migration.paths import artifacts_root, session_out, session_repo
 from agent.service import bundle, ray_task
-from agent.service.executor import ExecutorFailure, SessionCancelled
+from agent.service.executor import BEFORE_RESULT, ExecutorFailure, SessionCancelled
 from agent.service.settings import ServiceSettings
 from agent.service.store import SessionRow
 from agent.service.uploads import SourceRefused, UploadLimits
@@ -174,6 +174,7 @@ class RayExecutor:
             raise
         if stop.is_set():  # stopped as the result came (a DELETE, a lost lease): nothing of it is written
             raise SessionCancelled("cancelled")
+        progress(BEFORE_RESULT, NodeUpdate())  # LeaseLost when another server holds the session now
         self._take_result(row, done)
         if done.get("error"):
             raise RemoteFailure(str(done["error"]))

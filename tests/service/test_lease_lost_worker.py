@@ -64,3 +64,44 @@ def test_a_lost_lease_neither_cancels_the_session_nor_removes_its_files(tmp_path
     assert (repo / "prog.py").read_text() == "print(1)\n"
     assert "cancelled" not in [e.kind for e in store.events_after("s1", 0)]
     store.close()
+
+
+class LostOnTheDatabase(SessionStore):
+    """A store whose lease on every session ran out (the heartbeat has not beaten since)."""
+
+    leases = True
+
+    def renew(self, held: dict[str, int]) -> tuple[set[str], set[str]]:
+        return set(held), set()
+
+
+class ResultExecutor(LosingExecutor):
+    """Its task came back with a result: it asks before writing it, as the Ray executor does."""
+
+    written = False
+
+    def start(self, row: SessionRow, opts: MigrationOptions, progress: ProgressFn,
+              stop: threading.Event) -> MigrationSnapshot:
+        from agent.migration.facade import NodeUpdate
+        from agent.service.executor import BEFORE_RESULT
+
+        progress(BEFORE_RESULT, NodeUpdate())
+        self.written = True
+        raise AssertionError("the result was written with the lease lost")
+
+
+def test_a_result_is_not_written_when_the_database_says_the_lease_is_lost(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FERRY_DATABASE_URL", raising=False)
+    settings = ServiceSettings(data_dir=tmp_path / "data")
+    store = LostOnTheDatabase(tmp_path / "service.db")
+    store.create("s1", "alice", SessionOptions(run="python prog.py"), SessionSource(kind="path", name="/r"), 10)
+    row = store.claim()
+    assert row is not None
+    executor = ResultExecutor()
+    workers = Workers(settings, store, executor)
+    workers.run_claimed(row)
+    after = store.get("s1")
+    assert not executor.written and after is not None and after.state == "running"
+    assert [e.kind for e in store.events_after("s1", 0)] == ["queued", "started"]
+    store.close()

@@ -190,3 +190,39 @@ def test_a_result_that_comes_after_the_stop_signal_is_not_kept(tmp_path: Path,
         executor._run(_row(), {}, None, None, lambda node, update: None, stop)
     assert (out / "ferry.patch").read_text() == "the new holder's"
     assert export_checkpoint("s1", tmp_path / "data") is None
+
+
+def test_the_lease_is_asked_for_before_a_result_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from agent.service import ray_executor
+    from agent.service.executor import BEFORE_RESULT
+    from agent.service.store import LeaseLost
+
+    monkeypatch.delenv("FERRY_DATABASE_URL", raising=False)
+    settings = ServiceSettings(data_dir=tmp_path / "data", executor="ray")
+    out = tmp_path / "data" / "sessions" / "s1" / "out-1"
+    out.mkdir(parents=True)
+    (out / "ferry.patch").write_text("the new holder's")
+    sent = tmp_path / "sent"
+    sent.mkdir()
+    (sent / "ferry.patch").write_text("late")
+    done = {"kind": "done", "bundle": bundle.pack({"out": sent}, 1000), "checkpoint": None}
+    asked: list[str] = []
+
+    def progress(node: str, update: Any) -> None:
+        asked.append(node)
+        if node == BEFORE_RESULT:
+            raise LeaseLost("s1", 1)
+
+    class Remote:
+        def remote(self, *args: Any) -> object:
+            return object()
+
+    monkeypatch.setattr(ray_executor, "_ray", lambda: None)
+    monkeypatch.setattr(RayExecutor, "_follow", lambda *args: done)
+    executor = RayExecutor(settings)
+    executor._remote = Remote()
+    with pytest.raises(LeaseLost):
+        executor._run(_row(), {}, None, None, progress, threading.Event())
+    assert asked == [BEFORE_RESULT] and (out / "ferry.patch").read_text() == "the new holder's"
