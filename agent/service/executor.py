@@ -16,7 +16,6 @@ from agent.migration.facade import MigrationOptions, MigrationSnapshot, Progress
 from agent.service.settings import ServiceSettings
 from agent.service.store import SessionRow
 
-
 #: the node name an executor that writes a result into the service's stores from elsewhere (a Ray task's)
 #: calls ``progress`` with just before: the workers check there, on the database, that this server still
 #: holds the session's lease (LeaseLost when not, and nothing is written)

@@ -295,7 +295,22 @@ def _thread(t: Trigger, ctx: FollowUpContext) -> list[ReviewComment]:
     except GitHubError as exc:
         logger.warning("could not read the review thread %s: %s", ask.thread_id, exc)
         return []
-    return [c for c in every if c.thread_id == ask.thread_id and c.id <= (ask.comment_id or 0)]
+    mine = [c for c in every if c.thread_id == ask.thread_id and c.id <= (ask.comment_id or 0)]
+    # the model reads the thread as instructions: only the comments of people who may command go in (and
+    # Ferry's own), never a passer-by's reply (a run command, a rule to revert, slipped into the context)
+    may: dict[str, bool] = {}
+    for c in mine:
+        login = c.user.login
+        if login not in may:
+            if login == t.sender or (ctx.config.bot_login and login == ctx.config.bot_login):
+                may[login] = True
+            else:
+                try:
+                    may[login] = ctx.client.permission(t.owner, t.repo, login) in WRITE
+                except GitHubError as exc:
+                    logger.warning("could not read %s's access to %s: %s", login, t.full_name, exc)
+                    may[login] = False
+    return [c for c in mine if may[c.user.login]]
 
 
 def _commands(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, str | None]:
