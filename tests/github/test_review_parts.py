@@ -251,6 +251,10 @@ def test_a_reply_mark_counts_only_as_the_bots_own_answer_to_that_comment():
     assert marked_before([("eve", mine)], "comment-12", "ferry-bot") is None  # a person quoting it
     assert marked_before([("ferry-bot", mine)], "comment-1", "ferry-bot") is None  # another comment's
     assert marked_before([("ferry-bot", mine.replace("-->", "--> more"))], "comment-12", "ferry-bot") is None
+    # the bot's login not configured: a mark counts only from someone with write access (Ferry's credentials)
+    writers = {"ferry-app", "ann"}.__contains__
+    assert marked_before([("eve", mine)], "comment-12", None, writers) is None
+    assert marked_before([("eve", mine), ("ferry-app", mine)], "comment-12", None, writers) is True
 
 
 def test_with_a_model_the_whole_thread_and_the_change_are_its_context(branch, monkeypatch):
