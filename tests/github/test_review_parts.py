@@ -311,6 +311,33 @@ def test_the_thread_a_model_reads_holds_only_the_comments_of_people_who_may_comm
     assert asked == ["eve"]  # the sender passed the gate already; each other login is asked once
 
 
+def test_a_review_by_someone_without_write_access_queues_none_of_its_comments(tmp_path):
+    from agent.prbot.github.models import ReviewComment
+    from agent.prbot.github.webhook import ReviewAsk
+
+    comments = [ReviewComment.model_validate({"id": i, "body": "/ferry try again", "user": {"login": "eve"},
+                                              "path": "prog.py", "line": 7, "commit_id": "c" * 40})
+                for i in range(1, 4)]
+    queued: list[Trigger] = []
+
+    class Client:
+        def permission(self, owner: str, repo: str, user: str) -> str:
+            return {"ann": "maintain"}.get(user, "triage")
+
+        def comments_of_review(self, owner: str, repo: str, number: int, review_id: int) -> list[ReviewComment]:
+            return comments
+
+    def review_by(user: str) -> str:
+        t = Trigger(delivery=f"r-{user}", event="pull_request_review", owner="acme", repo="app", number=1,
+                    is_pull=True, sender=user, review=ReviewAsk(branch="ferry/migrate-tpx", base="main", review_id=7))
+        ctx = FollowUpContext(client=Client(), config=CONFIG, work=tmp_path, git_env=dict,  # type: ignore[arg-type]
+                              submit=lambda child: queued.append(child) is None, stop=threading.Event())
+        return follow_up(t, ctx).outcome
+
+    assert review_by("eve") == "ignored: @eve has triage access" and queued == []
+    assert review_by("ann").startswith("review 7: 3 of its 3 comment(s) queued") and len(queued) == 3
+
+
 def test_a_queued_follow_up_says_nothing_on_the_pull_requests_conversation(tmp_path):
     from agent.prbot.jobs import GitHubJobs
 

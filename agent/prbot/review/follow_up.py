@@ -124,6 +124,9 @@ def _expand(t: Trigger, ctx: FollowUpContext) -> FollowUpEnd:
     ``pull_request_review_comment`` delivery is, so a comment both bring is answered once."""
     ask = t.review
     assert ask is not None and ask.review_id is not None
+    permission = ctx.client.permission(t.owner, t.repo, t.sender)
+    if permission not in WRITE:  # each comment's job would be ignored: none is queued (a big review, no flood)
+        return FollowUpEnd(state="done", outcome=f"ignored: @{t.sender} has {permission} access")
     comments = ctx.client.comments_of_review(t.owner, t.repo, t.number, ask.review_id)
     queued = 0
     for c in comments:
