@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sweep.add_argument("--max-wait", type=numbers.non_negative_seconds, default=900.0, metavar="SECONDS",
                        help="longest wait for GitHub's rate limit to reset (default 900); longer, the sweep "
                             "stops, saying until when")
+    sweep.add_argument("--max-size", type=numbers.non_negative_float, default=2048.0, metavar="MB",
+                       help="a repository GitHub lists as larger is skipped, never cloned (default 2048)")
     sweep.add_argument("--dry-run", action="store_true", help="scan and report; open nothing, record nothing")
     sweep.add_argument("--data-dir", metavar="DIR", default=None,
                        help="the bot's data dir, where what was swept is kept (default: ferry serve's, "
@@ -94,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         raise CliError(str(exc)) from None
     options = SweepOptions(run_command=run_command, test_command=args.test or config.test_command,
-                           max_prs=args.max_prs, delay_s=args.delay, max_wait_s=args.max_wait, dry_run=args.dry_run)
+                           max_prs=args.max_prs, delay_s=args.delay, max_wait_s=args.max_wait, dry_run=args.dry_run,
+                           max_size_mb=args.max_size)
     with _one_sweep(data_dir, args.org), GitHubClient(config) as client:
         try:
             report = Sweeper(client, config, data_dir, options).sweep(args.org)

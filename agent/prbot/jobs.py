@@ -75,6 +75,8 @@ class GitHubJobs:
         # delivery -> its stop signal and its runs, while it runs
         self._running: dict[str, tuple[threading.Event, RunScheduler]] = {}
         self._running_lock = threading.Lock()
+        self._lost: set[str] = set()  # deliveries whose lease another server took: they end here unsaid
+        self.store.on_stop = self._stop_here  # a shared store's heartbeat: a cancel elsewhere, a lease lost
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -129,6 +131,19 @@ class GitHubJobs:
                 cancel("", runs, signal)
         return was
 
+    def _stop_here(self, delivery: str, lost: bool) -> None:
+        """Stop a job this server runs: cancelled on another server, or its lease lost (``lost``: another
+        server runs it now, so this one says nothing more in its thread)."""
+        with self._running_lock:
+            running = self._running.get(delivery)
+            if lost and running is not None:
+                self._lost.add(delivery)
+        if running is not None:
+            logger.warning("GitHub job %s: %s; stopping it here", delivery,
+                           "this server's lease on it is lost" if lost else "cancelled on another server")
+            signal, runs = running
+            cancel("", runs, signal)
+
     def _loop(self) -> None:
         while True:
             with self._wake:
@@ -175,6 +190,11 @@ class GitHubJobs:
             runs.close()
             with self._running_lock:
                 self._running.pop(row.delivery, None)
+                lost = row.delivery in self._lost
+                self._lost.discard(row.delivery)
+        if lost:  # another server runs it again and answers: no "cancelled" from here
+            logger.warning("GitHub job %s: ended here after its lease was lost; nothing said", row.delivery)
+            return
         self._say(t, comment)
         try:
             self.store.finish(row.delivery, state, outcome)
@@ -200,6 +220,7 @@ class GitHubJobs:
         finally:
             with self._running_lock:
                 self._running.pop(row.delivery, None)
+                self._lost.discard(row.delivery)
         self.store.finish(row.delivery, "cancelled" if ctx.stop.is_set() else
                           ("failed" if state == "failed" else "done"), outcome)
 

@@ -23,6 +23,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal
@@ -108,6 +109,10 @@ def _view(row: Any) -> JobView:
 class GitHubStore:
     """The jobs in ``path`` (SQLite), or in Postgres when ``$FERRY_SERVICE_DATABASE`` names one (then
     ``GitHubStore(path)`` is a :class:`PgGitHubStore` and ``path`` is not used)."""
+
+    #: called by a shared store's heartbeat with each delivery this server runs that must stop here: a
+    #: cancel asked on another server, or a lease lost (True: another server runs it now)
+    on_stop: Callable[[str, bool], None] | None = None
 
     def __new__(cls, path: Path, *args: Any, **kwargs: Any) -> GitHubStore:
         if cls is GitHubStore and settings().service.service_database:
@@ -280,7 +285,12 @@ class PgGitHubStore(GitHubStore):
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.lease_s / 3):
             try:
-                self.renew()
+                lost = self.renew()
+                cancelled = self.cancelled_held()
+                hook = self.on_stop
+                if hook is not None:
+                    for delivery in sorted(lost | cancelled):
+                        hook(delivery, delivery in lost)
                 self.requeue_running()
             except Exception as exc:  # the database is away: renewed at the next beat
                 logger.warning("the GitHub jobs' lease heartbeat failed: %s: %s", type(exc).__name__, exc)
@@ -296,6 +306,16 @@ class PgGitHubStore(GitHubStore):
                          (self.lease_s, list(held), self.host))
         kept = {r["delivery"] for r in rows if r["attempt"] == held[r["delivery"]]}
         return set(held) - kept
+
+    def cancelled_held(self) -> set[str]:
+        """The jobs this server runs that a cancel (on any server) asked to stop."""
+        with self._lock:
+            held = list(self._held)
+        if not held:
+            return set()
+        rows = self._all("SELECT delivery FROM ferry_github_jobs WHERE delivery = ANY(%s) AND cancel=1 AND "
+                         "state='running' AND lease_owner=%s", (held, self.host))
+        return {r["delivery"] for r in rows}
 
     def add(self, trigger: Trigger) -> tuple[bool, int]:
         with self._pool.connection() as db, db.transaction():

@@ -16,6 +16,11 @@ from agent.migration.facade import MigrationOptions, MigrationSnapshot, Progress
 from agent.service.settings import ServiceSettings
 from agent.service.store import SessionRow
 
+#: the node name an executor that writes a result into the service's stores from elsewhere (a Ray task's)
+#: calls ``progress`` with just before: the workers check there, on the database, that this server still
+#: holds the session's lease (LeaseLost when not, and nothing is written)
+BEFORE_RESULT = "__before_result__"
+
 
 class SessionCancelled(Exception):
     """DELETE asked for this session while its migration ran: it stops at the next step."""

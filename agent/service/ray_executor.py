@@ -18,6 +18,7 @@ is refused, ``failed_worker_result``.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import socket
 import threading
@@ -40,7 +41,7 @@ from agent.migration.facade import (
 )
 from agent.migration.paths import artifacts_root, session_out, session_repo
 from agent.service import bundle, ray_task
-from agent.service.executor import ExecutorFailure, SessionCancelled
+from agent.service.executor import BEFORE_RESULT, ExecutorFailure, SessionCancelled
 from agent.service.settings import ServiceSettings
 from agent.service.store import SessionRow
 from agent.service.uploads import SourceRefused, UploadLimits
@@ -171,6 +172,9 @@ class RayExecutor:
         except BaseException:
             self._cancel(ray, gen)
             raise
+        if stop.is_set():  # stopped as the result came (a DELETE, a lost lease): nothing of it is written
+            raise SessionCancelled("cancelled")
+        progress(BEFORE_RESULT, NodeUpdate())  # LeaseLost when another server holds the session now
         self._take_result(row, done)
         if done.get("error"):
             raise RemoteFailure(str(done["error"]))
@@ -228,8 +232,9 @@ class RayExecutor:
             outputs = state.outputs
             paths = [outputs.dir, outputs.patch, outputs.report, outputs.result, outputs.trajectory] \
                 if outputs is not None else []
-            for p in paths:
-                if p is not None and not Path(p).is_relative_to(out):
+            for p in paths:  # lexically inside is not enough: out/../../etc/passwd is "relative to" out
+                if p is not None and (not os.path.isabs(p) or ".." in Path(p).parts
+                                      or not Path(os.path.normpath(p)).is_relative_to(out)):
                     raise HandoverRefused(f"an output path outside the session's ({p})")
             for rel in state.files:
                 if rel.startswith("/") or ".." in Path(rel).parts:

@@ -34,7 +34,7 @@ from agent.migration.facade import (
 from agent.migration.paths import artifacts_root, session_out, session_repo, workspaces_root
 from agent.migration.paths import session_dir as session_path
 from agent.service import events, remembered
-from agent.service.executor import Executor, ExecutorFailure, SessionCancelled, ThreadExecutor
+from agent.service.executor import BEFORE_RESULT, Executor, ExecutorFailure, SessionCancelled, ThreadExecutor
 from agent.service.schemas import SessionState
 from agent.service.settings import ServiceSettings
 from agent.service.shown import session_paths, shown_data
@@ -226,6 +226,11 @@ class Workers:
         def on_progress(node: str, update: NodeUpdate) -> None:
             if lost.is_set():
                 raise LeaseLost(sid, fence)
+            if node == BEFORE_RESULT:  # the heartbeat may not have beaten since the lease ran out: ask now
+                if store.leases and sid in store.renew({sid: fence})[0]:
+                    lost.set()
+                    raise LeaseLost(sid, fence)
+                return
             record(progress.events(node, update))
             if node != "__interrupt__":
                 store.update(sid, step=node, fence=fence)
@@ -257,6 +262,8 @@ class Workers:
                                                          "site": asked.get("site")}, fence=fence)
                 state = self.executor.resume(row, answer, on_progress, cancel)
         except SessionCancelled:
+            if lost.is_set():  # the heartbeat stopped it for a lost lease, not a DELETE: another host has it
+                raise LeaseLost(sid, fence) from None
             self._cancelled(row)
             return
         except LeaseLost:

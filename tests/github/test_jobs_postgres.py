@@ -110,3 +110,83 @@ def test_an_expired_job_is_requeued_once_and_its_old_server_cannot_end_it(pg_url
     finally:
         for s in (dead, *others):
             s.close()
+
+
+def test_a_cancel_on_another_server_and_a_lost_lease_reach_the_server_running_the_job(pg_url, tmp_path, monkeypatch):
+    """The heartbeat of the server running a job tells its jobs to stop it: when a DELETE on another server
+    asked for it (before, only that server's own running jobs were signalled), and when its lease was lost
+    (another server runs it again: this one must not go on pushing and replying)."""
+    from agent.migration.facade import RunScheduler
+    from agent.prbot.github.config import GitHubConfig
+    from agent.prbot.jobs import GitHubJobs
+
+    monkeypatch.setenv("FERRY_SERVICE_DATABASE", pg_url)
+    config = GitHubConfig.from_env({"FERRY_GITHUB_TOKEN": "t"}, webhook=False)
+    assert config is not None
+
+    class NoClient:
+        def close(self) -> None:
+            return None
+
+    jobs = GitHubJobs(tmp_path, config, NoClient())  # type: ignore[arg-type]
+    store = jobs.store
+    assert isinstance(store, PgGitHubStore)
+    store._stop.set()  # its heartbeat again, beating every 0.1 s
+    store._beat.join(timeout=5)
+    store._stop.clear()
+    store.lease_s = 0.3
+    store._beat = threading.Thread(target=store._heartbeat, daemon=True)
+    store._beat.start()
+    other = PgGitHubStore(tmp_path, pg_url)
+    try:
+        store.add(_trigger("d1"))
+        row = store.claim()
+        assert row is not None
+        signal = threading.Event()
+        jobs._running["d1"] = (signal, RunScheduler())
+        assert other.request_cancel("d1") == "running"
+        assert signal.wait(timeout=5)
+        assert "d1" not in jobs._lost  # a cancel: its thread is told, as for a cancel here
+        store.add(_trigger("d2", repo="r2"))
+        row = store.claim()
+        assert row is not None and row.delivery == "d2"
+        lost = threading.Event()
+        jobs._running["d2"] = (lost, RunScheduler())
+        with store._pool.connection() as db:  # another server took it meanwhile (its lease had run out)
+            db.execute("UPDATE ferry_github_jobs SET lease_owner='elsewhere', attempt=attempt+1 WHERE delivery='d2'")
+        assert lost.wait(timeout=5) and "d2" in jobs._lost
+    finally:
+        other.close()
+        store.close()
+
+
+def test_a_job_that_lost_its_lease_here_ends_without_a_word_in_its_thread(tmp_path, monkeypatch):
+    from agent.prbot.github.config import GitHubConfig
+    from agent.prbot.jobs import GitHubJobs
+
+    monkeypatch.delenv("FERRY_SERVICE_DATABASE", raising=False)
+    config = GitHubConfig.from_env({"FERRY_GITHUB_TOKEN": "t"}, webhook=False)
+    assert config is not None
+
+    class NoClient:
+        def close(self) -> None:
+            return None
+
+    jobs = GitHubJobs(tmp_path, config, NoClient())  # type: ignore[arg-type]
+    said: list[str] = []
+    monkeypatch.setattr(jobs, "_say", lambda t, body: said.append(body))
+
+    def attempt(row, signal, runs):
+        assert jobs.store.on_stop is not None
+        jobs.store.on_stop(row.delivery, row.delivery == "lost")  # what the shared store's heartbeat does
+        assert signal.is_set()
+        return "cancelled", f"Ferry: {row.delivery} was cancelled", "cancelled"
+
+    monkeypatch.setattr(jobs, "_attempt", attempt)
+    for delivery in ("lost", "asked"):
+        jobs.store.add(_trigger(delivery, repo=delivery))
+        row = jobs.store.claim()
+        assert row is not None
+        jobs._run(row)
+    assert said == ["Ferry: asked was cancelled"]
+    jobs.store.close()

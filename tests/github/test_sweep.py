@@ -278,3 +278,14 @@ def test_an_unquoted_run_command_is_answered_with_the_sweeps_own_usage_and_the_q
     err = capsys.readouterr().err
     assert err.startswith("usage: ferry bot sweep ")
     assert 'quote it, --run "python train.py --steps 8"' in err
+
+
+def test_a_repository_larger_than_the_size_cap_is_skipped_and_never_cloned(tmp_path, fake_github):
+    _org(tmp_path, fake_github)  # the fake lists each repository with commits as 12 KB
+    report = _sweeper(fake_github, tmp_path / "data", dry_run=True, max_size_mb=0.01).sweep("acme")
+    by = {r.repo: r for r in report.results}
+    assert by["acme/app"].outcome == "skipped" and "larger than the sweep's --max-size of 0.01 MB" in \
+        by["acme/app"].reason
+    assert not fake_github.of("GET", r"/repos/acme/app/pulls")  # not looked at further
+    assert {r.outcome for r in _sweeper(fake_github, tmp_path / "data", dry_run=True).sweep("acme").results
+            if r.repo == "acme/app"} == {"would_open"}  # the default cap (2048 MB) takes it

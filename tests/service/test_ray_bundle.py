@@ -118,6 +118,11 @@ def test_the_worker_paths_are_rewritten_whole() -> None:
 @pytest.mark.parametrize("values", [
     {"outputs": {"dir": "/etc", "patch": "/etc/passwd", "report": "/etc/r", "result": "/etc/x"}},
     {"files": {"../../outside.py": "x"}},
+    {"outputs": {"dir": "{out}", "patch": "{out}/../../../../../../etc/passwd", "report": "{out}/report.md",
+                 "result": "{out}/result.json"}},
+    {"outputs": {"dir": "{out}", "patch": "{out}/../../s2/out-1/ferry.patch", "report": "{out}/report.md",
+                 "result": "{out}/result.json"}},
+    {"outputs": {"dir": "{out}", "patch": "ferry.patch", "report": "{out}/report.md", "result": "{out}/result.json"}},
 ])
 def test_a_checkpoint_naming_files_outside_the_session_is_refused_with_its_outputs(
         tmp_path: Path, values: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,7 +130,8 @@ def test_a_checkpoint_naming_files_outside_the_session_is_refused_with_its_outpu
     settings = ServiceSettings(data_dir=tmp_path / "data", executor="ray")
     (tmp_path / "data").mkdir()
     row = _row()
-    text = _checkpoint(values)
+    out = str(tmp_path / "data" / "sessions" / "s1" / "out-1")
+    text = _checkpoint(json.loads(json.dumps(values).replace("{out}", out)))
     sent = tmp_path / "sent"
     sent.mkdir()
     (sent / "ferry.patch").write_text("diff")
@@ -145,3 +151,78 @@ def test_the_private_directories_of_dead_tasks_are_swept(tmp_path: Path) -> None
     (tmp_path / "other").mkdir()
     sweep(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ferry-ray-live", "ferry-ray-new", "other"]
+
+
+def test_a_result_that_comes_after_the_stop_signal_is_not_kept(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task ended with its result just as the session was stopped (a lost lease, a DELETE): nothing of
+    the result is written over what the session's new holder (or its cancel) left."""
+    import threading
+
+    from agent.service import ray_executor
+    from agent.service.executor import SessionCancelled
+
+    monkeypatch.delenv("FERRY_DATABASE_URL", raising=False)
+    settings = ServiceSettings(data_dir=tmp_path / "data", executor="ray")
+    out = tmp_path / "data" / "sessions" / "s1" / "out-1"
+    out.mkdir(parents=True)
+    (out / "ferry.patch").write_text("the new holder's")
+    sent = tmp_path / "sent"
+    sent.mkdir()
+    (sent / "ferry.patch").write_text("late")
+    stop = threading.Event()
+    done = {"kind": "done", "bundle": bundle.pack({"out": sent}, 1000),
+            "checkpoint": _checkpoint({}).replace('"id": "1"', '"id": "1f0c2b5e-0000-6000-8000-000000000001"')}
+
+    class Remote:
+        def remote(self, *args: Any) -> object:
+            return object()
+
+    def follow(self: Any, ray: Any, gen: Any, progress: Any, stop_: threading.Event) -> dict[str, Any]:
+        stop_.set()  # the heartbeat's stop came while the last item was on its way
+        return done
+
+    monkeypatch.setattr(ray_executor, "_ray", lambda: None)
+    monkeypatch.setattr(RayExecutor, "_follow", follow)
+    executor = RayExecutor(settings)
+    executor._remote = Remote()
+    with pytest.raises(SessionCancelled):
+        executor._run(_row(), {}, None, None, lambda node, update: None, stop)
+    assert (out / "ferry.patch").read_text() == "the new holder's"
+    assert export_checkpoint("s1", tmp_path / "data") is None
+
+
+def test_the_lease_is_asked_for_before_a_result_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from agent.service import ray_executor
+    from agent.service.executor import BEFORE_RESULT
+    from agent.service.store import LeaseLost
+
+    monkeypatch.delenv("FERRY_DATABASE_URL", raising=False)
+    settings = ServiceSettings(data_dir=tmp_path / "data", executor="ray")
+    out = tmp_path / "data" / "sessions" / "s1" / "out-1"
+    out.mkdir(parents=True)
+    (out / "ferry.patch").write_text("the new holder's")
+    sent = tmp_path / "sent"
+    sent.mkdir()
+    (sent / "ferry.patch").write_text("late")
+    done = {"kind": "done", "bundle": bundle.pack({"out": sent}, 1000), "checkpoint": None}
+    asked: list[str] = []
+
+    def progress(node: str, update: Any) -> None:
+        asked.append(node)
+        if node == BEFORE_RESULT:
+            raise LeaseLost("s1", 1)
+
+    class Remote:
+        def remote(self, *args: Any) -> object:
+            return object()
+
+    monkeypatch.setattr(ray_executor, "_ray", lambda: None)
+    monkeypatch.setattr(RayExecutor, "_follow", lambda *args: done)
+    executor = RayExecutor(settings)
+    executor._remote = Remote()
+    with pytest.raises(LeaseLost):
+        executor._run(_row(), {}, None, None, progress, threading.Event())
+    assert asked == [BEFORE_RESULT] and (out / "ferry.patch").read_text() == "the new holder's"

@@ -124,6 +124,9 @@ def _expand(t: Trigger, ctx: FollowUpContext) -> FollowUpEnd:
     ``pull_request_review_comment`` delivery is, so a comment both bring is answered once."""
     ask = t.review
     assert ask is not None and ask.review_id is not None
+    permission = ctx.client.permission(t.owner, t.repo, t.sender)
+    if permission not in WRITE:  # each comment's job would be ignored: none is queued (a big review, no flood)
+        return FollowUpEnd(state="done", outcome=f"ignored: @{t.sender} has {permission} access")
     comments = ctx.client.comments_of_review(t.owner, t.repo, t.number, ask.review_id)
     queued = 0
     for c in comments:
@@ -156,7 +159,7 @@ def _review_text(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, bool]:
     key = f"review-{ask.review_id}"
     try:
         before = marked_before([(c.user.login, c.body) for c in ctx.client.issue_comments(t.owner, t.repo, t.number)],
-                               key, ctx.config.bot_login)
+                               key, ctx.config.bot_login, _writers(t, ctx))
     except GitHubError as exc:
         logger.warning("could not read the conversation of %s#%d: %s", t.full_name, t.number, exc)
         before = None
@@ -178,16 +181,37 @@ def reply_mark(key: str, resolve: bool) -> str:
     return f"<!-- {MARK} {key}{' resolve' if resolve else ''} -->"
 
 
-def marked_before(bodies: list[tuple[str, str]], key: str, bot: str | None) -> bool | None:
+def marked_before(bodies: list[tuple[str, str]], key: str, bot: str | None,
+                  trusted: Callable[[str], bool] | None = None) -> bool | None:
     """Whether one of ``bodies`` ((author, text) pairs) is Ferry's answer to ``key``: None when none is, else
-    whether it asked for its thread to be resolved. With the bot's login known, only its comments count."""
+    whether it asked for its thread to be resolved. With the bot's login known, only its comments count;
+    without it, only those of authors ``trusted`` accepts (those with write access, Ferry's credentials
+    among them): a passer-by's copy of the mark would silence the answer and resolve the thread."""
     for login, body in bodies:
         if bot and login != bot:
             continue
         for mark in (reply_mark(key, True), reply_mark(key, False)):
             if body.rstrip().endswith(mark):
+                if not bot and trusted is not None and not trusted(login):
+                    break
                 return mark == reply_mark(key, True)
     return None
+
+
+def _writers(t: Trigger, ctx: FollowUpContext) -> Callable[[str], bool]:
+    """Whether a login has write access to the repository (asked once per login)."""
+    known: dict[str, bool] = {}
+
+    def may(login: str) -> bool:
+        if login not in known:
+            try:
+                known[login] = ctx.client.permission(t.owner, t.repo, login) in WRITE
+            except GitHubError as exc:
+                logger.warning("could not read %s's access to %s: %s", login, t.full_name, exc)
+                known[login] = False
+        return known[login]
+
+    return may
 
 
 def _replied_before(t: Trigger, ctx: FollowUpContext) -> bool | None:
@@ -199,7 +223,7 @@ def _replied_before(t: Trigger, ctx: FollowUpContext) -> bool | None:
     except GitHubError as exc:  # not known: the job goes on (its commit's trailer still prevents a second one)
         logger.warning("could not read the review thread %s of %s#%d: %s", ask.thread_id, t.full_name, t.number, exc)
         return None
-    return marked_before(thread, f"comment-{ask.comment_id}", ctx.config.bot_login)
+    return marked_before(thread, f"comment-{ask.comment_id}", ctx.config.bot_login, _writers(t, ctx))
 
 
 def _reply(t: Trigger, ctx: FollowUpContext, body: str, resolve: bool) -> None:
@@ -295,7 +319,22 @@ def _thread(t: Trigger, ctx: FollowUpContext) -> list[ReviewComment]:
     except GitHubError as exc:
         logger.warning("could not read the review thread %s: %s", ask.thread_id, exc)
         return []
-    return [c for c in every if c.thread_id == ask.thread_id and c.id <= (ask.comment_id or 0)]
+    mine = [c for c in every if c.thread_id == ask.thread_id and c.id <= (ask.comment_id or 0)]
+    # the model reads the thread as instructions: only the comments of people who may command go in (and
+    # Ferry's own), never a passer-by's reply (a run command, a rule to revert, slipped into the context)
+    may: dict[str, bool] = {}
+    for c in mine:
+        login = c.user.login
+        if login not in may:
+            if login == t.sender or (ctx.config.bot_login and login == ctx.config.bot_login):
+                may[login] = True
+            else:
+                try:
+                    may[login] = ctx.client.permission(t.owner, t.repo, login) in WRITE
+                except GitHubError as exc:
+                    logger.warning("could not read %s's access to %s: %s", login, t.full_name, exc)
+                    may[login] = False
+    return [c for c in mine if may[c.user.login]]
 
 
 def _commands(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, str | None]:

@@ -108,6 +108,11 @@ def undo_at(repo: Path, site: FerrySite, path_now: Path) -> bool:
     """Undo the site's change in ``path_now`` (the branch's current file in the work tree): True when the
     file changed, False when it holds the change undone already. GitError: the change cannot be undone
     there (the lines around it were changed since, a conflict)."""
+    real = path_now.resolve()
+    if path_now.is_symlink() or not real.is_relative_to(repo.resolve()) or not real.is_file():
+        # a commit since made it (or a directory above it) a link: never read or write past the clone
+        raise gitops.GitError(f"{site.path} is a symbolic link or not a file in the branch now; Ferry does not "
+                              "follow links out of the repository")
     at_commit = gitops.git(repo, "show", f"{site.commit}:{site.path}", strip=False)
     lines = at_commit.splitlines(keepends=True)
     c = site.change

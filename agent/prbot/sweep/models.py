@@ -19,6 +19,8 @@ class SweepOptions(BaseModel):
     delay_s: float = Field(default=10.0, ge=0, description="pause before each pull request after the first")
     max_wait_s: float = Field(default=900.0, ge=0, description="longest wait for GitHub's rate limit; "
                                                                "longer, and the sweep stops")
+    max_size_mb: float = Field(default=2048.0, ge=0, description="a repository GitHub lists as larger is not "
+                                                                   "cloned (a clone fills the bot's disk)")
     reserve: int = Field(default=50, ge=0, description="requests kept back: below, wait for the window to reset")
     dry_run: bool = Field(default=False, description="scan and report; open nothing, record nothing")
 

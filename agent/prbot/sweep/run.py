@@ -43,7 +43,7 @@ class SweepStopped(Exception):
     """The sweep cannot go on (GitHub's rate limit for longer than it may wait): the message says until when."""
 
 
-def listing_skip(repo: OrgRepository) -> str | None:
+def listing_skip(repo: OrgRepository, max_size_mb: float | None = None) -> str | None:
     """Why the listing alone rules a repository out (None: it is looked at)."""
     if repo.archived:
         return "archived (read-only: no branch can be pushed)"
@@ -53,6 +53,9 @@ def listing_skip(repo: OrgRepository) -> str | None:
         return "a fork (its parent is migrated, not each fork)"
     if repo.size == 0:
         return "empty (no commits)"
+    if max_size_mb is not None and repo.size > max_size_mb * 1024:
+        return (f"{repo.size / 1024:.0f} MB on GitHub, larger than the sweep's --max-size of {max_size_mb:g} MB "
+                "(not cloned)")
     p = repo.permissions
     if p is not None and not (p.push or p.maintain or p.admin):
         return "no push access for Ferry's credentials"
@@ -124,7 +127,7 @@ class Sweeper:
         stopped: str | None = None
         try:
             for repo in repos:
-                why = listing_skip(repo)
+                why = listing_skip(repo, self.options.max_size_mb)
                 if why is not None:
                     results.append(RepoResult(repo=repo.full_name, outcome="skipped", reason=why))
                     continue
