@@ -21,7 +21,9 @@ ALLOWED_FROM_PARENT: tuple[str, ...] = (
 # Keys a caller may add explicitly (prefix match), unless they look like a secret.
 CALLER_PREFIXES: tuple[str, ...] = ("FERRY_", "TPX_")
 
-_SECRET = re.compile(r"(TOKENS?|SECRETS?|PASSWORDS?|PASSWD|CREDENTIALS?|API_KEYS?|_KEYS?)$"
+# a database address carries its password (postgresql://user:PASSWORD@host/db): FERRY_DATABASE_URL,
+# FERRY_SERVICE_DATABASE, *_DSN
+_SECRET = re.compile(r"(TOKENS?|SECRETS?|PASSWORDS?|PASSWD|CREDENTIALS?|API_KEYS?|_KEYS?|DATABASE_URL|_DATABASE|_DSN)$"
                      r"|^(OPENAI|ANTHROPIC|AWS|GITHUB|GH)_", re.I)
 
 

@@ -491,3 +491,23 @@ def test_a_repeated_job_whose_answer_asked_to_resolve_resolves_the_thread_and_cl
         assert fake.errors == []
     finally:
         fake.close()
+
+
+def test_only_an_object_name_from_the_payload_reaches_git(tmp_path: Path) -> None:
+    """A review comment's ``commit_id`` comes from the payload: anything but a SHA is not a commit here, so an
+    option-shaped value ("--output=...") never reaches git's command line."""
+    from agent.prbot.review.follow_up import _has
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    run = {"cwd": repo, "check": True, "capture_output": True, "text": True}
+    subprocess.run(["git", "init", "-q"], **run)
+    (repo / "a.py").write_text("x = 1\n")
+    subprocess.run(["git", "add", "a.py"], **run)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "one"], **run)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
+    assert _has(repo, head)
+    outside = tmp_path / "written"
+    for bad in (f"--output={outside}", "HEAD", head[:12], head.upper(), f"{head}\n--all"):
+        assert not _has(repo, bad), bad
+    assert not outside.exists()

@@ -26,7 +26,7 @@ def test_small_output_is_kept_whole():
 
 def test_secret_names():
     for name in ("OPENAI_API_KEY", "FERRY_API_TOKEN", "FERRY_API_TOKENS", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN",
-                 "DB_PASSWORD", "X_SECRET", "DEPLOY_KEYS"):
+                 "DB_PASSWORD", "X_SECRET", "DEPLOY_KEYS", "FERRY_DATABASE_URL", "FERRY_SERVICE_DATABASE", "PG_DSN"):
         assert is_secret_name(name), name
     for name in ("FERRY_SEED", "TPX_CAPACITY", "PATH", "FERRY_DEVICE"):
         assert not is_secret_name(name), name

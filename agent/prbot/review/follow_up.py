@@ -18,6 +18,7 @@ fast-forward), leaving out the rules this branch's reviews reverted.
 from __future__ import annotations
 
 import logging
+import re
 import shlex
 import subprocess
 import threading
@@ -42,6 +43,7 @@ from agent.prbot.review.site import FerrySite, ferry_site, undo_at
 from tools.textsafe import md_code, md_inline
 
 logger = logging.getLogger(__name__)
+_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")  # a SHA-1 or SHA-256 object name
 TRAILER = "Ferry-Review-Comment"
 MARK = "ferry-review-reply:"
 RUN_TIMEOUT_S = 900.0
@@ -308,6 +310,9 @@ def _act(t: Trigger, ctx: FollowUpContext) -> tuple[str | None, bool]:
 
 
 def _has(clone: Path, sha: str) -> bool:
+    """Whether ``sha`` (a payload's commit id: only an object name is ever passed on to git) is a commit here."""
+    if not _SHA.fullmatch(sha):
+        return False
     return bool(gitops.git(clone, "rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}", check=False))
 
 
