@@ -17,8 +17,7 @@ from langgraph.runtime import Runtime
 
 from agent.migration import adapters
 from agent.migration.graph import MigrationContext
-from agent.migration.nodes import guard
-from agent.migration.nodes import target
+from agent.migration.nodes import guard, target
 from agent.migration.nodes.target import start_beside
 from agent.migration.options import MigrationOptions
 from agent.migration.runs import RunScheduler

@@ -5,6 +5,10 @@ Under a CUDA autocast the reference and the target both compute in reduced preci
 fails, the fp32 golden run (``agent.migration.nodes.golden``) decides by docs/numerics.md's error ratio whether the
 target is as close to the fp32 result as the reference is; the summary names the ratio.
 
+A pass by the drift budget of the later training steps makes no side run here unless ``--explain-drift``: where
+the drift comes from cannot change that pass; ``diagnose`` measures it (:func:`measure_drift`) when the tests then
+fail, where the policy's FIX008-after-drift rule reads the measurement.
+
 A report with nothing compared (the program ran no nn.Module, printed no metric, saved no tensor,
 left none at top level and recorded nothing) is neither a pass nor a failure: the migration goes on
 to the tests and the profile, and the report node says parity could not be shown (``partial``), never that it failed.
