@@ -57,6 +57,7 @@ def test_the_tests_on_the_original_run_beside_the_migrated_codes_tests(tmp_path:
         return _ok({"passed": 3})
 
     monkeypatch.setattr(adapters, "run", run)
+    monkeypatch.setenv("FERRY_PARALLEL_RUNS", "2")  # two cores: the tests made now and the original's beside
     runs = RunScheduler()
     try:
         update = target.tests(_state(tmp_path), Runtime(context=MigrationContext(runs=runs)))
@@ -99,3 +100,35 @@ def test_a_core_left_free_beside_a_round_takes_the_tests_on_the_original(tmp_pat
     snap = {"outcomes": {}, "run_status": "ok"}
     assert start_beside({**state, "reference_tests": snap}, done, tmp_path,  # type: ignore[arg-type]
                         foreground=False) == ["tests", "the CPU check"]
+
+
+class _Busy(_Cores):
+    """Both cores taken by background runs of the round (its tests, started beside the trial, and its CPU
+    check); joining gives the tests' result."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        super().__init__(0)
+        self.tests_key = f"m1:{target._tests_label(state)}"
+
+    def has(self, key: str) -> bool:
+        return key == self.tests_key or key in self.started
+
+    def join(self, key: str, artifacts: Path) -> RunResult | None:
+        return _ok({"passed": 3}) if key == self.tests_key else None
+
+
+def test_no_core_free_the_tests_on_the_original_wait_for_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs in flight stay what the memory budget counts (sandbox.hostmem): with both cores taken, the
+    original's tests are not added beside them; the node makes them once it has the tests' result."""
+    made: list[str] = []
+
+    def run(path: Path, command: str, *, device: str, **kw: Any) -> RunResult:
+        made.append(device)
+        return _ok({"passed": 3})
+
+    monkeypatch.setattr(adapters, "run", run)
+    state = _state(tmp_path)
+    busy = _Busy(state)
+    update = target.tests(state, Runtime(context=MigrationContext(runs=busy)))  # type: ignore[arg-type]
+    assert busy.started == [] and made == ["cpu"]  # made by the node itself, after the join
+    assert [r["kind"] for r in update["runs"]] == ["reference_tests", "tests"]
