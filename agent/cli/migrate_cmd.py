@@ -36,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="measure line coverage of the repository's code in the tests before and after, with the "
                              "coverage.py of the runs' interpreter (on by itself where the repository configures "
                              "coverage); a drop past 5 points is refused like a weakened test (docs/guard.md)")
+    parser.add_argument("--explain-drift", action="store_true",
+                        help="when parity passes by the drift budget of the later training steps, measure where the "
+                             "drift comes from in side runs at once (without it they run only if the tests fail, "
+                             "where their measurement can change the outcome)")
     add_rewrite_arguments(parser)
     parser.add_argument("--max-iterations", type=numbers.positive_int, default=8,
                         help="fix/verify rounds before failed_budget (default 8)")
@@ -181,6 +185,7 @@ def build_options(args: argparse.Namespace) -> MigrationOptions:
         llm_model=model, llm_base_url=args.llm_base_url,
         python=own.python, env=own.env, cwd=own.cwd, llm_max_cost=max_cost,
         coverage=bool(getattr(args, "coverage", False)),
+        explain_drift=bool(getattr(args, "explain_drift", False)),
     )
 
 

@@ -59,6 +59,9 @@ class MigrationOptions(BaseModel):
     coverage: bool = Field(default=False, description=(
         "measure line coverage in the tests before and after (also where the repository configures coverage; "
         "the test guard, docs/guard.md)"))
+    explain_drift: bool = Field(default=False, description=(
+        "when parity passes by the drift budget, measure where the drift comes from in side runs at once "
+        "(without it they are made only if the tests then fail: they cannot change a passing verdict)"))
 
     @model_validator(mode="before")
     @classmethod
@@ -81,7 +84,8 @@ def options_for(*, source: str, run_command: str, state_dir: str, test_command: 
                 disk_limit_bytes: int | None = None, llm_limits: LLMLimits | None = None,
                 llm_model: str | None = None, llm_base_url: str | None = None, python: str | None = None,
                 env: Mapping[str, str] | None = None, cwd: str | None = None,
-                llm_max_cost: float | Literal["none"] | None = None, coverage: bool = False) -> MigrationOptions:
+                llm_max_cost: float | Literal["none"] | None = None, coverage: bool = False,
+                explain_drift: bool = False) -> MigrationOptions:
     """The options of a new migration, every caller's: what it was not given gets the same default.
 
     ``llm``: None uses the model when the environment names one (``agent.settings``: ``settings().llm.configured()``);
@@ -94,6 +98,7 @@ def options_for(*, source: str, run_command: str, state_dir: str, test_command: 
         max_wall_s=max_wall_s, seed=seed, disk_limit_bytes=disk_limit_bytes,
         llm_limits=resolve_limits({}) if llm_limits is None else llm_limits, llm_model=llm_model,
         llm_base_url=llm_base_url, python=python, env=dict(env or {}), cwd=cwd, coverage=coverage,
+        explain_drift=explain_drift,
         llm_max_cost=env_max_cost() if llm_max_cost is None else llm_max_cost)
 
 

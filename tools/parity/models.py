@@ -296,6 +296,10 @@ class ParityReport(BaseModel):
                                                             "(None: the program steps no optimizer)")
     trials: list[CauseTrial] = Field(default_factory=list, description="candidate causes measured in side runs, "
                                                                        "cheapest first")
+    drift_measured: bool | None = Field(
+        None, description="a pass the drift budget made: whether side runs measured where the admitted drift "
+                          "comes from (False: not measured, since they cannot change a passing verdict; None: no "
+                          "drift budget used, or a report from before this field)")
     explained_by: list[CauseId] = Field(
         default_factory=list,
         description="a failing default run whose divergence a side run removed entirely with settings that change "
@@ -364,6 +368,8 @@ class ParityReport(BaseModel):
         if self.verdict in ("pass", "warn"):
             word = "pass" if self.verdict == "pass" else "pass within the warning tolerance"
             measured = f"; measured: {self.measured()}" if self.trials else ""
+            if self.drift_measured is False:
+                measured += "; where the drift comes from was not measured (--explain-drift)"
             return f"parity: {word}, {n} tensors{where}{tail}{measured}"
         return (f"parity: fail, {self.counts.get('fail', 0)} of {n} tensors, first divergence "
                 f"{self.divergence_text()}{where}{tail}")

@@ -42,7 +42,7 @@ from agent.migration.nodes.common import (
     step,
 )
 from agent.migration.records import CpuCheck, Edit, RunRecord
-from agent.migration.runs import RunScheduler
+from agent.migration.runs import RunScheduler, finished
 from agent.migration.state import (
     MigrationState,
     device_work_error_of,
@@ -96,9 +96,34 @@ def _run_on_cpu(state: MigrationState, path: Path, adir: Path, cancel: threading
     return run
 
 
+ORIGINAL_LABEL = "cpu-original"
+
+
 def run_cpu_check(state: MigrationState, ws: Path, adir: Path, cancel: threading.Event | None) -> RunResult:
-    """The migrated workspace on CPU: device ``cpu``, no CUDA redirect, probe on."""
-    return _run_on_cpu(state, ws, adir, cancel)
+    """The migrated workspace on CPU: device ``cpu``, no CUDA redirect, probe on. Made in the background (beside
+    a target run), a run that fails is followed there by the original's run on CPU, which the node then makes
+    in any case (:func:`judge`): it finds it finished instead of making it after the tests."""
+    run = _run_on_cpu(state, ws, adir, cancel)
+    if cancel is not None and not run.ok and run.status != "cancelled" and not cancel.is_set():
+        _original_beside(state, cancel)
+    return run
+
+
+def _original_beside(state: MigrationState, cancel: threading.Event) -> None:
+    """The original's run on CPU right after a failed CPU check, unless an earlier migration kept one, it
+    finished already, or the budget has no room for it (then the node decides, as before)."""
+    opts = options_of(state)
+    odir = artifacts_dir(state, ORIGINAL_LABEL)
+    if finished(odir) is not None or run_cache.kept(opts, "cpu_original", odir) is not None:
+        return
+    clock = Clock.of(state)
+    left, expected = clock.left(), expected_run_s(state, "cpu_original")
+    if left is not None and expected is not None and expected[0] > left:
+        return
+    try:
+        _run_on_cpu(state, source_of(state), odir, cancel, clock, "the original's run on CPU")
+    except BudgetExhausted as exc:  # the node runs it (or says why not) when it needs it
+        logger.info("the original's run on CPU beside the CPU check stopped: %s", exc)
 
 
 def why_failed(run: RunResult) -> str:
@@ -210,14 +235,20 @@ def cpu_check(state: MigrationState, runs: RunScheduler) -> Update:
     records = [dump(RunRecord.of("cpu_check", run))]
 
     def original_on_cpu() -> RunResult:
+        odir = artifacts_dir(state, ORIGINAL_LABEL)
+        opts = options_of(state)
+        done = finished(odir)  # made beside, right after the CPU check failed there (run_cpu_check)
+        if done is not None and run_cache.reused_from(odir) is None:
+            run_cache.keep(opts, "cpu_original", done, migration_id_of(state))
+            again = any(r.get("kind") == "cpu_original" for r in state.get("runs", []))  # an earlier round's
+            records.append(dump(RunRecord.of("cpu_original", done, reused=again)))
+            return done
         left = clock.left()
         expected = expected_run_s(state, "cpu_original")
         if left is not None and expected is not None and expected[0] > left:
             raise BudgetExhausted(f"wall-time budget: {max(left, 0.0):.0f}s of --max-wall left and {expected[1]} "
                                   f"took {expected[0]:.0f}s, so the original's run on CPU (which decides the CPU "
                                   "check) was not started; run the migration again with a larger --max-wall")
-        odir = artifacts_dir(state, "cpu-original")
-        opts = options_of(state)
         orig = run_cache.kept(opts, "cpu_original", odir)  # an earlier migration's run of this same original
         if orig is None:
             orig = _run_on_cpu(state, source_of(state), odir, None, clock, "the original's run on CPU")

@@ -14,6 +14,7 @@ from agent.migration.nodes.common import (
     fix_context,
     step,
 )
+from agent.migration.nodes.parity import measure_drift
 from agent.migration.runs import RunScheduler
 from agent.migration.state import MigrationState, dump, last_phase_of, last_run, options_of, parity_of
 from agent.policy import Proposal, Verdict, propose
@@ -61,8 +62,15 @@ def diagnose(state: MigrationState, runs: RunScheduler) -> Update:
         return {"diagnosis": dump(diag), "proposal": None, "status": EnvironmentMissing.status, "summary": msg,
                 SUMMARY: f"{phase} failed: {msg}"}
     check_iteration_budget(state, f"the {phase} still fails")
+    update: Update = {}
+    if diag.parity is not None and diag.parity.drift_measured is False:
+        # the parity passed by the drift budget and its side runs waited for a reason to be made: failing tests
+        # are one (the policy's FIX008-after-drift rule reads what they measure)
+        measured, drift_runs = measure_drift(state, diag.parity)
+        diag = diag.model_copy(update={"parity": measured})
+        update.update({"parity": dump(measured), "runs": drift_runs})
     result = propose(diag, ctx)
-    update: Update = {"diagnosis": dump(diag)}
+    update["diagnosis"] = dump(diag)
     if isinstance(result, Proposal):
         update["proposal"] = dump(result)
         update[SUMMARY] = f"{diag.kind} at {diag.where()} -> {result.rule}"

@@ -10,6 +10,7 @@ policy's FIX008 in a test module is recorded as the documented exception.
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,13 @@ from agent.migration import adapters
 from agent.migration.budget import has_time_for, run_timeout
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, source_of
 from agent.migration.records import GuardDecision, GuardEvent, RunRecord, tests_of
-from agent.migration.runs import finished
+from agent.migration.runs import RunScheduler, finished
 from agent.migration.state import (
     MigrationState,
     dump,
     files_of,
     guard_events_of,
+    migration_id_of,
     options_of,
     reference_tests_of,
 )
@@ -108,28 +110,55 @@ def snapshot(run: RunResult, adir: Path, coverage: bool) -> TestsSnapshot:
     return snap
 
 
-def _run_reference_tests(state: MigrationState) -> RunResult | None:
-    """The reference tests' run (a finished one is taken from its artefacts); None when the wall-time budget
-    has no room for it (the guard then has no reference to hold the tests to, and says so)."""
+def reference_tests_key(state: MigrationState) -> str:
+    return f"{migration_id_of(state)}:{REFERENCE_TESTS}"
+
+
+def _reference_tests_run(state: MigrationState, adir: Path, cancel: threading.Event | None) -> RunResult:
     opts = options_of(state)
+    return adapters.run(source_of(state), opts.test_command or "", device="cpu", redirect_cuda="cpu", probe=False,
+                        profile=False, timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=adir,
+                        disk_limit_bytes=opts.disk_limit_bytes, environment=adapters.RunEnvironment.of(opts),
+                        coverage=coverage_wanted(state), cancel=cancel)
+
+
+def start_reference_tests(state: MigrationState, runs: RunScheduler) -> bool:
+    """Start the reference tests' run in the background (it needs only the original code), unless the state
+    has them, they are running or finished, or the budget has no room; True when they are (now) in flight.
+    The tests node starts them before it waits for the migrated code's tests, and ``target.start_beside`` on a
+    core left free, so that they run beside other work instead of after it."""
+    if reference_tests_of(state) is not None or not options_of(state).test_command:
+        return False
+    key = reference_tests_key(state)
+    if runs.has(key):
+        return True
     adir = artifacts_dir(state, REFERENCE_TESTS)
-    done = finished(adir)
+    if finished(adir) is not None or not has_time_for(state, "reference_tests"):
+        return False
+    adir.mkdir(parents=True, exist_ok=True)
+    return runs.start(key, lambda cancel: _reference_tests_run(state, adir, cancel))
+
+
+def _run_reference_tests(state: MigrationState, runs: RunScheduler | None) -> RunResult | None:
+    """The reference tests' run (joined from the background, or a finished one taken from its artefacts, or
+    run now); None when the wall-time budget has no room for it (the guard then has no reference to hold the
+    tests to, and says so)."""
+    adir = artifacts_dir(state, REFERENCE_TESTS)
+    done = runs.join(reference_tests_key(state), adir) if runs is not None else finished(adir)
     if done is not None:
         return done
     if not has_time_for(state, "reference_tests"):
         return None
-    return adapters.run(source_of(state), opts.test_command or "", device="cpu", redirect_cuda="cpu", probe=False,
-                        profile=False, timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=adir,
-                        disk_limit_bytes=opts.disk_limit_bytes, environment=adapters.RunEnvironment.of(opts),
-                        coverage=coverage_wanted(state))
+    return _reference_tests_run(state, adir, None)
 
 
-def reference_tests(state: MigrationState) -> Update:
+def reference_tests(state: MigrationState, runs: RunScheduler | None = None) -> Update:
     """The test command's run on the original code (CUDA redirected to CPU, as the reference run), once:
-    the tests it collects and how each ends are what the migrated code's tests are held to."""
+    the tests it collects and how each ends are what the migrated code's tests are held to. ``runs``: the
+    scheduler that may have it in flight (:func:`start_reference_tests`)."""
     if reference_tests_of(state) is not None or not options_of(state).test_command:
         return {}
-    run = _run_reference_tests(state)
+    run = _run_reference_tests(state, runs)
     if run is None:
         logger.info("no time left in --max-wall for the tests on the original: the test guard has no reference")
         return {}

@@ -5,12 +5,18 @@ Under a CUDA autocast the reference and the target both compute in reduced preci
 fails, the fp32 golden run (``agent.migration.nodes.golden``) decides by docs/numerics.md's error ratio whether the
 target is as close to the fp32 result as the reference is; the summary names the ratio.
 
+A pass by the drift budget of the later training steps makes no side run here unless ``--explain-drift``: where
+the drift comes from cannot change that pass; ``diagnose`` measures it (:func:`measure_drift`) when the tests then
+fail, where the policy's FIX008-after-drift rule reads the measurement.
+
 A report with nothing compared (the program ran no nn.Module, printed no metric, saved no tensor,
 left none at top level and recorded nothing) is neither a pass nor a failure: the migration goes on
 to the tests and the profile, and the report node says parity could not be shown (``partial``), never that it failed.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from agent.migration import adapters
 from agent.migration.nodes import causes
@@ -25,7 +31,7 @@ from agent.migration.nodes.common import (
 )
 from agent.migration.nodes.golden import cancel_golden, golden_for
 from agent.migration.runs import RunScheduler
-from agent.migration.state import MigrationState, dump, options_of, reference_of, target_ok_of
+from agent.migration.state import MigrationState, dump, golden_of, options_of, reference_of, target_ok_of
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
 from tools.parity.models import ParityReport
@@ -69,14 +75,11 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
         report.explained_by = causes.explains(found.trials)
         if found.prepared is not None:
             update["prepared_target"] = dump(found.prepared)
-    elif drifted:  # passed by the drift budget of the later steps: measure the drift it admitted
-        golden, records = golden_for(state, runs)
-        if golden is not None:
-            update["golden"] = dump(golden)
-            if golden.ok and golden.probe_dir is not None and golden.probe_dir.is_dir():
-                golden_dir = golden.probe_dir
-        report.trials, drift_runs = causes.explain_drift(state, report, ref_dir, golden_dir, changes)
+    elif drifted and options_of(state).explain_drift:  # passed by the drift budget: measure the drift it admitted
+        report, drift_runs = measure_drift(state, report, golden_dir)
         records += drift_runs
+    elif drifted and report.drift is not None and report.drift.used:
+        report.drift_measured = False  # side runs that cannot change this passing verdict: made if the tests fail
     if records:
         update["runs"] = records
     update["parity"] = dump(report)
@@ -93,6 +96,8 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
         return update
     if report.passed and report.drift is not None and report.drift.used:
         measured = f"; measured: {report.measured()}" if report.trials else ""
+        if report.drift_measured is False:
+            measured = "; where the drift comes from is measured only if the tests fail (or with --explain-drift)"
         update[SUMMARY] = f"parity passes; {report.drift.describe()}{measured}" + tiers
         return update
     if report.passed:
@@ -121,6 +126,25 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
     msg = no_rule_left(report, where + tiers, tried)
     update.update({"status": "partial", "summary": msg, SUMMARY: "parity fails; no rule left"})
     return update
+
+
+def measure_drift(state: MigrationState, report: ParityReport,
+                  golden_dir: Path | None = None) -> tuple[ParityReport, list[dict[str, object]]]:
+    """The side runs of ``causes.explain_drift`` for a parity that passed by the drift budget: the report with
+    their trials (``drift_measured``) and their run records. They cannot change that passing verdict, so the
+    parity node makes them only under ``--explain-drift``; otherwise ``diagnose`` makes them when the tests then
+    fail, where the policy's FIX008-after-drift rule needs their measurement. ``golden_dir``: the fp32 golden
+    run's dump (default: the golden run in the state, if it passed)."""
+    ref = reference_of(state)
+    ref_dir = ref.probe_dir if ref is not None else None
+    if golden_dir is None:
+        golden = golden_of(state)
+        if golden is not None and golden.ok and golden.probe_dir is not None and golden.probe_dir.is_dir():
+            golden_dir = golden.probe_dir
+    if ref_dir is None or not ref_dir.is_dir():
+        return report, []
+    trials, records = causes.explain_drift(state, report, ref_dir, golden_dir, dtype_changes_of(state))
+    return report.model_copy(update={"trials": [*report.trials, *trials], "drift_measured": True}), records
 
 
 def no_rule_left(report: ParityReport, where: str, tried: str) -> str:

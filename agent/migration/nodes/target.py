@@ -67,6 +67,9 @@ def start_beside(state: MigrationState, runs: RunScheduler, ws: Path, foreground
             cdir.mkdir(parents=True, exist_ok=True)
             if runs.start(cpu_key, lambda cancel: run_cpu_check(state, ws, cdir, cancel)):
                 beside.append("the CPU check")
+    started = runs.has(guard.reference_tests_key(state))
+    if not started and runs.spare_cores() >= need and guard.start_reference_tests(state, runs):
+        beside.append("the tests on the original")
     return beside
 
 
@@ -151,12 +154,17 @@ def tests(state: MigrationState, runs: RunScheduler) -> Update:
         return {SUMMARY: "no test command"}
     ws = ensure_workspace(state)
     adir = artifacts_dir(state, _tests_label(state))
+    # the tests on the original beside the tests' rest (or their run now), not after them, where a core is free:
+    # the tests' own run, if it is made now, takes one (and the runs in flight stay what sandbox.hostmem counts)
+    need = 1 if runs.has(_tests_key(state)) else 2
+    if runs.spare_cores() >= need:
+        guard.start_reference_tests(state, runs)
     run = runs.join(_tests_key(state), adir)
     where = " (beside the target run)" if run is not None else ""
     if run is None:
         ensure_time_for(state, "tests", "the tests run")
         run = _run_tests(state, ws, adir, None)
-    before = guard.reference_tests(state)  # the test guard's reference: the same command on the original
+    before = guard.reference_tests(state, runs)  # the test guard's reference: the same command on the original
     after = guard.snapshot(run, adir, guard.coverage_wanted(state))
     update: Update = {**before, "last_run": dump(run), "last_phase": "test", "tests_after": dump(after),
                       "runs": [*before.get("runs", []), dump(RunRecord.of("tests", run))]}
