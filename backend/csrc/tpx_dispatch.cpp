@@ -31,6 +31,7 @@
 #include <atomic>
 #include <functional>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -855,17 +856,29 @@ void fast_done(FastCount* c, bool timed, int64_t t0) {
   }
 }
 int64_t fast_now_ns() { return now_ns(); }
-bool fast_is_fallback(const char* full, int& epoch, bool& flag) {
+// 0: not a configured fallback op; 1: a fallback op this thread may run itself, counted (Python
+// has warned about it, or warnings are off, and strict mode is off: TpxKernel's fallback_here);
+// 2: Python's (the first call's warning, strict mode's error).
+int fast_fallback_mode(const char* full, int& epoch, int& mode) {
   int e = g_fallback_epoch.load(std::memory_order_relaxed);
   if (e != epoch) {
     std::string base(full);
     if (base.rfind("aten::", 0) == 0) base = base.substr(6);
     std::lock_guard<std::mutex> lock(g_cfg_mu);
-    flag = g_fallback_ops.count(base) > 0;
+    bool fb = g_fallback_ops.count(base) > 0;
+    bool here = fb && !g_strict.load() && (!g_warn_fallback.load() || g_fallback_warned.count(base) > 0);
+    mode = !fb ? 0 : (here ? 1 : 2);
     epoch = e;
   }
-  return flag;
+  return mode;
 }
+// A fallback op run by an unboxed kernel: the device-to-host sync a real accelerator would need
+// and the CPU-fallback call, counted as the generic kernel counts them.
+void fast_fallback_sync(const char* full) {
+  const char* base = std::strncmp(full, "aten::", 6) == 0 ? full + 6 : full;
+  record_sync(base);
+}
+void fast_fallback_done(FastCount* c) { c->fallbacks.fetch_add(1, std::memory_order_relaxed); }
 bool fast_matmul_bf16() { return g_matmul_bf16.load(std::memory_order_relaxed); }
 bool fast_is_matmul(const char* full) {
   std::string base(full);

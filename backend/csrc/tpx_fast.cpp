@@ -70,6 +70,17 @@
 #include <ATen/ops/topk_ops.h>
 #include <ATen/ops/where_ops.h>
 #include <ATen/ops/zero_ops.h>
+#include <ATen/ops/nonzero_ops.h>
+#include <ATen/ops/index_ops.h>
+#include <ATen/ops/masked_select_ops.h>
+#include <ATen/ops/_embedding_bag_ops.h>
+#include <ATen/ops/_embedding_bag_forward_only_ops.h>
+#include <ATen/ops/_embedding_bag_backward_ops.h>
+#include <ATen/ops/index_put_ops.h>
+#include <ATen/ops/_index_put_impl_ops.h>
+#include <ATen/ops/scatter_ops.h>
+#include <ATen/ops/arange_ops.h>
+#include <ATen/ops/embedding_ops.h>
 #include <torch/csrc/profiler/api.h>
 #include <torch/library.h>
 
@@ -93,7 +104,9 @@ FastCount* fast_counter(const char* full);
 bool fast_timed(FastCount* c);  // whether this call is one of the timed ones
 void fast_done(FastCount* c, bool timed, int64_t t0);
 int64_t fast_now_ns();
-bool fast_is_fallback(const char* full, int& epoch, bool& flag);
+int fast_fallback_mode(const char* full, int& epoch, int& mode);  // 0 no, 1 run here counted, 2 Python's
+void fast_fallback_sync(const char* full);
+void fast_fallback_done(FastCount* c);
 bool fast_matmul_bf16();
 bool fast_is_matmul(const char* full);
 [[noreturn]] void fast_float64_refused(const char* full);
@@ -123,7 +136,7 @@ struct Ctx {
   at::Tensor in(const at::Tensor& t) {
     if (!t.defined()) return t;
     if (t.device().type() == kTpx) {
-      int idx = t.device().index();
+      int idx = t.device().index();  // (a tensor's device always has its index)
       if (!plain(t) || (index != -2 && idx != index)) {
         ok = false;
         return t;
@@ -204,6 +217,37 @@ struct Cv<const at::ITensorListRef&> {
   static TensorVec go(const at::ITensorListRef& l, Ctx& c) { return convert_list(l, c); }
 };
 
+// A factory's device (arange(..., device="tpx")): the op runs on the CPU and its result becomes a
+// tpx tensor of the device named ("tpx": the current one). Any other device, or a tpx device
+// next to tensors of another index, is the generic kernel's.
+template <>
+struct Cv<std::optional<at::Device>> {
+  using type = std::optional<at::Device>;
+  static type go(std::optional<at::Device> d, Ctx& c) {
+    if (!d.has_value()) return d;
+    if (d->type() != kTpx) {
+      c.ok = false;
+      return d;
+    }
+    int idx = d->has_index() ? d->index() : -1;
+    if (c.index != -2 && c.index != idx) c.ok = false;
+    c.index = idx;
+    return at::Device(c10::kCPU);
+  }
+};
+
+// index/index_put_'s indices
+template <>
+struct Cv<const c10::List<std::optional<at::Tensor>>&> {
+  using type = c10::List<std::optional<at::Tensor>>;
+  static type go(const c10::List<std::optional<at::Tensor>>& l, Ctx& c) {
+    type out;
+    out.reserve(l.size());
+    for (const std::optional<at::Tensor>& t : l) out.push_back(t.has_value() ? std::optional<at::Tensor>(c.in(*t)) : t);
+    return out;
+  }
+};
+
 template <class T>
 T& arg(T& v) {
   return v;
@@ -239,6 +283,17 @@ struct Out<at::Tensor&> {
   }
 };
 
+// Counts a fallback op's call once it ran (the sync when it starts, as the generic kernel does).
+struct FallbackCount {
+  FastCount* c;
+  FallbackCount(FastCount* cnt, const char* full) : c(cnt) {
+    if (c != nullptr) fast_fallback_sync(full);
+  }
+  void done() const {
+    if (c != nullptr) fast_fallback_done(c);
+  }
+};
+
 template <class Op, class Sig = typename Op::schema>
 struct Fast;
 
@@ -256,20 +311,24 @@ struct Fast<Op, Ret(Args...)> {
   static Ret call(Args... args) {
     static const bool matmul = fast_is_matmul(Op::name);
     thread_local int epoch = 0;
-    thread_local bool fallback = false;
-    if (torch::profiler::impl::profilerEnabled() || fast_is_fallback(Op::name, epoch, fallback) ||
-        (matmul && fast_matmul_bf16()))
-      return slow(std::forward<Args>(args)...);
+    thread_local int fallback = 0;
+    if (torch::profiler::impl::profilerEnabled() || (matmul && fast_matmul_bf16())) return slow(std::forward<Args>(args)...);
+    int fb = fast_fallback_mode(Op::name, epoch, fallback);
+    if (fb == 2) return slow(std::forward<Args>(args)...);
     FastCount* cnt = counter();
     bool timed = fast_timed(cnt);
     int64_t t0 = timed ? fast_now_ns() : 0;
     Ctx ctx;
     std::tuple<typename Cv<Args>::type...> cv{Cv<Args>::go(args, ctx)...};
     if (!ctx.ok || ctx.index == -2) return slow(std::forward<Args>(args)...);
+    // a configured fallback op (nonzero, masked_select, ...): counted as the generic kernel counts
+    // it, a device-to-host sync and a CPU-fallback call
+    FallbackCount fbc{fb == 1 ? cnt : nullptr, Op::name};
     // The dispatch table's CPU entry (a composite kernel for an op without a CPU one), as the
     // generic kernel calls it.
     if constexpr (std::is_void_v<Ret>) {  // the in-place foreach ops
       std::apply([](auto&... x) { Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...); }, cv);
+      fbc.done();
       fast_done(cnt, timed, t0);
     } else if constexpr (std::is_same_v<Ret, at::Tensor&>) {
       at::Tensor& r = std::apply(
@@ -278,12 +337,14 @@ struct Fast<Op, Ret(Args...)> {
           },
           cv);
       at::Tensor& res = Out<at::Tensor&>::go(r, ctx, Op::name);
+      fbc.done();
       fast_done(cnt, timed, t0);
       return res;
     } else {
       Ret r = std::apply(
           [](auto&... x) { return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...); }, cv);
       Ret res = Out<Ret>::go(std::move(r), ctx, Op::name);
+      fbc.done();
       fast_done(cnt, timed, t0);
       return res;
     }
@@ -322,13 +383,20 @@ std::vector<Entry> entries() {
       entry<o::mean_dim>(), entry<o::any_dim>(), entry<o::argmax>(),
       // indexing and joins
       entry<o::cat>(), entry<o::index_select>(), entry<o::gather>(), entry<o::topk>(), entry<o::embedding_dense_backward>(),
-      entry<o::scatter_add>(), entry<o::index_add>(),
+      entry<o::scatter_add>(), entry<o::index_add>(), entry<o::index_Tensor>(), entry<o::embedding>(),
+      entry<o::_embedding_bag>(), entry<o::_embedding_bag_forward_only>(), entry<o::_embedding_bag_backward>(), entry<o::scatter_src>(), entry<o::scatter_value>(),
+      entry<o::masked_fill_Scalar>(), entry<o::masked_fill_Tensor>(),
+      // data-dependent shapes (configured fallback ops: counted as CPU fallbacks and syncs)
+      entry<o::nonzero>(), entry<o::masked_select>(),
+      // factories with device=tpx
+      entry<o::arange>(), entry<o::arange_start>(), entry<o::arange_start_step>(),
       // in-place (the optimizers' updates, masks, accumulation)
       entry<o::add__Tensor>(), entry<o::mul__Tensor>(), entry<o::div__Tensor>(), entry<o::sub__Tensor>(),
       entry<o::add__Scalar>(), entry<o::mul__Scalar>(), entry<o::div__Scalar>(), entry<o::sub__Scalar>(),
       entry<o::sqrt_>(), entry<o::lerp__Scalar>(),
       entry<o::addcmul_>(), entry<o::addcdiv_>(), entry<o::zero_>(), entry<o::fill__Scalar>(), entry<o::index_add_>(),
-      entry<o::scatter_add_>(), entry<o::masked_fill__Scalar>(),
+      entry<o::scatter_add_>(), entry<o::masked_fill__Scalar>(), entry<o::masked_fill__Tensor>(), entry<o::scatter__src>(),
+      entry<o::scatter__value>(), entry<o::index_put_>(), entry<o::_index_put_impl_>(),
       // the optimizers' foreach updates: one tpx call, the per-tensor loop on the CPU aliases
       entry<o::_foreach_add__Scalar>(), entry<o::_foreach_add__List>(), entry<o::_foreach_add__Tensor>(),
       entry<o::_foreach_mul__Scalar>(), entry<o::_foreach_mul__List>(), entry<o::_foreach_div__ScalarList>(),

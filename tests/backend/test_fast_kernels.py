@@ -103,6 +103,25 @@ CASES: list[tuple[str, Callable[..., Any], tuple[torch.Tensor, ...]]] = [
     ("aten::scatter_add", lambda x, i, s: x.scatter_add(0, i, s),
      (torch.zeros(3, 2), torch.tensor([[0, 1], [2, 2], [0, 0]]), _r(3, 2))),
     ("aten::index_add", lambda x, i, s: x.index_add(0, i, s), (torch.zeros(4, 2), torch.tensor([3, 0, 3]), _r(3, 2))),
+    # the second round: indexing with tensors and masks, embeddings, scatter, out-of-place masked_fill
+    ("aten::index", lambda x, m: x[m], (_r(5, 3), torch.tensor([True, False, True, True, False]))),
+    ("aten::index", lambda x, m: x[m], (_r(4, 3), _r(4, 3, seed=1) > 0)),  # a full-shape mask
+    ("aten::index", lambda x, i: x[:, i], (_r(4, 5), torch.tensor([4, 0, 4]))),  # a None before the index
+    ("aten::index", lambda x, i, j: x[i, j], (_r(4, 5), torch.tensor([0, 3]), torch.tensor([[1], [4]]))),
+    ("aten::index", lambda x, i: x.t()[i], (_r(4, 5), torch.tensor([2, 2, 0]))),  # a transposed input
+    ("aten::embedding", lambda w, i: F.embedding(i, w), (_r(10, 4), torch.tensor([[1, 9], [9, 0]]))),
+    ("aten::_embedding_bag_forward_only", lambda w, i, o: F.embedding_bag(i, w, o, mode="mean"),
+     (_r(10, 4), torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 4]))),
+    ("aten::_embedding_bag_forward_only", lambda w, i, o: F.embedding_bag(i, w, o, mode="max"),
+     (_r(10, 4), torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 3]))),
+    ("aten::_embedding_bag_forward_only", lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p),
+     (_r(10, 4), torch.tensor([1, 2, 4, 5]), torch.tensor([0, 1]), _r(4, seed=3))),
+    ("aten::scatter", lambda x, i, s: x.scatter(1, i, s), (torch.zeros(3, 4), torch.tensor([[0, 3], [1, 1], [2, 0]]),
+                                                         _r(3, 2))),
+    ("aten::scatter", lambda x, i: x.scatter(1, i, 2.5), (torch.zeros(3, 4), torch.tensor([[0], [3], [1]]))),
+    ("aten::masked_fill", lambda x, m: x.masked_fill(m, -1e9), (_r(3, 4), _r(3, 4, seed=1) > 0)),
+    ("aten::masked_fill", lambda x, m: x.masked_fill(m, 0.0), (_r(3, 4), torch.tensor([True, False, True, False]))),
+    ("aten::masked_fill", lambda x, m, v: x.masked_fill(m, v), (_r(3, 4), _r(3, 4, seed=1) > 0, torch.tensor(7.0))),
 ]
 
 
@@ -196,13 +215,22 @@ def test_the_generic_kernel_keeps_its_rules(tpx_config: Any, fresh_stats: Any) -
     assert torch.equal(got, a.bfloat16().float() @ b.bfloat16().float())
     assert _fast_calls().get("aten::mm", 0) == 0
     assert fresh_stats.snapshot()["ops"]["aten::mm"]["calls"] == 1
-    # an op configured as a fallback is the generic kernel's (counted as a CPU fallback)
-    tpx_config(matmul_precision="highest", fallback_ops="+index_select", warn_fallback=False)
+    # an op configured as a fallback is the generic kernel's (Python's) while strict mode refuses it
+    tpx_config(matmul_precision="highest", fallback_ops="+index_select", warn_fallback=False, strict=True)
+    fresh_stats.reset()
+    with pytest.raises(RuntimeError, match="index_select"):
+        x.index_select(0, torch.tensor([2, 0], device=DEV))
+    assert _fast_calls().get("aten::index_select", 0) == 0
+    # ... and once it may run (not strict, warned or warnings off) the unboxed kernel runs it,
+    # counted as the generic kernel counts it: a CPU fallback and a device-to-host sync
+    tpx_config(strict=False)
     fresh_stats.reset()
     r = x.index_select(0, torch.tensor([2, 0], device=DEV))
     assert torch.equal(r.cpu(), torch.ones(2, 4))
-    assert _fast_calls().get("aten::index_select", 0) == 0
-    assert fresh_stats.snapshot()["cpu_fallback_ops"] == {"aten::index_select": 1}
+    assert _fast_calls().get("aten::index_select", 0) == 1
+    snap = fresh_stats.snapshot()
+    assert snap["cpu_fallback_ops"] == {"aten::index_select": 1}
+    assert snap["syncs"].get("index_select") == 1  # (the .cpu() above is one more, "cpu")
 
 
 def test_tensors_of_two_devices_are_refused() -> None:
@@ -264,3 +292,88 @@ def test_composite_in_place_scalar_forms_run_unboxed() -> None:
     cpu.mul_(0.5)
     _same(x, cpu)
     assert _fast_calls().get("aten::mul_") == 1
+
+
+@pytest.mark.parametrize("fn", [
+    lambda d: torch.arange(7, device=d),
+    lambda d: torch.arange(2, 9, device=d),
+    lambda d: torch.arange(1, 2, 0.25, device=d),
+    lambda d: torch.arange(10, 0, -3, dtype=torch.int32, device=d),
+    lambda d: torch.arange(5, dtype=torch.float32, device=d),
+], ids=["end", "start-end", "float-step", "int32-descending", "float32"])
+def test_arange_with_a_tpx_device_runs_unboxed_and_matches_the_cpu(fn: Callable[[str], torch.Tensor]) -> None:
+    _ext.get().reset_op_counters()
+    got = fn(DEV)
+    _same(got, fn("cpu"))
+    assert got.device == torch.device(DEV, torch.tpx.current_device())
+    assert _fast_calls().get("aten::arange", 0) == 1
+
+
+def test_arange_keeps_the_float64_rule(tpx_config: Any) -> None:
+    tpx_config(allow_float64=False)
+    with pytest.raises(TypeError, match="float64"):
+        torch.arange(3, dtype=torch.float64, device=DEV)
+
+
+def test_data_dependent_ops_run_unboxed_counted_as_fallbacks(tpx_config: Any, fresh_stats: Any) -> None:
+    x = _r(6, 3)
+    keep = torch.tensor([True, False, True, True, False, True])
+    tpx_config(warn_fallback=False)
+    fresh_stats.reset()
+    rows = keep.to(DEV).nonzero()
+    picked = x.to(DEV).masked_select(keep.to(DEV).unsqueeze(1))
+    _same(rows, keep.nonzero())
+    _same(picked, x.masked_select(keep.unsqueeze(1)))
+    calls = _fast_calls()
+    assert calls.get("aten::nonzero") == 1 and calls.get("aten::masked_select") == 1
+    snap = fresh_stats.snapshot()
+    assert snap["cpu_fallback_ops"] == {"aten::nonzero": 1, "aten::masked_select": 1}
+    assert snap["syncs"].get("nonzero") == 1 and snap["syncs"].get("masked_select") == 1
+
+
+def test_index_put_and_in_place_scatter_masked_fill_forms() -> None:
+    mask = torch.tensor([[True, False, False], [False, False, True], [True, True, False]])
+    i = torch.tensor([0, 2, 0])
+
+    def run(d: str) -> tuple[torch.Tensor, torch.Tensor]:
+        a = torch.arange(9.0).view(3, 3).to(d)
+        view = a[1:]
+        r1 = a.index_put_((i.to(d),), torch.ones(3, device=d), accumulate=True)
+        r2 = a.index_put_((mask.to(d),), torch.tensor(-1.0, device=d))
+        a[mask.to(d)] = 5.0
+        r3 = a.scatter_(1, torch.tensor([[2], [0], [1]], device=d), 0.5)
+        r4 = a.scatter_(0, torch.tensor([[1, 1, 1]], device=d), torch.full((1, 3), 3.0, device=d))
+        r5 = a.masked_fill_(mask.t().to(d), torch.tensor(8.0, device=d))
+        assert all(r is a for r in (r1, r2, r3, r4, r5))
+        return a, view
+
+    _ext.get().reset_op_counters()
+    (got, got_view), (want, want_view) = run(DEV), run("cpu")
+    _same(got, want)
+    _same(got_view, want_view)
+    calls = _fast_calls()
+    for name in ("aten::index_put_", "aten::scatter_", "aten::masked_fill_"):
+        assert calls.get(name, 0) + calls.get("aten::_index_put_impl_", 0) >= 1, (name, calls)
+    assert calls.get("aten::scatter_") == 2
+
+
+def test_autograd_through_the_second_rounds_kernels_matches_the_cpu() -> None:
+    def step(dev: str) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        emb = torch.nn.Embedding(12, 4).to(dev)
+        bag = torch.nn.EmbeddingBag(12, 4, mode="mean").to(dev)
+        tok = torch.tensor([[1, 5, 7], [7, 2, 11]]).to(dev)
+        h = emb(tok) + bag(tok.flatten(), torch.tensor([0, 2]).to(dev)).unsqueeze(1)[:, :1]
+        mask = (tok > 4).to(dev)
+        picked = h[mask]
+        scat = torch.zeros(2, 3, 4, device=dev).scatter(1, tok.remainder(3).unsqueeze(-1).expand(-1, -1, 4), h)
+        loss = picked.sum() + h.masked_fill(~mask.unsqueeze(-1), 0.0).pow(2).sum() + scat.tanh().sum()
+        loss.backward()
+        return [loss.detach(), emb.weight.grad, bag.weight.grad]
+
+    _ext.get().reset_op_counters()
+    got = step(DEV)
+    calls = _fast_calls()
+    for a, b in zip(got, step("cpu"), strict=True):
+        _same(a, b)
+    assert calls.get("aten::_embedding_bag", 0) == 1 and calls.get("aten::index", 0) >= 1
