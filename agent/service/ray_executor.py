@@ -39,7 +39,7 @@ from agent.migration.facade import (
     import_checkpoint,
     load,
 )
-from agent.migration.paths import artifacts_root, session_out, session_repo
+from agent.migration.paths import artifacts_root, session_dir, session_out, session_repo
 from agent.service import bundle, ray_task
 from agent.service.executor import BEFORE_RESULT, ExecutorFailure, SessionCancelled
 from agent.service.settings import ServiceSettings
@@ -253,7 +253,7 @@ class RayExecutor:
         if not isinstance(data, bytes):
             raise ResultRefused("the Ray task sent no outputs")
         s = self.settings
-        landing = s.data_dir / "sessions" / row.id / f".ray-{row.attempt}"
+        landing = session_dir(s.data_dir, row.id) / f".ray-{row.attempt}"
         shutil.rmtree(landing, ignore_errors=True)
         landing.mkdir(parents=True)
         limits = UploadLimits(max_bytes=s.ray_result_bytes, max_files=max(s.uploads.max_files, RESULT_FILES),

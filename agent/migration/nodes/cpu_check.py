@@ -57,6 +57,7 @@ from agent.migration.state import (
     parity_of,
     profile_round_of,
     reference_of,
+    runs_of,
 )
 from agent.migration.workspace import round_label
 from agent.policy.base import Diagnosis, diagnosis_of
@@ -240,7 +241,7 @@ def cpu_check(state: MigrationState, runs: RunScheduler) -> Update:
         done = finished(odir)  # made beside, right after the CPU check failed there (run_cpu_check)
         if done is not None and run_cache.reused_from(odir) is None:
             run_cache.keep(opts, "cpu_original", done, migration_id_of(state))
-            again = any(r.get("kind") == "cpu_original" for r in state.get("runs", []))  # an earlier round's
+            again = any(r.kind == "cpu_original" for r in runs_of(state))  # an earlier round's
             records.append(dump(RunRecord.of("cpu_original", done, reused=again)))
             return done
         left = clock.left()
