@@ -173,19 +173,22 @@ class GitHubJobs:
             logger.exception("could not comment on %s#%d", t.full_name, t.number)
 
     def _run(self, row: JobRow) -> None:
-        """One job, start to end: whatever happens, its thread is told and its row ends."""
+        """One job, start to end: whatever happens, its thread is told and its row ends (a migration's thread
+        on the issue or PR; a review follow-up answers in its review thread itself)."""
         t = row.trigger
-        if t.review is not None:
-            self._follow_up(row)
-            return
         signal = threading.Event()
         runs = RunScheduler()  # this job's background runs: stopped with it, whichever way it ends
         with self._running_lock:
             self._running[row.delivery] = (signal, runs)
         if self.store.cancel_requested(row.delivery):  # asked between the claim and now
             signal.set()
+        comment: str | None
         try:
-            state, comment, outcome = self._attempt(row, signal, runs)
+            if t.review is not None:
+                state, outcome = self._follow_up(row, signal)
+                comment = None
+            else:
+                state, comment, outcome = self._attempt(row, signal, runs)
         finally:
             runs.close()
             with self._running_lock:
@@ -195,34 +198,29 @@ class GitHubJobs:
         if lost:  # another server runs it again and answers: no "cancelled" from here
             logger.warning("GitHub job %s: ended here after its lease was lost; nothing said", row.delivery)
             return
-        self._say(t, comment)
+        if comment is not None:
+            self._say(t, comment)
         try:
             self.store.finish(row.delivery, state, outcome)
         except Exception:  # the database failed: the row stays running and is queued again at the next start
             logger.exception("GitHub job %s: could not record its end (%s)", row.delivery, state)
 
-    def _follow_up(self, row: JobRow) -> None:
-        """A review follow-up (``agent.prbot.review``): it answers in its review thread, not on the issue."""
+    def _follow_up(self, row: JobRow, stop: threading.Event) -> tuple[JobState, str]:
+        """A review follow-up (``agent.prbot.review``): it answers in its review thread, not on the issue; its
+        row's (state, outcome). Never raises."""
         from agent.prbot.review.follow_up import FollowUpContext, follow_up
 
         t = row.trigger
         ctx = FollowUpContext(client=self.client, config=self.config, work=job_dir(self.root, row.delivery),
                               git_env=lambda: git_env(self.client.git_token(t.owner, t.repo)), submit=self.submit,
-                              stop=threading.Event(), state_dir=self.data_dir / "state")
-        with self._running_lock:
-            self._running[row.delivery] = (ctx.stop, RunScheduler())
+                              stop=stop, state_dir=self.data_dir / "state")
         try:
             end = follow_up(t, ctx)
-            state, outcome = end.state, end.outcome
+            failed, outcome = end.state == "failed", end.outcome
         except Exception as exc:  # a bug or GitHub refusing the gate: logged, the row ends
             logger.exception("GitHub job %s: the review follow-up failed", row.delivery)
-            state, outcome = "failed", f"internal: {type(exc).__name__}: {exc}"
-        finally:
-            with self._running_lock:
-                self._running.pop(row.delivery, None)
-                self._lost.discard(row.delivery)
-        self.store.finish(row.delivery, "cancelled" if ctx.stop.is_set() else
-                          ("failed" if state == "failed" else "done"), outcome)
+            failed, outcome = True, f"internal: {type(exc).__name__}: {exc}"
+        return ("cancelled" if stop.is_set() else "failed" if failed else "done"), outcome
 
     def _attempt(self, row: JobRow, signal: threading.Event, runs: RunScheduler) -> tuple[JobState, str, str]:
         """The job's (state, comment for its thread, outcome for its row); never raises."""

@@ -27,6 +27,19 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 
+def app_key_pair() -> tuple[str, str]:
+    """A fresh GitHub App key pair as PEM text: (private key for the app's config, public key for FakeGitHub)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return pem, public
+
+
 @dataclass
 class Recorded:
     method: str

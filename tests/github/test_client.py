@@ -5,9 +5,7 @@ and errors that say what GitHub said without a token."""
 from __future__ import annotations
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from fake_github import FakeGitHub
+from fake_github import FakeGitHub, app_key_pair
 from pydantic import SecretStr
 
 from agent.prbot.github.client import GitHubClient, GitHubError
@@ -68,11 +66,7 @@ def test_gets_are_retried_once_on_a_gateway_error_and_posts_never(fake_github):
 
 
 def test_a_github_app_signs_a_jwt_and_caches_its_installation_token():
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
-    public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    pem, public = app_key_pair()
     fake = FakeGitHub(app_public_key=public, app_id=4242)
     try:
         fake.add_repo("acme/app")

@@ -190,3 +190,68 @@ def test_a_job_that_lost_its_lease_here_ends_without_a_word_in_its_thread(tmp_pa
         jobs._run(row)
     assert said == ["Ferry: asked was cancelled"]
     jobs.store.close()
+
+
+def test_a_review_follow_up_ends_as_a_migration_does(tmp_path, monkeypatch, caplog):
+    """One end for both kinds of job: a follow-up whose lease was lost ends unrecorded here, one cancelled
+    between its claim and its start sees its stop set and ends ``cancelled``, and a database failure at its end
+    is logged as such with the worker alive."""
+    import logging
+
+    from agent.prbot.github.config import GitHubConfig
+    from agent.prbot.github.webhook import ReviewAsk
+    from agent.prbot.jobs import GitHubJobs
+    from agent.prbot.review import follow_up as follow_up_mod
+
+    monkeypatch.delenv("FERRY_SERVICE_DATABASE", raising=False)
+    config = GitHubConfig.from_env({"FERRY_GITHUB_TOKEN": "t"}, webhook=False)
+    assert config is not None
+
+    class NoClient:
+        def close(self) -> None:
+            return None
+
+    jobs = GitHubJobs(tmp_path, config, NoClient())  # type: ignore[arg-type]
+    seen: dict[str, bool] = {}
+
+    def fake_follow_up(t, ctx):
+        seen[t.delivery] = ctx.stop.is_set()
+        if t.delivery == "lost":
+            assert jobs.store.on_stop is not None
+            jobs.store.on_stop(t.delivery, True)  # the shared store's heartbeat: another server has it now
+        return follow_up_mod.FollowUpEnd(state="done", outcome="answered in the thread")
+
+    monkeypatch.setattr(follow_up_mod, "follow_up", fake_follow_up)
+
+    def review_trigger(delivery: str) -> Trigger:
+        return _trigger(delivery, repo=delivery).model_copy(update={
+            "review": ReviewAsk(branch="ferry/migrate-main", base="main", comment_id=7, body="/ferry try again")})
+
+    for delivery in ("lost", "plain"):
+        jobs.store.add(review_trigger(delivery))
+
+    ends: dict[str, str] = {}
+    for _ in range(2):
+        row = jobs.store.claim()
+        assert row is not None
+        if row.delivery == "plain":
+            jobs.store.request_cancel("plain")  # asked after the claim, before the job starts
+        jobs._run(row)
+        got = jobs.store.get(row.delivery)
+        assert got is not None
+        ends[row.delivery] = got.state
+    assert seen == {"lost": False, "plain": True}
+    assert ends == {"lost": "running", "plain": "cancelled"}  # a lost lease's row is the other server's to end
+
+    jobs.store.add(review_trigger("db"))
+    row = jobs.store.claim()
+    assert row is not None
+
+    def broken_finish(delivery, state, outcome):
+        raise RuntimeError("database gone")
+
+    monkeypatch.setattr(jobs.store, "finish", broken_finish)
+    with caplog.at_level(logging.ERROR, logger="agent.prbot.jobs"):
+        jobs._run(row)  # does not raise
+    assert any("could not record its end" in r.getMessage() for r in caplog.records)
+    jobs.store.close()

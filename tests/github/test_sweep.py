@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fake_github import FakeGitHub
+from fake_github import FakeGitHub, app_key_pair
 from service_client import PLAIN  # a program the codemods alone migrate
 from test_webhook import _git, _remote
 
@@ -224,15 +224,9 @@ def test_a_plain_refusal_is_not_a_rate_limit(tmp_path, fake_github):
 
 
 def test_a_github_app_lists_the_organisation_through_its_installation_there():
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
     from pydantic import SecretStr
 
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
-    public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    pem, public = app_key_pair()
     fake = FakeGitHub(app_public_key=public, app_id=4242)
     try:
         fake.add_repo("acme/app")
