@@ -183,6 +183,11 @@ if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
 
 
+def entry() -> NoReturn:
+    """The ``ferry`` console script: :func:`main`, ended by :func:`exit_now` as ``python -m agent.cli`` is."""
+    exit_now(main())
+
+
 def exit_now(code: int) -> NoReturn:
     """End ``python -m agent.cli`` with ``code`` once its exit handlers have run (background runs stopped,
     warm interpreters closed, logs flushed) and its output is flushed, without the interpreter's module-by-

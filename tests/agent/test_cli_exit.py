@@ -44,3 +44,24 @@ def test_exit_now_waits_for_a_thread_that_is_not_a_daemon(tmp_path: Path):
     assert r.returncode == 3
     assert "thread finished" in r.stdout and mark.read_text() == "handlers ran"
 
+
+
+CONSOLE = """
+import sys
+from importlib.metadata import entry_points
+
+class Teardown:
+    def __del__(self):
+        sys.stderr.write("interpreter teardown")
+
+kept = Teardown()  # freed only by the interpreter's module-by-module teardown
+(script,) = [ep for ep in entry_points(group="console_scripts") if ep.name == "ferry"]
+sys.argv = ["ferry", "--help"]
+sys.exit(script.load()())  # what the installed `ferry` wrapper does
+"""
+
+
+def test_the_ferry_console_script_ends_as_python_m_agent_cli_does():
+    r = subprocess.run([sys.executable, "-c", CONSOLE], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "usage: ferry" in r.stdout
+    assert "interpreter teardown" not in r.stderr

@@ -233,6 +233,27 @@ def test_threads_and_atexit_finish_before_the_run_ends(server, workspace):
     assert warm.stdout == cold.stdout == "main done\nthread done\natexit ran\n"
 
 
+def test_a_run_collects_its_own_cycles_but_never_walks_what_the_server_preloaded(server, workspace):
+    _write(workspace, "cycles.py", """
+        import gc, json
+        class Node:
+            def __del__(self):
+                print("collected", flush=True)
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle: only the collector frees it
+        del a, b
+        gc.collect()
+        preloaded = sum(1 for o in gc.get_objects() if type(o).__module__.startswith("json"))
+        print("json objects walked:", preloaded if "json.decoder" in __import__("sys").modules else "n/a")
+    """)
+    warm = _run(server, workspace, "python cycles.py")
+    cold = _run(server, workspace, "python cycles.py", warm=False)
+    assert warm.warm and warm.status == "ok", warm.stderr
+    assert warm.stdout.count("collected") == cold.stdout.count("collected") == 2
+    assert "json objects walked: 0" in warm.stdout  # the preload's objects are frozen in the server
+    assert "json objects walked: 0" not in cold.stdout
+
+
 # -- 3. exit status and tracebacks -------------------------------------------------------------
 def test_uncaught_exception_traceback_matches_cold(server, workspace):
     _write(workspace, "boom.py", """
