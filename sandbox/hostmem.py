@@ -54,10 +54,29 @@ def parallel_runs() -> int:
         if raw.isdigit():
             return max(1, int(raw))
         logger.warning("%s=%r is not a whole number; using the core count", PARALLEL_ENV, raw[:40])
+    return usable_cores()
+
+
+# The runs of one migration that go side by side at most: the reference, the target run (or a cause trial),
+# the tests and the CPU check.
+SIDE_BY_SIDE = 4
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def side_by_side_threads() -> int:
+    """The intra-op threads of one run among a migration's runs side by side: the usable cores shared by
+    the runs that may go at once (:func:`parallel_runs`, at most ``SIDE_BY_SIDE``). On two cores that is
+    one: two runs with two threads each wait on each other at every op of a small model (a GAN's
+    migration took 41-75 s instead of 13-16 s at load average 5-9). ``FERRY_PARALLEL_RUNS=1`` gives the
+    one run every core."""
+    return max(1, usable_cores() // min(parallel_runs(), SIDE_BY_SIDE))
 
 
 def runs_in_flight(sessions: int, parallel: int | None = None) -> int:

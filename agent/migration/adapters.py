@@ -100,6 +100,15 @@ def current_environment() -> RunEnvironment | None:
     return _current.get()
 
 
+def side_by_side_env() -> dict[str, str]:
+    """Ferry's settings for every run of a migration: its runs go side by side, so each computes on its
+    share of the cores (``sandbox.hostmem.side_by_side_threads``; OMP_NUM_THREADS in the run unless the user
+    set it). The warm interpreter the runs fork from starts with the same (``RunScheduler.prewarm_runs``)."""
+    env_mod = _import("tools.runner.env", "runner")
+    hostmem = _import("sandbox.hostmem", "runner")
+    return {env_mod.RUN_THREADS_ENV: str(hostmem.side_by_side_threads())}
+
+
 def run(
     path: Path,
     command: str,
@@ -131,7 +140,7 @@ def run(
             raise EnvironmentMissing(f"the migration's interpreter cannot run its code any more: {exc}") from exc
     req = models.RunRequest(
         path=Path(path), command=command, device=device, redirect_cuda=redirect_cuda, probe=probe, profile=profile,
-        seed=seed, timeout_s=timeout_s, env=env or {}, artifacts_dir=artifacts_dir,
+        seed=seed, timeout_s=timeout_s, env={**side_by_side_env(), **(env or {})}, artifacts_dir=artifacts_dir,
         limits=models.RunLimits(disk_bytes=disk_limit_bytes),
         python=Path(own.python) if own.python else None, user_env=dict(own.env), cwd=own.cwd, coverage=coverage,
     )

@@ -162,7 +162,7 @@ class RunScheduler:
         user's own variables of the runs (--env), which the interpreter must start with; default:
         the current migration's (``agent.migration.adapters.run_environment``), whose runs with an interpreter
         of the user's (--python) start cold: nothing is started for them."""
-        from agent.migration.adapters import current_environment
+        from agent.migration.adapters import current_environment, side_by_side_env
 
         own = current_environment()
         if user_env is None and own is not None:
@@ -172,7 +172,8 @@ class RunScheduler:
         try:
             from tools.runner import warm
 
-            started = bool(warm.prewarm(seed=seed, caller_env=env or {}, user_env=user_env or {}))
+            started = bool(warm.prewarm(seed=seed, caller_env={**side_by_side_env(), **(env or {})},
+                                        user_env=user_env or {}))
         except (ImportError, OSError) as exc:
             logger.info("no warm interpreter for this migration's runs: %s", exc)
             return False

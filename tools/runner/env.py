@@ -108,6 +108,13 @@ def child_path_env(python_bin: Path | None = None) -> str:
 HIDDEN_GPUS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
+# Ferry's setting (caller_env) for the intra-op threads of a run's processes, given to them as
+# OMP_NUM_THREADS unless the user (--env) or Ferry's own environment sets that: a migration's runs go side by
+# side (sandbox.hostmem.side_by_side_threads); a lone `ferry run` leaves torch its default (every core).
+RUN_THREADS_ENV = "FERRY_RUN_THREADS"
+THREADS_VAR = "OMP_NUM_THREADS"
+
+
 def child_env(
     *,
     workspace: Path,
@@ -159,6 +166,10 @@ def child_env(
     # it instead, under its private name, and only for a tpx run (a CPU run must not see tpx as "the
     # accelerator": code that picks torch.accelerator.current_accelerator() would run on tpx).
     env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    threads = env.pop(RUN_THREADS_ENV, None)
+    if threads and threads.isdigit() and int(threads) > 0 and THREADS_VAR not in own \
+            and not os.environ.get(THREADS_VAR):
+        env[THREADS_VAR] = threads  # read by torch (and OpenMP/MKL) when they start: the warm server's too
     if redirect_cuda:
         env["FERRY_REDIRECT_CUDA"] = redirect_cuda
         if redirect_log is not None:
