@@ -39,6 +39,7 @@ from pydantic import BaseModel, ValidationError
 
 from agent.migration.paths import run_cache_root
 from agent.migration.state import MigrationOptions
+from sandbox import hostmem
 from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
@@ -148,7 +149,9 @@ def cache_key(opts: MigrationOptions, role: str, extra_env: dict[str, str] | Non
             return None
     facts = {"format": FORMAT, "role": role, "tree": tree, "command": opts.run_command, "cwd": opts.cwd,
              "env": sorted(opts.env.items()), "extra_env": sorted((extra_env or {}).items()), "python": python,
-             "seed": opts.seed, "disk": opts.disk_limit_bytes, "ferry": _guest_code()}
+             "seed": opts.seed, "disk": opts.disk_limit_bytes, "ferry": _guest_code(),
+             # the threads it computed on (sandbox.hostmem.side_by_side_threads): a reduction may round otherwise
+             "threads": [hostmem.side_by_side_threads(), os.environ.get("OMP_NUM_THREADS")]}
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:40]
 
 

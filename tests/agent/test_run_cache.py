@@ -77,8 +77,9 @@ def test_an_unchanged_original_gets_the_kept_reference_and_settles_it_as_reused(
     assert update["runs"][0]["reused"] is True and "reused" in update["_summary"] and "m-first" in update["_summary"]
 
 
-@pytest.mark.parametrize("change", ["file", "new_file", "command", "env", "seed"])
-def test_a_changed_file_command_or_setting_is_another_key(repo: Path, tmp_path: Path, change: str):
+@pytest.mark.parametrize("change", ["file", "new_file", "command", "env", "seed", "threads"])
+def test_a_changed_file_command_or_setting_is_another_key(repo: Path, tmp_path: Path, change: str, monkeypatch):
+    monkeypatch.setenv("FERRY_PARALLEL_RUNS", "1")
     opts = _opts(repo, tmp_path)
     key = run_cache.cache_key(opts, "reference")
     assert key is not None and run_cache.cache_key(_opts(repo, tmp_path), "reference") == key
@@ -90,6 +91,8 @@ def test_a_changed_file_command_or_setting_is_another_key(repo: Path, tmp_path: 
         opts = _opts(repo, tmp_path, "python prog.py --steps 2")
     elif change == "env":
         opts = _opts(repo, tmp_path, env={"MY_FLAG": "1"})
+    elif change == "threads":  # the runs now compute on another number of threads
+        monkeypatch.setattr("sandbox.hostmem.usable_cores", lambda: 64)
     else:
         opts = _opts(repo, tmp_path, seed=1)
     assert run_cache.cache_key(opts, "reference") != key
