@@ -23,6 +23,21 @@ from agent.prbot.github.webhook import Trigger  # noqa: E402
 from agent.prbot.store import GitHubStore, PgGitHubStore  # noqa: E402
 
 
+def _jobs(data_dir: Path):
+    """The GitHub jobs of a server on ``data_dir`` with a token and no GitHub to talk to (nothing reaches it)."""
+    from agent.prbot.github.config import GitHubConfig
+    from agent.prbot.jobs import GitHubJobs
+
+    config = GitHubConfig.from_env({"FERRY_GITHUB_TOKEN": "t"}, webhook=False)
+    assert config is not None
+
+    class NoClient:
+        def close(self) -> None:
+            return None
+
+    return GitHubJobs(data_dir, config, NoClient())  # type: ignore[arg-type]
+
+
 def _trigger(delivery: str, repo: str = "app") -> Trigger:
     return Trigger(delivery=delivery, event="issue_comment", owner="acme", repo=repo, number=1, is_pull=False,
                    sender="ann", run_command="python p.py")
@@ -117,18 +132,8 @@ def test_a_cancel_on_another_server_and_a_lost_lease_reach_the_server_running_th
     asked for it (before, only that server's own running jobs were signalled), and when its lease was lost
     (another server runs it again: this one must not go on pushing and replying)."""
     from agent.migration.facade import RunScheduler
-    from agent.prbot.github.config import GitHubConfig
-    from agent.prbot.jobs import GitHubJobs
-
     monkeypatch.setenv("FERRY_SERVICE_DATABASE", pg_url)
-    config = GitHubConfig.from_env({"FERRY_GITHUB_TOKEN": "t"}, webhook=False)
-    assert config is not None
-
-    class NoClient:
-        def close(self) -> None:
-            return None
-
-    jobs = GitHubJobs(tmp_path, config, NoClient())  # type: ignore[arg-type]
+    jobs = _jobs(tmp_path)
     store = jobs.store
     assert isinstance(store, PgGitHubStore)
     store._stop.set()  # its heartbeat again, beating every 0.1 s
@@ -161,18 +166,8 @@ def test_a_cancel_on_another_server_and_a_lost_lease_reach_the_server_running_th
 
 
 def test_a_job_that_lost_its_lease_here_ends_without_a_word_in_its_thread(tmp_path, monkeypatch):
-    from agent.prbot.github.config import GitHubConfig
-    from agent.prbot.jobs import GitHubJobs
-
     monkeypatch.delenv("FERRY_SERVICE_DATABASE", raising=False)
-    config = GitHubConfig.from_env({"FERRY_GITHUB_TOKEN": "t"}, webhook=False)
-    assert config is not None
-
-    class NoClient:
-        def close(self) -> None:
-            return None
-
-    jobs = GitHubJobs(tmp_path, config, NoClient())  # type: ignore[arg-type]
+    jobs = _jobs(tmp_path)
     said: list[str] = []
     monkeypatch.setattr(jobs, "_say", lambda t, body: said.append(body))
 
@@ -198,20 +193,11 @@ def test_a_review_follow_up_ends_as_a_migration_does(tmp_path, monkeypatch, capl
     is logged as such with the worker alive."""
     import logging
 
-    from agent.prbot.github.config import GitHubConfig
     from agent.prbot.github.webhook import ReviewAsk
-    from agent.prbot.jobs import GitHubJobs
     from agent.prbot.review import follow_up as follow_up_mod
 
     monkeypatch.delenv("FERRY_SERVICE_DATABASE", raising=False)
-    config = GitHubConfig.from_env({"FERRY_GITHUB_TOKEN": "t"}, webhook=False)
-    assert config is not None
-
-    class NoClient:
-        def close(self) -> None:
-            return None
-
-    jobs = GitHubJobs(tmp_path, config, NoClient())  # type: ignore[arg-type]
+    jobs = _jobs(tmp_path)
     seen: dict[str, bool] = {}
 
     def fake_follow_up(t, ctx):
