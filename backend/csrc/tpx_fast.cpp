@@ -96,6 +96,8 @@ namespace tpx {
 // defined in tpx_ext.cpp
 at::Tensor to_cpu(const at::Tensor& t);
 at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh);
+at::Tensor to_cpu_plain(const at::Tensor& t);  // to_cpu, reusing an alias from the thread's pool
+void recycle_alias(at::Tensor&& c);             // back to the pool if nothing else holds it
 bool float64_allowed();
 
 // defined in tpx_dispatch.cpp (its counters, configuration and errors)
@@ -142,7 +144,7 @@ struct Ctx {
         return t;
       }
       index = idx;
-      at::Tensor c = to_cpu(t);
+      at::Tensor c = to_cpu_plain(t);
       made.emplace_back(c.unsafeGetTensorImpl(), &t);
       return c;
     }
@@ -158,6 +160,13 @@ struct Ctx {
     for (const auto& m : made)
       if (m.first == impl) return m.second;
     return nullptr;
+  }
+
+  bool made_here(const at::Tensor& a) const {
+    const c10::TensorImpl* impl = a.unsafeGetTensorImpl();
+    for (const auto& m : made)
+      if (m.first == impl) return true;
+    return false;
   }
 
   at::Tensor out(const at::Tensor& r, const char* full) const {
@@ -248,6 +257,24 @@ struct Cv<const c10::List<std::optional<at::Tensor>>&> {
   }
 };
 
+// After the op: the aliases made for it go back to the thread's pool (recycle_alias keeps only
+// those nothing else holds; the arguments passed on unchanged are never touched).
+template <class T>
+void give_back(T&, const Ctx&) {}
+inline void give_back(at::Tensor& t, const Ctx& c) {
+  if (t.defined() && c.made_here(t)) recycle_alias(std::move(t));
+}
+inline void give_back(std::optional<at::Tensor>& t, const Ctx& c) {
+  if (t.has_value()) give_back(*t, c);
+}
+inline void give_back(TensorVec& v, const Ctx& c) {
+  for (at::Tensor& t : v.v) give_back(t, c);
+}
+template <class Tup>
+void give_back_all(Tup& cv, const Ctx& c) {
+  std::apply([&](auto&... x) { (give_back(x, c), ...); }, cv);
+}
+
 template <class T>
 T& arg(T& v) {
   return v;
@@ -328,6 +355,7 @@ struct Fast<Op, Ret(Args...)> {
     // generic kernel calls it.
     if constexpr (std::is_void_v<Ret>) {  // the in-place foreach ops
       std::apply([](auto&... x) { Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...); }, cv);
+      give_back_all(cv, ctx);
       fbc.done();
       fast_done(cnt, timed, t0);
     } else if constexpr (std::is_same_v<Ret, at::Tensor&>) {
@@ -337,6 +365,7 @@ struct Fast<Op, Ret(Args...)> {
           },
           cv);
       at::Tensor& res = Out<at::Tensor&>::go(r, ctx, Op::name);
+      give_back_all(cv, ctx);
       fbc.done();
       fast_done(cnt, timed, t0);
       return res;
@@ -344,6 +373,7 @@ struct Fast<Op, Ret(Args...)> {
       Ret r = std::apply(
           [](auto&... x) { return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...); }, cv);
       Ret res = Out<Ret>::go(std::move(r), ctx, Op::name);
+      give_back_all(cv, ctx);
       fbc.done();
       fast_done(cnt, timed, t0);
       return res;
