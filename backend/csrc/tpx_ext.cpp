@@ -423,7 +423,7 @@ at::Tensor to_cpu(const at::Tensor& t) {
 // back to a small per-thread pool with its DataPtr released (so it keeps no tpx memory alive and
 // counts no bytes); the next input takes it and only gets its memory, dtype, sizes and strides
 // set. Aliases made in inference mode are neither taken from nor put back into the pool (their
-// key sets differ). ``g_alias_reused`` counts the aliases taken from the pool (read by the tests).
+// key sets differ: the kernels then use no pool). ``g_alias_reused`` counts the aliases taken from the pool (read by the tests).
 constexpr size_t kAliasPool = 16;
 std::atomic<int64_t> g_alias_reused{0};
 
@@ -435,12 +435,15 @@ struct AliasPool {
 };
 thread_local AliasPool t_alias_pool;
 
-at::Tensor to_cpu_plain(const at::Tensor& t) {
-  auto& pool = t_alias_pool.free;
-  if (pool.empty() || t.is_conj() || t.is_neg() || c10::InferenceMode::is_enabled()) return to_cpu(t);
-  claim_backward_thread();
-  at::Tensor c = at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim(pool.back()));
-  pool.pop_back();
+// This thread's pool (one thread-local lookup per op: the kernels keep the pointer for the call),
+// or null in inference mode.
+AliasPool* alias_pool() { return c10::InferenceMode::is_enabled() ? nullptr : &t_alias_pool; }
+
+at::Tensor to_cpu_plain(const at::Tensor& t, AliasPool* p) {
+  // (a pool with aliases in it means this thread made them with to_cpu: it claimed its backward)
+  if (p == nullptr || p->free.empty() || t.is_conj() || t.is_neg()) return to_cpu(t);
+  at::Tensor c = at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim(p->free.back()));
+  p->free.pop_back();
   c10::TensorImpl* ci = c.unsafeGetTensorImpl();
   c10::StorageImpl* cs = ci->storage().unsafeGetStorageImpl();
   c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
@@ -453,11 +456,10 @@ at::Tensor to_cpu_plain(const at::Tensor& t) {
   return c;
 }
 
-void recycle_alias(at::Tensor&& c) {
-  auto& pool = t_alias_pool.free;
-  if (pool.size() >= kAliasPool || !c.defined()) return;
+void recycle_alias(at::Tensor&& c, AliasPool* p) {
+  if (p == nullptr || p->free.size() >= kAliasPool || !c.defined()) return;
   c10::TensorImpl* ci = c.unsafeGetTensorImpl();
-  if (c10::InferenceMode::is_enabled() || c.use_count() != 1 || c.weak_use_count() != 1 || ci->key_set() != plain_cpu_keys() ||
+  if (c.use_count() != 1 || c.weak_use_count() != 1 || ci->key_set() != plain_cpu_keys() ||
       ci->autograd_meta() != nullptr || !ci->allow_tensor_metadata_change() || typeid(*ci) != typeid(c10::TensorImpl) ||
       !ci->has_storage() || ci->is_wrapped_number() || ci->pyobj_slot()->load_pyobj() != nullptr)
     return;
@@ -469,7 +471,7 @@ void recycle_alias(at::Tensor&& c) {
     return;
   cs->set_data_ptr_noswap(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));  // drops the tpx storage
   cs->set_nbytes(0);
-  pool.push_back(c.unsafeReleaseTensorImpl());
+  p->free.push_back(c.unsafeReleaseTensorImpl());
 }
 
 at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh) {

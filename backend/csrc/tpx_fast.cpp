@@ -96,8 +96,10 @@ namespace tpx {
 // defined in tpx_ext.cpp
 at::Tensor to_cpu(const at::Tensor& t);
 at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh);
-at::Tensor to_cpu_plain(const at::Tensor& t);  // to_cpu, reusing an alias from the thread's pool
-void recycle_alias(at::Tensor&& c);             // back to the pool if nothing else holds it
+struct AliasPool;
+AliasPool* alias_pool();  // this thread's pool of CPU aliases (null in inference mode)
+at::Tensor to_cpu_plain(const at::Tensor& t, AliasPool* p);  // to_cpu, reusing an alias from the pool
+void recycle_alias(at::Tensor&& c, AliasPool* p);             // back to the pool if nothing else holds it
 bool float64_allowed();
 
 // defined in tpx_dispatch.cpp (its counters, configuration and errors)
@@ -128,6 +130,8 @@ const c10::DispatchKeySet kSpecial({c10::DispatchKey::Conjugate, c10::DispatchKe
 struct Ctx {
   bool ok = true;
   int index = -2;  // the tpx tensors' device index (-2: none seen)
+  AliasPool* pool = nullptr;  // this thread's alias pool, looked up at the first tpx input
+  bool pool_looked = false;
   // (alias, caller's tensor) pairs; the aliases live as long as the converted arguments
   c10::SmallVector<std::pair<const c10::TensorImpl*, const at::Tensor*>, 8> made;
 
@@ -143,8 +147,12 @@ struct Ctx {
         ok = false;
         return t;
       }
+      if (!pool_looked) {
+        pool = alias_pool();
+        pool_looked = true;
+      }
       index = idx;
-      at::Tensor c = to_cpu_plain(t);
+      at::Tensor c = to_cpu_plain(t, pool);
       made.emplace_back(c.unsafeGetTensorImpl(), &t);
       return c;
     }
@@ -262,7 +270,7 @@ struct Cv<const c10::List<std::optional<at::Tensor>>&> {
 template <class T>
 void give_back(T&, const Ctx&) {}
 inline void give_back(at::Tensor& t, const Ctx& c) {
-  if (t.defined() && c.made_here(t)) recycle_alias(std::move(t));
+  if (t.defined() && c.made_here(t)) recycle_alias(std::move(t), c.pool);
 }
 inline void give_back(std::optional<at::Tensor>& t, const Ctx& c) {
   if (t.has_value()) give_back(*t, c);
@@ -321,6 +329,13 @@ struct FallbackCount {
   }
 };
 
+// This thread's view of whether an op is a configured fallback op (fast_fallback_mode), kept per
+// op until the configuration's epoch changes.
+struct FallbackState {
+  int epoch = 0;
+  int mode = 0;
+};
+
 template <class Op, class Sig = typename Op::schema>
 struct Fast;
 
@@ -337,10 +352,9 @@ struct Fast<Op, Ret(Args...)> {
 
   static Ret call(Args... args) {
     static const bool matmul = fast_is_matmul(Op::name);
-    thread_local int epoch = 0;
-    thread_local int fallback = 0;
+    thread_local FallbackState fbs;  // (one thread-local lookup per call)
     if (torch::profiler::impl::profilerEnabled() || (matmul && fast_matmul_bf16())) return slow(std::forward<Args>(args)...);
-    int fb = fast_fallback_mode(Op::name, epoch, fallback);
+    int fb = fast_fallback_mode(Op::name, fbs.epoch, fbs.mode);
     if (fb == 2) return slow(std::forward<Args>(args)...);
     FastCount* cnt = counter();
     bool timed = fast_timed(cnt);
