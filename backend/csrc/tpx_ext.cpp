@@ -442,13 +442,14 @@ AliasPool* alias_pool() { return c10::InferenceMode::is_enabled() ? nullptr : &t
 at::Tensor to_cpu_plain(const at::Tensor& t, AliasPool* p) {
   // (a pool with aliases in it means this thread made them with to_cpu: it claimed its backward)
   if (p == nullptr || p->free.empty() || t.is_conj() || t.is_neg()) return to_cpu(t);
+  static const c10::Device cpu(c10::kCPU);
   at::Tensor c = at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim(p->free.back()));
   p->free.pop_back();
   c10::TensorImpl* ci = c.unsafeGetTensorImpl();
-  c10::StorageImpl* cs = ci->storage().unsafeGetStorageImpl();
-  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+  c10::StorageImpl* cs = ci->unsafe_storage().unsafeGetStorageImpl();
+  c10::StorageImpl* impl = t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
   c10::raw::intrusive_ptr::incref(impl);
-  cs->set_data_ptr_noswap(c10::DataPtr(impl->data_ptr().get(), impl, &release_tpx_ref, c10::Device(c10::kCPU)));
+  cs->set_data_ptr_noswap(c10::DataPtr(impl->data_ptr().get(), impl, &release_tpx_ref, cpu));
   cs->set_nbytes(impl->nbytes());
   if (ci->dtype() != t.dtype()) ci->set_storage_and_dtype(ci->storage(), t.dtype());
   ci->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
@@ -458,18 +459,21 @@ at::Tensor to_cpu_plain(const at::Tensor& t, AliasPool* p) {
 
 void recycle_alias(at::Tensor&& c, AliasPool* p) {
   if (p == nullptr || p->free.size() >= kAliasPool || !c.defined()) return;
+  // ``c`` is an alias to_cpu or to_cpu_plain made (a plain c10::TensorImpl over a resizable CPU
+  // storage with the CPU allocator, which no CPU kernel changes); what a kernel can change is
+  // checked: other references, the key set, autograd or Python state, a resize to new memory.
   c10::TensorImpl* ci = c.unsafeGetTensorImpl();
   if (c.use_count() != 1 || c.weak_use_count() != 1 || ci->key_set() != plain_cpu_keys() ||
-      ci->autograd_meta() != nullptr || !ci->allow_tensor_metadata_change() || typeid(*ci) != typeid(c10::TensorImpl) ||
-      !ci->has_storage() || ci->is_wrapped_number() || ci->pyobj_slot()->load_pyobj() != nullptr)
+      ci->autograd_meta() != nullptr || !ci->allow_tensor_metadata_change() || !ci->has_storage() ||
+      ci->is_wrapped_number() || ci->pyobj_slot()->load_pyobj() != nullptr)
     return;
-  c10::StorageImpl* cs = ci->storage().unsafeGetStorageImpl();
-  if (c10::raw::intrusive_ptr::use_count(cs) != 1 ||
-      c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(cs).weak_use_count() > 1 ||
-      cs->data_ptr().get_deleter() != &release_tpx_ref || !cs->resizable() ||
-      cs->allocator() != c10::GetCPUAllocator() || cs->pyobj_slot()->load_pyobj() != nullptr)
+  c10::StorageImpl* cs = ci->unsafe_storage().unsafeGetStorageImpl();
+  if (c10::raw::intrusive_ptr::use_count(cs) != 1 || cs->data_ptr().get_deleter() != &release_tpx_ref ||
+      cs->pyobj_slot()->load_pyobj() != nullptr ||
+      c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(cs).weak_use_count() > 1)
     return;
-  cs->set_data_ptr_noswap(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));  // drops the tpx storage
+  static const c10::Device cpu(c10::kCPU);
+  cs->set_data_ptr_noswap(c10::DataPtr(nullptr, cpu));  // drops the tpx storage
   cs->set_nbytes(0);
   p->free.push_back(c.unsafeReleaseTensorImpl());
 }
