@@ -33,6 +33,7 @@
 #include <ATen/Context.h>
 #include <c10/core/AutogradState.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/COW.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -323,7 +324,10 @@ void release_adopted(void* ctx) {
 
 // The key set of a plain dense CPU tensor (what a CPU kernel's own result carries).
 c10::DispatchKeySet plain_cpu_keys() {
-  static const c10::DispatchKeySet keys = at::detail::empty_cpu({0}, c10::TensorOptions()).key_set();
+  static const c10::DispatchKeySet keys = [] {
+    c10::InferenceMode off(false);  // (an inference tensor's key set lacks the autograd keys)
+    return at::detail::empty_cpu({0}, c10::TensorOptions()).key_set();
+  }();
   return keys;
 }
 
@@ -409,6 +413,69 @@ at::Tensor to_cpu(const at::Tensor& t) {
   c10::DataPtr cdp(dp.get(), impl, &release_tpx_ref, c10::Device(c10::kCPU));
   c10::Storage cpu(c10::Storage::use_byte_size_t(), impl->nbytes(), std::move(cdp), c10::GetCPUAllocator(), true);
   return make_like(std::move(cpu), c10::DispatchKey::CPU, t);
+}
+
+// ---------------------------------------------------------------- reused CPU aliases
+// The unboxed kernels (tpx_fast.cpp) make a CPU alias of every tpx input: a TensorImpl (with its
+// version counter) and a StorageImpl, three allocations made and freed per input. After the op,
+// an alias nothing else holds (its TensorImpl and StorageImpl each referenced once, no Python
+// object, no autograd state, still a plain CPU tensor over the tpx memory it was made for) goes
+// back to a small per-thread pool with its DataPtr released (so it keeps no tpx memory alive and
+// counts no bytes); the next input takes it and only gets its memory, dtype, sizes and strides
+// set. Aliases made in inference mode are neither taken from nor put back into the pool (their
+// key sets differ: the kernels then use no pool). ``g_alias_reused`` counts the aliases taken from the pool (read by the tests).
+constexpr size_t kAliasPool = 16;
+std::atomic<int64_t> g_alias_reused{0};
+
+struct AliasPool {
+  c10::SmallVector<c10::TensorImpl*, kAliasPool> free;  // each holds one reference
+  ~AliasPool() {
+    for (c10::TensorImpl* t : free) c10::raw::intrusive_ptr::decref(t);
+  }
+};
+thread_local AliasPool t_alias_pool;
+
+// This thread's pool (one thread-local lookup per op: the kernels keep the pointer for the call),
+// or null in inference mode.
+AliasPool* alias_pool() { return c10::InferenceMode::is_enabled() ? nullptr : &t_alias_pool; }
+
+at::Tensor to_cpu_plain(const at::Tensor& t, AliasPool* p) {
+  // (a pool with aliases in it means this thread made them with to_cpu: it claimed its backward)
+  if (p == nullptr || p->free.empty() || t.is_conj() || t.is_neg()) return to_cpu(t);
+  static const c10::Device cpu(c10::kCPU);
+  at::Tensor c = at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim(p->free.back()));
+  p->free.pop_back();
+  c10::TensorImpl* ci = c.unsafeGetTensorImpl();
+  c10::StorageImpl* cs = ci->unsafe_storage().unsafeGetStorageImpl();
+  c10::StorageImpl* impl = t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+  c10::raw::intrusive_ptr::incref(impl);
+  cs->set_data_ptr_noswap(c10::DataPtr(impl->data_ptr().get(), impl, &release_tpx_ref, cpu));
+  cs->set_nbytes(impl->nbytes());
+  if (ci->dtype() != t.dtype()) ci->set_storage_and_dtype(ci->storage(), t.dtype());
+  ci->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  g_alias_reused.fetch_add(1, std::memory_order_relaxed);
+  return c;
+}
+
+void recycle_alias(at::Tensor&& c, AliasPool* p) {
+  if (p == nullptr || p->free.size() >= kAliasPool || !c.defined()) return;
+  // ``c`` is an alias to_cpu or to_cpu_plain made (a plain c10::TensorImpl over a resizable CPU
+  // storage with the CPU allocator, which no CPU kernel changes); what a kernel can change is
+  // checked: other references, the key set, autograd or Python state, a resize to new memory.
+  c10::TensorImpl* ci = c.unsafeGetTensorImpl();
+  if (c.use_count() != 1 || c.weak_use_count() != 1 || ci->key_set() != plain_cpu_keys() ||
+      ci->autograd_meta() != nullptr || !ci->allow_tensor_metadata_change() || !ci->has_storage() ||
+      ci->is_wrapped_number() || ci->pyobj_slot()->load_pyobj() != nullptr)
+    return;
+  c10::StorageImpl* cs = ci->unsafe_storage().unsafeGetStorageImpl();
+  if (c10::raw::intrusive_ptr::use_count(cs) != 1 || cs->data_ptr().get_deleter() != &release_tpx_ref ||
+      cs->pyobj_slot()->load_pyobj() != nullptr ||
+      c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(cs).weak_use_count() > 1)
+    return;
+  static const c10::Device cpu(c10::kCPU);
+  cs->set_data_ptr_noswap(c10::DataPtr(nullptr, cpu));  // drops the tpx storage
+  cs->set_nbytes(0);
+  p->free.push_back(c.unsafeReleaseTensorImpl());
 }
 
 at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh) {
@@ -1076,6 +1143,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   tpx::install();
   tpx::register_dispatch_bindings(m);
   m.def("to_cpu", &tpx::to_cpu, "zero-copy CPU view of a tpx tensor");
+  m.def("reused_aliases", [] { return tpx::g_alias_reused.load(); },
+        "CPU aliases the unboxed kernels took from the per-thread pool instead of making them (tests)");
   m.def("adopted_results", [] { return tpx::g_adopted.load(); },
         "kernel results turned into tpx tensors in place (no new TensorImpl/StorageImpl) so far");
   // What ATen's Scalar-overload composites pass to the Tensor overload (copysign.Scalar,

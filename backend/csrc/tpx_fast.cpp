@@ -96,6 +96,10 @@ namespace tpx {
 // defined in tpx_ext.cpp
 at::Tensor to_cpu(const at::Tensor& t);
 at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh);
+struct AliasPool;
+AliasPool* alias_pool();  // this thread's pool of CPU aliases (null in inference mode)
+at::Tensor to_cpu_plain(const at::Tensor& t, AliasPool* p);  // to_cpu, reusing an alias from the pool
+void recycle_alias(at::Tensor&& c, AliasPool* p);             // back to the pool if nothing else holds it
 bool float64_allowed();
 
 // defined in tpx_dispatch.cpp (its counters, configuration and errors)
@@ -126,6 +130,8 @@ const c10::DispatchKeySet kSpecial({c10::DispatchKey::Conjugate, c10::DispatchKe
 struct Ctx {
   bool ok = true;
   int index = -2;  // the tpx tensors' device index (-2: none seen)
+  AliasPool* pool = nullptr;  // this thread's alias pool, looked up at the first tpx input
+  bool pool_looked = false;
   // (alias, caller's tensor) pairs; the aliases live as long as the converted arguments
   c10::SmallVector<std::pair<const c10::TensorImpl*, const at::Tensor*>, 8> made;
 
@@ -141,8 +147,12 @@ struct Ctx {
         ok = false;
         return t;
       }
+      if (!pool_looked) {
+        pool = alias_pool();
+        pool_looked = true;
+      }
       index = idx;
-      at::Tensor c = to_cpu(t);
+      at::Tensor c = to_cpu_plain(t, pool);
       made.emplace_back(c.unsafeGetTensorImpl(), &t);
       return c;
     }
@@ -158,6 +168,13 @@ struct Ctx {
     for (const auto& m : made)
       if (m.first == impl) return m.second;
     return nullptr;
+  }
+
+  bool made_here(const at::Tensor& a) const {
+    const c10::TensorImpl* impl = a.unsafeGetTensorImpl();
+    for (const auto& m : made)
+      if (m.first == impl) return true;
+    return false;
   }
 
   at::Tensor out(const at::Tensor& r, const char* full) const {
@@ -248,6 +265,24 @@ struct Cv<const c10::List<std::optional<at::Tensor>>&> {
   }
 };
 
+// After the op: the aliases made for it go back to the thread's pool (recycle_alias keeps only
+// those nothing else holds; the arguments passed on unchanged are never touched).
+template <class T>
+void give_back(T&, const Ctx&) {}
+inline void give_back(at::Tensor& t, const Ctx& c) {
+  if (t.defined() && c.made_here(t)) recycle_alias(std::move(t), c.pool);
+}
+inline void give_back(std::optional<at::Tensor>& t, const Ctx& c) {
+  if (t.has_value()) give_back(*t, c);
+}
+inline void give_back(TensorVec& v, const Ctx& c) {
+  for (at::Tensor& t : v.v) give_back(t, c);
+}
+template <class Tup>
+void give_back_all(Tup& cv, const Ctx& c) {
+  std::apply([&](auto&... x) { (give_back(x, c), ...); }, cv);
+}
+
 template <class T>
 T& arg(T& v) {
   return v;
@@ -294,6 +329,13 @@ struct FallbackCount {
   }
 };
 
+// This thread's view of whether an op is a configured fallback op (fast_fallback_mode), kept per
+// op until the configuration's epoch changes.
+struct FallbackState {
+  int epoch = 0;
+  int mode = 0;
+};
+
 template <class Op, class Sig = typename Op::schema>
 struct Fast;
 
@@ -310,10 +352,9 @@ struct Fast<Op, Ret(Args...)> {
 
   static Ret call(Args... args) {
     static const bool matmul = fast_is_matmul(Op::name);
-    thread_local int epoch = 0;
-    thread_local int fallback = 0;
+    thread_local FallbackState fbs;  // (one thread-local lookup per call)
     if (torch::profiler::impl::profilerEnabled() || (matmul && fast_matmul_bf16())) return slow(std::forward<Args>(args)...);
-    int fb = fast_fallback_mode(Op::name, epoch, fallback);
+    int fb = fast_fallback_mode(Op::name, fbs.epoch, fbs.mode);
     if (fb == 2) return slow(std::forward<Args>(args)...);
     FastCount* cnt = counter();
     bool timed = fast_timed(cnt);
@@ -328,6 +369,7 @@ struct Fast<Op, Ret(Args...)> {
     // generic kernel calls it.
     if constexpr (std::is_void_v<Ret>) {  // the in-place foreach ops
       std::apply([](auto&... x) { Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...); }, cv);
+      give_back_all(cv, ctx);
       fbc.done();
       fast_done(cnt, timed, t0);
     } else if constexpr (std::is_same_v<Ret, at::Tensor&>) {
@@ -337,6 +379,7 @@ struct Fast<Op, Ret(Args...)> {
           },
           cv);
       at::Tensor& res = Out<at::Tensor&>::go(r, ctx, Op::name);
+      give_back_all(cv, ctx);
       fbc.done();
       fast_done(cnt, timed, t0);
       return res;
@@ -344,6 +387,7 @@ struct Fast<Op, Ret(Args...)> {
       Ret r = std::apply(
           [](auto&... x) { return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...); }, cv);
       Ret res = Out<Ret>::go(std::move(r), ctx, Op::name);
+      give_back_all(cv, ctx);
       fbc.done();
       fast_done(cnt, timed, t0);
       return res;

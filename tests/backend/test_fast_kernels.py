@@ -377,3 +377,56 @@ def test_autograd_through_the_second_rounds_kernels_matches_the_cpu() -> None:
     for a, b in zip(got, step("cpu"), strict=True):
         _same(a, b)
     assert calls.get("aten::_embedding_bag", 0) == 1 and calls.get("aten::index", 0) >= 1
+
+
+def test_input_aliases_are_reused_across_dtypes_shapes_and_views_and_hold_no_memory() -> None:
+    mod = _ext.get()
+    base = torch.tpx.memory_allocated()
+    x = torch.arange(60, dtype=torch.float32).reshape(3, 4, 5)
+    idx = torch.tensor([2, 0, 2, 1])
+    t, ti = x.to(DEV), idx.to(DEV)
+    (t + t).sum()  # fills this thread's pool
+    before = mod.reused_aliases()
+    # each op's aliases come from the pool that the op before gave back: another dtype, another
+    # shape, a non-contiguous view with an offset, a zero-dim tensor, an in-place update
+    cases: list[tuple[Callable[..., Any], tuple[torch.Tensor, ...]]] = [
+        (lambda a, i: a.index_select(1, i), (x, idx)),
+        (lambda a: a.permute(2, 0, 1)[1:, :, 2:] * 3, (x,)),
+        (lambda a, i: a[0].gather(1, i.expand(4, 4)[:, :4].clamp(max=4)), (x, idx)),
+        (lambda a: a[1, 2, 3] + a[0, 0], (x,)),
+        (lambda a, i: torch.cat([a[:, 1], a[:, 3].t().t()], dim=0) + i.float().sum(), (x, idx)),
+        (lambda a: a.transpose(0, 2).contiguous().mul_(2).exp(), (x,)),
+    ]
+    for fn, args in cases:
+        for _ in range(2):
+            _same(fn(*(a.to(DEV) for a in args)), fn(*args))
+    assert mod.reused_aliases() > before
+    y = t.index_select(1, ti)
+    del t, ti, y
+    # a pooled alias keeps no tpx memory alive and counts no bytes
+    assert torch.tpx.memory_allocated() == base
+
+
+def test_an_in_place_update_through_a_reused_alias_reaches_the_callers_tensor() -> None:
+    mod = _ext.get()
+    a = torch.zeros(4, 3, device=DEV)
+    b = torch.ones(2, 3, device=DEV)
+    a.add_(b[0])[:2] * b  # the aliases of a and b go back to the pool
+    before = mod.reused_aliases()
+    view = a[1:3]
+    r = view.add_(b)  # the view's alias is a reused one
+    assert mod.reused_aliases() >= before + 2
+    assert r is view
+    assert torch.equal(a.cpu(), torch.tensor([[1.0] * 3, [2.0] * 3, [2.0] * 3, [1.0] * 3]))
+
+
+def test_aliases_made_in_inference_mode_are_not_pooled() -> None:
+    mod = _ext.get()
+    x = torch.randn(5, 4, generator=_g(3))
+    t = x.to(DEV)
+    with torch.inference_mode():
+        before = mod.reused_aliases()
+        for _ in range(3):
+            _same(torch.tanh(t) + t, torch.tanh(x) + x)
+        assert mod.reused_aliases() == before
+    _same(torch.tanh(t) + t, torch.tanh(x) + x)  # and outside it the pool serves again
