@@ -205,3 +205,68 @@ def test_the_early_start_beside_a_round_is_the_collection_unless_the_full_run_is
     assert target.start_beside(_state(tmp_path, coverage=True), cov, tmp_path,  # type: ignore[arg-type]
                                foreground=False)[-1] == "the tests on the original"
     assert cov.started[-1] == "m1:reference-tests"
+
+
+PROG = '''import torch
+
+device = torch.device("cuda")
+
+if __name__ == "__main__":
+    print(f"sum {torch.ones(3, device=device).sum().item():.4f}")
+'''
+# the parametrize list is built from what the run has; FERRY_DEVICE plays a check like torch.cuda.is_available()
+# that is true on the original (CUDA redirected) and false after the migration
+TESTS = '''import os
+
+import pytest
+import torch
+
+from prog import device
+
+DEVICES = {devices}
+
+
+def test_ones():
+    assert torch.ones(2, device=device).sum().item() == 2.0
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_on(dev):
+    assert torch.zeros(1).item() == 0.0
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("devices", "lost"), [('["cpu", "meta"]', False),
+                                               ('["cpu"] + (["gpu"] if os.environ["FERRY_DEVICE"] == "cpu" else [])',
+                                                True)])
+def test_a_real_migration_collects_the_original_and_runs_it_only_for_a_lost_test(tmp_path: Path, devices: str,
+                                                                                 lost: bool):
+    import subprocess
+    import sys
+
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "prog.py").write_text(PROG)
+    (repo / "tests" / "test_prog.py").write_text(TESTS.format(devices=devices))
+    (repo / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    res = subprocess.run([sys.executable, "-m", "agent.cli", "migrate", str(repo), "--run", "python prog.py", "--test",
+                          "python -m pytest -q tests", "--json", "--state-dir", str(tmp_path / "state"), "--out",
+                          str(tmp_path / "out"), "--id", "rt"], capture_output=True, text=True, timeout=600,
+                         cwd=Path(__file__).resolve().parents[2])
+    result = json.loads(res.stdout)
+    kinds = [r["kind"] for r in result["run_log"]]
+    report = (tmp_path / "out" / "report.md").read_text()
+    if not lost:
+        assert kinds.count("reference_collect") == 1 and "reference_tests" not in kinds, kinds
+        assert result["guard"]["tests_before"] is None
+        assert result["guard"]["tests_before_collected"]["tests"] == [
+            "tests/test_prog.py::test_ones", "tests/test_prog.py::test_on[cpu]", "tests/test_prog.py::test_on[meta]"]
+        assert "- tests before (the original, CUDA on CPU): collected 3, not run (every test passes" in report
+        assert result["status"] != "guard_refused", result["summary"]
+    else:  # the guard refuses as it did with the full run first
+        assert kinds.count("reference_collect") == 1 and kinds.count("reference_tests") == 1, kinds
+        assert result["status"] == "guard_refused" and res.returncode == 4
+        assert ("GRD007 test_lost at tests/test_prog.py: tests/test_prog.py::test_on[gpu] passed on the reference "
+                "and is no longer collected after the migration") in result["summary"]
+        assert "- tests before (the original, CUDA on CPU): 3 collected, 3 passed" in report
