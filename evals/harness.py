@@ -149,7 +149,9 @@ def _from_record(record: MigrationRecord, prices: Prices, model: str | None) -> 
     model = record.llm.model or model
     node_s, run_s = time_split(record)
     before, after = record.guard.tests_before, record.guard.tests_after
-    return {"tests_before": RepoTests(collected=before.collected, passed=before.passed) if before else None,
+    only = record.guard.tests_before_collected
+    return {"tests_before": (RepoTests(collected=before.collected, passed=before.passed) if before else
+                             RepoTests(collected=only.collected, ran=False) if only else None),
             "tests_after": RepoTests(collected=after.collected, passed=after.passed) if after else None,
             "status": record.status, "parity_passed": record.parity.passed, "iterations": record.iterations,
             "runs": record.runs, "llm_calls": record.llm.calls, "prompt_tokens": record.llm.prompt_tokens,

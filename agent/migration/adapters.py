@@ -125,6 +125,7 @@ def run(
     disk_limit_bytes: int | None = None,
     environment: RunEnvironment | None = None,
     coverage: bool = False,
+    collect_only: bool = False,
 ) -> RunResult:
     """One sandboxed run (``disk_limit_bytes``: its disk cap in all; None: $FERRY_DISK_LIMIT or host-based),
     in ``environment`` (default: the current migration's, ``run_environment``)."""
@@ -143,6 +144,7 @@ def run(
         seed=seed, timeout_s=timeout_s, env={**side_by_side_env(), **(env or {})}, artifacts_dir=artifacts_dir,
         limits=models.RunLimits(disk_bytes=disk_limit_bytes),
         python=Path(own.python) if own.python else None, user_env=dict(own.env), cwd=own.cwd, coverage=coverage,
+        collect_only=collect_only,
     )
     logger.info("run %s on %s (redirect=%s probe=%s profile=%s)", command, device, redirect_cuda, probe, profile)
     result: RunResult = api.run(req, cancel=cancel or _stop.get())

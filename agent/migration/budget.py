@@ -28,6 +28,7 @@ _LIKE: dict[RunRole, tuple[RunRole, ...]] = {
     "profile": ("profile", "target", "reference"),
     "tests": ("tests",),
     "reference_tests": ("reference_tests", "tests"),
+    "reference_collect": ("reference_collect",),
     "cpu_check": ("cpu_check", "reference"),
     "cpu_original": ("cpu_original", "reference"),
     "reference": ("reference",),

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.errors import Status
-from tools.guard.models import TestsSnapshot
+from tools.guard.models import CollectedTests, TestsSnapshot
 from tools.parity.models import CauseId, CauseTrial
 from tools.patch import FileChange
 from tools.profile.models import DeviceWork
@@ -65,7 +65,7 @@ def edit_by(kind: EditKind, rule: str) -> str:
 ACCELERATOR = "tpx"
 
 RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original", "golden", "cause_trial",
-                  "reference_tests"]
+                  "reference_tests", "reference_collect"]
 RunPhase = Literal["run", "test"]
 
 
@@ -366,6 +366,9 @@ class GuardOutcome(BaseModel):
 
     tests_before: TestsSnapshot | None = None
     tests_after: TestsSnapshot | None = None
+    tests_before_collected: CollectedTests | None = Field(default=None, description=(
+        "the tests the test command only collected on the original (``--collect-only``), where running them was "
+        "not needed: every test of the migrated code passed and none is lost (None: they ran, or did not)"))
     events: list[GuardEvent] = Field(default_factory=list)
 
     def of(self, decision: str) -> list[GuardEvent]:

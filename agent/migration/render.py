@@ -43,6 +43,7 @@ from agent.migration.state import (
     profile_error_of,
     profile_of,
     profile_round_of,
+    reference_collected_of,
     reference_tests_of,
     runs_made_of,
     runs_of,
@@ -53,6 +54,7 @@ from agent.migration.state import (
     tests_after_of,
 )
 from agent.settings import settings
+from tools.guard.models import CollectedTests, TestsSnapshot
 from tools.parity.models import ParityReport, TensorComparison
 from tools.patch import FileChange
 from tools.profile.models import ProfileReport
@@ -127,11 +129,23 @@ def result_of(state: State, patch_files: list[FileChange], applied: bool | None 
 
 def guard_outcome(state: State) -> GuardOutcome:
     """The tests before and after, and the test guard's decisions."""
-    return GuardOutcome(tests_before=reference_tests_of(state), tests_after=tests_after_of(state),
+    before = reference_tests_of(state)
+    return GuardOutcome(tests_before=before, tests_after=tests_after_of(state),
+                        tests_before_collected=reference_collected_of(state) if before is None else None,
                         events=guard_events_of(state))
 
 
 # --- shared sections ---------------------------------------------------------------------------
+
+
+def before_line(before: TestsSnapshot | None, collected: CollectedTests | None) -> str:
+    """The tests on the original as the report says them: their outcomes, or that they were only collected."""
+    if before is not None:
+        return before.line()
+    if collected is not None:
+        return (f"collected {collected.collected}, not run (every test passes on the migrated code and none is "
+                "lost)")
+    return "not run"
 
 
 def guard_section(state: State, link: bool = True) -> list[str]:
@@ -144,10 +158,11 @@ def guard_section(state: State, link: bool = True) -> list[str]:
     before, after = guard.tests_before, guard.tests_after
     doc = f"[{GUARD}]({GUARD})" if link else f"`{GUARD}` in Ferry's documentation"
     lines = [f"How edits are held to the tests: {doc}", ""]
+    collected = guard.tests_before_collected
     if before is None and after is None:
         lines.append("- tests: none ran (no test command, or the migration stopped before its tests)")
     else:
-        lines.append(f"- tests before (the original, CUDA on CPU): {before.line() if before else 'not run'}")
+        lines.append(f"- tests before (the original, CUDA on CPU): {before_line(before, collected)}")
         lines.append(f"- tests after (the migrated code on tpx): {after.line() if after else 'not run'}")
         why = next((s.coverage_error for s in (before, after) if s is not None and s.coverage_error), None)
         if why:  # asked for (--coverage, or the repository's configuration) and not measured

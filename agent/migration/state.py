@@ -35,7 +35,7 @@ from agent.migration.records import (
     ScanDigest,
     Step,
 )
-from tools.guard.models import TestsSnapshot
+from tools.guard.models import CollectedTests, TestsSnapshot
 from tools.parity.models import ParityReport
 from tools.profile.models import ProfileFinding, ProfileReport
 from tools.runner.models import RunResult
@@ -95,6 +95,8 @@ class MigrationState(TypedDict, total=False):
     summary: str | None  # one paragraph: why the status, what is left for a human
     outputs: dict[str, str] | None  # Outputs
     reference_tests: dict[str, Any] | None  # TestsSnapshot: the test command on the original (CUDA on CPU)
+    # CollectedTests: the tests the test command only collected on the original (its full run was not needed)
+    reference_collected: dict[str, Any] | None
     tests_after: dict[str, Any] | None  # TestsSnapshot: the latest tests run of the migrated code
     guard: Annotated[list[dict[str, Any]], operator.add]  # GuardEvent, each decision of the test guard
 
@@ -174,6 +176,12 @@ def findings_worth_a_change(state: State) -> list[ProfileFinding]:
 def reference_tests_of(state: State) -> TestsSnapshot | None:
     """The tests the test command collected on the original code and how each ended (None: not run yet)."""
     return _one(state, "reference_tests", TestsSnapshot)
+
+
+def reference_collected_of(state: State) -> CollectedTests | None:
+    """The tests the test command collected on the original when it only collected them (``--collect-only``:
+    every test of the migrated code passed, so none ran there; None: not collected so)."""
+    return _one(state, "reference_collected", CollectedTests)
 
 
 def tests_after_of(state: State) -> TestsSnapshot | None:

@@ -3,6 +3,9 @@ migrated code's tests are over: it needs only the original code, so the tests no
 for (or makes) the tests run, and ``start_beside`` starts it on a core left free. The guard's verdict is the
 same: it compares the same two runs.
 
+Where the full run is needed whatever the migrated code's tests do (here: coverage is measured); where a
+passing tests run needs only the original's collection, tests/agent/test_reference_tests_needed.py.
+
 In process, with the runs stubbed: nothing here runs a program.
 """
 
@@ -32,7 +35,7 @@ def _state(tmp_path: Path) -> dict[str, Any]:
     repo.mkdir(exist_ok=True)
     (repo / "train.py").write_text("import torch\n")
     opts = MigrationOptions(source=str(repo), run_command="python train.py", test_command="python -m pytest -q",
-                            state_dir=str(tmp_path / "state"))
+                            state_dir=str(tmp_path / "state"), coverage=True)
     return {"migration_id": "m1", "options": dump(opts), "files": FILES, "iteration": 1, "runs": [], "edits": [],
             "steps": []}
 

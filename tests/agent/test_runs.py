@@ -168,9 +168,10 @@ def test_tests_go_beside_the_target_run_and_stale_ones_are_dropped(tmp_path: Pat
     state = load("side", sdir)
     kinds = [r.kind for r in state.runs]
     assert kinds.count("tests") == 1 and kinds.count("target") == 2 and kinds.count("reference") == 1
-    # the test guard's run of the tests on the original (CPU) fails: this test names tpx itself
-    assert [r.status for r in state.runs if r.kind == "reference_tests"] == ["failed"]
-    assert all(r.status == "ok" for r in state.runs if r.kind not in ("target", "reference_tests"))
+    # the test guard's tests on the original (CPU) would fail (this test names tpx itself), but every test
+    # passes on tpx and none is lost: the original's tests are only collected (docs/guard.md)
+    assert "reference_tests" not in kinds and [r.status for r in state.runs if r.kind == "reference_collect"] == ["ok"]
+    assert all(r.status == "ok" for r in state.runs if r.kind != "target")
     # the tests are the last run of the fix loop; the CPU guard's runs come after them
     assert [r.kind for r in state.runs if not r.kind.startswith("cpu_")][-1] == "tests"
     assert kinds.index("cpu_check") > len(kinds) - 1 - kinds[::-1].index("tests")

@@ -59,3 +59,19 @@ def test_the_leaderboard_and_report_show_where_the_time_went(tmp_path: Path) -> 
     assert "Median seconds per node over the cases that ran it: run_target 4.00, scan 0.50." in section
     page = html_report(results, report_dir=tmp_path)
     assert "<section id='time'>" in page and "run_target 6.0 s, scan 0.5 s" in page
+
+
+def test_tests_on_the_original_only_collected_show_as_collected_in_the_results() -> None:
+    """Issue 29: where every test of the migrated code passed and none was lost, the tests on the original were
+    only collected (run role ``reference_collect``): the results say so, not "0 passed"."""
+    data = _record().model_dump(mode="json")
+    data["run_log"].append(_run("reference_collect", 1.25))
+    data["guard"] = {"tests_before_collected": {"tests": ["t.py::a", "t.py::b", "t.py::c"], "run_status": "ok"},
+                     "tests_after": {"outcomes": {"t.py::a": "passed", "t.py::b": "passed", "t.py::c": "passed"}}}
+    fields = _from_record(MigrationRecord.model_validate(data), Prices(), None)
+    res = CaseResult(suite="s", name="c", kind="synthetic", expected_status="migrated", grade="resolved", out_dir="o",
+                     wall_s=10.0, own_run_s=2.0, ratio=5.0, **fields)  # type: ignore[arg-type]
+    assert res.tests_before is not None and (res.tests_before.collected, res.tests_before.ran) == (3, False)
+    assert res.run_s["reference_collect"] == 1.25
+    md = leaderboard([res])
+    assert "| 3 collected -> 3/3 |" in md and "reference_collect 1.2 s" in md

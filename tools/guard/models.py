@@ -116,3 +116,16 @@ class TestsSnapshot(BaseModel):
         rest = ", ".join(f"{self.count(k)} {k}" for k in ("passed", "failed", "error", "skipped") if self.count(k))
         cov = f"; line coverage {self.coverage:.1f}%" if self.coverage is not None else ""
         return f"{self.collected} collected" + (f", {rest}" if rest else "") + cov
+
+
+class CollectedTests(BaseModel):
+    """The tests a run only collected (pytest's ``--collect-only``), as its junit report would name them."""
+
+    __test__ = False  # not a pytest class
+
+    tests: list[str] = Field(default_factory=list, description="node ids, as TestsSnapshot names them")
+    run_status: str = ""
+
+    @property
+    def collected(self) -> int:
+        return len(self.tests)

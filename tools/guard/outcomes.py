@@ -1,14 +1,19 @@
-"""The dynamic check: the tests a run collected and passed, against the reference's (GRD007)."""
+"""The dynamic check: a run's tests against the reference's outcomes (GRD007) or its collected node ids.
+
+The collected ids are the original's tests run with ``--collect-only``, all a passing tests run needs."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from tools.artifact_json import InvalidArtifact, load_json, validate
 from tools.guard.models import COVERAGE_MARGIN, GuardFinding, TestsSnapshot
-from tools.runner.api import COLLECTED_DIR, COVERAGE_FILE
+from tools.runner.api import COLLECT_FILE, COLLECTED_DIR, COVERAGE_FILE
+
+logger = logging.getLogger(__name__)
 
 
 def _file_of(nodeid: str) -> str:
@@ -28,6 +33,31 @@ def lost_tests(before: TestsSnapshot, after: TestsSnapshot) -> list[GuardFinding
         out.append(GuardFinding(rule="GRD007", file=_file_of(nodeid), test=nodeid.rpartition("::")[2] or nodeid,
                                 detail=f"{nodeid} passed on the reference and {what} after the migration"))
     return out
+
+
+def not_collected(collected: list[str], after: TestsSnapshot) -> list[str]:
+    """The tests a run on the original collected (``--collect-only``) that ``after`` does not name."""
+    return sorted(set(collected) - set(after.outcomes))
+
+
+class _CollectReport(BaseModel):
+    tests: list[str]
+
+
+def read_collected(artifacts_dir: Path) -> list[str] | None:
+    """The node ids a ``collect_only=True`` run wrote, or None when it wrote none (the command does not run
+    pytest, or it stopped before its tests were collected) or the file was not read."""
+    from sandbox.artifacts import ArtifactMissing, ArtifactRefused
+
+    try:
+        report = validate(_CollectReport, load_json(Path(artifacts_dir) / COLLECTED_DIR, COLLECT_FILE),
+                          "the collected tests")
+    except ArtifactMissing:
+        return None
+    except (ArtifactRefused, InvalidArtifact) as exc:
+        logger.debug("the collected tests were not read: %s", exc)
+        return None
+    return report.tests
 
 
 class _CoverageReport(BaseModel):

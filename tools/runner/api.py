@@ -50,6 +50,7 @@ STARTUP_PARTS = ("torch_s", "device_s", "redirect_s", "hooks_s")
 STACKS_DIR = "stacks"  # ARTIFACTS/child/stacks: the run's processes' stack dumps (sandbox.teardown)
 COLLECTED_DIR = "collected"  # ARTIFACTS/collected: the host-owned copy of what the run left in child/
 COVERAGE_FILE = "coverage.json"  # a RunRequest(coverage=True)'s report, under COLLECTED_DIR
+COLLECT_FILE = "collect.json"  # a RunRequest(collect_only=True)'s node ids, under COLLECTED_DIR
 ARTIFACTS_MARKER = ".ferry-artifacts"  # written into every artifacts dir a run used
 REPLACED_ENTRIES = ("child", COLLECTED_DIR, "stdout.txt", "stderr.txt", "result.json")  # each run replaces these
 
@@ -330,7 +331,8 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
     env = child_env(workspace=ws.path, device=req.device, redirect_cuda=req.redirect_cuda, seed=req.seed,
                     redirect_log=redirect_log, probe_dir=probe_dir, profile_dir=profile_dir, junit_xml=junit,
                     caller_env=req.env, user_env=req.user_env,
-                    coverage_json=seen / COVERAGE_FILE if req.coverage else None)
+                    coverage_json=seen / COVERAGE_FILE if req.coverage else None,
+                    collect_json=seen / COLLECT_FILE if req.collect_only else None)
     env.update(device_env(req.command, ws.path / (req.cwd or ""), device=req.device, redirect_cuda=req.redirect_cuda,
                           env=env))  # one device per process of a torchrun / mp.spawn job
     if teardown is not None:

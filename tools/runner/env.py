@@ -128,6 +128,7 @@ def child_env(
     caller_env: dict[str, str],
     user_env: dict[str, str] | None = None,
     coverage_json: Path | None = None,
+    collect_json: Path | None = None,
 ) -> dict[str, str]:
     """The child's variables: the user's own (``user_env``, checked by ``user_env_problem``; any
     refused one is a ValueError), Ferry's settings (``caller_env``, FERRY_*/TPX_* only), then the
@@ -184,4 +185,7 @@ def child_env(
         if coverage_json is not None:  # tools/runner/child/_ferry_cov.py, on the child's PYTHONPATH
             env["PYTEST_ADDOPTS"] += " -p _ferry_cov"
             env["FERRY_COVERAGE_OUT"] = str(coverage_json)
+        if collect_json is not None:  # tools/runner/child/_ferry_collect.py: the node ids, and nothing run
+            env["PYTEST_ADDOPTS"] += " --collect-only -p _ferry_collect"
+            env["FERRY_COLLECT_OUT"] = str(collect_json)
     return env

@@ -52,6 +52,9 @@ class RunRequest(BaseModel):
     #: a pytest run: measure line coverage of the repository's code with the run's own coverage.py (the
     #: ``_ferry_cov`` plugin); the report lands in the collected artefacts as ``coverage.json``
     coverage: bool = False
+    #: a pytest run that only collects its tests (``--collect-only`` and the ``_ferry_collect`` plugin): the node
+    #: ids, as the junit report names them, land in the collected artefacts as ``collect.json``
+    collect_only: bool = False
     isolation: Literal["auto", "bwrap", "unshare", "rlimits"] | None = None
     limits: RunLimits = Field(default_factory=RunLimits)
 

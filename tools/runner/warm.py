@@ -45,6 +45,7 @@ PER_RUN_KEYS = frozenset({RUN_MARKER_ENV, WARM_SERVER_ENV, "FERRY_DEVICE", "TORC
                           "TPX_EXTENSION_DIR", "FERRY_REDIRECT_CUDA", "FERRY_REDIRECT_LOG", "FERRY_PROBE_DIR",
                           "FERRY_PROFILE_DIR", "FERRY_WORKSPACE", "PYTEST_ADDOPTS", "FERRY_REDIRECT_AUTOCAST",
                           "FERRY_STARTUP_FILE",  # the run's start-up breakdown (tools.runner.api)
+                          "FERRY_COLLECT_OUT",  # a collect-only run's list (_ferry_collect, read by pytest)
                           # the run's device counts (tools.runner.launch.device_env): read when tpx loads and
                           # at each redirected device_count() call, both after the fork
                           TPX_COUNT_ENV, REDIRECT_COUNT_ENV,

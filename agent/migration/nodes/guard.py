@@ -5,11 +5,17 @@ run of the migrated code is compared with the test command's run on the original
 A finding ends the migration ``guard_refused`` with its rule and site, unless the user approves it under
 ``--approve`` (the approval request carries the findings; an approval is recorded as ``accepted``). The
 policy's FIX008 in a test module is recorded as the documented exception.
+
+The test command runs on the original in full only where its outcomes can change what the guard finds: when
+every test of the migrated code passed (none failed, errored or skipped), no coverage is measured and the
+command runs pytest, a test can only be lost by no longer being collected, so the original's tests are only
+collected (``--collect-only``) and compared by node id; the full run follows only when one is missing.
 """
 
 from __future__ import annotations
 
 import logging
+import shlex
 import threading
 from pathlib import Path
 from typing import Any
@@ -28,17 +34,28 @@ from agent.migration.state import (
     guard_events_of,
     migration_id_of,
     options_of,
+    reference_collected_of,
     reference_tests_of,
 )
 from agent.migration.workspace import current_text
-from tools.guard.models import RULES, FileEdit, GuardFinding, GuardNote, GuardRequest, GuardResult, TestsSnapshot
-from tools.guard.outcomes import coverage_drop, lost_tests, read_coverage
+from tools.guard.models import (
+    RULES,
+    CollectedTests,
+    FileEdit,
+    GuardFinding,
+    GuardNote,
+    GuardRequest,
+    GuardResult,
+    TestsSnapshot,
+)
+from tools.guard.outcomes import coverage_drop, lost_tests, not_collected, read_collected, read_coverage
 from tools.guard.static import check_patch
 from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
 
 REFERENCE_TESTS = "reference-tests"
+REFERENCE_COLLECT = "reference-collect"
 
 
 def static_check(state: MigrationState, files: dict[str, str]) -> GuardResult:
@@ -48,6 +65,8 @@ def static_check(state: MigrationState, files: dict[str, str]) -> GuardResult:
     edits = [FileEdit(path=rel, before=current_text(source, prev, rel), after=text)
              for rel, text in sorted(files.items())]
     before = reference_tests_of(state)
+    # None where the original's tests were not run (only collected, or not yet): GRD001 then counts every
+    # removed test, the strict reading; the list only lets through the removal of a test that did not pass
     passed = [n for n, o in before.outcomes.items() if o == "passed"] if before is not None else None
     return check_patch(GuardRequest(files=edits, passed_on_reference=passed))
 
@@ -114,21 +133,58 @@ def reference_tests_key(state: MigrationState) -> str:
     return f"{migration_id_of(state)}:{REFERENCE_TESTS}"
 
 
-def _reference_tests_run(state: MigrationState, adir: Path, cancel: threading.Event | None) -> RunResult:
+def reference_collect_key(state: MigrationState) -> str:
+    return f"{migration_id_of(state)}:{REFERENCE_COLLECT}"
+
+
+def runs_pytest(command: str) -> bool:
+    """Whether a test command runs pytest (``pytest ...``, ``python -m pytest ...``, ``py.test``): only such a
+    command can merely collect its tests."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    for i, word in enumerate(words):
+        if word.rsplit("/", 1)[-1] in ("pytest", "py.test"):
+            return True
+        if word == "-m" and i + 1 < len(words) and words[i + 1] in ("pytest", "py.test"):
+            return True
+    return False
+
+
+def full_run_needed(state: MigrationState) -> bool:
+    """Whether the tests on the original must run in full whatever the migrated code's tests do: coverage is
+    measured (GRD008 compares the two runs' figures), or the command does not run pytest (it cannot only
+    collect its tests)."""
+    return coverage_wanted(state) or not runs_pytest(options_of(state).test_command or "")
+
+
+def all_passed(after: TestsSnapshot) -> bool:
+    """Every test of the run passed: none failed, errored or was skipped."""
+    return all(o == "passed" for o in after.outcomes.values())
+
+
+def _reference_tests_run(state: MigrationState, adir: Path, cancel: threading.Event | None,
+                         collect_only: bool = False) -> RunResult:
     opts = options_of(state)
     return adapters.run(source_of(state), opts.test_command or "", device="cpu", redirect_cuda="cpu", probe=False,
                         profile=False, timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=adir,
                         disk_limit_bytes=opts.disk_limit_bytes, environment=adapters.RunEnvironment.of(opts),
-                        coverage=coverage_wanted(state), cancel=cancel)
+                        coverage=not collect_only and coverage_wanted(state), cancel=cancel,
+                        collect_only=collect_only)
 
 
 def start_reference_tests(state: MigrationState, runs: RunScheduler) -> bool:
-    """Start the reference tests' run in the background (it needs only the original code), unless the state
+    """Start the tests on the original in the background (they need only the original code), unless the state
     has them, they are running or finished, or the budget has no room; True when they are (now) in flight.
+    What starts is the full run where it is needed whatever the migrated code's tests do
+    (:func:`full_run_needed`), else the collect-only run, which is all a passing tests run needs.
     The tests node starts them before it waits for the migrated code's tests, and ``target.start_beside`` on a
     core left free, so that they run beside other work instead of after it."""
     if reference_tests_of(state) is not None or not options_of(state).test_command:
         return False
+    if not full_run_needed(state):
+        return _start_collect(state, runs)
     key = reference_tests_key(state)
     if runs.has(key):
         return True
@@ -137,6 +193,19 @@ def start_reference_tests(state: MigrationState, runs: RunScheduler) -> bool:
         return False
     adir.mkdir(parents=True, exist_ok=True)
     return runs.start(key, lambda cancel: _reference_tests_run(state, adir, cancel))
+
+
+def _start_collect(state: MigrationState, runs: RunScheduler) -> bool:
+    if reference_collected_of(state) is not None:
+        return False
+    key = reference_collect_key(state)
+    if runs.has(key):
+        return True
+    adir = artifacts_dir(state, REFERENCE_COLLECT)
+    if finished(adir) is not None or not has_time_for(state, "reference_collect"):
+        return False
+    adir.mkdir(parents=True, exist_ok=True)
+    return runs.start(key, lambda cancel: _reference_tests_run(state, adir, cancel, collect_only=True))
 
 
 def _run_reference_tests(state: MigrationState, runs: RunScheduler | None) -> RunResult | None:
@@ -152,18 +221,55 @@ def _run_reference_tests(state: MigrationState, runs: RunScheduler | None) -> Ru
     return _reference_tests_run(state, adir, None)
 
 
-def reference_tests(state: MigrationState, runs: RunScheduler | None = None) -> Update:
-    """The test command's run on the original code (CUDA redirected to CPU, as the reference run), once:
-    the tests it collects and how each ends are what the migrated code's tests are held to. ``runs``: the
-    scheduler that may have it in flight (:func:`start_reference_tests`)."""
+def _collect_reference(state: MigrationState, runs: RunScheduler | None) -> tuple[CollectedTests | None, Update]:
+    """The tests the original collects (joined from the background, taken from the state or the artefacts, or
+    collected now), with the update that records the run; None when they are not known (no time, the run
+    failed or wrote no list: the command does not run pytest after all)."""
+    known = reference_collected_of(state)
+    if known is not None:
+        return known, {}
+    adir = artifacts_dir(state, REFERENCE_COLLECT)
+    run = runs.join(reference_collect_key(state), adir) if runs is not None else finished(adir)
+    if run is None:
+        if not has_time_for(state, "reference_collect"):
+            return None, {}
+        run = _reference_tests_run(state, adir, None, collect_only=True)
+    update: Update = {"runs": [dump(RunRecord.of("reference_collect", run))]}
+    ids = read_collected(adir) if run.ok else None
+    if ids is None:
+        logger.info("the test command collected no tests on the original (%s): they run in full", run.status)
+        return None, update
+    collected = CollectedTests(tests=ids, run_status=run.status)
+    return collected, {**update, "reference_collected": dump(collected)}
+
+
+def reference_tests(state: MigrationState, runs: RunScheduler | None = None,
+                    after: TestsSnapshot | None = None) -> Update:
+    """The test command on the original code (CUDA redirected to CPU, as the reference run), once: the tests it
+    collects and how each ends are what the migrated code's tests are held to. ``runs``: the scheduler that
+    may have it in flight (:func:`start_reference_tests`). ``after``: the migrated code's tests, where their
+    run passed; when every one of them passed (and :func:`full_run_needed` does not hold), the original's
+    tests are only collected, and run in full only when one of them is not collected after."""
     if reference_tests_of(state) is not None or not options_of(state).test_command:
         return {}
+    update: Update = {}
+    if after is not None and all_passed(after) and not full_run_needed(state):
+        collected, update = _collect_reference(state, runs)
+        if collected is not None:
+            missing = not_collected(collected.tests, after)
+            if not missing:
+                return update
+            logger.info("%d test(s) the original collects are not collected after the migration (%s): the tests "
+                        "on the original run in full", len(missing), ", ".join(missing[:5]))
+    elif runs is not None and runs.has(reference_collect_key(state)):
+        runs.cancel(reference_collect_key(state))  # a full run is needed: the collect-only one is not
     run = _run_reference_tests(state, runs)
     if run is None:
         logger.info("no time left in --max-wall for the tests on the original: the test guard has no reference")
-        return {}
+        return update
     snap = snapshot(run, artifacts_dir(state, REFERENCE_TESTS), coverage_wanted(state))
-    return {"reference_tests": dump(snap), "runs": [dump(RunRecord.of("reference_tests", run))]}
+    return {**update, "reference_tests": dump(snap),
+            "runs": [*update.get("runs", []), dump(RunRecord.of("reference_tests", run))]}
 
 
 def _accepted_for(lost: GuardFinding, accepted: list[GuardEvent]) -> bool:

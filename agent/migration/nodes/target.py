@@ -67,9 +67,10 @@ def start_beside(state: MigrationState, runs: RunScheduler, ws: Path, foreground
             cdir.mkdir(parents=True, exist_ok=True)
             if runs.start(cpu_key, lambda cancel: run_cpu_check(state, ws, cdir, cancel)):
                 beside.append("the CPU check")
-    started = runs.has(guard.reference_tests_key(state))
+    started = runs.has(guard.reference_tests_key(state)) or runs.has(guard.reference_collect_key(state))
     if not started and runs.spare_cores() >= need and guard.start_reference_tests(state, runs):
-        beside.append("the tests on the original")
+        beside.append("the tests on the original" if guard.full_run_needed(state)
+                      else "the collection of the tests on the original")
     return beside
 
 
@@ -164,8 +165,9 @@ def tests(state: MigrationState, runs: RunScheduler) -> Update:
     if run is None:
         ensure_time_for(state, "tests", "the tests run")
         run = _run_tests(state, ws, adir, None)
-    before = guard.reference_tests(state, runs)  # the test guard's reference: the same command on the original
     after = guard.snapshot(run, adir, guard.coverage_wanted(state))
+    # the test guard's reference: the same command on the original, in full only where it can change the verdict
+    before = guard.reference_tests(state, runs, after if run.ok else None)
     update: Update = {**before, "last_run": dump(run), "last_phase": "test", "tests_after": dump(after),
                       "runs": [*before.get("runs", []), dump(RunRecord.of("tests", run))]}
     update[SUMMARY] = (f"tests pass in {run.duration_s:.1f}s{where}" if run.ok
