@@ -109,12 +109,14 @@ def test_a_multi_process_or_autocast_program_does_not_speculate(tmp_path: Path, 
     assert evidence.speculates(state) is None
 
 
-def test_a_plain_float32_program_speculates(tmp_path: Path) -> None:
+def test_a_plain_float32_program_speculates_unless_switched_off(tmp_path: Path, monkeypatch) -> None:
     opts = _opts(tmp_path)
     state = {"migration_id": "m", "options": dump(opts), "files": {}, "iteration": 0, "runs": []}
     assert evidence.one_plain_process(state) is None
     fix = evidence.speculates(state)
     assert fix is not None and fix[0] == "train.py" and "highest" in fix[1]
+    monkeypatch.setenv("FERRY_EVIDENCE_RUN", "0")
+    assert evidence.speculates(state) is None
 
 
 def _crash_after_writes_of(db_path: Path, thread: str, node: str) -> None:

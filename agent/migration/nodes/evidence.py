@@ -52,11 +52,13 @@ from agent.migration.state import (
     speculation_of,
 )
 from agent.migration.workspace import code_digest, materialise
+from sandbox.envvars import env_enabled
 from tools.patch import list_source_files
 from tools.runner.models import RunResult
 
 logger = logging.getLogger(__name__)
 
+SWITCH_ENV = "FERRY_EVIDENCE_RUN"  # 0/false/off: the first target run is always the full plain run
 END_ENV = {"FERRY_PROBE_END": "1"}  # tools/probe/config.py: end the program after its recorded steps
 NOT_ONE_PLAIN_PROCESS = ("torchrun", "torch.distributed", "init_process_group", "DistributedDataParallel",
                          "torch.multiprocessing", "spawn(", "autocast", "GradScaler", "torch.amp", "cuda.amp")
@@ -96,7 +98,10 @@ def one_plain_process(state: MigrationState) -> str | None:
 
 def speculates(state: MigrationState) -> tuple[str, str] | None:
     """FIX008 as the policy would write it, where the first target run is to be made as evidence: no target
-    or evidence run made yet, the precision trial would apply, one process, no autocast, time for both runs."""
+    or evidence run made yet, the precision trial would apply, one process, no autocast, time for both runs
+    (``FERRY_EVIDENCE_RUN=0`` switches evidence runs off)."""
+    if not env_enabled(SWITCH_ENV):
+        return None
     if speculation_of(state) is not None or any(r.kind in ("target", "evidence") for r in runs_of(state)):
         return None
     if causes.precision_in_code(state):
