@@ -169,6 +169,7 @@ class Speculation(BaseModel):
     run: RunResult
     phase: SpeculationPhase = "pending"
     fix_file: str
+    fix_text: str = Field(description="the text of fix_file with FIX008 written in")
     fix_digest: str = Field(description="the digest of the code with FIX008 written in")
     fix_workspace: str
     fix_key: str

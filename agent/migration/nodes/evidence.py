@@ -67,7 +67,7 @@ MAX_ENTRY_BYTES = 1 << 20
 BESIDE_ROLES = ("tests", "cpu-check")
 
 
-def _fix_state(state: MigrationState, fix: tuple[str, str]) -> MigrationState:
+def fix_state(state: MigrationState, fix: tuple[str, str]) -> MigrationState:
     """The next round's state as the policy would leave it with FIX008 applied (what the FIX008 run ran)."""
     rel, text = fix
     return {**state, "files": {**files_of(state), rel: text}, "iteration": iteration_of(state) + 1,
@@ -123,7 +123,7 @@ def speculate(state: MigrationState, runs: RunScheduler, ws: Path, fix: tuple[st
     failure is the full plain run's to show. ``beside(next_state, workspace)``: ``target.start_beside``."""
     opts = options_of(state)
     it = iteration_of(state)
-    nxt = _fix_state(state, fix)
+    nxt = fix_state(state, fix)
     fix_files = files_of(nxt)
     fix_ws = materialise(Path(opts.source), None, fix_files, workspaces_root(opts.state_dir, migration_id_of(state)))
     fix_dir = artifacts_dir(state, f"cause-{it}-matmul_precision-in-code")
@@ -140,7 +140,7 @@ def speculate(state: MigrationState, runs: RunScheduler, ws: Path, fix: tuple[st
                        timeout_s=run_timeout(state), seed=opts.seed, env=dict(END_ENV),
                        artifacts_dir=artifacts_dir(state, f"evidence-{it}"), disk_limit_bytes=opts.disk_limit_bytes)
     record = dump(RunRecord.of("evidence", run))
-    spec = Speculation(files_digest=code_digest(files_of(state)), run=run, fix_file=fix[0],
+    spec = Speculation(files_digest=code_digest(files_of(state)), run=run, fix_file=fix[0], fix_text=fix[1],
                        fix_digest=code_digest(fix_files), fix_workspace=str(fix_ws), fix_key=key, fix_dir=str(fix_dir))
     if run.status not in ("ended", "ok") or run.probe_dir is None:
         _cancel_fix(state, runs, spec)
@@ -170,6 +170,13 @@ def declined(state: MigrationState) -> Speculation | None:
     if spec is None or spec.phase != "declined" or spec.files_digest != code_digest(files_of(state)):
         return None
     return spec
+
+
+def start_fix_round(state: MigrationState, spec: Speculation,
+                    beside: Callable[[MigrationState, Path], list[str]]) -> list[str]:
+    """The evidence failed: start the FIX008 round's tests and CPU check (``beside``: ``target.start_beside`` with no
+    run of the caller's own: it is about to wait for the FIX008 run) where they are not running yet."""
+    return beside(fix_state(state, (spec.fix_file, spec.fix_text)), Path(spec.fix_workspace))
 
 
 def joined_fix(state: MigrationState, runs: RunScheduler) -> PreparedRun | None:

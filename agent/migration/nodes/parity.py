@@ -79,6 +79,8 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
     if report.failed:  # test the candidate causes in side runs instead of guessing one
         from agent.migration.nodes.target import start_beside  # target -> cpu_check -> parity: imported here
 
+        if spec is not None:  # this thread waits for the FIX008 run: its round's tests can take the core
+            evidence.start_fix_round(state, spec, lambda nxt, ws: start_beside(nxt, runs, ws, foreground=False))
         joined = evidence.joined_fix(state, runs)  # the FIX008 run made beside the evidence run, if any
         found = causes.measure(state, report, ref_dir, golden_dir, changes,
                                beside=lambda nxt, ws: start_beside(nxt, runs, ws), joined=joined,
