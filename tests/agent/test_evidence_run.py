@@ -152,3 +152,28 @@ def test_a_resumed_migration_does_not_take_the_evidence_run_as_the_target(tmp_pa
     target = target_ok_of(values)
     assert target is not None and target.status == "ok" and target.ended_after_steps is None
     assert target.probe_dir != spec.run.probe_dir
+
+
+def _spec_state(tmp_path: Path, phase: str, files: dict[str, str]) -> dict:
+    from agent.migration.records import Speculation
+    from agent.migration.workspace import code_digest
+    from tools.runner.models import RunResult
+
+    run = RunResult(command=["python", "train.py"], exit_code=86, status="ended", duration_s=1.0, stdout_tail="",
+                    stderr_tail="", isolation="rlimits", probe_dir=tmp_path, ended_after_steps=2)
+    spec = Speculation(files_digest=code_digest({}), run=run, phase=phase, fix_file="train.py", fix_text="x",
+                       fix_digest="d", fix_workspace=str(tmp_path), fix_key="m:fix008-0", fix_dir=str(tmp_path))
+    opts = MigrationOptions(source=str(tmp_path), run_command="python train.py", state_dir=str(tmp_path / "s"))
+    return {"migration_id": "m", "options": dump(opts), "files": files, "iteration": 0, "speculation": dump(spec)}
+
+
+def test_a_pending_evidence_goes_to_parity_a_declined_one_back_to_the_target_run(tmp_path: Path) -> None:
+    from agent.migration import edges
+
+    pending = _spec_state(tmp_path, "pending", {})
+    assert edges.after_target(pending) == "parity"  # no target run: the evidence is what parity judges
+    assert target_ok_of(pending) is None and evidence.pending(pending) is not None
+    assert edges.after_parity(_spec_state(tmp_path, "declined", {})) == "target_run"
+    assert edges.after_parity(_spec_state(tmp_path, "done", {})) == "cpu_check"
+    other_code = _spec_state(tmp_path, "pending", {"train.py": "changed"})  # evidence of another round's code
+    assert evidence.pending(other_code) is None and edges.after_target(other_code) == "diagnose"
