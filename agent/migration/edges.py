@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
+from agent.migration.records import SpeculationPhase
 from agent.migration.state import (
     State,
     cost_question_of,
     cpu_check_of,
+    files_of,
     findings_worth_a_change,
     has_proposal,
     last_run,
@@ -15,8 +17,10 @@ from agent.migration.state import (
     options_of,
     parity_of,
     profile_round_of,
+    speculation_of,
     status_of,
 )
+from agent.migration.workspace import code_digest
 
 # Statuses that end the migration even while the model's profile change is verified (a Ferry bug, a
 # missing tool, outputs that cannot be written); any other failure on that way only rejects the change.
@@ -43,6 +47,14 @@ def _stopped(state: State) -> Literal["profile_revert", "llm_explain", "report"]
     return explain_or_report(state)
 
 
+def evidence_phase(state: State) -> SpeculationPhase | None:
+    """The phase of this round's evidence run (``agent.migration.nodes.evidence``); None: there is none."""
+    spec = speculation_of(state)
+    if spec is None or spec.files_digest != code_digest(files_of(state)):
+        return None
+    return spec.phase
+
+
 def after_ingest(state: State) -> Literal["reference_run", "report"]:
     return "report" if status_of(state) else "reference_run"
 
@@ -60,6 +72,8 @@ def after_target(state: State) -> Literal["parity", "diagnose", "profile_revert"
     """After ``await_reference``: the target run's outcome (the reference settled, or it ended it)."""
     if status_of(state):
         return _stopped(state)
+    if evidence_phase(state) == "pending":  # the evidence run ended after its steps: parity judges it
+        return "parity"
     run = last_run(state)
     if run is not None and run.ok:
         return "parity"
@@ -86,16 +100,20 @@ def after_apply(state: State) -> Literal["target_run", "profile_revert", "llm_ex
     return _stopped(state) if status_of(state) else "target_run"
 
 
-AfterParity = Literal["tests", "cpu_check", "apply_fix", "llm_fix", "profile_revert", "llm_explain", "report"]
+AfterParity = Literal["tests", "cpu_check", "apply_fix", "llm_fix", "profile_revert", "llm_explain", "report",
+                      "target_run"]
 
 
 def after_parity(state: State) -> AfterParity:
     """A rule's fix first; a failure no rule explains goes to the model under --llm (the parity node
     ends the migration ``partial`` without it); a pass, or nothing to compare, goes on to the tests,
     or the CPU check (the report node then says which). A failure of the model's profile change
-    reverts it."""
+    reverts it. Evidence that cannot settle its round (``agent.migration.nodes.evidence.decline``) sends the
+    graph back to the target run, for the full plain run."""
     if status_of(state):
         return _stopped(state)
+    if evidence_phase(state) == "declined":
+        return "target_run"
     report = parity_of(state)
     if verifying_profile_change(state) and (has_proposal(state) or (report is not None and report.failed)):
         return "profile_revert"

@@ -46,6 +46,7 @@ __all__ = [
     "RunRecord",
     "RunRole",
     "ScanDigest",
+    "Speculation",
     "Step",
     "edit_by",
     "tests_of",
@@ -65,7 +66,7 @@ def edit_by(kind: EditKind, rule: str) -> str:
 ACCELERATOR = "tpx"
 
 RunRole = Literal["reference", "target", "tests", "profile", "cpu_check", "cpu_original", "golden", "cause_trial",
-                  "reference_tests", "reference_collect"]
+                  "reference_tests", "reference_collect", "evidence"]
 RunPhase = Literal["run", "test"]
 
 
@@ -120,6 +121,8 @@ class RunRecord(BaseModel):
     startup: StartupTimes | None = Field(None, description=(
         "the run's time before the user's first line, by part (copy, sandbox and interpreter, bootstrap: torch, "
         "tpx, redirect, probe/profiler hooks); None: not measured"))
+    ended_after_steps: int | None = Field(None, description=(
+        "an evidence run the probe ended after this many recorded steps (status 'ended'): never a target run"))
 
     @classmethod
     def of(cls, kind: RunRole, run: RunResult, reused: bool = False) -> RunRecord:
@@ -129,7 +132,7 @@ class RunRecord(BaseModel):
         return cls(kind=kind, command=run.command, status=run.status, exit_code=run.exit_code,
                    duration_s=run.duration_s, signature=run.signature_kind, isolation=run.isolation,
                    warm_start=run.warm_start, reused=reused, artifacts_refused=run.artifacts_refused, tests=tests,
-                   startup=run.startup)
+                   startup=run.startup, ended_after_steps=run.ended_after_steps)
 
     def tests_counted(self) -> str | None:
         """"5 tests ran: 4 passed, 1 skipped", or None when the run wrote no pytest report."""
@@ -149,6 +152,31 @@ class PreparedRun(BaseModel):
     files_digest: str
     workspace: str = Field(description="the private copy the trial ran (the edited files written in)")
     run: RunResult
+
+
+SpeculationPhase = Literal["pending", "declined", "done"]
+
+
+class Speculation(BaseModel):
+    """The first target run made as evidence (``agent.migration.nodes.evidence``): the plain code on tpx ended
+    after its recorded steps (``run``, status ``ended``), with the FIX008 code's full run started beside it
+    (scheduler key ``fix_key``, artifacts ``fix_dir``). ``pending``: parity has not judged the evidence yet;
+    ``declined``: the full plain run is to be made (the evidence passed, or FIX008 did not remove the
+    divergence); ``done``: settled (FIX008 applied from the FIX008 run, or the full plain run made). The
+    evidence run is never a target run: nothing reads it as ``target_ok``."""
+
+    files_digest: str = Field(description="the code the evidence run ran (agent.migration.workspace.code_digest)")
+    run: RunResult
+    phase: SpeculationPhase = "pending"
+    fix_file: str
+    fix_text: str = Field(description="the text of fix_file with FIX008 written in")
+    fix_digest: str = Field(description="the digest of the code with FIX008 written in")
+    fix_workspace: str
+    fix_key: str
+    fix_dir: str
+    fix_run: RunResult | None = Field(None, description="the FIX008 run, once joined (kept for the full round's "
+                                                         "precision trial when the evidence was declined)")
+    reason: str = ""
 
 
 def tests_of(run: RunResult) -> list[TestOutcome]:

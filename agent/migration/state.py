@@ -33,6 +33,7 @@ from agent.migration.records import (
     RunPhase,
     RunRecord,
     ScanDigest,
+    Speculation,
     Step,
 )
 from tools.guard.models import CollectedTests, TestsSnapshot
@@ -73,6 +74,7 @@ class MigrationState(TypedDict, total=False):
     last_phase: RunPhase | None  # which of the two last_run was
     target_ok: dict[str, Any] | None  # RunResult: the latest passing target run (probe/profile dirs)
     prepared_target: dict[str, Any] | None  # PreparedRun: the next round's target run, made by a cause trial
+    speculation: dict[str, Any] | None  # Speculation: the first target run made as an evidence run + the FIX008 run
     device_work: dict[str, Any] | None  # DeviceWork of the latest passing target run
     device_work_error: str | None  # why that run's device work could not be read
     cpu_check: dict[str, Any] | None  # CpuCheck: the migrated code on CPU vs the reference
@@ -138,6 +140,11 @@ def last_run(state: State) -> RunResult | None:
 
 def target_ok_of(state: State) -> RunResult | None:
     return _one(state, "target_ok", RunResult)
+
+
+def speculation_of(state: State) -> Speculation | None:
+    """The evidence run of the first target round and the FIX008 run beside it (``agent.migration.nodes.evidence``)."""
+    return _one(state, "speculation", Speculation)
 
 
 def prepared_target_of(state: State) -> PreparedRun | None:

@@ -102,7 +102,8 @@ def test_a_round_that_takes_a_prepared_run_starts_its_cpu_check_on_the_core_its_
 def test_after_a_measured_fix008_the_target_runs_once_not_twice(tmp_path: Path):
     """mlp_training fails parity on its first run (tpx multiplies float32 in bf16), the precision trial with
     FIX008 written in removes the divergence, and the policy adds FIX008: the migration ends as before
-    (``migrated``, FIX008 in the patch) with one target run made, the second round's taken from the trial."""
+    (``migrated``, FIX008 in the patch) with no full target run made: the first round's is an evidence run, the
+    second round's is taken from the trial."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "evals" / "suite" / "mlp_training" / "repo", repo,
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -116,7 +117,11 @@ def test_after_a_measured_fix008_the_target_runs_once_not_twice(tmp_path: Path):
     assert [e["rule"] for e in result["edits"] if e["kind"] == "policy"] == ["matmul_precision_highest"]
     targets = [run for run in result["run_log"] if run["kind"] == "target"]
     made = [run for run in targets if not run["reused"]]
-    assert len(targets) == 2 and len(made) == 1, targets  # two rounds, one run of the target made
+    # the first round is an evidence run (ended after its recorded steps, agent.migration.nodes.evidence), the
+    # second round's target run is the trial's: no full run of the target made
+    evidence = [run for run in result["run_log"] if run["kind"] == "evidence"]
+    assert len(targets) == 1 and not made, targets
+    assert [(run["status"], run["ended_after_steps"]) for run in evidence] == [("ended", 2)]
     trials = [run for run in result["run_log"] if run["kind"] == "cause_trial"]
     assert len(trials) == 1 and targets[-1]["reused"] and targets[-1]["duration_s"] == trials[0]["duration_s"]
     assert result["runs"] == sum(1 for run in result["run_log"] if not run["reused"])

@@ -193,3 +193,27 @@ def test_a_project_that_imports_hypothesis_keeps_its_pytest_plugin(tmp_path: Pat
         "    assert pytestconfig.pluginmanager.has_plugin('hypothesispytest')\n"
         "    assert not pytestconfig.pluginmanager.has_plugin('langsmith_plugin')\n"
         "    assert isinstance(n, int)\n"))
+
+
+TRAIN_LOOP = """import torch
+net = torch.nn.Linear(3, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(200):
+    loss = net(torch.ones(2, 3)).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    print("step", step, flush=True)
+"""
+
+
+@pytest.mark.parametrize("asked", [True, False])
+def test_a_run_the_probe_ended_after_its_steps_is_reported_as_ended(tmp_path: Path, asked: bool):
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "train.py").write_text(TRAIN_LOOP)
+    res = _run(src, "python train.py", tmp_path, probe=True, env={"FERRY_PROBE_END": "1"} if asked else {})
+    if not asked:
+        assert res.ok and res.ended_after_steps is None and "step 199" in res.stdout_tail
+        return
+    assert res.status == "ended" and not res.ok and res.trace is None, res.stderr_tail
+    assert res.ended_after_steps == 2 and "step 199" not in res.stdout_tail
+    assert res.probe_dir is not None and (res.probe_dir / "index.json").is_file()

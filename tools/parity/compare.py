@@ -163,14 +163,28 @@ def _compare_scalars(ref: ProbeDump, tgt: ProbeDump, golden: ProbeDump | None) -
     return out
 
 
-def _module_table(ref: ProbeDump, tensors: list[TensorComparison]) -> list[ModuleComparison]:
+def _ended_after(dump: ProbeDump) -> int | None:
+    """The recorded steps after which the probe ended the run of ``dump`` (FERRY_PROBE_END), or None."""
+    ended = dump.meta.get("ended_after_steps")
+    return ended if isinstance(ended, int) and not isinstance(ended, bool) else None
+
+
+def _after_end(event: Any, ended: int | None) -> bool:
+    """Whether a reference module event lies in a step the ended target run never reached."""
+    if ended is None or event.get("kind") not in ("module_input", "module_output", "module_end"):
+        return False
+    step = event.get("step")
+    return isinstance(step, int) and step >= ended
+
+
+def _module_table(ref: ProbeDump, tensors: list[TensorComparison], ended: int | None = None) -> list[ModuleComparison]:
     by_call: dict[tuple[str, int], dict[str, list[TensorComparison]]] = {}
     for t in tensors:
         if t.kind in ("module_input", "module_output") and t.module is not None and t.call is not None:
             slot = by_call.setdefault((t.module, t.call), {"in": [], "out": []})
             slot["in" if t.kind == "module_input" else "out"].append(t)
     rows: list[ModuleComparison] = []
-    for i, marker in enumerate(ref.module_calls()):
+    for i, marker in enumerate(m for m in ref.module_calls() if not _after_end(m, ended)):
         slot = by_call.get((marker["module"], marker["call"]), {"in": [], "out": []})
         outs = [t.metrics for t in slot["out"] if t.metrics is not None]
         rows.append(ModuleComparison(
@@ -199,25 +213,35 @@ def compare_dumps(ref_dir: Path | str, target_dir: Path | str, options: CompareO
                                                     for ev in ref.tensor_events.values())
     if results_left:
         kinds = [k for k in kinds if k not in RESULT_KINDS]
+    # an evidence run the probe ended after its recorded steps (FERRY_PROBE_END) has those steps' module calls
+    # and gradients; what the program would have printed, saved or left at its end it never reached
+    ended = _ended_after(tgt)
+    if ended is not None:
+        kinds = [k for k in kinds if k in ("module_input", "module_output", *GRADIENT_KINDS)]
     cache: dict[tuple[str, str], TensorComparison] = {}
     tensors = [
         _compare_tensor(ref, tgt, golden, key, cache,
                         {**RESULT_DTYPE_CHANGES, **options.dtype_changes} if ev.get("kind") in RESULT_KINDS
                         else options.dtype_changes)
         for key, ev in sorted(ref.tensor_events.items(), key=lambda kv: kv[1]["seq"])
-        if ev.get("kind") in kinds
+        if ev.get("kind") in kinds and not _after_end(ev, ended)
     ]
-    scalars = _compare_scalars(ref, tgt, golden) if options.include_scalars else []
+    scalars = _compare_scalars(ref, tgt, golden) if options.include_scalars and ended is None else []
     drift = None
     if options.drift_budget:
         tensors, scalars, drift = judge_later_steps(ref, tgt, tensors, scalars)
-    step_count = step_count_check(ref, tgt)
+    step_count = step_count_check(ref, tgt) if ended is None else None
     if step_count is not None:
         tensors.append(step_count)
-    modules = _module_table(ref, tensors)
+    modules = _module_table(ref, tensors, ended)
     missing = [t.key for t in tensors if t.tier == "missing"]
     extra = [k for k, ev in tgt.tensor_events.items() if k not in ref.tensor_events and ev.get("kind") in kinds]
     notes: list[str] = []
+    if ended is not None:
+        notes.append(f"the target run was ended by the probe after its {ended} recorded step(s) (an evidence run): "
+                     f"only the module calls and gradients of steps 0..{ended - 1} were compared; the printed "
+                     "values, the saved and final tensors and the step count of a run that did not reach its end "
+                     "were not")
     if results_left:
         notes.append("the tensors the program saved and its final top-level tensors were recorded but not compared: "
                      "its module calls are the evidence (docs/parity.md)")

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import re
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.optim import optimizer as optim_mod
 
 from ..profile.tpx_stats import read_tpx_stats
 from . import recorder as rec
-from .config import ProbeConfig, config_from_env
+from .config import ENDED_EXIT_CODE, ENDED_FILE, ProbeConfig, config_from_env
 from .files_run import files_run
 from .grads import GradProbe
 from .hooks import ModuleProbe
@@ -36,6 +39,7 @@ class ProbeSession:
         self.saves = SaveProbe(self.recorder)
         self.grads = GradProbe(self.recorder, self.modules)
         self._tees: list[tuple[str, ScalarTee]] = []
+        self._end_handle: Any = None
         self.closed = False
 
     def install(self) -> ProbeSession:
@@ -47,6 +51,10 @@ class ProbeSession:
         if self.config.record_saves:
             self.saves.install()
         self.grads.install()
+        if self.config.end_after_steps and self.config.steps > 0:
+            self.modules.on_steps_done = self._steps_done
+            # after the module and gradient probes' own step hooks: the step's gradients are recorded by then
+            self._end_handle = optim_mod.register_optimizer_step_post_hook(self._after_step)
         if self.config.capture_streams:
             pattern = re.compile(self.config.scalar_pattern)
             for name in ("stdout", "stderr"):
@@ -69,7 +77,50 @@ class ProbeSession:
         if rec.active() is self.recorder:
             rec.set_active(None)
 
+    def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.modules.steps_done():
+            self._steps_done()
+
+    def _may_end(self) -> bool:
+        """Only the program's own process, on its main thread, is ended: never a worker (``mp.spawn``,
+        a DataLoader worker, a torchrun rank), whose end the job's other processes would wait for."""
+        if os.getpid() != self.recorder.meta.get("pid") or threading.current_thread() is not threading.main_thread():
+            return False
+        if any(os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "TORCHELASTIC_RUN_ID")):
+            return False
+        import multiprocessing
+
+        return multiprocessing.parent_process() is None
+
+    def _steps_done(self) -> None:
+        """FERRY_PROBE_END: the recorded steps (and the recorded optimizer steps' gradients) are done: write
+        the whole dump, then ``ended.json`` beside it, and end the process with ``ENDED_EXIT_CODE``. Where it
+        cannot be ended cleanly the program runs on as usual."""
+        if self.closed or torch.compiler.is_compiling() or not self.grads.done():
+            return
+        try:
+            if not self._may_end():
+                return
+            steps = self.modules.step
+            self.recorder.meta["ended_after_steps"] = steps
+            self.close(final=False)
+            marker = {"steps": steps, "optimizer_steps": self.modules.optimizer_steps,
+                      "root_calls": self.modules.root_calls}
+            tmp = self.config.out_dir / (ENDED_FILE + ".tmp")
+            tmp.write_text(json.dumps(marker), encoding="utf-8")
+            os.replace(tmp, self.config.out_dir / ENDED_FILE)
+            for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+                if stream is not None:
+                    stream.flush()
+        except Exception:  # never break the user's run: it goes on (unprobed once closed)
+            logger.debug("probe: the program could not be ended after its recorded steps", exc_info=True)
+            return
+        os._exit(ENDED_EXIT_CODE)
+
     def _uninstall(self) -> None:
+        if self._end_handle is not None:
+            self._end_handle.remove()
+            self._end_handle = None
         self.modules.uninstall()
         self.saves.uninstall()
         self.grads.uninstall()
@@ -79,12 +130,14 @@ class ProbeSession:
                 setattr(sys, name, tee._stream)
         self._tees = []
 
-    def close(self) -> None:
+    def close(self, final: bool = True) -> None:
+        """Write the dump; ``final``: record the top-level tensors of ``__main__`` (the program's end state:
+        not for a program the probe ends after its steps)."""
         if self.closed:
             return
         self.closed = True
         self._uninstall()
-        if self.config.record_final:
+        if final and self.config.record_final:
             try:
                 record_final(self.recorder)
             except Exception:  # never break the user's exit

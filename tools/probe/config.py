@@ -20,6 +20,11 @@ else:  # Ferry's sandbox.envvars (standard library only) under the root this cod
 logger = logging.getLogger(__name__)
 
 DEFAULT_STEPS = 2
+# FERRY_PROBE_END=1: the probe ends the program once its recorded steps are done (an evidence run of a
+# migration: only the first steps are compared). It writes the dump, then ENDED_FILE in the dump dir, and
+# ends the process with ENDED_EXIT_CODE; the runner (tools.runner.api) reports such a run as ``ended``.
+ENDED_FILE = "ended.json"
+ENDED_EXIT_CODE = 86
 # Optimizer steps whose gradients, optimizer state and updated parameters are recorded.
 DEFAULT_GRAD_STEPS = 1
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -62,6 +67,8 @@ class ProbeConfig:
     record_final: bool = True  # record the program's top-level tensors/arrays at exit
     # each optimizer's steps 0..N-1: gradients before the step, optimizer state and parameters after it
     grad_steps: int = DEFAULT_GRAD_STEPS
+    # end the program once the recorded steps (module calls and gradients) are done: main process only
+    end_after_steps: bool = False
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
@@ -70,7 +77,8 @@ class ProbeConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"probe setting {name}={value!r} is not an integer >= {minimum}")
-        for name in ("record_inputs", "op_census", "capture_streams", "record_saves", "record_final"):
+        for name in ("record_inputs", "op_census", "capture_streams", "record_saves", "record_final",
+                     "end_after_steps"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"probe setting {name}={getattr(self, name)!r} is not true or false")
         try:
@@ -116,4 +124,5 @@ def config_from_env(env: dict[str, str] | None = None) -> ProbeConfig | None:
         record_saves=env_enabled("FERRY_PROBE_SAVES", env),
         record_final=env_enabled("FERRY_PROBE_FINAL", env),
         grad_steps=_env_int(env, "FERRY_PROBE_GRAD_STEPS", DEFAULT_GRAD_STEPS, minimum=0),
+        end_after_steps=env.get("FERRY_PROBE_END", "") == "1",
     )

@@ -65,6 +65,10 @@ class GradProbe:
             handle.remove()
         self._handles = []
 
+    def done(self) -> bool:
+        """Whether every optimizer seen so far has taken the steps whose gradients are recorded."""
+        return all(entry[2] >= self.steps for entry in self._optimizers.values() if entry[0]() is not None)
+
     # ------------------------------------------------------------------ names
     def _entry(self, optimizer: Any) -> tuple[str, int]:
         """(label, steps taken so far) of ``optimizer``; a new optimizer gets its label here."""

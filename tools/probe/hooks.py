@@ -91,6 +91,8 @@ class ModuleProbe:
         self._census_done = not self.config.op_census
         self.finished = False
         self.in_hook = False
+        # called once the recorded steps are done, outside any optimizer step (ProbeSession: FERRY_PROBE_END)
+        self.on_steps_done: Callable[[], None] | None = None
 
     # ------------------------------------------------------------ lifecycle
     def install(self) -> None:
@@ -126,7 +128,11 @@ class ModuleProbe:
     def _recording(self) -> bool:
         return not self.finished and self.step < self.config.steps
 
-    def _maybe_finish(self) -> None:
+    def steps_done(self) -> bool:
+        """Whether every step the probe records has been recorded (not stopped by a budget)."""
+        return self.config.steps > 0 and self.step >= self.config.steps and self.recorder.stopped is None
+
+    def _maybe_finish(self, in_optimizer_step: bool = False) -> None:
         if self.stack:
             return
         if self.step >= self.config.steps:
@@ -137,6 +143,10 @@ class ModuleProbe:
             return
         self._remove_module_hooks()
         self.recorder.flush()
+        # in an optimizer step the gradient probe's post hook has not run yet: the session's own hook,
+        # registered after it, calls on_steps_done there
+        if not in_optimizer_step and self.on_steps_done is not None and self.steps_done():
+            self.on_steps_done()
 
     def _skip_root_call(self, module: torch.nn.Module) -> bool:
         """Whether this outermost call is past its step's and mode's quota (``calls_per_step``)."""
@@ -229,7 +239,7 @@ class ModuleProbe:
             return
         self.optimizer_steps += 1
         self.recorder.flush()
-        self._maybe_finish()
+        self._maybe_finish(in_optimizer_step=True)
 
     # ---------------------------------------------------------------- census
     def _start_census(self) -> None:

@@ -90,6 +90,8 @@ class ProbeMeta(BaseModel):
     #: why the run stopped recording early (a budget was reached), if it did
     stopped: Annotated[str, Field(max_length=500)] | None = None
     stopped_at_seq: Count | None = None
+    #: FERRY_PROBE_END: the probe ended the program after this many recorded steps (an evidence run)
+    ended_after_steps: Count | None = None
     optimizer_steps: Int64 | None = None
     #: optimizer.step() calls in the whole run (optimizer_steps stops counting with the recording)
     optimizer_steps_total: Count | None = None

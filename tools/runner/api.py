@@ -35,7 +35,16 @@ from tools.repopath import repo_path_problem
 from tools.runner.env import child_env, child_path_env
 from tools.runner.interpreter import Interpreter, InterpreterError, inspect_interpreter
 from tools.runner.launch import device_env
-from tools.runner.models import Device, RefusedArtifact, RunRequest, RunResult, RunStatus, StartupTimes
+from tools.runner.models import (
+    PROBE_ENDED_EXIT_CODE,
+    PROBE_ENDED_FILE,
+    Device,
+    RefusedArtifact,
+    RunRequest,
+    RunResult,
+    RunStatus,
+    StartupTimes,
+)
 from tools.trace import Signature, Trace, parse_trace
 from tools.trace.models import TestOutcome
 from tools.trace.parse import signature_for_status
@@ -393,6 +402,9 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
         probe_host = _host_dir(collected, "probe", refused) if probe_dir is not None else None
         profile_host = _host_dir(collected, "profile", refused) if profile_dir is not None else None
         junit_path, junit_tests = _junit(collected, refused)
+        ended = _ended_after(req, status, res.exit_code, probe_host)
+        if ended is not None:
+            status = "ended"
         trace = None
         if res.limit_hit == "teardown_hang":
             trace = _teardown_trace(res.stuck, collected, ws.path, limits.teardown_grace_s or 0.0, interp)
@@ -428,6 +440,7 @@ def _run_in_space(req: RunRequest, cancel: threading.Event | None, command: list
             junit_xml=junit_path,
             artifacts_refused=refused,
             startup=_startup(collected, workspace_s, launched, time.time() - launched),
+            ended_after_steps=ended,
             **base,
         )
         (artifacts / "result.json").write_text(result.model_dump_json(indent=2))
@@ -465,6 +478,20 @@ def _startup(collected: Collected, workspace_s: float, launched: float, run_s: f
     first = workspace_s + launch + boot if launch is not None and boot is not None else None
     return times.model_copy(update={"launch_s": launch, "bootstrap_s": boot, **parts,
                                     "first_line_s": round(first, 4) if first is not None else None})
+
+
+def _ended_after(req: RunRequest, status: RunStatus, exit_code: int | None, probe_dir: Path | None) -> int | None:
+    """The steps after which the probe ended the program (``FERRY_PROBE_END=1`` asked for it, the run exited
+    with the probe's code and its dump dir holds the probe's marker), or None: the run ended on its own."""
+    if (status != "failed" or exit_code != PROBE_ENDED_EXIT_CODE or probe_dir is None
+            or (req.env or {}).get("FERRY_PROBE_END") != "1"):
+        return None
+    try:
+        marker = json.loads((probe_dir / PROBE_ENDED_FILE).read_text(encoding="utf-8"))
+        steps = marker["steps"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0 else None
 
 
 def _status(res: SandboxResult) -> RunStatus:

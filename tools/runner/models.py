@@ -9,7 +9,12 @@ from pydantic import BaseModel, Field, field_validator
 
 from tools.trace.models import Trace
 
-RunStatus = Literal["ok", "failed", "timeout", "killed", "sandbox_error", "cancelled"]
+# "ended": the probe ended the program after its recorded steps (FERRY_PROBE_END=1, an evidence run): the
+# program did not run to its end, so the run is never ``ok``
+RunStatus = Literal["ok", "failed", "timeout", "killed", "sandbox_error", "cancelled", "ended"]
+# what the probe writes and exits with when it ends a program (the guest's own copy: tools/probe/config.py)
+PROBE_ENDED_FILE = "ended.json"
+PROBE_ENDED_EXIT_CODE = 86
 Device = Literal["tpx", "cpu"]  # where a run computes (and where the CUDA redirect maps CUDA to)
 
 
@@ -167,6 +172,7 @@ class RunResult(BaseModel):
     artifacts_dir: Path | None = None
     error: str | None = None  # sandbox_error: what went wrong and what to do
     startup: StartupTimes | None = None  # the time before the user's first line, by part
+    ended_after_steps: int | None = None  # status "ended": the probe ended the program after these recorded steps
 
     @property
     def ok(self) -> bool:

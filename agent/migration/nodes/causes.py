@@ -69,14 +69,14 @@ CANDIDATES: tuple[Candidate, ...] = (
 PRECISION = CANDIDATES[0]  # the one setting the code may have to take (FIX008)
 
 
-def _precision_in_code(state: MigrationState) -> bool:
+def precision_in_code(state: MigrationState) -> bool:
     """Whether the migration's edits already set 'highest' on tpx (FIX008): the runs have it."""
     return any(PRECISION_RULE in (edit.rule or "") for edit in edits_of(state))
 
 
 def applicable(state: MigrationState, report: ParityReport, cand: Candidate, golden_dir: Path | None) -> bool:
     if cand.cause == "matmul_precision":
-        return not _precision_in_code(state)
+        return not precision_in_code(state)
     if cand.cause == "autocast":  # only a program under CUDA autocast has a golden run to compare with
         return golden_dir is not None
     first = report.first_divergence
@@ -119,7 +119,8 @@ def precision_fix(state: MigrationState) -> tuple[str, str] | None:
 
 
 def measure(state: MigrationState, report: ParityReport, ref_dir: Path, golden_dir: Path | None,
-            dtype_changes: dict[str, str], beside: BesideFn | None = None) -> Measured:
+            dtype_changes: dict[str, str], beside: BesideFn | None = None,
+            joined: PreparedRun | None = None, precision_only: bool = False) -> Measured:
     """Run the applicable candidates in order, each with the settings of all those before it (causes can
     hide each other: bf16 matmul drift is not seen while the random init differs), until one removes the
     divergence; where the side run that did carried 'highest' matmuls with other settings, one more run
@@ -131,12 +132,16 @@ def measure(state: MigrationState, report: ParityReport, ref_dir: Path, golden_d
     ``TPX_MATMUL_PRECISION=highest``, probed and profiled like a target run: when the policy then applies
     that very edit, the trial's run is the next round's target run (``Measured.prepared``) and the code is
     not run a second time. ``beside(next_state, workspace)`` starts that round's tests and CPU check beside
-    the trial. Where the policy would not write FIX008, the trial runs with the setting."""
+    the trial. Where the policy would not write FIX008, the trial runs with the setting. ``joined``: that
+    run, made already beside the evidence run (``agent.migration.nodes.evidence``): the trial joins it instead
+    of running the same code again (only a run of exactly the code with FIX008 written in). ``precision_only``:
+    the precision trial alone (the evidence run's: where it does not remove the divergence, the full round
+    measures the rest)."""
     before = _first_failing(report)
     env: dict[str, str] = {}
     out = Measured([], [])
     trials, records = out.trials, out.records
-    for cand in CANDIDATES:
+    for cand in CANDIDATES[:1] if precision_only else CANDIDATES:
         if not applicable(state, report, cand, golden_dir):
             continue
         if not has_time_for(state, "cause_trial"):
@@ -144,7 +149,11 @@ def measure(state: MigrationState, report: ParityReport, ref_dir: Path, golden_d
             break
         env = {**env, **dict(cand.env)}
         fix = precision_fix(state) if cand is PRECISION else None
-        if fix is not None:
+        if fix is not None and joined is not None and joined.files_digest == code_digest({**files_of(state),
+                                                                                          fix[0]: fix[1]}):
+            trial, record, out.prepared = _joined_run(state, report, before, fix, joined, ref_dir, dtype_changes,
+                                                      beside)
+        elif fix is not None:
             trial, record, out.prepared = _in_code_run(state, report, before, fix, ref_dir, dtype_changes, beside)
         else:
             trial, record = _side_run(state, report, before, cand.cause, cand.setting, env, ref_dir, golden_dir,
@@ -183,6 +192,21 @@ def _in_code_run(state: MigrationState, report: ParityReport, before: TensorComp
     trial = _trial(report, before, PRECISION.cause, setting, dict(PRECISION.env), ref_dir, None, run, dtype_changes)
     prepared = (PreparedRun(files_digest=code_digest(files), workspace=str(ws), run=run) if run.ok else None)
     return trial, dump(RunRecord.of("cause_trial", run)), prepared
+
+
+def _joined_run(state: MigrationState, report: ParityReport, before: TensorComparison | None,
+                fix: tuple[str, str], joined: PreparedRun, ref_dir: Path, dtype_changes: dict[str, str],
+                beside: BesideFn | None) -> tuple[CauseTrial, dict[str, object], PreparedRun | None]:
+    """The precision trial on the FIX008 run made beside the evidence run: measured as :func:`_in_code_run`'s
+    own run would be; the next round's tests and CPU check are started where they were not yet."""
+    rel = fix[0]
+    if beside is not None:
+        beside({**state, "files": {**files_of(state), rel: fix[1]}, "iteration": iteration_of(state) + 1,
+                "workspace": None}, Path(joined.workspace))
+    setting = f"torch.set_float32_matmul_precision('highest') on tpx (FIX008 written into {rel})"
+    run = joined.run
+    trial = _trial(report, before, PRECISION.cause, setting, dict(PRECISION.env), ref_dir, None, run, dtype_changes)
+    return trial, dump(RunRecord.of("cause_trial", run)), (joined if run.ok else None)
 
 
 def explain_drift(state: MigrationState, report: ParityReport, ref_dir: Path, golden_dir: Path | None,

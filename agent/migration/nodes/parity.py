@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.migration import adapters
-from agent.migration.nodes import causes
+from agent.migration.nodes import causes, evidence
 from agent.migration.nodes.common import (
     SUMMARY,
     Update,
@@ -29,19 +29,25 @@ from agent.migration.nodes.common import (
     fix_context,
     step,
 )
-from agent.migration.nodes.golden import cancel_golden, golden_for
+from agent.migration.nodes.golden import cancel_golden, golden_for, wants_golden
 from agent.migration.runs import RunScheduler
 from agent.migration.state import MigrationState, dump, golden_of, options_of, reference_of, target_ok_of
 from agent.policy import Proposal, Verdict, propose
 from agent.policy.base import Diagnosis
+from agent.policy.rules_parity import RULE as PRECISION_RULE
 from tools.parity.models import ParityReport
 
 
 @step("parity")
 def parity(state: MigrationState, runs: RunScheduler) -> Update:
-    ref, tgt = reference_of(state), target_ok_of(state)
+    spec = evidence.pending(state)  # the first round's evidence run: judged here, never the target run
+    ref, tgt = reference_of(state), (spec.run if spec is not None else target_ok_of(state))
     ref_dir = ref.probe_dir if ref is not None else None
     tgt_dir = tgt.probe_dir if tgt is not None else None
+    if spec is not None and (ref_dir is None or tgt_dir is None or not ref_dir.is_dir() or not tgt_dir.is_dir()
+                             or wants_golden(state)):
+        return evidence.decline(state, runs, spec, "the evidence run cannot be judged (no probe dump, or the "
+                                                   "program computes under autocast)")
     if ref_dir is None or tgt_dir is None or not ref_dir.is_dir() or not tgt_dir.is_dir():
         msg = (f"no probe dump to compare (reference: {ref_dir or 'none'}, target: {tgt_dir or 'none'}); "
                "parity cannot be proven")
@@ -49,13 +55,18 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
     runs.wait_prewarm()  # it may be importing torch and the parity tools right now
     changes = dtype_changes_of(state)
     report = adapters.compare(ref_dir, tgt_dir, dtype_changes=changes)
+    if spec is not None and not report.failed:
+        steps = spec.run.ended_after_steps
+        return evidence.decline(state, runs, spec, "the evidence run " + (
+            f"passes parity on its {steps} recorded steps" if steps is not None and report.compared
+            else "passes parity" if report.compared else "recorded nothing to compare"))
     update: Update = {}
     records: list[dict[str, object]] = []
     golden_dir = None
     drifted = report.passed and report.drift is not None and report.drift.used
     if report.compared and report.passed and not drifted:
         cancel_golden(state, runs)
-    elif report.compared:
+    elif report.compared and spec is None:
         golden, records = golden_for(state, runs)
         if golden is not None:
             update["golden"] = dump(golden)
@@ -68,8 +79,15 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
     if report.failed:  # test the candidate causes in side runs instead of guessing one
         from agent.migration.nodes.target import start_beside  # target -> cpu_check -> parity: imported here
 
+        if spec is not None:  # this thread waits for the FIX008 run: its round's tests can take the core
+            evidence.start_fix_round(state, spec, lambda nxt, ws: start_beside(nxt, runs, ws, foreground=False))
+        joined = evidence.joined_fix(state, runs)  # the FIX008 run made beside the evidence run, if any
         found = causes.measure(state, report, ref_dir, golden_dir, changes,
-                               beside=lambda nxt, ws: start_beside(nxt, runs, ws))
+                               beside=lambda nxt, ws: start_beside(nxt, runs, ws), joined=joined,
+                               precision_only=spec is not None)
+        if spec is not None and (found.prepared is None or found.prepared.files_digest != spec.fix_digest):
+            return evidence.decline(state, runs, spec, "the FIX008 run does not remove the divergence the "
+                                                       "evidence run shows", fix=joined)
         records += found.records
         report.trials = found.trials
         report.explained_by = causes.explains(found.trials)
@@ -109,10 +127,17 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
     diag = Diagnosis(phase="parity", kind="parity_failed", message=f"parity failed; first divergence: {where}",
                      parity=report)
     result = propose(diag, ctx)
+    if spec is not None and not (isinstance(result, Proposal) and PRECISION_RULE in result.rule):
+        return evidence.decline(state, runs, spec, "the policy proposes no FIX008 on the evidence run",
+                                fix=evidence.joined_fix(state, runs))
     update["diagnosis"] = diag.model_dump(mode="json", exclude={"parity"})  # the state holds the report
     if isinstance(result, Proposal):
         update["proposal"] = dump(result)
         update[SUMMARY] = f"parity fails ({where}) -> {result.rule}"
+        if spec is not None:
+            update.update(evidence.settle(spec))
+            update[SUMMARY] = (f"parity fails on the evidence run's {spec.run.ended_after_steps or 'all'} recorded "
+                               f"steps ({where}) -> {result.rule}")
         return update
     if isinstance(result, Verdict):
         update.update({"status": result.status, "summary": result.summary, SUMMARY: result.summary})

@@ -17,7 +17,7 @@ from typing import cast
 from agent.errors import FerryAgentError, ToolUnavailable
 from agent.migration import adapters
 from agent.migration.budget import ensure_time_for, has_time_for, run_timeout
-from agent.migration.nodes import guard
+from agent.migration.nodes import evidence, guard
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, ensure_workspace, step
 from agent.migration.nodes.cpu_check import cpu_check_key, cpu_check_label, run_cpu_check
 from agent.migration.records import RunRecord
@@ -109,10 +109,17 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
     prepared = reusable(state)
     if prepared is None:
         ensure_time_for(state, "target", f"the target run of iteration {it}")
+    earlier: Update = {}
+    fix = evidence.speculates(state) if prepared is None else None
+    if fix is not None:  # the first round as evidence: the plain code ended after its steps, FIX008's run beside
+        earlier = evidence.speculate(state, runs, ws, fix, lambda nxt, fix_ws: start_beside(nxt, runs, fix_ws))
+        if evidence.pending(cast(MigrationState, {**state, **earlier})) is not None:
+            return {**earlier, "workspace": str(ws)}
+    spec = evidence.declined(cast(MigrationState, {**state, **earlier}))
     beside = start_beside(state, runs, ws, foreground=prepared is None)
     if prepared is not None:  # the cause trial ran this very code: no second run of it
         run = prepared
-        note = "the matmul-precision cause trial's run of this code (FIX008 written in) serves as the target run"
+        note = "the matmul-precision cause trial's run of this code (FIX008 written in) serves as the target run: ok"
         update: Update = {"runs": [dump(RunRecord.of("target", run, reused=True))]}
     else:
         run = adapters.run(
@@ -120,8 +127,10 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
             timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=artifacts_dir(state, f"target-{it}"),
             disk_limit_bytes=opts.disk_limit_bytes,
         )
-        note = ""
-        update = {"runs": [dump(RunRecord.of("target", run))]}
+        note = f"{spec.reason}; full run ok" if spec is not None else ""
+        update = {"runs": [*earlier.get("runs", []), dump(RunRecord.of("target", run))]}
+        if spec is not None:
+            update.update(evidence.settle(spec))
     update.update({"workspace": str(ws), "last_run": dump(run), "last_phase": "run", "prepared_target": None})
     if not run.ok:
         update[SUMMARY] = f"run failed ({run.status})"
@@ -130,7 +139,7 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
         return update
     update.update(_device_work(run))
     started = f" ({' and '.join(beside)} started beside it)" if beside else ""
-    said = f"{note}: ok in {run.duration_s:.1f}s" if note else f"run ok in {run.duration_s:.1f}s"
+    said = f"{note} in {run.duration_s:.1f}s" if note else f"run ok in {run.duration_s:.1f}s"
     update.update({"target_ok": dump(run), SUMMARY: said + started})
     return update
 
