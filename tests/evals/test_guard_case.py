@@ -63,7 +63,7 @@ def test_a_model_that_weakens_the_tests_ends_guard_refused_and_the_case_fails(tm
     assert "at tests/test_series.py:8:" not in result["reason"]  # float32's tier: within the policy
     # the repository's tests: both passed on the original (CUDA on CPU), neither passes on tpx after
     assert result["tests_before"] == {"collected": 2, "passed": 2, "ran": True}  # in full: a test failed after
-    assert result["tests_after"] == {"collected": 2, "passed": 0}
+    assert result["tests_after"] == {"collected": 2, "passed": 0, "ran": True}
     assert "| 2/2 -> 0/2 |" in (out / "leaderboard.md").read_text()
     assert "2/2 -&gt; 0/2" in (out / "report.html").read_text()
     # the weakening is not in the patch
