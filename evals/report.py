@@ -58,6 +58,18 @@ def totals(results: list[CaseResult]) -> dict[str, float | int | None]:
     }
 
 
+SYNTHETIC_RATIO_TARGET = 2.5  # the suite's median wall time / own run (docs/evals.md, "Wall time")
+REAL_RATIO_TARGET = 3.0
+
+
+def ratio_target(results: list[CaseResult]) -> float:
+    """The median ratio a run of these cases is held to: the synthetic suite's where every case is
+    synthetic, else the real suite's (its cases bring their own environments and longer start-ups)."""
+    if results and all(r.kind == "synthetic" for r in results):
+        return SYNTHETIC_RATIO_TARGET
+    return REAL_RATIO_TARGET
+
+
 def node_medians(results: list[CaseResult]) -> dict[str, float]:
     """Suite-wide median seconds per node, over the cases whose migration ran that node; slowest first."""
     per: dict[str, list[float]] = {}
@@ -188,8 +200,9 @@ def charts(results: list[CaseResult]) -> dict[str, str]:
 
     fig, ax = plt.subplots(figsize=(7, h))
     ax.barh(names, [r.ratio or 0 for r in results], color="#ef6c00")
-    ax.axvline(3.0, color="black", linestyle="--", linewidth=1)
-    ax.set_xlabel("migration wall time / the case's own run (target: median < 3x)")
+    target = ratio_target(results)
+    ax.axvline(target, color="black", linestyle="--", linewidth=1)
+    ax.set_xlabel(f"migration wall time / the case's own run (target: median <= {target:g}x)")
     ax.invert_yaxis()
     out["Ratio to the case's own run"] = _png(fig)
     return out

@@ -179,3 +179,17 @@ def test_regrade_reports_against_the_run_it_regraded(tmp_path, monkeypatch, caps
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["baseline"]["run"] == str(other) and data["baseline"]["worse"] == []
     assert data["baseline"]["exit_code"] == 0
+
+
+def test_the_ratio_chart_marks_the_target_of_its_suite(run, monkeypatch):
+    """2.5x for a synthetic run, 3x as soon as a real case is in it."""
+    figures: list[object] = []
+    monkeypatch.setattr(report, "_png", lambda fig: figures.append(fig) or "")
+    _, results = run
+    mixed = [*results, result("real-one", "resolved", kind="real")]
+    for cases, target in ((results, 2.5), (mixed, 3.0)):
+        figures.clear()
+        report.charts(cases)
+        (ax,) = figures[-1].axes  # type: ignore[attr-defined]
+        assert [line.get_xdata()[0] for line in ax.get_lines()] == [target]
+        assert f"median <= {target:g}x" in ax.get_xlabel()
