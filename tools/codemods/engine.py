@@ -25,6 +25,7 @@ from tools.codemods.device import (
     torch_alias,
     unsafe_scopes,
 )
+from tools.codemods.fstring_quotes import requote
 from tools.codemods.imports import add_needed_imports, remove_unused
 from tools.codemods.nodes import code
 from tools.codemods.positions import positions_of
@@ -287,7 +288,7 @@ def analyze(source: str, *, device_mode: DeviceMode = "accelerator", rule_ids: s
         if not step.applied:
             break
         try:
-            ast.parse(step.source)
+            step.source = _parsable(step.source)
         except SyntaxError as exc:  # never hand back code that does not parse
             warnings.append(f"rewrite produced invalid code ({exc.msg}, line {exc.lineno}); file left unchanged")
             logger.error("rewrite produced invalid code:\n%s", step.source)
@@ -320,6 +321,22 @@ class _Step:
     applied_hits: list[Hit]
     warnings: list[str]
     inserted_device: bool = False
+
+
+def _parsable(source: str) -> str:
+    """``source`` when it parses; else, where that is all that is wrong, the same code with the string
+    literals in its f-strings' fields quoted apart from their f-string (a rule's ``"cpu"`` written into
+    ``f"{...}"``, which only Python 3.12 reads). SyntaxError when it still does not parse."""
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        try:
+            requoted = requote(cst.parse_module(source)).code
+        except cst.ParserSyntaxError:
+            raise SyntaxError("the rewritten code does not parse") from None
+        ast.parse(requoted)  # still not parsing: its SyntaxError goes up
+        return requoted
+    return source
 
 
 def _apply_once(current: cst.MetadataWrapper, todo: list[Hit], info: DeviceInfo, device_mode: DeviceMode) -> _Step:
