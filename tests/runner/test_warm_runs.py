@@ -127,6 +127,36 @@ def test_prewarm_is_off_when_disabled(monkeypatch):
     assert warm.prewarm(seed=11) is False
 
 
+TRAIN_LOOP = """import torch
+net = torch.nn.Linear(3, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(200):
+    loss = net(torch.ones(2, 3)).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    print("step", step, flush=True)
+"""
+
+
+def test_an_evidence_run_the_probe_ends_starts_warm(prewarmed, monkeypatch, tmp_path: Path):
+    """FERRY_PROBE_END (the evidence run, agent.migration.nodes.evidence) is read by the probe after the fork, as
+    FERRY_PROBE_DIR is: the run forks from the same warm interpreter as the migration's other runs and ends as the
+    cold run does."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text(TRAIN_LOOP)
+    hot, cold = _both(monkeypatch, tmp_path, path=repo, command="python train.py", device="cpu", probe=True,
+                      env={"FERRY_PROBE_END": "1"})
+    assert hot.status == cold.status == "ended", (hot.stderr_tail, cold.stderr_tail)
+    assert hot.warm_start is True and cold.warm_start is False
+    assert hot.ended_after_steps == cold.ended_after_steps == 2
+    # the next run of the same interpreter, not asked to end, runs to its end
+    monkeypatch.delenv(warm.WARM_ENV, raising=False)
+    full = run(RunRequest(artifacts_dir=tmp_path / "full", timeout_s=120, path=repo, command="python train.py",
+                          device="cpu", probe=True))
+    assert full.ok and full.warm_start is True and full.ended_after_steps is None, full.stderr_tail
+    assert "step 199" in full.stdout_tail
+
+
 def test_a_full_pool_never_closes_a_server_serving_a_run(prewarmed, monkeypatch, tmp_path: Path):
     """Keep this test last: it replaces the module's seed-0 interpreter."""
     monkeypatch.setattr(warm, "MAX_SERVERS", 1)
@@ -155,3 +185,4 @@ def test_a_full_pool_never_closes_a_server_serving_a_run(prewarmed, monkeypatch,
         time.sleep(0.02)
     assert warm.prewarm(seed=1) is True  # now idle: replaced
     assert not server.alive()
+

@@ -44,6 +44,7 @@ WARM_SERVER_ENV = "FERRY_WARM_SERVER"
 PER_RUN_KEYS = frozenset({RUN_MARKER_ENV, WARM_SERVER_ENV, "FERRY_DEVICE", "TORCH_DEVICE_BACKEND_AUTOLOAD",
                           "TPX_EXTENSION_DIR", "FERRY_REDIRECT_CUDA", "FERRY_REDIRECT_LOG", "FERRY_PROBE_DIR",
                           "FERRY_PROFILE_DIR", "FERRY_WORKSPACE", "PYTEST_ADDOPTS", "FERRY_REDIRECT_AUTOCAST",
+                          "FERRY_PROBE_END",  # an evidence run's (agent.migration.nodes.evidence): read by the probe
                           "FERRY_STARTUP_FILE",  # the run's start-up breakdown (tools.runner.api)
                           "FERRY_COLLECT_OUT",  # a collect-only run's list (_ferry_collect, read by pytest)
                           # the run's device counts (tools.runner.launch.device_env): read when tpx loads and
