@@ -16,6 +16,7 @@ from agent.migration.facade import resume, start
 from agent.migration.nodes import evidence
 from agent.migration.options import MigrationOptions
 from agent.migration.state import dump, edits_of, runs_of, speculation_of, steps_of, target_ok_of
+from sandbox import hostmem
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,6 +38,13 @@ for step in range(30):
     opt.step()
     print(f"step {step} loss={loss.item():.4f}")
 '''
+
+
+@pytest.fixture(autouse=True)
+def _side_by_side(monkeypatch) -> None:
+    """The FIX008 run goes beside the evidence run: side-by-side runs on, also on a one-core host."""
+    if hostmem.parallel_runs() < 2:
+        monkeypatch.setenv(hostmem.PARALLEL_ENV, "2")
 
 
 def _opts(tmp_path: Path, case: str | None = None, program: str | None = None,
@@ -116,6 +124,17 @@ def test_a_plain_float32_program_speculates_unless_switched_off(tmp_path: Path, 
     fix = evidence.speculates(state)
     assert fix is not None and fix[0] == "train.py" and "highest" in fix[1]
     monkeypatch.setenv("FERRY_EVIDENCE_RUN", "0")
+    assert evidence.speculates(state) is None
+
+
+def test_no_evidence_run_when_side_by_side_runs_are_off(tmp_path: Path, monkeypatch) -> None:
+    """The FIX008 run goes beside the evidence run: with FERRY_PARALLEL_RUNS=1 ("1 runs everything in order",
+    docs/agent.md) nothing may run beside the foreground run, so the first target run is the full plain run."""
+    opts = _opts(tmp_path)
+    state = {"migration_id": "m", "options": dump(opts), "files": {}, "iteration": 0, "runs": []}
+    monkeypatch.setenv("FERRY_PARALLEL_RUNS", "2")
+    assert evidence.speculates(state) is not None
+    monkeypatch.setenv("FERRY_PARALLEL_RUNS", "1")
     assert evidence.speculates(state) is None
 
 

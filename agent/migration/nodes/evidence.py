@@ -39,7 +39,7 @@ from agent.migration.nodes import causes
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, source_of
 from agent.migration.paths import workspaces_root
 from agent.migration.records import PreparedRun, RunRecord, Speculation
-from agent.migration.runs import RunScheduler, finished
+from agent.migration.runs import RunScheduler, finished, parallel_limit
 from agent.migration.state import (
     MigrationState,
     dump,
@@ -98,9 +98,12 @@ def one_plain_process(state: MigrationState) -> str | None:
 
 def speculates(state: MigrationState) -> tuple[str, str] | None:
     """FIX008 as the policy would write it, where the first target run is to be made as evidence: no target
-    or evidence run made yet, the precision trial would apply, one process, no autocast, time for both runs
-    (``FERRY_EVIDENCE_RUN=0`` switches evidence runs off)."""
+    or evidence run made yet, the precision trial would apply, one process, no autocast, time for both runs,
+    side-by-side runs on (``FERRY_EVIDENCE_RUN=0`` switches evidence runs off; ``FERRY_PARALLEL_RUNS=1`` too: the
+    FIX008 run goes beside the evidence run)."""
     if not env_enabled(SWITCH_ENV):
+        return None
+    if parallel_limit() < 2:  # FERRY_PARALLEL_RUNS=1: nothing runs beside the foreground run, the FIX008 run neither
         return None
     if speculation_of(state) is not None or any(r.kind in ("target", "evidence") for r in runs_of(state)):
         return None
