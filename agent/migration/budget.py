@@ -33,6 +33,11 @@ _LIKE: dict[RunRole, tuple[RunRole, ...]] = {
     "cpu_original": ("cpu_original", "reference"),
     "reference": ("reference",),
     "cause_trial": ("cause_trial", "target", "reference"),
+    # no caller asks for these two yet, but RunRole names them: an estimate, never a KeyError. The fp32 golden
+    # run takes what the reference takes (agent.migration.nodes.golden); an evidence run (status 'ended' when
+    # the probe ended it, so rarely 'ok') at most what a full target run does
+    "golden": ("golden", "reference"),
+    "evidence": ("evidence", "target", "reference"),
 }
 
 

@@ -7,12 +7,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from agent.errors import BudgetExhausted
 from agent.migration.budget import ensure_time_for, expected_run_s, has_time_for, run_timeout, time_left
-from agent.migration.records import RunRecord
+from agent.migration.records import RunRecord, RunRole
 from agent.migration.state import MigrationOptions, dump
 
 
@@ -44,6 +45,16 @@ def test_the_expected_duration_comes_from_the_runs_like_it():
     assert expected_run_s(st, "tests") == (7.0, "the last tests run")
     assert expected_run_s(st, "cpu_check") == (40.0, "the last reference run")
     assert expected_run_s(_state(1000.0, 0.0, [("target", "failed", 3.0)]), "target") is None  # failed runs say nothing
+
+
+def test_every_run_role_has_runs_it_is_expected_to_take_as_long_as():
+    """``RunRole`` names every kind of run (the evidence run and the golden run too): asking how long any of
+    them will take never fails; an evidence run is expected to take what a target run would (at most)."""
+    st = _state(1000.0, 0.0, [("reference", "ok", 40.0), ("evidence", "ended", 3.0)])
+    for role in get_args(RunRole):
+        expected_run_s(st, role)  # no KeyError
+    assert expected_run_s(st, "evidence") == (40.0, "the last reference run")
+    assert expected_run_s(st, "golden") == (40.0, "the last reference run")
 
 
 def test_a_run_longer_than_the_time_left_is_not_started():
