@@ -133,7 +133,13 @@ def test_a_migration_reads_nothing_its_runs_planted(tmp_path: Path):
 
 
 def test_a_planted_probe_index_ends_the_migration_partial_not_failed_internal(tmp_path: Path):
-    result, _state, res, refused = _migrate(tmp_path, plant_index=True)
+    result, state, res, refused = _migrate(tmp_path, plant_index=True)
     assert result["status"] == "partial", (result.get("summary"), res.stderr[-3000:])
     assert "parity cannot be proven" in result["summary"] and "artifacts_refused" in result["summary"]
-    assert "probe/index.json: symlink" in refused["reference"] and "probe/index.json: symlink" in refused["target"]
+    assert "probe/index.json: symlink" in refused["reference"]
+    # on tpx: the target run refused its planted index too, or the only tpx run was an evidence run the probe
+    # ended after its recorded steps, before the program planted anything (docs/parity.md)
+    if "target" in refused:
+        assert "probe/index.json: symlink" in refused["target"]
+    else:
+        assert [r.status for r in state.runs if r.kind == "evidence"] == ["ended"] and not refused["evidence"]

@@ -159,7 +159,7 @@ def test_an_environment_failure_gets_an_explanation_and_keeps_its_status(tmp_pat
         assert "The model was asked to explain this failure but could not answer" in summary
         assert "HTTP 400" in summary
     # the tool call in the model's answer was never executed: no run beyond the migration's own
-    assert {r["kind"] for r in result["run_log"]} <= {"reference", "target", "cpu_original", "golden"}
+    assert {r["kind"] for r in result["run_log"]} <= {"reference", "target", "evidence", "cpu_original", "golden"}
     artifacts = tmp_path / "state" / "artifacts"
     assert not [p for p in artifacts.rglob("llm-*")]
     assert result["llm"]["calls"] == 2  # the plan's (no plan scripted: refused, the offline plan ran) and this one

@@ -4,7 +4,6 @@ session hands it to the other once its lease ran out, which resumes it from its 
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 from pg_fixtures import pg_url, postgres_server  # noqa: F401 - fixtures
@@ -37,7 +36,10 @@ def test_two_servers_take_sessions_from_one_queue_and_run_each_once(serve, pg_ur
         assert [e["id"] for e in full] == list(range(1, len(full) + 1))
         assert len(_hosts(full)) == 1, full  # claimed once
         steps = [e["data"]["node"] for e in full if e["event"] == "step"]
-        assert max(Counter(steps).values()) == 1, steps  # no step run twice
+        # no step run twice: the steps streamed are the migration's recorded steps, each once (a node can
+        # come round again, e.g. target_run after an evidence run: docs/parity.md)
+        record = one.client.get(f"/v1/sessions/{sid}/result").json()["result"]
+        assert steps == [s["node"] for s in record["steps"]] + ["report"], steps
         ran += _hosts(full)
     assert len(set(ran)) == 2, ran  # both servers took sessions
 
