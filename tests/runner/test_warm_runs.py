@@ -161,6 +161,9 @@ def test_a_full_pool_never_closes_a_server_serving_a_run(prewarmed, monkeypatch,
     """Keep this test last: it replaces the module's seed-0 interpreter."""
     monkeypatch.setattr(warm, "MAX_SERVERS", 1)
     monkeypatch.delenv(warm.WARM_ENV, raising=False)
+    # only the seed-0 interpreter in the pool (earlier tests on this worker may have left others)
+    warm.shutdown()
+    assert warm.prewarm(seed=0)
     (server,) = warm._servers.values()
     repo = tmp_path / "repo"
     repo.mkdir()
