@@ -6,17 +6,16 @@ stopped run is never the target run a verdict rests on."""
 from __future__ import annotations
 
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from agent.migration.facade import resume, start
 from agent.migration.nodes import evidence
 from agent.migration.options import MigrationOptions
 from agent.migration.state import dump, edits_of, runs_of, speculation_of, steps_of, target_ok_of
 from sandbox import hostmem
+from tests.agent.test_resume_pending_writes import crash_after_writes_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,19 +137,6 @@ def test_no_evidence_run_when_side_by_side_runs_are_off(tmp_path: Path, monkeypa
     assert evidence.speculates(state) is None
 
 
-def _crash_after_writes_of(db_path: Path, thread: str, node: str) -> None:
-    """What a kill -9 leaves between ``node``'s saved writes and the next checkpoint (as
-    tests/agent/test_resume_pending_writes.py makes it)."""
-    serde = JsonPlusSerializer()
-    with sqlite3.connect(db_path) as db:
-        ran_from = next(str(cid) for cid, value, kind in db.execute(
-            "SELECT checkpoint_id, value, type FROM writes WHERE thread_id=? AND channel='steps' "
-            "ORDER BY checkpoint_id", (thread,))
-            if any(s.get("node") == node for s in serde.loads_typed((kind, value))))
-        db.execute("DELETE FROM checkpoints WHERE thread_id=? AND checkpoint_id>?", (thread, ran_from))
-        db.execute("DELETE FROM writes WHERE thread_id=? AND checkpoint_id>?", (thread, ran_from))
-
-
 @pytest.mark.slow
 def test_a_resumed_migration_does_not_take_the_evidence_run_as_the_target(tmp_path: Path) -> None:
     """Killed after the evidence run, with the FIX008 run's result lost: the resumed migration measures the
@@ -160,7 +146,7 @@ def test_a_resumed_migration_does_not_take_the_evidence_run_as_the_target(tmp_pa
     assert first.status == "migrated", first.summary
     spec = speculation_of(first.values)
     assert spec is not None
-    _crash_after_writes_of(tmp_path / "s" / "checkpoints.sqlite", "ev-resume", "target_run")
+    crash_after_writes_of(tmp_path / "s" / "checkpoints.sqlite", "ev-resume", "target_run")
     shutil.rmtree(spec.fix_dir)  # the FIX008 run's result is gone with the killed process
     done = resume("ev-resume", tmp_path / "s")
     values = done.values

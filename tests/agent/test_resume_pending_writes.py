@@ -23,7 +23,7 @@ for step in range(2):
 '''
 
 
-def _crash_after_writes_of(db_path: Path, thread: str, node: str) -> None:
+def crash_after_writes_of(db_path: Path, thread: str, node: str) -> None:
     """Make the store what a kill -9 leaves between ``node``'s saved writes and the next checkpoint:
     drop every checkpoint after the one ``node`` ran from, and every write made after it."""
     serde = JsonPlusSerializer()
@@ -47,7 +47,7 @@ def test_writes_saved_before_a_crash_are_applied_once_and_not_reported_again(tmp
     whole = [s.node for s in finished.steps]
     assert "rewrite" in whole
 
-    _crash_after_writes_of(sdir / "checkpoints.sqlite", "crash", "rewrite")
+    crash_after_writes_of(sdir / "checkpoints.sqlite", "crash", "rewrite")
     begun = load("crash", sdir)
     done = [s.node for s in begun.steps]
     assert done[-1] == "rewrite" and begun.status is None and begun.pending  # its writes are saved

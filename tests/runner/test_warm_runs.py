@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import detect
+from tests.runner.test_run_api import TRAIN_LOOP
 from tools.runner import warm
 from tools.runner.api import run
 from tools.runner.env import child_env
@@ -127,14 +128,6 @@ def test_prewarm_is_off_when_disabled(monkeypatch):
     assert warm.prewarm(seed=11) is False
 
 
-TRAIN_LOOP = """import torch
-net = torch.nn.Linear(3, 1)
-opt = torch.optim.SGD(net.parameters(), lr=0.1)
-for step in range(200):
-    loss = net(torch.ones(2, 3)).pow(2).mean()
-    opt.zero_grad(); loss.backward(); opt.step()
-    print("step", step, flush=True)
-"""
 
 
 def test_an_evidence_run_the_probe_ends_starts_warm(prewarmed, monkeypatch, tmp_path: Path):

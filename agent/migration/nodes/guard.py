@@ -25,7 +25,7 @@ from langgraph.types import interrupt
 from agent.migration import adapters
 from agent.migration.budget import has_time_for, run_timeout
 from agent.migration.nodes.common import SUMMARY, Update, artifacts_dir, source_of
-from agent.migration.records import GuardDecision, GuardEvent, RunRecord, tests_of
+from agent.migration.records import GuardDecision, GuardEvent, RunRecord, RunRole, tests_of
 from agent.migration.runs import RunScheduler, finished
 from agent.migration.state import (
     MigrationState,
@@ -184,28 +184,22 @@ def start_reference_tests(state: MigrationState, runs: RunScheduler) -> bool:
     if reference_tests_of(state) is not None or not options_of(state).test_command:
         return False
     if not full_run_needed(state):
-        return _start_collect(state, runs)
-    key = reference_tests_key(state)
-    if runs.has(key):
-        return True
-    adir = artifacts_dir(state, REFERENCE_TESTS)
-    if finished(adir) is not None or not has_time_for(state, "reference_tests"):
-        return False
-    adir.mkdir(parents=True, exist_ok=True)
-    return runs.start(key, lambda cancel: _reference_tests_run(state, adir, cancel))
+        if reference_collected_of(state) is not None:
+            return False
+        return _start_run(state, runs, reference_collect_key(state), collect_only=True)
+    return _start_run(state, runs, reference_tests_key(state), collect_only=False)
 
 
-def _start_collect(state: MigrationState, runs: RunScheduler) -> bool:
-    if reference_collected_of(state) is not None:
-        return False
-    key = reference_collect_key(state)
+def _start_run(state: MigrationState, runs: RunScheduler, key: str, *, collect_only: bool) -> bool:
+    """Start the tests on the original in full or only collected, under ``key``; True when it runs."""
     if runs.has(key):
         return True
-    adir = artifacts_dir(state, REFERENCE_COLLECT)
-    if finished(adir) is not None or not has_time_for(state, "reference_collect"):
+    adir = artifacts_dir(state, REFERENCE_COLLECT if collect_only else REFERENCE_TESTS)
+    role: RunRole = "reference_collect" if collect_only else "reference_tests"
+    if finished(adir) is not None or not has_time_for(state, role):
         return False
     adir.mkdir(parents=True, exist_ok=True)
-    return runs.start(key, lambda cancel: _reference_tests_run(state, adir, cancel, collect_only=True))
+    return runs.start(key, lambda cancel: _reference_tests_run(state, adir, cancel, collect_only=collect_only))
 
 
 def _run_reference_tests(state: MigrationState, runs: RunScheduler | None) -> RunResult | None:
