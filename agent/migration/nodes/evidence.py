@@ -159,20 +159,24 @@ def speculate(state: MigrationState, runs: RunScheduler, ws: Path, fix: tuple[st
                      f"({what} started beside it)"}
 
 
-def pending(state: MigrationState) -> Speculation | None:
-    """The evidence run parity is to judge: made for exactly this round's code and not judged yet."""
+def _this_round(state: MigrationState) -> Speculation | None:
+    """The evidence run made for exactly this round's code (``edges.evidence_phase`` routes on the same)."""
     spec = speculation_of(state)
-    if spec is None or spec.phase != "pending" or spec.files_digest != code_digest(files_of(state)):
+    if spec is None or spec.files_digest != code_digest(files_of(state)):
         return None
     return spec
+
+
+def pending(state: MigrationState) -> Speculation | None:
+    """The evidence run parity is to judge: made for exactly this round's code and not judged yet."""
+    spec = _this_round(state)
+    return spec if spec is not None and spec.phase == "pending" else None
 
 
 def declined(state: MigrationState) -> Speculation | None:
     """An evidence run whose round still needs its full plain run (``target_run`` makes it now)."""
-    spec = speculation_of(state)
-    if spec is None or spec.phase != "declined" or spec.files_digest != code_digest(files_of(state)):
-        return None
-    return spec
+    spec = _this_round(state)
+    return spec if spec is not None and spec.phase == "declined" else None
 
 
 def start_fix_round(state: MigrationState, spec: Speculation,
@@ -186,8 +190,8 @@ def joined_fix(state: MigrationState, runs: RunScheduler) -> PreparedRun | None:
     """The FIX008 run started beside the evidence run, as the precision trial takes it: waited for where it is
     still running, found on disk where an earlier process made it, kept in the state once joined; None where
     there is none (cancelled, never finished, or made for other code)."""
-    spec = speculation_of(state)
-    if spec is None or spec.files_digest != code_digest(files_of(state)):
+    spec = _this_round(state)
+    if spec is None:
         return None
     run = spec.fix_run
     if run is None:
