@@ -126,6 +126,8 @@ def llm_limits(args: argparse.Namespace) -> LLMLimits:
 
 def skipped_rules(ids: list[str]) -> list[str]:
     """The --skip-rule ids, checked against the known rule ids (an unknown one is a CliError naming close matches)."""
+    if not ids:  # the catalogue (libcst and every rule) loads later, beside the reference run, not before it
+        return []
     from agent.cli import CliError
     from agent.policy.catalogue import known_rules, unknown_rule_message
 
