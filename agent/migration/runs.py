@@ -26,7 +26,7 @@ import importlib
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,6 +148,17 @@ class RunScheduler:
         with self._lock:
             keys = [k for k in self._jobs if k.startswith(prefix) and k != keep]
         return [k for k in keys if self.cancel(k)]
+
+    def wait_for_core(self, key: str) -> None:
+        """Wait until the run under ``key`` or another background run in flight has ended (a core is then free
+        beside ``key``'s run, or ``key``'s result is ready); at once when ``key`` is not running or nothing else
+        runs beside it."""
+        with self._lock:
+            job = self._jobs.get(key)
+            others = [j.future for k, j in self._jobs.items() if k != key and not j.future.done()]
+        if job is None or job.future.done() or not others:
+            return
+        wait([job.future, *others], return_when=FIRST_COMPLETED)
 
     def spare_cores(self) -> int:
         """Run slots left beside the background runs in flight (a caller about to start its own

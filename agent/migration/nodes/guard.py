@@ -174,6 +174,16 @@ def _reference_tests_run(state: MigrationState, adir: Path, cancel: threading.Ev
                         collect_only=collect_only)
 
 
+def reference_tests_to_start(state: MigrationState, runs: RunScheduler) -> bool:
+    """Whether :func:`start_reference_tests` has a run to start: the state has neither the tests on the original
+    nor (where only collecting them can do) their collection, and none of them is in flight."""
+    if reference_tests_of(state) is not None or not options_of(state).test_command:
+        return False
+    if not full_run_needed(state):
+        return reference_collected_of(state) is None and not runs.has(reference_collect_key(state))
+    return not runs.has(reference_tests_key(state))
+
+
 def start_reference_tests(state: MigrationState, runs: RunScheduler) -> bool:
     """Start the tests on the original in the background (they need only the original code), unless the state
     has them, they are running or finished, or the budget has no room; True when they are (now) in flight.

@@ -165,11 +165,16 @@ def tests(state: MigrationState, runs: RunScheduler) -> Update:
     ws = ensure_workspace(state)
     adir = artifacts_dir(state, _tests_label(state))
     # the tests on the original beside the tests' rest (or their run now), not after them, where a core is free:
-    # the tests' own run, if it is made now, takes one (and the runs in flight stay what sandbox.hostmem counts)
-    need = 1 if runs.has(_tests_key(state)) else 2
+    # the tests' own run, if it is made now, takes one (and the runs in flight stay what sandbox.hostmem counts).
+    # Tests started beside the target run may hold the last core with another background run (the CPU check):
+    # the first of them to end frees one, and the original's tests take it while the tests still run.
+    tests_key = _tests_key(state)
+    if runs.spare_cores() < 1 and guard.reference_tests_to_start(state, runs):
+        runs.wait_for_core(tests_key)
+    need = 1 if runs.has(tests_key) else 2
     if runs.spare_cores() >= need:
         guard.start_reference_tests(state, runs)
-    run = runs.join(_tests_key(state), adir)
+    run = runs.join(tests_key, adir)
     where = " (beside the target run)" if run is not None else ""
     if run is None:
         ensure_time_for(state, "tests", "the tests run")
