@@ -182,3 +182,46 @@ def test_a_pending_evidence_goes_to_parity_a_declined_one_back_to_the_target_run
     assert edges.after_parity(_spec_state(tmp_path, "done", {})) == "cpu_check"
     other_code = _spec_state(tmp_path, "pending", {"train.py": "changed"})  # evidence of another round's code
     assert evidence.pending(other_code) is None and edges.after_target(other_code) == "diagnose"
+
+
+@pytest.mark.slow
+def test_the_evidence_run_starts_before_fix008_is_written(tmp_path: Path, monkeypatch) -> None:
+    """FIX008 is written (libcst) while the evidence run goes, not before it starts."""
+    import threading
+
+    from agent.migration import adapters
+    from agent.migration.nodes import causes
+
+    evidence_started = threading.Event()
+    run, fix = adapters.run, causes.precision_fix
+
+    def watched_run(path: Path, command: str, **kw):
+        if Path(kw["artifacts_dir"]).name.startswith("evidence-"):
+            evidence_started.set()
+        return run(path, command, **kw)
+
+    seen: list[bool] = []
+
+    def watched_fix(state):
+        seen.append(evidence_started.wait(30))
+        return fix(state)
+
+    monkeypatch.setattr(adapters, "run", watched_run)
+    monkeypatch.setattr(causes, "precision_fix", watched_fix)
+    done = start(_opts(tmp_path), migration_id="ev-order")
+    assert done.status == "migrated", done.summary
+    assert seen and seen[0], "FIX008 was written before the evidence run started"
+
+
+@pytest.mark.slow
+def test_where_the_policy_would_not_write_fix008_the_evidence_run_is_cancelled(tmp_path: Path, monkeypatch) -> None:
+    from agent.migration.nodes import causes
+
+    monkeypatch.setattr(causes, "precision_fix", lambda state: None)
+    done = start(_opts(tmp_path), migration_id="ev-nofix")
+    values = done.values
+    assert done.status == "migrated", done.summary
+    made = [(r.kind, r.status) for r in runs_of(values) if not r.reused]
+    assert ("target", "ok") in made and not any(kind in ("evidence", "cause_trial") for kind, _ in made), made
+    assert speculation_of(values) is None
+    assert target_ok_of(values) is not None

@@ -96,36 +96,57 @@ def one_plain_process(state: MigrationState) -> str | None:
     return None
 
 
-def speculates(state: MigrationState) -> tuple[str, str] | None:
-    """FIX008 as the policy would write it, where the first target run is to be made as evidence: no target
-    or evidence run made yet, the precision trial would apply, one process, no autocast, time for both runs,
-    side-by-side runs on (``FERRY_EVIDENCE_RUN=0`` switches evidence runs off; ``FERRY_PARALLEL_RUNS=1`` too: the
-    FIX008 run goes beside the evidence run)."""
+def wanted(state: MigrationState) -> bool:
+    """Whether the first target run is to be made as evidence: no target or evidence run made yet, the precision
+    trial would apply (no FIX008 in the code), one process, no autocast, time for both runs, side-by-side runs on
+    (``FERRY_EVIDENCE_RUN=0`` switches evidence runs off; ``FERRY_PARALLEL_RUNS=1`` too: the FIX008 run goes
+    beside the evidence run). Whether the policy would write FIX008 is :func:`speculate`'s to find out."""
     if not env_enabled(SWITCH_ENV):
-        return None
+        return False
     if parallel_limit() < 2:  # FERRY_PARALLEL_RUNS=1: nothing runs beside the foreground run, the FIX008 run neither
-        return None
+        return False
     if speculation_of(state) is not None or any(r.kind in ("target", "evidence") for r in runs_of(state)):
-        return None
+        return False
     if causes.precision_in_code(state):
-        return None
+        return False
     why = one_plain_process(state)
     if why is not None:
         logger.info("no evidence run: the program mentions %r (several processes or autocast)", why)
-        return None
-    if not (has_time_for(state, "target") and has_time_for(state, "cause_trial")):
-        return None
-    return causes.precision_fix(state)
+        return False
+    return has_time_for(state, "target") and has_time_for(state, "cause_trial")
 
 
-def speculate(state: MigrationState, runs: RunScheduler, ws: Path, fix: tuple[str, str],
+def speculates(state: MigrationState) -> tuple[str, str] | None:
+    """FIX008 as the policy would write it where the first target run is to be made as evidence (:func:`wanted`),
+    else None."""
+    return causes.precision_fix(state) if wanted(state) else None
+
+
+def speculate(state: MigrationState, runs: RunScheduler, ws: Path,
               beside: Callable[[MigrationState, Path], list[str]]) -> Update:
-    """Start the FIX008 run (and its round's tests and CPU check where cores are free) and make the evidence
-    run of ``ws`` (this round's code); the update that records both. Where the evidence run neither ended after
-    its steps nor ran to its end, what was started for FIX008 is cancelled and the evidence is ``declined``: its
-    failure is the full plain run's to show. ``beside(next_state, workspace)``: ``target.start_beside``."""
+    """Make the evidence run of ``ws`` (this round's code) and, beside it, the FIX008 run (with its round's tests
+    and CPU check where cores are free); the update that records both. The evidence run starts first: FIX008 is
+    written (libcst, a few tenths of a second) while it runs. Where the policy would not write FIX008 the evidence
+    run is cancelled and the update is empty (the caller makes the full plain run). Where the evidence run neither
+    ended after its steps nor ran to its end, what was started for FIX008 is cancelled and the evidence is
+    ``declined``: its failure is the full plain run's to show. ``beside(next_state, workspace)``:
+    ``target.start_beside``."""
     opts = options_of(state)
     it = iteration_of(state)
+    ev_key, ev_dir = f"{migration_id_of(state)}:evidence-{it}", artifacts_dir(state, f"evidence-{it}")
+
+    def evidence_run(cancel: threading.Event) -> RunResult:
+        return adapters.run(ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=False,
+                            timeout_s=run_timeout(state), seed=opts.seed, env=dict(END_ENV), artifacts_dir=ev_dir,
+                            cancel=cancel, disk_limit_bytes=opts.disk_limit_bytes)
+
+    runs.start(ev_key, evidence_run)
+    fix = causes.precision_fix(state)
+    if fix is None:
+        runs.cancel(ev_key)
+        runs.join(ev_key, ev_dir)  # ended before the full plain run starts
+        logger.info("no evidence run: the policy would not write FIX008 for this code")
+        return {}
     nxt = fix_state(state, fix)
     fix_files = files_of(nxt)
     fix_ws = materialise(Path(opts.source), None, fix_files, workspaces_root(opts.state_dir, migration_id_of(state)))
@@ -139,9 +160,9 @@ def speculate(state: MigrationState, runs: RunScheduler, ws: Path, fix: tuple[st
 
     runs.start(key, fix_run)
     started = beside(nxt, fix_ws)
-    run = adapters.run(ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=False,
-                       timeout_s=run_timeout(state), seed=opts.seed, env=dict(END_ENV),
-                       artifacts_dir=artifacts_dir(state, f"evidence-{it}"), disk_limit_bytes=opts.disk_limit_bytes)
+    runs.prewarm_imports()  # parity needs torch in this process next: imported while the runs go on
+    joined = runs.join(ev_key, ev_dir)
+    run = joined if joined is not None else _cancelled(opts.run_command)
     record = dump(RunRecord.of("evidence", run))
     spec = Speculation(files_digest=code_digest(files_of(state)), run=run, fix_file=fix[0], fix_text=fix[1],
                        fix_digest=code_digest(fix_files), fix_workspace=str(fix_ws), fix_key=key, fix_dir=str(fix_dir))
@@ -157,6 +178,12 @@ def speculate(state: MigrationState, runs: RunScheduler, ws: Path, fix: tuple[st
     return {"runs": [record], "speculation": dump(spec), "last_phase": "run", "prepared_target": None,
             SUMMARY: f"evidence run of the plain code (probed, not profiled) {said} in {run.duration_s:.1f}s "
                      f"({what} started beside it)"}
+
+
+def _cancelled(command: str) -> RunResult:
+    """What stands for an evidence run cancelled before its end (the migration was stopped): it shows nothing."""
+    return RunResult(command=["/bin/sh", "-c", command], exit_code=None, status="cancelled", duration_s=0.0,
+                     stdout_tail="", stderr_tail="the run was cancelled", isolation="none")
 
 
 def _this_round(state: MigrationState) -> Speculation | None:

@@ -98,7 +98,6 @@ def _run_tests(state: MigrationState, ws: Path, adir: Path, cancel: threading.Ev
 @step("target_run")
 def target_run(state: MigrationState, runs: RunScheduler) -> Update:
     opts = options_of(state)
-    runs.prewarm_imports()  # parity and the profile report need torch in this process next
     runs.prewarm_runs(opts.seed)  # started by ingest unless this process resumed the migration
     ws = ensure_workspace(state)
     it = iteration_of(state)
@@ -110,13 +109,14 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
     if prepared is None:
         ensure_time_for(state, "target", f"the target run of iteration {it}")
     earlier: Update = {}
-    fix = evidence.speculates(state) if prepared is None else None
-    if fix is not None:  # the first round as evidence: the plain code ended after its steps, FIX008's run beside
-        earlier = evidence.speculate(state, runs, ws, fix, lambda nxt, fix_ws: start_beside(nxt, runs, fix_ws))
+    if prepared is None and evidence.wanted(state):  # the first round as evidence: the plain code ended after its
+        # steps, FIX008's run beside it (nothing, where the policy would not write FIX008)
+        earlier = evidence.speculate(state, runs, ws, lambda nxt, fix_ws: start_beside(nxt, runs, fix_ws))
         if evidence.pending(cast(MigrationState, {**state, **earlier})) is not None:
             return {**earlier, "workspace": str(ws)}
     spec = evidence.declined(cast(MigrationState, {**state, **earlier}))
     beside = start_beside(state, runs, ws, foreground=prepared is None)
+    runs.prewarm_imports()  # parity and the profile report need torch in this process next
     if prepared is not None:  # the cause trial ran this very code: no second run of it
         run = prepared
         note = "the matmul-precision cause trial's run of this code (FIX008 written in) serves as the target run: ok"
