@@ -225,3 +225,16 @@ def test_where_the_policy_would_not_write_fix008_the_evidence_run_is_cancelled(t
     assert ("target", "ok") in made and not any(kind in ("evidence", "cause_trial") for kind, _ in made), made
     assert speculation_of(values) is None
     assert target_ok_of(values) is not None
+
+
+@pytest.mark.slow
+def test_with_cores_to_spare_the_fix008_rounds_tests_start_beside_the_evidence_run(tmp_path: Path, monkeypatch) -> None:
+    """The evidence run is itself a background run: the FIX008 round's tests need one more free run slot, not
+    two (four slots: reference, evidence, FIX008, tests)."""
+    monkeypatch.setenv(hostmem.PARALLEL_ENV, "4")
+    opts = _opts(tmp_path, "mlp_training", command="python train.py --steps 8").model_copy(
+        update={"test_command": "python -m pytest -q tests"})
+    done = start(opts, migration_id="ev-beside")
+    assert done.status == "migrated", done.summary
+    first = next(s.summary for s in steps_of(done.values) if s.node == "target_run")
+    assert first.startswith("evidence run") and "the FIX008 code's full run, tests" in first, first

@@ -111,7 +111,9 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
     earlier: Update = {}
     if prepared is None and evidence.wanted(state):  # the first round as evidence: the plain code ended after its
         # steps, FIX008's run beside it (nothing, where the policy would not write FIX008)
-        earlier = evidence.speculate(state, runs, ws, lambda nxt, fix_ws: start_beside(nxt, runs, fix_ws))
+        # the evidence run is a background run itself, counted among those in flight: no foreground run to add
+        earlier = evidence.speculate(state, runs, ws,
+                                     lambda nxt, fix_ws: start_beside(nxt, runs, fix_ws, foreground=False))
         if evidence.pending(cast(MigrationState, {**state, **earlier})) is not None:
             return {**earlier, "workspace": str(ws)}
     spec = evidence.declined(cast(MigrationState, {**state, **earlier}))
