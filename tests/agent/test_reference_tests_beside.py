@@ -119,6 +119,10 @@ class _Busy(_Cores):
     def join(self, key: str, artifacts: Path) -> RunResult | None:
         return _ok({"passed": 3}) if key == self.tests_key else None
 
+    def wait_for_core(self, key: str) -> None:
+        """The tests are the first of the two to end: no core frees while they run."""
+        assert key == self.tests_key
+
 
 def test_no_core_free_the_tests_on_the_original_wait_for_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The runs in flight stay what the memory budget counts (sandbox.hostmem): with both cores taken, the
