@@ -12,7 +12,7 @@ from agent.settings import COST_ENV, COST_FLAG, parse_max_cost, settings
 
 if TYPE_CHECKING:
     from agent.llm.config import LLMLimits
-    from agent.migration.facade import MigrationOptions
+    from agent.migration.facade import MigrationOptions, RunScheduler
     from agent.settings import MaxCost
 
 NAME = "migrate"
@@ -195,20 +195,36 @@ def _shown(value: str) -> str:
     return repr(value if len(value) <= 60 else value[:60] + "...")
 
 
+def start_warm(args: argparse.Namespace) -> RunScheduler:
+    """The scheduler of the migration's runs, its warm interpreter (``tools.runner.warm``) started first
+    thing: the interpreter's import of torch (about a second on one core) then goes on while Ferry
+    itself imports, parses its options and opens its store, instead of after, and the reference run it
+    forks comes sooner. Only for what ``agent.migration.early.start_early`` would start it for anyway
+    (Ferry's own interpreter and no variables of the user's): that later call then finds it running.
+    A command line rejected below leaves it to close at exit."""
+    from agent.migration.facade import RunScheduler
+
+    runs = RunScheduler()
+    if getattr(args, "python", None) is None and not getattr(args, "env", None):
+        runs.prewarm_runs(args.seed, user_env={})
+    return runs
+
+
 def run(args: argparse.Namespace) -> int:
     from agent.cli import CliError
-    from agent.cli.approval import drive_interactively
-    from agent.cli.progress import TerminalProgress, exit_code, print_result
-    from agent.errors import FerryAgentError
     from agent.ids import ID_RULE, id_problem
-    from agent.migration.facade import RunScheduler, new_migration_id, start
 
     if args.migration_id is not None:  # before anything: the id names directories in the state dir
         problem = id_problem(args.migration_id)
         if problem is not None:
             raise CliError(f"--id {_shown(args.migration_id)}: {problem}; {ID_RULE}")
+    runs = start_warm(args)  # before anything heavy is imported
+
+    from agent.cli.approval import drive_interactively
+    from agent.cli.progress import TerminalProgress, exit_code, print_result
+    from agent.errors import FerryAgentError
+    from agent.migration.facade import new_migration_id, start
     opts = build_options(args)
-    runs = RunScheduler()
     migration_id = args.migration_id or new_migration_id()  # said first: a migration cut short resumes by it
 
     with TerminalProgress(enabled=not args.json) as progress:
