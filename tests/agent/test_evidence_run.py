@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.migration.facade import resume, start
-from agent.migration.nodes import evidence
+from agent.migration.nodes import causes, evidence
 from agent.migration.options import MigrationOptions
 from agent.migration.state import dump, edits_of, runs_of, speculation_of, steps_of, target_ok_of
 from sandbox import hostmem
@@ -113,17 +113,18 @@ def test_a_multi_process_or_autocast_program_does_not_speculate(tmp_path: Path, 
     opts = _opts(tmp_path, program=program, command=command)
     state = {"migration_id": "m", "options": dump(opts), "files": {}, "iteration": 0, "runs": []}
     assert evidence.one_plain_process(state) is not None
-    assert evidence.speculates(state) is None
+    assert not evidence.wanted(state)
 
 
 def test_a_plain_float32_program_speculates_unless_switched_off(tmp_path: Path, monkeypatch) -> None:
     opts = _opts(tmp_path)
     state = {"migration_id": "m", "options": dump(opts), "files": {}, "iteration": 0, "runs": []}
     assert evidence.one_plain_process(state) is None
-    fix = evidence.speculates(state)
+    assert evidence.wanted(state)
+    fix = causes.precision_fix(state)  # what speculate writes beside the evidence run
     assert fix is not None and fix[0] == "train.py" and "highest" in fix[1]
     monkeypatch.setenv("FERRY_EVIDENCE_RUN", "0")
-    assert evidence.speculates(state) is None
+    assert not evidence.wanted(state)
 
 
 def test_no_evidence_run_when_side_by_side_runs_are_off(tmp_path: Path, monkeypatch) -> None:
@@ -132,9 +133,9 @@ def test_no_evidence_run_when_side_by_side_runs_are_off(tmp_path: Path, monkeypa
     opts = _opts(tmp_path)
     state = {"migration_id": "m", "options": dump(opts), "files": {}, "iteration": 0, "runs": []}
     monkeypatch.setenv("FERRY_PARALLEL_RUNS", "2")
-    assert evidence.speculates(state) is not None
+    assert evidence.wanted(state)
     monkeypatch.setenv("FERRY_PARALLEL_RUNS", "1")
-    assert evidence.speculates(state) is None
+    assert not evidence.wanted(state)
 
 
 @pytest.mark.slow

@@ -116,12 +116,6 @@ def wanted(state: MigrationState) -> bool:
     return has_time_for(state, "target") and has_time_for(state, "cause_trial")
 
 
-def speculates(state: MigrationState) -> tuple[str, str] | None:
-    """FIX008 as the policy would write it where the first target run is to be made as evidence (:func:`wanted`),
-    else None."""
-    return causes.precision_fix(state) if wanted(state) else None
-
-
 def speculate(state: MigrationState, runs: RunScheduler, ws: Path,
               beside: Callable[[MigrationState, Path], list[str]]) -> Update:
     """Make the evidence run of ``ws`` (this round's code) and, beside it, the FIX008 run (with its round's tests

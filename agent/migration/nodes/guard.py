@@ -174,14 +174,21 @@ def _reference_tests_run(state: MigrationState, adir: Path, cancel: threading.Ev
                         collect_only=collect_only)
 
 
-def reference_tests_to_start(state: MigrationState, runs: RunScheduler) -> bool:
-    """Whether :func:`start_reference_tests` has a run to start: the state has neither the tests on the original
-    nor (where only collecting them can do) their collection, and none of them is in flight."""
+def _reference_run_wanted(state: MigrationState) -> tuple[str, bool] | None:
+    """The run of the tests on the original the state still lacks, as (its key, whether it only collects), or None:
+    the state has the tests on the original, or no test command, or (where only collecting them can do,
+    :func:`full_run_needed`) their collection."""
     if reference_tests_of(state) is not None or not options_of(state).test_command:
-        return False
-    if not full_run_needed(state):
-        return reference_collected_of(state) is None and not runs.has(reference_collect_key(state))
-    return not runs.has(reference_tests_key(state))
+        return None
+    if full_run_needed(state):
+        return reference_tests_key(state), False
+    return None if reference_collected_of(state) is not None else (reference_collect_key(state), True)
+
+
+def reference_tests_to_start(state: MigrationState, runs: RunScheduler) -> bool:
+    """Whether :func:`start_reference_tests` has a run to start: one the state lacks and none in flight."""
+    wanted = _reference_run_wanted(state)
+    return wanted is not None and not runs.has(wanted[0])
 
 
 def start_reference_tests(state: MigrationState, runs: RunScheduler) -> bool:
@@ -191,13 +198,11 @@ def start_reference_tests(state: MigrationState, runs: RunScheduler) -> bool:
     (:func:`full_run_needed`), else the collect-only run, which is all a passing tests run needs.
     The tests node starts them before it waits for the migrated code's tests, and ``target.start_beside`` on a
     core left free, so that they run beside other work instead of after it."""
-    if reference_tests_of(state) is not None or not options_of(state).test_command:
+    wanted = _reference_run_wanted(state)
+    if wanted is None:
         return False
-    if not full_run_needed(state):
-        if reference_collected_of(state) is not None:
-            return False
-        return _start_run(state, runs, reference_collect_key(state), collect_only=True)
-    return _start_run(state, runs, reference_tests_key(state), collect_only=False)
+    key, collect_only = wanted
+    return _start_run(state, runs, key, collect_only=collect_only)
 
 
 def _start_run(state: MigrationState, runs: RunScheduler, key: str, *, collect_only: bool) -> bool:
