@@ -9,8 +9,6 @@ import re
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import CodeRange, ImportAssignment, Scope, ScopeProvider
 
 from tools.codemods import fastvisit
@@ -349,7 +347,7 @@ def _apply_once(current: cst.MetadataWrapper, todo: list[Hit], info: DeviceInfo,
     if not applier.applied:
         return _Step(current.module.code, [], [], warnings)
     needs_device = any(h.needs_device for h in applier.applied)
-    context = CodemodContext()
+    needed: list[tuple[str, str | None]] = []  # imports the rewritten code uses
     alias = info.torch_name
     inserted = needs_device and not info.defined and not info.definition_used
     if inserted:
@@ -360,10 +358,10 @@ def _apply_once(current: cst.MetadataWrapper, todo: list[Hit], info: DeviceInfo,
     for h in applier.applied:
         for mod, obj in h.add_imports:
             if not (mod == "torch" and obj is None and alias is not None):
-                AddImportsVisitor.add_needed_import(context, mod, obj)
+                needed.append((mod, obj))
     if needs_device and alias is None:
-        AddImportsVisitor.add_needed_import(context, "torch")
+        needed.append(("torch", None))
     new_module = remove_unused(new_module, candidates)
-    if context.scratch.get(AddImportsVisitor.CONTEXT_KEY):
-        new_module = add_needed_imports(new_module, context)
+    if needed:
+        new_module = add_needed_imports(new_module, needed)
     return _Step(new_module.code, [h.rule_id for h in applier.applied], applier.applied, warnings, inserted)
