@@ -45,6 +45,14 @@ def attributed_to_matmul(parity: ParityReport | None) -> bool:
     return first is None or first.likely_cause == "matmul_precision"
 
 
+@functools.lru_cache(maxsize=16)
+def _with_precision(text: str, rel: str) -> str | None:
+    """``text`` (the file ``rel``) with FIX008 written in, or None where it takes none: a pure function of its
+    arguments, kept for the same file's next ask (a migration asks three times: beside the evidence run, for
+    the precision trial, and when the policy writes it; libcst, a tenth of a second each)."""
+    return new_text(target_matmul_precision(text, filename=rel))
+
+
 def program_start_fix(ctx: FixContext, texts: Mapping[str, str] | None = None,
                       rule: str | None = RULE) -> tuple[str, str] | None:
     """(file, its new text): FIX008 in the first of the program's files (``FixContext.program_files``: the
@@ -57,7 +65,7 @@ def program_start_fix(ctx: FixContext, texts: Mapping[str, str] | None = None,
             continue
         if MARKER in text or (rule is not None and f"{rule}@{rel}:1" in ctx.tried):
             return None
-        new = new_text(target_matmul_precision(text, filename=rel))
+        new = _with_precision(text, rel)
         if new is not None:
             return rel, new
     return None

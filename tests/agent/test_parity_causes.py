@@ -177,3 +177,30 @@ def test_only_settings_that_change_no_computation_explain_a_failure():
     unexplained = report.model_copy(update={"explained_by": []})
     assert unexplained.failed and not unexplained.passed
     assert attributed_to_matmul(report.model_copy(update={"trials": [fixed]}))
+
+
+def test_fix008_is_worked_out_once_per_file_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A migration asks for FIX008 three times (beside the evidence run, for the precision trial, when the policy
+    writes it): libcst works it out once per text of the file, and a changed text is worked out again."""
+    from agent.policy import rules_parity
+    from agent.policy.base import FixContext
+
+    calls: list[str] = []
+    real = rules_parity.target_matmul_precision
+
+    def counted(text: str, filename: str | None = None) -> object:
+        calls.append(filename or "")
+        return real(text, filename=filename)
+
+    monkeypatch.setattr(rules_parity, "target_matmul_precision", counted)
+    rules_parity._with_precision.cache_clear()
+    (tmp_path / "train.py").write_text("import torch\n\nx = torch.ones(2) @ torch.ones(2)\n")
+    ctx = FixContext(source=tmp_path, workspace=tmp_path, entry_file="train.py", known_files=["train.py"])
+    first = rules_parity.program_start_fix(ctx)
+    assert first is not None and first[0] == "train.py" and "highest" in first[1]
+    assert rules_parity.program_start_fix(ctx) == first and rules_parity.program_start_fix(ctx) == first
+    assert calls == ["train.py"]
+    (tmp_path / "train.py").write_text("import torch\n\ny = torch.zeros(3)\n")
+    again = rules_parity.program_start_fix(FixContext(source=tmp_path, workspace=tmp_path, entry_file="train.py",
+                                                      known_files=["train.py"]))
+    assert again is not None and "zeros(3)" in again[1] and calls == ["train.py", "train.py"]
