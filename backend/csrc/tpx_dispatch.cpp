@@ -40,6 +40,9 @@
 #include <unordered_set>
 #include <vector>
 
+// Hidden visibility: calls between the extension's own functions (from_cpu, to_cpu_plain, adopt, the
+// counters, ...) go straight to them instead of through the PLT, and their code is not exported.
+#pragma GCC visibility push(hidden)
 namespace tpx {
 
 // defined in tpx_ext.cpp
@@ -847,8 +850,11 @@ FastCount* fast_counter(const char* full) {
   g_fast_counters.push_back(c);
   return c;
 }
-bool fast_timed(FastCount* c) { return c->tick.fetch_add(1, std::memory_order_relaxed) % kTimeEvery == 0; }
-void fast_done(FastCount* c, bool timed, int64_t t0) {
+// Which calls are timed: the completed-call count (fast_done adds to it) read, not bumped, so a call
+// costs one atomic add for its counting instead of two (one call in kTimeEvery, the first one after
+// a reset included, as the generic kernel's tick gives; with several threads the sample is as good).
+__attribute__((hot)) bool fast_timed(FastCount* c) { return c->calls.load(std::memory_order_relaxed) % kTimeEvery == 0; }
+__attribute__((hot)) void fast_done(FastCount* c, bool timed, int64_t t0) {
   c->calls.fetch_add(1, std::memory_order_relaxed);
   if (timed) {
     c->ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
@@ -859,17 +865,24 @@ int64_t fast_now_ns() { return now_ns(); }
 // 0: not a configured fallback op; 1: a fallback op this thread may run itself, counted (Python
 // has warned about it, or warnings are off, and strict mode is off: TpxKernel's fallback_here);
 // 2: Python's (the first call's warning, strict mode's error).
-int fast_fallback_mode(const char* full, int& epoch, int& mode) {
-  int e = g_fallback_epoch.load(std::memory_order_relaxed);
-  if (e != epoch) {
-    std::string base(full);
-    if (base.rfind("aten::", 0) == 0) base = base.substr(6);
+// ``cache`` is the op's own (one per kernel, shared by all threads): the epoch it was worked out at,
+// shifted left by 2, and the mode. A plain atomic load per call, no thread-local lookup (a
+// function-level thread_local in a shared library costs a __tls_get_addr call per op). Threads
+// that race store what they worked out; a value tagged with an older epoch is worked out again.
+__attribute__((hot)) int fast_fallback_mode(const char* full, std::atomic<int64_t>& cache) {
+  int e = g_fallback_epoch.load(std::memory_order_acquire);
+  int64_t v = cache.load(std::memory_order_acquire);
+  if ((v >> 2) == e) return static_cast<int>(v & 3);
+  std::string base(full);
+  if (base.rfind("aten::", 0) == 0) base = base.substr(6);
+  int mode;
+  {
     std::lock_guard<std::mutex> lock(g_cfg_mu);
     bool fb = g_fallback_ops.count(base) > 0;
     bool here = fb && !g_strict.load() && (!g_warn_fallback.load() || g_fallback_warned.count(base) > 0);
     mode = !fb ? 0 : (here ? 1 : 2);
-    epoch = e;
   }
+  cache.store((static_cast<int64_t>(e) << 2) | mode, std::memory_order_release);
   return mode;
 }
 // A fallback op run by an unboxed kernel: the device-to-host sync a real accelerator would need
@@ -946,3 +959,4 @@ void register_dispatch_bindings(py::module& m) {
 }
 
 }  // namespace tpx
+#pragma GCC visibility pop

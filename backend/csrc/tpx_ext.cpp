@@ -53,6 +53,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+// Hidden visibility: calls between the extension's own functions (from_cpu, to_cpu_plain, adopt, the
+// counters, ...) go straight to them instead of through the PLT, and their code is not exported.
+#pragma GCC visibility push(hidden)
 namespace tpx {
 
 using c10::DeviceIndex;
@@ -90,10 +93,17 @@ std::string device_hint() {
   return g_device_hint;
 }
 
-// An index of a visible device, or the error CUDA gives for a bad ordinal.
-void check_index(int64_t i) {
-  int n = g_device_count.load();
-  if (i >= 0 && i < n) return;
+void check_index_failed(int64_t i, int n);
+
+// An index of a visible device, or the error CUDA gives for a bad ordinal (inline: the memory
+// accounting checks its index once per op).
+inline void check_index(int64_t i) {
+  int n = g_device_count.load(std::memory_order_relaxed);
+  if (C10_LIKELY(i >= 0 && i < n)) return;
+  check_index_failed(i, n);
+}
+
+void check_index_failed(int64_t i, int n) {
   if (n == 0) {
     TORCH_CHECK(false, "tpx error: no tpx device is visible (", device_hint(),
                 "); unset TPX_VISIBLE_DEVICES or list the devices to use, e.g. TPX_VISIBLE_DEVICES=0");
@@ -119,7 +129,7 @@ std::string human(int64_t n) {
   return os.str();
 }
 
-void account_alloc(int64_t n, DeviceIndex idx) {
+__attribute__((hot)) void account_alloc(int64_t n, DeviceIndex idx) {
   DeviceMemory& m = mem(idx);
   if (n <= 0) return;
   int64_t cur = m.allocated.fetch_add(n) + n;
@@ -140,7 +150,7 @@ void account_alloc(int64_t n, DeviceIndex idx) {
   }
 }
 
-void account_free(int64_t n, DeviceIndex idx) {
+__attribute__((hot)) void account_free(int64_t n, DeviceIndex idx) {
   if (n <= 0 || idx < 0 || idx >= kMaxDevices) return;
   DeviceMemory& m = g_mem[idx];
   m.allocated.fetch_sub(n);
@@ -277,7 +287,7 @@ std::unordered_map<const c10::StorageImpl*, c10::weak_intrusive_ptr<c10::Storage
 
 // A CPU alias's DataPtr context is the tpx StorageImpl itself, holding one reference (taken in
 // to_cpu): no separate holder object to allocate per alias.
-void release_tpx_ref(void* ctx) { c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx)); }
+__attribute__((hot)) void release_tpx_ref(void* ctx) { c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx)); }
 void release_cpu_ref(void* ctx) {
   auto* r = static_cast<CpuRef*>(ctx);
   if (r->mapped) {
@@ -315,7 +325,7 @@ struct Adopted {
   DeviceIndex device;
 };
 
-void release_adopted(void* ctx) {
+__attribute__((hot)) void release_adopted(void* ctx) {
   auto* a = static_cast<Adopted*>(ctx);
   if (a->deleter != nullptr) a->deleter(a->ctx);
   account_free(a->counted, a->device);
@@ -338,7 +348,44 @@ c10::DispatchKeySet plain_cpu_keys() {
 // two frees per result saved). Returns false (nothing changed) when ``c`` does not qualify.
 std::atomic<int64_t> g_adopted{0};  // results adopted so far (read by the tests)
 
-bool adopt(const at::Tensor& c, DeviceIndex index) {
+// Adds one to a counter that only the tests read, without an atomic read-modify-write (one per
+// op saved): two threads bumping it at the same moment may count once.
+inline void bump(std::atomic<int64_t>& c) {
+  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// The weak reference count of a storage the caller holds, read without touching the counts
+// (reclaim_copy(s).weak_use_count() adds a reference and drops it again: two atomic
+// read-modify-writes per call on a path that runs once per op).
+inline uint32_t storage_weak_count(c10::StorageImpl* s) {
+  auto p = c10::intrusive_ptr<c10::StorageImpl>::reclaim(s);  // borrows the caller's reference
+  uint32_t n = p.weak_use_count();
+  p.release();  // and gives it back untouched
+  return n;
+}
+
+// The key set a plain CPU result gets when adopted: what _change_backend_component_keys makes of
+// plain_cpu_keys() for a tpx device (the same for every index), worked out once. adopt() only takes
+// tensors whose key set is plain_cpu_keys(), so it stores this constant instead of working it out
+// per result (toBackendComponent, the autocast keys, ...).
+c10::DispatchKeySet adopted_keys() {
+  static const c10::DispatchKeySet keys = [] {
+    c10::InferenceMode off(false);
+    at::Tensor e = at::detail::empty_cpu({0}, c10::TensorOptions());
+    e.unsafeGetTensorImpl()->_change_backend_component_keys(c10::Device(kTpx, 0));
+    return e.key_set();
+  }();
+  return keys;
+}
+
+// TensorImpl::key_set_ and device_opt_ are protected: pointers to them, taken where access is
+// granted (a derived class), let adopt() set them directly.
+struct ImplAccess : c10::TensorImpl {
+  static constexpr c10::DispatchKeySet c10::TensorImpl::*keys() { return &ImplAccess::key_set_; }
+  static constexpr std::optional<c10::Device> c10::TensorImpl::*device() { return &ImplAccess::device_opt_; }
+};
+
+__attribute__((hot)) bool adopt(const at::Tensor& c, DeviceIndex index) {
   c10::TensorImpl* t = c.unsafeGetTensorImpl();
   if (c.use_count() != 1 || t->key_set() != plain_cpu_keys() || t->autograd_meta() != nullptr ||
       !t->allow_tensor_metadata_change() || typeid(*t) != typeid(c10::TensorImpl) || !t->has_storage() ||
@@ -346,8 +393,7 @@ bool adopt(const at::Tensor& c, DeviceIndex index) {
     return false;
   c10::StorageImpl* s = t->storage().unsafeGetStorageImpl();
   if (c10::raw::intrusive_ptr::use_count(s) != 1 ||
-      c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s).weak_use_count() > 1 ||
-      s->device().type() != c10::kCPU || c10::impl::cow::is_cow_data_ptr(s->data_ptr()) ||
+      storage_weak_count(s) > 1 || s->device().type() != c10::kCPU || c10::impl::cow::is_cow_data_ptr(s->data_ptr()) ||
       s->data_ptr().get_deleter() == &release_tpx_ref ||
       s->pyobj_slot()->load_pyobj() != nullptr)
     return false;
@@ -360,9 +406,12 @@ bool adopt(const at::Tensor& c, DeviceIndex index) {
   s->set_data_ptr_noswap(c10::DataPtr(data, new Adopted{ctx, deleter, n, index}, &release_adopted,
                                       c10::Device(kTpx, index)));
   s->set_allocator(&g_allocator);
-  t->set_storage_keep_dtype(t->storage());  // the device follows the storage's
-  t->_change_backend_component_keys(c10::Device(kTpx, index));
-  g_adopted.fetch_add(1, std::memory_order_relaxed);
+  // the device follows the storage's (what set_storage_keep_dtype(t->storage()) does, without
+  // copying the Storage: a reference taken and dropped) and the keys become tpx's
+  // (_change_backend_component_keys for tpx, precomputed)
+  t->*ImplAccess::device() = c10::Device(kTpx, index);
+  t->*ImplAccess::keys() = adopted_keys();
+  bump(g_adopted);
   return true;
 }
 
@@ -427,19 +476,38 @@ at::Tensor to_cpu(const at::Tensor& t) {
 constexpr size_t kAliasPool = 16;
 std::atomic<int64_t> g_alias_reused{0};
 
+// This thread's pool, reached through a plain pointer: a thread_local with a constructor or a
+// destructor is reached through a TLS init function on every access, a trivial one is not. The
+// pool itself (built at the thread's first op, destroyed at its exit) is looked up only once.
+struct AliasPool;
+static thread_local AliasPool* t_alias_pool = nullptr;
+static thread_local bool t_alias_pool_gone = false;  // destroyed (the thread is exiting): no pool
+
 struct AliasPool {
   c10::SmallVector<c10::TensorImpl*, kAliasPool> free;  // each holds one reference
   ~AliasPool() {
+    t_alias_pool = nullptr;
+    t_alias_pool_gone = true;
     for (c10::TensorImpl* t : free) c10::raw::intrusive_ptr::decref(t);
   }
 };
-thread_local AliasPool t_alias_pool;
+
+AliasPool* make_alias_pool() {
+  if (t_alias_pool_gone) return nullptr;
+  thread_local AliasPool pool;
+  t_alias_pool = &pool;
+  return t_alias_pool;
+}
 
 // This thread's pool (one thread-local lookup per op: the kernels keep the pointer for the call),
-// or null in inference mode.
-AliasPool* alias_pool() { return c10::InferenceMode::is_enabled() ? nullptr : &t_alias_pool; }
+// or null in inference mode (or once the thread's pool is gone).
+__attribute__((hot)) AliasPool* alias_pool() {
+  if (c10::InferenceMode::is_enabled()) return nullptr;
+  AliasPool* p = t_alias_pool;
+  return p != nullptr ? p : make_alias_pool();
+}
 
-at::Tensor to_cpu_plain(const at::Tensor& t, AliasPool* p) {
+__attribute__((hot)) at::Tensor to_cpu_plain(const at::Tensor& t, AliasPool* p) {
   // (a pool with aliases in it means this thread made them with to_cpu: it claimed its backward)
   if (p == nullptr || p->free.empty() || t.is_conj() || t.is_neg()) return to_cpu(t);
   static const c10::Device cpu(c10::kCPU);
@@ -453,11 +521,11 @@ at::Tensor to_cpu_plain(const at::Tensor& t, AliasPool* p) {
   cs->set_nbytes(impl->nbytes());
   if (ci->dtype() != t.dtype()) ci->set_storage_and_dtype(ci->storage(), t.dtype());
   ci->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  g_alias_reused.fetch_add(1, std::memory_order_relaxed);
+  bump(g_alias_reused);
   return c;
 }
 
-void recycle_alias(at::Tensor&& c, AliasPool* p) {
+__attribute__((hot)) void recycle_alias(at::Tensor&& c, AliasPool* p) {
   if (p == nullptr || p->free.size() >= kAliasPool || !c.defined()) return;
   // ``c`` is an alias to_cpu or to_cpu_plain made (a plain c10::TensorImpl over a resizable CPU
   // storage with the CPU allocator, which no CPU kernel changes); what a kernel can change is
@@ -470,7 +538,7 @@ void recycle_alias(at::Tensor&& c, AliasPool* p) {
   c10::StorageImpl* cs = ci->unsafe_storage().unsafeGetStorageImpl();
   if (c10::raw::intrusive_ptr::use_count(cs) != 1 || cs->data_ptr().get_deleter() != &release_tpx_ref ||
       cs->pyobj_slot()->load_pyobj() != nullptr ||
-      c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(cs).weak_use_count() > 1)
+      storage_weak_count(cs) > 1)
     return;
   static const c10::Device cpu(c10::kCPU);
   cs->set_data_ptr_noswap(c10::DataPtr(nullptr, cpu));  // drops the tpx storage
@@ -478,7 +546,7 @@ void recycle_alias(at::Tensor&& c, AliasPool* p) {
   p->free.push_back(c.unsafeReleaseTensorImpl());
 }
 
-at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh) {
+__attribute__((hot)) at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh) {
   DeviceIndex dev_index = index >= 0 ? static_cast<DeviceIndex>(index) : t_current_device;
   if (!c.defined() || c.device().type() == kTpx) return c;
   TORCH_CHECK(c.device().type() == c10::kCPU, "tpx.from_cpu expects a CPU tensor, got one on ", c.device());
@@ -526,6 +594,16 @@ at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh) {
 }
 
 at::Tensor from_cpu(const at::Tensor& c, int64_t index) { return from_cpu(c, index, false); }
+
+// from_cpu(c, index, true) for a kernel's fresh result the caller hands over: adopted, it is
+// moved on as it is (no reference taken and dropped); anything else takes from_cpu's way.
+__attribute__((hot)) at::Tensor from_cpu_fresh(at::Tensor&& c, int64_t index) {
+  if (c.defined() && c.device().type() == c10::kCPU && c.layout() == c10::kStrided) {
+    DeviceIndex dev_index = index >= 0 ? static_cast<DeviceIndex>(index) : t_current_device;
+    if (adopt(c, dev_index)) return std::move(c);  // (adopt refuses a copy-on-write storage)
+  }
+  return from_cpu(c, index, true);
+}
 
 // Grow a tpx storage in place (new block from the tpx allocator, old bytes copied).
 void grow_storage(c10::StorageImpl* impl, size_t newsize) {
@@ -1117,6 +1195,7 @@ void install() {
 }
 
 }  // namespace tpx
+#pragma GCC visibility pop
 
 namespace at::native {
 REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &tpx::sdp_choice)
@@ -1135,9 +1214,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", TORCH_FN(tpx::set_empty));
 }
 
+#pragma GCC visibility push(hidden)
 namespace tpx {
 void register_dispatch_bindings(py::module& m);  // tpx_dispatch.cpp: the C++ compute kernels
 }
+#pragma GCC visibility pop
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   tpx::install();

@@ -84,6 +84,7 @@
 #include <torch/csrc/profiler/api.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -91,11 +92,15 @@
 #include <utility>
 #include <vector>
 
+// Hidden visibility: calls between the extension's own functions (from_cpu, to_cpu_plain, adopt, the
+// counters, ...) go straight to them instead of through the PLT, and their code is not exported.
+#pragma GCC visibility push(hidden)
 namespace tpx {
 
 // defined in tpx_ext.cpp
 at::Tensor to_cpu(const at::Tensor& t);
 at::Tensor from_cpu(const at::Tensor& c, int64_t index, bool fresh);
+at::Tensor from_cpu_fresh(at::Tensor&& c, int64_t index);  // from_cpu(c, index, true), moving c
 struct AliasPool;
 AliasPool* alias_pool();  // this thread's pool of CPU aliases (null in inference mode)
 at::Tensor to_cpu_plain(const at::Tensor& t, AliasPool* p);  // to_cpu, reusing an alias from the pool
@@ -108,7 +113,7 @@ FastCount* fast_counter(const char* full);
 bool fast_timed(FastCount* c);  // whether this call is one of the timed ones
 void fast_done(FastCount* c, bool timed, int64_t t0);
 int64_t fast_now_ns();
-int fast_fallback_mode(const char* full, int& epoch, int& mode);  // 0 no, 1 run here counted, 2 Python's
+int fast_fallback_mode(const char* full, std::atomic<int64_t>& cache);  // 0 no, 1 run here counted, 2 Python's
 void fast_fallback_sync(const char* full);
 void fast_fallback_done(FastCount* c);
 bool fast_matmul_bf16();
@@ -119,6 +124,10 @@ namespace {
 
 constexpr c10::DeviceType kTpx = c10::DeviceType::PrivateUse1;
 constexpr c10::DispatchKey kSlow = c10::DispatchKey::PrivateUse2;
+// The key sets the kernels redispatch with, built at compile time (DispatchKeySet(key) at run
+// time is an out-of-line constructor call per op).
+constexpr c10::DispatchKeySet kCpuKeys(c10::DispatchKey::CPU);
+constexpr c10::DispatchKeySet kSlowKeys(kSlow);
 
 // Keys that ask for more than the CPU kernel itself (tpx_dispatch.cpp's note_tensor).
 const c10::DispatchKeySet kSpecial({c10::DispatchKey::Conjugate, c10::DispatchKey::Negative,
@@ -139,7 +148,7 @@ struct Ctx {
     return t.layout() == c10::kStrided && !t.key_set().has_any(kSpecial);
   }
 
-  at::Tensor in(const at::Tensor& t) {
+  __attribute__((hot)) at::Tensor in(const at::Tensor& t) {
     if (!t.defined()) return t;
     if (t.device().type() == kTpx) {
       int idx = t.device().index();  // (a tensor's device always has its index)
@@ -177,13 +186,14 @@ struct Ctx {
     return false;
   }
 
-  at::Tensor out(const at::Tensor& r, const char* full) const {
+  // (``r`` by value: an adopted result is moved on, no reference taken and dropped)
+  __attribute__((hot)) at::Tensor out(at::Tensor r, const char* full) const {
     if (!r.defined()) return r;
     if (const at::Tensor* d = input_of(r)) return *d;
     if (r.device().type() != c10::kCPU) return r;
     auto st = r.scalar_type();
     if ((st == c10::kDouble || st == c10::kComplexDouble) && !float64_allowed()) fast_float64_refused(full);
-    return from_cpu(r, index >= 0 ? index : -1, true);
+    return from_cpu_fresh(std::move(r), index >= 0 ? index : -1);
   }
 };
 
@@ -269,7 +279,7 @@ struct Cv<const c10::List<std::optional<at::Tensor>>&> {
 // those nothing else holds; the arguments passed on unchanged are never touched).
 template <class T>
 void give_back(T&, const Ctx&) {}
-inline void give_back(at::Tensor& t, const Ctx& c) {
+__attribute__((hot)) inline void give_back(at::Tensor& t, const Ctx& c) {
   if (t.defined() && c.made_here(t)) recycle_alias(std::move(t), c.pool);
 }
 inline void give_back(std::optional<at::Tensor>& t, const Ctx& c) {
@@ -294,7 +304,7 @@ template <class R>
 struct Out;
 template <>
 struct Out<at::Tensor> {
-  static at::Tensor go(at::Tensor r, const Ctx& c, const char* full) { return c.out(r, full); }
+  static at::Tensor go(at::Tensor r, const Ctx& c, const char* full) { return c.out(std::move(r), full); }
 };
 template <class... T>
 struct Out<std::tuple<T...>> {
@@ -329,12 +339,6 @@ struct FallbackCount {
   }
 };
 
-// This thread's view of whether an op is a configured fallback op (fast_fallback_mode), kept per
-// op until the configuration's epoch changes.
-struct FallbackState {
-  int epoch = 0;
-  int mode = 0;
-};
 
 template <class Op, class Sig = typename Op::schema>
 struct Fast;
@@ -347,14 +351,16 @@ struct Fast<Op, Ret(Args...)> {
   }
 
   static Ret slow(Args... args) {
-    return Op::redispatch(c10::DispatchKeySet(kSlow), std::forward<Args>(args)...);
+    return Op::redispatch(kSlowKeys, std::forward<Args>(args)...);
   }
 
-  static Ret call(Args... args) {
+  __attribute__((hot)) static Ret call(Args... args) {
     static const bool matmul = fast_is_matmul(Op::name);
-    thread_local FallbackState fbs;  // (one thread-local lookup per call)
+    // whether the op is a configured fallback op (fast_fallback_mode), kept until the
+    // configuration's epoch changes (-1: not worked out yet)
+    static std::atomic<int64_t> fb_cache{-1};
     if (torch::profiler::impl::profilerEnabled() || (matmul && fast_matmul_bf16())) return slow(std::forward<Args>(args)...);
-    int fb = fast_fallback_mode(Op::name, fbs.epoch, fbs.mode);
+    int fb = fast_fallback_mode(Op::name, fb_cache);
     if (fb == 2) return slow(std::forward<Args>(args)...);
     FastCount* cnt = counter();
     bool timed = fast_timed(cnt);
@@ -368,14 +374,14 @@ struct Fast<Op, Ret(Args...)> {
     // The dispatch table's CPU entry (a composite kernel for an op without a CPU one), as the
     // generic kernel calls it.
     if constexpr (std::is_void_v<Ret>) {  // the in-place foreach ops
-      std::apply([](auto&... x) { Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...); }, cv);
+      std::apply([](auto&... x) { Op::redispatch(kCpuKeys, arg(x)...); }, cv);
       give_back_all(cv, ctx);
       fbc.done();
       fast_done(cnt, timed, t0);
     } else if constexpr (std::is_same_v<Ret, at::Tensor&>) {
       at::Tensor& r = std::apply(
           [](auto&... x) -> at::Tensor& {
-            return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...);
+            return Op::redispatch(kCpuKeys, arg(x)...);
           },
           cv);
       at::Tensor& res = Out<at::Tensor&>::go(r, ctx, Op::name);
@@ -385,7 +391,7 @@ struct Fast<Op, Ret(Args...)> {
       return res;
     } else {
       Ret r = std::apply(
-          [](auto&... x) { return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), arg(x)...); }, cv);
+          [](auto&... x) { return Op::redispatch(kCpuKeys, arg(x)...); }, cv);
       Ret res = Out<Ret>::go(std::move(r), ctx, Op::name);
       give_back_all(cv, ctx);
       fbc.done();
@@ -466,3 +472,4 @@ std::vector<std::string> install_fast_kernels(torch::Library& lib, const std::fu
 }
 
 }  // namespace tpx
+#pragma GCC visibility pop

@@ -430,3 +430,64 @@ def test_aliases_made_in_inference_mode_are_not_pooled() -> None:
             _same(torch.tanh(t) + t, torch.tanh(x) + x)
         assert mod.reused_aliases() == before
     _same(torch.tanh(t) + t, torch.tanh(x) + x)  # and outside it the pool serves again
+
+
+def test_a_fallback_configuration_change_reaches_a_thread_that_already_ran_the_op(tpx_config: Any,
+                                                                                  fresh_stats: Any) -> None:
+    # Whether an op is a configured fallback op is kept per op (shared by all threads) until the
+    # configuration changes: a thread that ran the op before the change must see the change.
+    import threading
+
+    x = torch.ones(3, 4, device=DEV)
+    idx = torch.tensor([2, 0], device=DEV)
+    go, done = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    def worker() -> None:
+        seen.append(x.index_select(0, idx).cpu())  # before the change: an ordinary op
+        go.wait(10)
+        try:
+            x.index_select(0, idx)
+            seen.append("ran")
+        except RuntimeError as e:
+            seen.append(str(e))
+        done.set()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    while not seen and t.is_alive():
+        t.join(0.01)
+    tpx_config(fallback_ops="+index_select", warn_fallback=False, strict=True)
+    go.set()
+    assert done.wait(10)
+    t.join(10)
+    assert torch.equal(seen[0], torch.ones(2, 4))
+    assert isinstance(seen[1], str) and "index_select" in seen[1]  # strict mode refused it there
+    # and back on this thread: not strict, the unboxed kernel runs it as a counted fallback
+    tpx_config(strict=False)
+    fresh_stats.reset()
+    x.index_select(0, idx)
+    assert fresh_stats.snapshot()["cpu_fallback_ops"] == {"aten::index_select": 1}
+    tpx_config(fallback_ops="-index_select")
+    fresh_stats.reset()
+    x.index_select(0, idx)
+    assert fresh_stats.snapshot()["cpu_fallback_ops"] == {}
+
+
+def test_adopted_results_carry_every_tpx_key_on_every_device() -> None:
+    # an adopted result's dispatch keys are set from a precomputed set: they must be those of a tpx
+    # tensor from the allocator (autocast and autograd included) on every device index
+    mod = _ext.get()
+    for i in range(min(torch.tpx.device_count(), 2)):
+        dev = torch.device(DEV, i)
+        x = torch.ones(4, 4, device=dev)
+        before = mod.adopted_results()
+        y = x * 2
+        assert mod.adopted_results() == before + 1
+        assert y.device == dev and y.untyped_storage().device == dev
+        assert torch._C._dispatch_keys(y) == torch._C._dispatch_keys(torch.empty(4, 4, device=dev))
+        with torch.autocast(DEV, dtype=torch.bfloat16):
+            assert (y @ y).dtype == torch.bfloat16  # AutocastPrivateUse1 is among its keys
+        w = y.requires_grad_()
+        (w * w).sum().backward()
+        assert torch.equal(w.grad.cpu(), torch.full((4, 4), 4.0))
