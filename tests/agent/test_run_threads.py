@@ -56,6 +56,9 @@ def test_a_migrations_runs_compute_on_their_share_warm_and_a_lone_run_on_every_c
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "p.py").write_text(PROGRAM)
+    # its own warm interpreter: one an earlier test of this process left (a `ferry migrate` it ran starts one
+    # first thing) was started in that test's environment and working directory
+    warm.shutdown()
     runs = RunScheduler()
     try:
         assert runs.prewarm_runs(0, user_env={})
@@ -68,6 +71,6 @@ def test_a_migrations_runs_compute_on_their_share_warm_and_a_lone_run_on_every_c
         runs.close()
         warm.shutdown()
     assert side.status == "ok", side.stderr_tail
-    assert side.warm_start is True  # the warm interpreter started with the same setting
+    assert side.warm_start is True, side.warm_fallback  # the warm interpreter started with the same setting
     assert "threads 1 1" in side.stdout_tail
     assert lone.status == "ok" and lone.stdout_tail.strip().endswith(" None")  # torch's own default
