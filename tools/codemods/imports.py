@@ -139,10 +139,7 @@ def add_needed_imports(module: cst.Module, needed: Sequence[tuple[str, str | Non
     if any(obj is not None for _, obj in needed):
         return _with_visitor(module, needed)
     body = list(module.body)
-    start = 1 if body and _is_preamble(body[0]) else 0
-    end = start
-    while end < len(body) and _is_import_line(body[end]):
-        end += 1
+    start, end = _leading_imports(body)
     have = {alias.evaluated_name for stmt in body[start:end] for alias in _plain_imports(stmt)}
     missing = sorted({mod for mod, _ in needed} - have)
     if not missing:
@@ -152,6 +149,16 @@ def add_needed_imports(module: cst.Module, needed: Sequence[tuple[str, str | Non
     if after:
         after[0] = _blank_line_before(after[0])
     return module.with_changes(body=[*body[:end], *added, *after])
+
+
+def _leading_imports(body: list[cst.SimpleStatementLine | cst.BaseCompoundStatement]) -> tuple[int, int]:
+    """Where the module's leading import block starts (after a docstring or ``__strict__`` flag) and ends:
+    the statements libcst's ``AddImportsVisitor`` reads and adds after."""
+    start = 1 if body and _is_preamble(body[0]) else 0
+    end = start
+    while end < len(body) and _is_import_line(body[end]):
+        end += 1
+    return start, end
 
 
 def _plain_imports(stmt: cst.BaseStatement) -> list[cst.ImportAlias]:
@@ -180,9 +187,6 @@ def _with_visitor(module: cst.Module, needed: Sequence[tuple[str, str | None]]) 
     for mod, obj in needed:
         AddImportsVisitor.add_needed_import(context, mod, obj)
     body = list(module.body)
-    i = 1 if body and _is_preamble(body[0]) else 0
-    while i < len(body) and _is_import_line(body[i]):
-        i += 1
-    cut = min(len(body), i + 1)
+    cut = min(len(body), _leading_imports(body)[1] + 1)
     head = AddImportsVisitor(context).transform_module(module.with_changes(body=body[:cut]))
     return module.with_changes(body=[*head.body, *body[cut:]])
