@@ -239,3 +239,37 @@ def test_with_cores_to_spare_the_fix008_rounds_tests_start_beside_the_evidence_r
     assert done.status == "migrated", done.summary
     first = next(s.summary for s in steps_of(done.values) if s.node == "target_run")
     assert first.startswith("evidence run") and "the FIX008 code's full run, tests" in first, first
+
+
+@pytest.mark.slow
+def test_the_fix008_rounds_tests_take_the_evidence_runs_core_as_it_ends(tmp_path: Path, monkeypatch) -> None:
+    """Two run slots: the evidence and the FIX008 run fill them, so the FIX008 round's tests cannot start beside
+    the evidence run; they start as soon as it ends (while parity judges it), not after parity, and that round's
+    tests are the ones the migration then collects."""
+    import time
+
+    from agent.migration.nodes import target
+
+    monkeypatch.setenv(hostmem.PARALLEL_ENV, "2")
+    calls: list[tuple[bool, list[str]]] = []
+    beside = target.start_beside
+
+    def watched(state, runs, ws, foreground=True):
+        ev_running = any(":evidence-" in k for k in runs.running())
+        while not ev_running and any(k.endswith(":reference") for k in runs.running()):
+            time.sleep(0.05)  # the evidence run ended first: the reference run's slot is to be free too
+        started = beside(state, runs, ws, foreground)
+        calls.append((ev_running, started))
+        return started
+
+    monkeypatch.setattr(target, "start_beside", watched)
+    opts = _opts(tmp_path, "mlp_training", command="python train.py --steps 8").model_copy(
+        update={"test_command": "python -m pytest -q tests"})
+    done = start(opts, migration_id="ev-after")
+    assert done.status == "migrated", done.summary
+    first = next(s.summary for s in steps_of(done.values) if s.node == "target_run")
+    assert first.startswith("evidence run") and "tests of the FIX008 code started as it ended" in first, first
+    assert calls[0] == (True, []), calls  # beside the evidence run: no slot
+    assert calls[1][0] is False and "tests" in calls[1][1], calls  # once it ended: the tests
+    tests_step = next(s.summary for s in steps_of(done.values) if s.node == "tests")
+    assert "beside the target run" in tests_step, tests_step  # collected, not made again

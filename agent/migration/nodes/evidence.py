@@ -10,7 +10,7 @@ is one process and computes under no CUDA autocast (those have their own golden/
 * an **evidence run**: the plain code on tpx, probed, not profiled, ended by the probe once its recorded steps
   are done (``FERRY_PROBE_END=1``; the runner's status ``ended``), and
 * the **FIX008 run** (the trial's run: its private copy, probed and profiled) started beside it, with that
-  round's tests and CPU check where cores are free.
+  round's tests and CPU check where cores are free (else as soon as the evidence run ends).
 
 ``parity`` compares the evidence run's recorded steps with the reference (:func:`pending`). When they fail, the
 precision trial joins the FIX008 run (no new run) and all after is as before. When they pass, or the FIX008 run
@@ -123,8 +123,10 @@ def speculate(state: MigrationState, runs: RunScheduler, ws: Path,
     written (libcst, a few tenths of a second) while it runs. Where the policy would not write FIX008 the evidence
     run is cancelled and the update is empty (the caller makes the full plain run). Where the evidence run neither
     ended after its steps nor ran to its end, what was started for FIX008 is cancelled and the evidence is
-    ``declined``: its failure is the full plain run's to show. ``beside(next_state, workspace)``:
-    ``target.start_beside``."""
+    ``declined``: its failure is the full plain run's to show. Where no core was free for the FIX008 round's tests
+    and CPU check beside the two runs, they start when the evidence run ends, while parity judges it: that round
+    is next wherever the evidence fails parity, and what was started for it is cancelled where it passes.
+    ``beside(next_state, workspace)``: ``target.start_beside``."""
     opts = options_of(state)
     it = iteration_of(state)
     ev_key, ev_dir = f"{migration_id_of(state)}:evidence-{it}", artifacts_dir(state, f"evidence-{it}")
@@ -160,6 +162,11 @@ def speculate(state: MigrationState, runs: RunScheduler, ws: Path,
     record = dump(RunRecord.of("evidence", run))
     spec = Speculation(files_digest=code_digest(files_of(state)), run=run, fix_file=fix[0], fix_text=fix[1],
                        fix_digest=code_digest(fix_files), fix_workspace=str(fix_ws), fix_key=key, fix_dir=str(fix_dir))
+    after: list[str] = []
+    if run.status in ("ended", "ok") and run.probe_dir is not None:
+        # its core is free: the FIX008 round's tests and CPU check take it while parity judges the evidence
+        # (most float32 programs fail it: that round is next); cancelled with the FIX008 run if it passes
+        after = [what for what in beside(nxt, fix_ws) if what not in started]
     if run.status not in ("ended", "ok") or run.probe_dir is None:
         _cancel_fix(state, runs, spec)
         reason = f"the evidence run failed ({run.failure_line()}): the full plain run shows it"
@@ -169,9 +176,10 @@ def speculate(state: MigrationState, runs: RunScheduler, ws: Path,
     said = (f"ended by the probe after its {run.ended_after_steps} recorded steps" if run.status == "ended"
             else "ran to its end before its recorded steps were done")
     what = ", ".join(["the FIX008 code's full run", *started])
+    then = f"; {' and '.join(after)} of the FIX008 code started as it ended" if after else ""
     return {"runs": [record], "speculation": dump(spec), "last_phase": "run", "prepared_target": None,
             SUMMARY: f"evidence run of the plain code (probed, not profiled) {said} in {run.duration_s:.1f}s "
-                     f"({what} started beside it)"}
+                     f"({what} started beside it{then})"}
 
 
 def _cancelled(command: str) -> RunResult:
