@@ -163,7 +163,7 @@ def test_pytest_run_reports_per_test_outcomes(tmp_path: Path):
 def _one_passing_pytest_file(tmp_path: Path, name: str, source: str) -> None:
     """Run pytest in the sandbox over a project holding just ``name``; its one test must pass."""
     src = tmp_path / "proj"
-    src.mkdir()
+    src.mkdir(exist_ok=True)
     (src / name).write_text(source)
     res = run(RunRequest(path=src, command="python -m pytest -q", device="cpu", artifacts_dir=tmp_path / "a",
                          timeout_s=120))
@@ -177,11 +177,16 @@ def test_pytest_in_the_sandbox_does_not_load_ferrys_own_plugins(tmp_path: Path):
     start) nor see them, while pytest's own plugins stay."""
     from tools.runner.env import FERRY_ONLY_PYTEST_PLUGINS
 
+    # the names come from a text file: a project whose Python code names anyio keeps anyio's plugin
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "plugins.json").write_text(json.dumps(FERRY_ONLY_PYTEST_PLUGINS))
     _one_passing_pytest_file(tmp_path, "test_p.py", (
-        "import sys\n\n\ndef test_plugins(pytestconfig):\n"
-        f"    for name in {list(FERRY_ONLY_PYTEST_PLUGINS)!r}:\n"
+        "import json\nimport sys\n\n\ndef test_plugins(pytestconfig):\n"
+        "    plugins = json.load(open('plugins.json'))\n"
+        "    assert len(plugins) == 3\n"
+        "    for name, package in plugins.items():\n"
         "        assert not pytestconfig.pluginmanager.has_plugin(name), name\n"
-        "    assert 'langsmith' not in sys.modules and 'hypothesis' not in sys.modules\n"
+        "        assert package not in sys.modules, package\n"
         "    assert pytestconfig.pluginmanager.has_plugin('junitxml')\n"))
 
 
@@ -193,6 +198,34 @@ def test_a_project_that_imports_hypothesis_keeps_its_pytest_plugin(tmp_path: Pat
         "    assert pytestconfig.pluginmanager.has_plugin('hypothesispytest')\n"
         "    assert not pytestconfig.pluginmanager.has_plugin('langsmith_plugin')\n"
         "    assert isinstance(n, int)\n"))
+
+
+def test_a_project_that_marks_tests_for_anyio_keeps_its_plugin_without_importing_it(tmp_path: Path):
+    """anyio's plugin runs ``@pytest.mark.anyio`` coroutine tests; a project can use it without an import."""
+    _one_passing_pytest_file(tmp_path, "test_a.py", (
+        "import pytest\n\n\n@pytest.mark.anyio\nasync def test_awaits(pytestconfig):\n"
+        "    assert pytestconfig.pluginmanager.has_plugin('anyio')\n"
+        "    assert not pytestconfig.pluginmanager.has_plugin('langsmith_plugin')\n\n\n"
+        "@pytest.fixture\ndef anyio_backend():\n    return 'asyncio'\n"))
+
+
+@pytest.mark.parametrize(("where", "text", "kept"), [
+    ("tests/test_x.py", "import pytest\n\npytestmark = pytest.mark.anyio\n", True),
+    ("conftest.py", "pytest_plugins = ['anyio']\n", True),
+    ("pyproject.toml", "[tool.pytest.ini_options]\naddopts = '-p anyio'\n", True),
+    ("setup.cfg", "[tool:pytest]\nmarkers = anyio: async\n", True),
+    ("tests/test_x.py", "# hypothesis: a comment naming packages does not import them\nimport torch\n", False),
+    ("notes.txt", "anyio\n", False),  # neither Python nor pytest's configuration
+])
+def test_which_projects_keep_the_plugins_of_ferrys_interpreter(tmp_path: Path, where: str, text: str, kept: bool):
+    from tools.runner.env import USED_BY_NAME, imports_anywhere, pytest_plugin_blocks
+
+    (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / where).write_text(text)
+    found = imports_anywhere(tmp_path, {"anyio", "hypothesis", "langsmith"}, USED_BY_NAME)
+    assert found == ({"anyio"} if kept else set()), found
+    assert ("-p no:anyio" not in pytest_plugin_blocks(tmp_path)) is kept
+    assert "-p no:langsmith_plugin" in pytest_plugin_blocks(tmp_path)
 
 
 TRAIN_LOOP = """import torch

@@ -20,21 +20,37 @@ logger = logging.getLogger(__name__)
 CHILD_DIR = Path(__file__).resolve().parent / "child"  # holds the sitecustomize bootstrap
 
 # pytest plugins that reach a sandboxed pytest only because the child runs on Ferry's interpreter
-# (langsmith comes with langgraph, hypothesis with Ferry's dev extra): plugin name -> the package.
-# Each costs seconds at every pytest start; it is blocked unless the user's code imports the
-# package itself (then the user's tests may rely on it).
-FERRY_ONLY_PYTEST_PLUGINS = {"langsmith_plugin": "langsmith", "hypothesispytest": "hypothesis"}
+# (langsmith comes with langgraph, anyio with httpx and FastAPI, hypothesis with Ferry's dev extra): plugin
+# name -> the package. Each costs a quarter of a second to seconds at every pytest start; it is blocked
+# unless the user's code imports the package itself (then the user's tests may rely on it).
+FERRY_ONLY_PYTEST_PLUGINS = {"langsmith_plugin": "langsmith", "hypothesispytest": "hypothesis", "anyio": "anyio"}
+# packages whose plugin a project can use without importing them: anyio's through a marker
+# (``@pytest.mark.anyio``), its ``anyio_backend`` fixture or ``pytest_plugins``/``-p anyio``. Their plugin
+# stays wherever the name appears at all, in a .py file or in pytest's configuration files.
+USED_BY_NAME = frozenset({"anyio"})
+PYTEST_CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini")
 _SKIP_DIRS = {".git", ".hg", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages", ".tox"}
 _MAX_FILES = 5000
 _MAX_BYTES = 1 << 20
 
 
-def imports_anywhere(root: Path, packages: set[str]) -> set[str]:
+def imports_anywhere(root: Path, packages: set[str], by_name: frozenset[str] = frozenset()) -> set[str]:
     """Which of ``packages`` some .py file under ``root`` imports (a cheap textual check,
-    bounded to the first few thousand files)."""
+    bounded to the first few thousand files); those also in ``by_name`` count wherever their
+    name appears (a marker, a fixture), in a .py file or in pytest's configuration files."""
     pattern = re.compile(rb"^\s*(?:import|from)\s+(" + b"|".join(re.escape(p.encode()) for p in sorted(packages))
                          + rb")\b", re.M)
+    named = sorted(by_name & packages)
+    mention = re.compile(rb"\b(" + b"|".join(re.escape(p.encode()) for p in named) + rb")") if named else None
     found: set[str] = set()
+    for config in PYTEST_CONFIG_FILES if mention is not None else ():
+        try:
+            data = repofiles.read_bytes(root, config, max_bytes=_MAX_BYTES, head=True)
+        except repofiles.RepoFileError as exc:
+            if exc.kind in repofiles.WARN_KINDS:
+                logger.warning("import scan: skipping %s", exc)
+            continue
+        found.update(m.group(1).decode() for m in mention.finditer(data))
     seen = 0
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
@@ -53,6 +69,8 @@ def imports_anywhere(root: Path, packages: set[str]) -> set[str]:
                     logger.warning("import scan: skipping %s", exc)
                 continue
             found.update(m.group(1).decode() for m in pattern.finditer(data))
+            if mention is not None:
+                found.update(m.group(1).decode() for m in mention.finditer(data))
             if found >= packages:
                 return found
     return found
@@ -60,7 +78,7 @@ def imports_anywhere(root: Path, packages: set[str]) -> set[str]:
 
 def pytest_plugin_blocks(workspace: Path) -> str:
     """``-p no:NAME`` for each Ferry-only pytest plugin the workspace's code does not import."""
-    used = imports_anywhere(workspace, set(FERRY_ONLY_PYTEST_PLUGINS.values()))
+    used = imports_anywhere(workspace, set(FERRY_ONLY_PYTEST_PLUGINS.values()), USED_BY_NAME)
     return " ".join(f"-p no:{name}" for name, pkg in FERRY_ONLY_PYTEST_PLUGINS.items() if pkg not in used)
 
 
