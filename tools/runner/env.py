@@ -43,7 +43,9 @@ def imports_anywhere(root: Path, packages: set[str], by_name: frozenset[str] = f
     named = sorted(by_name & packages)
     mention = re.compile(rb"\b(" + b"|".join(re.escape(p.encode()) for p in named) + rb")") if named else None
     found: set[str] = set()
-    for config in PYTEST_CONFIG_FILES if mention is not None else ():
+    for config in PYTEST_CONFIG_FILES:
+        if mention is None:
+            break
         try:
             data = repofiles.read_bytes(root, config, max_bytes=_MAX_BYTES, head=True)
         except repofiles.RepoFileError as exc:
