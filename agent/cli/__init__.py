@@ -148,10 +148,14 @@ def _configure_logging(verbosity: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     from agent.cli import usage
 
-    parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
-    commands = usage.subcommands(parser)
     typed = usage.command_word(words)
+    if typed == "migrate":  # its warm interpreter's torch import goes on while the parser is built
+        from agent.cli.warm_first import warm_first
+
+        warm_first(words)
+    parser = build_parser()
+    commands = usage.subcommands(parser)
     if typed is not None and typed not in commands:
         print(f"{parser.format_usage()}ferry: error: {usage.unknown_command(typed, list(commands))}", file=sys.stderr)
         return EXIT_USAGE

@@ -200,12 +200,14 @@ def start_warm(args: argparse.Namespace) -> RunScheduler:
     thing: the interpreter's import of torch (about a second on one core) then goes on while Ferry
     itself imports, parses its options and opens its store, instead of after, and the reference run it
     forks comes sooner. Only for what ``agent.migration.early.start_early`` would start it for anyway
-    (Ferry's own interpreter and no variables of the user's): that later call then finds it running.
-    A command line rejected below leaves it to close at exit."""
+    (``warm_first.runs_start_warm``: Ferry's own interpreter and no variables of the user's): that later call
+    then finds it running, as this one does where ``agent.cli.main`` started it from the words as typed
+    (``agent.cli.warm_first``). A command line rejected below leaves it to close at exit."""
+    from agent.cli.warm_first import runs_start_warm
     from agent.migration.facade import RunScheduler
 
     runs = RunScheduler()
-    if getattr(args, "python", None) is None and not getattr(args, "env", None):
+    if runs_start_warm(getattr(args, "python", None), getattr(args, "env", None)):
         runs.prewarm_runs(args.seed, user_env={})
     return runs
 
