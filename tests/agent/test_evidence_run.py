@@ -268,7 +268,7 @@ def test_the_fix008_rounds_tests_take_the_evidence_runs_core_as_it_ends(tmp_path
     done = start(opts, migration_id="ev-after")
     assert done.status == "migrated", done.summary
     first = next(s.summary for s in steps_of(done.values) if s.node == "target_run")
-    assert first.startswith("evidence run") and "tests of the FIX008 code started as it ended" in first, first
+    assert first.startswith("evidence run") and "started beside it; as it ended: tests" in first, first
     assert calls[0] == (True, []), calls  # beside the evidence run: no slot
     assert calls[1][0] is False and "tests" in calls[1][1], calls  # once it ended: the tests
     tests_step = next(s.summary for s in steps_of(done.values) if s.node == "tests")

@@ -176,7 +176,7 @@ def speculate(state: MigrationState, runs: RunScheduler, ws: Path,
     said = (f"ended by the probe after its {run.ended_after_steps} recorded steps" if run.status == "ended"
             else "ran to its end before its recorded steps were done")
     what = ", ".join(["the FIX008 code's full run", *started])
-    then = f"; {' and '.join(after)} of the FIX008 code started as it ended" if after else ""
+    then = f"; as it ended: {', '.join(after)}" if after else ""
     return {"runs": [record], "speculation": dump(spec), "last_phase": "run", "prepared_target": None,
             SUMMARY: f"evidence run of the plain code (probed, not profiled) {said} in {run.duration_s:.1f}s "
                      f"({what} started beside it{then})"}
