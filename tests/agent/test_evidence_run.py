@@ -233,12 +233,20 @@ def test_with_cores_to_spare_the_fix008_rounds_tests_start_beside_the_evidence_r
     """The evidence run is itself a background run: the FIX008 round's tests need one more free run slot, not
     two (four slots: reference, evidence, FIX008, tests)."""
     monkeypatch.setenv(hostmem.PARALLEL_ENV, "4")
+    _, first = _mlp_with_tests(tmp_path, "ev-beside")
+    assert "the FIX008 code's full run, tests" in first, first
+
+
+def _mlp_with_tests(tmp_path: Path, migration_id: str) -> tuple[dict, str]:
+    """mlp_training migrated with its tests: the final values and the first target_run step's summary (the
+    evidence run's)."""
     opts = _opts(tmp_path, "mlp_training", command="python train.py --steps 8").model_copy(
         update={"test_command": "python -m pytest -q tests"})
-    done = start(opts, migration_id="ev-beside")
+    done = start(opts, migration_id=migration_id)
     assert done.status == "migrated", done.summary
     first = next(s.summary for s in steps_of(done.values) if s.node == "target_run")
-    assert first.startswith("evidence run") and "the FIX008 code's full run, tests" in first, first
+    assert first.startswith("evidence run"), first
+    return done.values, first
 
 
 @pytest.mark.slow
@@ -263,13 +271,9 @@ def test_the_fix008_rounds_tests_take_the_evidence_runs_core_as_it_ends(tmp_path
         return started
 
     monkeypatch.setattr(target, "start_beside", watched)
-    opts = _opts(tmp_path, "mlp_training", command="python train.py --steps 8").model_copy(
-        update={"test_command": "python -m pytest -q tests"})
-    done = start(opts, migration_id="ev-after")
-    assert done.status == "migrated", done.summary
-    first = next(s.summary for s in steps_of(done.values) if s.node == "target_run")
-    assert first.startswith("evidence run") and "started beside it; as it ended: tests" in first, first
+    values, first = _mlp_with_tests(tmp_path, "ev-after")
+    assert "started beside it; as it ended: tests" in first, first
     assert calls[0] == (True, []), calls  # beside the evidence run: no slot
     assert calls[1][0] is False and "tests" in calls[1][1], calls  # once it ended: the tests
-    tests_step = next(s.summary for s in steps_of(done.values) if s.node == "tests")
+    tests_step = next(s.summary for s in steps_of(values) if s.node == "tests")
     assert "beside the target run" in tests_step, tests_step  # collected, not made again

@@ -43,16 +43,10 @@ def imports_anywhere(root: Path, packages: set[str], by_name: frozenset[str] = f
     named = sorted(by_name & packages)
     mention = re.compile(rb"\b(" + b"|".join(re.escape(p.encode()) for p in named) + rb")") if named else None
     found: set[str] = set()
-    for config in PYTEST_CONFIG_FILES:
-        if mention is None:
-            break
-        try:
-            data = repofiles.read_bytes(root, config, max_bytes=_MAX_BYTES, head=True)
-        except repofiles.RepoFileError as exc:
-            if exc.kind in repofiles.WARN_KINDS:
-                logger.warning("import scan: skipping %s", exc)
-            continue
-        found.update(m.group(1).decode() for m in mention.finditer(data))
+    for config in PYTEST_CONFIG_FILES if mention is not None else ():
+        data = _head(root, config)
+        if data is not None and mention is not None:
+            found.update(m.group(1).decode() for m in mention.finditer(data))
     seen = 0
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
@@ -63,12 +57,8 @@ def imports_anywhere(root: Path, packages: set[str], by_name: frozenset[str] = f
             seen += 1
             if seen > _MAX_FILES:
                 return found | packages  # too big to read: assume the user may need them all
-            rel = name if here == "." else f"{here}/{name}"
-            try:  # a FIFO never blocks, a link is not followed, a big file is read up to the cap
-                data = repofiles.read_bytes(root, rel, max_bytes=_MAX_BYTES, head=True)
-            except repofiles.RepoFileError as exc:
-                if exc.kind in repofiles.WARN_KINDS:
-                    logger.warning("import scan: skipping %s", exc)
+            data = _head(root, name if here == "." else f"{here}/{name}")
+            if data is None:
                 continue
             found.update(m.group(1).decode() for m in pattern.finditer(data))
             if mention is not None:
@@ -76,6 +66,17 @@ def imports_anywhere(root: Path, packages: set[str], by_name: frozenset[str] = f
             if found >= packages:
                 return found
     return found
+
+
+def _head(root: Path, rel: str) -> bytes | None:
+    """The first ``_MAX_BYTES`` of the repository file ``root/rel``; None where it is missing or refused (a FIFO
+    never blocks, a link is not followed)."""
+    try:
+        return repofiles.read_bytes(root, rel, max_bytes=_MAX_BYTES, head=True)
+    except repofiles.RepoFileError as exc:
+        if exc.kind in repofiles.WARN_KINDS:
+            logger.warning("import scan: skipping %s", exc)
+        return None
 
 
 def pytest_plugin_blocks(workspace: Path) -> str:
