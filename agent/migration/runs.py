@@ -78,6 +78,9 @@ class RunScheduler:
         self._jobs: dict[str, _Job] = {}
         self._stopping: list[_Job] = []  # cancelled, still ending: waited for at close
         self._lock = threading.Lock()
+        self._ended = 0  # background runs ended so far, and those whose thread still works (wait_for_an_end)
+        self._live = 0
+        self._change = threading.Condition(self._lock)  # notified as each run ends
         self._prewarm: threading.Thread | None = None
         self._closed = False
         atexit.register(self.close)
@@ -96,18 +99,23 @@ class RunScheduler:
             thread = threading.Thread(target=ctx.run, args=(self._work, fut, fn, cancel), name=f"ferry-run {key}",
                                       daemon=True)
             self._jobs[key] = _Job(fut, cancel, thread)
+            self._live += 1
             thread.start()
         logger.info("background run %s started", key)
         return True
 
-    @staticmethod
-    def _work(fut: Future[RunResult], fn: RunFn, cancel: threading.Event) -> None:
+    def _work(self, fut: Future[RunResult], fn: RunFn, cancel: threading.Event) -> None:
         if not fut.set_running_or_notify_cancel():
             return
         try:
             fut.set_result(fn(cancel))
         except BaseException as exc:  # handed to whoever joins the run
             fut.set_exception(exc)
+        finally:
+            with self._change:
+                self._live -= 1
+                self._ended += 1
+                self._change.notify_all()
 
     def running(self, prefix: str = "") -> list[str]:
         with self._lock:
@@ -159,6 +167,27 @@ class RunScheduler:
         if job is None or job.future.done() or not others:
             return
         wait([job.future, *others], return_when=FIRST_COMPLETED)
+
+    def ended(self) -> int:
+        """How many background runs have ended so far (:meth:`wait_for_an_end`'s ``seen``)."""
+        with self._lock:
+            return self._ended
+
+    def wait_for_an_end(self, seen: int, until: threading.Event) -> int | None:
+        """Wait until more background runs have ended than ``seen`` (:meth:`ended`; a core is then free, and a run
+        that ended after the caller's last look counts too) or ``until`` is set (with :meth:`wake`); returns how
+        many have ended, or None when none ended since ``seen`` and none is running (nothing will free a core)."""
+        with self._change:
+            while self._ended == seen and not until.is_set():
+                if self._live == 0:
+                    return None
+                self._change.wait()
+            return self._ended
+
+    def wake(self) -> None:
+        """Wake the callers of :meth:`wait_for_an_end` (one of them has had its ``until`` set)."""
+        with self._change:
+            self._change.notify_all()
 
     def spare_cores(self) -> int:
         """Run slots left beside the background runs in flight (a caller about to start its own

@@ -123,6 +123,15 @@ class _Busy(_Cores):
         """The tests are the first of the two to end: no core frees while they run."""
         assert key == self.tests_key
 
+    def ended(self) -> int:
+        return 0
+
+    def wait_for_an_end(self, seen: int, until: object) -> int | None:
+        return None  # (as above: none of the two ends while the node waits for the tests)
+
+    def wake(self) -> None:
+        pass
+
 
 def test_no_core_free_the_tests_on_the_original_wait_for_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The runs in flight stay what the memory budget counts (sandbox.hostmem): with both cores taken, the

@@ -10,7 +10,11 @@ since changed are cancelled. The reference run is joined by the next node, ``awa
 
 from __future__ import annotations
 
+import contextvars
+import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
 
@@ -33,6 +37,8 @@ from agent.migration.state import (
 )
 from agent.migration.workspace import code_digest, round_label
 from tools.runner.models import RunResult
+
+logger = logging.getLogger(__name__)
 
 
 def _tests_label(state: MigrationState) -> str:
@@ -72,6 +78,45 @@ def start_beside(state: MigrationState, runs: RunScheduler, ws: Path, foreground
         beside.append("the tests on the original" if guard.full_run_needed(state)
                       else "the collection of the tests on the original")
     return beside
+
+
+@contextmanager
+def beside_as_cores_free(state: MigrationState, runs: RunScheduler, ws: Path,
+                         waiting_for: str | None = None) -> Iterator[list[str]]:
+    """While the caller's foreground run of ``state``'s round goes on (``waiting_for``: while the caller waits for
+    that background run instead, making none of its own): each background run that ends frees a core (the
+    reference run, most often, which started with the migration), and what :func:`start_beside` could not start
+    before (the round's tests, its CPU check, the tests on the original) takes it instead of waiting for the run's
+    end and the nodes after it. Yields what was started so, in words (filled while the block runs); the watching
+    thread has stopped when the block ends."""
+    late: list[str] = []
+    done = threading.Event()
+
+    def over() -> bool:  # (the awaited run's end is not a core for more: its result decides what comes next)
+        return done.is_set() or (waiting_for is not None and not runs.running(waiting_for))
+
+    def watch() -> None:
+        seen = runs.ended()  # (runs that ended before are no news)
+        try:
+            while True:
+                now = runs.wait_for_an_end(seen, done)
+                if now is None or over():
+                    return
+                seen = now
+                started = start_beside(state, runs, ws, foreground=waiting_for is None)
+                late.extend(what for what in started if what not in late)
+        except Exception:  # the nodes after the run start what is missing, as before
+            logger.warning("starting runs beside the target run as cores freed failed", exc_info=True)
+
+    # the runs it starts take the caller's context (the migration's run environment), as runs.start does
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(watch,), name="ferry-beside", daemon=True)
+    thread.start()
+    try:
+        yield late
+    finally:
+        done.set()
+        runs.wake()
+        thread.join()
 
 
 def reusable(state: MigrationState) -> RunResult | None:
@@ -119,16 +164,18 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
     spec = evidence.declined(cast(MigrationState, {**state, **earlier}))
     beside = start_beside(state, runs, ws, foreground=prepared is None)
     runs.prewarm_imports()  # parity and the profile report need torch in this process next
+    late: list[str] = []
     if prepared is not None:  # the cause trial ran this very code: no second run of it
         run = prepared
         note = "the matmul-precision cause trial's run of this code (FIX008 written in) serves as the target run: ok"
         update: Update = {"runs": [dump(RunRecord.of("target", run, reused=True))]}
     else:
-        run = adapters.run(
-            ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=True,
-            timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=artifacts_dir(state, f"target-{it}"),
-            disk_limit_bytes=opts.disk_limit_bytes,
-        )
+        with beside_as_cores_free(state, runs, ws) as late:  # (filled as the run goes on)
+            run = adapters.run(
+                ws, opts.run_command, device="tpx", redirect_cuda=None, probe=True, profile=True,
+                timeout_s=run_timeout(state), seed=opts.seed, artifacts_dir=artifacts_dir(state, f"target-{it}"),
+                disk_limit_bytes=opts.disk_limit_bytes,
+            )
         note = f"{spec.reason}; full run ok" if spec is not None else ""
         update = {"runs": [*earlier.get("runs", []), dump(RunRecord.of("target", run))]}
         if spec is not None:
@@ -140,7 +187,11 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
         runs.cancel(cpu_key)  # nor this CPU check
         return update
     update.update(_device_work(run))
-    started = f" ({' and '.join(beside)} started beside it)" if beside else ""
+    started = f"{' and '.join(beside)} started beside it" if beside else ""
+    if late:
+        freed = f"{' and '.join(late)} started beside it as a core freed"
+        started = f"{started}; {freed.replace(' started beside it', '')}" if started else freed
+    started = f" ({started})" if started else ""
     said = f"{note} in {run.duration_s:.1f}s" if note else f"run ok in {run.duration_s:.1f}s"
     update.update({"target_ok": dump(run), SUMMARY: said + started})
     return update
@@ -176,8 +227,11 @@ def tests(state: MigrationState, runs: RunScheduler) -> Update:
     need = 1 if runs.has(tests_key) else 2
     if runs.spare_cores() >= need:
         guard.start_reference_tests(state, runs)
-    run = runs.join(tests_key, adir)
+    with beside_as_cores_free(state, runs, ws, waiting_for=tests_key) as late:  # the CPU check, where it waits
+        run = runs.join(tests_key, adir)
     where = " (beside the target run)" if run is not None else ""
+    if late:
+        where += f"; {' and '.join(late)} started beside them as a core freed"
     if run is None:
         ensure_time_for(state, "tests", "the tests run")
         run = _run_tests(state, ws, adir, None)
