@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import sys
 
+from agent.cli.numbers import SEED_MAX  # (the bound the parser's --seed checks)
+
 FLAGS_READ = ("--seed", "--python", "--env")
-SEED_MAX = 2**32 - 1  # agent.cli.numbers.seed's bound
 
 
 def runs_start_warm(python: str | None, env: object) -> bool:

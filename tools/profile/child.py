@@ -245,7 +245,8 @@ def _rows_from_events(prof: torch.profiler.profile) -> list[dict[str, Any]] | No
     torch 2.13's ``_parse_kineto_results`` and ``EventList._build_tree``: its filtered names and step wildcard,
     async events (or ones ending on another thread) outside the nesting, a CPU event's parent the innermost one
     of its thread that holds it, a lone child named as its parent folded into it, self time the total less the
-    children's. None where it does not apply (a device activity, or torch's internals not as expected)."""
+    children's. None where it does not apply (a device activity or a device runtime event, or torch's internals not
+    as expected)."""
     try:
         from torch._C._autograd import DeviceType
         from torch.autograd.profiler_util import _filter_name, _rewrite_name
@@ -260,27 +261,18 @@ def _rows_from_events(prof: torch.profiler.profile) -> list[dict[str, Any]] | No
     except Exception:
         return None
     events: list[_Event] = []
-    linked: list[tuple[int, _Event]] = []
-    frontend: dict[int, int] = {}  # correlation id -> thread of the CPU event the runtime events link to
     for k in raw:
         name = k.name()
         if _filter_name(name) or k.is_hidden_event():  # type: ignore[no-untyped-call]  # untyped in torch
             continue
+        if k.linked_correlation_id() > 0:  # a device runtime call, which torch nests under the op that made it
+            return None  # (not in a CPU-only window: key_averages() itself then)
         cpu = k.device_type() == DeviceType.CPU
         start_thread = k.start_thread_id()
         is_async = k.is_async() or start_thread != k.end_thread_id()
         key = _rewrite_name(name=name, with_wildcard=True)  # type: ignore[no-untyped-call]  # untyped in torch
-        evt = _Event(key, (k.start_ns() - trace_start) / 1000,
-                     (k.end_ns() - trace_start) / 1000, start_thread, cpu, is_async)
-        events.append(evt)
-        corr = k.linked_correlation_id()
-        if corr > 0:
-            linked.append((corr, evt))
-        elif cpu and not is_async:
-            frontend.setdefault(k.correlation_id(), start_thread)
-    for corr, evt in linked:  # a device runtime call nests under the op that made it
-        if evt.cpu and corr in frontend:
-            evt.thread = frontend[corr]
+        events.append(_Event(key, (k.start_ns() - trace_start) / 1000,
+                             (k.end_ns() - trace_start) / 1000, start_thread, cpu, is_async))
     by_thread: dict[int, list[_Event]] = {}
     for evt in events:
         if evt.cpu and not evt.is_async:

@@ -43,10 +43,11 @@ def imports_anywhere(root: Path, packages: set[str], by_name: frozenset[str] = f
     named = sorted(by_name & packages)
     mention = re.compile(rb"\b(" + b"|".join(re.escape(p.encode()) for p in named) + rb")") if named else None
     found: set[str] = set()
-    for config in PYTEST_CONFIG_FILES if mention is not None else ():
-        data = _head(root, config)
-        if data is not None and mention is not None:
-            found.update(m.group(1).decode() for m in mention.finditer(data))
+    if mention is not None:
+        for config in PYTEST_CONFIG_FILES:
+            data = _head(root, config)
+            if data is not None:
+                found.update(m.group(1).decode() for m in mention.finditer(data))
     seen = 0
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
