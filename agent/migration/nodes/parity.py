@@ -77,7 +77,9 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
                 report.notes.append(f"the fp32 golden run (autocast off) failed ({golden.failure_line()}): no "
                                     "error-ratio check")
     if report.failed:  # test the candidate causes in side runs instead of guessing one
-        from agent.migration.nodes.target import start_beside  # target -> cpu_check -> parity: imported here
+        from agent.migration.nodes.target import drop_beside, start_beside  # target -> cpu_check -> parity
+
+        drop_beside(state, runs)  # this round's tests and CPU check: never collected now, their cores go to the trials
 
         if spec is not None:  # this thread waits for the FIX008 run: its round's tests can take the core
             evidence.start_fix_round(state, spec, lambda nxt, ws: start_beside(nxt, runs, ws, foreground=False))

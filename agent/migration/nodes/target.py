@@ -80,6 +80,14 @@ def start_beside(state: MigrationState, runs: RunScheduler, ws: Path, foreground
     return beside
 
 
+def drop_beside(state: MigrationState, runs: RunScheduler) -> list[str]:
+    """Cancel ``state``'s round's tests and CPU check, started beside its target run: its parity failed, so the
+    graph never collects them (a fix changes the code, or the report ends the migration ``partial``), and the
+    cores they hold go to the cause trials and the next round's runs. The tests on the original, which every
+    round shares, go on. Returns the keys cancelled."""
+    return [key for key in (_tests_key(state), cpu_check_key(state)) if runs.cancel(key)]
+
+
 @contextmanager
 def beside_as_cores_free(state: MigrationState, runs: RunScheduler, ws: Path,
                          waiting_for: str | None = None) -> Iterator[list[str]]:
