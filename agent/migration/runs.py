@@ -105,13 +105,14 @@ class RunScheduler:
         return True
 
     def _work(self, fut: Future[RunResult], fn: RunFn, cancel: threading.Event) -> None:
-        if not fut.set_running_or_notify_cancel():
-            return
         try:
-            fut.set_result(fn(cancel))
-        except BaseException as exc:  # handed to whoever joins the run
-            fut.set_exception(exc)
-        finally:
+            if not fut.set_running_or_notify_cancel():
+                return
+            try:
+                fut.set_result(fn(cancel))
+            except BaseException as exc:  # handed to whoever joins the run
+                fut.set_exception(exc)
+        finally:  # (a run that never started ends here too: it holds no core)
             with self._change:
                 self._live -= 1
                 self._ended += 1
