@@ -98,9 +98,9 @@ class RunScheduler:
             ctx = contextvars.copy_context()
             thread = threading.Thread(target=ctx.run, args=(self._work, fut, fn, cancel), name=f"ferry-run {key}",
                                       daemon=True)
+            thread.start()  # (its end waits for this lock: counted below before it can end)
             self._jobs[key] = _Job(fut, cancel, thread)
             self._live += 1
-            thread.start()
         logger.info("background run %s started", key)
         return True
 

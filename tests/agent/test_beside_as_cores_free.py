@@ -51,11 +51,11 @@ def _wait_for(predicate, timeout: float = 10.0) -> bool:
 
 
 def test_each_run_that_ends_beside_the_foreground_run_offers_its_core(runs: RunScheduler, monkeypatch) -> None:
-    calls: list[bool] = []
-    offers = iter([["tests"], ["the CPU check"], []])
+    calls: list[tuple[bool, bool]] = []
+    offers = iter([[], ["tests"], ["the CPU check"], []])
 
-    def beside(state, runs_, ws, foreground=True):
-        calls.append(foreground)
+    def beside(state, runs_, ws, foreground=True, tests=True):
+        calls.append((foreground, tests))
         return next(offers)
 
     monkeypatch.setattr(target, "start_beside", beside)
@@ -63,7 +63,8 @@ def test_each_run_that_ends_beside_the_foreground_run_offers_its_core(runs: RunS
     runs.start("m:reference", _gated(first))
     runs.start("m:other", _gated(second))
     with target.beside_as_cores_free({}, runs, Path(".")) as late:
-        assert not _wait_for(lambda: bool(calls), 0.3)  # nothing ended: nothing offered
+        assert _wait_for(lambda: len(calls) == 1)  # one look at once (a core may be free already): none is
+        assert not _wait_for(lambda: len(calls) > 1, 0.3)  # nothing ended: nothing more offered
         first.set()
         assert _wait_for(lambda: late == ["tests"])
         second.set()
@@ -72,32 +73,56 @@ def test_each_run_that_ends_beside_the_foreground_run_offers_its_core(runs: RunS
     after.set()  # the foreground run is over: a run ending now offers nothing
     assert _wait_for(lambda: not runs.running())
     time.sleep(0.2)
-    assert calls == [True, True]  # a foreground run of the caller's own holds a core
+    assert calls == [(True, True)] * 3  # a foreground run of the caller's own holds a core; the tests may start
     assert late == ["tests", "the CPU check"]
 
 
-def test_waiting_for_a_run_its_own_end_is_not_offered(runs: RunScheduler, monkeypatch) -> None:
+def test_a_core_free_at_the_start_is_offered_at_once(runs: RunScheduler, monkeypatch) -> None:
+    """The core left free before the watching began (the caller's own look came first, or a run ended in between)
+    is offered without waiting for a run to end."""
     calls: list[bool] = []
 
-    def beside(state, runs_, ws, foreground=True):
+    def beside(state, runs_, ws, foreground=True, tests=True):
         calls.append(foreground)
         return ["the CPU check"]
+
+    monkeypatch.setattr(target, "start_beside", beside)
+    gate = threading.Event()
+    runs.start("m:tests-0-abc", _gated(gate))  # the awaited run, the only one in flight
+    with target.beside_as_cores_free({}, runs, Path("."), waiting_for="m:tests-0-abc") as late:
+        assert _wait_for(lambda: late == ["the CPU check"])
+        gate.set()
+        runs.join("m:tests-0-abc", Path("/nonexistent"))
+    assert calls == [False]
+
+
+def test_waiting_for_a_run_its_own_end_is_not_offered(runs: RunScheduler, monkeypatch) -> None:
+    calls: list[tuple[bool, bool]] = []
+    offers = iter([[], ["the CPU check"], [], [], []])
+
+    def beside(state, runs_, ws, foreground=True, tests=True):
+        calls.append((foreground, tests))
+        return next(offers)
 
     monkeypatch.setattr(target, "start_beside", beside)
     other, tests = threading.Event(), threading.Event()
     runs.start("m:reference-collect", _gated(other))
     runs.start("m:tests-0-abc", _gated(tests))
     with target.beside_as_cores_free({}, runs, Path("."), waiting_for="m:tests-0-abc") as late:
+        assert _wait_for(lambda: len(calls) == 1)  # the look at once
         other.set()
         assert _wait_for(lambda: late == ["the CPU check"])
-        assert calls == [False]  # no run of the caller's own: one free core is enough
+        # no run of the caller's own (one free core is enough), and never the awaited tests themselves
+        assert calls == [(False, False), (False, False)]
         runs.start("m:third", _gated(other))  # (ends at once: the gate is open)
-        assert _wait_for(lambda: len(calls) == 2)
+        assert _wait_for(lambda: len(calls) == 3)
         calls.clear()
         third = threading.Event()
         runs.start("m:fourth", _gated(third))
         tests.set()  # the awaited run ends: its result decides what is next, no core is offered for it
         runs.join("m:tests-0-abc", Path("/nonexistent"))
+        time.sleep(0.3)  # (still watching, m:fourth in flight)
+        assert calls == []
     third.set()
     assert _wait_for(lambda: not runs.running())
     time.sleep(0.2)

@@ -79,13 +79,18 @@ def parity(state: MigrationState, runs: RunScheduler) -> Update:
     if report.failed:  # test the candidate causes in side runs instead of guessing one
         from agent.migration.nodes.target import drop_beside, start_beside  # target -> cpu_check -> parity
 
-        drop_beside(state, runs)  # this round's tests and CPU check: never collected now, their cores go to the trials
+        def next_round(nxt: MigrationState, ws: Path) -> list[str]:
+            # the precision trial runs the next round's code (FIX008 written in): this round's tests and CPU check,
+            # which the graph then never collects, give their cores to that round's (where no later trial explains
+            # the divergence without a code change, the tests node makes them again)
+            drop_beside(state, runs)
+            return start_beside(nxt, runs, ws)
 
         if spec is not None:  # this thread waits for the FIX008 run: its round's tests can take the core
             evidence.start_fix_round(state, spec, lambda nxt, ws: start_beside(nxt, runs, ws, foreground=False))
         joined = evidence.joined_fix(state, runs)  # the FIX008 run made beside the evidence run, if any
         found = causes.measure(state, report, ref_dir, golden_dir, changes,
-                               beside=lambda nxt, ws: start_beside(nxt, runs, ws), joined=joined,
+                               beside=next_round, joined=joined,
                                precision_only=spec is not None)
         if spec is not None and (found.prepared is None or found.prepared.files_digest != spec.fix_digest):
             return evidence.decline(state, runs, spec, "the FIX008 run does not remove the divergence the "

@@ -51,17 +51,20 @@ def _tests_key(state: MigrationState) -> str:
     return f"{migration_id_of(state)}:{_tests_label(state)}"
 
 
-def start_beside(state: MigrationState, runs: RunScheduler, ws: Path, foreground: bool = True) -> list[str]:
+def start_beside(state: MigrationState, runs: RunScheduler, ws: Path, foreground: bool = True,
+                 tests: bool = True) -> list[str]:
     """Start the tests and the CPU check of ``state``'s round (its iteration and files; ``ws`` holds that code)
     in the background where cores are free and the budget allows, unless they are running or finished; what
     was started, in words. ``target_run`` starts them beside itself, and the matmul-precision cause trial
     beside its run of the next round's code (``agent.migration.nodes.causes``). ``foreground``: the caller is
-    about to make a run of its own, which needs a core too (False: ``target_run`` taking a prepared run)."""
+    about to make a run of its own, which needs a core too (False: ``target_run`` taking a prepared run).
+    ``tests``: False leaves the round's tests out (the caller awaits them: they must not start again)."""
     opts = options_of(state)
     tests_key, cpu_key = _tests_key(state), cpu_check_key(state)
     need = 2 if foreground else 1
     beside: list[str] = []
-    if opts.test_command and not runs.has(tests_key) and runs.spare_cores() >= need and has_time_for(state, "tests"):
+    if (tests and opts.test_command and not runs.has(tests_key) and runs.spare_cores() >= need
+            and has_time_for(state, "tests")):
         adir = artifacts_dir(state, _tests_label(state))
         if finished(adir) is None:
             adir.mkdir(parents=True, exist_ok=True)
@@ -103,22 +106,32 @@ def beside_as_cores_free(state: MigrationState, runs: RunScheduler, ws: Path,
     def over() -> bool:  # (the awaited run's end is not a core for more: its result decides what comes next)
         return done.is_set() or (waiting_for is not None and not runs.running(waiting_for))
 
+    def offer() -> None:  # (never the awaited run itself: the caller joins it and makes it again if it failed)
+        started = start_beside(state, runs, ws, foreground=waiting_for is None, tests=waiting_for is None)
+        late.extend(what for what in started if what not in late)
+
     def watch() -> None:
-        seen = runs.ended()  # (runs that ended before are no news)
+        seen = runs.ended()  # counted first: a run that ends from here on is seen below
         try:
+            if not over():
+                offer()  # a core free already (the caller's own look came before this one)
             while True:
                 now = runs.wait_for_an_end(seen, done)
                 if now is None or over():
                     return
                 seen = now
-                started = start_beside(state, runs, ws, foreground=waiting_for is None)
-                late.extend(what for what in started if what not in late)
+                offer()
         except Exception:  # the nodes after the run start what is missing, as before
             logger.warning("starting runs beside the target run as cores freed failed", exc_info=True)
 
     # the runs it starts take the caller's context (the migration's run environment), as runs.start does
     thread = threading.Thread(target=contextvars.copy_context().run, args=(watch,), name="ferry-beside", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had: the nodes after the run start what is missing, as before
+        logger.warning("no thread to start runs beside the target run as cores free", exc_info=True)
+        yield late
+        return
     try:
         yield late
     finally:
@@ -238,7 +251,7 @@ def tests(state: MigrationState, runs: RunScheduler) -> Update:
     with beside_as_cores_free(state, runs, ws, waiting_for=tests_key) as late:  # the CPU check, where it waits
         run = runs.join(tests_key, adir)
     where = " (beside the target run)" if run is not None else ""
-    if late:
+    if late and run is not None:
         where += f"; {' and '.join(late)} started beside them as a core freed"
     if run is None:
         ensure_time_for(state, "tests", "the tests run")
