@@ -101,7 +101,7 @@ def _build(d: Path) -> tuple[Path, ModuleType | None]:
                 name=_NAME,
                 sources=[str(s) for s in ext_cache.SOURCES],
                 build_directory=str(d),
-                extra_cflags=["-O2"],
+                extra_cflags=list(ext_cache.CFLAGS),
                 verbose=False,
                 is_python_module=True,
             )
