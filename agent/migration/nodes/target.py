@@ -208,11 +208,10 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
         runs.cancel(cpu_key)  # nor this CPU check
         return update
     update.update(_device_work(run))
-    started = f"{' and '.join(beside)} started beside it" if beside else ""
-    if late:
-        freed = f"{' and '.join(late)} started beside it as a core freed"
-        started = f"{started}; {freed.replace(' started beside it', '')}" if started else freed
-    started = f" ({started})" if started else ""
+    parts = [f"{' and '.join(beside)} started beside it"] if beside else []
+    if late:  # ("A started beside it; B as a core freed", or "B started beside it as a core freed")
+        parts.append(f"{' and '.join(late)}{'' if beside else ' started beside it'} as a core freed")
+    started = f" ({'; '.join(parts)})" if parts else ""
     said = f"{note} in {run.duration_s:.1f}s" if note else f"run ok in {run.duration_s:.1f}s"
     update.update({"target_ok": dump(run), SUMMARY: said + started})
     return update
