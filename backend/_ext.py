@@ -1,12 +1,12 @@
 """Build (once) and load tpx's small C++ extension (``backend/csrc/tpx_ext.cpp``).
 
 The extension is JIT-compiled with ``torch.utils.cpp_extension.load`` the first time tpx is
-used, into a persistent cache keyed by a hash of the sources, the torch version and the Python
-version: ``$TPX_EXTENSION_DIR`` if set, else ``~/.cache/ferry/tpx-ext/<hash>``, else (home
-missing or read-only, as in the sandbox) a per-user temp dir. Later processes load the cached
-shared object directly (no compiler, no ninja). Concurrent builders (pytest workers) serialise
-on an ``flock`` in the cache dir, so only one compiles and the others load its result. Nothing
-here downloads anything.
+used, into a persistent cache keyed by a hash of the sources, the compiler flags
+(``ext_cache.CFLAGS``), the torch version and the Python version: ``$TPX_EXTENSION_DIR`` if set,
+else ``~/.cache/ferry/tpx-ext/<hash>``, else (home missing or read-only, as in the sandbox) a
+per-user temp dir. Later processes load the cached shared object directly (no compiler, no
+ninja). Concurrent builders (pytest workers) serialise on an ``flock`` in the cache dir, so only
+one compiles and the others load its result. Nothing here downloads anything.
 
 No code is loaded from, or built into, a cache dir another uid could write (``ext_cache`` checks
 the owner and mode of every path component, ``backend_autoload.ext_trust``): a sandboxed run that

@@ -1,10 +1,11 @@
 """Where tpx's compiled C++ extension is cached, computed without importing torch.
 
 ``backend._ext`` builds and loads the extension; this module only names the cache: a digest of
-the C++ sources, the installed torch's version (read from its package metadata, so no
-``import torch``) and the Python version, under ``$TPX_EXTENSION_DIR``, ``~/.cache/ferry/tpx-ext``
-or a per-user temp dir. The runner uses it to find the built extension on the host in
-microseconds instead of starting an interpreter that imports torch.
+the C++ sources, the compiler flags they are built with (``CFLAGS``), the installed torch's version
+(read from its package metadata, so no ``import torch``) and the Python version, under
+``$TPX_EXTENSION_DIR``, ``~/.cache/ferry/tpx-ext`` or a per-user temp dir. The runner uses it to
+find the built extension on the host in microseconds instead of starting an interpreter that
+imports torch.
 
 A cache dir is used (read or built into) only when no other uid could have written it
 (``backend_autoload.ext_trust``): one that fails is skipped with a warning naming it.
@@ -27,10 +28,10 @@ logger = logging.getLogger(__name__)
 
 _CSRC = Path(__file__).resolve().parent.parent / "backend" / "csrc"
 SOURCES = [_CSRC / "tpx_ext.cpp", _CSRC / "tpx_dispatch.cpp", _CSRC / "tpx_fast.cpp"]
-# The compiler flags the extension is built with (part of the cache key). -fno-plt: calls into
-# libtorch/libc10 go through the GOT directly, without a PLT stub per callee (one instruction-cache
-# line less per call site on a path that runs once per op).
-CFLAGS = ["-O2", "-fno-plt"]
+# The compiler flags the extension is built with (part of the cache key). -fno-plt: a call into
+# libtorch/libc10 loads the callee's address from the GOT instead of jumping through a PLT stub
+# (fewer instruction-cache lines touched per call on a path that runs once per op).
+CFLAGS = ("-O2", "-fno-plt")
 _LIBRARY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,100}\.so")  # what READY may name: a file in its dir
 _warned: set[str] = set()
 

@@ -17,7 +17,7 @@ from backend_autoload import ext_cache
 def test_the_digest_changes_with_the_compiler_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     before = ext_cache.source_hash()
     assert ext_cache.source_hash() == before  # a pure function of its inputs
-    monkeypatch.setattr(ext_cache, "CFLAGS", [*ext_cache.CFLAGS, "-DTPX_SOMETHING_ELSE"])
+    monkeypatch.setattr(ext_cache, "CFLAGS", (*ext_cache.CFLAGS, "-DTPX_SOMETHING_ELSE"))
     assert ext_cache.source_hash() != before
 
 
@@ -36,7 +36,7 @@ def test_the_build_compiles_with_the_flags_the_digest_names(tmp_path: Path, monk
         raise Stop
 
     monkeypatch.setattr(cpp_extension, "load", load)
-    monkeypatch.setattr(ext_cache, "CFLAGS", ["-O2", "-DTPX_FLAG_UNDER_TEST"])
+    monkeypatch.setattr(ext_cache, "CFLAGS", ("-O2", "-DTPX_FLAG_UNDER_TEST"))
     with pytest.raises(Stop):
         _ext._build(tmp_path)
     assert seen["extra_cflags"] == ["-O2", "-DTPX_FLAG_UNDER_TEST"]

@@ -208,13 +208,19 @@ def target_run(state: MigrationState, runs: RunScheduler) -> Update:
         runs.cancel(cpu_key)  # nor this CPU check
         return update
     update.update(_device_work(run))
-    parts = [f"{' and '.join(beside)} started beside it"] if beside else []
-    if late:  # ("A started beside it; B as a core freed", or "B started beside it as a core freed")
-        parts.append(f"{' and '.join(late)}{'' if beside else ' started beside it'} as a core freed")
-    started = f" ({'; '.join(parts)})" if parts else ""
+    started = started_clause(beside, late)
     said = f"{note} in {run.duration_s:.1f}s" if note else f"run ok in {run.duration_s:.1f}s"
     update.update({"target_ok": dump(run), SUMMARY: said + started})
     return update
+
+
+def started_clause(beside: list[str], late: list[str]) -> str:
+    """What started beside the target run, for its summary: `` (A started beside it; B as a core freed)``,
+    `` (B started beside it as a core freed)`` when only a freed core started anything, ``""`` when nothing did."""
+    parts = [f"{' and '.join(beside)} started beside it"] if beside else []
+    if late:
+        parts.append(f"{' and '.join(late)}{'' if beside else ' started beside it'} as a core freed")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _device_work(run: RunResult) -> Update:
