@@ -50,7 +50,6 @@ def _wait_for(predicate, timeout: float = 10.0) -> bool:
     return predicate()
 
 
-
 @pytest.mark.parametrize(("beside", "late", "clause"), [
     ([], [], ""),
     (["tests"], [], " (tests started beside it)"),
@@ -60,6 +59,7 @@ def _wait_for(predicate, timeout: float = 10.0) -> bool:
 def test_the_summary_names_what_started_beside_the_run_and_what_took_a_freed_core(
         beside: list[str], late: list[str], clause: str) -> None:
     assert target.started_clause(beside, late) == clause
+
 
 def test_each_run_that_ends_beside_the_foreground_run_offers_its_core(runs: RunScheduler, monkeypatch) -> None:
     calls: list[tuple[bool, bool]] = []
